@@ -1,0 +1,538 @@
+/*
+ * libkvc — a paged KV-cache manager for LLM inference.
+ *
+ * This header is the whole public API. It compiles as C99 and as C++.
+ *
+ * Conventions (they hold for every function below unless its doc block says otherwise):
+ *  - Every function returns a kvc_status; KVC_OK (0) means success. No C++ exception, abort or crash
+ *    crosses this boundary.
+ *  - A failing call changes nothing: the pool is exactly as before the call (all-or-nothing).
+ *  - On failure a readable message is stored for the *calling OS thread*; read it with
+ *    kvc_last_error(). See the README ("Error messages") for why this survives Go goroutine migration
+ *    (the Go binding pins the goroutine to its OS thread across call + read) and many threads sharing
+ *    one pool (each thread has its own message).
+ *  - Handles are opaque. Objects created by kvc_X_create are released by kvc_X_destroy; destroying
+ *    NULL is a no-op that returns KVC_OK.
+ *  - Out-params are written only on success, except the documented "required size" out-params of
+ *    KVC_ERR_BUFFER_TOO_SMALL.
+ *  - Counts are signed 64-bit so that negative values from callers are detected, not wrapped.
+ *  - Config and info structs start with struct_size; set it with the matching *_default()/init
+ *    function (or sizeof). Fields are only ever appended, so older callers keep working.
+ *  - Thread safety: every function taking a kvc_pool* may be called from many threads at once.
+ *    kvc_keys and kvc_batch objects are owned by one caller at a time (no internal locking), but
+ *    may be read (const) by several threads.
+ */
+#ifndef KVC_KVC_H
+#define KVC_KVC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(KVC_BUILDING_LIBRARY) && defined(__GNUC__)
+#define KVC_API __attribute__((visibility("default")))
+#else
+#define KVC_API
+#endif
+
+/* ------------------------------------------------------------------------------------------------
+ * Versions
+ * --------------------------------------------------------------------------------------------- */
+#define KVC_VERSION_MAJOR 0
+#define KVC_VERSION_MINOR 1
+#define KVC_VERSION_PATCH 0
+/** Single comparable number: major * 10000 + minor * 100 + patch. */
+#define KVC_VERSION_NUMBER (KVC_VERSION_MAJOR * 10000 + KVC_VERSION_MINOR * 100 + KVC_VERSION_PATCH)
+
+/** Runtime version of the loaded library as KVC_VERSION_NUMBER. Compare with the macro to detect a
+ *  header/library mismatch. Never fails. */
+KVC_API int32_t kvc_version(void);
+
+/** Runtime version as a static string "major.minor.patch". Never fails; never NULL; not freed. */
+KVC_API const char *kvc_version_string(void);
+
+/* ------------------------------------------------------------------------------------------------
+ * Status codes and error messages
+ * --------------------------------------------------------------------------------------------- */
+typedef enum kvc_status {
+    KVC_OK = 0,
+    KVC_ERR_NULL_ARG = 1,         /**< a required pointer argument was NULL */
+    KVC_ERR_INVALID_ARG = 2,      /**< a value outside its documented range */
+    KVC_ERR_OVERFLOW = 3,         /**< a size or count computation would overflow */
+    KVC_ERR_NO_MEMORY = 4,        /**< a host or device allocation failed */
+    KVC_ERR_OUT_OF_BLOCKS = 5,    /**< not enough free blocks now; nothing was changed */
+    KVC_ERR_UNKNOWN_SEQ = 6,      /**< no sequence with that id */
+    KVC_ERR_SEQ_EXISTS = 7,       /**< a sequence with that id already exists */
+    KVC_ERR_BUFFER_TOO_SMALL = 8, /**< caller buffer too small; the required size was reported */
+    KVC_ERR_MAX_LEN = 9,          /**< the sequence would exceed the pool's max_seq_len */
+    KVC_ERR_BUSY = 10,            /**< refused while resources are in use (e.g. cache reset) */
+    KVC_ERR_UNSUPPORTED = 11,     /**< valid but unsupported here (dtype, head dim, backend) */
+    KVC_ERR_DEVICE = 12,          /**< CUDA error, no device, or no driver */
+    KVC_ERR_IO = 13,              /**< file or disk I/O failed */
+    KVC_ERR_VERSION = 14,         /**< struct_size unknown to this library version */
+    KVC_ERR_STATE = 15,           /**< the object is in the wrong state for this operation */
+    KVC_ERR_INTERNAL = 16         /**< an internal invariant failed (a bug; please report) */
+} kvc_status;
+
+/** Static English name of a status ("KVC_ERR_OUT_OF_BLOCKS: ..."). Unknown values give a generic
+ *  string. Never NULL; never freed by the caller. */
+KVC_API const char *kvc_status_str(int32_t status);
+
+/** Message of the most recent failing kvc_* call made *by this OS thread*, or "" if none.
+ *  The pointer stays valid until this thread's next failing kvc_* call; copy it if needed.
+ *  Successful calls do not clear it. Never NULL. */
+KVC_API const char *kvc_last_error(void);
+
+/** Copies kvc_last_error() into buf (always NUL-terminated, truncated to cap bytes).
+ *  *out_len (if non-NULL) receives the full message length without the NUL.
+ *  KVC_ERR_NULL_ARG if buf is NULL while cap > 0. */
+KVC_API kvc_status kvc_last_error_copy(char *buf, int64_t cap, int64_t *out_len);
+
+/* ------------------------------------------------------------------------------------------------
+ * Enumerations
+ * --------------------------------------------------------------------------------------------- */
+typedef enum kvc_dtype {
+    KVC_DTYPE_F32 = 0,
+    KVC_DTYPE_F16 = 1,
+    KVC_DTYPE_BF16 = 2,
+    KVC_DTYPE_FP8_E4M3 = 3 /**< KV cache only; values are scaled by per-tensor k/v scales */
+} kvc_dtype;
+
+typedef enum kvc_backend {
+    KVC_BACKEND_NONE = 0, /**< metadata only: block tables, no KV storage (schedulers, simulators) */
+    KVC_BACKEND_CPU = 1,  /**< KV storage in host memory; CPU kernels */
+    KVC_BACKEND_CUDA = 2, /**< KV storage in device memory; CUDA kernels */
+    KVC_BACKEND_AUTO = 3  /**< CUDA if a usable device exists, else CPU */
+} kvc_backend;
+
+/** Result of kvc_can_alloc (vLLM v0 watermark rule). */
+typedef enum kvc_alloc_verdict {
+    KVC_ALLOC_OK = 0,    /**< fits now and leaves the watermark free */
+    KVC_ALLOC_LATER = 1, /**< fits once other sequences free blocks */
+    KVC_ALLOC_NEVER = 2  /**< can never fit in this pool */
+} kvc_alloc_verdict;
+
+#define KVC_PRIORITY_MIN 0
+#define KVC_PRIORITY_MAX 100
+#define KVC_PRIORITY_DEFAULT 50
+#define KVC_MAX_SALT_LEN 256
+
+/* ------------------------------------------------------------------------------------------------
+ * Pool configuration and sizing
+ * --------------------------------------------------------------------------------------------- */
+typedef struct kvc_pool_config {
+    uint32_t struct_size;         /**< sizeof(kvc_pool_config); set by kvc_pool_config_default */
+    int32_t block_size;           /**< tokens per block, >= 1 (default 16) */
+    int32_t num_layers;           /**< model layers, >= 1 (default 1) */
+    int32_t num_kv_heads;         /**< KV heads, >= 1 (default 1) */
+    int32_t num_q_heads;          /**< query heads, a multiple of num_kv_heads; 0 = num_kv_heads.
+                                       Sizes attention scratch; launches may use fewer. */
+    int32_t head_dim;             /**< head dimension, >= 1 (default 128) */
+    int32_t kv_dtype;             /**< kvc_dtype of the KV cache (default KVC_DTYPE_F16) */
+    int64_t num_blocks;           /**< blocks in the pool; 0 = derive from the budget below */
+    int64_t memory_budget_bytes;  /**< used when num_blocks == 0 (and not gpu_memory_utilization) */
+    double memory_utilization;    /**< fraction of the budget used for KV, (0,1] (default 0.9) */
+    double watermark;             /**< fraction of blocks kept free by kvc_can_alloc, [0,1) (0.01) */
+    int64_t max_seq_len;          /**< longest allowed sequence in tokens; 0 = unlimited */
+    int32_t prefix_caching;       /**< 1 = on (default), 0 = off */
+    int32_t backend;              /**< kvc_backend (default KVC_BACKEND_NONE) */
+    int32_t device;               /**< CUDA device ordinal (default 0) */
+    int32_t event_capacity;       /**< KV event ring size, 0 disables events (default 4096) */
+    double gpu_memory_utilization;/**< CUDA: if > 0 and num_blocks == 0, size the pool from this
+                                       fraction of the device's free memory (default 0) */
+} kvc_pool_config;
+
+/** Fills *cfg with defaults (including struct_size). KVC_ERR_NULL_ARG if cfg is NULL. */
+KVC_API kvc_status kvc_pool_config_default(kvc_pool_config *cfg);
+
+/** Bytes one block occupies across all layers with cfg's shape and dtype, in the storage layout:
+ *  2 (K,V) x block_size x num_kv_heads x head_dim x dtype_bytes x num_layers.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION, KVC_ERR_INVALID_ARG (shape <= 0, unknown dtype),
+ *  KVC_ERR_OVERFLOW. */
+KVC_API kvc_status kvc_bytes_per_block(const kvc_pool_config *cfg, int64_t *out_bytes);
+
+/** Blocks that fit in budget_bytes: floor(budget_bytes x utilization / bytes_per_block).
+ *  Errors: as kvc_bytes_per_block, plus KVC_ERR_INVALID_ARG for budget < 0 or utilization not in
+ *  (0,1]. */
+KVC_API kvc_status kvc_blocks_for_budget(const kvc_pool_config *cfg, int64_t budget_bytes,
+                                         double utilization, int64_t *out_blocks);
+
+/** Number of CUDA devices usable by this library: 0 when built without CUDA, or when no driver or
+ *  no GPU is present (that is not an error). Never loads anything that can crash. */
+KVC_API kvc_status kvc_cuda_device_count(int32_t *out_count);
+
+/* ------------------------------------------------------------------------------------------------
+ * Pool
+ * --------------------------------------------------------------------------------------------- */
+typedef struct kvc_pool kvc_pool;
+
+/** Creates a pool. The pool owns its KV storage (when backend != NONE), allocated once here and
+ *  freed by kvc_pool_destroy. *out receives the new pool; release it with kvc_pool_destroy.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION, KVC_ERR_INVALID_ARG (block_size 0, bad shape,
+ *  watermark/utilization out of range, no blocks), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY,
+ *  KVC_ERR_DEVICE (CUDA requested but unavailable), KVC_ERR_UNSUPPORTED. */
+KVC_API kvc_status kvc_pool_create(const kvc_pool_config *cfg, kvc_pool **out);
+
+/** Destroys a pool, its sequences and its storage. NULL is a no-op. The caller must ensure no other
+ *  thread is using the pool (like free()). Always KVC_OK. */
+KVC_API kvc_status kvc_pool_destroy(kvc_pool *pool);
+
+/** The resolved configuration (num_blocks filled in). Errors: KVC_ERR_NULL_ARG. */
+KVC_API kvc_status kvc_pool_get_config(const kvc_pool *pool, kvc_pool_config *out);
+
+/** Runs the internal invariant checker: each block's refcount equals its number of table
+ *  references, the free queues hold exactly the refcount-0 unpinned blocks, no block twice, cache map
+ *  consistent. O(blocks). KVC_OK or KVC_ERR_INTERNAL with a message naming the first violation. */
+KVC_API kvc_status kvc_pool_check(kvc_pool *pool);
+
+/* ------------------------------------------------------------------------------------------------
+ * Cache keys: what besides token ids identifies a block's KV content
+ * --------------------------------------------------------------------------------------------- */
+typedef struct kvc_keys kvc_keys;
+
+/** Creates an empty key set (no LoRA, no salt, no multimodal items, priority default).
+ *  Release with kvc_keys_destroy. Errors: KVC_ERR_NULL_ARG, KVC_ERR_NO_MEMORY. */
+KVC_API kvc_status kvc_keys_create(kvc_keys **out);
+/** Destroys a key set. NULL is a no-op. */
+KVC_API kvc_status kvc_keys_destroy(kvc_keys *keys);
+/** Resets to empty so the object can be reused for another request. Errors: KVC_ERR_NULL_ARG. */
+KVC_API kvc_status kvc_keys_clear(kvc_keys *keys);
+/** LoRA adapter id; 0 means no adapter. Errors: KVC_ERR_NULL_ARG. */
+KVC_API kvc_status kvc_keys_set_lora(kvc_keys *keys, uint64_t lora_id);
+/** Cache salt (tenant isolation): a NUL-terminated string of at most KVC_MAX_SALT_LEN bytes, mixed
+ *  into the first block only, so prompts with different salts share no block. NULL or "" = none.
+ *  Errors: KVC_ERR_NULL_ARG (keys), KVC_ERR_INVALID_ARG (too long). */
+KVC_API kvc_status kvc_keys_set_salt(kvc_keys *keys, const char *salt);
+/** Adds a multimodal item: a 128-bit content hash (hi, lo) covering the prompt tokens
+ *  [offset, offset + length). Every full block whose token range overlaps it carries its hash.
+ *  Items must be added in increasing, non-overlapping offset order.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (offset < 0, length <= 0, overlap/out of order),
+ *  KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY. */
+KVC_API kvc_status kvc_keys_add_mm(kvc_keys *keys, uint64_t hash_hi, uint64_t hash_lo,
+                                   int64_t offset, int64_t length);
+/** Retention priority in [KVC_PRIORITY_MIN, KVC_PRIORITY_MAX] for the blocks of requests using
+ *  these keys: refcount-0 cached blocks of lower priority are evicted first (LRU within one
+ *  priority). Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG. */
+KVC_API kvc_status kvc_keys_set_priority(kvc_keys *keys, int32_t priority);
+
+/* ------------------------------------------------------------------------------------------------
+ * Sequences
+ *
+ * A sequence is identified by a caller-chosen 64-bit id and owns a block table. Its tokens are laid
+ * out as: cached (prefix hit) | computed | new | lookahead (reserved, not yet confirmed).
+ * `tokens` arguments are token ids; they may be NULL only while prefix caching is off.
+ * `keys` may be NULL (no LoRA, no salt, no multimodal items, default priority).
+ * --------------------------------------------------------------------------------------------- */
+
+/** Would kvc_alloc of this prompt succeed? Cache hits are taken into account; refcount-0 hits
+ *  are not counted as free. With W = watermark x num_blocks and `needed` the blocks to take:
+ *  NEVER if num_blocks - needed < W; OK if free - needed >= W; else LATER. Read-only.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW. */
+KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,
+                                 const kvc_keys *keys, int32_t *out_verdict);
+
+/** Creates sequence seq_id holding num_tokens prompt tokens. With prefix caching, the longest
+ *  cached prefix (full blocks, verified token by token, at most num_tokens - 1 tokens) is shared
+ *  (refcount + 1); the rest is allocated. *out_cached_tokens (may be NULL) receives the number of
+ *  tokens whose KV is already present. Capacity is checked before anything changes.
+ *  Errors: KVC_ERR_NULL_ARG (pool; tokens while caching is on), KVC_ERR_INVALID_ARG (num_tokens
+ *  < 1), KVC_ERR_SEQ_EXISTS, KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW, KVC_ERR_OUT_OF_BLOCKS,
+ *  KVC_ERR_NO_MEMORY. */
+KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tokens,
+                             int64_t num_tokens, const kvc_keys *keys, int64_t *out_cached_tokens);
+
+/** Decode/extend step: appends num_tokens confirmed tokens (ids in `tokens`) and reserves
+ *  num_lookahead further slots for speculative tokens (reserved slots are not cached and not counted
+ *  in the length; a later append confirms them by writing into them). A block that becomes full of
+ *  confirmed tokens is entered in the prefix cache. Writing into a block shared with another
+ *  sequence (refcount > 1) first copies it: a fresh block replaces it in this sequence only and the
+ *  (src, dst) pair is queued (see kvc_take_pending_copies). *out_new_blocks (may be NULL) receives
+ *  the number of blocks taken (including copy-on-write blocks).
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 0, num_lookahead < 0, both 0),
+ *  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out), KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW,
+ *  KVC_ERR_OUT_OF_BLOCKS, KVC_ERR_NO_MEMORY. */
+KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *tokens,
+                              int64_t num_tokens, int64_t num_lookahead, int32_t *out_new_blocks);
+
+/** Creates child_id sharing every block of parent_id (refcount + 1 each; no data copied). The child
+ *  starts with the parent's tokens, keys and priority.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ (parent), KVC_ERR_SEQ_EXISTS (child),
+ *  KVC_ERR_INVALID_ARG (parent == child), KVC_ERR_STATE (parent swapped out), KVC_ERR_NO_MEMORY. */
+KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_id);
+
+/** Frees sequence seq_id: its blocks are released in reverse order (refcount - 1; at 0, cached
+ *  blocks go to the LRU tail of their priority, uncached ones are reused first).
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ (including a second free). */
+KVC_API kvc_status kvc_free(kvc_pool *pool, uint64_t seq_id);
+
+/** Copies the block table of seq_id into out[0..cap). *out_len receives the table length.
+ *  Size query: out == NULL and cap == 0 returns KVC_OK with only *out_len set.
+ *  Errors: KVC_ERR_NULL_ARG (pool, out_len, or out with cap > 0), KVC_ERR_INVALID_ARG (cap < 0),
+ *  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_BUFFER_TOO_SMALL (*out_len = required). */
+KVC_API kvc_status kvc_seq_block_table(kvc_pool *pool, uint64_t seq_id, int32_t *out, int64_t cap,
+                                       int64_t *out_len);
+
+/** Confirmed token count of seq_id (excludes lookahead). Errors: KVC_ERR_NULL_ARG,
+ *  KVC_ERR_UNKNOWN_SEQ. */
+KVC_API kvc_status kvc_seq_num_tokens(kvc_pool *pool, uint64_t seq_id, int64_t *out_tokens);
+
+/** Slot of each position in [first_pos, first_pos + count) of seq_id:
+ *  slot = block_id x block_size + (pos mod block_size) — what the cache-write kernel consumes.
+ *  Positions may reach into reserved lookahead slots. The slots of the newest n tokens are
+ *  first_pos = num_tokens - n.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (first_pos < 0, count < 0, range beyond reserved
+ *  slots), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_BUFFER_TOO_SMALL (cap < count). */
+KVC_API kvc_status kvc_seq_slot_mapping(kvc_pool *pool, uint64_t seq_id, int64_t first_pos,
+                                        int64_t count, int64_t *out, int64_t cap);
+
+/** Drains up to cap pending copy-on-write pairs (src block -> dst block) into src[] / dst[], oldest
+ *  first; *out_count receives the number drained. The caller must copy those blocks' KV before the
+ *  next forward pass (or let the pool do it: kvc_copy_pending). With cap == 0 and NULL arrays it only
+ *  reports the pending count and drains nothing.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (cap < 0). */
+KVC_API kvc_status kvc_take_pending_copies(kvc_pool *pool, int32_t *src, int32_t *dst,
+                                           int64_t cap, int64_t *out_count);
+
+/* ------------------------------------------------------------------------------------------------
+ * Statistics
+ * --------------------------------------------------------------------------------------------- */
+typedef struct kvc_stats {
+    uint32_t struct_size;           /**< set by the caller to sizeof(kvc_stats) */
+    int64_t total_blocks;
+    int64_t free_blocks;            /**< refcount 0 (including cached-but-unused blocks) */
+    int64_t used_blocks;            /**< refcount > 0 */
+    int64_t cached_free_blocks;     /**< refcount 0 and still in the prefix cache */
+    int64_t pinned_blocks;          /**< blocks held by kvc_prefix_pin */
+    int64_t num_seqs;
+    double utilization;             /**< used_blocks / total_blocks */
+    int64_t allocs;                 /**< successful kvc_alloc calls */
+    int64_t frees;                  /**< successful kvc_free calls */
+    int64_t forks;
+    int64_t appends;
+    int64_t blocks_allocated;       /**< fresh blocks handed out (not counting cache hits) */
+    int64_t blocks_freed;           /**< blocks whose refcount reached 0 */
+    int64_t cow_copies;             /**< copy-on-write pairs queued */
+    int64_t pending_copies;         /**< pairs queued and not yet drained */
+    int64_t prefix_query_tokens;    /**< prompt tokens looked up by kvc_alloc */
+    int64_t prefix_hit_tokens;      /**< of those, tokens served from the cache */
+    double prefix_hit_rate;         /**< hit_tokens / query_tokens (0 when no queries) */
+    int64_t evictions;              /**< cached blocks dropped to reuse their memory */
+    int64_t verify_misses;          /**< hash matched but tokens/keys differed: treated as a miss */
+    int64_t events_dropped;         /**< KV events lost because the ring was full */
+} kvc_stats;
+
+/** Snapshot of the pool's counters. out->struct_size must be set (sizeof(kvc_stats)).
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION. */
+KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out);
+
+/* ------------------------------------------------------------------------------------------------
+ * Prefix cache
+ * --------------------------------------------------------------------------------------------- */
+
+/** How many leading tokens of this prompt are cached right now (full blocks, verified, at most
+ *  num_tokens - 1 rounded down to a block boundary). No side effects: no refcount, LRU position or
+ *  statistic changes. 0 when prefix caching is off.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_OVERFLOW. */
+KVC_API kvc_status kvc_prefix_lookup(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,
+                                     const kvc_keys *keys, int64_t *out_cached_tokens);
+
+/** Pins the cached full blocks of this prefix (all of its full blocks that are cached now, from the
+ *  start, stopping at the first miss): a pinned block is never evicted until unpinned. Pins nest
+ *  (a count per block). *out_pinned_tokens (may be NULL) receives the tokens covered.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG, KVC_ERR_UNSUPPORTED (caching off). */
+KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,
+                                  const kvc_keys *keys, int64_t *out_pinned_tokens);
+
+/** Undoes one kvc_prefix_pin of the same prefix. Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG,
+ *  KVC_ERR_STATE (a block of that prefix is not pinned; nothing changed). */
+KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,
+                                    const kvc_keys *keys, int64_t *out_unpinned_tokens);
+
+/** Drops every cached block from the prefix cache (emits AllBlocksCleared). Refused with
+ *  KVC_ERR_BUSY while any block is in use or pinned. Errors: KVC_ERR_NULL_ARG, KVC_ERR_BUSY. */
+KVC_API kvc_status kvc_prefix_cache_reset(kvc_pool *pool);
+
+/* KV events, for KV-aware routers. One event per block. */
+typedef enum kvc_event_type {
+    KVC_EVENT_BLOCK_STORED = 1,      /**< a full block entered the cache */
+    KVC_EVENT_BLOCK_REMOVED = 2,     /**< a cached block was evicted */
+    KVC_EVENT_ALL_BLOCKS_CLEARED = 3 /**< kvc_prefix_cache_reset */
+} kvc_event_type;
+
+typedef struct kvc_event {
+    uint32_t struct_size;   /**< set by the caller to sizeof(kvc_event) */
+    int32_t type;           /**< kvc_event_type */
+    uint64_t hash_hi;       /**< the block's 128-bit chained hash */
+    uint64_t hash_lo;
+    uint64_t parent_hash_hi;/**< previous block's hash (the fixed seed for block 0) */
+    uint64_t parent_hash_lo;
+    uint64_t lora_id;       /**< BLOCK_STORED: the block's LoRA adapter (0 = none) */
+    uint64_t extra_keys_digest; /**< BLOCK_STORED: digest of salt/multimodal keys (0 = none) */
+    int32_t block_id;       /**< physical block */
+    int32_t num_tokens;     /**< BLOCK_STORED: token ids copied into the caller's buffer */
+    uint64_t sequence_number; /**< increases by one per event produced (gaps = dropped events) */
+} kvc_event;
+
+/** Pops the oldest pending event into *out; its token ids (BLOCK_STORED; block_size of them) go to
+ *  tokens[0..token_cap). *out_has_event is 1 if an event was popped, 0 if none was pending.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION, KVC_ERR_BUFFER_TOO_SMALL (token_cap < block_size for a
+ *  BLOCK_STORED event; the event stays queued). */
+KVC_API kvc_status kvc_event_pop(kvc_pool *pool, kvc_event *out, int32_t *tokens, int64_t token_cap,
+                                 int32_t *out_has_event);
+
+/* ------------------------------------------------------------------------------------------------
+ * KV storage (backend != NONE)
+ *
+ * Layout (one allocation, block-major, all layers of a block contiguous, HND inside a layer):
+ *   element(block, layer, kv, head, token, d) at byte offset
+ *     block * block_stride + layer * layer_stride + kv * kv_stride + head * head_stride
+ *     + token * token_stride + d * elem_bytes
+ *   kv = 0 for K, 1 for V; token is the position inside the block (slot mod block_size).
+ * A block therefore moves between tiers in one contiguous copy of block_stride bytes.
+ * --------------------------------------------------------------------------------------------- */
+typedef struct kvc_storage_info {
+    uint32_t struct_size;  /**< set by the caller to sizeof(kvc_storage_info) */
+    int32_t backend;       /**< kvc_backend actually used (CPU or CUDA) */
+    int32_t kv_dtype;
+    int32_t elem_bytes;
+    int32_t device;        /**< CUDA device ordinal, -1 on CPU */
+    uint64_t base_address; /**< address of the storage (device address on CUDA) */
+    int64_t total_bytes;
+    int64_t block_stride;  /**< all strides in bytes */
+    int64_t layer_stride;
+    int64_t kv_stride;
+    int64_t head_stride;
+    int64_t token_stride;
+} kvc_storage_info;
+
+/** Describes the pool's KV storage for callers bringing their own kernels.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION, KVC_ERR_STATE (metadata-only pool). */
+KVC_API kvc_status kvc_storage_get_info(kvc_pool *pool, kvc_storage_info *out);
+
+/** Writes the step's new K and V into their slots of `layer` (reshape_and_cache). k and v are
+ *  [num_tokens, num_kv_heads, head_dim] in src_dtype (F32/F16/BF16), in backend memory (device
+ *  memory on CUDA); slot_mapping has num_tokens entries in backend memory; slot < 0 = padding,
+ *  skipped. FP8 caches quantize with k_scale / v_scale (stored = value / scale). stream: a
+ *  cudaStream_t on CUDA (NULL = default stream), ignored on CPU.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, num_tokens < 0, scales <= 0, a slot past
+ *  the pool on CPU), KVC_ERR_UNSUPPORTED, KVC_ERR_STATE (metadata-only pool), KVC_ERR_DEVICE. */
+KVC_API kvc_status kvc_cache_write(kvc_pool *pool, int32_t layer, const int64_t *slot_mapping,
+                                   int64_t num_tokens, const void *k, const void *v,
+                                   int32_t src_dtype, float k_scale, float v_scale, void *stream);
+
+/** Drains the pending copy-on-write pairs and copies those blocks (all layers, K and V) in one
+ *  launch. *out_copied (may be NULL) receives the number of pairs copied. On the CUDA backend the
+ *  copy is ordered on `stream`.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_STATE (metadata-only pool), KVC_ERR_DEVICE. */
+KVC_API kvc_status kvc_copy_pending(kvc_pool *pool, void *stream, int64_t *out_copied);
+
+/** Copies raw bytes of `count` whole blocks between the pool storage and host memory, for tests,
+ *  debugging and custom tiers. to_host != 0: blocks -> host; else host -> blocks. host holds
+ *  count x block_stride bytes, block i at offset i x block_stride. Synchronous.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (count < 0, block out of range), KVC_ERR_STATE,
+ *  KVC_ERR_DEVICE. */
+KVC_API kvc_status kvc_storage_copy_blocks(kvc_pool *pool, const int32_t *block_ids, int64_t count,
+                                           void *host, int32_t to_host);
+
+/* ------------------------------------------------------------------------------------------------
+ * Batch metadata for one forward step
+ * --------------------------------------------------------------------------------------------- */
+typedef struct kvc_batch kvc_batch;
+
+/** Creates a batch with fixed capacity (max_seqs sequences, max_tokens new tokens per step,
+ *  max_blocks_per_seq table width). All host and device buffers are allocated here, so building a
+ *  step never allocates and device addresses stay fixed (CUDA graph capture).
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (capacities < 1), KVC_ERR_OVERFLOW,
+ *  KVC_ERR_NO_MEMORY, KVC_ERR_DEVICE. */
+KVC_API kvc_status kvc_batch_create(kvc_pool *pool, int32_t max_seqs, int64_t max_tokens,
+                                    int32_t max_blocks_per_seq, kvc_batch **out);
+
+/** Destroys a batch. NULL is a no-op. Must not be destroyed after its pool. */
+KVC_API kvc_status kvc_batch_destroy(kvc_batch *batch);
+
+/** Builds the step's metadata: for sequence i (seq_ids[i]) the query is its newest q_lens[i]
+ *  confirmed tokens (1 for decode; the uncached prompt part for prefill), the context is all of
+ *  its confirmed tokens. Fills padded block tables [num_seqs, max_blocks_per_seq] (int32, -1
+ *  padding), seq_lens, query_start_loc [num_seqs + 1], slot_mapping of the new tokens, and the CSR
+ *  form (kv_indptr [num_seqs + 1], kv_indices, kv_last_page_len), then uploads what changed (rows
+ *  equal to the previous step's are not re-sent) — once per step, reused by every layer.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_seqs < 1 or > capacity, q_len < 1 or >
+ *  tokens, duplicate id), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out),
+ *  KVC_ERR_BUFFER_TOO_SMALL (tokens or table width over capacity), KVC_ERR_DEVICE.
+ *  On failure the previous step's metadata stays intact. */
+KVC_API kvc_status kvc_batch_build(kvc_batch *batch, const uint64_t *seq_ids, const int64_t *q_lens,
+                                   int32_t num_seqs);
+
+typedef struct kvc_batch_info {
+    uint32_t struct_size;          /**< set by the caller to sizeof(kvc_batch_info) */
+    int32_t num_seqs;
+    int64_t num_tokens;            /**< total new (query) tokens */
+    int32_t max_blocks_per_seq;    /**< table row width */
+    int32_t max_q_len;
+    int64_t max_seq_len;
+    int64_t num_indices;           /**< entries of kv_indices */
+    int32_t is_decode;             /**< 1 when every q_len == 1 */
+    int32_t rows_uploaded;         /**< table rows sent in the last build (incremental upload) */
+    /* Addresses of the arrays in backend memory (device memory on CUDA), valid until destroy. */
+    uint64_t block_tables;         /**< int32 [num_seqs][max_blocks_per_seq] */
+    uint64_t seq_lens;             /**< int32 [num_seqs] */
+    uint64_t query_start_loc;      /**< int32 [num_seqs + 1] */
+    uint64_t slot_mapping;         /**< int64 [num_tokens] */
+    uint64_t kv_indptr;            /**< int32 [num_seqs + 1] */
+    uint64_t kv_indices;           /**< int32 [num_indices] */
+    uint64_t kv_last_page_len;     /**< int32 [num_seqs] */
+} kvc_batch_info;
+
+/** Sizes and array addresses of the last build. Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION,
+ *  KVC_ERR_STATE (never built). */
+KVC_API kvc_status kvc_batch_get_info(const kvc_batch *batch, kvc_batch_info *out);
+
+/** Copies the last build's slot mapping (num_tokens entries) to host memory out[0..cap).
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_STATE, KVC_ERR_BUFFER_TOO_SMALL. */
+KVC_API kvc_status kvc_batch_copy_slot_mapping(const kvc_batch *batch, int64_t *out, int64_t cap);
+
+/** Copies the last build's padded block tables (num_seqs x max_blocks_per_seq) to host memory.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_STATE, KVC_ERR_BUFFER_TOO_SMALL. */
+KVC_API kvc_status kvc_batch_copy_block_tables(const kvc_batch *batch, int32_t *out, int64_t cap);
+
+/* ------------------------------------------------------------------------------------------------
+ * Attention
+ * --------------------------------------------------------------------------------------------- */
+typedef struct kvc_attention_params {
+    uint32_t struct_size;     /**< sizeof(kvc_attention_params); set by kvc_attention_params_default */
+    int32_t num_q_heads;      /**< multiple of the pool's num_kv_heads (GQA), <= config num_q_heads;
+                                   0 = the pool's num_q_heads */
+    int32_t q_dtype;          /**< dtype of q and out: F32, F16 or BF16 */
+    float scale;              /**< softmax scale; 0 = 1/sqrt(head_dim) */
+    float k_scale;            /**< FP8 KV dequantization scales (1.0 otherwise) */
+    float v_scale;
+    float logit_softcap;      /**< > 0: logits = softcap * tanh(logits / softcap); 0 = off */
+    int32_t sliding_window;   /**< > 0: attend only to the last sliding_window positions */
+    const float *alibi_slopes;/**< NULL or num_q_heads slopes in backend memory */
+    int32_t partition_size;   /**< decode split-K partition in tokens: 0 = auto, -1 = never split */
+} kvc_attention_params;
+
+/** Fills defaults: num_q_heads 0 (the pool's), q_dtype F16, scale 0, k/v scale 1, no softcap, no
+ *  window, no ALiBi, auto partitioning. Errors: KVC_ERR_NULL_ARG. */
+KVC_API kvc_status kvc_attention_params_default(kvc_attention_params *p);
+
+/** Paged attention for one layer over the batch built last. q is [num_tokens, num_q_heads,
+ *  head_dim] (num_tokens = the batch's new tokens, in batch order), out has the same shape; both in
+ *  backend memory. Decode (every q_len = 1) and prefill/append (causal: query token j of a sequence
+ *  of length L with q_len Q sees positions <= L - Q + j) are dispatched automatically. The new tokens'
+ *  K/V must already be written (kvc_cache_write). On CUDA the launch is asynchronous on `stream`.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, heads, scale), KVC_ERR_UNSUPPORTED (head
+ *  dim / dtype / block size combination), KVC_ERR_STATE (batch never built, metadata-only pool,
+ *  batch of another pool), KVC_ERR_DEVICE (launch failed). */
+KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, int32_t layer,
+                                        const void *q, void *out, const kvc_attention_params *params,
+                                        void *stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KVC_KVC_H */

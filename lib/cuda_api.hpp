@@ -1,0 +1,35 @@
+// The host-side view of the CUDA backend. Implemented in cuda/*.cu when libkvc is built with CUDA
+// (KVC_HAVE_CUDA), and by lib/cuda_stub.cpp otherwise, where every call reports that CUDA is not
+// available. Functions return KVC_OK or a status whose message was set with kvc::fail; none
+// throws. `stream` is a cudaStream_t passed as void* so this header needs no CUDA includes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernel_args.hpp"
+
+namespace kvc::cuda {
+
+// Usable devices; 0 (and KVC_OK) without driver or GPU. Never fails hard.
+kvc_status device_count(int32_t *out);
+kvc_status mem_get_info(int32_t device, size_t *free_bytes, size_t *total_bytes);
+kvc_status malloc_device(int32_t device, size_t bytes, void **out);
+kvc_status free_device(int32_t device, void *ptr);
+kvc_status malloc_pinned(size_t bytes, void **out);
+kvc_status free_pinned(void *ptr);
+// Asynchronous on `stream` (NULL = default); host buffers should be pinned for true overlap.
+kvc_status memcpy_h2d(void *dst, const void *src, size_t bytes, void *stream);
+kvc_status memcpy_d2h(void *dst, const void *src, size_t bytes, void *stream);
+kvc_status memcpy_d2d(void *dst, const void *src, size_t bytes, void *stream);
+kvc_status stream_sync(void *stream);
+
+kvc_status cache_write(const CacheWriteArgs &a, void *stream);
+kvc_status copy_blocks(const CopyBlocksArgs &a, void *stream);
+kvc_status attention(const AttentionArgs &a, void *stream);
+// Bytes of split-K scratch attention() needs for a batch of these capacities.
+// The batch allocates it once at creation with max_context = max_blocks_per_seq * block_size.
+size_t attention_workspace_bytes(int32_t max_seqs, int32_t num_q_heads, int32_t head_dim,
+                                 int64_t max_context);
+
+}  // namespace kvc::cuda
