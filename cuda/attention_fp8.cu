@@ -1,0 +1,6 @@
+// Paged attention instantiations for fp8 KV caches (one file per dtype so builds parallelize).
+#include "attention_kernel.cuh"
+
+namespace kvc::cuda::detail {
+KVC_INSTANTIATE_ATTENTION(fp8_t)
+}  // namespace kvc::cuda::detail

@@ -1,0 +1,304 @@
+// The paged attention kernel, shared by decode and prefill/append.
+//
+// One CTA serves one (sequence, KV head, group of query heads, tile of query tokens[, partition]).
+// Its rows are the (query token, query head) pairs of that KV head, so every K/V byte it streams
+// is used by the whole GQA group (vLLM's per-query-head grid re-reads it G times). K/V tiles move
+// global -> shared with 16-byte cp.async, double-buffered so the next tile is in flight while the
+// current one is scored; softmax is online (running max / exp-sum per row) in fp32.
+//
+// Block size is a runtime value (any 1..256 and beyond): a token's address is computed from its
+// block id, so no instantiation per block size is needed. Instantiated per KV dtype x head dim in
+// attention_<dtype>.cu.
+#pragma once
+
+#include <cstdint>
+
+#include "attention_params.cuh"
+#include "dtype_convert.cuh"
+
+namespace kvc::cuda::detail {
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const int src_bytes = valid ? 16 : 0;  // 0 = zero-fill: padding tokens never read memory
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+template <typename KV, int kHeadDim>
+__global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const AttnParams p) {
+    using S = TileShape<int(sizeof(KV)), kHeadDim>;
+    constexpr int T = S::kTile;
+    constexpr int kChunks = S::kChunksPerRow;
+    constexpr int kEpc = Chunk16<KV>::kElems;  // elements per 16-byte chunk
+    const float kNegInf = -__int_as_float(0x7f800000);
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    unsigned char *kv_smem = smem;
+    float *q_s = reinterpret_cast<float *>(smem + S::kKvBytes);
+    float *score_s = q_s + S::kMaxRows * S::kQPitch;
+    float *m_s = score_s + S::kMaxRows * T;
+    float *l_s = m_s + S::kMaxRows;
+    float *corr_s = l_s + S::kMaxRows;
+    float *slope_s = corr_s + S::kMaxRows;
+    int32_t *qpos_s = reinterpret_cast<int32_t *>(slope_s + S::kMaxRows);
+
+    const int tid = threadIdx.x;
+    const int part = blockIdx.x % p.num_parts;
+    const int qtile = blockIdx.x / p.num_parts;
+    const int kv_head = blockIdx.y / p.head_chunks;
+    const int head_chunk = blockIdx.y % p.head_chunks;
+    const int seq = blockIdx.z;
+
+    const int32_t ctx_len = p.seq_lens[seq];
+    const int32_t q_begin = p.query_start_loc[seq];
+    const int32_t q_len = p.query_start_loc[seq + 1] - q_begin;
+    const int32_t j0 = qtile * p.queries_per_cta;
+    if (j0 >= q_len) return;
+    const int32_t nq = min(p.queries_per_cta, q_len - j0);
+    const int32_t g0 = head_chunk * p.group_chunk;
+    const int32_t gc = min(p.group_chunk, p.group_size - g0);
+    const int32_t rows = nq * gc;  // <= S::kMaxRows by construction in the dispatcher
+
+    // Keys this CTA may need: up to its last query's position; from its first query's window start.
+    const int32_t first_pos = ctx_len - q_len + j0;
+    const int32_t key_end = first_pos + nq;
+    int32_t key_begin = 0;
+    if (p.window > 0) key_begin = max(0, first_pos - p.window + 1);
+    int32_t range_begin = key_begin, range_end = key_end;
+    if (p.num_parts > 1) {
+        range_begin = key_begin + part * p.part_size;
+        range_end = min(key_end, range_begin + p.part_size);
+        if (part > 0 && range_begin >= key_end) return;  // the reduce never reads this partition
+    }
+
+    // Rows: r = query * gc + head-in-chunk. q is pre-scaled so scores need one FMA chain only.
+    for (int r = tid; r < rows; r += kAttnThreads) {
+        const int32_t ql = r / gc;
+        const int32_t head = kv_head * p.group_size + g0 + (r - ql * gc);
+        m_s[r] = kNegInf;
+        l_s[r] = 0.0f;
+        qpos_s[r] = first_pos + ql;
+        slope_s[r] = p.alibi_slopes ? p.alibi_slopes[head] : 0.0f;
+    }
+    for (int i = tid; i < rows * kHeadDim; i += kAttnThreads) {
+        const int32_t r = i / kHeadDim, d = i - r * kHeadDim;
+        const int32_t ql = r / gc;
+        const int32_t head = kv_head * p.group_size + g0 + (r - ql * gc);
+        const int64_t token = int64_t(q_begin) + j0 + ql;
+        q_s[r * S::kQPitch + d] =
+            load_qo(p.q, p.q_dtype, (token * p.num_q_heads + head) * kHeadDim + d) * p.q_scale;
+    }
+
+    const int32_t *table = p.block_tables + int64_t(seq) * p.max_blocks_per_seq;
+    const unsigned char *head_base = p.layer_base + int64_t(kv_head) * p.head_stride;
+
+    // Issues the cp.async copies of tile `tile` (K and V) into pipeline stage `stage`.
+    auto issue_tile = [&](int32_t tile, int stage) {
+        unsigned char *k_dst = kv_smem + stage * S::kStageBytes;
+        unsigned char *v_dst = k_dst + T * S::kRowPitch;
+        const int32_t t0 = range_begin + tile * T;
+        for (int c = tid; c < T * kChunks; c += kAttnThreads) {
+            const int t = c / kChunks;
+            const int chunk = c - t * kChunks;
+            const int32_t pos = t0 + t;
+            const bool valid = pos < range_end;
+            const unsigned char *src = head_base;
+            if (valid) {
+                const int32_t blk_idx = pos / p.block_size;
+                const int64_t block = table[blk_idx];  // widened before the multiply
+                src = head_base + block * p.block_stride + int64_t(pos - blk_idx * p.block_size) * p.token_stride +
+                      chunk * 16;
+            }
+            cp_async16(k_dst + t * S::kRowPitch + chunk * 16, src, valid);
+            cp_async16(v_dst + t * S::kRowPitch + chunk * 16, valid ? src + p.kv_stride : src, valid);
+        }
+    };
+
+    const int32_t span = range_end - range_begin;
+    const int32_t num_tiles = span > 0 ? (span + T - 1) / T : 0;
+
+    // Accumulators: item = (row, 8 consecutive dims).
+    constexpr int kDG = S::kDimGroups;
+    float acc[S::kItemsPerThread][8];
+#pragma unroll
+    for (int k = 0; k < S::kItemsPerThread; ++k)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[k][e] = 0.0f;
+
+    const int score_t = tid % T;
+    const int score_group = tid / T;
+    const int lane = tid & 31, warp = tid >> 5;
+
+    if (num_tiles > 0) issue_tile(0, 0);
+    cp_async_commit();
+    __syncthreads();  // q_s and row state visible
+
+    for (int32_t tile = 0; tile < num_tiles; ++tile) {
+        if (tile + 1 < num_tiles) issue_tile(tile + 1, (tile + 1) & 1);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+
+        const unsigned char *k_tile = kv_smem + (tile & 1) * S::kStageBytes;
+        const unsigned char *v_tile = k_tile + T * S::kRowPitch;
+        const int32_t t0 = range_begin + tile * T;
+        const int32_t count = min(T, range_end - t0);
+
+        // 1. Scores: thread (token, row group) dots its token's K row with its rows' q.
+        {
+            float dot[S::kRowsPerThread];
+#pragma unroll
+            for (int j = 0; j < S::kRowsPerThread; ++j) dot[j] = 0.0f;
+            const unsigned char *k_row = k_tile + score_t * S::kRowPitch;
+#pragma unroll 4
+            for (int c = 0; c < kChunks; ++c) {
+                float kf[kEpc];
+                Chunk16<KV>::widen(k_row + c * 16, kf);
+#pragma unroll
+                for (int j = 0; j < S::kRowsPerThread; ++j) {
+                    const int r = score_group + j * S::kRowGroups;
+                    if (r < rows) {
+                        const float4 *qv = reinterpret_cast<const float4 *>(q_s + r * S::kQPitch + c * kEpc);
+#pragma unroll
+                        for (int e = 0; e < kEpc / 4; ++e) {
+                            const float4 qq = qv[e];
+                            dot[j] = fmaf(kf[4 * e], qq.x, dot[j]);
+                            dot[j] = fmaf(kf[4 * e + 1], qq.y, dot[j]);
+                            dot[j] = fmaf(kf[4 * e + 2], qq.z, dot[j]);
+                            dot[j] = fmaf(kf[4 * e + 3], qq.w, dot[j]);
+                        }
+                    }
+                }
+            }
+            const int32_t pos = t0 + score_t;
+#pragma unroll
+            for (int j = 0; j < S::kRowsPerThread; ++j) {
+                const int r = score_group + j * S::kRowGroups;
+                if (r < rows) {
+                    const int32_t qpos = qpos_s[r];
+                    const bool visible = score_t < count && pos <= qpos && (p.window <= 0 || pos > qpos - p.window);
+                    float x = dot[j];
+                    if (p.alibi_slopes) x += slope_s[r] * float(pos - qpos);
+                    if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+                    score_s[r * T + score_t] = visible ? x : kNegInf;
+                }
+            }
+        }
+        __syncthreads();
+
+        // 2. Online softmax: one warp per row.
+        for (int r = warp; r < rows; r += kAttnThreads / 32) {
+            float mx = kNegInf;
+            for (int t = lane; t < T; t += 32) mx = fmaxf(mx, score_s[r * T + t]);
+            mx = warp_max(mx);
+            const float m_old = m_s[r];
+            const float m_new = fmaxf(m_old, mx);
+            float sum = 0.0f, corr = 1.0f;
+            if (m_new == kNegInf) {
+                for (int t = lane; t < T; t += 32) score_s[r * T + t] = 0.0f;
+            } else {
+                corr = __expf(m_old - m_new);
+                for (int t = lane; t < T; t += 32) {
+                    const float e = __expf(score_s[r * T + t] - m_new);
+                    score_s[r * T + t] = e;
+                    sum += e;
+                }
+            }
+            sum = warp_sum(sum);
+            if (lane == 0) {
+                l_s[r] = l_s[r] * corr + sum;
+                m_s[r] = m_new;
+                corr_s[r] = corr;
+            }
+        }
+        __syncthreads();
+
+        // 3. acc = acc * corr + P V.
+#pragma unroll
+        for (int k = 0; k < S::kItemsPerThread; ++k) {
+            const int item = tid + k * kAttnThreads;
+            if (item < rows * kDG) {
+                const int r = item / kDG;
+                const int dg = item - r * kDG;
+                const float corr = corr_s[r];
+#pragma unroll
+                for (int e = 0; e < 8; ++e) acc[k][e] *= corr;
+                const float *prob = score_s + r * T;
+                const unsigned char *v_col = v_tile + dg * 8 * int(sizeof(KV));
+#pragma unroll 4
+                for (int t = 0; t < count; ++t) {
+                    float vf[8];
+                    widen8<KV>(v_col + t * S::kRowPitch, vf);
+                    const float pr = prob[t];
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) acc[k][e] = fmaf(pr, vf[e], acc[k][e]);
+                }
+            }
+        }
+        __syncthreads();  // the stage read above is refilled by the next iteration's issue
+    }
+    cp_async_wait<0>();
+
+    // 4. Output: normalized rows, or unnormalized partials plus (max, exp-sum) for the reduce.
+#pragma unroll
+    for (int k = 0; k < S::kItemsPerThread; ++k) {
+        const int item = tid + k * kAttnThreads;
+        if (item >= rows * kDG) continue;
+        const int r = item / kDG;
+        const int dg = item - r * kDG;
+        const int32_t ql = r / gc;
+        const int32_t head = kv_head * p.group_size + g0 + (r - ql * gc);
+        if (p.num_parts == 1) {
+            const float l = l_s[r];
+            const float inv = l > 0.0f ? p.v_scale / l : 0.0f;
+            const int64_t token = int64_t(q_begin) + j0 + ql;
+            const int64_t o = (token * p.num_q_heads + head) * kHeadDim + dg * 8;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) store_qo(p.out, p.q_dtype, o + e, acc[k][e] * inv);
+        } else {
+            const int64_t prow = (int64_t(seq) * p.num_q_heads + head) * p.num_parts + part;
+            float *dst = p.ws_acc + prow * kHeadDim + dg * 8;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) dst[e] = acc[k][e] * p.v_scale;
+            if (dg == 0) {
+                p.ws_ml[prow * 2] = m_s[r];
+                p.ws_ml[prow * 2 + 1] = l_s[r];
+            }
+        }
+    }
+}
+
+template <typename KV, int kHeadDim>
+cudaError_t launch_attention_kernel(const AttnParams &p, dim3 grid, cudaStream_t stream) {
+    using S = TileShape<int(sizeof(KV)), kHeadDim>;
+    static_assert(S::kSmemBytes <= 48 * 1024, "tile shape must fit the default shared-memory limit");
+    static_assert(S::kRowBytes % 16 == 0, "rows must be whole 16-byte chunks");
+    paged_attention_kernel<KV, kHeadDim><<<grid, kAttnThreads, S::kSmemBytes, stream>>>(p);
+    return cudaGetLastError();
+}
+
+// One translation unit per KV dtype instantiates the five supported head dims.
+#define KVC_INSTANTIATE_ATTENTION(KV)                                                          \
+    template cudaError_t launch_attention_kernel<KV, 64>(const AttnParams &, dim3, cudaStream_t);  \
+    template cudaError_t launch_attention_kernel<KV, 80>(const AttnParams &, dim3, cudaStream_t);  \
+    template cudaError_t launch_attention_kernel<KV, 96>(const AttnParams &, dim3, cudaStream_t);  \
+    template cudaError_t launch_attention_kernel<KV, 128>(const AttnParams &, dim3, cudaStream_t); \
+    template cudaError_t launch_attention_kernel<KV, 256>(const AttnParams &, dim3, cudaStream_t);
+
+}  // namespace kvc::cuda::detail

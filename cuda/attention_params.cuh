@@ -1,0 +1,96 @@
+// Launch parameters and compile-time tile shapes of the paged attention kernel
+// (attention_kernel.cuh), shared by the host dispatcher (attention.cu) and the per-dtype
+// instantiation files (attention_<dtype>.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvc::cuda::detail {
+
+constexpr int kAttnThreads = 128;
+// Rows = (query token, query head) pairs one CTA computes; their fp32 accumulators live in
+// registers: kMaxRowElems / kAttnThreads = 16 floats per thread.
+constexpr int kMaxRowElems = 2048;
+
+// Compile-time shape of one instantiation: KV element type size and head dim.
+template <int kElemBytes, int kHeadDim>
+struct TileShape {
+    static constexpr int kRowBytes = kHeadDim * kElemBytes;  // one token of one head, a multiple of 16
+    static constexpr int kChunksPerRow = kRowBytes / 16;
+    // Shared-memory row pitch with an odd number of 16-byte chunks: threads reading the same chunk
+    // of consecutive token rows then hit distinct banks.
+    static constexpr int kRowPitch = kRowBytes + ((kChunksPerRow % 2 == 0) ? 16 : 0);
+    static constexpr int kStages = 2;
+    static constexpr int kMaxRows = kMaxRowElems / kHeadDim > 0 ? kMaxRowElems / kHeadDim : 1;
+    static constexpr int kQPitch = kHeadDim + 4;  // floats; +4 spreads rows over banks
+    static constexpr size_t smem_bytes(int tile) {
+        return size_t(2) * tile * kRowPitch * kStages + size_t(kMaxRows) * kQPitch * 4 +
+               size_t(kMaxRows) * tile * 4 + size_t(kMaxRows) * 4 * 5;
+    }
+    // Tokens per tile: about 8 KiB of K (and as much V) per pipeline stage, a power of two in
+    // [8, 64], shrunk until everything fits the 48 KiB a CTA gets without opt-in.
+    static constexpr int pick_tile() {
+        int t = 64;
+        while (t > 8 && (t * kRowBytes > 8192 || smem_bytes(t) > 48 * 1024)) t /= 2;
+        return t;
+    }
+    static constexpr int kTile = pick_tile();
+    // Score phase: thread = (token in tile, row group); each handles every kRowGroups-th row.
+    static constexpr int kRowGroups = kAttnThreads / kTile;
+    static constexpr int kRowsPerThread = (kMaxRows + kRowGroups - 1) / kRowGroups;
+    // Accumulation phase: item = (row, 8 consecutive dims).
+    static constexpr int kDimGroups = kHeadDim / 8;
+    static constexpr int kItemsPerThread = (kMaxRows * kDimGroups + kAttnThreads - 1) / kAttnThreads;
+
+    static constexpr size_t kStageBytes = size_t(2) * kTile * kRowPitch;  // K tile + V tile
+    static constexpr size_t kKvBytes = kStageBytes * kStages;
+    static constexpr size_t kQBytes = size_t(kMaxRows) * kQPitch * 4;
+    static constexpr size_t kScoreBytes = size_t(kMaxRows) * kTile * 4;
+    static constexpr size_t kRowStateBytes = size_t(kMaxRows) * 4 * 5;  // m, l, corr, slope, position
+    static constexpr size_t kSmemBytes = kKvBytes + kQBytes + kScoreBytes + kRowStateBytes;
+    static_assert(kSmemBytes == smem_bytes(kTile), "shared-memory carve-up out of sync");
+};
+
+struct AttnParams {
+    // KV cache: layer_base = base + layer * layer_stride.
+    const unsigned char *layer_base;
+    int64_t kv_stride, head_stride, token_stride, block_stride;
+    int32_t block_size;
+    const int32_t *block_tables;
+    int32_t max_blocks_per_seq;
+    const int32_t *seq_lens;
+    const int32_t *query_start_loc;
+
+    const void *q;
+    void *out;
+    int32_t q_dtype;
+    int32_t num_q_heads;
+    int32_t group_size;      // query heads per KV head
+    int32_t group_chunk;     // query heads of one group handled by one CTA
+    int32_t head_chunks;     // ceil(group_size / group_chunk)
+    int32_t queries_per_cta; // query tokens of one sequence handled by one CTA
+
+    float q_scale;  // softmax scale (times k_scale for FP8 KV), folded into q
+    float v_scale;  // 1 unless FP8 KV
+    float softcap;
+    int32_t window;
+    const float *alibi_slopes;
+
+    // Split-K (decode only): num_parts > 1 writes unnormalized partials to the workspace, reduced by
+    // attention_reduce_kernel.
+    int32_t num_parts;
+    int32_t part_size;  // tokens per partition (when num_parts > 1)
+    float *ws_acc;      // [num_seqs][num_q_heads][num_parts][head_dim]
+    float *ws_ml;       // [num_seqs][num_q_heads][num_parts][2]: running max, exp-sum
+};
+
+// Launch of one (KV dtype, head dim) instantiation; defined in attention_<dtype>.cu.
+using AttnLauncher = cudaError_t (*)(const AttnParams &p, dim3 grid, cudaStream_t stream);
+
+template <typename KV, int kHeadDim>
+cudaError_t launch_attention_kernel(const AttnParams &p, dim3 grid, cudaStream_t stream);
+
+}  // namespace kvc::cuda::detail
