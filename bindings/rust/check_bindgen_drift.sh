@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Fails when the checked-in kvc-sys/src/bindings.rs differs from a fresh bindgen run over the
+# current include/kvc/kvc.h (someone changed the header without running regen.sh, or edited the
+# generated file by hand).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+"$here/regen.sh" "$tmp/bindings.rs"
+if ! diff -u "$here/kvc-sys/src/bindings.rs" "$tmp/bindings.rs"; then
+  echo "check_bindgen_drift: kvc-sys/src/bindings.rs is stale; run bindings/rust/regen.sh" >&2
+  exit 1
+fi
+echo "check_bindgen_drift: bindings.rs matches bindgen $(bindgen --version | awk '{print $2}') output"

@@ -1,0 +1,118 @@
+//! Prefix cache: side-effect-free lookup, pinning, reset, and the KV event stream for
+//! KV-aware routers.
+use kvc_sys as sys;
+
+use crate::error::{check, to_len, Result};
+use crate::keys::{keys_ptr, Keys};
+use crate::pool::Pool;
+use crate::types::EventType;
+
+/// One KV event (`kvc_event`): a block entered or left the prefix cache, or the cache was reset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub kind: EventType,
+    /// The block's 128-bit chained hash.
+    pub hash: u128,
+    /// The previous block's hash (a fixed seed for a prompt's first block).
+    pub parent_hash: u128,
+    /// BLOCK_STORED: the block's LoRA adapter (0 = none).
+    pub lora_id: u64,
+    /// BLOCK_STORED: digest of salt / multimodal keys (0 = none).
+    pub extra_keys_digest: u64,
+    pub block_id: i32,
+    /// BLOCK_STORED: the block's token ids.
+    pub tokens: Vec<i32>,
+    /// Increases by one per event produced; a gap means events were dropped.
+    pub sequence_number: u64,
+}
+
+fn join(hi: u64, lo: u64) -> u128 {
+    ((hi as u128) << 64) | lo as u128
+}
+
+impl Pool {
+    /// Leading tokens of this prompt cached right now, with no side effects
+    /// (`kvc_prefix_lookup`).
+    pub fn prefix_lookup(&self, tokens: &[i32], keys: Option<&Keys>) -> Result<i64> {
+        let mut cached = 0;
+        // SAFETY: live pool; tokens valid for tokens.len() reads; keys NULL or live.
+        check(unsafe {
+            sys::kvc_prefix_lookup(
+                self.raw(),
+                tokens.as_ptr(),
+                tokens.len() as i64,
+                keys_ptr(keys),
+                &mut cached,
+            )
+        })?;
+        Ok(cached)
+    }
+
+    /// Pins the cached full blocks of this prefix; returns the tokens covered
+    /// (`kvc_prefix_pin`). Pins nest.
+    pub fn prefix_pin(&self, tokens: &[i32], keys: Option<&Keys>) -> Result<i64> {
+        let mut pinned = 0;
+        // SAFETY: as prefix_lookup.
+        check(unsafe {
+            sys::kvc_prefix_pin(self.raw(), tokens.as_ptr(), tokens.len() as i64, keys_ptr(keys), &mut pinned)
+        })?;
+        Ok(pinned)
+    }
+
+    /// Undoes one pin of the same prefix; returns the tokens covered (`kvc_prefix_unpin`).
+    pub fn prefix_unpin(&self, tokens: &[i32], keys: Option<&Keys>) -> Result<i64> {
+        let mut unpinned = 0;
+        // SAFETY: as prefix_lookup.
+        check(unsafe {
+            sys::kvc_prefix_unpin(
+                self.raw(),
+                tokens.as_ptr(),
+                tokens.len() as i64,
+                keys_ptr(keys),
+                &mut unpinned,
+            )
+        })?;
+        Ok(unpinned)
+    }
+
+    /// Drops every cached block (`kvc_prefix_cache_reset`); BUSY while blocks are in use.
+    pub fn prefix_cache_reset(&self) -> Result<()> {
+        // SAFETY: live pool.
+        check(unsafe { sys::kvc_prefix_cache_reset(self.raw()) })
+    }
+
+    /// Pops the oldest pending KV event, or None when none is pending (`kvc_event_pop`).
+    pub fn pop_event(&self) -> Result<Option<Event>> {
+        // A BLOCK_STORED event carries block_size token ids.
+        let mut tokens = vec![0i32; to_len(self.cached_config().block_size as i64, "block size")?];
+        // SAFETY: plain data; zero is valid, struct_size set below.
+        let mut raw: sys::kvc_event = unsafe { std::mem::zeroed() };
+        raw.struct_size = std::mem::size_of::<sys::kvc_event>() as u32;
+        let mut has_event = 0;
+        // SAFETY: live pool; raw and has_event valid out-pointers; tokens holds tokens.len()
+        // writable entries, the cap passed.
+        check(unsafe {
+            sys::kvc_event_pop(self.raw(), &mut raw, tokens.as_mut_ptr(), tokens.len() as i64, &mut has_event)
+        })?;
+        if has_event == 0 {
+            return Ok(None);
+        }
+        let kind = EventType(raw.type_);
+        let n = if kind == EventType::BLOCK_STORED {
+            (raw.num_tokens.max(0) as usize).min(tokens.len())
+        } else {
+            0
+        };
+        tokens.truncate(n);
+        Ok(Some(Event {
+            kind,
+            hash: join(raw.hash_hi, raw.hash_lo),
+            parent_hash: join(raw.parent_hash_hi, raw.parent_hash_lo),
+            lora_id: raw.lora_id,
+            extra_keys_digest: raw.extra_keys_digest,
+            block_id: raw.block_id,
+            tokens,
+            sequence_number: raw.sequence_number,
+        }))
+    }
+}

@@ -1,0 +1,163 @@
+//! Sequence operations: admission, allocation, decode append, fork, free and the per-sequence
+//! block table / slot mapping, plus the pending copy-on-write pairs.
+use kvc_sys as sys;
+
+use crate::error::{check, to_len, Result};
+use crate::keys::{keys_ptr, Keys};
+use crate::pool::Pool;
+use crate::types::AllocVerdict;
+
+/// One pending copy-on-write pair: copy block `src`'s KV into block `dst`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CopyPair {
+    pub src: i32,
+    pub dst: i32,
+}
+
+impl Pool {
+    /// Would [`Pool::alloc`] of this prompt succeed now, later, or never (`kvc_can_alloc`)?
+    pub fn can_alloc(&self, tokens: &[i32], keys: Option<&Keys>) -> Result<AllocVerdict> {
+        let mut verdict = -1;
+        // SAFETY: live pool; tokens valid for tokens.len() reads; keys NULL or live.
+        check(unsafe {
+            sys::kvc_can_alloc(self.raw(), tokens.as_ptr(), tokens.len() as i64, keys_ptr(keys), &mut verdict)
+        })?;
+        Ok(AllocVerdict(verdict))
+    }
+
+    /// Creates sequence `seq_id` holding the prompt `tokens`; returns how many leading tokens were
+    /// served from the prefix cache (`kvc_alloc`).
+    pub fn alloc(&self, seq_id: u64, tokens: &[i32], keys: Option<&Keys>) -> Result<i64> {
+        let mut cached = 0;
+        // SAFETY: as can_alloc; cached is a valid out-pointer.
+        check(unsafe {
+            sys::kvc_alloc(
+                self.raw(),
+                seq_id,
+                tokens.as_ptr(),
+                tokens.len() as i64,
+                keys_ptr(keys),
+                &mut cached,
+            )
+        })?;
+        Ok(cached)
+    }
+
+    /// Appends confirmed `tokens` and reserves `lookahead` further slots; returns the number of
+    /// blocks taken, copy-on-write blocks included (`kvc_append`).
+    pub fn append(&self, seq_id: u64, tokens: &[i32], lookahead: i64) -> Result<i32> {
+        let mut new_blocks = 0;
+        // SAFETY: live pool; tokens valid for tokens.len() reads.
+        check(unsafe {
+            sys::kvc_append(
+                self.raw(),
+                seq_id,
+                tokens.as_ptr(),
+                tokens.len() as i64,
+                lookahead,
+                &mut new_blocks,
+            )
+        })?;
+        Ok(new_blocks)
+    }
+
+    /// Creates `child_id` sharing every block of `parent_id` (`kvc_fork`).
+    pub fn fork(&self, parent_id: u64, child_id: u64) -> Result<()> {
+        // SAFETY: live pool.
+        check(unsafe { sys::kvc_fork(self.raw(), parent_id, child_id) })
+    }
+
+    /// Frees sequence `seq_id` (`kvc_free`); a second free is UNKNOWN_SEQ.
+    pub fn free(&self, seq_id: u64) -> Result<()> {
+        // SAFETY: live pool.
+        check(unsafe { sys::kvc_free(self.raw(), seq_id) })
+    }
+
+    /// The block table of `seq_id` (`kvc_seq_block_table`).
+    pub fn block_table(&self, seq_id: u64) -> Result<Vec<i32>> {
+        loop {
+            let mut len = 0;
+            // SAFETY: size query (NULL, 0) with a valid out_len.
+            check(unsafe {
+                sys::kvc_seq_block_table(self.raw(), seq_id, std::ptr::null_mut(), 0, &mut len)
+            })?;
+            let mut table = vec![0i32; to_len(len, "block table length")?];
+            // SAFETY: table holds table.len() writable entries.
+            let status = unsafe {
+                sys::kvc_seq_block_table(self.raw(), seq_id, table.as_mut_ptr(), table.len() as i64, &mut len)
+            };
+            // Another thread may grow the sequence between the two calls: ask again.
+            if status == sys::KVC_ERR_BUFFER_TOO_SMALL {
+                continue;
+            }
+            check(status)?;
+            table.truncate(to_len(len, "block table length")?);
+            return Ok(table);
+        }
+    }
+
+    /// Confirmed token count of `seq_id` (`kvc_seq_num_tokens`).
+    pub fn num_tokens(&self, seq_id: u64) -> Result<i64> {
+        let mut n = 0;
+        // SAFETY: live pool, valid out-pointer.
+        check(unsafe { sys::kvc_seq_num_tokens(self.raw(), seq_id, &mut n) })?;
+        Ok(n)
+    }
+
+    /// Slots of positions `[first_pos, first_pos + count)` of `seq_id` (`kvc_seq_slot_mapping`).
+    pub fn slot_mapping(&self, seq_id: u64, first_pos: i64, count: i64) -> Result<Vec<i64>> {
+        // A negative count is passed through for the library to refuse (INVALID_ARG).
+        let mut slots = vec![0i64; usize::try_from(count).unwrap_or(0)];
+        // SAFETY: slots holds slots.len() writable entries, the cap passed.
+        check(unsafe {
+            sys::kvc_seq_slot_mapping(
+                self.raw(),
+                seq_id,
+                first_pos,
+                count,
+                slots.as_mut_ptr(),
+                slots.len() as i64,
+            )
+        })?;
+        Ok(slots)
+    }
+
+    /// Number of copy-on-write pairs queued and not yet taken (drains nothing).
+    pub fn pending_copy_count(&self) -> Result<i64> {
+        let mut count = 0;
+        // SAFETY: the documented count query: NULL arrays, cap 0.
+        check(unsafe {
+            sys::kvc_take_pending_copies(
+                self.raw(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+                &mut count,
+            )
+        })?;
+        Ok(count)
+    }
+
+    /// Drains the pending copy-on-write pairs, oldest first (`kvc_take_pending_copies`).
+    /// Pairs queued by other threads after the count was read stay queued for the next call.
+    pub fn take_pending_copies(&self) -> Result<Vec<CopyPair>> {
+        let cap = to_len(self.pending_copy_count()?, "pending copy count")?;
+        if cap == 0 {
+            return Ok(Vec::new());
+        }
+        let (mut src, mut dst) = (vec![0i32; cap], vec![0i32; cap]);
+        let mut count = 0;
+        // SAFETY: src and dst hold cap writable entries each.
+        check(unsafe {
+            sys::kvc_take_pending_copies(
+                self.raw(),
+                src.as_mut_ptr(),
+                dst.as_mut_ptr(),
+                cap as i64,
+                &mut count,
+            )
+        })?;
+        let n = to_len(count, "pending copy count")?.min(cap);
+        Ok(src[..n].iter().zip(&dst[..n]).map(|(&src, &dst)| CopyPair { src, dst }).collect())
+    }
+}
