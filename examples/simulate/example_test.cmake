@@ -1,0 +1,10 @@
+# kvc_example_test(NAME name RC 0|nonzero REGEX regex COMMAND prog args...): a ctest entry passing
+# only when the program exits with that status AND prints something matching the regex
+# (run_and_expect.cmake). Shared by examples/serve and examples/simulate.
+include_guard(GLOBAL)
+function(kvc_example_test)
+  cmake_parse_arguments(T "" "NAME;RC;REGEX" "COMMAND" ${ARGN})
+  string(REPLACE ";" "|" cmd "${T_COMMAND}")
+  add_test(NAME ${T_NAME} COMMAND ${CMAKE_COMMAND} "-DCMD=${cmd}" "-DEXPECT_RC=${T_RC}" "-DREGEX=${T_REGEX}"
+    -P ${PROJECT_SOURCE_DIR}/examples/simulate/run_and_expect.cmake)
+endfunction()
