@@ -1,0 +1,101 @@
+#include "block_hash.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#define XXH_INLINE_ALL  // header-only: libkvc.so carries no runtime dependency on libxxhash
+#include <xxhash.h>
+
+#include "testing.h"
+
+namespace kvc {
+namespace {
+
+std::atomic<kvct_hash_fn> g_hash_override{nullptr};
+
+enum ExtraKind : unsigned char { kKindLora = 1, kKindSalt = 2, kKindMultimodal = 3 };
+
+// Payload bytes of the largest tagged extras of one block: LoRA, salt, and at most block_size
+// multimodal items (items do not overlap and each covers >= 1 token).
+constexpr size_t kTagHeader = 1 + 4;
+constexpr size_t kLoraBytes = kTagHeader + 8;
+constexpr size_t kSaltBytes = kTagHeader + KVC_MAX_SALT_LEN;
+constexpr size_t kMmBytes = kTagHeader + 32;
+
+unsigned char *put_tag(unsigned char *p, unsigned char kind, uint32_t len) {
+    *p++ = kind;
+    std::memcpy(p, &len, 4);
+    return p + 4;
+}
+
+unsigned char *put_u64(unsigned char *p, uint64_t v) {
+    std::memcpy(p, &v, 8);
+    return p + 8;
+}
+
+}  // namespace
+
+Hash128 hash_bytes(const void *data, size_t len) {
+    Hash128 h;
+    if (kvct_hash_fn fn = g_hash_override.load(std::memory_order_relaxed)) {
+        fn(data, len, &h.hi, &h.lo);
+        return h;
+    }
+    XXH128_hash_t x = XXH3_128bits(data, len);
+    h.hi = x.high64;
+    h.lo = x.low64;
+    return h;
+}
+
+void BlockHasher::init(int32_t block_size) {
+    block_size_ = block_size;
+    size_t tokens = size_t(block_size) * sizeof(int32_t);
+    buf_.assign(sizeof(Hash128) + tokens + kLoraBytes + kSaltBytes + size_t(block_size) * kMmBytes, 0);
+}
+
+BlockKey BlockHasher::hash_block(const Hash128 &parent, const int32_t *block_tokens, int64_t index,
+                                 const KeySet &keys) {
+    BlockKey key;
+    unsigned char *p = buf_.data();
+    p = put_u64(p, parent.hi);
+    p = put_u64(p, parent.lo);
+    size_t token_bytes = size_t(block_size_) * sizeof(int32_t);
+    std::memcpy(p, block_tokens, token_bytes);
+    p += token_bytes;
+
+    // Salt and multimodal keys first: they form the digest recorded per block.
+    unsigned char *extras = p;
+    if (index == 0 && keys.salt_len > 0) {
+        p = put_tag(p, kKindSalt, uint32_t(keys.salt_len));
+        std::memcpy(p, keys.salt, size_t(keys.salt_len));
+        p += keys.salt_len;
+    }
+    if (!keys.mm.empty()) {
+        int64_t start = index * block_size_, end = start + block_size_;
+        // First item ending after the block start (items are sorted and disjoint, so ends are too).
+        auto it = std::upper_bound(keys.mm.begin(), keys.mm.end(), start,
+                                   [](int64_t s, const MmItem &m) { return s < m.offset + m.length; });
+        for (; it != keys.mm.end() && it->offset < end; ++it) {
+            p = put_tag(p, kKindMultimodal, 32);
+            p = put_u64(p, it->hash_hi);
+            p = put_u64(p, it->hash_lo);
+            p = put_u64(p, uint64_t(it->offset - start));
+            p = put_u64(p, uint64_t(it->length));
+        }
+    }
+    if (p != extras) key.extras_digest = XXH3_64bits(extras, size_t(p - extras));
+    if (keys.lora_id != 0) {
+        p = put_tag(p, kKindLora, 8);
+        p = put_u64(p, keys.lora_id);
+    }
+    key.lora_id = keys.lora_id;
+    key.hash = hash_bytes(buf_.data(), size_t(p - buf_.data()));
+    return key;
+}
+
+}  // namespace kvc
+
+extern "C" void kvct_set_hash_override(kvct_hash_fn fn) {
+    kvc::g_hash_override.store(fn, std::memory_order_relaxed);
+}

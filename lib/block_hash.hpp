@@ -1,0 +1,59 @@
+// Chained block hashes for the prefix cache.
+//
+//   hash_i = XXH3-128( hash_{i-1} || token ids of block i || tagged extra keys of block i )
+//   hash_{-1} = kRootHash (a fixed seed)
+//
+// Extra keys are *tagged*: each is written as [kind byte][uint32 payload length][payload], so a
+// LoRA id can never be read as a salt or a multimodal hash (vLLM mixes them untagged, issue #44701).
+//   - LoRA id (when non-zero): every block.
+//   - cache salt (when set): block 0 only, so prompts with different salts share no block.
+//   - multimodal items: every item whose token range overlaps the block, as (hash hi, hash lo,
+//     offset relative to the block start, length).
+// Besides the hash, a block records its LoRA id and a 64-bit digest of its salt/multimodal keys
+// (0 = none); a cache hit compares both, plus the parent hash and the token ids.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "keys.hpp"
+
+namespace kvc {
+
+struct Hash128 {
+    uint64_t hi = 0;
+    uint64_t lo = 0;
+    bool operator==(const Hash128 &o) const { return hi == o.hi && lo == o.lo; }
+    bool operator!=(const Hash128 &o) const { return !(*this == o); }
+};
+
+// Parent of block 0 ("libkvc-prefix-v1" as two little-endian words).
+constexpr Hash128 kRootHash = {0x78666572702d6376ull, 0x31762d6b696c6269ull};
+
+// 128-bit hash of bytes: XXH3-128, or the test override (lib/testing.h) when one is set.
+Hash128 hash_bytes(const void *data, size_t len);
+
+// Identity of one full block's content.
+struct BlockKey {
+    Hash128 hash;
+    uint64_t lora_id = 0;
+    uint64_t extras_digest = 0;  // salt + multimodal keys, 0 = none
+};
+
+// Hashes blocks into a scratch buffer sized once for the pool's block size (no allocation per
+// block). Not thread-safe: one per pool, used under the pool lock.
+class BlockHasher {
+public:
+    void init(int32_t block_size);
+    // Key of block `index` (tokens [index*bs, index*bs+bs) of the prompt) given its parent's hash.
+    // `block_tokens` points at that block's block_size token ids.
+    BlockKey hash_block(const Hash128 &parent, const int32_t *block_tokens, int64_t index,
+                        const KeySet &keys);
+
+private:
+    int32_t block_size_ = 0;
+    std::vector<unsigned char> buf_;
+};
+
+}  // namespace kvc

@@ -1,0 +1,141 @@
+// C API: prefix-cache queries, pinning, reset, and KV events.
+#include <algorithm>
+
+#include "error.hpp"
+#include "pool.hpp"
+
+namespace {
+
+using kvc::fail;
+using kvc::KeySet;
+
+const KeySet &keys_or_empty(const kvc_keys *keys) { return keys ? keys->set : KeySet::empty(); }
+
+kvc_status check_prefix_args(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const char *fn) {
+    if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+    if (!tokens) return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL", fn);
+    if (num_tokens < 1) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 1, got %lld", fn, (long long)num_tokens);
+    return KVC_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+KVC_API kvc_status kvc_prefix_lookup(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const kvc_keys *keys,
+                                     int64_t *out_cached_tokens) {
+    KVC_GUARD({
+        kvc_status st = check_prefix_args(pool, tokens, num_tokens, "kvc_prefix_lookup");
+        if (st != KVC_OK) return st;
+        if (!out_cached_tokens) return fail(KVC_ERR_NULL_ARG, "kvc_prefix_lookup: out_cached_tokens is NULL");
+        if (!pool->caching) {
+            *out_cached_tokens = 0;
+            return KVC_OK;
+        }
+        std::lock_guard<std::mutex> lock(pool->mu);
+        kvc::PrefixWalk w = kvc::pool_walk_prefix(pool, tokens, (num_tokens - 1) / pool->block_size, keys_or_empty(keys));
+        *out_cached_tokens = w.hit_blocks * pool->block_size;
+        return KVC_OK;
+    })
+}
+
+// Pins every full block of the prefix that is cached now, from the start up to the first miss.
+KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const kvc_keys *keys,
+                                  int64_t *out_pinned_tokens) {
+    KVC_GUARD({
+        kvc_status st = check_prefix_args(pool, tokens, num_tokens, "kvc_prefix_pin");
+        if (st != KVC_OK) return st;
+        if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "kvc_prefix_pin: prefix caching is off in this pool");
+        std::lock_guard<std::mutex> lock(pool->mu);
+        kvc::PrefixWalk w = kvc::pool_walk_prefix(pool, tokens, num_tokens / pool->block_size, keys_or_empty(keys));
+        for (int64_t i = 0; i < w.hit_blocks; ++i) pool->blocks.pin(pool->hit_scratch[size_t(i)]);
+        if (out_pinned_tokens) *out_pinned_tokens = w.hit_blocks * pool->block_size;
+        return KVC_OK;
+    })
+}
+
+// Unpins the leading run of cached blocks of the prefix that are pinned. Blocks cached after the
+// pin (beyond that run) are left alone, so pin(P) ... unpin(P) balances even if P's later blocks
+// entered the cache in between. KVC_ERR_STATE when the prefix has full blocks but its first one is
+// not cached-and-pinned.
+KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const kvc_keys *keys,
+                                    int64_t *out_unpinned_tokens) {
+    KVC_GUARD({
+        const char *fn = "kvc_prefix_unpin";
+        kvc_status st = check_prefix_args(pool, tokens, num_tokens, fn);
+        if (st != KVC_OK) return st;
+        if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "%s: prefix caching is off in this pool", fn);
+        std::lock_guard<std::mutex> lock(pool->mu);
+        const int64_t full = num_tokens / pool->block_size;
+        kvc::PrefixWalk w = kvc::pool_walk_prefix(pool, tokens, full, keys_or_empty(keys));
+        int64_t run = 0;
+        while (run < w.hit_blocks && pool->blocks.pins(pool->hit_scratch[size_t(run)]) > 0) ++run;
+        if (full > 0 && run == 0)
+            return fail(KVC_ERR_STATE, "%s: the first block of this prefix is not pinned%s", fn,
+                        w.hit_blocks == 0 ? " (it is not even cached)" : "");
+        for (int64_t i = 0; i < run; ++i) pool->blocks.unpin(pool->hit_scratch[size_t(i)]);
+        if (out_unpinned_tokens) *out_unpinned_tokens = run * pool->block_size;
+        return KVC_OK;
+    })
+}
+
+KVC_API kvc_status kvc_prefix_cache_reset(kvc_pool *pool) {
+    KVC_GUARD({
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_prefix_cache_reset: pool is NULL");
+        std::lock_guard<std::mutex> lock(pool->mu);
+        if (pool->blocks.num_used() > 0 || pool->blocks.num_pinned() > 0)
+            return fail(KVC_ERR_BUSY, "kvc_prefix_cache_reset: %lld blocks in use and %lld pinned",
+                        (long long)pool->blocks.num_used(), (long long)pool->blocks.num_pinned());
+        if (!pool->caching) return KVC_OK;
+        pool->blocks.uncache_all_free();
+        pool->cache.clear();
+        kvc::EventRecord ev;
+        ev.type = KVC_EVENT_ALL_BLOCKS_CLEARED;
+        pool->events.push(ev, nullptr);
+        return KVC_OK;
+    })
+}
+
+KVC_API kvc_status kvc_event_pop(kvc_pool *pool, kvc_event *out, int32_t *tokens, int64_t token_cap,
+                                 int32_t *out_has_event) {
+    KVC_GUARD({
+        const char *fn = "kvc_event_pop";
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (!out) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL", fn);
+        if (!out_has_event) return fail(KVC_ERR_NULL_ARG, "%s: out_has_event is NULL", fn);
+        if (out->struct_size < sizeof(kvc_event))
+            return fail(KVC_ERR_VERSION, "%s: out->struct_size is %u, this library needs %zu", fn, out->struct_size,
+                        sizeof(kvc_event));
+        if (token_cap < 0) return fail(KVC_ERR_INVALID_ARG, "%s: token_cap must be >= 0, got %lld", fn, (long long)token_cap);
+        if (!tokens && token_cap > 0) return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL with token_cap %lld", fn, (long long)token_cap);
+        std::lock_guard<std::mutex> lock(pool->mu);
+        if (pool->events.pending() == 0) {
+            *out_has_event = 0;
+            return KVC_OK;
+        }
+        const kvc::EventRecord &r = pool->events.front();
+        if (r.type == KVC_EVENT_BLOCK_STORED && token_cap < r.num_tokens)
+            return fail(KVC_ERR_BUFFER_TOO_SMALL, "%s: a BLOCK_STORED event carries %d token ids, token_cap is %lld",
+                        fn, r.num_tokens, (long long)token_cap);
+        kvc_event e{};
+        e.struct_size = out->struct_size;
+        e.type = r.type;
+        e.hash_hi = r.hash.hi;
+        e.hash_lo = r.hash.lo;
+        e.parent_hash_hi = r.parent.hi;
+        e.parent_hash_lo = r.parent.lo;
+        e.lora_id = r.lora_id;
+        e.extra_keys_digest = r.extras_digest;
+        e.block_id = r.block_id;
+        e.num_tokens = r.num_tokens;
+        e.sequence_number = r.sequence_number;
+        if (r.type == KVC_EVENT_BLOCK_STORED)
+            std::copy(pool->events.front_tokens(), pool->events.front_tokens() + r.num_tokens, tokens);
+        pool->events.pop();
+        *out = e;
+        *out_has_event = 1;
+        return KVC_OK;
+    })
+}
+
+}  // extern "C"

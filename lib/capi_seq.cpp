@@ -1,0 +1,337 @@
+// C API: sequences — admission check, alloc (with prefix-cache hits), append (with copy-on-write
+// and lookahead), fork, free, and the read-outs. Every function validates and checks capacity
+// before it changes anything; the mutation phase cannot fail (no allocation, no throw), which is
+// what makes each call all-or-nothing.
+#include <algorithm>
+
+#include "error.hpp"
+#include "pool.hpp"
+
+namespace {
+
+using kvc::fail;
+using kvc::KeySet;
+using kvc::Sequence;
+
+int64_t blocks_for_tokens(int64_t tokens, int32_t bs) { return tokens <= 0 ? 0 : (tokens - 1) / bs + 1; }
+
+// Geometric growth so that decode, which grows a sequence a little each step, reallocates rarely.
+template <class V>
+void reserve_geometric(V &v, int64_t n) {
+    if (int64_t(v.capacity()) < n) v.reserve(size_t(std::max<int64_t>(n, 2 * int64_t(v.capacity()))));
+}
+
+const KeySet &keys_or_empty(const kvc_keys *keys) { return keys ? keys->set : KeySet::empty(); }
+
+struct AllocPlan {
+    int64_t blocks = 0;  // table length
+    int64_t fresh = 0;   // blocks to take from the free queues
+    int64_t free_now = 0;  // free blocks once refcount-0 hits are taken out
+    kvc::PrefixWalk walk;
+};
+
+// Shared by kvc_can_alloc and kvc_alloc (lock held, arguments validated).
+AllocPlan plan_alloc(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys) {
+    AllocPlan plan;
+    plan.blocks = blocks_for_tokens(num_tokens, p->block_size);
+    if (p->caching && plan.blocks <= p->num_blocks)
+        plan.walk = kvc::pool_walk_prefix(p, tokens, (num_tokens - 1) / p->block_size, keys);
+    plan.fresh = plan.blocks - plan.walk.hit_blocks;
+    plan.free_now = p->blocks.num_free() - plan.walk.free_hits;
+    return plan;
+}
+
+kvc_status check_prompt_args(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const char *fn) {
+    if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+    if (!tokens && pool->caching)
+        return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL while prefix caching is on", fn);
+    if (num_tokens < 1) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 1, got %lld", fn, (long long)num_tokens);
+    int64_t max = pool->config.max_seq_len;
+    if (max > 0 && num_tokens > max)
+        return fail(KVC_ERR_MAX_LEN, "%s: %lld tokens exceed max_seq_len %lld", fn, (long long)num_tokens, (long long)max);
+    return KVC_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const kvc_keys *keys,
+                                 int32_t *out_verdict) {
+    KVC_GUARD({
+        kvc_status st = check_prompt_args(pool, tokens, num_tokens, "kvc_can_alloc");
+        if (st != KVC_OK) return st;
+        if (!out_verdict) return fail(KVC_ERR_NULL_ARG, "kvc_can_alloc: out_verdict is NULL");
+        std::lock_guard<std::mutex> lock(pool->mu);
+        AllocPlan plan = plan_alloc(pool, tokens, num_tokens, keys_or_empty(keys));
+        const int64_t w = pool->watermark_blocks;
+        if (pool->num_blocks - plan.fresh < w) *out_verdict = KVC_ALLOC_NEVER;
+        else if (plan.free_now - plan.fresh >= w) *out_verdict = KVC_ALLOC_OK;
+        else *out_verdict = KVC_ALLOC_LATER;
+        return KVC_OK;
+    })
+}
+
+KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
+                             const kvc_keys *keys, int64_t *out_cached_tokens) {
+    KVC_GUARD({
+        kvc_status st = check_prompt_args(pool, tokens, num_tokens, "kvc_alloc");
+        if (st != KVC_OK) return st;
+        const KeySet &ks = keys_or_empty(keys);
+        kvc_pool *p = pool;
+        std::lock_guard<std::mutex> lock(p->mu);
+        if (p->seqs.find(seq_id))
+            return fail(KVC_ERR_SEQ_EXISTS, "kvc_alloc: sequence %llu already exists", (unsigned long long)seq_id);
+        AllocPlan plan = plan_alloc(p, tokens, num_tokens, ks);
+        if (plan.blocks > p->num_blocks)
+            return fail(KVC_ERR_OUT_OF_BLOCKS, "kvc_alloc: %lld tokens need %lld blocks, the pool has only %d",
+                        (long long)num_tokens, (long long)plan.blocks, p->num_blocks);
+        if (plan.fresh > plan.free_now)
+            return fail(KVC_ERR_OUT_OF_BLOCKS,
+                        "kvc_alloc: sequence %llu needs %lld new blocks (%lld cached), only %lld are free",
+                        (unsigned long long)seq_id, (long long)plan.fresh, (long long)plan.walk.hit_blocks,
+                        (long long)plan.free_now);
+
+        Sequence *s = p->seqs.create(seq_id);
+        try {
+            s->table.reserve(size_t(plan.blocks));
+            if (p->caching) {
+                s->tokens.assign(tokens, tokens + num_tokens);
+                s->keys.assign(ks);
+            }
+        } catch (...) {
+            p->seqs.erase(s);
+            throw;
+        }
+        // ---- from here on nothing can fail ----
+        s->keys.priority = ks.priority;
+        for (int64_t i = 0; i < plan.walk.hit_blocks; ++i) {
+            int32_t b = p->hit_scratch[size_t(i)];
+            p->blocks.add_ref(b);  // a refcount-0 hit leaves the free queue ("touch")
+            p->blocks.set_priority(b, ks.priority);
+            s->table.push_back(b);
+        }
+        for (int64_t i = 0; i < plan.fresh; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, ks.priority));
+        s->num_tokens = s->reserved_end = num_tokens;
+        s->chain = plan.walk.chain;
+        s->num_hashed = plan.walk.hit_blocks;
+        if (p->caching) {
+            kvc::pool_hash_full_blocks(p, s);
+            p->counters.prefix_query_tokens += num_tokens;
+            p->counters.prefix_hit_tokens += plan.walk.hit_blocks * p->block_size;
+            p->counters.verify_misses += plan.walk.verify_miss ? 1 : 0;
+        }
+        ++p->counters.allocs;
+        p->counters.blocks_allocated += plan.fresh;
+        if (out_cached_tokens) *out_cached_tokens = plan.walk.hit_blocks * p->block_size;
+        return KVC_OK;
+    })
+}
+
+KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
+                              int64_t num_lookahead, int32_t *out_new_blocks) {
+    KVC_GUARD({
+        const char *fn = "kvc_append";
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (num_tokens < 0) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 0, got %lld", fn, (long long)num_tokens);
+        if (num_lookahead < 0)
+            return fail(KVC_ERR_INVALID_ARG, "%s: num_lookahead must be >= 0, got %lld", fn, (long long)num_lookahead);
+        if (num_tokens == 0 && num_lookahead == 0)
+            return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens and num_lookahead are both 0", fn);
+        if (!tokens && num_tokens > 0 && pool->caching)
+            return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL while prefix caching is on", fn);
+        kvc_pool *p = pool;
+        const int32_t bs = p->block_size;
+        std::lock_guard<std::mutex> lock(p->mu);
+        Sequence *s = p->seqs.find(seq_id);
+        if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
+        if (s->swapped_out)
+            return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
+        int64_t new_tokens, want_end;
+        if (kvc::add_overflows(s->num_tokens, num_tokens, &new_tokens) ||
+            kvc::add_overflows(new_tokens, num_lookahead, &want_end))
+            return fail(KVC_ERR_OVERFLOW, "%s: sequence %llu length %lld + %lld + %lld lookahead overflows", fn,
+                        (unsigned long long)seq_id, (long long)s->num_tokens, (long long)num_tokens,
+                        (long long)num_lookahead);
+        int64_t max = p->config.max_seq_len;
+        if (max > 0 && want_end > max)
+            return fail(KVC_ERR_MAX_LEN, "%s: sequence %llu would reach %lld tokens (%lld confirmed + %lld lookahead), "
+                        "max_seq_len is %lld", fn, (unsigned long long)seq_id, (long long)want_end,
+                        (long long)new_tokens, (long long)num_lookahead, (long long)max);
+        const int64_t new_end = std::max(s->reserved_end, want_end);
+        const int64_t new_nb = blocks_for_tokens(new_end, bs);
+        const int64_t old_nb = int64_t(s->table.size());
+        if (new_nb > p->num_blocks)
+            return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu would need %lld blocks, the pool has only %d", fn,
+                        (unsigned long long)seq_id, (long long)new_nb, p->num_blocks);
+        // Existing blocks that receive writes: those overlapping [num_tokens, want_end). Shared ones
+        // (refcount > 1, e.g. after a fork) are copied first. A full block is never written.
+        const int64_t first_written = s->num_tokens / bs;
+        const int64_t last_written = std::min(old_nb, blocks_for_tokens(want_end, bs));  // exclusive
+        int64_t cows = 0;
+        for (int64_t i = first_written; i < last_written; ++i)
+            if (p->blocks.refcount(s->table[size_t(i)]) > 1) ++cows;
+        const int64_t fresh = cows + (new_nb - old_nb);
+        if (fresh > p->blocks.num_free())
+            return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu needs %lld new blocks (%lld copy-on-write), "
+                        "only %lld are free", fn, (unsigned long long)seq_id, (long long)fresh, (long long)cows,
+                        (long long)p->blocks.num_free());
+        reserve_geometric(s->table, new_nb);
+        if (p->caching) reserve_geometric(s->tokens, new_tokens);
+        if (cows) p->copies.ensure_room(cows);
+        // ---- from here on nothing can fail ----
+        const int32_t prio = s->keys.priority;
+        for (int64_t i = first_written; i < last_written && cows; ++i) {
+            int32_t src = s->table[size_t(i)];
+            if (p->blocks.refcount(src) <= 1) continue;
+            int32_t dst = kvc::pool_take_fresh_block(p, prio);
+            p->blocks.release(src);  // > 1 before: stays in use by the other sequences
+            p->copies.push(src, dst);
+            s->table[size_t(i)] = dst;
+            ++p->counters.cow_copies;
+        }
+        for (int64_t i = old_nb; i < new_nb; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, prio));
+        if (p->caching) s->tokens.insert(s->tokens.end(), tokens, tokens + num_tokens);
+        s->num_tokens = new_tokens;
+        s->reserved_end = new_end;
+        if (p->caching) kvc::pool_hash_full_blocks(p, s);
+        ++p->counters.appends;
+        p->counters.blocks_allocated += fresh;
+        if (out_new_blocks) *out_new_blocks = int32_t(fresh);
+        return KVC_OK;
+    })
+}
+
+KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_id) {
+    KVC_GUARD({
+        const char *fn = "kvc_fork";
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (parent_id == child_id)
+            return fail(KVC_ERR_INVALID_ARG, "%s: parent and child are the same id %llu", fn, (unsigned long long)parent_id);
+        kvc_pool *p = pool;
+        std::lock_guard<std::mutex> lock(p->mu);
+        Sequence *parent = p->seqs.find(parent_id);
+        if (!parent) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no parent sequence %llu", fn, (unsigned long long)parent_id);
+        if (p->seqs.find(child_id))
+            return fail(KVC_ERR_SEQ_EXISTS, "%s: child sequence %llu already exists", fn, (unsigned long long)child_id);
+        if (parent->swapped_out)
+            return fail(KVC_ERR_STATE, "%s: parent sequence %llu is swapped out", fn, (unsigned long long)parent_id);
+        Sequence *c = p->seqs.create(child_id);
+        try {
+            c->table.assign(parent->table.begin(), parent->table.end());
+            c->tokens.assign(parent->tokens.begin(), parent->tokens.end());
+            c->keys.assign(parent->keys);
+        } catch (...) {
+            p->seqs.erase(c);
+            throw;
+        }
+        // ---- from here on nothing can fail ----
+        c->num_tokens = parent->num_tokens;
+        c->reserved_end = parent->reserved_end;
+        c->chain = parent->chain;
+        c->num_hashed = parent->num_hashed;
+        for (int32_t b : c->table) p->blocks.add_ref(b);  // all in use already: no list changes
+        ++p->counters.forks;
+        return KVC_OK;
+    })
+}
+
+KVC_API kvc_status kvc_free(kvc_pool *pool, uint64_t seq_id) {
+    KVC_GUARD({
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_free: pool is NULL");
+        kvc_pool *p = pool;
+        std::lock_guard<std::mutex> lock(p->mu);
+        Sequence *s = p->seqs.find(seq_id);
+        if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "kvc_free: no sequence %llu (never allocated or already freed)",
+                            (unsigned long long)seq_id);
+        // Reverse order: within one LRU list the deepest blocks of the prefix are evicted first.
+        for (auto it = s->table.rbegin(); it != s->table.rend(); ++it)
+            if (p->blocks.release(*it)) ++p->counters.blocks_freed;
+        p->seqs.erase(s);
+        p->seq_generation.fetch_add(1, std::memory_order_relaxed);
+        ++p->counters.frees;
+        return KVC_OK;
+    })
+}
+
+KVC_API kvc_status kvc_seq_block_table(kvc_pool *pool, uint64_t seq_id, int32_t *out, int64_t cap, int64_t *out_len) {
+    KVC_GUARD({
+        const char *fn = "kvc_seq_block_table";
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (!out_len) return fail(KVC_ERR_NULL_ARG, "%s: out_len is NULL", fn);
+        if (cap < 0) return fail(KVC_ERR_INVALID_ARG, "%s: cap must be >= 0, got %lld", fn, (long long)cap);
+        if (!out && cap > 0) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL with cap %lld", fn, (long long)cap);
+        std::lock_guard<std::mutex> lock(pool->mu);
+        const Sequence *s = pool->seqs.find(seq_id);
+        if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
+        int64_t n = int64_t(s->table.size());
+        if (!out && cap == 0) {
+            *out_len = n;
+            return KVC_OK;
+        }
+        if (cap < n) {
+            *out_len = n;
+            return fail(KVC_ERR_BUFFER_TOO_SMALL, "%s: sequence %llu has %lld blocks, buffer holds %lld", fn,
+                        (unsigned long long)seq_id, (long long)n, (long long)cap);
+        }
+        std::copy(s->table.begin(), s->table.end(), out);
+        *out_len = n;
+        return KVC_OK;
+    })
+}
+
+KVC_API kvc_status kvc_seq_num_tokens(kvc_pool *pool, uint64_t seq_id, int64_t *out_tokens) {
+    KVC_GUARD({
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_seq_num_tokens: pool is NULL");
+        if (!out_tokens) return fail(KVC_ERR_NULL_ARG, "kvc_seq_num_tokens: out_tokens is NULL");
+        std::lock_guard<std::mutex> lock(pool->mu);
+        const Sequence *s = pool->seqs.find(seq_id);
+        if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "kvc_seq_num_tokens: no sequence %llu", (unsigned long long)seq_id);
+        *out_tokens = s->num_tokens;
+        return KVC_OK;
+    })
+}
+
+KVC_API kvc_status kvc_seq_slot_mapping(kvc_pool *pool, uint64_t seq_id, int64_t first_pos, int64_t count,
+                                        int64_t *out, int64_t cap) {
+    KVC_GUARD({
+        const char *fn = "kvc_seq_slot_mapping";
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (!out && cap > 0) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL with cap %lld", fn, (long long)cap);
+        if (first_pos < 0) return fail(KVC_ERR_INVALID_ARG, "%s: first_pos must be >= 0, got %lld", fn, (long long)first_pos);
+        if (count < 0) return fail(KVC_ERR_INVALID_ARG, "%s: count must be >= 0, got %lld", fn, (long long)count);
+        if (cap < 0) return fail(KVC_ERR_INVALID_ARG, "%s: cap must be >= 0, got %lld", fn, (long long)cap);
+        std::lock_guard<std::mutex> lock(pool->mu);
+        const Sequence *s = pool->seqs.find(seq_id);
+        if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
+        if (first_pos > s->reserved_end || count > s->reserved_end - first_pos)
+            return fail(KVC_ERR_INVALID_ARG, "%s: positions [%lld, +%lld) reach beyond the %lld reserved slots of "
+                        "sequence %llu", fn, (long long)first_pos, (long long)count, (long long)s->reserved_end,
+                        (unsigned long long)seq_id);
+        if (cap < count)
+            return fail(KVC_ERR_BUFFER_TOO_SMALL, "%s: %lld slots requested, buffer holds %lld", fn, (long long)count,
+                        (long long)cap);
+        const int32_t bs = pool->block_size;
+        for (int64_t i = 0; i < count; ++i) {
+            int64_t pos = first_pos + i;
+            out[i] = int64_t(s->table[size_t(pos / bs)]) * bs + pos % bs;
+        }
+        return KVC_OK;
+    })
+}
+
+KVC_API kvc_status kvc_take_pending_copies(kvc_pool *pool, int32_t *src, int32_t *dst, int64_t cap,
+                                           int64_t *out_count) {
+    KVC_GUARD({
+        const char *fn = "kvc_take_pending_copies";
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (!out_count) return fail(KVC_ERR_NULL_ARG, "%s: out_count is NULL", fn);
+        if (cap < 0) return fail(KVC_ERR_INVALID_ARG, "%s: cap must be >= 0, got %lld", fn, (long long)cap);
+        if (cap > 0 && (!src || !dst)) return fail(KVC_ERR_NULL_ARG, "%s: src or dst is NULL with cap %lld", fn, (long long)cap);
+        std::lock_guard<std::mutex> lock(pool->mu);
+        *out_count = cap == 0 ? pool->copies.size() : pool->copies.take(src, dst, cap);
+        return KVC_OK;
+    })
+}
+
+}  // extern "C"

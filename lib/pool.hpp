@@ -1,0 +1,93 @@
+// The pool object behind the opaque kvc_pool handle.
+//
+// Locking model: one std::mutex per pool. Every kvc_* function taking a pool locks it for the
+// whole (short, metadata-only, allocation-free in steady state) operation, so operations are
+// atomic with respect to each other and all-or-nothing checks see a consistent state. Nothing
+// slow runs under it: no I/O, no GPU synchronization, no attention math (the storage layer takes
+// what it needs under the lock and launches after releasing it). Fields below the "immutable" mark
+// are fixed at kvc_pool_create and read without the lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "block_hash.hpp"
+#include "block_pool.hpp"
+#include "events.hpp"
+#include "kv_layout.hpp"
+#include "pool_pending_copies.hpp"
+#include "prefix_cache.hpp"
+#include "sequence.hpp"
+
+namespace kvc {
+
+struct PoolCounters {
+    int64_t allocs = 0;
+    int64_t frees = 0;
+    int64_t forks = 0;
+    int64_t appends = 0;
+    int64_t blocks_allocated = 0;
+    int64_t blocks_freed = 0;
+    int64_t cow_copies = 0;
+    int64_t prefix_query_tokens = 0;
+    int64_t prefix_hit_tokens = 0;
+    int64_t evictions = 0;
+    int64_t verify_misses = 0;
+};
+
+// Result of walking a prompt's leading full blocks through the cache.
+struct PrefixWalk {
+    int64_t hit_blocks = 0;     // verified hits, ids in kvc_pool::hit_scratch[0..hit_blocks)
+    int64_t free_hits = 0;      // of those, blocks now in a free list (refcount 0, not pinned)
+    bool verify_miss = false;   // the walk stopped at a hash match whose content differed
+    Hash128 chain = kRootHash;  // hash of the last hit block
+};
+
+}  // namespace kvc
+
+struct kvc_pool {
+    // ---- immutable after kvc_pool_create -------------------------------------------------------
+    kvc_pool_config config{};  // resolved: num_blocks, backend, num_q_heads filled in
+    kvc::KvLayout layout;
+    int32_t block_size = 0;
+    int32_t num_blocks = 0;
+    int64_t watermark_blocks = 0;  // floor(watermark x num_blocks)
+    bool caching = true;
+    int32_t backend = KVC_BACKEND_NONE;
+    int32_t device = -1;
+    void *storage = nullptr;
+
+    // ---- guarded by mu -------------------------------------------------------------------------
+    std::mutex mu;
+    kvc::BlockPool blocks;
+    kvc::PrefixCache cache;
+    kvc::BlockHasher hasher;
+    kvc::EventRing events;
+    kvc::SequenceTable seqs;
+    kvc::PendingCopies copies;
+    kvc::PoolCounters counters;
+    std::vector<int32_t> hit_scratch;  // num_blocks entries: block ids of a prefix walk
+    std::atomic<uint64_t> seq_generation{0};
+};
+
+namespace kvc {
+
+// ---- Block-level operations with prefix-cache side effects (pool_blocks.cpp); lock held --------
+
+// Takes a fresh block with refcount 1 (caller checked capacity). Evicts its cache entry lazily.
+int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority);
+
+// Hashes the sequence's newly full confirmed blocks [num_hashed, num_tokens / bs) and enters each
+// in the cache unless an equal block is already cached.
+void pool_hash_full_blocks(kvc_pool *p, Sequence *s);
+
+// Walks the prompt's first max_blocks full blocks while they are cached and verified; hit ids go
+// to p->hit_scratch. No side effects.
+PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys);
+
+// Runs the invariant checker; KVC_OK or KVC_ERR_INTERNAL with a message (pool_check.cpp).
+kvc_status pool_check_invariants(kvc_pool *p);
+
+}  // namespace kvc

@@ -1,0 +1,35 @@
+// The pool core's narrow interface to the storage / batch / attention layer (pool_access.hpp).
+#include "pool_access.hpp"
+
+#include "pool.hpp"
+
+namespace kvc {
+
+std::mutex &pool_mutex(kvc_pool *p) { return p->mu; }
+
+bool pool_find_seq(kvc_pool *p, uint64_t seq_id, SeqRef *out) {
+    const Sequence *s = p->seqs.find(seq_id);
+    if (!s) return false;
+    out->blocks = s->table.data();
+    out->num_blocks = int64_t(s->table.size());
+    out->num_tokens = s->num_tokens;
+    out->reserved_tokens = s->reserved_end;
+    out->swapped_out = s->swapped_out;
+    return true;
+}
+
+int64_t pool_take_pending_copies(kvc_pool *p, int32_t *src, int32_t *dst, int64_t cap) {
+    if (cap <= 0) return 0;
+    return p->copies.take(src, dst, cap);
+}
+
+int64_t pool_pending_copy_count(kvc_pool *p) { return p->copies.size(); }
+
+const KvLayout &pool_layout(const kvc_pool *p) { return p->layout; }
+int32_t pool_backend(const kvc_pool *p) { return p->backend; }
+int32_t pool_device(const kvc_pool *p) { return p->device; }
+int32_t pool_num_q_heads(const kvc_pool *p) { return p->config.num_q_heads; }
+void *pool_storage_base(const kvc_pool *p) { return p->storage; }
+uint64_t pool_seq_generation(kvc_pool *p) { return p->seq_generation.load(std::memory_order_relaxed); }
+
+}  // namespace kvc

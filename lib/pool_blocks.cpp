@@ -1,0 +1,71 @@
+// Block-level pool operations that combine the block bookkeeping with the prefix cache: lazy
+// eviction on reuse, entering filled blocks into the cache, and walking a prompt's cached prefix.
+#include "pool.hpp"
+
+namespace kvc {
+
+int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
+    int32_t b = p->blocks.next_victim();
+    if (p->blocks.cached(b)) {
+        // Lazy eviction: the block kept its cache entry while it waited in the LRU list.
+        EventRecord ev;
+        ev.type = KVC_EVENT_BLOCK_REMOVED;
+        ev.block_id = b;
+        ev.hash = p->cache.hash_of(b);
+        ev.parent = p->cache.parent_of(b);
+        p->cache.erase(b);
+        p->blocks.set_cached(b, false);
+        p->events.push(ev, nullptr);
+        ++p->counters.evictions;
+    }
+    p->blocks.take_fresh(b, priority);
+    return b;
+}
+
+void pool_hash_full_blocks(kvc_pool *p, Sequence *s) {
+    const int32_t bs = p->block_size;
+    const int64_t full = s->num_tokens / bs;
+    for (int64_t i = s->num_hashed; i < full; ++i) {
+        const int32_t *toks = s->tokens.data() + i * bs;
+        BlockKey key = p->hasher.hash_block(s->chain, toks, i, s->keys);
+        int32_t b = s->table[size_t(i)];
+        if (!p->blocks.cached(b) && p->cache.find(key.hash) < 0) {
+            p->cache.insert(b, s->chain, key, toks);
+            p->blocks.set_cached(b, true);
+            EventRecord ev;
+            ev.type = KVC_EVENT_BLOCK_STORED;
+            ev.block_id = b;
+            ev.num_tokens = bs;
+            ev.hash = key.hash;
+            ev.parent = s->chain;
+            ev.lora_id = key.lora_id;
+            ev.extras_digest = key.extras_digest;
+            p->events.push(ev, toks);
+        }
+        s->chain = key.hash;
+        s->num_hashed = i + 1;
+    }
+}
+
+PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys) {
+    PrefixWalk w;
+    const int32_t bs = p->block_size;
+    if (max_blocks > p->num_blocks) max_blocks = p->num_blocks;  // bounds hit_scratch
+    for (int64_t i = 0; i < max_blocks; ++i) {
+        const int32_t *toks = tokens + i * bs;
+        BlockKey key = p->hasher.hash_block(w.chain, toks, i, keys);
+        int32_t b = p->cache.find(key.hash);
+        if (b < 0) break;
+        if (!p->cache.verify(b, w.chain, key, toks)) {
+            w.verify_miss = true;
+            break;
+        }
+        p->hit_scratch[size_t(i)] = b;
+        if (p->blocks.queues().contains(b)) ++w.free_hits;
+        w.chain = key.hash;
+        w.hit_blocks = i + 1;
+    }
+    return w;
+}
+
+}  // namespace kvc

@@ -1,0 +1,131 @@
+// The invariant checker behind kvc_pool_check. O(blocks + table entries); allocates freely (it is
+// a debugging aid, not a hot path). Reports the first violation found.
+#include <vector>
+
+#include "error.hpp"
+#include "pool.hpp"
+
+namespace kvc {
+
+#define KVC_CHECK(cond, ...)                                                      \
+    do {                                                                          \
+        if (!(cond)) return fail(KVC_ERR_INTERNAL, "kvc_pool_check: " __VA_ARGS__); \
+    } while (0)
+
+kvc_status pool_check_invariants(kvc_pool *p) {
+    const int32_t n = p->num_blocks;
+    const int32_t bs = p->block_size;
+    const BlockPool &bp = p->blocks;
+    const FreeQueues &q = bp.queues();
+
+    // 1. Refcount of each block == number of table references.
+    std::vector<int64_t> refs(size_t(n), 0);
+    for (const auto &kv : p->seqs.all()) {
+        const Sequence *s = kv.second;
+        KVC_CHECK(s->id == kv.first, "sequence %llu stored under id %llu", (unsigned long long)s->id,
+                  (unsigned long long)kv.first);
+        KVC_CHECK(s->num_tokens >= 0 && s->num_tokens <= s->reserved_end,
+                  "sequence %llu has %lld tokens but %lld reserved slots", (unsigned long long)s->id,
+                  (long long)s->num_tokens, (long long)s->reserved_end);
+        int64_t want = s->reserved_end == 0 ? 0 : (s->reserved_end - 1) / bs + 1;
+        KVC_CHECK(int64_t(s->table.size()) == want, "sequence %llu has %zu blocks for %lld reserved slots",
+                  (unsigned long long)s->id, s->table.size(), (long long)s->reserved_end);
+        if (p->caching) {
+            KVC_CHECK(int64_t(s->tokens.size()) == s->num_tokens, "sequence %llu stores %zu token ids for %lld tokens",
+                      (unsigned long long)s->id, s->tokens.size(), (long long)s->num_tokens);
+            KVC_CHECK(s->num_hashed == s->num_tokens / bs, "sequence %llu hashed %lld blocks of %lld full ones",
+                      (unsigned long long)s->id, (long long)s->num_hashed, (long long)(s->num_tokens / bs));
+        }
+        for (int32_t b : s->table) {
+            KVC_CHECK(b >= 0 && b < n, "sequence %llu references block %d outside [0, %d)", (unsigned long long)s->id, b, n);
+            ++refs[size_t(b)];
+        }
+    }
+    int64_t used = 0, pinned = 0;
+    for (int32_t b = 0; b < n; ++b) {
+        KVC_CHECK(bp.refcount(b) == refs[size_t(b)], "block %d has refcount %d but %lld table references", b,
+                  bp.refcount(b), (long long)refs[size_t(b)]);
+        KVC_CHECK(bp.pins(b) >= 0, "block %d has negative pin count %d", b, bp.pins(b));
+        KVC_CHECK(bp.priority(b) >= KVC_PRIORITY_MIN && bp.priority(b) <= KVC_PRIORITY_MAX,
+                  "block %d has priority %d", b, bp.priority(b));
+        if (bp.refcount(b) > 0) ++used;
+        if (bp.pins(b) > 0) {
+            ++pinned;
+            KVC_CHECK(bp.cached(b), "block %d is pinned but not cached", b);
+        }
+    }
+    KVC_CHECK(used == bp.num_used(), "%lld blocks in use but the counter says %lld", (long long)used,
+              (long long)bp.num_used());
+    KVC_CHECK(pinned == bp.num_pinned(), "%lld blocks pinned but the counter says %lld", (long long)pinned,
+              (long long)bp.num_pinned());
+
+    // 2. Free lists hold exactly the refcount-0 unpinned blocks, each once, in the right list.
+    std::vector<uint8_t> seen(size_t(n), 0);
+    int64_t listed = 0;
+    for (int list = 0; list < FreeQueues::kNumLists; ++list) {
+        int64_t len = 0;
+        int32_t prev = -1;
+        for (int32_t b = q.head(uint8_t(list)); b >= 0; b = q.next(b)) {
+            KVC_CHECK(b < n, "free list %d holds block %d outside the pool", list, b);
+            KVC_CHECK(!seen[size_t(b)], "block %d appears twice in the free lists", b);
+            seen[size_t(b)] = 1;
+            KVC_CHECK(q.prev(b) == prev, "free list %d: block %d has prev %d, expected %d", list, b, q.prev(b), prev);
+            KVC_CHECK(q.list_of(b) == list, "block %d is linked in free list %d but tagged %d", b, list, q.list_of(b));
+            KVC_CHECK(bp.refcount(b) == 0, "block %d is in free list %d with refcount %d", b, list, bp.refcount(b));
+            KVC_CHECK(bp.pins(b) == 0, "block %d is in free list %d while pinned", b, list);
+            if (list == FreeQueues::kUnhashedList)
+                KVC_CHECK(!bp.cached(b), "cached block %d is in the unhashed free list", b);
+            else
+                KVC_CHECK(bp.cached(b) && bp.priority(b) == list,
+                          "block %d (cached %d, priority %d) is in priority list %d", b, bp.cached(b) ? 1 : 0,
+                          bp.priority(b), list);
+            prev = b;
+            ++len;
+            KVC_CHECK(len <= n, "free list %d is cyclic", list);
+        }
+        KVC_CHECK(q.tail(uint8_t(list)) == prev, "free list %d tail is %d, expected %d", list, q.tail(uint8_t(list)), prev);
+        KVC_CHECK(q.size(uint8_t(list)) == len, "free list %d has %lld blocks but its size says %lld", list,
+                  (long long)len, (long long)q.size(uint8_t(list)));
+        if (list < FreeQueues::kNumPriorities)
+            KVC_CHECK(q.priority_occupied(list) == (len > 0), "occupancy bit of priority list %d is wrong", list);
+        listed += len;
+    }
+    KVC_CHECK(listed == q.total(), "%lld blocks in free lists but the total says %lld", (long long)listed,
+              (long long)q.total());
+    for (int32_t b = 0; b < n; ++b) {
+        bool should = bp.refcount(b) == 0 && bp.pins(b) == 0;
+        KVC_CHECK(should == bool(seen[size_t(b)]), "block %d (refcount %d, pins %d) is %s the free lists", b,
+                  bp.refcount(b), bp.pins(b), seen[size_t(b)] ? "in" : "missing from");
+        KVC_CHECK(should == q.contains(b), "block %d list tag disagrees with its state", b);
+    }
+
+    // 3. Cache map: every cached block is in the map under its hash, and nothing else is.
+    if (p->caching) {
+        int64_t cached = 0, slots_used = 0;
+        for (int32_t b = 0; b < n; ++b) {
+            if (!bp.cached(b)) continue;
+            ++cached;
+            KVC_CHECK(p->cache.find(p->cache.hash_of(b)) == b, "cached block %d is not found under its hash", b);
+        }
+        for (int64_t i = 0; i < p->cache.slot_count(); ++i) {
+            int32_t b = p->cache.slot(i);
+            if (b < 0) continue;
+            ++slots_used;
+            KVC_CHECK(b < n && bp.cached(b), "cache map slot %lld holds block %d which is not cached", (long long)i, b);
+        }
+        KVC_CHECK(cached == slots_used && cached == p->cache.size(),
+                  "%lld cached blocks, %lld map entries, map size %lld", (long long)cached, (long long)slots_used,
+                  (long long)p->cache.size());
+    } else {
+        for (int32_t b = 0; b < n; ++b) KVC_CHECK(!bp.cached(b), "block %d is cached while caching is off", b);
+    }
+
+    // 4. Pending copies name real blocks.
+    for (int64_t i = 0; i < p->copies.size(); ++i) {
+        int32_t s = p->copies.src_at(i), d = p->copies.dst_at(i);
+        KVC_CHECK(s >= 0 && s < n && d >= 0 && d < n && s != d, "pending copy %lld is (%d -> %d)", (long long)i, s, d);
+    }
+    return KVC_OK;
+}
+
+}  // namespace kvc

@@ -1,0 +1,69 @@
+// Pending copy-on-write pairs (src block -> dst block), drained oldest first by the caller
+// (kvc_take_pending_copies) or by the storage layer (kvc_copy_pending).
+// A ring preallocated for num_blocks pairs. It grows only if a caller lets more pairs pile up than
+// the pool has blocks; ensure_room() runs before an operation mutates anything, so growth failing
+// (bad_alloc) leaves the pool unchanged.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kvc {
+
+class PendingCopies {
+public:
+    void init(int64_t capacity) {
+        src_.assign(size_t(capacity < 1 ? 1 : capacity), -1);
+        dst_.assign(src_.size(), -1);
+        head_ = count_ = 0;
+    }
+
+    int64_t size() const { return count_; }
+
+    void ensure_room(int64_t extra) {
+        int64_t cap = int64_t(src_.size());
+        if (count_ + extra <= cap) return;
+        int64_t new_cap = cap;
+        while (new_cap < count_ + extra) new_cap *= 2;
+        std::vector<int32_t> s(size_t(new_cap), -1), d(size_t(new_cap), -1);
+        for (int64_t i = 0; i < count_; ++i) {
+            s[size_t(i)] = src_[size_t((head_ + i) % cap)];
+            d[size_t(i)] = dst_[size_t((head_ + i) % cap)];
+        }
+        src_.swap(s);
+        dst_.swap(d);
+        head_ = 0;
+    }
+
+    // Room must have been ensured.
+    void push(int32_t src, int32_t dst) {
+        int64_t cap = int64_t(src_.size());
+        int64_t slot = (head_ + count_) % cap;
+        src_[size_t(slot)] = src;
+        dst_[size_t(slot)] = dst;
+        ++count_;
+    }
+
+    int64_t take(int32_t *src, int32_t *dst, int64_t cap) {
+        int64_t n = cap < count_ ? cap : count_;
+        int64_t ring = int64_t(src_.size());
+        for (int64_t i = 0; i < n; ++i) {
+            src[i] = src_[size_t(head_)];
+            dst[i] = dst_[size_t(head_)];
+            head_ = (head_ + 1) % ring;
+        }
+        count_ -= n;
+        return n;
+    }
+
+    // i-th pending pair (0 = oldest), for the invariant checker.
+    int32_t src_at(int64_t i) const { return src_[size_t((head_ + i) % int64_t(src_.size()))]; }
+    int32_t dst_at(int64_t i) const { return dst_[size_t((head_ + i) % int64_t(src_.size()))]; }
+
+private:
+    std::vector<int32_t> src_, dst_;
+    int64_t head_ = 0;
+    int64_t count_ = 0;
+};
+
+}  // namespace kvc
