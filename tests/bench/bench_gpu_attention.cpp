@@ -1,0 +1,249 @@
+// GPU paged attention throughput (Google Benchmark). Without a usable GPU it says so and exits 0.
+//
+//  - DeviceCopy: device-to-device cudaMemcpy of 1 GiB, the achievable-bandwidth baseline
+//    (bytes read + written / time).
+//  - Decode: effective bandwidth = bytes of K/V actually attended + Q + O, divided by kernel time;
+//    reported in GB/s, as % of the H100 SXM HBM3 peak (3.35 TB/s) and as % of the measured copy.
+//    Headline shape: B=64, ctx=4096, 32 q / 8 kv heads, d=128, fp16, block 16; then a sweep over
+//    batch x context x block size.
+//  - Prefill: causal prompt of 2048 tokens per sequence, TFLOP/s (4 * visible q-k pairs * d * heads).
+//
+// Kernel time comes from CUDA events when cuda_runtime.h is on the include path (tests/gpu/
+// run_on_device.sh puts it there), else from the host clock around a synchronized batch of launches.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_api.hpp"
+#include "kernel_args.hpp"
+
+#if __has_include(<cuda_runtime.h>)
+#include <cuda_runtime.h>
+#define KVC_BENCH_EVENTS 1
+#else
+#define KVC_BENCH_EVENTS 0
+#endif
+
+namespace {
+
+constexpr double kH100PeakBytesPerSec = 3.35e12;
+double g_copy_bytes_per_sec = 0.0;  // measured by DeviceCopy, which runs first
+
+#define BENCH_CHECK(expr)                                                          \
+    do {                                                                           \
+        kvc_status st_ = (expr);                                                   \
+        if (st_ != KVC_OK) {                                                       \
+            std::fprintf(stderr, "%s failed: %s\n", #expr, kvc_last_error());      \
+            std::exit(1);                                                          \
+        }                                                                          \
+    } while (0)
+
+struct DevMem {
+    void *p = nullptr;
+    size_t bytes = 0;
+    void alloc(size_t n) {
+        if (p && bytes >= n) return;
+        if (p) (void)kvc::cuda::free_device(0, p);
+        BENCH_CHECK(kvc::cuda::malloc_device(0, n ? n : 1, &p));
+        bytes = n;
+    }
+    template <typename T> void upload(const std::vector<T> &v) {
+        alloc(v.size() * sizeof(T));
+        BENCH_CHECK(kvc::cuda::memcpy_h2d(p, v.data(), v.size() * sizeof(T), nullptr));
+        BENCH_CHECK(kvc::cuda::stream_sync(nullptr));
+    }
+    ~DevMem() {
+        if (p) (void)kvc::cuda::free_device(0, p);
+    }
+};
+
+// Times `launch` (one kernel sequence on the default stream); returns seconds per launch.
+template <typename F>
+double time_launches(F &&launch, int reps) {
+#if KVC_BENCH_EVENTS
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    cudaEventRecord(start, nullptr);
+    for (int i = 0; i < reps; ++i) launch();
+    cudaEventRecord(stop, nullptr);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return double(ms) * 1e-3 / reps;
+#else
+    BENCH_CHECK(kvc::cuda::stream_sync(nullptr));
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) launch();
+    BENCH_CHECK(kvc::cuda::stream_sync(nullptr));
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+#endif
+}
+
+// Random fp16 values in [-1, 1) (bit patterns built directly: sign, small exponent, mantissa).
+std::vector<uint16_t> random_halves(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<uint16_t> v(n);
+    for (auto &x : v) x = uint16_t((rng() & 0x83ffu) | ((10u + rng() % 4u) << 10));  // |x| in [2^-5, 1)
+    return v;
+}
+
+// One device KV storage shared by every case (largest shape), filled once with random halves by
+// uploading 64 MiB and doubling on the device.
+struct SharedStorage {
+    DevMem mem;
+    size_t filled = 0;
+    void *get(size_t bytes) {
+        if (filled >= bytes) return mem.p;
+        mem.alloc(bytes);
+        const std::vector<uint16_t> seed = random_halves(size_t(32) << 20, 1);
+        const size_t seed_bytes = std::min(bytes, seed.size() * 2);
+        BENCH_CHECK(kvc::cuda::memcpy_h2d(mem.p, seed.data(), seed_bytes, nullptr));
+        for (size_t done = seed_bytes; done < bytes;) {
+            const size_t n = std::min(done, bytes - done);
+            BENCH_CHECK(kvc::cuda::memcpy_d2d(static_cast<char *>(mem.p) + done, mem.p, n, nullptr));
+            done += n;
+        }
+        BENCH_CHECK(kvc::cuda::stream_sync(nullptr));
+        filled = bytes;
+        return mem.p;
+    }
+};
+SharedStorage g_storage;
+
+// A batch of num_seqs sequences of ctx_len tokens each (q_len queries each), shuffled block tables.
+struct AttentionCase {
+    kvc::KvLayout layout;
+    DevMem tables, seq_lens, qsl, q, out, workspace;
+    kvc::AttentionArgs args;
+    double kv_bytes = 0, qo_bytes = 0, flops = 0;
+
+    AttentionCase(int32_t num_seqs, int32_t ctx_len, int32_t q_len, int32_t block_size, int32_t partition) {
+        const int32_t hq = 32, hkv = 8, d = 128;
+        const int32_t blocks_per_seq = (ctx_len + block_size - 1) / block_size;
+        const int64_t num_blocks = int64_t(num_seqs) * blocks_per_seq;
+        layout.init(num_blocks, block_size, 1, hkv, d, KVC_DTYPE_F16);
+        void *base = g_storage.get(size_t(layout.total_bytes));
+        std::vector<int32_t> ids(static_cast<size_t>(num_blocks));
+        std::iota(ids.begin(), ids.end(), 0);
+        std::shuffle(ids.begin(), ids.end(), std::mt19937(3));
+        tables.upload(ids);  // row s = ids[s * blocks_per_seq ...]: exactly the padded table
+        seq_lens.upload(std::vector<int32_t>(size_t(num_seqs), ctx_len));
+        std::vector<int32_t> starts(size_t(num_seqs) + 1);
+        for (int32_t s = 0; s <= num_seqs; ++s) starts[size_t(s)] = s * q_len;
+        qsl.upload(starts);
+        const size_t q_elems = size_t(num_seqs) * q_len * hq * d;
+        q.upload(random_halves(q_elems, 2));
+        out.alloc(q_elems * 2);
+        const size_t ws = kvc::cuda::attention_workspace_bytes(num_seqs, hq, d, int64_t(blocks_per_seq) * block_size);
+        workspace.alloc(ws);
+
+        args.layout = layout;
+        args.base = base;
+        args.layer = 0;
+        args.q = q.p;
+        args.out = out.p;
+        args.q_dtype = KVC_DTYPE_F16;
+        args.num_q_heads = hq;
+        args.scale = 0.088388f;
+        args.partition_size = partition;
+        args.num_seqs = num_seqs;
+        args.num_tokens = int64_t(num_seqs) * q_len;
+        args.block_tables = static_cast<const int32_t *>(tables.p);
+        args.max_blocks_per_seq = blocks_per_seq;
+        args.seq_lens = static_cast<const int32_t *>(seq_lens.p);
+        args.query_start_loc = static_cast<const int32_t *>(qsl.p);
+        args.max_q_len = q_len;
+        args.max_seq_len = ctx_len;
+        args.is_decode = q_len == 1;
+        args.workspace = workspace.p;
+        args.workspace_bytes = ws;
+
+        kv_bytes = double(num_seqs) * ctx_len * hkv * d * 2.0 * 2.0;
+        qo_bytes = 2.0 * double(q_elems) * 2.0;
+        // Causal: query j (of q_len, at the end of ctx_len) sees ctx_len - q_len + j + 1 keys.
+        const double pairs = double(q_len) * (ctx_len - q_len) + double(q_len) * (q_len + 1) / 2.0;
+        flops = 4.0 * pairs * d * hq * num_seqs;
+    }
+};
+
+void BM_DeviceCopy(benchmark::State &state) {
+    const size_t bytes = size_t(1) << 30;
+    DevMem a, b;
+    a.alloc(bytes);
+    b.alloc(bytes);
+    double sec = 0;
+    for (auto _ : state) {
+        sec = time_launches([&] { BENCH_CHECK(kvc::cuda::memcpy_d2d(b.p, a.p, bytes, nullptr)); }, 10);
+        state.SetIterationTime(sec);
+    }
+    g_copy_bytes_per_sec = 2.0 * double(bytes) / sec;
+    state.counters["GB/s"] = g_copy_bytes_per_sec / 1e9;
+    state.counters["pct_peak"] = 100.0 * g_copy_bytes_per_sec / kH100PeakBytesPerSec;
+}
+
+void BM_Decode(benchmark::State &state) {
+    const int32_t batch = int32_t(state.range(0)), ctx = int32_t(state.range(1)), bs = int32_t(state.range(2));
+    const int32_t partition = int32_t(state.range(3));
+    AttentionCase c(batch, ctx, 1, bs, partition);
+    double sec = 0;
+    for (auto _ : state) {
+        sec = time_launches([&] { BENCH_CHECK(kvc::cuda::attention(c.args, nullptr)); }, 20);
+        state.SetIterationTime(sec);
+    }
+    const double bw = (c.kv_bytes + c.qo_bytes) / sec;
+    state.counters["GB/s"] = bw / 1e9;
+    state.counters["pct_3.35TB/s"] = 100.0 * bw / kH100PeakBytesPerSec;
+    if (g_copy_bytes_per_sec > 0) state.counters["pct_copy"] = 100.0 * bw / g_copy_bytes_per_sec;
+    state.counters["us"] = sec * 1e6;
+}
+
+void BM_Prefill(benchmark::State &state) {
+    const int32_t batch = int32_t(state.range(0)), q_len = int32_t(state.range(1)), prefix = int32_t(state.range(2));
+    AttentionCase c(batch, prefix + q_len, q_len, 16, -1);
+    double sec = 0;
+    for (auto _ : state) {
+        sec = time_launches([&] { BENCH_CHECK(kvc::cuda::attention(c.args, nullptr)); }, 3);
+        state.SetIterationTime(sec);
+    }
+    state.counters["TFLOP/s"] = c.flops / sec / 1e12;
+    state.counters["ms"] = sec * 1e3;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    int32_t devices = 0;
+    if (kvc::cuda::device_count(&devices) != KVC_OK || devices == 0) {
+        std::printf("bench_gpu_attention: no CUDA device or driver; skipped\n");
+        return 0;
+    }
+    benchmark::Initialize(&argc, argv);
+    benchmark::RegisterBenchmark("DeviceCopy/1GiB", BM_DeviceCopy)->UseManualTime()->Iterations(3);
+    // Headline: B=64, ctx=4096, block 16, auto / never / forced split-K.
+    for (int64_t part : {0, -1, 1024})
+        benchmark::RegisterBenchmark("Decode/headline", BM_Decode)
+            ->Args({64, 4096, 16, part})->ArgNames({"B", "ctx", "bs", "part"})->UseManualTime()->Iterations(5);
+    for (int64_t b : {1, 8, 64, 256})
+        for (int64_t ctx : {1024, 4096, 16384})
+            for (int64_t bs : {1, 8, 16, 32, 128, 256}) {
+                if (b * ctx > (int64_t(1) << 20)) continue;  // 4 GiB of KV at most
+                benchmark::RegisterBenchmark("Decode/sweep", BM_Decode)
+                    ->Args({b, ctx, bs, 0})->ArgNames({"B", "ctx", "bs", "part"})->UseManualTime()->Iterations(3);
+            }
+    for (int64_t prefix : {0, 2048})
+        benchmark::RegisterBenchmark("Prefill", BM_Prefill)
+            ->Args({4, 2048, prefix})->ArgNames({"B", "q_len", "prefix"})->UseManualTime()->Iterations(2);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
