@@ -141,6 +141,15 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Att
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[k][e] = 0.0f;
 
+    // Accumulation split: with fewer (row, 8-dim) items than threads (small GQA groups), the
+    // threads left over take every `slices`-th token of the tile instead of idling; their partial
+    // accumulators are summed once at the end.
+    const int n_items = rows * kDG;
+    const int slices = n_items >= kAttnThreads ? 1 : kAttnThreads / n_items;
+    const int my_slice = n_items >= kAttnThreads ? 0 : tid / n_items;
+    const int first_item = n_items >= kAttnThreads ? tid : tid - my_slice * n_items;
+    const bool accumulates = my_slice < slices;
+
     const int score_t = tid % T;
     const int score_group = tid / T;
     const int lane = tid & 31, warp = tid >> 5;
@@ -232,8 +241,8 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Att
         // 3. acc = acc * corr + P V.
 #pragma unroll
         for (int k = 0; k < S::kItemsPerThread; ++k) {
-            const int item = tid + k * kAttnThreads;
-            if (item < rows * kDG) {
+            const int item = first_item + k * kAttnThreads;
+            if (accumulates && item < n_items) {
                 const int r = item / kDG;
                 const int dg = item - r * kDG;
                 const float corr = corr_s[r];
@@ -242,7 +251,7 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Att
                 const float *prob = score_s + r * T;
                 const unsigned char *v_col = v_tile + dg * 8 * int(sizeof(KV));
 #pragma unroll 4
-                for (int t = 0; t < count; ++t) {
+                for (int t = my_slice; t < count; t += slices) {
                     float vf[8];
                     widen8<KV>(v_col + t * S::kRowPitch, vf);
                     const float pr = prob[t];
@@ -255,11 +264,27 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Att
     }
     cp_async_wait<0>();
 
+    // Token slices of one item meet in shared memory (the K/V stages are free now: the loop ended
+    // with a barrier). slices > 1 implies n_items < kAttnThreads, so each thread has one item.
+    if (slices > 1) {
+        float *partial = reinterpret_cast<float *>(kv_smem);
+        if (accumulates && my_slice > 0) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) partial[((my_slice - 1) * n_items + first_item) * 8 + e] = acc[0][e];
+        }
+        __syncthreads();
+        if (my_slice == 0) {
+            for (int sl = 1; sl < slices; ++sl)
+#pragma unroll
+                for (int e = 0; e < 8; ++e) acc[0][e] += partial[((sl - 1) * n_items + first_item) * 8 + e];
+        }
+    }
+
     // 4. Output: normalized rows, or unnormalized partials plus (max, exp-sum) for the reduce.
 #pragma unroll
     for (int k = 0; k < S::kItemsPerThread; ++k) {
-        const int item = tid + k * kAttnThreads;
-        if (item >= rows * kDG) continue;
+        const int item = first_item + k * kAttnThreads;
+        if (my_slice != 0 || item >= n_items) continue;
         const int r = item / kDG;
         const int dg = item - r * kDG;
         const int32_t ql = r / gc;
@@ -289,6 +314,7 @@ cudaError_t launch_attention_kernel(const AttnParams &p, dim3 grid, cudaStream_t
     using S = TileShape<int(sizeof(KV)), kHeadDim>;
     static_assert(S::kSmemBytes <= 48 * 1024, "tile shape must fit the default shared-memory limit");
     static_assert(S::kRowBytes % 16 == 0, "rows must be whole 16-byte chunks");
+    static_assert(S::kKvBytes >= size_t(kAttnThreads) * 8 * sizeof(float), "slice partials reuse the K/V stages");
     paged_attention_kernel<KV, kHeadDim><<<grid, kAttnThreads, S::kSmemBytes, stream>>>(p);
     return cudaGetLastError();
 }
