@@ -9,7 +9,14 @@ use crate::error::{check, to_len, Error, Result, Status};
 use crate::pool::Pool;
 
 /// An owned `kvc_batch`, destroyed on drop. It borrows its pool: the C API forbids destroying a
-/// batch after its pool, and the lifetime makes that a compile error.
+/// batch after its pool, and the lifetime makes that a compile error:
+///
+/// ```compile_fail
+/// let batch = {
+///     let pool = kvc::Pool::new(&kvc::PoolConfig { num_blocks: 8, ..Default::default() }).unwrap();
+///     kvc::Batch::new(&pool, 1, 8, 4).unwrap()
+/// }; // error[E0597]: `pool` does not live long enough
+/// ```
 pub struct Batch<'p> {
     raw: NonNull<sys::kvc_batch>,
     pool: &'p Pool,

@@ -11,6 +11,22 @@
 //!   their lengths against the pool's shape first.
 //! - No Rust code is ever called from C (the API has no callbacks), so a panic can never unwind
 //!   through C frames; and no C error aborts: every failure is a status.
+//!
+//! ```
+//! use kvc::{Pool, PoolConfig};
+//!
+//! let pool = Pool::new(&PoolConfig { block_size: 4, num_blocks: 8, ..PoolConfig::default() })?;
+//! let system_prompt: Vec<i32> = (0..8).collect();
+//! pool.alloc(1, &[&system_prompt[..], &[100, 101]].concat(), None)?;
+//! // A second request with the same system prompt reuses its two full blocks.
+//! let cached = pool.alloc(2, &[&system_prompt[..], &[200]].concat(), None)?;
+//! assert_eq!(cached, 8);
+//! pool.append(1, &[102], 0)?; // decode step
+//! let err = pool.free(99).unwrap_err();
+//! assert!(err.is_unknown_seq());
+//! println!("{}", err); // UNKNOWN_SEQ: kvc_free: no sequence 99 ...
+//! # Ok::<(), kvc::Error>(())
+//! ```
 #![deny(missing_debug_implementations)]
 #![warn(rust_2018_idioms)]
 
