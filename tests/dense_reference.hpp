@@ -80,24 +80,44 @@ inline float decode(const void *p, int64_t i, int dt) {
 }
 inline int dtype_size(int dt) { return dt == F32 ? 4 : dt == FP8_E4M3 ? 1 : 2; }
 
-// Encodes a value that is already representable in dt (e.g. the output of round_to) into its bit
-// pattern, by searching the format's codes: slow but obviously right; use for small test inputs.
+// Bit pattern of a value that is already representable in dt (e.g. the output of round_to),
+// rebuilt from its exponent and mantissa: the inverse of the decoders above.
+inline uint16_t encode_half(float r) {
+    uint16_t sign = std::signbit(r) ? 0x8000 : 0;
+    double a = std::fabs(double(r));
+    if (std::isnan(r)) return 0x7e00;
+    if (std::isinf(r)) return uint16_t(sign | 0x7c00);
+    if (a == 0) return sign;
+    int e;
+    std::frexp(a, &e);
+    int lead = e - 1;
+    if (lead < -14) return uint16_t(sign | uint16_t(std::ldexp(a, 24)));  // subnormal: m * 2^-24
+    uint16_t m = uint16_t(std::ldexp(a, 10 - lead) - 1024.0);
+    return uint16_t(sign | uint16_t((lead + 15) << 10) | m);
+}
+inline uint8_t encode_fp8(float r) {
+    uint8_t sign = std::signbit(r) ? 0x80 : 0;
+    double a = std::fabs(double(r));
+    if (std::isnan(r)) return uint8_t(sign | 0x7f);
+    if (a == 0) return sign;
+    int e;
+    std::frexp(a, &e);
+    int lead = e - 1;
+    if (lead < -6) return uint8_t(sign | uint8_t(std::ldexp(a, 9)));  // subnormal: m * 2^-9
+    uint8_t m = uint8_t(std::ldexp(a, 3 - lead) - 8.0);
+    return uint8_t(sign | uint8_t((lead + 7) << 3) | m);
+}
 inline void encode_exact(void *p, int64_t i, int dt, float v) {
-    if (dt == F32) { static_cast<float *>(p)[i] = v; return; }
-    const int codes = dt == FP8_E4M3 ? 256 : 65536;
-    if (dt == BF16) {  // bf16 is the top half of the fp32 pattern
-        uint32_t u;
-        std::memcpy(&u, &v, 4);
-        static_cast<uint16_t *>(p)[i] = uint16_t(u >> 16);
-        return;
-    }
-    for (int c = 0; c < codes; ++c) {
-        float d = dt == F16 ? decode_half(uint16_t(c)) : decode_fp8(uint8_t(c));
-        if (d == v && std::signbit(d) == std::signbit(v)) {
-            if (dt == F16) static_cast<uint16_t *>(p)[i] = uint16_t(c);
-            else static_cast<uint8_t *>(p)[i] = uint8_t(c);
+    switch (dt) {
+        case F16: static_cast<uint16_t *>(p)[i] = encode_half(v); return;
+        case BF16: {  // bf16 is the top half of the fp32 pattern
+            uint32_t u;
+            std::memcpy(&u, &v, 4);
+            static_cast<uint16_t *>(p)[i] = uint16_t(u >> 16);
             return;
         }
+        case FP8_E4M3: static_cast<uint8_t *>(p)[i] = encode_fp8(v); return;
+        default: static_cast<float *>(p)[i] = v; return;
     }
 }
 

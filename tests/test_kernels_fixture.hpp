@@ -119,32 +119,7 @@ struct PagedProblem {
     }
 };
 
-// Rounds v to `dt` and stores it at element i of p (dt is a q/source dtype: F32, F16, BF16).
-inline float store_rounded(void *p, int64_t i, int32_t dt, float v) {
-    float r = kvc_ref::round_to(v, dt);
-    kvc_ref::encode_exact(p, i, dt, r);
-    return r;
-}
-
-// F16 has too many codes for encode_exact's search in bulk: encode a rounded half directly.
-inline uint16_t encode_half_rounded(float r) {
-    uint32_t u;
-    std::memcpy(&u, &r, 4);
-    uint16_t sign = uint16_t((u >> 16) & 0x8000u);
-    double a = std::fabs(double(r));
-    if (a == 0) return sign;
-    int e;
-    std::frexp(a, &e);
-    int lead = e - 1;
-    if (lead < -14) return uint16_t(sign | uint16_t(std::ldexp(a, 24)));  // subnormal: m * 2^-24
-    uint16_t m = uint16_t(std::ldexp(a, 10 - lead) - 1024.0);
-    return uint16_t(sign | uint16_t((lead + 15) << 10) | m);
-}
-
-inline void store_value(void *p, int64_t i, int32_t dt, float r) {
-    if (dt == KVC_DTYPE_F16) static_cast<uint16_t *>(p)[i] = encode_half_rounded(r);
-    else kvc_ref::encode_exact(p, i, dt, r);
-}
+inline void store_value(void *p, int64_t i, int32_t dt, float r) { kvc_ref::encode_exact(p, i, dt, r); }
 
 inline PagedProblem make_problem(const CaseSpec &spec) {
     PagedProblem P;

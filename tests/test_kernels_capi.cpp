@@ -1,0 +1,411 @@
+// End-to-end through the public API on the CPU backend: pool -> alloc/append/fork -> batch build ->
+// kvc_cache_write -> kvc_launch_attention, compared with the dense reference; and every bad-input
+// status of the storage / batch / attention entry points.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "dense_reference.hpp"
+#include "kvc/kvc.h"
+
+extern "C" {
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+}
+
+#define OK(call)                                                                                         \
+    do {                                                                                                 \
+        kvc_status st_ = (call);                                                                         \
+        if (st_ != KVC_OK) fail_msg("%s -> %s: %s", #call, kvc_status_str(st_), kvc_last_error());     \
+    } while (0)
+
+// Fails unless `call` returns `code` with a fresh message naming `fn`.
+#define EXPECT_ERR(call, code, fn)                                                                       \
+    do {                                                                                                 \
+        (void)kvc_pool_config_default(nullptr); /* plant another message */                           \
+        kvc_status st_ = (call);                                                                         \
+        if (st_ != (code))                                                                               \
+            fail_msg("%s -> %s, expected %s: %s", #call, kvc_status_str(st_), kvc_status_str(code),      \
+                     kvc_last_error());                                                                  \
+        if (!std::strstr(kvc_last_error(), fn)) fail_msg("%s: message '%s' does not name %s", #call,     \
+                                                         kvc_last_error(), fn);                          \
+    } while (0)
+
+namespace {
+
+constexpr int kLayers = 2, kLayer = 1;
+
+struct World {
+    kvc_pool *pool = nullptr;
+    kvc_batch *batch = nullptr;
+    int32_t bs, nkv, nqh, d, kv_dtype;
+    std::mt19937 rng{5};
+    // Dense K/V as stored (rounded), per sequence: [position][kv head][d].
+    std::map<uint64_t, std::vector<float>> k, v;
+
+    World(int32_t block_size, int32_t kv_heads, int32_t q_heads, int32_t head_dim, int32_t dtype, int64_t blocks,
+          int32_t caching) : bs(block_size), nkv(kv_heads), nqh(q_heads), d(head_dim), kv_dtype(dtype) {
+        kvc_pool_config c;
+        OK(kvc_pool_config_default(&c));
+        c.block_size = block_size;
+        c.num_layers = kLayers;
+        c.num_kv_heads = kv_heads;
+        c.num_q_heads = q_heads;
+        c.head_dim = head_dim;
+        c.kv_dtype = dtype;
+        c.num_blocks = blocks;
+        c.backend = KVC_BACKEND_CPU;
+        c.prefix_caching = caching;
+        c.watermark = 0.0;
+        OK(kvc_pool_create(&c, &pool));
+        OK(kvc_batch_create(pool, 8, 4096, int32_t(std::max<int64_t>(64, blocks)), &batch));
+    }
+    ~World() {
+        kvc_batch_destroy(batch);
+        kvc_pool_destroy(pool);
+    }
+
+    std::vector<int32_t> tokens(int64_t n) {
+        std::vector<int32_t> t(static_cast<size_t>(n));
+        for (auto &x : t) x = int32_t(rng() % 30000);
+        return t;
+    }
+
+    // One forward step over `ids` with `q_lens` new tokens each (already confirmed in the pool):
+    // writes their K/V through the batch's slot mapping, runs attention and checks it.
+    void step(const std::vector<uint64_t> &ids, const std::vector<int64_t> &q_lens, int32_t q_dtype,
+              int32_t partition_size, float k_scale = 1.0f, float v_scale = 1.0f) {
+        OK(kvc_batch_build(batch, ids.data(), q_lens.data(), int32_t(ids.size())));
+        kvc_batch_info info;
+        info.struct_size = sizeof info;
+        OK(kvc_batch_get_info(batch, &info));
+        std::vector<int64_t> slots(static_cast<size_t>(info.num_tokens));
+        OK(kvc_batch_copy_slot_mapping(batch, slots.data(), int64_t(slots.size())));
+        // CPU backend: the "device" slot mapping is host memory holding the same values.
+        assert_memory_equal(reinterpret_cast<const int64_t *>(uintptr_t(info.slot_mapping)), slots.data(),
+                            slots.size() * 8);
+
+        const int64_t row = int64_t(nkv) * d;
+        std::vector<float> ksrc(static_cast<size_t>(info.num_tokens * row)), vsrc(ksrc.size());
+        std::uniform_real_distribution<float> uni(-1.f, 1.f);
+        kvc_ref::Problem P;
+        P.num_q_heads = nqh;
+        P.num_kv_heads = nkv;
+        P.head_dim = d;
+        P.scale = 1.0 / std::sqrt(double(d)) * 2.0;
+        int64_t tok = 0;
+        const bool fp8 = kv_dtype == KVC_DTYPE_FP8_E4M3;
+        for (size_t i = 0; i < ids.size(); ++i) {
+            int64_t L;
+            OK(kvc_seq_num_tokens(pool, ids[i], &L));
+            P.seqs.push_back({L, q_lens[i]});
+            auto &K = k[ids[i]], &V = v[ids[i]];
+            K.resize(size_t(L * row));
+            V.resize(size_t(L * row));
+            for (int64_t p = L - q_lens[i]; p < L; ++p, ++tok)
+                for (int64_t e = 0; e < row; ++e) {
+                    float kx = uni(rng), vx = uni(rng);
+                    ksrc[size_t(tok * row + e)] = kx;
+                    vsrc[size_t(tok * row + e)] = vx;
+                    float kr = kvc_ref::round_to(fp8 ? kx / k_scale : kx, kv_dtype);
+                    float vr = kvc_ref::round_to(fp8 ? vx / v_scale : vx, kv_dtype);
+                    K[size_t(p * row + e)] = fp8 ? kr * k_scale : kr;
+                    V[size_t(p * row + e)] = fp8 ? vr * v_scale : vr;
+                }
+        }
+        OK(kvc_cache_write(pool, kLayer, slots.data(), info.num_tokens, ksrc.data(), vsrc.data(), KVC_DTYPE_F32,
+                           k_scale, v_scale, nullptr));
+
+        const int64_t qn = info.num_tokens * nqh * d;
+        const int qb = kvc_ref::dtype_size(q_dtype);
+        std::vector<uint8_t> q(static_cast<size_t>(qn * qb)), out(q.size());
+        std::vector<float> qref(static_cast<size_t>(qn));
+        for (int64_t i = 0; i < qn; ++i) {
+            float x = kvc_ref::round_to(uni(rng), q_dtype);
+            qref[size_t(i)] = x;
+            kvc_ref::encode_exact(q.data(), i, q_dtype, x);
+        }
+        kvc_attention_params ap;
+        OK(kvc_attention_params_default(&ap));
+        ap.q_dtype = q_dtype;
+        ap.scale = float(P.scale);
+        ap.k_scale = k_scale;
+        ap.v_scale = v_scale;
+        ap.partition_size = partition_size;
+        OK(kvc_launch_attention(pool, batch, kLayer, q.data(), out.data(), &ap, nullptr));
+
+        std::vector<const float *> kp, vp;
+        for (uint64_t id : ids) { kp.push_back(k[id].data()); vp.push_back(v[id].data()); }
+        std::vector<double> ref(static_cast<size_t>(qn));
+        kvc_ref::dense_attention(P, qref.data(), kp, vp, ref.data());
+        const double atol = fp8 ? 1e-2 : 1e-3, rel = kvc_ref::output_rounding(q_dtype);
+        for (int64_t i = 0; i < qn; ++i) {
+            float got = kvc_ref::decode(out.data(), i, q_dtype);
+            if (!(std::fabs(double(got) - ref[size_t(i)]) <= atol + rel * std::fabs(ref[size_t(i)])))
+                fail_msg("out[%lld] = %.7g, reference %.7g", (long long)i, double(got), ref[size_t(i)]);
+        }
+    }
+
+    void append(uint64_t id, int64_t n) {
+        std::vector<int32_t> t = tokens(n);
+        OK(kvc_append(pool, id, t.data(), n, 0, nullptr));
+    }
+};
+
+// Prefill of three prompts, then decode steps; f16 cache, f16 and bf16 queries, split and not.
+void test_e2e_prefill_then_decode(void **) {
+    World w(16, 4, 16, 64, KVC_DTYPE_F16, 128, 0);
+    const std::vector<uint64_t> ids = {7, 3, 11};
+    const std::vector<int64_t> lens = {37, 16, 120};
+    for (size_t i = 0; i < ids.size(); ++i) OK(kvc_alloc(w.pool, ids[i], nullptr, lens[i], nullptr, nullptr));
+    w.step(ids, lens, KVC_DTYPE_F16, -1);
+    for (int s = 0; s < 20; ++s) {
+        for (uint64_t id : ids) w.append(id, 1);
+        w.step(ids, {1, 1, 1}, s % 2 ? KVC_DTYPE_BF16 : KVC_DTYPE_F16, s % 3 == 0 ? 8 : 0);
+    }
+    // Chunked prefill: 50 more tokens of sequence 3 on top of its cached context, next to a decode.
+    w.append(3, 50);
+    w.append(7, 1);
+    w.step({3, 7}, {50, 1}, KVC_DTYPE_F16, 0);
+    OK(kvc_pool_check(w.pool));
+}
+
+// Prefix caching + fork: the child shares the parent's blocks; appending into the shared partial
+// block queues a copy-on-write pair, kvc_copy_pending copies it, and attention over the child is
+// still right (it reads the copied block).
+void test_e2e_fork_copy_on_write(void **) {
+    World w(8, 2, 8, 128, KVC_DTYPE_BF16, 64, 1);
+    std::vector<int32_t> prompt = w.tokens(29);  // 3 full blocks + 5 tokens in a partial block
+    OK(kvc_alloc(w.pool, 1, prompt.data(), 29, nullptr, nullptr));
+    w.step({1}, {29}, KVC_DTYPE_F32, -1);
+    OK(kvc_fork(w.pool, 1, 2));
+    w.k[2] = w.k[1];
+    w.v[2] = w.v[1];
+    w.append(2, 1);  // writes into the shared partial block: copy-on-write
+    int64_t pending = -1;
+    OK(kvc_take_pending_copies(w.pool, nullptr, nullptr, 0, &pending));
+    assert_int_equal(pending, 1);
+    int64_t copied = -1;
+    OK(kvc_copy_pending(w.pool, nullptr, &copied));
+    assert_int_equal(copied, 1);
+    OK(kvc_take_pending_copies(w.pool, nullptr, nullptr, 0, &pending));
+    assert_int_equal(pending, 0);
+    w.append(1, 1);
+    w.step({1, 2}, {1, 1}, KVC_DTYPE_F16, -1);
+    // A second prompt with the same prefix hits the cache: only its uncached part is computed.
+    int64_t cached = 0;
+    std::vector<int32_t> p2(prompt.begin(), prompt.end());
+    p2.push_back(5);
+    p2.push_back(6);
+    OK(kvc_alloc(w.pool, 3, p2.data(), int64_t(p2.size()), nullptr, &cached));
+    assert_int_equal(cached, 24);
+    w.k[3] = w.k[1];
+    w.v[3] = w.v[1];
+    w.k[3].resize(size_t(24) * 2 * 128);
+    w.v[3].resize(size_t(24) * 2 * 128);
+    w.step({3}, {int64_t(p2.size()) - cached}, KVC_DTYPE_BF16, -1);
+    OK(kvc_pool_check(w.pool));
+}
+
+// FP8 cache with per-tensor scales, block size 1 and a long context with auto split-K.
+void test_e2e_fp8_and_long_context(void **) {
+    World w(1, 1, 4, 80, KVC_DTYPE_FP8_E4M3, 3000, 0);
+    OK(kvc_alloc(w.pool, 42, nullptr, 2500, nullptr, nullptr));
+    w.step({42}, {2500}, KVC_DTYPE_F16, -1, 0.01f, 0.005f);
+    w.append(42, 1);
+    w.step({42}, {1}, KVC_DTYPE_F16, 0, 0.01f, 0.005f);
+}
+
+void test_storage_info_and_copy_blocks(void **) {
+    World w(16, 2, 2, 64, KVC_DTYPE_F16, 10, 0);
+    kvc_storage_info si;
+    si.struct_size = sizeof si;
+    OK(kvc_storage_get_info(w.pool, &si));
+    assert_int_equal(si.backend, KVC_BACKEND_CPU);
+    assert_int_equal(si.device, -1);
+    assert_int_equal(si.elem_bytes, 2);
+    assert_int_equal(si.token_stride, 64 * 2);
+    assert_int_equal(si.head_stride, 16 * 64 * 2);
+    assert_int_equal(si.kv_stride, 2 * 16 * 64 * 2);
+    assert_int_equal(si.layer_stride, 2 * si.kv_stride);
+    assert_int_equal(si.block_stride, kLayers * si.layer_stride);
+    assert_int_equal(si.total_bytes, 10 * si.block_stride);
+    assert_true(si.base_address != 0);
+    // Round trip: host -> blocks 3,4 (one run) and 8 -> host, byte-exact; neighbours untouched.
+    const int32_t ids[] = {3, 4, 8};
+    std::vector<uint8_t> src(static_cast<size_t>(3 * si.block_stride)), back(src.size());
+    for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 7 + 1);
+    OK(kvc_storage_copy_blocks(w.pool, ids, 3, src.data(), 0));
+    OK(kvc_storage_copy_blocks(w.pool, ids, 3, back.data(), 1));
+    assert_memory_equal(src.data(), back.data(), src.size());
+    const uint8_t *base = reinterpret_cast<const uint8_t *>(uintptr_t(si.base_address));
+    assert_memory_equal(base + 8 * si.block_stride, src.data() + 2 * si.block_stride, size_t(si.block_stride));
+    for (int64_t b : {int64_t(2), int64_t(5), int64_t(7), int64_t(9)})
+        for (int64_t i = 0; i < si.block_stride; ++i) assert_int_equal(base[b * si.block_stride + i], 0);
+    int32_t devices = -1;
+    OK(kvc_cuda_device_count(&devices));
+    assert_true(devices >= 0);
+}
+
+void test_bad_input_storage_calls(void **) {
+    World w(16, 2, 4, 64, KVC_DTYPE_F16, 10, 0);
+    kvc_pool_config c;
+    OK(kvc_pool_config_default(&c));
+    c.num_blocks = 4;
+    kvc_pool *meta = nullptr;
+    OK(kvc_pool_create(&c, &meta));  // backend NONE: metadata only
+
+    EXPECT_ERR(kvc_cuda_device_count(nullptr), KVC_ERR_NULL_ARG, "kvc_cuda_device_count");
+    kvc_storage_info si;
+    si.struct_size = sizeof si;
+    EXPECT_ERR(kvc_storage_get_info(nullptr, &si), KVC_ERR_NULL_ARG, "kvc_storage_get_info");
+    EXPECT_ERR(kvc_storage_get_info(w.pool, nullptr), KVC_ERR_NULL_ARG, "kvc_storage_get_info");
+    EXPECT_ERR(kvc_storage_get_info(meta, &si), KVC_ERR_STATE, "kvc_storage_get_info");
+    si.struct_size = 12;
+    EXPECT_ERR(kvc_storage_get_info(w.pool, &si), KVC_ERR_VERSION, "kvc_storage_get_info");
+
+    std::vector<float> kv(size_t(3 * 2 * 64), 0.5f);
+    int64_t slots[3] = {0, 5, 17};
+    kvc_storage_info before;
+    before.struct_size = sizeof before;
+    OK(kvc_storage_get_info(w.pool, &before));
+    std::vector<uint8_t> image(static_cast<size_t>(before.total_bytes));
+    const uint8_t *base = reinterpret_cast<const uint8_t *>(uintptr_t(before.base_address));
+    std::memcpy(image.data(), base, image.size());
+    const char *cw = "kvc_cache_write";
+    EXPECT_ERR(kvc_cache_write(nullptr, 0, slots, 3, kv.data(), kv.data(), KVC_DTYPE_F32, 1, 1, nullptr), KVC_ERR_NULL_ARG, cw);
+    EXPECT_ERR(kvc_cache_write(w.pool, 0, nullptr, 3, kv.data(), kv.data(), KVC_DTYPE_F32, 1, 1, nullptr), KVC_ERR_NULL_ARG, cw);
+    EXPECT_ERR(kvc_cache_write(w.pool, 0, slots, 3, nullptr, kv.data(), KVC_DTYPE_F32, 1, 1, nullptr), KVC_ERR_NULL_ARG, cw);
+    EXPECT_ERR(kvc_cache_write(w.pool, 0, slots, 3, kv.data(), nullptr, KVC_DTYPE_F32, 1, 1, nullptr), KVC_ERR_NULL_ARG, cw);
+    EXPECT_ERR(kvc_cache_write(w.pool, 2, slots, 3, kv.data(), kv.data(), KVC_DTYPE_F32, 1, 1, nullptr), KVC_ERR_INVALID_ARG, cw);
+    EXPECT_ERR(kvc_cache_write(w.pool, -1, slots, 3, kv.data(), kv.data(), KVC_DTYPE_F32, 1, 1, nullptr), KVC_ERR_INVALID_ARG, cw);
+    EXPECT_ERR(kvc_cache_write(w.pool, 0, slots, -1, kv.data(), kv.data(), KVC_DTYPE_F32, 1, 1, nullptr), KVC_ERR_INVALID_ARG, cw);
+    EXPECT_ERR(kvc_cache_write(w.pool, 0, slots, 3, kv.data(), kv.data(), KVC_DTYPE_F32, 0, 1, nullptr), KVC_ERR_INVALID_ARG, cw);
+    EXPECT_ERR(kvc_cache_write(w.pool, 0, slots, 3, kv.data(), kv.data(), KVC_DTYPE_F32, 1, NAN, nullptr), KVC_ERR_INVALID_ARG, cw);
+    EXPECT_ERR(kvc_cache_write(w.pool, 0, slots, 3, kv.data(), kv.data(), KVC_DTYPE_FP8_E4M3, 1, 1, nullptr), KVC_ERR_UNSUPPORTED, cw);
+    EXPECT_ERR(kvc_cache_write(w.pool, 0, slots, 3, kv.data(), kv.data(), 9, 1, 1, nullptr), KVC_ERR_INVALID_ARG, cw);
+    slots[2] = 10 * 16;  // one past the last slot
+    EXPECT_ERR(kvc_cache_write(w.pool, 0, slots, 3, kv.data(), kv.data(), KVC_DTYPE_F32, 1, 1, nullptr), KVC_ERR_INVALID_ARG, cw);
+    EXPECT_ERR(kvc_cache_write(meta, 0, slots, 3, kv.data(), kv.data(), KVC_DTYPE_F32, 1, 1, nullptr), KVC_ERR_STATE, cw);
+    // None of the failed writes touched the storage (the bad slot came last: all-or-nothing).
+    assert_memory_equal(base, image.data(), image.size());
+    OK(kvc_cache_write(w.pool, 0, slots, 0, nullptr, nullptr, KVC_DTYPE_F32, 1, 1, nullptr));  // empty: no-op
+
+    EXPECT_ERR(kvc_copy_pending(nullptr, nullptr, nullptr), KVC_ERR_NULL_ARG, "kvc_copy_pending");
+    EXPECT_ERR(kvc_copy_pending(meta, nullptr, nullptr), KVC_ERR_STATE, "kvc_copy_pending");
+
+    const char *sc = "kvc_storage_copy_blocks";
+    int32_t ids[2] = {1, 10};
+    std::vector<uint8_t> host(static_cast<size_t>(2 * before.block_stride));
+    EXPECT_ERR(kvc_storage_copy_blocks(nullptr, ids, 2, host.data(), 1), KVC_ERR_NULL_ARG, sc);
+    EXPECT_ERR(kvc_storage_copy_blocks(w.pool, nullptr, 2, host.data(), 1), KVC_ERR_NULL_ARG, sc);
+    EXPECT_ERR(kvc_storage_copy_blocks(w.pool, ids, 2, nullptr, 1), KVC_ERR_NULL_ARG, sc);
+    EXPECT_ERR(kvc_storage_copy_blocks(w.pool, ids, -1, host.data(), 1), KVC_ERR_INVALID_ARG, sc);
+    EXPECT_ERR(kvc_storage_copy_blocks(w.pool, ids, 2, host.data(), 0), KVC_ERR_INVALID_ARG, sc);
+    ids[1] = -1;
+    EXPECT_ERR(kvc_storage_copy_blocks(w.pool, ids, 2, host.data(), 0), KVC_ERR_INVALID_ARG, sc);
+    EXPECT_ERR(kvc_storage_copy_blocks(meta, ids, 1, host.data(), 1), KVC_ERR_STATE, sc);
+    assert_memory_equal(base, image.data(), image.size());
+    kvc_pool_destroy(meta);
+}
+
+void test_bad_input_attention(void **) {
+    World w(16, 2, 8, 64, KVC_DTYPE_F16, 32, 0);
+    const char *fn = "kvc_launch_attention";
+    std::vector<uint16_t> q(size_t(4 * 8 * 64), 0x3c00), out(q.size(), 0);
+    kvc_attention_params ap;
+    OK(kvc_attention_params_default(&ap));
+    EXPECT_ERR(kvc_attention_params_default(nullptr), KVC_ERR_NULL_ARG, "kvc_attention_params_default");
+    assert_int_equal(ap.struct_size, sizeof ap);
+    assert_int_equal(ap.q_dtype, KVC_DTYPE_F16);
+    assert_true(ap.k_scale == 1.0f && ap.v_scale == 1.0f && ap.scale == 0.0f && ap.partition_size == 0);
+
+    // Never built.
+    EXPECT_ERR(kvc_launch_attention(w.pool, w.batch, 0, q.data(), out.data(), &ap, nullptr), KVC_ERR_STATE, fn);
+    OK(kvc_alloc(w.pool, 1, nullptr, 3, nullptr, nullptr));
+    OK(kvc_alloc(w.pool, 2, nullptr, 1, nullptr, nullptr));
+    const uint64_t ids[] = {1, 2};
+    const int64_t ql[] = {3, 1};
+    OK(kvc_batch_build(w.batch, ids, ql, 2));
+    OK(kvc_launch_attention(w.pool, w.batch, 0, q.data(), out.data(), &ap, nullptr));
+
+    EXPECT_ERR(kvc_launch_attention(nullptr, w.batch, 0, q.data(), out.data(), &ap, nullptr), KVC_ERR_NULL_ARG, fn);
+    EXPECT_ERR(kvc_launch_attention(w.pool, nullptr, 0, q.data(), out.data(), &ap, nullptr), KVC_ERR_NULL_ARG, fn);
+    EXPECT_ERR(kvc_launch_attention(w.pool, w.batch, 0, nullptr, out.data(), &ap, nullptr), KVC_ERR_NULL_ARG, fn);
+    EXPECT_ERR(kvc_launch_attention(w.pool, w.batch, 0, q.data(), nullptr, &ap, nullptr), KVC_ERR_NULL_ARG, fn);
+    EXPECT_ERR(kvc_launch_attention(w.pool, w.batch, 0, q.data(), out.data(), nullptr, nullptr), KVC_ERR_NULL_ARG, fn);
+    EXPECT_ERR(kvc_launch_attention(w.pool, w.batch, 2, q.data(), out.data(), &ap, nullptr), KVC_ERR_INVALID_ARG, fn);
+    EXPECT_ERR(kvc_launch_attention(w.pool, w.batch, -1, q.data(), out.data(), &ap, nullptr), KVC_ERR_INVALID_ARG, fn);
+    struct Bad { void (*set)(kvc_attention_params *); kvc_status code; };
+    const Bad bad[] = {
+        {[](kvc_attention_params *p) { p->struct_size = 8; }, KVC_ERR_VERSION},
+        {[](kvc_attention_params *p) { p->q_dtype = KVC_DTYPE_FP8_E4M3; }, KVC_ERR_UNSUPPORTED},
+        {[](kvc_attention_params *p) { p->q_dtype = 17; }, KVC_ERR_INVALID_ARG},
+        {[](kvc_attention_params *p) { p->num_q_heads = 3; }, KVC_ERR_INVALID_ARG},   // not a multiple of 2 KV heads
+        {[](kvc_attention_params *p) { p->num_q_heads = 16; }, KVC_ERR_INVALID_ARG},  // more than the pool's 8
+        {[](kvc_attention_params *p) { p->num_q_heads = -2; }, KVC_ERR_INVALID_ARG},
+        {[](kvc_attention_params *p) { p->scale = -1.0f; }, KVC_ERR_INVALID_ARG},
+        {[](kvc_attention_params *p) { p->scale = INFINITY; }, KVC_ERR_INVALID_ARG},
+        {[](kvc_attention_params *p) { p->k_scale = 0.0f; }, KVC_ERR_INVALID_ARG},
+        {[](kvc_attention_params *p) { p->v_scale = -1.0f; }, KVC_ERR_INVALID_ARG},
+        {[](kvc_attention_params *p) { p->logit_softcap = -1.0f; }, KVC_ERR_INVALID_ARG},
+        {[](kvc_attention_params *p) { p->sliding_window = -3; }, KVC_ERR_INVALID_ARG},
+        {[](kvc_attention_params *p) { p->partition_size = -2; }, KVC_ERR_INVALID_ARG},
+    };
+    for (const Bad &b : bad) {
+        kvc_attention_params p = ap;
+        b.set(&p);
+        std::fill(out.begin(), out.end(), 0x1234);
+        EXPECT_ERR(kvc_launch_attention(w.pool, w.batch, 0, q.data(), out.data(), &p, nullptr), b.code, fn);
+        for (uint16_t x : out) assert_int_equal(x, 0x1234);  // nothing was launched
+    }
+    // Fewer query heads than the pool's is allowed (a multiple of the KV heads).
+    kvc_attention_params p6 = ap;
+    p6.num_q_heads = 6;
+    OK(kvc_launch_attention(w.pool, w.batch, 0, q.data(), out.data(), &p6, nullptr));
+
+    // A batch of another pool.
+    World other(16, 2, 8, 64, KVC_DTYPE_F16, 32, 0);
+    EXPECT_ERR(kvc_launch_attention(other.pool, w.batch, 0, q.data(), out.data(), &ap, nullptr), KVC_ERR_STATE, fn);
+    // A metadata-only pool.
+    kvc_pool_config c;
+    OK(kvc_pool_config_default(&c));
+    c.num_blocks = 4;
+    kvc_pool *meta = nullptr;
+    OK(kvc_pool_create(&c, &meta));
+    EXPECT_ERR(kvc_launch_attention(meta, w.batch, 0, q.data(), out.data(), &ap, nullptr), KVC_ERR_STATE, fn);
+    kvc_pool_destroy(meta);
+
+    // A sequence of the batch freed after the build: refused before anything runs.
+    OK(kvc_free(w.pool, 2));
+    std::fill(out.begin(), out.end(), 0x1234);
+    EXPECT_ERR(kvc_launch_attention(w.pool, w.batch, 0, q.data(), out.data(), &ap, nullptr), KVC_ERR_STATE, fn);
+    for (uint16_t x : out) assert_int_equal(x, 0x1234);
+    // Freed and re-created under the same id with other blocks: still refused.
+    OK(kvc_alloc(w.pool, 3, nullptr, 20, nullptr, nullptr));
+    OK(kvc_alloc(w.pool, 2, nullptr, 1, nullptr, nullptr));
+    EXPECT_ERR(kvc_launch_attention(w.pool, w.batch, 0, q.data(), out.data(), &ap, nullptr), KVC_ERR_STATE, fn);
+    // Freeing an unrelated sequence does not invalidate the batch once rebuilt.
+    OK(kvc_batch_build(w.batch, ids, ql, 2));
+    OK(kvc_free(w.pool, 3));
+    OK(kvc_launch_attention(w.pool, w.batch, 0, q.data(), out.data(), &ap, nullptr));
+}
+
+}  // namespace
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_e2e_prefill_then_decode),
+        cmocka_unit_test(test_e2e_fork_copy_on_write),
+        cmocka_unit_test(test_e2e_fp8_and_long_context),
+        cmocka_unit_test(test_storage_info_and_copy_blocks),
+        cmocka_unit_test(test_bad_input_storage_calls),
+        cmocka_unit_test(test_bad_input_attention),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
