@@ -1,0 +1,3 @@
+module kvc.dev/kvc
+
+go 1.19

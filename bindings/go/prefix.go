@@ -1,0 +1,88 @@
+package kvc
+
+import "kvc.dev/kvc/internal/raw"
+
+// PrefixLookup is how many leading tokens of this prompt are cached now, with no side effects
+// (kvc_prefix_lookup).
+func (p *Pool) PrefixLookup(tokens []int32, keys *Keys) (int64, error) {
+	var n [1]int64
+	err := p.doKeys("PrefixLookup", keys, func(h raw.Struct_SS_kvc_pool, k raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status {
+		return raw.Kvc_prefix_lookup(h, nonNil(tokens), int64(len(tokens)), k, n[:])
+	})
+	return n[0], err
+}
+
+// PrefixPin pins the cached full blocks of this prefix against eviction and returns the tokens
+// covered (kvc_prefix_pin). Pins nest.
+func (p *Pool) PrefixPin(tokens []int32, keys *Keys) (int64, error) {
+	var n [1]int64
+	err := p.doKeys("PrefixPin", keys, func(h raw.Struct_SS_kvc_pool, k raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status {
+		return raw.Kvc_prefix_pin(h, nonNil(tokens), int64(len(tokens)), k, n[:])
+	})
+	return n[0], err
+}
+
+// PrefixUnpin undoes one PrefixPin of the same prefix and returns the tokens covered
+// (kvc_prefix_unpin).
+func (p *Pool) PrefixUnpin(tokens []int32, keys *Keys) (int64, error) {
+	var n [1]int64
+	err := p.doKeys("PrefixUnpin", keys, func(h raw.Struct_SS_kvc_pool, k raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status {
+		return raw.Kvc_prefix_unpin(h, nonNil(tokens), int64(len(tokens)), k, n[:])
+	})
+	return n[0], err
+}
+
+// ResetPrefixCache drops every cached block (kvc_prefix_cache_reset); ErrBusy while blocks are in
+// use or pinned.
+func (p *Pool) ResetPrefixCache() error {
+	return p.do("ResetPrefixCache", raw.Kvc_prefix_cache_reset)
+}
+
+// EventType is a kvc_event_type.
+type EventType int32
+
+const (
+	EventBlockStored      EventType = 1 // a full block entered the cache
+	EventBlockRemoved     EventType = 2 // a cached block was evicted
+	EventAllBlocksCleared EventType = 3 // ResetPrefixCache
+)
+
+// Event is a KV event for KV-aware routers (kvc_event), one per block.
+type Event struct {
+	Type            EventType
+	Hash            Hash128 // the block's chained hash
+	ParentHash      Hash128 // previous block's hash (the fixed seed for block 0)
+	LoRAID          uint64  // BlockStored: the block's LoRA adapter (0 = none)
+	ExtraKeysDigest uint64  // BlockStored: digest of salt/multimodal keys (0 = none)
+	BlockID         int32
+	Tokens          []int32 // BlockStored: the block's token ids
+	SequenceNumber  uint64  // +1 per event produced; a gap means events were dropped
+}
+
+// PopEvent pops the oldest pending event (kvc_event_pop); ok is false when none is pending.
+func (p *Pool) PopEvent() (ev Event, ok bool, err error) {
+	e := raw.NewKvc_event()
+	defer raw.DeleteKvc_event(e)
+	tokens := make([]int32, p.cfg.BlockSize)
+	var has [1]int32
+	err = p.do("PopEvent", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+		return raw.Kvc_event_pop(h, e, tokens, int64(len(tokens)), has[:])
+	})
+	if err != nil || has[0] == 0 {
+		return Event{}, false, err
+	}
+	n := int(e.GetNum_tokens())
+	if n < 0 || n > len(tokens) {
+		n = 0
+	}
+	return Event{
+		Type:            EventType(e.GetEvent_type()),
+		Hash:            Hash128{e.GetHash_hi(), e.GetHash_lo()},
+		ParentHash:      Hash128{e.GetParent_hash_hi(), e.GetParent_hash_lo()},
+		LoRAID:          e.GetLora_id(),
+		ExtraKeysDigest: e.GetExtra_keys_digest(),
+		BlockID:         int32(e.GetBlock_id()),
+		Tokens:          tokens[:n],
+		SequenceNumber:  e.GetSequence_number(),
+	}, true, nil
+}
