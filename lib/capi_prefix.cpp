@@ -73,7 +73,9 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
         if (full > 0 && run == 0)
             return fail(KVC_ERR_STATE, "%s: the first block of this prefix is not pinned%s", fn,
                         w.hit_blocks == 0 ? " (it is not even cached)" : "");
-        for (int64_t i = 0; i < run; ++i) pool->blocks.unpin(pool->hit_scratch[size_t(i)]);
+        // Deepest block first, as kvc_free does: blocks returning to an LRU list in this order are
+        // evicted from the end of the prefix backwards.
+        for (int64_t i = run - 1; i >= 0; --i) pool->blocks.unpin(pool->hit_scratch[size_t(i)]);
         if (out_unpinned_tokens) *out_unpinned_tokens = run * pool->block_size;
         return KVC_OK;
     })
