@@ -50,7 +50,7 @@ KVC_API kvc_status kvc_keys_set_salt(kvc_keys *keys, const char *salt) {
     if (len > KVC_MAX_SALT_LEN)
         return kvc::fail(KVC_ERR_INVALID_ARG, "kvc_keys_set_salt: salt longer than %d bytes",
                          KVC_MAX_SALT_LEN);
-    std::memcpy(keys->set.salt, salt, len);
+    if (len > 0) std::memcpy(keys->set.salt, salt, len);
     keys->set.salt_len = int32_t(len);
     return KVC_OK;
 }

@@ -40,7 +40,7 @@ struct KeySet {
         lora_id = o.lora_id;
         salt_len = o.salt_len;
         priority = o.priority;
-        std::memcpy(salt, o.salt, size_t(o.salt_len));
+        if (o.salt_len > 0) std::memcpy(salt, o.salt, size_t(o.salt_len));
         mm.assign(o.mm.begin(), o.mm.end());
     }
 
