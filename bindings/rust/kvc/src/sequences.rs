@@ -106,18 +106,27 @@ impl Pool {
 
     /// Slots of positions `[first_pos, first_pos + count)` of `seq_id` (`kvc_seq_slot_mapping`).
     pub fn slot_mapping(&self, seq_id: u64, first_pos: i64, count: i64) -> Result<Vec<i64>> {
-        // A negative count is passed through for the library to refuse (INVALID_ARG).
-        let mut slots = vec![0i64; usize::try_from(count).unwrap_or(0)];
-        // SAFETY: slots holds slots.len() writable entries, the cap passed.
+        // The buffer is sized from `count`, a caller value: a huge one must come back as the
+        // library's error, not as an allocation failure (an abort). Positions can only lie in
+        // the sequence's blocks, so a count beyond table length x block size is invalid anyway:
+        // the library then gets an empty buffer and reports the bad range itself.
+        let mut cap = usize::try_from(count).unwrap_or(0);
+        if cap > 4096 {
+            let mut len = 0;
+            // SAFETY: size query (NULL, 0) with a valid out_len.
+            check(unsafe {
+                sys::kvc_seq_block_table(self.raw(), seq_id, std::ptr::null_mut(), 0, &mut len)
+            })?;
+            let most = len.saturating_mul(self.cached_config().block_size as i64);
+            if count > most {
+                cap = 0;
+            }
+        }
+        let mut slots = vec![0i64; cap];
+        // SAFETY: slots holds cap writable entries, the cap passed (a dangling but non-NULL
+        // pointer when cap is 0: nothing is written then).
         check(unsafe {
-            sys::kvc_seq_slot_mapping(
-                self.raw(),
-                seq_id,
-                first_pos,
-                count,
-                slots.as_mut_ptr(),
-                slots.len() as i64,
-            )
+            sys::kvc_seq_slot_mapping(self.raw(), seq_id, first_pos, count, slots.as_mut_ptr(), cap as i64)
         })?;
         Ok(slots)
     }
