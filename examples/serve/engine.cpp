@@ -1,0 +1,440 @@
+#include "engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "kvc_check.hpp"
+#include "paged_forward.hpp"
+#include "reference.hpp"
+
+namespace serve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// One sample of a request: a libkvc sequence.
+struct Sample {
+    uint64_t seq_id = 0;
+    int32_t req = 0;
+    int32_t index = 0;            // sample number within its request
+    std::vector<int32_t> tokens;  // confirmed in the pool: prompt + appended outputs
+    int32_t pending = -1;         // sampled, not yet appended (its KV is computed next step)
+    int64_t prompt_len = 0;
+    int64_t generated = 0;        // outputs sampled so far
+    std::vector<float> logits;    // [generated][vocab]: the rows the engine sampled from
+    std::mt19937_64 rng;
+    bool first_admission = true;
+};
+
+struct RequestState {
+    int32_t samples_left = 0;
+    bool arrived = false, done = false;
+    std::vector<int32_t> output;  // sample 0's outputs, for follow-ups
+    std::vector<int32_t> prompt;
+};
+
+class Engine {
+public:
+    Engine(const Model &m, const Workload &w, const EngineConfig &cfg) : m_(m), w_(w), cfg_(cfg) {
+        kvc_pool_config pc;
+        kvc_check(kvc_pool_config_default(&pc), "kvc_pool_config_default");
+        pc.block_size = cfg.block_size;
+        pc.num_blocks = cfg.num_blocks;
+        pc.num_layers = m.cfg.num_layers;
+        pc.num_kv_heads = m.cfg.num_kv_heads;
+        pc.num_q_heads = m.cfg.num_q_heads;
+        pc.head_dim = m.cfg.head_dim;
+        pc.kv_dtype = cfg.kv_dtype;
+        pc.max_seq_len = cfg.max_seq_len;
+        pc.backend = KVC_BACKEND_CPU;
+        pc.event_capacity = 0;
+        kvc_check(kvc_bytes_per_block(&pc, &report_.bytes_per_block), "kvc_bytes_per_block");
+        kvc_check(kvc_pool_create(&pc, &pool_), "kvc_pool_create");
+        kvc_storage_info si;
+        si.struct_size = sizeof si;
+        kvc_check(kvc_storage_get_info(pool_, &si), "kvc_storage_get_info");
+        report_.kv_bytes = si.total_bytes;
+        const int32_t max_blocks_per_seq = int32_t((cfg.max_seq_len + cfg.block_size - 1) / cfg.block_size);
+        // A lone prefill may exceed the per-step budget, up to a whole sequence.
+        batch_capacity_ = cfg.max_batched_tokens + cfg.max_seq_len;
+        forward_ = std::make_unique<PagedForward>(m, pool_, cfg.max_seqs, batch_capacity_, max_blocks_per_seq);
+        logits_.resize(size_t(cfg.max_seqs) * size_t(m.cfg.vocab));
+        reqs_.resize(w.requests.size());
+        for (size_t i = 0; i < w.requests.size(); i++) reqs_[i].samples_left = w.requests[i].n;
+        report_.timeline.total_blocks = cfg.num_blocks;
+    }
+    ~Engine() {
+        forward_.reset();
+        kvc_pool_destroy(pool_);
+    }
+
+    EngineReport run(const std::function<void(int64_t, int64_t, const EngineReport &)> &progress) {
+        t0_ = Clock::now();
+        double util_sum = 0;
+        for (step_ = 0; report_.requests_done < int64_t(w_.requests.size()); step_++) {
+            arrivals();
+            entries_.clear();
+            batch_samples_.clear();
+            batch_tokens_ = 0;
+            decode_appends();
+            int64_t copied = 0;
+            kvc_check(kvc_copy_pending(pool_, nullptr, &copied), "kvc_copy_pending");  // COW before writes
+            report_.cow_copies += copied;
+            admit();
+            if (cfg_.corrupt_kv_at_step >= 0 && step_ >= cfg_.corrupt_kv_at_step) corrupt_one_block();
+            if (entries_.empty()) {
+                if (!waiting_.empty() || !preempted_.empty())
+                    throw std::runtime_error("engine stalled at step " + std::to_string(step_) +
+                                             ": nothing running and the next request cannot be admitted");
+                record_step(&util_sum);
+                continue;  // idle until the next arrival
+            }
+            forward_->run(entries_, logits_.data());
+            after_forward();
+            record_step(&util_sum);
+            if (progress) progress(report_.requests_done, int64_t(w_.requests.size()), report_);
+        }
+        kvc_check(kvc_pool_check(pool_), "kvc_pool_check");
+        kvc_stats st;
+        st.struct_size = sizeof st;
+        kvc_check(kvc_pool_stats(pool_, &st), "kvc_pool_stats");
+        if (st.used_blocks != 0 || st.num_seqs != 0)
+            throw std::runtime_error("pool not empty after the run: " + std::to_string(st.used_blocks) + " blocks in use");
+        report_.steps = step_;
+        report_.mean_utilization = step_ ? util_sum / double(step_) : 0;
+        report_.pool_hit_rate = st.prefix_hit_rate;
+        report_.forks = st.forks;
+        report_.evictions = st.evictions;
+        report_.engine_seconds = seconds_since(t0_) - report_.check_seconds;
+        return report_;
+    }
+
+private:
+    const Model &m_;
+    const Workload &w_;
+    EngineConfig cfg_;
+    kvc_pool *pool_ = nullptr;
+    std::unique_ptr<PagedForward> forward_;
+    int64_t batch_capacity_ = 0;
+    EngineReport report_;
+    Clock::time_point t0_;
+    int64_t step_ = 0;
+    uint64_t next_seq_id_ = 1;
+    size_t next_arrival_ = 0;
+    std::vector<RequestState> reqs_;
+    std::deque<int32_t> waiting_;                    // arrived requests, FIFO
+    std::vector<int32_t> blocked_;                   // arrived follow-ups whose conversation is still running
+    std::deque<std::unique_ptr<Sample>> preempted_;  // re-admitted before new requests
+    std::vector<std::unique_ptr<Sample>> running_;   // admission order; preemption victims from the back
+    std::vector<BatchEntry> entries_;
+    std::vector<Sample *> batch_samples_;            // entries_[i] belongs to batch_samples_[i]
+    std::vector<float> logits_;
+    int64_t batch_tokens_ = 0;
+    int64_t finished_samples_ = 0;
+
+    void arrivals() {
+        while (next_arrival_ < w_.requests.size() && w_.requests[next_arrival_].arrival_step <= step_)
+            blocked_.push_back(int32_t(next_arrival_++));
+        // A follow-up can only be sent once the reply it quotes exists.
+        size_t keep = 0;
+        for (int32_t r : blocked_) {
+            const Request &req = w_.requests[size_t(r)];
+            if (req.follows < 0 || reqs_[size_t(req.follows)].done) {
+                reqs_[size_t(r)].arrived = true;
+                waiting_.push_back(r);
+            } else {
+                blocked_[keep++] = r;
+            }
+        }
+        blocked_.resize(keep);
+    }
+
+    void add_entry(Sample *s, int64_t q_len) {
+        const int64_t len = int64_t(s->tokens.size());
+        entries_.push_back({s->seq_id, s->tokens.data() + (len - q_len), q_len, len - q_len});
+        batch_samples_.push_back(s);
+        batch_tokens_ += q_len;
+    }
+
+    // Recompute preemption of the most recently admitted running sample: free its blocks now; it is
+    // re-admitted first, re-prefilling (what the prefix cache no longer holds of) its tokens.
+    void preempt_last() {
+        std::unique_ptr<Sample> victim = std::move(running_.back());
+        running_.pop_back();
+        kvc_check(kvc_free(pool_, victim->seq_id), "kvc_free");
+        if (victim->pending >= 0) {
+            // The sampled-but-unwritten token becomes part of what is recomputed.
+            victim->tokens.push_back(victim->pending);
+            victim->pending = -1;
+        }
+        report_.recompute_preemptions++;
+        preempted_.push_front(std::move(victim));
+    }
+
+    // Every running sample appends the token it sampled last step; 1 new query token each.
+    void decode_appends() {
+        for (size_t i = 0; i < running_.size(); i++) {
+            Sample *s = running_[i].get();
+            bool preempted_self = false;
+            for (;;) {
+                kvc_status st = kvc_append(pool_, s->seq_id, &s->pending, 1, 0, nullptr);
+                if (st == KVC_OK) break;
+                if (st != KVC_ERR_OUT_OF_BLOCKS) kvc_check(st, "kvc_append");
+                preempted_self = running_.back().get() == s;
+                preempt_last();
+                if (preempted_self) break;
+            }
+            if (preempted_self) break;  // it was the last one: everything after it is preempted too
+            s->tokens.push_back(s->pending);
+            s->pending = -1;
+            add_entry(s, 1);
+        }
+    }
+
+    // Room in this step's batch for q_len new tokens, and in later batches for `seqs` more samples
+    // (a request with n samples forks into n running sequences after its prefill).
+    bool budget_allows(int64_t q_len, int32_t seqs) const {
+        if (int64_t(running_.size()) + seqs > cfg_.max_seqs) return false;
+        if (entries_.empty()) return q_len <= batch_capacity_;
+        return batch_tokens_ + q_len <= cfg_.max_batched_tokens;
+    }
+
+    // Allocates `tokens` as a new sequence if the pool (watermark rule) and the step budget allow.
+    // Returns the cached token count, or -1 to stop admitting this step.
+    int64_t try_alloc(uint64_t id, const std::vector<int32_t> &tokens, int32_t req, int32_t seqs) {
+        int64_t cached = 0;
+        kvc_check(kvc_prefix_lookup(pool_, tokens.data(), int64_t(tokens.size()), nullptr, &cached), "kvc_prefix_lookup");
+        if (!budget_allows(int64_t(tokens.size()) - cached, seqs)) return -1;
+        int32_t verdict = 0;
+        kvc_check(kvc_can_alloc(pool_, tokens.data(), int64_t(tokens.size()), nullptr, &verdict), "kvc_can_alloc");
+        if (verdict == KVC_ALLOC_NEVER)
+            throw std::runtime_error("request " + std::to_string(req) + " (" + std::to_string(tokens.size()) +
+                                     " tokens) can never fit in a pool of " + std::to_string(cfg_.num_blocks) +
+                                     " blocks; use more --blocks");
+        if (verdict != KVC_ALLOC_OK) return -1;
+        kvc_status st = kvc_alloc(pool_, id, tokens.data(), int64_t(tokens.size()), nullptr, &cached);
+        if (st == KVC_ERR_OUT_OF_BLOCKS) return -1;
+        kvc_check(st, "kvc_alloc");
+        return cached;
+    }
+
+    void admit() {
+        while (!preempted_.empty()) {
+            Sample *s = preempted_.front().get();
+            int64_t cached = try_alloc(s->seq_id, s->tokens, s->req, 1);
+            if (cached < 0) return;  // FIFO: nothing overtakes a preempted sample
+            report_.recomputed_tokens += int64_t(s->tokens.size()) - cached;
+            running_.push_back(std::move(preempted_.front()));
+            preempted_.pop_front();
+            add_entry(s, int64_t(s->tokens.size()) - cached);
+        }
+        while (!waiting_.empty()) {
+            const int32_t r = waiting_.front();
+            const Request &req = w_.requests[size_t(r)];
+            RequestState &rs = reqs_[size_t(r)];
+            if (rs.prompt.empty()) build_prompt(req, &rs.prompt);
+            auto s = std::make_unique<Sample>();
+            s->seq_id = next_seq_id_;
+            int64_t cached = try_alloc(s->seq_id, rs.prompt, r, req.n);
+            if (cached < 0) return;
+            next_seq_id_++;
+            waiting_.pop_front();
+            s->req = r;
+            s->tokens = rs.prompt;
+            s->prompt_len = int64_t(rs.prompt.size());
+            s->rng.seed(cfg_.seed * 0x9E3779B97F4A7C15ull + uint64_t(r) * 64);
+            report_.prompt_tokens += s->prompt_len;
+            report_.hit_tokens += cached;
+            report_.prefill_tokens += s->prompt_len - cached;
+            Sample *raw = s.get();
+            running_.push_back(std::move(s));
+            add_entry(raw, raw->prompt_len - cached);
+        }
+    }
+
+    void build_prompt(const Request &req, std::vector<int32_t> *out) {
+        if (req.follows >= 0) {
+            // Earlier conversation + its reply + the new user turn: a prefix-cache hit if still cached.
+            const RequestState &prev = reqs_[size_t(req.follows)];
+            *out = prev.prompt;
+            out->insert(out->end(), prev.output.begin(), prev.output.end());
+        } else {
+            *out = w_.system_prompts[size_t(req.system_prompt)];
+        }
+        out->insert(out->end(), req.user_turn.begin(), req.user_turn.end());
+        if (int64_t(out->size()) != req.prompt_len)
+            throw std::runtime_error("internal: request " + std::to_string(req.index) + " prompt length mismatch");
+    }
+
+    int32_t sample_token(const float *logits, std::mt19937_64 &rng) {
+        const int32_t V = m_.cfg.vocab;
+        float mx = logits[0];
+        for (int32_t i = 1; i < V; i++) mx = std::max(mx, logits[i]);
+        probs_.resize(size_t(V));
+        double sum = 0;
+        for (int32_t i = 0; i < V; i++) sum += probs_[size_t(i)] = std::exp(double(logits[i] - mx) / cfg_.temperature);
+        double u = std::uniform_real_distribution<double>(0.0, sum)(rng);
+        for (int32_t i = 0; i < V; i++) {
+            u -= probs_[size_t(i)];
+            if (u <= 0) return i;
+        }
+        return V - 1;
+    }
+    std::vector<double> probs_;
+
+    void take_token(Sample *s, const float *row) {
+        const int32_t V = m_.cfg.vocab;
+        s->logits.insert(s->logits.end(), row, row + V);
+        s->pending = sample_token(row, s->rng);
+        s->generated++;
+        report_.generated_tokens++;
+    }
+
+    void after_forward() {
+        const int32_t V = m_.cfg.vocab;
+        report_.batch_seqs_sum += int64_t(entries_.size());
+        report_.batch_tokens_sum += batch_tokens_;
+        std::vector<Sample *> forked;
+        for (size_t i = 0; i < batch_samples_.size(); i++) {
+            Sample *s = batch_samples_[i];
+            const float *row = logits_.data() + i * size_t(V);
+            const Request &req = w_.requests[size_t(s->req)];
+            if (s->first_admission && s->generated == 0 && req.n > 1) {
+                // Parallel sampling: the prompt was prefilled once; every other sample forks it
+                // (shares all blocks) and diverges by copy-on-write from its first own token on.
+                for (int32_t k = 1; k < req.n; k++) {
+                    auto c = std::make_unique<Sample>();
+                    c->seq_id = next_seq_id_++;
+                    kvc_check(kvc_fork(pool_, s->seq_id, c->seq_id), "kvc_fork");
+                    c->req = s->req;
+                    c->index = k;
+                    c->tokens = s->tokens;
+                    c->prompt_len = s->prompt_len;
+                    c->rng.seed(cfg_.seed * 0x9E3779B97F4A7C15ull + uint64_t(s->req) * 64 + uint64_t(k));
+                    c->first_admission = false;
+                    take_token(c.get(), row);
+                    forked.push_back(c.get());
+                    running_.push_back(std::move(c));
+                }
+            }
+            s->first_admission = false;
+            take_token(s, row);
+        }
+        // Finish samples that have all their tokens (forked ones included).
+        for (Sample *s : batch_samples_) maybe_finish(s);
+        for (Sample *s : forked) maybe_finish(s);
+        size_t keep = 0;
+        for (auto &s : running_)
+            if (s) running_[keep++] = std::move(s);
+        running_.resize(keep);
+    }
+
+    void maybe_finish(Sample *s) {
+        const Request &req = w_.requests[size_t(s->req)];
+        if (s->generated < req.max_new_tokens) return;
+        kvc_check(kvc_free(pool_, s->seq_id), "kvc_free");
+        std::vector<int32_t> all = s->tokens;
+        all.push_back(s->pending);
+        RequestState &rs = reqs_[size_t(s->req)];
+        if (s->index == 0) rs.output.assign(all.begin() + s->prompt_len, all.end());
+        if (finished_samples_++ % cfg_.check_every == 0) check_against_reference(*s, all);
+        report_.samples_done++;
+        if (--rs.samples_left == 0) {
+            rs.done = true;
+            report_.requests_done++;
+        }
+        for (auto &r : running_)
+            if (r.get() == s) r.reset();
+    }
+
+    void check_against_reference(const Sample &s, const std::vector<int32_t> &all) {
+        auto t = Clock::now();
+        const int32_t V = m_.cfg.vocab;
+        // Logits of positions prompt_len - 1 .. end - 2 produced the generated tokens.
+        std::vector<float> ref;
+        reference_logits(m_, all.data(), int64_t(all.size()) - 1, s.prompt_len - 1, cfg_.kv_dtype == KVC_DTYPE_F16, &ref);
+        for (int64_t g = 0; g < s.generated; g++) {
+            double worst = 0;
+            int32_t worst_at = 0;
+            for (int32_t v = 0; v < V; v++) {
+                double diff = std::fabs(double(s.logits[size_t(g * V + v)]) - double(ref[size_t(g * V + v)]));
+                if (!(diff <= worst)) {  // NaN counts as a mismatch
+                    worst = std::isnan(diff) ? INFINITY : diff;
+                    worst_at = v;
+                }
+            }
+            report_.max_abs_diff = std::max(report_.max_abs_diff, worst);
+            if (worst > cfg_.tolerance) {
+                char buf[400];
+                std::snprintf(buf, sizeof buf,
+                              "request %d sample %d, generated token %lld (position %lld): logit[%d] paged %.6f vs dense "
+                              "reference %.6f, |diff| %.3g > tolerance %.3g",
+                              s.req, s.index, (long long)g, (long long)(s.prompt_len + g), worst_at,
+                              double(s.logits[size_t(g * V + worst_at)]), double(ref[size_t(g * V + worst_at)]), worst,
+                              cfg_.tolerance);
+                throw CorrectnessError(buf);
+            }
+        }
+        report_.checked_tokens += s.generated;
+        report_.checked_samples++;
+        report_.check_seconds += seconds_since(t);
+    }
+
+    void corrupt_one_block() {
+        // The oldest running sequence that was in the pool before this step (its first block holds KV).
+        for (const auto &s : running_) {
+            if (s->generated == 0) continue;
+            int64_t len = 0;
+            kvc_check(kvc_seq_block_table(pool_, s->seq_id, nullptr, 0, &len), "kvc_seq_block_table");
+            std::vector<int32_t> table(static_cast<size_t>(len));
+            kvc_check(kvc_seq_block_table(pool_, s->seq_id, table.data(), len, &len), "kvc_seq_block_table");
+            int32_t block = table[0];
+            kvc_storage_info si;
+            si.struct_size = sizeof si;
+            kvc_check(kvc_storage_get_info(pool_, &si), "kvc_storage_get_info");
+            std::vector<unsigned char> bytes(size_t(si.block_stride));
+            kvc_check(kvc_storage_copy_blocks(pool_, &block, 1, bytes.data(), 1), "kvc_storage_copy_blocks");
+            for (size_t i = size_t(si.elem_bytes) - 1; i < bytes.size(); i += size_t(si.elem_bytes)) bytes[i] ^= 0x80;
+            kvc_check(kvc_storage_copy_blocks(pool_, &block, 1, bytes.data(), 0), "kvc_storage_copy_blocks");
+            cfg_.corrupt_kv_at_step = -1;
+            return;
+        }
+    }
+
+    void record_step(double *util_sum) {
+        kvc_stats st;
+        st.struct_size = sizeof st;
+        kvc_check(kvc_pool_stats(pool_, &st), "kvc_pool_stats");
+        *util_sum += st.utilization;
+        report_.peak_utilization = std::max(report_.peak_utilization, st.utilization);
+        StepSample smp;
+        smp.step = step_;
+        smp.seconds = seconds_since(t0_) - report_.check_seconds;
+        smp.used_blocks = st.used_blocks;
+        smp.cached_free = st.cached_free_blocks;
+        smp.free_blocks = st.free_blocks - st.cached_free_blocks;
+        smp.hit_rate = st.prefix_hit_rate;
+        smp.running = int32_t(entries_.size());
+        smp.batch_tokens = batch_tokens_;
+        smp.preemptions = report_.recompute_preemptions + report_.swap_preemptions;
+        report_.timeline.steps.push_back(smp);
+    }
+};
+
+}  // namespace
+
+EngineReport run_engine(const Model &model, const Workload &work, const EngineConfig &cfg,
+                        const std::function<void(int64_t, int64_t, const EngineReport &)> &progress) {
+    Engine e(model, work, cfg);
+    return e.run(progress);
+}
+
+}  // namespace serve

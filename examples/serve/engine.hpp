@@ -1,0 +1,66 @@
+// The continuous-batching engine: admits requests into a libkvc pool (prefix hits skip prefill),
+// runs mixed prefill/decode batches through PagedForward, forks parallel samples, preempts by
+// recompute when the pool runs out, and checks every generated token's logits against the dense
+// reference when the sample finishes.
+#pragma once
+
+#include <kvc/kvc.h>
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "model.hpp"
+#include "timeline.hpp"
+#include "workload.hpp"
+
+namespace serve {
+
+struct EngineConfig {
+    int32_t block_size = 16;
+    int64_t num_blocks = 128;
+    int32_t kv_dtype = KVC_DTYPE_F32;
+    int32_t max_seqs = 16;             // sequences per batch
+    int64_t max_batched_tokens = 512;  // new tokens per batch (a lone long prefill may exceed it)
+    int64_t max_seq_len = 1024;
+    int32_t check_every = 1;           // check every K-th finished sample against the reference
+    double tolerance = 2e-3;           // max |logit difference| allowed
+    float temperature = 0.8f;
+    uint64_t seed = 1;
+    // Self-test: at this engine step (or the first later one with a running sequence) negate every
+    // K/V element of one block of a running sequence, behind libkvc's back. The reference check must
+    // then fail the run. -1 = off.
+    int64_t corrupt_kv_at_step = -1;
+};
+
+struct EngineReport {
+    int64_t steps = 0;
+    int64_t requests_done = 0, samples_done = 0;
+    int64_t generated_tokens = 0;
+    int64_t prefill_tokens = 0;          // prompt tokens computed at first admission
+    int64_t prompt_tokens = 0, hit_tokens = 0;  // at first admission
+    double pool_hit_rate = 0;            // pool counter (includes re-admissions after preemption)
+    int64_t recompute_preemptions = 0, recomputed_tokens = 0;
+    int64_t swap_preemptions = 0;        // stays 0: this libkvc has no swap API (kvc_swap_out)
+    int64_t cow_copies = 0, forks = 0, evictions = 0;
+    double peak_utilization = 0, mean_utilization = 0;
+    double engine_seconds = 0;           // scheduling + forward passes
+    double check_seconds = 0;            // dense reference recomputation
+    int64_t checked_tokens = 0, checked_samples = 0;
+    double max_abs_diff = 0;
+    int64_t batch_tokens_sum = 0, batch_seqs_sum = 0;
+    int64_t kv_bytes = 0, bytes_per_block = 0;
+    Timeline timeline;
+};
+
+// Raised when a generated token's logits disagree with the reference beyond the tolerance.
+struct CorrectnessError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// progress(done_requests, total_requests, report_so_far) is called once per step.
+EngineReport run_engine(const Model &model, const Workload &work, const EngineConfig &cfg,
+                        const std::function<void(int64_t, int64_t, const EngineReport &)> &progress);
+
+}  // namespace serve

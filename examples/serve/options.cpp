@@ -1,0 +1,122 @@
+#include "options.hpp"
+
+#include <kvc/kvc.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace serve {
+
+const char *const kUsage =
+    "usage: kvc_serve [options]\n"
+    "\n"
+    "Serves a synthetic workload with a tiny transformer whose KV cache and attention go through\n"
+    "libkvc, checks every generated token against a dense reference, and plots pool occupancy.\n"
+    "\n"
+    "  --requests N       requests to serve (default 40)\n"
+    "  --seed S           weights, workload and sampling seed (default 1)\n"
+    "  --blocks N         KV blocks in the pool (default 64: small enough that preemption happens)\n"
+    "  --block-size N     tokens per block (default 16)\n"
+    "  --backend B        cpu (default) or cuda (not supported by this demo, see README)\n"
+    "  --kv-dtype T       f32 (default) or f16 KV cache\n"
+    "  --check-every K    check every K-th finished sample against the reference (default 1 = all)\n"
+    "  --svg PATH         where the occupancy plot goes (default build/serve.svg)\n"
+    "  --quiet            no progress bar\n"
+    "  --corrupt-kv-at S  self-test: at engine step S, negate the KV of one block of a running\n"
+    "                     sequence behind libkvc's back; the correctness check must fail the run\n"
+    "  --help             this text\n";
+
+namespace {
+
+bool parse_int(const std::string &flag, const char *text, int64_t lo, int64_t hi, int64_t *out, std::string *err) {
+    if (!text) {
+        *err = flag + " needs a value";
+        return false;
+    }
+    errno = 0;
+    char *end = nullptr;
+    long long v = std::strtoll(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || errno == ERANGE) {
+        *err = flag + ": '" + text + "' is not an integer";
+        return false;
+    }
+    if (v < lo || v > hi) {
+        *err = flag + ": " + text + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+}  // namespace
+
+bool parse_options(int argc, char **argv, Options *o, std::string *err) {
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : nullptr;
+        int64_t v = 0;
+        auto need_value = [&]() {
+            if (!val) *err = a + " needs a value";
+            return val != nullptr;
+        };
+        if (a == "--help" || a == "-h") {
+            o->help = true;
+        } else if (a == "--quiet") {
+            o->quiet = true;
+        } else if (a == "--requests") {
+            if (!parse_int(a, val, 1, 100000, &v, err)) return false;
+            o->requests = int32_t(v);
+            i++;
+        } else if (a == "--seed") {
+            if (!parse_int(a, val, 0, INT64_MAX, &v, err)) return false;
+            o->seed = uint64_t(v);
+            i++;
+        } else if (a == "--blocks") {
+            if (!parse_int(a, val, 1, 1 << 24, &o->blocks, err)) return false;
+            i++;
+        } else if (a == "--block-size") {
+            if (!parse_int(a, val, 1, 256, &v, err)) return false;
+            o->block_size = int32_t(v);
+            i++;
+        } else if (a == "--check-every") {
+            if (!parse_int(a, val, 1, 1 << 30, &v, err)) return false;
+            o->check_every = int32_t(v);
+            i++;
+        } else if (a == "--corrupt-kv-at") {
+            if (!parse_int(a, val, 0, INT64_MAX, &o->corrupt_kv_at, err)) return false;
+            i++;
+        } else if (a == "--backend") {
+            if (!need_value()) return false;
+            o->backend = val;
+            i++;
+            if (o->backend != "cpu" && o->backend != "cuda") {
+                *err = "--backend: '" + o->backend + "' is not cpu or cuda";
+                return false;
+            }
+        } else if (a == "--kv-dtype") {
+            if (!need_value()) return false;
+            std::string t = val;
+            i++;
+            if (t == "f32") o->kv_dtype = KVC_DTYPE_F32;
+            else if (t == "f16") o->kv_dtype = KVC_DTYPE_F16;
+            else {
+                *err = "--kv-dtype: '" + t + "' is not f32 or f16";
+                return false;
+            }
+        } else if (a == "--svg") {
+            if (!need_value()) return false;
+            o->svg = val;
+            i++;
+            if (o->svg.empty()) {
+                *err = "--svg: empty path";
+                return false;
+            }
+        } else {
+            *err = "unknown flag '" + a + "'";
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace serve

@@ -1,0 +1,28 @@
+// kvc_serve's command line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace serve {
+
+struct Options {
+    int32_t requests = 40;
+    uint64_t seed = 1;
+    int64_t blocks = 64;
+    int32_t block_size = 16;
+    std::string backend = "cpu";
+    std::string svg = "build/serve.svg";
+    int32_t kv_dtype = 0;  // KVC_DTYPE_F32
+    int32_t check_every = 1;
+    int64_t corrupt_kv_at = -1;
+    bool quiet = false;
+    bool help = false;
+};
+
+extern const char *const kUsage;
+
+// Parses argv. Returns false with *err naming the bad flag or value.
+bool parse_options(int argc, char **argv, Options *out, std::string *err);
+
+}  // namespace serve

@@ -1,0 +1,87 @@
+#include "paged_forward.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "kvc_check.hpp"
+
+namespace serve {
+
+PagedForward::PagedForward(const Model &m, kvc_pool *pool, int32_t max_seqs, int64_t max_tokens,
+                           int32_t max_blocks_per_seq)
+    : m_(m), pool_(pool), max_tokens_(max_tokens) {
+    const ModelConfig &c = m.cfg;
+    kvc_check(kvc_batch_create(pool, max_seqs, max_tokens, max_blocks_per_seq, &batch_), "kvc_batch_create");
+    kvc_check(kvc_attention_params_default(&params_), "kvc_attention_params_default");
+    params_.num_q_heads = c.num_q_heads;
+    params_.q_dtype = KVC_DTYPE_F32;  // activations are fp32; scale 0 = 1/sqrt(head_dim)
+    const size_t T = size_t(max_tokens);
+    x_.resize(T * size_t(c.d_model));
+    h_.resize(T * size_t(c.d_model));
+    q_.resize(T * size_t(c.q_dim()));
+    k_.resize(T * size_t(c.kv_dim()));
+    v_.resize(T * size_t(c.kv_dim()));
+    attn_.resize(T * size_t(c.q_dim()));
+    scratch_.resize(2 * T * size_t(c.ffn_dim));
+    last_.resize(size_t(max_seqs) * size_t(c.d_model));
+    pos_.resize(T);
+    ids_.reserve(size_t(max_seqs));
+    q_lens_.reserve(size_t(max_seqs));
+}
+
+PagedForward::~PagedForward() { kvc_batch_destroy(batch_); }
+
+void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
+    const ModelConfig &c = m_.cfg;
+    const int64_t d = c.d_model;
+    ids_.clear();
+    q_lens_.clear();
+    int64_t total = 0;
+    for (const BatchEntry &e : entries) total += e.q_len;
+    if (total > max_tokens_ || entries.size() > last_.size() / size_t(d))
+        throw std::runtime_error("batch of " + std::to_string(entries.size()) + " sequences / " + std::to_string(total) +
+                                 " tokens exceeds the forward pass capacity");
+    int64_t T = 0;
+    for (const BatchEntry &e : entries) {
+        ids_.push_back(e.seq_id);
+        q_lens_.push_back(e.q_len);
+        for (int64_t j = 0; j < e.q_len; j++) {
+            pos_[size_t(T)] = e.first_pos + j;
+            std::copy_n(m_.embedding.data() + int64_t(e.new_tokens[j]) * d, d, x_.data() + T * d);
+            T++;
+        }
+    }
+    kvc_check(kvc_batch_build(batch_, ids_.data(), q_lens_.data(), int32_t(entries.size())), "kvc_batch_build");
+    kvc_batch_info info;
+    info.struct_size = sizeof info;
+    kvc_check(kvc_batch_get_info(batch_, &info), "kvc_batch_get_info");
+    // On the CPU backend the batch's arrays live in host memory; the slot mapping built once per step
+    // is reused by every layer's cache write.
+    const int64_t *slots = reinterpret_cast<const int64_t *>(static_cast<uintptr_t>(info.slot_mapping));
+    for (int32_t l = 0; l < c.num_layers; l++) {
+        const LayerWeights &w = m_.layers[size_t(l)];
+        rms_norm(x_.data(), w.attn_norm.data(), h_.data(), T, c.d_model, c.rms_eps);
+        matmul(h_.data(), w.wq.data(), q_.data(), T, d, c.q_dim());
+        matmul(h_.data(), w.wk.data(), k_.data(), T, d, c.kv_dim());
+        matmul(h_.data(), w.wv.data(), v_.data(), T, d, c.kv_dim());
+        apply_rope(q_.data(), pos_.data(), T, c.num_q_heads, c.head_dim, m_.rope_inv_freq.data());
+        apply_rope(k_.data(), pos_.data(), T, c.num_kv_heads, c.head_dim, m_.rope_inv_freq.data());
+        kvc_check(kvc_cache_write(pool_, l, slots, T, k_.data(), v_.data(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr),
+                  "kvc_cache_write");
+        kvc_check(kvc_launch_attention(pool_, batch_, l, q_.data(), attn_.data(), &params_, nullptr),
+                  "kvc_launch_attention");
+        matmul_add(attn_.data(), w.wo.data(), x_.data(), T, c.q_dim(), d);
+        rms_norm(x_.data(), w.mlp_norm.data(), h_.data(), T, c.d_model, c.rms_eps);
+        mlp_add(w, c, h_.data(), x_.data(), T, scratch_.data());
+    }
+    // Only each sequence's last token needs logits.
+    int64_t row = 0;
+    for (size_t i = 0; i < entries.size(); i++) {
+        row += entries[i].q_len;
+        std::copy_n(x_.data() + (row - 1) * d, d, last_.data() + int64_t(i) * d);
+    }
+    lm_logits(m_, last_.data(), logits, int64_t(entries.size()), h_.data());
+}
+
+}  // namespace serve
+

@@ -1,0 +1,45 @@
+// One forward step of the model over a batch of sequences whose KV cache lives in a libkvc pool:
+// kvc_batch_build once per step, then per layer kvc_cache_write for the new tokens' K/V and
+// kvc_launch_attention. Prefill (many new tokens, possibly after a prefix hit) and decode (one new
+// token) sequences may be mixed in one batch.
+#pragma once
+
+#include <kvc/kvc.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "model.hpp"
+
+namespace serve {
+
+struct BatchEntry {
+    uint64_t seq_id;
+    const int32_t *new_tokens;  // the sequence's newest q_len tokens (already confirmed in the pool)
+    int64_t q_len;
+    int64_t first_pos;          // position of new_tokens[0] in the sequence
+};
+
+class PagedForward {
+public:
+    // Scratch buffers are sized once for max_seqs sequences and max_tokens new tokens per step.
+    PagedForward(const Model &m, kvc_pool *pool, int32_t max_seqs, int64_t max_tokens, int32_t max_blocks_per_seq);
+    ~PagedForward();
+    PagedForward(const PagedForward &) = delete;
+    PagedForward &operator=(const PagedForward &) = delete;
+
+    // Runs the step; writes the logits of each entry's last token to logits[i * vocab ...].
+    void run(const std::vector<BatchEntry> &entries, float *logits);
+
+private:
+    const Model &m_;
+    kvc_pool *pool_;
+    kvc_batch *batch_ = nullptr;
+    kvc_attention_params params_;
+    int64_t max_tokens_;
+    std::vector<uint64_t> ids_;
+    std::vector<int64_t> q_lens_, pos_;
+    std::vector<float> x_, h_, q_, k_, v_, attn_, scratch_, last_;
+};
+
+}  // namespace serve
