@@ -6,5 +6,7 @@
 //! Use the `kvc` crate for the safe API.
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 #![allow(clippy::all)]
+// The doc comments are C comments: their [brackets] are array shapes, not Rust links.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags, rustdoc::bare_urls)]
 
 include!("bindings.rs");
