@@ -1,0 +1,155 @@
+package dev.kvc;
+
+import java.lang.ref.Cleaner;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+
+/**
+ * Metadata of one forward step (kvc_batch): block tables, sequence lengths, slot mapping and CSR
+ * indices in buffers allocated once. Created by {@link Pool#newBatch}; closing the pool closes it.
+ * Safe for use from several threads (builds are serialised against readers).
+ */
+public final class Batch implements AutoCloseable {
+    /** The C handle and its lock. The handle is only touched under the pool's lock too. */
+    static final class State {
+        final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
+        long handle;
+
+        State(long handle) {
+            this.handle = handle;
+        }
+
+        void destroy() {
+            lock.writeLock().lock();
+            try {
+                if (handle != 0) {
+                    KvcNative.kvc_batch_destroy(handle);
+                    handle = 0;
+                }
+            } finally {
+                lock.writeLock().unlock();
+            }
+        }
+    }
+
+    /** The Cleaner's action: references the pool's state, never the Pool or Batch objects. */
+    private static final class Closer implements Runnable {
+        private final Pool.State pool;
+        private final State batch;
+
+        Closer(Pool.State pool, State batch) {
+            this.pool = pool;
+            this.batch = batch;
+        }
+
+        @Override
+        public void run() {
+            pool.lock.readLock().lock();
+            try {
+                if (pool.handle == 0) {
+                    return; // the pool's close destroyed it
+                }
+                batch.destroy();
+                synchronized (pool.batches) {
+                    pool.batches.remove(batch);
+                }
+            } finally {
+                pool.lock.readLock().unlock();
+            }
+        }
+    }
+
+    final Pool pool;
+    final State state;
+    private final Cleaner.Cleanable cleanable;
+
+    Batch(Pool pool, long handle) {
+        this.pool = pool;
+        this.state = new State(handle);
+        this.cleanable = Cleaners.CLEANER.register(this, new Closer(pool.state, state));
+    }
+
+    /** Destroys the batch (kvc_batch_destroy). Idempotent; a no-op after the pool was closed. */
+    @Override
+    public void close() {
+        cleanable.clean();
+    }
+
+    interface BatchCall<T> {
+        T call(long pool, long batch);
+    }
+
+    private <T> T with(String op, boolean write, BatchCall<T> f) {
+        return pool.with(op, h -> {
+            ReentrantReadWriteLock.ReadLock r = state.lock.readLock();
+            ReentrantReadWriteLock.WriteLock w = state.lock.writeLock();
+            if (write) {
+                w.lock();
+            } else {
+                r.lock();
+            }
+            try {
+                if (state.handle == 0) {
+                    throw KvcException.closed(op);
+                }
+                return f.call(h, state.handle);
+            } finally {
+                if (write) {
+                    w.unlock();
+                } else {
+                    r.unlock();
+                }
+            }
+        });
+    }
+
+    <T> T withRead(String op, BatchCall<T> f) {
+        return with(op, false, f);
+    }
+
+    /**
+     * Builds the step's metadata for seqIds with query lengths qLens (1 for decode)
+     * (kvc_batch_build). On failure the previous step's metadata stays intact.
+     */
+    public void build(long[] seqIds, long[] qLens) {
+        long[] ids = seqIds == null ? new long[0] : seqIds;
+        long[] lens = qLens == null ? new long[0] : qLens;
+        if (ids.length != lens.length) {
+            throw new KvcException(Status.INVALID_ARG, "kvc_batch_build", "seqIds and qLens differ in length");
+        }
+        with("kvc_batch_build", true, (h, b) -> KvcNative.kvc_batch_build(b, ids, lens, ids.length));
+    }
+
+    private static BatchInfo info(long b) {
+        kvc_batch_info i = new kvc_batch_info();
+        try {
+            KvcNative.kvc_batch_get_info(b, i);
+            return BatchInfo.fromNative(i);
+        } finally {
+            i.delete();
+        }
+    }
+
+    /** Sizes and array addresses of the last build (kvc_batch_get_info); STATE before any build. */
+    public BatchInfo info() {
+        return withRead("kvc_batch_get_info", (h, b) -> info(b));
+    }
+
+    /** The last build's slot mapping (kvc_batch_copy_slot_mapping). */
+    public long[] slotMapping() {
+        return withRead("kvc_batch_copy_slot_mapping", (h, b) -> {
+            long[] out = new long[Math.toIntExact(info(b).numTokens())];
+            KvcNative.kvc_batch_copy_slot_mapping(b, out, out.length);
+            return out;
+        });
+    }
+
+    /** The last build's padded block tables, numSeqs rows of maxBlocksPerSeq (kvc_batch_copy_block_tables). */
+    public int[] blockTables() {
+        return withRead("kvc_batch_copy_block_tables", (h, b) -> {
+            BatchInfo i = info(b);
+            int[] out = new int[Math.toIntExact((long) i.numSeqs() * i.maxBlocksPerSeq())];
+            KvcNative.kvc_batch_copy_block_tables(b, out, out.length);
+            return out;
+        });
+    }
+}

@@ -1,0 +1,116 @@
+package dev.kvc;
+
+import java.lang.ref.Cleaner;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+
+/**
+ * Cache keys (kvc_keys): what besides token ids identifies a block's KV content (LoRA adapter, cache
+ * salt, multimodal items) plus the retention priority. Pass null where none are needed. Safe for
+ * use from several threads: setters are serialised against the pool calls that read the keys.
+ */
+public final class Keys implements AutoCloseable {
+    public static final int PRIORITY_MIN = 0;
+    public static final int PRIORITY_MAX = 100;
+    public static final int PRIORITY_DEFAULT = 50;
+    public static final int MAX_SALT_LEN = 256;
+
+    /** Handle and lock; the Cleaner's action, so it must not reference the Keys object. */
+    static final class State implements Runnable {
+        final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
+        long handle;
+
+        State(long handle) {
+            this.handle = handle;
+        }
+
+        @Override
+        public void run() {
+            lock.writeLock().lock();
+            try {
+                if (handle != 0) {
+                    KvcNative.kvc_keys_destroy(handle);
+                    handle = 0;
+                }
+            } finally {
+                lock.writeLock().unlock();
+            }
+        }
+    }
+
+    final State state;
+    private final Cleaner.Cleanable cleanable;
+
+    private Keys(long handle) {
+        state = new State(handle);
+        cleanable = Cleaners.CLEANER.register(this, state);
+    }
+
+    /** An empty key set (kvc_keys_create). */
+    public static Keys create() {
+        long[] out = new long[1];
+        KvcNative.kvc_keys_create(out);
+        return new Keys(out[0]);
+    }
+
+    /** Destroys the key set (kvc_keys_destroy); waits for calls in flight; idempotent. */
+    @Override
+    public void close() {
+        cleanable.clean();
+    }
+
+    private interface Setter {
+        void call(long handle);
+    }
+
+    private void set(String op, Setter f) {
+        state.lock.writeLock().lock();
+        try {
+            if (state.handle == 0) {
+                throw KvcException.closed(op);
+            }
+            f.call(state.handle);
+        } finally {
+            state.lock.writeLock().unlock();
+        }
+    }
+
+    /** Resets to empty for reuse (kvc_keys_clear). */
+    public void clear() {
+        set("Keys.clear", KvcNative::kvc_keys_clear);
+    }
+
+    /** LoRA adapter id, 0 = none (kvc_keys_set_lora); an unsigned 64-bit value. */
+    public void setLora(long loraId) {
+        set("Keys.setLora", h -> KvcNative.kvc_keys_set_lora(h, loraId));
+    }
+
+    /**
+     * Cache salt for tenant isolation, null or "" = none (kvc_keys_set_salt). Passed as UTF-8; a salt
+     * containing U+0000 is rejected (C would truncate it).
+     */
+    public void setSalt(String salt) {
+        if (salt != null && salt.indexOf('\0') >= 0) {
+            throw new KvcException(Status.INVALID_ARG, "Keys.setSalt", "salt contains U+0000");
+        }
+        final byte[] bytes;
+        if (salt == null) {
+            bytes = null;
+        } else {
+            byte[] utf8 = salt.getBytes(StandardCharsets.UTF_8);
+            bytes = new byte[utf8.length + 1]; // NUL-terminated
+            System.arraycopy(utf8, 0, bytes, 0, utf8.length);
+        }
+        set("Keys.setSalt", h -> KvcNative.kvc_keys_set_salt(h, bytes));
+    }
+
+    /** Adds a multimodal item covering prompt tokens [offset, offset+length) (kvc_keys_add_mm). */
+    public void addMultimodal(long hashHi, long hashLo, long offset, long length) {
+        set("Keys.addMultimodal", h -> KvcNative.kvc_keys_add_mm(h, hashHi, hashLo, offset, length));
+    }
+
+    /** Retention priority in [PRIORITY_MIN, PRIORITY_MAX] (kvc_keys_set_priority). */
+    public void setPriority(int priority) {
+        set("Keys.setPriority", h -> KvcNative.kvc_keys_set_priority(h, priority));
+    }
+}
