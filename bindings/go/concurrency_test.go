@@ -2,7 +2,10 @@ package kvc_test
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -181,6 +184,39 @@ func TestCloseWhileInUse(t *testing.T) {
 		if _, err := p.Stats(); !errors.Is(err, kvc.ErrClosed) {
 			t.Fatalf("Stats after Close: %v", err)
 		}
+	}
+}
+
+// Each goroutine's error carries the message of its own failing call, although libkvc keeps the
+// message per OS thread and goroutines move between threads (the binding pins them per call).
+func TestErrorMessagePerGoroutine(t *testing.T) {
+	p := newPool(t, smallConfig())
+	var wg sync.WaitGroup
+	problems := make(chan string, 64)
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func(missing uint64) {
+			defer wg.Done()
+			for i := 0; i < 300; i++ {
+				err := p.Free(missing)
+				var e *kvc.Error
+				if !errors.As(err, &e) || !strings.Contains(e.Message, strconv.FormatUint(missing, 10)) {
+					select {
+					case problems <- fmt.Sprintf("goroutine for seq %d got %v", missing, err):
+					default:
+					}
+					return
+				}
+				if i%50 == 0 {
+					runtime.Gosched()
+				}
+			}
+		}(uint64(1000 + g))
+	}
+	wg.Wait()
+	close(problems)
+	for p := range problems {
+		t.Error(p)
 	}
 }
 
