@@ -11,6 +11,7 @@
 #include "kvc_check.hpp"
 #include "paged_forward.hpp"
 #include "reference.hpp"
+#include "swap_tier.hpp"
 
 namespace serve {
 
@@ -70,8 +71,11 @@ public:
         reqs_.resize(w.requests.size());
         for (size_t i = 0; i < w.requests.size(); i++) reqs_[i].samples_left = w.requests[i].n;
         report_.timeline.total_blocks = cfg.num_blocks;
+        swap_ = make_swap_tier(pool_, cfg.host_blocks, &report_.swap_unavailable);
+        report_.swap_available = swap_ != nullptr;
     }
     ~Engine() {
+        swap_.reset();
         forward_.reset();
         kvc_pool_destroy(pool_);
     }
@@ -88,10 +92,10 @@ public:
             int64_t copied = 0;
             kvc_check(kvc_copy_pending(pool_, nullptr, &copied), "kvc_copy_pending");  // COW before writes
             report_.cow_copies += copied;
-            admit();
+            bool swapped_in = admit();
             if (cfg_.corrupt_kv_at_step >= 0 && step_ >= cfg_.corrupt_kv_at_step) corrupt_one_block();
             if (entries_.empty()) {
-                if (!waiting_.empty() || !preempted_.empty())
+                if (!swapped_in && (!waiting_.empty() || !preempted_.empty() || !swapped_.empty()))
                     throw std::runtime_error("engine stalled at step " + std::to_string(step_) +
                                              ": nothing running and the next request cannot be admitted");
                 record_step(&util_sum);
@@ -114,6 +118,10 @@ public:
         report_.forks = st.forks;
         report_.evictions = st.evictions;
         report_.engine_seconds = seconds_since(t0_) - report_.check_seconds;
+        if (swap_) {
+            report_.bytes_to_host = swap_->bytes_to_host();
+            report_.bytes_to_device = swap_->bytes_to_device();
+        }
         return report_;
     }
 
@@ -123,6 +131,7 @@ private:
     EngineConfig cfg_;
     kvc_pool *pool_ = nullptr;
     std::unique_ptr<PagedForward> forward_;
+    std::unique_ptr<SwapTier> swap_;                 // null: recompute preemption only
     int64_t batch_capacity_ = 0;
     EngineReport report_;
     Clock::time_point t0_;
@@ -132,7 +141,8 @@ private:
     std::vector<RequestState> reqs_;
     std::deque<int32_t> waiting_;                    // arrived requests, FIFO
     std::vector<int32_t> blocked_;                   // arrived follow-ups whose conversation is still running
-    std::deque<std::unique_ptr<Sample>> preempted_;  // re-admitted before new requests
+    std::deque<std::unique_ptr<Sample>> swapped_;    // on the host tier; swapped in first
+    std::deque<std::unique_ptr<Sample>> preempted_;  // to recompute; re-admitted before new requests
     std::vector<std::unique_ptr<Sample>> running_;   // admission order; preemption victims from the back
     std::vector<BatchEntry> entries_;
     std::vector<Sample *> batch_samples_;            // entries_[i] belongs to batch_samples_[i]
@@ -164,11 +174,17 @@ private:
         batch_tokens_ += q_len;
     }
 
-    // Recompute preemption of the most recently admitted running sample: free its blocks now; it is
-    // re-admitted first, re-prefilling (what the prefix cache no longer holds of) its tokens.
+    // Preempts the most recently admitted running sample. By swap when libkvc has a host tier with
+    // room: its KV moves down and comes back intact later. Otherwise by recompute: its blocks are
+    // freed now and it is re-admitted first, re-prefilling what the prefix cache no longer holds.
     void preempt_last() {
         std::unique_ptr<Sample> victim = std::move(running_.back());
         running_.pop_back();
+        if (swap_ && swap_->swap_out(victim->seq_id)) {
+            report_.swap_preemptions++;
+            swapped_.push_front(std::move(victim));
+            return;
+        }
         kvc_check(kvc_free(pool_, victim->seq_id), "kvc_free");
         if (victim->pending >= 0) {
             // The sampled-but-unwritten token becomes part of what is recomputed.
@@ -226,11 +242,21 @@ private:
         return cached;
     }
 
-    void admit() {
+    // Returns true if a swapped-out sample came back (it decodes from the next step on: its pending
+    // token is appended then).
+    bool admit() {
+        bool swapped_in = false;
+        while (!swapped_.empty()) {
+            if (int64_t(running_.size()) + 1 > cfg_.max_seqs || !swap_->swap_in(swapped_.front()->seq_id))
+                return swapped_in;  // FIFO: nothing overtakes a swapped-out sample
+            running_.push_back(std::move(swapped_.front()));
+            swapped_.pop_front();
+            swapped_in = true;
+        }
         while (!preempted_.empty()) {
             Sample *s = preempted_.front().get();
             int64_t cached = try_alloc(s->seq_id, s->tokens, s->req, 1);
-            if (cached < 0) return;  // FIFO: nothing overtakes a preempted sample
+            if (cached < 0) return swapped_in;  // FIFO: nothing overtakes a preempted sample
             report_.recomputed_tokens += int64_t(s->tokens.size()) - cached;
             running_.push_back(std::move(preempted_.front()));
             preempted_.pop_front();
@@ -244,7 +270,7 @@ private:
             auto s = std::make_unique<Sample>();
             s->seq_id = next_seq_id_;
             int64_t cached = try_alloc(s->seq_id, rs.prompt, r, req.n);
-            if (cached < 0) return;
+            if (cached < 0) return swapped_in;
             next_seq_id_++;
             waiting_.pop_front();
             s->req = r;
@@ -258,6 +284,7 @@ private:
             running_.push_back(std::move(s));
             add_entry(raw, raw->prompt_len - cached);
         }
+        return swapped_in;
     }
 
     void build_prompt(const Request &req, std::vector<int32_t> *out) {
@@ -424,7 +451,8 @@ private:
         smp.hit_rate = st.prefix_hit_rate;
         smp.running = int32_t(entries_.size());
         smp.batch_tokens = batch_tokens_;
-        smp.preemptions = report_.recompute_preemptions + report_.swap_preemptions;
+        smp.swap_preemptions = report_.swap_preemptions;
+        smp.recompute_preemptions = report_.recompute_preemptions;
         report_.timeline.steps.push_back(smp);
     }
 };

@@ -28,6 +28,7 @@ struct EngineConfig {
     double tolerance = 2e-3;           // max |logit difference| allowed
     float temperature = 0.8f;
     uint64_t seed = 1;
+    int64_t host_blocks = 128;         // swap tier size when libkvc has one; 0 = recompute only
     // Self-test: at this engine step (or the first later one with a running sequence) negate every
     // K/V element of one block of a running sequence, behind libkvc's back. The reference check must
     // then fail the run. -1 = off.
@@ -42,7 +43,10 @@ struct EngineReport {
     int64_t prompt_tokens = 0, hit_tokens = 0;  // at first admission
     double pool_hit_rate = 0;            // pool counter (includes re-admissions after preemption)
     int64_t recompute_preemptions = 0, recomputed_tokens = 0;
-    int64_t swap_preemptions = 0;        // stays 0: this libkvc has no swap API (kvc_swap_out)
+    int64_t swap_preemptions = 0;
+    bool swap_available = false;
+    std::string swap_unavailable;        // why swap preemption is not used, when it is not
+    int64_t bytes_to_host = 0, bytes_to_device = 0;  // moved by swapping
     int64_t cow_copies = 0, forks = 0, evictions = 0;
     double peak_utilization = 0, mean_utilization = 0;
     double engine_seconds = 0;           // scheduling + forward passes

@@ -63,9 +63,15 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
                 (long long)r.prompt_tokens, 100.0 * r.pool_hit_rate, (long long)r.evictions);
     std::printf("blocks        utilization peak %.1f%%, mean %.1f%%\n", 100.0 * r.peak_utilization,
                 100.0 * r.mean_utilization);
-    std::printf("preemptions   %lld swap (this libkvc has no kvc_swap_out), %lld recompute (%lld tokens recomputed)\n",
-                (long long)r.swap_preemptions, (long long)r.recompute_preemptions, (long long)r.recomputed_tokens);
-    std::printf("tiers         bytes moved: device->host 0 B, host->disk 0 B, host->device 0 B (no tiers in this libkvc)\n");
+    if (r.swap_available)
+        std::printf("preemptions   %lld swap, %lld recompute (%lld tokens recomputed)\n", (long long)r.swap_preemptions,
+                    (long long)r.recompute_preemptions, (long long)r.recomputed_tokens);
+    else
+        std::printf("preemptions   %lld recompute (%lld tokens recomputed); swap: %s\n", (long long)r.recompute_preemptions,
+                    (long long)r.recomputed_tokens, r.swap_unavailable.c_str());
+    std::printf("tiers         bytes moved by swapping: device->host %s, host->device %s%s\n",
+                bytes_str(double(r.bytes_to_host)).c_str(), bytes_str(double(r.bytes_to_device)).c_str(),
+                r.swap_available ? "" : " (no host tier)");
     std::printf("copy-on-write %lld block copies after %lld forks\n", (long long)r.cow_copies, (long long)r.forks);
     std::printf("correctness   %lld generated tokens of %lld samples checked against a dense reference: max |logit "
                 "diff| %.2e (tolerance %.0e) -- OK\n",
@@ -95,6 +101,7 @@ int main(int argc, char **argv) {
     ec.check_every = o.check_every;
     ec.seed = o.seed;
     ec.corrupt_kv_at_step = o.corrupt_kv_at;
+    ec.host_blocks = o.host_blocks;
     // f16 rounding is mirrored by the reference, so only summation order differs: same tolerance.
     ec.tolerance = 2e-3;
     Workload w = make_workload(o.requests, mc.vocab, o.seed, ec.max_seq_len);
@@ -130,9 +137,10 @@ int main(int argc, char **argv) {
 
     char subtitle[256];
     std::snprintf(subtitle, sizeof subtitle,
-                  "%d requests, %lld blocks x %d tokens, KV %s; %lld recompute preemptions, %lld COW copies, hit rate %.1f%%",
+                  "%d requests, %lld blocks x %d tokens, KV %s; preemptions: %lld swap, %lld recompute; %lld COW copies; "
+                  "hit rate %.1f%%",
                   o.requests, (long long)o.blocks, o.block_size, o.kv_dtype == KVC_DTYPE_F16 ? "f16" : "f32",
-                  (long long)report.recompute_preemptions, (long long)report.cow_copies,
+                  (long long)report.swap_preemptions, (long long)report.recompute_preemptions, (long long)report.cow_copies,
                   report.prompt_tokens ? 100.0 * double(report.hit_tokens) / double(report.prompt_tokens) : 0.0);
     std::string svg = render_occupancy_svg(report.timeline, "libkvc pool occupancy under kvc_serve", subtitle);
     if (!write_file_atomically(o.svg, svg, &err)) {

@@ -17,6 +17,8 @@ const char *const kUsage =
     "  --seed S           weights, workload and sampling seed (default 1)\n"
     "  --blocks N         KV blocks in the pool (default 64: small enough that preemption happens)\n"
     "  --block-size N     tokens per block (default 16)\n"
+    "  --host-blocks N    host-tier blocks for swap preemption when libkvc has tiers (default 128;\n"
+    "                     0 = preempt by recompute only)\n"
     "  --backend B        cpu (default) or cuda (not supported by this demo, see README)\n"
     "  --kv-dtype T       f32 (default) or f16 KV cache\n"
     "  --check-every K    check every K-th finished sample against the reference (default 1 = all)\n"
@@ -81,6 +83,9 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
         } else if (a == "--check-every") {
             if (!parse_int(a, val, 1, 1 << 30, &v, err)) return false;
             o->check_every = int32_t(v);
+            i++;
+        } else if (a == "--host-blocks") {
+            if (!parse_int(a, val, 0, 1 << 24, &o->host_blocks, err)) return false;
             i++;
         } else if (a == "--corrupt-kv-at") {
             if (!parse_int(a, val, 0, INT64_MAX, &o->corrupt_kv_at, err)) return false;

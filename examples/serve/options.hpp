@@ -15,6 +15,7 @@ struct Options {
     std::string svg = "build/serve.svg";
     int32_t kv_dtype = 0;  // KVC_DTYPE_F32
     int32_t check_every = 1;
+    int64_t host_blocks = 128;
     int64_t corrupt_kv_at = -1;
     bool quiet = false;
     bool help = false;

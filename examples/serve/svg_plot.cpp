@@ -15,7 +15,7 @@ namespace {
 constexpr double kWidth = 960, kHeight = 520;
 constexpr double kLeft = 80, kRight = 80, kTop = 78, kBottom = 64;
 constexpr const char *kUsedColor = "#3b6fb6", *kCachedColor = "#f2a541", *kFreeColor = "#e4e7eb";
-constexpr const char *kHitColor = "#c0392b", *kPreemptColor = "#7b3294";
+constexpr const char *kHitColor = "#c0392b", *kRecomputeColor = "#7b3294", *kSwapColor = "#1b9e77";
 
 std::string fmt(const char *f, double a) {
     char b[64];
@@ -112,16 +112,19 @@ std::string render_occupancy_svg(const Timeline &t, const std::string &title, co
     o += "<text transform=\"translate(" + fmt("%.1f", kWidth - 18) + "," + fmt("%.1f", kTop + ph / 2) +
          ") rotate(90)\" text-anchor=\"middle\" fill=\"" + kHitColor + "\">prefix cache hit rate (cumulative)</text>\n";
 
-    // Preemptions: a mark on the top edge at each step where the count rose.
-    int64_t prev = 0;
+    // Preemptions: a mark on the top edge at each step where a count rose (swap and recompute).
+    int64_t prev_swap = 0, prev_recompute = 0;
     for (const StepSample &p : s) {
-        if (p.preemptions > prev) {
-            double x = X(double(p.step));
+        const double x = X(double(p.step));
+        auto mark = [&](const char *color) {
             o += "<path d=\"M" + fmt("%.1f", x - 4) + "," + fmt("%.1f", kTop - 9) + " L" + fmt("%.1f", x + 4) + "," +
-                 fmt("%.1f", kTop - 9) + " L" + fmt("%.1f", x) + "," + fmt("%.1f", kTop - 1) + " Z\" fill=\"" +
-                 kPreemptColor + "\"/>\n";
-        }
-        prev = p.preemptions;
+                 fmt("%.1f", kTop - 9) + " L" + fmt("%.1f", x) + "," + fmt("%.1f", kTop - 1) + " Z\" fill=\"" + color +
+                 "\"/>\n";
+        };
+        if (p.recompute_preemptions > prev_recompute) mark(kRecomputeColor);
+        if (p.swap_preemptions > prev_swap) mark(kSwapColor);
+        prev_swap = p.swap_preemptions;
+        prev_recompute = p.recompute_preemptions;
     }
 
     // Hit rate line.
@@ -134,7 +137,8 @@ std::string render_occupancy_svg(const Timeline &t, const std::string &title, co
     // Legend, above the plot.
     struct Item { const char *label; const char *color; int kind; };  // 0 box, 1 line, 2 triangle
     const Item items[] = {{"used blocks", kUsedColor, 0}, {"cached, free (reusable on a hit)", kCachedColor, 0},
-                          {"free", kFreeColor, 0}, {"prefix hit rate", kHitColor, 1}, {"preemption", kPreemptColor, 2}};
+                          {"free", kFreeColor, 0}, {"prefix hit rate", kHitColor, 1},
+                          {"recompute preemption", kRecomputeColor, 2}, {"swap preemption", kSwapColor, 2}};
     double lx = kLeft;
     const double ly = 58;
     for (const Item &it : items) {
@@ -148,7 +152,7 @@ std::string render_occupancy_svg(const Timeline &t, const std::string &title, co
             o += "<path d=\"M" + fmt("%.1f", lx + 3) + "," + fmt("%.1f", ly - 9) + " L" + fmt("%.1f", lx + 11) + "," +
                  fmt("%.1f", ly - 9) + " L" + fmt("%.1f", lx + 7) + "," + fmt("%.1f", ly) + " Z\" fill=\"" + it.color + "\"/>\n";
         o += "<text x=\"" + fmt("%.1f", lx + 19) + "\" y=\"" + fmt("%.1f", ly) + "\">" + escape(it.label) + "</text>\n";
-        lx += 19 + 7.0 * double(std::strlen(it.label)) + 22;
+        lx += 19 + 6.4 * double(std::strlen(it.label)) + 14;  // ~6.4 px per character at 12 px
     }
     o += "</svg>\n";
     return o;

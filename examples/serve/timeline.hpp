@@ -15,7 +15,8 @@ struct StepSample {
     double hit_rate;         // pool's cumulative prefix hit rate (tokens)
     int32_t running;         // sequences in the step's batch
     int64_t batch_tokens;    // new tokens in the step's batch
-    int64_t preemptions;     // cumulative
+    int64_t swap_preemptions;       // cumulative
+    int64_t recompute_preemptions;  // cumulative
 };
 
 struct Timeline {

@@ -1,0 +1,31 @@
+// Preemption by swap through libkvc's host tier. Which implementation is built is decided at
+// configure time (CMakeLists.txt): swap_tier_kvc.cpp when the linked kvc.h declares the tiers API
+// (kvc_tier_attach_host, kvc_swap_out/in, kvc_op_wait, kvc_tier_get_stats) with the shapes used
+// there, else swap_tier_absent.cpp, and the engine preempts by recompute only.
+#pragma once
+
+#include <kvc/kvc.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace serve {
+
+class SwapTier {
+public:
+    virtual ~SwapTier() = default;
+    // Moves the sequence's blocks to the host tier and waits for the copy; false (nothing changed)
+    // when the tier has no room, so the caller preempts by recompute instead.
+    virtual bool swap_out(uint64_t seq_id) = 0;
+    // Brings a swapped-out sequence back; false (nothing changed) when the device tier has no room yet.
+    virtual bool swap_in(uint64_t seq_id) = 0;
+    virtual int64_t bytes_to_host() const = 0;    // device -> host, so far
+    virtual int64_t bytes_to_device() const = 0;  // host -> device, so far
+};
+
+// A swap tier of host_blocks blocks attached to `pool`, or nullptr when this build has no tiers API
+// (*why explains) — then the engine uses recompute preemption only.
+std::unique_ptr<SwapTier> make_swap_tier(kvc_pool *pool, int64_t host_blocks, std::string *why);
+
+}  // namespace serve

@@ -1,0 +1,11 @@
+// Built when the linked libkvc header has no tiers API: preemption is by recompute only.
+#include "swap_tier.hpp"
+
+namespace serve {
+
+std::unique_ptr<SwapTier> make_swap_tier(kvc_pool *, int64_t, std::string *why) {
+    *why = "this libkvc has no kvc_swap_out";
+    return nullptr;
+}
+
+}  // namespace serve
