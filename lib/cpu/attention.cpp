@@ -33,17 +33,6 @@ constexpr int64_t kAutoMinPartition = 256;
 constexpr size_t kWorkspaceCap = size_t(8) << 20;  // CPU split-K scratch per batch
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-struct Fp8Table {
-    float v[256];
-    Fp8Table() {
-        for (int i = 0; i < 256; ++i) v[i] = fp8_e4m3_to_float(uint8_t(i));
-    }
-};
-const Fp8Table &fp8_table() {
-    static const Fp8Table t;
-    return t;
-}
-
 // n contiguous elements of `dtype` to fp32, times `scale` (the FP8 dequantization scale).
 void to_float(float *dst, const void *src, int32_t dtype, int64_t n, float scale) {
     int64_t i = 0;
@@ -53,20 +42,25 @@ void to_float(float *dst, const void *src, int32_t dtype, int64_t n, float scale
             return;
         case KVC_DTYPE_F16: {
             const uint16_t *s = static_cast<const uint16_t *>(src);
-            for (; i + 8 <= n; i += 8) store8(dst + i, half8_to_float(s + i));
+            for (; i + 4 <= n; i += 4) {
+                const f32x4 v = half4_to_float(s + i);
+                std::memcpy(dst + i, &v, sizeof v);
+            }
             for (; i < n; ++i) dst[i] = half_to_float(s[i]);
             return;
         }
         case KVC_DTYPE_BF16: {
             const uint16_t *s = static_cast<const uint16_t *>(src);
-            for (; i + 8 <= n; i += 8) store8(dst + i, bf168_to_float(s + i));
-            for (; i < n; ++i) dst[i] = bf16_to_float(s[i]);
+            bf16_to_float_row(dst, s, n);
             return;
         }
         default: {
             const uint8_t *s = static_cast<const uint8_t *>(src);
-            const float *t = fp8_table().v;
-            for (; i < n; ++i) dst[i] = t[s[i]] * scale;
+            for (; i + 4 <= n; i += 4) {
+                const f32x4 v = fp8x4_to_float(s + i, scale);
+                std::memcpy(dst + i, &v, sizeof v);
+            }
+            for (; i < n; ++i) dst[i] = fp8_e4m3_to_float(s[i]) * scale;
             return;
         }
     }
@@ -211,9 +205,10 @@ void attend_item(const Plan &P, int64_t item) {
             float lsum = 0.f;
             for (int64_t p = lo; p < hi; ++p) {
                 const float w = std::exp(sc[p - c0] - m_new);
+                sc[p - c0] = w;
                 lsum += w;
-                axpy(ar, w, vbuf + (p - c0) * d, d);
             }
+            add_weighted_rows(ar, sc + (lo - c0), vbuf + (lo - c0) * d, int32_t(hi - lo), d);
             l[r] += lsum;
         }
     }

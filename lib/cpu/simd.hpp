@@ -1,57 +1,91 @@
-// Eight-lane fp32 helpers written with GCC/Clang vector extensions. The kernels' inner loops run
-// over head_dim (contiguous); spelling them with 8-wide vectors makes them vectorized at any -O
-// level and with any ISA the compiler targets (2 x SSE on baseline x86-64, one AVX op on AVX2).
+// fp32 vector helpers written with GCC/Clang vector extensions. The kernels' inner loops run over
+// head_dim (contiguous); spelling them with native-width vectors makes them vectorized at any -O
+// level and with whatever ISA the compiler targets.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
-// The helpers below pass 32-byte vectors by value; they are all inline and never cross a TU, so
-// GCC's note that this ABI differs between AVX and non-AVX builds does not apply.
+#include "cpu/dtype_convert.hpp"
+
+// The helpers below pass vectors by value; they are all inline and never cross a TU, so GCC's
+// note that this ABI differs between AVX and non-AVX builds does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace kvc::cpu {
 
-typedef float f32x8 __attribute__((vector_size(32)));
-typedef uint32_t u32x8 __attribute__((vector_size(32)));
-typedef uint16_t u16x8 __attribute__((vector_size(16)));
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+typedef uint16_t u16x4 __attribute__((vector_size(8)));
+typedef uint8_t u8x4 __attribute__((vector_size(4)));
 
-inline f32x8 load8(const float *p) { f32x8 v; std::memcpy(&v, p, sizeof v); return v; }
-inline void store8(float *p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
-inline f32x8 splat8(float x) { return f32x8{x, x, x, x, x, x, x, x}; }
+// The native fp32 vector of the target: 4 lanes (SSE2, the x86-64 baseline) or 8 with AVX.
+// Wider-than-native generic vectors get split and spilled by GCC, so the loops use this width.
+#ifdef __AVX__
+constexpr int kLanes = 8;
+#else
+constexpr int kLanes = 4;
+#endif
+typedef float fvec __attribute__((vector_size(kLanes * 4)));
 
-inline float hsum8(f32x8 v) {
-    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+inline fvec loadv(const float *p) { fvec v; std::memcpy(&v, p, sizeof v); return v; }
+inline void storev(float *p, fvec v) { std::memcpy(p, &v, sizeof v); }
+inline fvec splatv(float x) { return fvec{} + x; }
+inline float hsum(fvec v) {
+    float s = 0.f;
+    for (int i = 0; i < kLanes; ++i) s += v[i];
+    return s;
 }
 
-// Eight fp16 values to fp32; same bit trick as half_to_float, lane-parallel.
-inline f32x8 half8_to_float(const uint16_t *p) {
-    u16x8 h;
+// Four fp16 values to fp32; same bit trick as half_to_float, lane-parallel. 128-bit signed lanes
+// and an explicit mask blend map one-to-one onto SSE2 (wider or unsigned compares get scalarized).
+inline f32x4 half4_to_float(const uint16_t *p) {
+    u16x4 h;
     std::memcpy(&h, p, sizeof h);
-    u32x8 x = __builtin_convertvector(h, u32x8);
-    u32x8 sign = (x & 0x8000u) << 16;
-    u32x8 em = x & 0x7fffu;
-    f32x8 scaled = (f32x8)(em << 13) * splat8(0x1p112f);
-    u32x8 body = em >= 0x7c00u ? ((em << 13) | 0x7f800000u) : (u32x8)scaled;
-    return (f32x8)(sign | body);
+    i32x4 x = __builtin_convertvector(h, i32x4);
+    i32x4 sign = (x & 0x8000) << 16;
+    i32x4 em = x & 0x7fff;
+    f32x4 scaled = (f32x4)(em << 13) * f32x4{0x1p112f, 0x1p112f, 0x1p112f, 0x1p112f};
+    i32x4 special = em > 0x7bff;  // all-ones lanes for inf/NaN
+    i32x4 body = (special & ((em << 13) | 0x7f800000)) | (~special & (i32x4)scaled);
+    return (f32x4)(sign | body);
 }
 
-inline f32x8 bf168_to_float(const uint16_t *p) {
-    u16x8 h;
-    std::memcpy(&h, p, sizeof h);
-    return (f32x8)(__builtin_convertvector(h, u32x8) << 16);
+inline void bf16_to_float_row(float *dst, const uint16_t *src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        u16x4 h;
+        std::memcpy(&h, src + i, sizeof h);
+        const i32x4 x = __builtin_convertvector(h, i32x4) << 16;
+        std::memcpy(dst + i, &x, sizeof x);
+    }
+    for (; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+}
+
+// Four fp8 e4m3 values to fp32, times scale: the fp16 trick with e4m3's field widths (rebias
+// 7 -> 127 is a multiply by 2^120); 0x7f/0xff are NaN.
+inline f32x4 fp8x4_to_float(const uint8_t *p, float scale) {
+    u8x4 b;
+    std::memcpy(&b, p, sizeof b);
+    i32x4 x = __builtin_convertvector(b, i32x4);
+    i32x4 sign = (x & 0x80) << 24;
+    i32x4 em = x & 0x7f;
+    f32x4 scaled = (f32x4)(em << 20) * f32x4{0x1p120f, 0x1p120f, 0x1p120f, 0x1p120f};
+    i32x4 nan = em == 0x7f;
+    i32x4 body = (nan & 0x7fc00000) | (~nan & (i32x4)scaled);
+    return (f32x4)(sign | body) * f32x4{scale, scale, scale, scale};
 }
 
 // sum_i a[i] * b[i] over n elements.
 inline float dot(const float *a, const float *b, int32_t n) {
-    f32x8 s0 = splat8(0.f), s1 = splat8(0.f);
+    fvec s0{}, s1{};
     int32_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 += load8(a + i) * load8(b + i);
-        s1 += load8(a + i + 8) * load8(b + i + 8);
+    for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+        s0 += loadv(a + i) * loadv(b + i);
+        s1 += loadv(a + i + kLanes) * loadv(b + i + kLanes);
     }
-    for (; i + 8 <= n; i += 8) s0 += load8(a + i) * load8(b + i);
-    float s = hsum8(s0 + s1);
+    for (; i + kLanes <= n; i += kLanes) s0 += loadv(a + i) * loadv(b + i);
+    float s = hsum(s0 + s1);
     for (; i < n; ++i) s += a[i] * b[i];
     return s;
 }
@@ -59,17 +93,37 @@ inline float dot(const float *a, const float *b, int32_t n) {
 // y[i] = y[i] * c
 inline void scale_row(float *y, float c, int32_t n) {
     int32_t i = 0;
-    f32x8 cv = splat8(c);
-    for (; i + 8 <= n; i += 8) store8(y + i, load8(y + i) * cv);
+    for (; i + kLanes <= n; i += kLanes) storev(y + i, loadv(y + i) * c);
     for (; i < n; ++i) y[i] *= c;
 }
 
 // y[i] += p * x[i]
 inline void axpy(float *y, float p, const float *x, int32_t n) {
     int32_t i = 0;
-    f32x8 pv = splat8(p);
-    for (; i + 8 <= n; i += 8) store8(y + i, load8(y + i) + pv * load8(x + i));
+    for (; i + kLanes <= n; i += kLanes) storev(y + i, loadv(y + i) + p * loadv(x + i));
     for (; i < n; ++i) y[i] += p * x[i];
+}
+
+// y[i] += sum_t w[t] * x[t * n + i] for t < nt: the P.V update of one query row over a chunk of
+// tokens. Two accumulators stay in registers across the tokens (one load/store per lane group per
+// chunk instead of per token).
+inline void add_weighted_rows(float *y, const float *w, const float *x, int32_t nt, int32_t n) {
+    int32_t i = 0;
+    for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+        fvec a0 = loadv(y + i), a1 = loadv(y + i + kLanes);
+        for (int32_t t = 0; t < nt; ++t) {
+            const float *xr = x + int64_t(t) * n + i;
+            a0 += w[t] * loadv(xr);
+            a1 += w[t] * loadv(xr + kLanes);
+        }
+        storev(y + i, a0);
+        storev(y + i + kLanes, a1);
+    }
+    for (; i < n; ++i) {
+        float acc = y[i];
+        for (int32_t t = 0; t < nt; ++t) acc += w[t] * x[int64_t(t) * n + i];
+        y[i] = acc;
+    }
 }
 
 }  // namespace kvc::cpu
