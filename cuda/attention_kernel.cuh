@@ -41,7 +41,7 @@ __device__ __forceinline__ float warp_sum(float x) {
 }
 
 template <typename KV, int kHeadDim>
-__global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const AttnParams p) {
+__global__ void __launch_bounds__(kAttnThreads, 4) paged_attention_kernel(const AttnParams p) {
     using S = TileShape<int(sizeof(KV)), kHeadDim>;
     constexpr int T = S::kTile;
     constexpr int kChunks = S::kChunksPerRow;
@@ -113,20 +113,31 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Att
         unsigned char *k_dst = kv_smem + stage * S::kStageBytes;
         unsigned char *v_dst = k_dst + T * S::kRowPitch;
         const int32_t t0 = range_begin + tile * T;
-        for (int c = tid; c < T * kChunks; c += kAttnThreads) {
-            const int t = c / kChunks;
-            const int chunk = c - t * kChunks;
-            const int32_t pos = t0 + t;
-            const bool valid = pos < range_end;
-            const unsigned char *src = head_base;
-            if (valid) {
-                const int32_t blk_idx = pos / p.block_size;
-                const int64_t block = table[blk_idx];  // widened before the multiply
-                src = head_base + block * p.block_stride + int64_t(pos - blk_idx * p.block_size) * p.token_stride +
-                      chunk * 16;
+        int last_t = -1;
+        const unsigned char *row_src = head_base;
+        bool valid = false;
+#pragma unroll
+        for (int i = 0; i < S::kChunksPerThread; ++i) {
+            const int c = tid * S::kChunksPerThread + i;
+            if (c < S::kChunksPerTile) {
+                const int t = c / kChunks;
+                const int chunk = c - t * kChunks;
+                if (t != last_t) {
+                    last_t = t;
+                    const int32_t pos = t0 + t;
+                    valid = pos < range_end;
+                    row_src = head_base;
+                    if (valid) {
+                        const int32_t blk_idx = pos / p.block_size;
+                        const int64_t block = table[blk_idx];  // widened before the multiply
+                        row_src = head_base + block * p.block_stride +
+                                  int64_t(pos - blk_idx * p.block_size) * p.token_stride;
+                    }
+                }
+                const unsigned char *src = valid ? row_src + chunk * 16 : head_base;
+                cp_async16(k_dst + t * S::kRowPitch + chunk * 16, src, valid);
+                cp_async16(v_dst + t * S::kRowPitch + chunk * 16, valid ? src + p.kv_stride : src, valid);
             }
-            cp_async16(k_dst + t * S::kRowPitch + chunk * 16, src, valid);
-            cp_async16(v_dst + t * S::kRowPitch + chunk * 16, valid ? src + p.kv_stride : src, valid);
         }
     };
 
@@ -150,8 +161,8 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Att
     const int first_item = n_items >= kAttnThreads ? tid : tid - my_slice * n_items;
     const bool accumulates = my_slice < slices;
 
-    const int score_t = tid % T;
-    const int score_group = tid / T;
+    const int score_t = tid / S::kSlices;
+    const int score_slice = tid % S::kSlices;
     const int lane = tid & 31, warp = tid >> 5;
 
     if (num_tiles > 0) issue_tile(0, 0);
@@ -169,43 +180,48 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Att
         const int32_t t0 = range_begin + tile * T;
         const int32_t count = min(T, range_end - t0);
 
-        // 1. Scores: thread (token, row group) dots its token's K row with its rows' q.
+        // 1. Scores: thread (token, slice) dots its share of the token's K chunks with every row's
+        //    q; the slices of a token (adjacent lanes) then sum by shuffles.
         {
-            float dot[S::kRowsPerThread];
+            float dot[S::kMaxRows];
 #pragma unroll
-            for (int j = 0; j < S::kRowsPerThread; ++j) dot[j] = 0.0f;
+            for (int r = 0; r < S::kMaxRows; ++r) dot[r] = 0.0f;
             const unsigned char *k_row = k_tile + score_t * S::kRowPitch;
-#pragma unroll 4
-            for (int c = 0; c < kChunks; ++c) {
+#pragma unroll 2
+            for (int c = score_slice; c < kChunks; c += S::kSlices) {
                 float kf[kEpc];
                 Chunk16<KV>::widen(k_row + c * 16, kf);
 #pragma unroll
-                for (int j = 0; j < S::kRowsPerThread; ++j) {
-                    const int r = score_group + j * S::kRowGroups;
+                for (int r = 0; r < S::kMaxRows; ++r) {
                     if (r < rows) {
                         const float4 *qv = reinterpret_cast<const float4 *>(q_s + r * S::kQPitch + c * kEpc);
 #pragma unroll
                         for (int e = 0; e < kEpc / 4; ++e) {
                             const float4 qq = qv[e];
-                            dot[j] = fmaf(kf[4 * e], qq.x, dot[j]);
-                            dot[j] = fmaf(kf[4 * e + 1], qq.y, dot[j]);
-                            dot[j] = fmaf(kf[4 * e + 2], qq.z, dot[j]);
-                            dot[j] = fmaf(kf[4 * e + 3], qq.w, dot[j]);
+                            dot[r] = fmaf(kf[4 * e], qq.x, dot[r]);
+                            dot[r] = fmaf(kf[4 * e + 1], qq.y, dot[r]);
+                            dot[r] = fmaf(kf[4 * e + 2], qq.z, dot[r]);
+                            dot[r] = fmaf(kf[4 * e + 3], qq.w, dot[r]);
                         }
                     }
                 }
             }
             const int32_t pos = t0 + score_t;
 #pragma unroll
-            for (int j = 0; j < S::kRowsPerThread; ++j) {
-                const int r = score_group + j * S::kRowGroups;
-                if (r < rows) {
-                    const int32_t qpos = qpos_s[r];
-                    const bool visible = score_t < count && pos <= qpos && (p.window <= 0 || pos > qpos - p.window);
-                    float x = dot[j];
-                    if (p.alibi_slopes) x += slope_s[r] * float(pos - qpos);
-                    if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-                    score_s[r * T + score_t] = visible ? x : kNegInf;
+            for (int r = 0; r < S::kMaxRows; ++r) {
+                if (r < rows) {  // uniform across the CTA: every lane joins the shuffles
+#pragma unroll
+                    for (int o = S::kSlices / 2; o > 0; o >>= 1)
+                        dot[r] += __shfl_xor_sync(0xffffffffu, dot[r], o);
+                    if (r % S::kSlices == score_slice) {
+                        const int32_t qpos = qpos_s[r];
+                        const bool visible =
+                            score_t < count && pos <= qpos && (p.window <= 0 || pos > qpos - p.window);
+                        float x = dot[r];
+                        if (p.alibi_slopes) x += slope_s[r] * float(pos - qpos);
+                        if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+                        score_s[r * T + score_t] = visible ? x : kNegInf;
+                    }
                 }
             }
         }

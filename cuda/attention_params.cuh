@@ -20,14 +20,24 @@ template <int kElemBytes, int kHeadDim>
 struct TileShape {
     static constexpr int kRowBytes = kHeadDim * kElemBytes;  // one token of one head, a multiple of 16
     static constexpr int kChunksPerRow = kRowBytes / 16;
-    // Shared-memory row pitch with an odd number of 16-byte chunks: threads reading the same chunk
-    // of consecutive token rows then hit distinct banks.
-    static constexpr int kRowPitch = kRowBytes + ((kChunksPerRow % 2 == 0) ? 16 : 0);
     static constexpr int kStages = 2;
     static constexpr int kMaxRows = kMaxRowElems / kHeadDim > 0 ? kMaxRowElems / kHeadDim : 1;
     static constexpr int kQPitch = kHeadDim + 4;  // floats; +4 spreads rows over banks
+
+    // Score phase: thread = (token, slice); a token's kAttnThreads / tile slices sit in adjacent
+    // lanes and take its 16-byte chunks round-robin, so each K element is widened once and used
+    // for every row. A quarter-warp (8 lanes, one 128-bit shared-memory wavefront) then reads
+    // chunk (token * pitch_chunks + slice) for 8 / slices tokens: the row pitch in chunks must be
+    // congruent to `slices` mod 8 for those to land in 8 distinct bank groups.
+    static constexpr int row_pitch(int tile) {
+        const int slices = kAttnThreads / tile;
+        if (slices >= 8) return kRowBytes;  // one token per quarter-warp: consecutive chunks
+        int chunks = kChunksPerRow;
+        while (chunks % 8 != slices % 8) ++chunks;
+        return chunks * 16;
+    }
     static constexpr size_t smem_bytes(int tile) {
-        return size_t(2) * tile * kRowPitch * kStages + size_t(kMaxRows) * kQPitch * 4 +
+        return size_t(2) * tile * row_pitch(tile) * kStages + size_t(kMaxRows) * kQPitch * 4 +
                size_t(kMaxRows) * tile * 4 + size_t(kMaxRows) * 4 * 5;
     }
     // Tokens per tile: about 8 KiB of K (and as much V) per pipeline stage, a power of two in
@@ -38,9 +48,12 @@ struct TileShape {
         return t;
     }
     static constexpr int kTile = pick_tile();
-    // Score phase: thread = (token in tile, row group); each handles every kRowGroups-th row.
-    static constexpr int kRowGroups = kAttnThreads / kTile;
-    static constexpr int kRowsPerThread = (kMaxRows + kRowGroups - 1) / kRowGroups;
+    static constexpr int kRowPitch = row_pitch(kTile);
+    static constexpr int kSlices = kAttnThreads / kTile;
+    // Loads: each thread copies kChunksPerThread consecutive chunks (mostly one token's), so the
+    // block-table lookup and division by the block size happen about once per thread and tile.
+    static constexpr int kChunksPerTile = kTile * kChunksPerRow;
+    static constexpr int kChunksPerThread = (kChunksPerTile + kAttnThreads - 1) / kAttnThreads;
     // Accumulation phase: item = (row, 8 consecutive dims).
     static constexpr int kDimGroups = kHeadDim / 8;
     static constexpr int kItemsPerThread = (kMaxRows * kDimGroups + kAttnThreads - 1) / kAttnThreads;
