@@ -1,0 +1,218 @@
+// Host-core costs: per-block alloc / append / fork / free, a 256-sequence decode step, prefix
+// lookup per block (hash + verify), and alloc with cache hits per block.
+// Run: bench_core --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+// "ns/block" (or "ns/step") is the figure to read; goals: <= 50 ns per block op, <= 10 us per
+// 256-sequence decode step, lookup <= 100 ns per block.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "kvc/kvc.h"
+
+namespace {
+
+constexpr int32_t kBlockSize = 16;
+
+void check(kvc_status st, const char *what) {
+    if (st != KVC_OK) {
+        std::fprintf(stderr, "%s failed: %s\n", what, kvc_last_error());
+        std::abort();
+    }
+}
+
+kvc_pool *make_pool(int64_t blocks, int caching) {
+    kvc_pool_config c;
+    check(kvc_pool_config_default(&c), "config");
+    c.block_size = kBlockSize;
+    c.num_blocks = blocks;
+    c.prefix_caching = caching;
+    c.event_capacity = 0;  // routers drain events; here nobody does
+    c.watermark = 0.0;
+    kvc_pool *p = nullptr;
+    check(kvc_pool_create(&c, &p), "pool_create");
+    return p;
+}
+
+// Distinct token ids per sequence so that nothing hits the cache unless intended.
+std::vector<int32_t> tokens_for(uint64_t seq, int64_t n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) t[size_t(i)] = int32_t(seq * 100003 + uint64_t(i)) & 0x7fffffff;
+    return t;
+}
+
+// Adds "ns/block": timed seconds / blocks handled (printed in ns).
+void per_block(benchmark::State &state, int64_t blocks_per_iter) {
+    state.counters["ns/block"] = benchmark::Counter(double(state.iterations() * blocks_per_iter) * 1e-9,
+                                                    benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+constexpr int kSeqs = 64;         // sequences per timed batch
+constexpr int64_t kBlocksPerSeq = 32;
+
+// kvc_alloc of 64 prompts of 32 blocks (fresh blocks only); frees are untimed.
+void BM_Alloc(benchmark::State &state) {
+    const int caching = int(state.range(0));
+    kvc_pool *p = make_pool(kSeqs * kBlocksPerSeq + 16, caching);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int s = 0; s < kSeqs; ++s) prompts.push_back(tokens_for(uint64_t(s), kBlocksPerSeq * kBlockSize));
+    for (auto _ : state) {
+        for (int s = 0; s < kSeqs; ++s)
+            check(kvc_alloc(p, uint64_t(s), prompts[size_t(s)].data(), kBlocksPerSeq * kBlockSize, nullptr, nullptr), "alloc");
+        state.PauseTiming();
+        for (int s = 0; s < kSeqs; ++s) check(kvc_free(p, uint64_t(s)), "free");
+        if (caching) check(kvc_prefix_cache_reset(p), "reset");  // keep measuring fresh blocks
+        state.ResumeTiming();
+    }
+    per_block(state, kSeqs * kBlocksPerSeq);
+    kvc_pool_destroy(p);
+}
+
+// kvc_free of 64 sequences of 32 blocks; allocs are untimed.
+void BM_Free(benchmark::State &state) {
+    const int caching = int(state.range(0));
+    kvc_pool *p = make_pool(kSeqs * kBlocksPerSeq + 16, caching);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int s = 0; s < kSeqs; ++s) prompts.push_back(tokens_for(uint64_t(s), kBlocksPerSeq * kBlockSize));
+    for (auto _ : state) {
+        state.PauseTiming();
+        if (caching) check(kvc_prefix_cache_reset(p), "reset");
+        for (int s = 0; s < kSeqs; ++s)
+            check(kvc_alloc(p, uint64_t(s), prompts[size_t(s)].data(), kBlocksPerSeq * kBlockSize, nullptr, nullptr), "alloc");
+        state.ResumeTiming();
+        for (int s = 0; s < kSeqs; ++s) check(kvc_free(p, uint64_t(s)), "free");
+    }
+    per_block(state, kSeqs * kBlocksPerSeq);
+    kvc_pool_destroy(p);
+}
+
+// kvc_append of one block's worth of tokens (one new block per call), 64 sequences x 32 calls.
+void BM_AppendBlock(benchmark::State &state) {
+    const int caching = int(state.range(0));
+    kvc_pool *p = make_pool(kSeqs * (kBlocksPerSeq + 1) + 16, caching);
+    std::vector<int32_t> chunk = tokens_for(999, kBlockSize);
+    for (auto _ : state) {
+        state.PauseTiming();
+        if (caching) check(kvc_prefix_cache_reset(p), "reset");
+        for (int s = 0; s < kSeqs; ++s) {
+            int32_t first = int32_t(s);
+            check(kvc_alloc(p, uint64_t(s), &first, 1, nullptr, nullptr), "alloc");
+        }
+        state.ResumeTiming();
+        for (int64_t b = 0; b < kBlocksPerSeq; ++b)
+            for (int s = 0; s < kSeqs; ++s) check(kvc_append(p, uint64_t(s), chunk.data(), kBlockSize, 0, nullptr), "append");
+        state.PauseTiming();
+        for (int s = 0; s < kSeqs; ++s) check(kvc_free(p, uint64_t(s)), "free");
+        state.ResumeTiming();
+    }
+    per_block(state, kSeqs * kBlocksPerSeq);
+    kvc_pool_destroy(p);
+}
+
+// kvc_fork of a 32-block parent into 64 children (refcount + 1 per block); frees untimed.
+void BM_Fork(benchmark::State &state) {
+    const int caching = int(state.range(0));
+    kvc_pool *p = make_pool(kBlocksPerSeq + 16, caching);
+    std::vector<int32_t> prompt = tokens_for(1, kBlocksPerSeq * kBlockSize - 3);
+    check(kvc_alloc(p, 1000, prompt.data(), int64_t(prompt.size()), nullptr, nullptr), "alloc");
+    for (auto _ : state) {
+        for (int s = 0; s < kSeqs; ++s) check(kvc_fork(p, 1000, uint64_t(s)), "fork");
+        state.PauseTiming();
+        for (int s = 0; s < kSeqs; ++s) check(kvc_free(p, uint64_t(s)), "free");
+        state.ResumeTiming();
+    }
+    per_block(state, kSeqs * kBlocksPerSeq);
+    kvc_pool_destroy(p);
+}
+
+// One decode step: append 1 token to each of 256 running sequences (context ~512-1500 tokens);
+// a new block is taken by 1 in 16 appends, and with caching the filled block is hashed.
+void BM_DecodeStep256(benchmark::State &state) {
+    const int caching = int(state.range(0));
+    constexpr int kRunning = 256;
+    constexpr int64_t kPrompt = 512;
+    constexpr int kStepsPerRound = 1024;
+    kvc_pool *p = make_pool(kRunning * ((kPrompt + kStepsPerRound) / kBlockSize + 2), caching);
+    auto start_round = [&] {
+        if (caching) check(kvc_prefix_cache_reset(p), "reset");
+        for (int s = 0; s < kRunning; ++s) {
+            std::vector<int32_t> t = tokens_for(uint64_t(s), kPrompt);
+            check(kvc_alloc(p, uint64_t(s), t.data(), kPrompt, nullptr, nullptr), "alloc");
+        }
+    };
+    start_round();
+    int step = 0;
+    int32_t tok = 7;
+    for (auto _ : state) {
+        for (int s = 0; s < kRunning; ++s) {
+            ++tok;
+            check(kvc_append(p, uint64_t(s), &tok, 1, 0, nullptr), "append");
+        }
+        if (++step == kStepsPerRound) {
+            state.PauseTiming();
+            for (int s = 0; s < kRunning; ++s) check(kvc_free(p, uint64_t(s)), "free");
+            start_round();
+            step = 0;
+            state.ResumeTiming();
+        }
+    }
+    state.counters["ns/seq"] = benchmark::Counter(double(state.iterations() * kRunning) * 1e-9,
+                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+    kvc_pool_destroy(p);
+}
+
+// kvc_prefix_lookup of a 64-block cached prompt (+1 token): hash + map probe + token verify per block.
+void BM_PrefixLookup(benchmark::State &state) {
+    constexpr int64_t kBlocks = 64;
+    kvc_pool *p = make_pool(4096, 1);
+    // Fill the cache with other prompts too so the map is not trivially small.
+    for (uint64_t s = 0; s < 60; ++s) {
+        std::vector<int32_t> t = tokens_for(s + 10, kBlocks * kBlockSize);
+        check(kvc_alloc(p, s + 10, t.data(), int64_t(t.size()), nullptr, nullptr), "alloc");
+    }
+    std::vector<int32_t> prompt = tokens_for(1, kBlocks * kBlockSize + 1);
+    check(kvc_alloc(p, 1, prompt.data(), int64_t(prompt.size()), nullptr, nullptr), "alloc");
+    int64_t cached = 0;
+    for (auto _ : state) {
+        check(kvc_prefix_lookup(p, prompt.data(), int64_t(prompt.size()), nullptr, &cached), "lookup");
+        benchmark::DoNotOptimize(cached);
+    }
+    if (cached != kBlocks * kBlockSize) state.SkipWithError("lookup did not hit every block");
+    per_block(state, kBlocks);
+    kvc_pool_destroy(p);
+}
+
+// kvc_alloc of a prompt whose 64 full blocks are all cached (refcount + 1 each, one fresh block):
+// 16 such allocs per timed batch, frees untimed.
+void BM_AllocWithHits(benchmark::State &state) {
+    constexpr int64_t kBlocks = 64;
+    constexpr int kAllocs = 16;
+    kvc_pool *p = make_pool(4096, 1);
+    std::vector<int32_t> prompt = tokens_for(1, kBlocks * kBlockSize + 1);
+    check(kvc_alloc(p, 1000, prompt.data(), int64_t(prompt.size()), nullptr, nullptr), "alloc");
+    int64_t cached = 0;
+    for (auto _ : state) {
+        for (int s = 0; s < kAllocs; ++s)
+            check(kvc_alloc(p, uint64_t(s), prompt.data(), int64_t(prompt.size()), nullptr, &cached), "alloc");
+        state.PauseTiming();
+        for (int s = 0; s < kAllocs; ++s) check(kvc_free(p, uint64_t(s)), "free");
+        state.ResumeTiming();
+    }
+    if (cached != kBlocks * kBlockSize) state.SkipWithError("alloc did not hit every block");
+    per_block(state, kAllocs * (kBlocks + 1));
+    kvc_pool_destroy(p);
+}
+
+}  // namespace
+
+// Arg: prefix caching off (0) / on (1).
+BENCHMARK(BM_Alloc)->Arg(0)->Arg(1);
+BENCHMARK(BM_Free)->Arg(0)->Arg(1);
+BENCHMARK(BM_AppendBlock)->Arg(0)->Arg(1);
+BENCHMARK(BM_Fork)->Arg(0)->Arg(1);
+BENCHMARK(BM_DecodeStep256)->Arg(0)->Arg(1);
+BENCHMARK(BM_PrefixLookup);
+BENCHMARK(BM_AllocWithHits);
+
+BENCHMARK_MAIN();
