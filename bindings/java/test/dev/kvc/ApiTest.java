@@ -228,6 +228,15 @@ class ApiTest {
     }
 
     @Test
+    void longBlockTable() {
+        try (Pool p = Pool.create(small().numBlocks(64))) {
+            p.alloc(1, span(0, 80), null); // 20 blocks: more than the first buffer guess
+            assertArrayEquals(span(0, 20), p.blockTable(1));
+            assertEquals(80, p.slotMapping(1, 0, 80).length);
+        }
+    }
+
+    @Test
     void lookaheadMaxLenAndTokenless() {
         try (Pool p = Pool.create(small().maxSeqLen(12))) {
             p.alloc(1, span(0, 6), null);
