@@ -5,7 +5,11 @@
 #include <cstdio>
 #include <random>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "cpu/dtype_convert.hpp"
+#include "cpu/thread_pool.hpp"
 #include "test_kernels_fixture.hpp"
 
 extern "C" {
@@ -430,6 +434,31 @@ void test_masking_never_reads_unused(void **) {
     assert_memory_equal(a.data(), b.data(), a.size() * sizeof(float));
 }
 
+// After fork() the child has no worker threads: kernels must still run (inline), not wait forever.
+void test_kernels_run_in_forked_child(void **) {
+    CaseSpec c;
+    c.block_size = 16;
+    c.head_dim = 64;
+    c.num_q_heads = 8;
+    c.num_kv_heads = 2;
+    c.q_dtype = c.kv_dtype = KVC_DTYPE_F32;
+    c.seqs = {{300, 1}, {200, 1}, {50, 20}};
+    PagedProblem P = kvc_test::make_problem(c);
+    kvc_status st;
+    std::vector<float> parent = P.run_cpu(32, &st);  // the worker pool exists from here on
+    assert_true(kvc::cpu::parallel_width() >= 1);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        std::vector<float> child = P.run_cpu(32, &st);
+        _exit(st == KVC_OK && std::memcmp(child.data(), parent.data(), child.size() * 4) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 }  // namespace
 
 int main(void) {
@@ -446,6 +475,7 @@ int main(void) {
         cmocka_unit_test(test_split_k_matches_single_pass),
         cmocka_unit_test(test_split_k_small_workspace),
         cmocka_unit_test(test_masking_never_reads_unused),
+        cmocka_unit_test(test_kernels_run_in_forked_child),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace kvc::cpu {
@@ -12,6 +13,7 @@ namespace {
 class WorkerPool {
 public:
     WorkerPool() {
+        owner_pid_ = getpid();
         unsigned hw = std::thread::hardware_concurrency();
         int workers = hw > 1 ? int(hw) - 1 : 0;
         if (workers > 63) workers = 63;
@@ -34,7 +36,8 @@ public:
         if (count <= 0) return;
         // One job at a time; a second concurrent (or nested) caller runs its items itself.
         std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
-        if (!job.owns_lock() || threads_.empty() || count == 1) {
+        // In a child created by fork() the workers do not exist: run inline there too.
+        if (!job.owns_lock() || threads_.empty() || count == 1 || getpid() != owner_pid_) {
             for (int64_t i = 0; i < count; ++i) fn(ctx, i);
             return;
         }
@@ -77,6 +80,7 @@ private:
         }
     }
 
+    pid_t owner_pid_ = 0;
     std::vector<std::thread> threads_;
     std::mutex job_mu_;  // serializes jobs
     std::mutex mu_;      // guards the job description and the counters below
