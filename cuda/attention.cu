@@ -47,6 +47,16 @@ AttnLauncher find_launcher(int32_t kv_dtype, int idx) {
     }
 }
 
+AttnLauncher find_mma_launcher(int32_t dtype, int idx) {
+    static const AttnLauncher f16[4] = {
+        detail::launch_prefill_mma<__half, 64>, detail::launch_prefill_mma<__half, 80>,
+        detail::launch_prefill_mma<__half, 96>, detail::launch_prefill_mma<__half, 128>};
+    static const AttnLauncher bf16[4] = {
+        detail::launch_prefill_mma<__nv_bfloat16, 64>, detail::launch_prefill_mma<__nv_bfloat16, 80>,
+        detail::launch_prefill_mma<__nv_bfloat16, 96>, detail::launch_prefill_mma<__nv_bfloat16, 128>};
+    return dtype == KVC_DTYPE_F16 ? f16[idx] : bf16[idx];
+}
+
 // Rows (query token x query head) one CTA holds for this head dim; mirrors TileShape::kMaxRows.
 int32_t max_rows(int32_t head_dim) { return std::max<int32_t>(1, detail::kMaxRowElems / head_dim); }
 
@@ -178,6 +188,17 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
                 p.ws_ml = p.ws_acc + int64_t(a.num_seqs) * a.num_q_heads * parts * L.head_dim;
             }
         }
+    }
+
+    // Prefill with q and KV in the same 16-bit dtype runs on tensor cores.
+    const bool aligned = (reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.out)) % 16 == 0;
+    const bool mma = !decode && a.q_dtype == L.dtype &&
+                     (L.dtype == KVC_DTYPE_F16 || L.dtype == KVC_DTYPE_BF16) && L.head_dim <= 128 && aligned;
+    if (mma) {
+        launch = find_mma_launcher(L.dtype, hidx);
+        p.group_chunk = std::min(p.group_size, detail::kMmaRows);
+        p.head_chunks = int32_t(ceil_div(p.group_size, p.group_chunk));
+        p.queries_per_cta = std::max<int32_t>(1, std::min<int32_t>(a.max_q_len, detail::kMmaRows / p.group_chunk));
     }
 
     const int64_t q_tiles = ceil_div(a.max_q_len, p.queries_per_cta);

@@ -106,4 +106,10 @@ using AttnLauncher = cudaError_t (*)(const AttnParams &p, dim3 grid, cudaStream_
 template <typename KV, int kHeadDim>
 cudaError_t launch_attention_kernel(const AttnParams &p, dim3 grid, cudaStream_t stream);
 
+// Tensor-core prefill (prefill_mma.cu): q and KV both F16 or both BF16, head dim <= 128, 64 rows
+// (query token x query head) per CTA, no split-K.
+constexpr int kMmaRows = 64;
+template <typename T, int kHeadDim>
+cudaError_t launch_prefill_mma(const AttnParams &p, dim3 grid, cudaStream_t stream);
+
 }  // namespace kvc::cuda::detail
