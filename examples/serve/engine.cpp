@@ -121,6 +121,7 @@ public:
         if (swap_) {
             report_.bytes_to_host = swap_->bytes_to_host();
             report_.bytes_to_device = swap_->bytes_to_device();
+            report_.host_prefix_hits = swap_->prefix_hits();
         }
         return report_;
     }

@@ -46,7 +46,8 @@ struct EngineReport {
     int64_t swap_preemptions = 0;
     bool swap_available = false;
     std::string swap_unavailable;        // why swap preemption is not used, when it is not
-    int64_t bytes_to_host = 0, bytes_to_device = 0;  // moved by swapping
+    int64_t bytes_to_host = 0, bytes_to_device = 0;  // host tier traffic (swaps and prefix spills)
+    int64_t host_prefix_hits = 0;        // prefix blocks restored from the host tier
     int64_t cow_copies = 0, forks = 0, evictions = 0;
     double peak_utilization = 0, mean_utilization = 0;
     double engine_seconds = 0;           // scheduling + forward passes

@@ -69,9 +69,13 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
     else
         std::printf("preemptions   %lld recompute (%lld tokens recomputed); swap: %s\n", (long long)r.recompute_preemptions,
                     (long long)r.recomputed_tokens, r.swap_unavailable.c_str());
-    std::printf("tiers         bytes moved by swapping: device->host %s, host->device %s%s\n",
-                bytes_str(double(r.bytes_to_host)).c_str(), bytes_str(double(r.bytes_to_device)).c_str(),
-                r.swap_available ? "" : " (no host tier)");
+    if (r.swap_available)
+        std::printf("tiers         host tier: device->host %s, host->device %s (swaps and spilled prefix blocks); "
+                    "%lld prefix blocks re-hit from the host tier\n",
+                    bytes_str(double(r.bytes_to_host)).c_str(), bytes_str(double(r.bytes_to_device)).c_str(),
+                    (long long)r.host_prefix_hits);
+    else
+        std::printf("tiers         bytes moved: device->host 0 B, host->device 0 B (no host tier)\n");
     std::printf("copy-on-write %lld block copies after %lld forks\n", (long long)r.cow_copies, (long long)r.forks);
     std::printf("correctness   %lld generated tokens of %lld samples checked against a dense reference: max |logit "
                 "diff| %.2e (tolerance %.0e) -- OK\n",
@@ -138,7 +142,7 @@ int main(int argc, char **argv) {
     char subtitle[256];
     std::snprintf(subtitle, sizeof subtitle,
                   "%d requests, %lld blocks x %d tokens, KV %s; preemptions: %lld swap, %lld recompute; %lld COW copies; "
-                  "hit rate %.1f%%",
+                  "hit rate %.1f%% at first admission",
                   o.requests, (long long)o.blocks, o.block_size, o.kv_dtype == KVC_DTYPE_F16 ? "f16" : "f32",
                   (long long)report.swap_preemptions, (long long)report.recompute_preemptions, (long long)report.cow_copies,
                   report.prompt_tokens ? 100.0 * double(report.hit_tokens) / double(report.prompt_tokens) : 0.0);

@@ -110,7 +110,7 @@ std::string render_occupancy_svg(const Timeline &t, const std::string &title, co
     o += "<text transform=\"translate(22," + fmt("%.1f", kTop + ph / 2) +
          ") rotate(-90)\" text-anchor=\"middle\">KV blocks</text>\n";
     o += "<text transform=\"translate(" + fmt("%.1f", kWidth - 18) + "," + fmt("%.1f", kTop + ph / 2) +
-         ") rotate(90)\" text-anchor=\"middle\" fill=\"" + kHitColor + "\">prefix cache hit rate (cumulative)</text>\n";
+         ") rotate(90)\" text-anchor=\"middle\" fill=\"" + kHitColor + "\">prefix cache hit rate (pool counter, cumulative)</text>\n";
 
     // Preemptions: a mark on the top edge at each step where a count rose (swap and recompute).
     int64_t prev_swap = 0, prev_recompute = 0;

@@ -1,4 +1,5 @@
-// Preemption by swap through libkvc's host tier. Which implementation is built is decided at
+// Preemption by swap through libkvc's host tier (which also keeps evicted prefix blocks: libkvc spills
+// them there and restores them on a later hit). Which implementation is built is decided at
 // configure time (CMakeLists.txt): swap_tier_kvc.cpp when the linked kvc.h declares the tiers API
 // (kvc_tier_attach_host, kvc_swap_out/in, kvc_op_wait, kvc_tier_get_stats) with the shapes used
 // there, else swap_tier_absent.cpp, and the engine preempts by recompute only.
@@ -22,6 +23,8 @@ public:
     virtual bool swap_in(uint64_t seq_id) = 0;
     virtual int64_t bytes_to_host() const = 0;    // device -> host, so far
     virtual int64_t bytes_to_device() const = 0;  // host -> device, so far
+    // Evicted prefix blocks that libkvc had spilled to the host tier and a later prompt re-hit.
+    virtual int64_t prefix_hits() const = 0;
 };
 
 // A swap tier of host_blocks blocks attached to `pool`, or nullptr when this build has no tiers API

@@ -15,6 +15,12 @@ public:
     bool swap_out(uint64_t seq_id) override {
         uint64_t op = 0;
         kvc_status st = kvc_swap_out(pool_, seq_id, &op);
+        if (st == KVC_ERR_BUSY) {
+            // Copy-on-write pairs of this sequence are queued: copy them (they are due before the next
+            // forward pass anyway), then the blocks can move.
+            kvc_check(kvc_copy_pending(pool_, nullptr, nullptr), "kvc_copy_pending");
+            st = kvc_swap_out(pool_, seq_id, &op);
+        }
         if (st == KVC_ERR_OUT_OF_BLOCKS) return false;  // host tier full: recompute instead
         kvc_check(st, "kvc_swap_out");
         // Wait here: the engine reuses the freed device blocks in this same step.
@@ -33,6 +39,7 @@ public:
 
     int64_t bytes_to_host() const override { return stats().bytes_in; }
     int64_t bytes_to_device() const override { return stats().bytes_out; }
+    int64_t prefix_hits() const override { return stats().hits; }
 
 private:
     kvc_pool *pool_;
@@ -49,7 +56,7 @@ private:
 
 std::unique_ptr<SwapTier> make_swap_tier(kvc_pool *pool, int64_t host_blocks, std::string *why) {
     if (host_blocks <= 0) {
-        *why = "swap disabled (--host-blocks 0)";
+        *why = "disabled by --host-blocks 0";
         return nullptr;
     }
     kvc_check(kvc_tier_attach_host(pool, host_blocks), "kvc_tier_attach_host");
