@@ -31,6 +31,7 @@ if command -v cmake >/dev/null && command -v nvcc >/dev/null; then
     CUDA_INC="$(dirname "$(dirname "$(command -v nvcc)")")/include"
     if cmake -S "$ROOT" -B "$BUILD" -DKVC_CUDA=ON -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_EXAMPLES=OFF \
         -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$PREFIX" \
+        -Dbenchmark_DIR="$PREFIX/lib/$MULTIARCH/cmake/benchmark" \
         -DCMAKE_CXX_FLAGS="-isystem $CUDA_INC" >"$RESULTS/configure.log" 2>&1 &&
         cmake --build "$BUILD" -j"$(nproc)" --target test_gpu_kernels bench_gpu_attention >"$RESULTS/build.log" 2>&1; then
         BIN="$BUILD/tests"
@@ -55,7 +56,7 @@ echo "=== GPU tests ==="
 grep -q "SKIPPED" "$RESULTS/test_gpu_kernels.log" && { echo "GPU tests were skipped on a GPU machine" >&2; status=1; }
 
 echo "=== GPU tests under compute-sanitizer memcheck ==="
-SAN="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)"
+SAN="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)"
 if [ -n "$SAN" ]; then
     "$SAN" --tool memcheck --error-exitcode 3 --leak-check full "$BIN/test_gpu_kernels" >"$RESULTS/memcheck.log" 2>&1
     rc=$?
