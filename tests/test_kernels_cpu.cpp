@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cpu/dtype_convert.hpp"
+#include "cpu/attention_isa.hpp"
 #include "cpu/thread_pool.hpp"
 #include "test_kernels_fixture.hpp"
 
@@ -57,12 +58,19 @@ void expect_close(const std::vector<float> &got, const std::vector<double> &want
     (void)worst;
 }
 
+// Runs the case on every kernel variant this machine has (baseline ISA, and AVX2 when present).
 void run_case(const CaseSpec &c, const char *what) {
     PagedProblem P = kvc_test::make_problem(c);
-    kvc_status st;
-    std::vector<float> got = P.run_cpu(c.partition_size, &st);
-    assert_int_equal(st, KVC_OK);
-    expect_close(got, P.run_reference(), c, what);
+    const std::vector<double> ref = P.run_reference();
+    for (bool baseline : {false, true}) {
+        if (baseline && !kvc::cpu::have_avx2_kernels()) break;  // the first run already was baseline
+        kvc::cpu::force_baseline_kernels(baseline);
+        kvc_status st;
+        std::vector<float> got = P.run_cpu(c.partition_size, &st);
+        kvc::cpu::force_baseline_kernels(false);
+        assert_int_equal(st, KVC_OK);
+        expect_close(got, ref, c, what);
+    }
 }
 
 std::vector<kvc_ref::Seq> random_seqs(std::mt19937 &rng, int n, int64_t max_ctx, int64_t max_q) {

@@ -8,8 +8,10 @@
 
 #include "cpu/dtype_convert.hpp"
 
-// The helpers below pass vectors by value; they are all inline and never cross a TU, so GCC's
-// note that this ABI differs between AVX and non-AVX builds does not apply.
+// Every helper is `static inline`: the file is compiled into several instruction-set variants of
+// the attention kernel (attention_core.inl), and internal linkage keeps the variants from merging
+// at link time. They pass vectors by value but never across a TU, so GCC's note that this ABI
+// differs between AVX and non-AVX builds does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace kvc::cpu {
@@ -21,17 +23,18 @@ typedef uint8_t u8x4 __attribute__((vector_size(4)));
 
 // The native fp32 vector of the target: 4 lanes (SSE2, the x86-64 baseline) or 8 with AVX.
 // Wider-than-native generic vectors get split and spilled by GCC, so the loops use this width.
-#ifdef __AVX__
+// KVC_SIMD_AVX2 is set by the AVX2 variant, whose target pragma does not define __AVX__ in C++.
+#if defined(__AVX__) || defined(KVC_SIMD_AVX2)
 constexpr int kLanes = 8;
 #else
 constexpr int kLanes = 4;
 #endif
 typedef float fvec __attribute__((vector_size(kLanes * 4)));
 
-inline fvec loadv(const float *p) { fvec v; std::memcpy(&v, p, sizeof v); return v; }
-inline void storev(float *p, fvec v) { std::memcpy(p, &v, sizeof v); }
-inline fvec splatv(float x) { return fvec{} + x; }
-inline float hsum(fvec v) {
+static inline fvec loadv(const float *p) { fvec v; std::memcpy(&v, p, sizeof v); return v; }
+static inline void storev(float *p, fvec v) { std::memcpy(p, &v, sizeof v); }
+static inline fvec splatv(float x) { return fvec{} + x; }
+static inline float hsum(fvec v) {
     float s = 0.f;
     for (int i = 0; i < kLanes; ++i) s += v[i];
     return s;
@@ -39,7 +42,7 @@ inline float hsum(fvec v) {
 
 // Four fp16 values to fp32; same bit trick as half_to_float, lane-parallel. 128-bit signed lanes
 // and an explicit mask blend map one-to-one onto SSE2 (wider or unsigned compares get scalarized).
-inline f32x4 half4_to_float(const uint16_t *p) {
+static inline f32x4 half4_to_float(const uint16_t *p) {
     u16x4 h;
     std::memcpy(&h, p, sizeof h);
     i32x4 x = __builtin_convertvector(h, i32x4);
@@ -51,7 +54,7 @@ inline f32x4 half4_to_float(const uint16_t *p) {
     return (f32x4)(sign | body);
 }
 
-inline void bf16_to_float_row(float *dst, const uint16_t *src, int64_t n) {
+static inline void bf16_to_float_row(float *dst, const uint16_t *src, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
         u16x4 h;
@@ -64,7 +67,7 @@ inline void bf16_to_float_row(float *dst, const uint16_t *src, int64_t n) {
 
 // Four fp8 e4m3 values to fp32, times scale: the fp16 trick with e4m3's field widths (rebias
 // 7 -> 127 is a multiply by 2^120); 0x7f/0xff are NaN.
-inline f32x4 fp8x4_to_float(const uint8_t *p, float scale) {
+static inline f32x4 fp8x4_to_float(const uint8_t *p, float scale) {
     u8x4 b;
     std::memcpy(&b, p, sizeof b);
     i32x4 x = __builtin_convertvector(b, i32x4);
@@ -77,7 +80,7 @@ inline f32x4 fp8x4_to_float(const uint8_t *p, float scale) {
 }
 
 // sum_i a[i] * b[i] over n elements.
-inline float dot(const float *a, const float *b, int32_t n) {
+static inline float dot(const float *a, const float *b, int32_t n) {
     fvec s0{}, s1{};
     int32_t i = 0;
     for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
@@ -91,14 +94,14 @@ inline float dot(const float *a, const float *b, int32_t n) {
 }
 
 // y[i] = y[i] * c
-inline void scale_row(float *y, float c, int32_t n) {
+static inline void scale_row(float *y, float c, int32_t n) {
     int32_t i = 0;
     for (; i + kLanes <= n; i += kLanes) storev(y + i, loadv(y + i) * c);
     for (; i < n; ++i) y[i] *= c;
 }
 
 // y[i] += p * x[i]
-inline void axpy(float *y, float p, const float *x, int32_t n) {
+static inline void axpy(float *y, float p, const float *x, int32_t n) {
     int32_t i = 0;
     for (; i + kLanes <= n; i += kLanes) storev(y + i, loadv(y + i) + p * loadv(x + i));
     for (; i < n; ++i) y[i] += p * x[i];
@@ -107,7 +110,7 @@ inline void axpy(float *y, float p, const float *x, int32_t n) {
 // y[i] += sum_t w[t] * x[t * n + i] for t < nt: the P.V update of one query row over a chunk of
 // tokens. Two accumulators stay in registers across the tokens (one load/store per lane group per
 // chunk instead of per token).
-inline void add_weighted_rows(float *y, const float *w, const float *x, int32_t nt, int32_t n) {
+static inline void add_weighted_rows(float *y, const float *w, const float *x, int32_t nt, int32_t n) {
     int32_t i = 0;
     for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
         fvec a0 = loadv(y + i), a1 = loadv(y + i + kLanes);
