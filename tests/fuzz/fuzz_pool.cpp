@@ -1,0 +1,520 @@
+// Differential fuzzer (libFuzzer): decodes the input into a pool configuration and a sequence of
+// API operations, runs each against libkvc and against the reference model (model.hpp), and after
+// every operation compares everything observable — status, cached-token counts, new-block counts,
+// admission verdicts, every sequence's token count and block table (block id for block id), pending
+// copy-on-write pairs, KV events (type, block, tokens, sequence number, hash consistency), batch
+// metadata, and the full kvc_pool_stats — and runs kvc_pool_check. Any divergence aborts with a
+// message (a crash for libFuzzer). Built with -fsanitize=fuzzer,address,undefined (tests/fuzz/run.sh).
+//
+// Input format (all bytes optional; missing bytes read as 0):
+//   config: block size, block count, caching, watermark, max_seq_len, event capacity, alphabet
+//   then operations: one opcode byte followed by that operation's argument bytes.
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "kvc/kvc.h"
+#include "model.hpp"
+
+namespace {
+
+// ---- input decoding --------------------------------------------------------------------------
+
+class Input {
+public:
+    Input(const uint8_t *d, size_t n) : d_(d), n_(n) {}
+    bool done() const { return pos_ >= n_; }
+    uint8_t byte() { return pos_ < n_ ? d_[pos_++] : 0; }
+    int64_t below(int64_t n) { return n <= 1 ? 0 : int64_t(byte()) % n; }  // [0, n) for n <= 256
+
+private:
+    const uint8_t *d_;
+    size_t n_;
+    size_t pos_ = 0;
+};
+
+[[noreturn]] void diverge(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void diverge(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::fprintf(stderr, "\n*** libkvc diverges from the model: ");
+    std::vfprintf(stderr, fmt, ap);
+    std::fprintf(stderr, "\n    (last library error: %s)\n", kvc_last_error());
+    va_end(ap);
+    std::abort();
+}
+
+#define EXPECT_EQ(what, got, want)                                                                 \
+    do {                                                                                           \
+        long long g_ = (long long)(got), w_ = (long long)(want);                                   \
+        if (g_ != w_) diverge("%s: library %lld, model %lld (op #%d %s)", what, g_, w_, g_op, g_opname); \
+    } while (0)
+
+int g_op = 0;
+const char *g_opname = "";
+uint64_t g_total_ops = 0;  // over the whole fuzzing session (printed at exit)
+uint64_t g_total_runs = 0;
+
+constexpr int kMaxIds = 8;       // sequence ids 0..7: collisions (exists / unknown) are frequent
+constexpr int kMaxPrompt = 40;
+constexpr int kTemplates = 4;
+
+struct Session {
+    kvc_pool *pool = nullptr;
+    kvc_keys *keys = nullptr;
+    kvc_batch *batch = nullptr;
+    model::Pool m;
+    int32_t alphabet = 2;
+    // Hash consistency of STORED events: one hash per identity, one identity per hash.
+    std::map<model::Identity, std::pair<uint64_t, uint64_t>> hash_of;
+    std::map<std::pair<uint64_t, uint64_t>, model::Identity> id_of;
+    // The batch's last successful build, as the model predicts it.
+    bool batch_built = false;
+    std::vector<int32_t> batch_tables;
+    std::vector<int64_t> batch_slots;
+    int32_t batch_max_seqs = 3, batch_width = 6;
+    int64_t batch_max_tokens = 24;
+
+    ~Session() {
+        kvc_batch_destroy(batch);
+        kvc_keys_destroy(keys);
+        kvc_pool_destroy(pool);
+    }
+};
+
+int32_t template_token(int t, int64_t i, int32_t alphabet) {
+    uint64_t x = uint64_t(t) * 0x9E3779B97F4A7C15ull + uint64_t(i) * 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 31;
+    return int32_t(x % uint64_t(alphabet));
+}
+
+// A prompt: a template prefix (so prompts share prefixes), possibly one mutated position, and a
+// tail of raw bytes from the input.
+std::vector<int32_t> read_prompt(Input &in, int32_t alphabet, int64_t *n_out) {
+    int64_t n = 1 + in.below(kMaxPrompt);
+    int t = int(in.below(kTemplates));
+    int64_t keep = in.below(n + 1);
+    std::vector<int32_t> toks(size_t(n) + 8);
+    for (int64_t i = 0; i < n; ++i) toks[size_t(i)] = template_token(t, i, alphabet);
+    if (in.below(2)) {
+        int64_t at = in.below(n);
+        toks[size_t(at)] = int32_t(in.below(alphabet + 1));
+    }
+    for (int64_t i = keep; i < n && i < keep + 4; ++i) toks[size_t(i)] = int32_t(in.below(alphabet + 1));
+    *n_out = n;
+    return toks;
+}
+
+// Fills s.keys (library) and returns the model's keys; *use_null = pass NULL instead.
+model::Keys read_keys(Input &in, Session &s, bool *use_null) {
+    model::Keys k;
+    uint8_t v = in.byte();
+    *use_null = (v & 7) == 0;
+    kvc_keys_clear(s.keys);
+    if (*use_null) return k;
+    if (v & 8) k.lora = 1 + (v >> 6 & 1);
+    if (v & 16) k.salt = (v & 32) ? "tenant-a" : "b";
+    static const int32_t prios[] = {0, 10, 50, 50, 90, 100};
+    k.priority = prios[in.below(6)];
+    if (in.below(4) == 0) {
+        model::MmItem m;
+        m.hi = 1;
+        m.lo = uint64_t(in.below(3));
+        m.offset = in.below(12);
+        m.length = 1 + in.below(6);
+        k.mm.push_back(m);
+    }
+    if (kvc_keys_set_lora(s.keys, k.lora) != KVC_OK) diverge("keys_set_lora failed");
+    if (kvc_keys_set_salt(s.keys, k.salt.empty() ? (in.below(2) ? "" : nullptr) : k.salt.c_str()) != KVC_OK)
+        diverge("keys_set_salt failed");
+    if (kvc_keys_set_priority(s.keys, k.priority) != KVC_OK) diverge("keys_set_priority failed");
+    for (const auto &m : k.mm)
+        if (kvc_keys_add_mm(s.keys, m.hi, m.lo, m.offset, m.length) != KVC_OK) diverge("keys_add_mm failed");
+    return k;
+}
+
+// ---- comparisons after every operation ---------------------------------------------------------
+
+void compare_stats(Session &s) {
+    kvc_stats st;
+    std::memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    if (kvc_pool_stats(s.pool, &st) != KVC_OK) diverge("kvc_pool_stats failed");
+    const model::Pool &m = s.m;
+    EXPECT_EQ("stats.total_blocks", st.total_blocks, m.num_blocks);
+    EXPECT_EQ("stats.free_blocks", st.free_blocks, m.num_free());
+    EXPECT_EQ("stats.used_blocks", st.used_blocks, m.num_used());
+    EXPECT_EQ("stats.cached_free_blocks", st.cached_free_blocks, m.num_cached_free());
+    EXPECT_EQ("stats.pinned_blocks", st.pinned_blocks, m.num_pinned());
+    EXPECT_EQ("stats.num_seqs", st.num_seqs, m.seqs.size());
+    EXPECT_EQ("stats.allocs", st.allocs, m.c.allocs);
+    EXPECT_EQ("stats.frees", st.frees, m.c.frees);
+    EXPECT_EQ("stats.forks", st.forks, m.c.forks);
+    EXPECT_EQ("stats.appends", st.appends, m.c.appends);
+    EXPECT_EQ("stats.blocks_allocated", st.blocks_allocated, m.c.blocks_allocated);
+    EXPECT_EQ("stats.blocks_freed", st.blocks_freed, m.c.blocks_freed);
+    EXPECT_EQ("stats.cow_copies", st.cow_copies, m.c.cow_copies);
+    EXPECT_EQ("stats.pending_copies", st.pending_copies, m.pending.size());
+    EXPECT_EQ("stats.prefix_query_tokens", st.prefix_query_tokens, m.c.prefix_query_tokens);
+    EXPECT_EQ("stats.prefix_hit_tokens", st.prefix_hit_tokens, m.c.prefix_hit_tokens);
+    EXPECT_EQ("stats.evictions", st.evictions, m.c.evictions);
+    EXPECT_EQ("stats.verify_misses", st.verify_misses, 0);
+    EXPECT_EQ("stats.events_dropped", st.events_dropped, m.events_dropped);
+}
+
+void compare_seqs(Session &s) {
+    for (uint64_t id = 0; id < kMaxIds; ++id) {
+        auto it = s.m.seqs.find(id);
+        int64_t n = -1, len = -1;
+        kvc_status st = kvc_seq_num_tokens(s.pool, id, &n);
+        if (it == s.m.seqs.end()) {
+            EXPECT_EQ("seq_num_tokens status of a dead id", st, KVC_ERR_UNKNOWN_SEQ);
+            continue;
+        }
+        EXPECT_EQ("seq_num_tokens status", st, KVC_OK);
+        EXPECT_EQ("seq_num_tokens", n, it->second.num_tokens);
+        int32_t table[256];
+        st = kvc_seq_block_table(s.pool, id, table, 256, &len);
+        EXPECT_EQ("seq_block_table status", st, KVC_OK);
+        EXPECT_EQ("block table length", len, it->second.table.size());
+        for (int64_t i = 0; i < len; ++i)
+            if (table[i] != it->second.table[size_t(i)])
+                diverge("sequence %" PRIu64 " block %" PRId64 ": library %d, model %d (op #%d %s)", id, i, table[i],
+                        it->second.table[size_t(i)], g_op, g_opname);
+    }
+}
+
+void check_pool(Session &s) {
+    if (kvc_pool_check(s.pool) != KVC_OK) diverge("kvc_pool_check: %s (op #%d %s)", kvc_last_error(), g_op, g_opname);
+}
+
+// ---- operations ------------------------------------------------------------------------------
+
+void op_alloc(Input &in, Session &s) {
+    uint64_t id = uint64_t(in.below(kMaxIds));
+    int64_t n;
+    std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
+    bool null_keys;
+    model::Keys k = read_keys(in, s, &null_keys);
+    uint8_t v = in.byte();
+    if (v % 16 == 0) n = -int64_t(v / 16);  // invalid sizes now and then
+    bool null_tokens = v % 16 == 1 || (!s.m.caching && v % 4 == 2);
+    int64_t cached = -7;
+    kvc_status st = kvc_alloc(s.pool, id, null_tokens ? nullptr : toks.data(), n, null_keys ? nullptr : s.keys,
+                              &cached);
+    model::Result r = s.m.alloc(id, null_tokens ? nullptr : &toks, n, k);
+    EXPECT_EQ("kvc_alloc status", st, r.status);
+    if (st == KVC_OK) EXPECT_EQ("kvc_alloc cached tokens", cached, r.value);
+    else EXPECT_EQ("kvc_alloc wrote its out-param on failure", cached, -7);
+}
+
+void op_can_alloc(Input &in, Session &s) {
+    int64_t n;
+    std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
+    bool null_keys;
+    model::Keys k = read_keys(in, s, &null_keys);
+    int32_t verdict = -7;
+    kvc_status st = kvc_can_alloc(s.pool, toks.data(), n, null_keys ? nullptr : s.keys, &verdict);
+    model::Result r = s.m.can_alloc(&toks, n, k);
+    EXPECT_EQ("kvc_can_alloc status", st, r.status);
+    if (st == KVC_OK) EXPECT_EQ("kvc_can_alloc verdict", verdict, r.value);
+}
+
+void op_append(Input &in, Session &s) {
+    uint64_t id = uint64_t(in.below(kMaxIds));
+    int64_t nt = in.below(2 * s.m.bs + 2), nl = in.below(4) == 0 ? in.below(2 * s.m.bs + 1) : 0;
+    if (in.below(32) == 0) nt = -1;
+    if (in.below(32) == 0) nl = -2;
+    std::vector<int32_t> toks(size_t(nt > 0 ? nt : 0) + 1);
+    for (auto &t : toks) t = int32_t(in.below(s.alphabet + 1));
+    // Sometimes continue a template, so that decode-filled blocks match cached prompts.
+    auto it = s.m.seqs.find(id);
+    if (in.below(2) && it != s.m.seqs.end())
+        for (int64_t i = 0; i < nt; ++i) toks[size_t(i)] = template_token(0, it->second.num_tokens + i, s.alphabet);
+    bool null_tokens = in.below(16) == 0 || (!s.m.caching && in.below(2));
+    int32_t fresh = -7;
+    kvc_status st = kvc_append(s.pool, id, null_tokens ? nullptr : toks.data(), nt, nl, &fresh);
+    model::Result r = s.m.append(id, null_tokens ? nullptr : &toks, nt, nl);
+    EXPECT_EQ("kvc_append status", st, r.status);
+    if (st == KVC_OK) EXPECT_EQ("kvc_append new blocks", fresh, r.value);
+    else EXPECT_EQ("kvc_append wrote its out-param on failure", fresh, -7);
+}
+
+void op_fork(Input &in, Session &s) {
+    uint64_t parent = uint64_t(in.below(kMaxIds)), child = uint64_t(in.below(kMaxIds));
+    EXPECT_EQ("kvc_fork status", kvc_fork(s.pool, parent, child), s.m.fork(parent, child));
+}
+
+void op_free(Input &in, Session &s) {
+    uint64_t id = uint64_t(in.below(kMaxIds));
+    EXPECT_EQ("kvc_free status", kvc_free(s.pool, id), s.m.free_seq(id));
+}
+
+void op_lookup(Input &in, Session &s) {
+    int64_t n;
+    std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
+    bool null_keys;
+    model::Keys k = read_keys(in, s, &null_keys);
+    int64_t cached = -7;
+    kvc_status st = kvc_prefix_lookup(s.pool, toks.data(), n, null_keys ? nullptr : s.keys, &cached);
+    model::Result r = s.m.lookup(&toks, n, k);
+    EXPECT_EQ("kvc_prefix_lookup status", st, r.status);
+    EXPECT_EQ("kvc_prefix_lookup cached tokens", cached, r.value);
+}
+
+void op_pin(Input &in, Session &s, bool pin) {
+    int64_t n;
+    std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
+    bool null_keys;
+    model::Keys k = read_keys(in, s, &null_keys);
+    if (in.below(32) == 0) n = 0;
+    int64_t got = -7;
+    kvc_status st = pin ? kvc_prefix_pin(s.pool, toks.data(), n, null_keys ? nullptr : s.keys, &got)
+                        : kvc_prefix_unpin(s.pool, toks.data(), n, null_keys ? nullptr : s.keys, &got);
+    model::Result r = pin ? s.m.pin(&toks, n, k) : s.m.unpin(&toks, n, k);
+    EXPECT_EQ(pin ? "kvc_prefix_pin status" : "kvc_prefix_unpin status", st, r.status);
+    if (st == KVC_OK) EXPECT_EQ(pin ? "pinned tokens" : "unpinned tokens", got, r.value);
+}
+
+void op_reset(Input &, Session &s) { EXPECT_EQ("kvc_prefix_cache_reset status", kvc_prefix_cache_reset(s.pool), s.m.cache_reset()); }
+
+void op_take_pending(Input &in, Session &s) {
+    int64_t cap = in.below(5) - (in.below(32) == 0 ? 3 : 0);
+    int32_t src[8], dst[8];
+    int64_t count = -7;
+    kvc_status st = kvc_take_pending_copies(s.pool, cap > 0 ? src : nullptr, cap > 0 ? dst : nullptr, cap, &count);
+    std::vector<std::pair<int32_t, int32_t>> want;
+    model::Result r = s.m.take_pending(cap, &want);
+    EXPECT_EQ("kvc_take_pending_copies status", st, r.status);
+    if (st != KVC_OK) return;
+    EXPECT_EQ("pending pairs taken", count, r.value);
+    for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ("pending src", src[i], want[i].first);
+        EXPECT_EQ("pending dst", dst[i], want[i].second);
+    }
+}
+
+void check_event_hash(Session &s, const model::Event &e, const kvc_event &got) {
+    auto h = std::make_pair(got.hash_hi, got.hash_lo);
+    auto known = s.hash_of.find(e.id);
+    if (known != s.hash_of.end() && known->second != h) diverge("one block identity got two different hashes");
+    auto other = s.id_of.find(h);
+    if (other != s.id_of.end() && !(other->second == e.id)) diverge("two block identities share a hash");
+    s.hash_of[e.id] = h;
+    s.id_of[h] = e.id;
+    // The parent hash is the previous block's hash (or the fixed root seed for block 0).
+    if (e.depth == 0) {
+        if (got.parent_hash_hi != 0x78666572702d6376ull || got.parent_hash_lo != 0x31762d6b696c6269ull)
+            diverge("first block's parent hash is not the root seed");
+    } else {
+        model::Identity parent = e.id;
+        parent.tokens.resize(size_t(e.depth) * size_t(s.m.bs));
+        std::vector<model::MmItem> mm;
+        for (const auto &m : parent.mm)
+            if (m.offset < e.depth * s.m.bs) mm.push_back(m);
+        parent.mm = mm;
+        auto p = s.hash_of.find(parent);
+        if (p != s.hash_of.end() && p->second != std::make_pair(got.parent_hash_hi, got.parent_hash_lo))
+            diverge("block's parent hash differs from the previous block's hash");
+    }
+    EXPECT_EQ("event lora_id", got.lora_id, e.id.lora);
+}
+
+void op_event_pop(Input &in, Session &s) {
+    int64_t cap = in.below(2) ? s.m.bs : in.below(s.m.bs + 1);
+    std::vector<int32_t> toks(size_t(s.m.bs) + 1, -9);
+    kvc_event ev;
+    std::memset(&ev, 0, sizeof ev);
+    ev.struct_size = sizeof ev;
+    int32_t has = -7;
+    kvc_status st = kvc_event_pop(s.pool, &ev, toks.data(), cap, &has);
+    if (s.m.events.empty()) {
+        EXPECT_EQ("kvc_event_pop status (none pending)", st, KVC_OK);
+        EXPECT_EQ("kvc_event_pop has_event", has, 0);
+        return;
+    }
+    const model::Event &e = s.m.events.front();
+    if (e.type == KVC_EVENT_BLOCK_STORED && cap < s.m.bs) {
+        EXPECT_EQ("kvc_event_pop status (small buffer)", st, KVC_ERR_BUFFER_TOO_SMALL);
+        return;
+    }
+    EXPECT_EQ("kvc_event_pop status", st, KVC_OK);
+    EXPECT_EQ("kvc_event_pop has_event", has, 1);
+    EXPECT_EQ("event type", ev.type, e.type);
+    EXPECT_EQ("event block", ev.block_id, e.block);
+    EXPECT_EQ("event sequence number", ev.sequence_number, e.seqno);
+    if (e.type == KVC_EVENT_BLOCK_STORED) {
+        EXPECT_EQ("event num_tokens", ev.num_tokens, s.m.bs);
+        for (int32_t i = 0; i < s.m.bs; ++i) EXPECT_EQ("event token", toks[size_t(i)], e.tokens[size_t(i)]);
+        check_event_hash(s, e, ev);
+    }
+    s.m.events.pop_front();
+}
+
+void op_read(Input &in, Session &s) {
+    uint64_t id = uint64_t(in.below(kMaxIds));
+    auto it = s.m.seqs.find(id);
+    // Block table into a buffer that may be too small.
+    int64_t cap = in.below(6), len = -7;
+    int32_t table[8];
+    kvc_status st = kvc_seq_block_table(s.pool, id, cap ? table : nullptr, cap, &len);
+    if (it == s.m.seqs.end()) {
+        EXPECT_EQ("kvc_seq_block_table status (dead id)", st, KVC_ERR_UNKNOWN_SEQ);
+    } else {
+        int64_t n = int64_t(it->second.table.size());
+        EXPECT_EQ("kvc_seq_block_table status", st, cap == 0 || cap >= n ? KVC_OK : KVC_ERR_BUFFER_TOO_SMALL);
+        EXPECT_EQ("kvc_seq_block_table length", len, n);
+    }
+    // Slot mapping of a range that may run past the reserved slots.
+    int64_t first = in.below(24), count = in.below(12);
+    int64_t slots[16];
+    int64_t slot_cap = in.below(8) == 0 ? count - 1 : 16;
+    st = kvc_seq_slot_mapping(s.pool, id, first, count, slots, slot_cap);
+    kvc_status want = KVC_OK;
+    if (slot_cap < 0) want = KVC_ERR_INVALID_ARG;
+    else if (it == s.m.seqs.end()) want = KVC_ERR_UNKNOWN_SEQ;
+    else if (first > it->second.reserved || count > it->second.reserved - first) want = KVC_ERR_INVALID_ARG;
+    else if (slot_cap < count) want = KVC_ERR_BUFFER_TOO_SMALL;
+    EXPECT_EQ("kvc_seq_slot_mapping status", st, want);
+    if (st == KVC_OK)
+        for (int64_t i = 0; i < count; ++i) {
+            int64_t p = first + i;
+            EXPECT_EQ("slot", slots[i], int64_t(it->second.table[size_t(p / s.m.bs)]) * s.m.bs + p % s.m.bs);
+        }
+}
+
+// Builds the batch (metadata-only pool: host arrays) over up to 3 ids and compares what it holds.
+void op_batch(Input &in, Session &s) {
+    int32_t n = int32_t(in.below(s.batch_max_seqs + 1));  // 0 is invalid
+    uint64_t ids[4];
+    int64_t q[4];
+    for (int32_t i = 0; i < n; ++i) {
+        ids[i] = uint64_t(in.below(kMaxIds));
+        q[i] = 1 + in.below(8);
+    }
+    kvc_status st = kvc_batch_build(s.batch, ids, q, n);
+    // The model's verdict, in the library's documented order.
+    kvc_status want = KVC_OK;
+    int64_t total = 0;
+    if (n < 1 || n > s.batch_max_seqs) want = KVC_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < n && want == KVC_OK; ++i) total += q[i];
+    if (want == KVC_OK && total > s.batch_max_tokens) want = KVC_ERR_BUFFER_TOO_SMALL;
+    for (int32_t i = 0; i < n && want == KVC_OK; ++i)
+        for (int32_t j = 0; j < i; ++j)
+            if (ids[i] == ids[j]) want = KVC_ERR_INVALID_ARG;
+    std::vector<int32_t> tables;
+    std::vector<int64_t> slots;
+    for (int32_t i = 0; i < n && want == KVC_OK; ++i) {
+        auto it = s.m.seqs.find(ids[i]);
+        if (it == s.m.seqs.end()) { want = KVC_ERR_UNKNOWN_SEQ; break; }
+        const model::Seq &sq = it->second;
+        if (q[i] > sq.num_tokens) { want = KVC_ERR_INVALID_ARG; break; }
+        int64_t nb = model::Pool::blocks_for(sq.num_tokens, s.m.bs);
+        if (nb > s.batch_width) { want = KVC_ERR_BUFFER_TOO_SMALL; break; }
+        for (int32_t c = 0; c < s.batch_width; ++c) tables.push_back(c < nb ? sq.table[size_t(c)] : -1);
+        for (int64_t p = sq.num_tokens - q[i]; p < sq.num_tokens; ++p)
+            slots.push_back(int64_t(sq.table[size_t(p / s.m.bs)]) * s.m.bs + p % s.m.bs);
+    }
+    EXPECT_EQ("kvc_batch_build status", st, want);
+    if (st == KVC_OK) {
+        s.batch_built = true;
+        s.batch_tables = tables;
+        s.batch_slots = slots;
+    }
+    // A failed build keeps the previous one.
+    int32_t got_tables[3 * 6];
+    int64_t got_slots[24];
+    kvc_status t = kvc_batch_copy_block_tables(s.batch, got_tables, 3 * 6);
+    kvc_status u = kvc_batch_copy_slot_mapping(s.batch, got_slots, 24);
+    if (!s.batch_built) {
+        EXPECT_EQ("kvc_batch_copy_block_tables status (never built)", t, KVC_ERR_STATE);
+        EXPECT_EQ("kvc_batch_copy_slot_mapping status (never built)", u, KVC_ERR_STATE);
+        return;
+    }
+    EXPECT_EQ("kvc_batch_copy_block_tables status", t, KVC_OK);
+    EXPECT_EQ("kvc_batch_copy_slot_mapping status", u, KVC_OK);
+    for (size_t i = 0; i < s.batch_tables.size(); ++i) EXPECT_EQ("batch table entry", got_tables[i], s.batch_tables[i]);
+    for (size_t i = 0; i < s.batch_slots.size(); ++i) EXPECT_EQ("batch slot", got_slots[i], s.batch_slots[i]);
+}
+
+// ---- one input -------------------------------------------------------------------------------
+
+bool setup(Input &in, Session &s) {
+    static const int32_t block_sizes[] = {1, 2, 3, 4, 8};
+    static const double watermarks[] = {0.0, 0.0, 0.1, 0.25};
+    static const int64_t max_lens[] = {0, 0, 12, 30};
+    static const int32_t event_caps[] = {64, 0, 1, 3};
+    const int32_t bs = block_sizes[in.below(5)];
+    const int32_t n = int32_t(1 + in.below(24));
+    const bool caching = in.below(4) != 0;
+    const double wm = watermarks[in.below(4)];
+    const int64_t max_len = max_lens[in.below(4)];
+    const int32_t ev_cap = event_caps[in.below(4)];
+    s.alphabet = int32_t(1 + in.below(4));
+
+    kvc_pool_config cfg;
+    kvc_pool_config_default(&cfg);
+    cfg.block_size = bs;
+    cfg.num_blocks = n;
+    cfg.prefix_caching = caching ? 1 : 0;
+    cfg.watermark = wm;
+    cfg.max_seq_len = max_len;
+    cfg.event_capacity = ev_cap;
+    cfg.backend = KVC_BACKEND_NONE;
+    if (kvc_pool_create(&cfg, &s.pool) != KVC_OK) diverge("kvc_pool_create failed: %s", kvc_last_error());
+    if (kvc_keys_create(&s.keys) != KVC_OK) diverge("kvc_keys_create failed");
+    if (kvc_batch_create(s.pool, s.batch_max_seqs, s.batch_max_tokens, s.batch_width, &s.batch) != KVC_OK)
+        diverge("kvc_batch_create failed: %s", kvc_last_error());
+    s.m.init(bs, n, caching, max_len, wm, ev_cap);
+    return true;
+}
+
+void run(const uint8_t *data, size_t size) {
+    Input in(data, size);
+    Session s;
+    setup(in, s);
+    ++g_total_runs;
+    check_pool(s);
+    for (g_op = 0; !in.done() && g_op < 400; ++g_op) {
+        switch (in.below(13)) {
+            case 0: case 1: g_opname = "alloc"; op_alloc(in, s); break;
+            case 2: case 3: g_opname = "append"; op_append(in, s); break;
+            case 4: g_opname = "fork"; op_fork(in, s); break;
+            case 5: g_opname = "free"; op_free(in, s); break;
+            case 6: g_opname = "lookup"; op_lookup(in, s); break;
+            case 7: g_opname = "can_alloc"; op_can_alloc(in, s); break;
+            case 8: g_opname = in.below(2) ? "pin" : "unpin"; op_pin(in, s, g_opname[0] == 'p'); break;
+            case 9: g_opname = in.below(8) == 0 ? "cache_reset" : "take_pending";
+                if (g_opname[0] == 'c') op_reset(in, s); else op_take_pending(in, s);
+                break;
+            case 10: g_opname = "event_pop"; op_event_pop(in, s); break;
+            case 11: g_opname = "read"; op_read(in, s); break;
+            default: g_opname = "batch_build"; op_batch(in, s); break;
+        }
+        ++g_total_ops;
+        compare_stats(s);
+        compare_seqs(s);
+        check_pool(s);
+    }
+}
+
+void report_totals() {
+    std::fprintf(stderr, "fuzz_pool: %" PRIu64 " inputs, %" PRIu64 " operations compared with the model, 0 divergences\n",
+                 g_total_runs, g_total_ops);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+    std::atexit(report_totals);
+    return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    run(data, size);
+    return 0;
+}

@@ -1,0 +1,452 @@
+// The reference model of the differential fuzzer: what a pool *should* do, written for clarity
+// with plain containers and linear scans, straight from kvc.h and tests/../REFERENCES (vLLM block
+// manager semantics). It shares no code with lib/.
+//
+// A cached block is identified by everything that determines its KV content: the LoRA id, the cache
+// salt, the multimodal items that start before the block's end, and every token id from the start of
+// the prompt to the block's end (the chained hash of the library stands for exactly this; with
+// XXH3-128 a collision is not expected, so the model treats hash equality as identity equality).
+//
+// Free-block order (what makes block ids predictable, so tables are compared id for id):
+//   - a block with no cache entry goes to the *front* of the "unhashed" list when freed;
+//   - a cached block goes to the *back* of the LRU list of its retention priority;
+//   - a fresh block comes from the front of the unhashed list, else from the front of the lowest
+//     non-empty priority list (its cache entry is evicted then: lazy eviction);
+//   - blocks are released deepest first (kvc_free, kvc_prefix_unpin);
+//   - a cache hit or a pin takes a refcount-0 block out of its list; initially 0..N-1 in order.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kvc/kvc.h"
+
+namespace model {
+
+struct MmItem {
+    uint64_t hi = 0, lo = 0;
+    int64_t offset = 0, length = 0;
+    bool operator<(const MmItem &o) const {
+        return std::tie(hi, lo, offset, length) < std::tie(o.hi, o.lo, o.offset, o.length);
+    }
+    bool operator==(const MmItem &o) const {
+        return hi == o.hi && lo == o.lo && offset == o.offset && length == o.length;
+    }
+};
+
+struct Keys {
+    uint64_t lora = 0;
+    std::string salt;
+    int32_t priority = KVC_PRIORITY_DEFAULT;
+    std::vector<MmItem> mm;
+};
+
+// Identity of a full block's content (see the header comment).
+struct Identity {
+    uint64_t lora = 0;
+    std::string salt;
+    std::vector<MmItem> mm;
+    std::vector<int32_t> tokens;
+    bool operator<(const Identity &o) const {
+        return std::tie(lora, salt, mm, tokens) < std::tie(o.lora, o.salt, o.mm, o.tokens);
+    }
+    bool operator==(const Identity &o) const {
+        return lora == o.lora && salt == o.salt && mm == o.mm && tokens == o.tokens;
+    }
+};
+
+inline Identity identity_of(const Keys &k, const std::vector<int32_t> &tokens, int64_t block, int32_t bs) {
+    Identity id;
+    id.lora = k.lora;
+    id.salt = k.salt;
+    const int64_t end = (block + 1) * bs;
+    for (const MmItem &m : k.mm)
+        if (m.offset < end) id.mm.push_back(m);
+    id.tokens.assign(tokens.begin(), tokens.begin() + end);
+    return id;
+}
+
+struct Block {
+    int32_t ref = 0;
+    int32_t pins = 0;
+    int32_t priority = KVC_PRIORITY_DEFAULT;
+    bool cached = false;
+    Identity id;  // valid while cached
+};
+
+struct Seq {
+    std::vector<int32_t> table;
+    int64_t num_tokens = 0;
+    int64_t reserved = 0;         // confirmed + lookahead slots
+    std::vector<int32_t> tokens;  // confirmed tokens (kept even with caching off; unused then)
+    Keys keys;
+    int64_t num_hashed = 0;       // leading full blocks already offered to the cache
+};
+
+struct Event {
+    int32_t type = 0;
+    int32_t block = -1;
+    std::vector<int32_t> tokens;  // STORED: the block's token ids
+    Identity id;                  // STORED: for hash-consistency checks
+    int64_t depth = 0;            // STORED: block index in its prompt
+    uint64_t seqno = 0;
+};
+
+struct Counters {
+    int64_t allocs = 0, frees = 0, forks = 0, appends = 0, blocks_allocated = 0, blocks_freed = 0,
+            cow_copies = 0, prefix_query_tokens = 0, prefix_hit_tokens = 0, evictions = 0;
+};
+
+// Result of a call: the status and the out-values the library reports.
+struct Result {
+    kvc_status status = KVC_OK;
+    int64_t value = 0;  // cached tokens / new blocks / verdict / count ...
+};
+
+class Pool {
+public:
+    int32_t bs = 1;
+    int32_t num_blocks = 1;
+    bool caching = true;
+    int64_t max_seq_len = 0;
+    int64_t watermark_blocks = 0;
+    int32_t event_capacity = 0;
+
+    std::vector<Block> blocks;
+    std::deque<int32_t> unhashed;                 // front = reused first
+    std::vector<std::deque<int32_t>> lru;         // per priority; front = evicted first
+    std::map<uint64_t, Seq> seqs;
+    std::deque<std::pair<int32_t, int32_t>> pending;
+    std::deque<Event> events;
+    uint64_t next_seqno = 0;
+    int64_t events_dropped = 0;
+    Counters c;
+
+    void init(int32_t bs_, int32_t n, bool caching_, int64_t max_len, double watermark, int32_t ev_cap) {
+        bs = bs_;
+        num_blocks = n;
+        caching = caching_;
+        max_seq_len = max_len;
+        watermark_blocks = int64_t(watermark * double(n));  // floor for the small non-negative values used
+        event_capacity = caching_ ? ev_cap : 0;
+        blocks.assign(size_t(n), Block{});
+        unhashed.clear();
+        for (int32_t b = 0; b < n; ++b) unhashed.push_back(b);
+        lru.assign(KVC_PRIORITY_MAX + 1, {});
+    }
+
+    // ---- derived counts ----
+    int64_t num_free() const {
+        int64_t n = 0;
+        for (const Block &b : blocks) n += (b.ref == 0 && b.pins == 0);
+        return n;
+    }
+    int64_t num_used() const {
+        int64_t n = 0;
+        for (const Block &b : blocks) n += b.ref > 0;
+        return n;
+    }
+    int64_t num_pinned() const {
+        int64_t n = 0;
+        for (const Block &b : blocks) n += b.pins > 0;
+        return n;
+    }
+    int64_t num_cached_free() const {
+        int64_t n = 0;
+        for (const Block &b : blocks) n += (b.ref == 0 && b.pins == 0 && b.cached);
+        return n;
+    }
+    static int64_t blocks_for(int64_t tokens, int32_t bs) { return tokens <= 0 ? 0 : (tokens - 1) / bs + 1; }
+
+    // ---- free lists ----
+    bool in_lists(int32_t b) const {
+        if (std::find(unhashed.begin(), unhashed.end(), b) != unhashed.end()) return true;
+        for (const auto &l : lru)
+            if (std::find(l.begin(), l.end(), b) != l.end()) return true;
+        return false;
+    }
+    void unlink(int32_t b) {
+        auto rm = [b](std::deque<int32_t> &l) {
+            auto it = std::find(l.begin(), l.end(), b);
+            if (it != l.end()) l.erase(it);
+        };
+        rm(unhashed);
+        for (auto &l : lru) rm(l);
+    }
+    void enqueue_free(int32_t b) {
+        if (blocks[size_t(b)].cached) lru[size_t(blocks[size_t(b)].priority)].push_back(b);
+        else unhashed.push_front(b);
+    }
+    int32_t victim() const {
+        if (!unhashed.empty()) return unhashed.front();
+        for (const auto &l : lru)
+            if (!l.empty()) return l.front();
+        return -1;
+    }
+
+    // ---- events ----
+    void push_event(Event e) {
+        if (event_capacity == 0) return;
+        e.seqno = next_seqno++;
+        if (int64_t(events.size()) == event_capacity) {
+            ++events_dropped;
+            return;
+        }
+        events.push_back(std::move(e));
+    }
+
+    // ---- cache ----
+    int32_t find_cached(const Identity &id) const {
+        for (int32_t b = 0; b < num_blocks; ++b)
+            if (blocks[size_t(b)].cached && blocks[size_t(b)].id == id) return b;
+        return -1;
+    }
+
+    // Leading full blocks of the prompt that are cached now (at most max_blocks).
+    std::vector<int32_t> walk(const std::vector<int32_t> &tokens, int64_t max_blocks, const Keys &k) const {
+        std::vector<int32_t> hits;
+        for (int64_t i = 0; i < max_blocks && i < num_blocks; ++i) {
+            int32_t b = find_cached(identity_of(k, tokens, i, bs));
+            if (b < 0) break;
+            hits.push_back(b);
+        }
+        return hits;
+    }
+
+    int32_t take_fresh(int32_t priority) {
+        int32_t b = victim();
+        Block &blk = blocks[size_t(b)];
+        if (blk.cached) {
+            Event e;
+            e.type = KVC_EVENT_BLOCK_REMOVED;
+            e.block = b;
+            push_event(e);
+            blk.cached = false;
+            ++c.evictions;
+        }
+        unlink(b);
+        blk.ref = 1;
+        blk.priority = priority;
+        return b;
+    }
+
+    void add_ref(int32_t b) {
+        if (blocks[size_t(b)].ref++ == 0) unlink(b);
+    }
+
+    // Returns true when the block's refcount reached 0.
+    bool release(int32_t b) {
+        Block &blk = blocks[size_t(b)];
+        if (--blk.ref != 0) return false;
+        if (blk.pins == 0) enqueue_free(b);
+        return true;
+    }
+
+    void hash_full_blocks(Seq &s) {
+        const int64_t full = s.num_tokens / bs;
+        for (int64_t i = s.num_hashed; i < full; ++i) {
+            Identity id = identity_of(s.keys, s.tokens, i, bs);
+            int32_t b = s.table[size_t(i)];
+            if (!blocks[size_t(b)].cached && find_cached(id) < 0) {
+                blocks[size_t(b)].cached = true;
+                blocks[size_t(b)].id = id;
+                Event e;
+                e.type = KVC_EVENT_BLOCK_STORED;
+                e.block = b;
+                e.tokens.assign(s.tokens.begin() + i * bs, s.tokens.begin() + (i + 1) * bs);
+                e.id = id;
+                e.depth = i;
+                push_event(e);
+            }
+        }
+        s.num_hashed = full;
+    }
+
+    // ---- API ----
+    // `tokens` == nullptr stands for a NULL token pointer.
+    kvc_status prompt_args(const std::vector<int32_t> *tokens, int64_t n) const {
+        if (!tokens && caching) return KVC_ERR_NULL_ARG;
+        if (n < 1) return KVC_ERR_INVALID_ARG;
+        if (max_seq_len > 0 && n > max_seq_len) return KVC_ERR_MAX_LEN;
+        return KVC_OK;
+    }
+
+    struct Plan {
+        int64_t blocks = 0, fresh = 0, free_now = 0;
+        std::vector<int32_t> hits;
+    };
+    Plan plan(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) const {
+        Plan p;
+        p.blocks = blocks_for(n, bs);
+        if (caching && p.blocks <= num_blocks) p.hits = walk(*tokens, (n - 1) / bs, k);
+        p.fresh = p.blocks - int64_t(p.hits.size());
+        int64_t free_hits = 0;
+        for (int32_t b : p.hits) free_hits += (blocks[size_t(b)].ref == 0 && blocks[size_t(b)].pins == 0);
+        p.free_now = num_free() - free_hits;
+        return p;
+    }
+
+    Result can_alloc(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) const {
+        Result r;
+        if ((r.status = prompt_args(tokens, n)) != KVC_OK) return r;
+        Plan p = plan(tokens, n, k);
+        if (num_blocks - p.fresh < watermark_blocks) r.value = KVC_ALLOC_NEVER;
+        else if (p.free_now - p.fresh >= watermark_blocks) r.value = KVC_ALLOC_OK;
+        else r.value = KVC_ALLOC_LATER;
+        return r;
+    }
+
+    Result alloc(uint64_t id, const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
+        Result r;
+        if ((r.status = prompt_args(tokens, n)) != KVC_OK) return r;
+        if (seqs.count(id)) return {KVC_ERR_SEQ_EXISTS, 0};
+        Plan p = plan(tokens, n, k);
+        if (p.blocks > num_blocks || p.fresh > p.free_now) return {KVC_ERR_OUT_OF_BLOCKS, 0};
+        Seq &s = seqs[id];
+        s.keys = k;
+        if (tokens) s.tokens.assign(tokens->begin(), tokens->begin() + n);
+        for (int32_t b : p.hits) {
+            add_ref(b);
+            blocks[size_t(b)].priority = k.priority;
+            s.table.push_back(b);
+        }
+        for (int64_t i = 0; i < p.fresh; ++i) s.table.push_back(take_fresh(k.priority));
+        s.num_tokens = s.reserved = n;
+        s.num_hashed = int64_t(p.hits.size());
+        if (caching) {
+            hash_full_blocks(s);
+            c.prefix_query_tokens += n;
+            c.prefix_hit_tokens += int64_t(p.hits.size()) * bs;
+        }
+        ++c.allocs;
+        c.blocks_allocated += p.fresh;
+        r.value = int64_t(p.hits.size()) * bs;
+        return r;
+    }
+
+    Result append(uint64_t id, const std::vector<int32_t> *tokens, int64_t nt, int64_t nl) {
+        if (nt < 0 || nl < 0 || (nt == 0 && nl == 0)) return {KVC_ERR_INVALID_ARG, 0};
+        if (!tokens && nt > 0 && caching) return {KVC_ERR_NULL_ARG, 0};
+        auto it = seqs.find(id);
+        if (it == seqs.end()) return {KVC_ERR_UNKNOWN_SEQ, 0};
+        Seq &s = it->second;
+        const int64_t new_tokens = s.num_tokens + nt, want_end = new_tokens + nl;
+        if (max_seq_len > 0 && want_end > max_seq_len) return {KVC_ERR_MAX_LEN, 0};
+        const int64_t new_end = std::max(s.reserved, want_end);
+        const int64_t new_nb = blocks_for(new_end, bs), old_nb = int64_t(s.table.size());
+        if (new_nb > num_blocks) return {KVC_ERR_OUT_OF_BLOCKS, 0};
+        const int64_t first = s.num_tokens / bs, last = std::min(old_nb, blocks_for(want_end, bs));
+        int64_t cows = 0;
+        for (int64_t i = first; i < last; ++i) cows += blocks[size_t(s.table[size_t(i)])].ref > 1;
+        const int64_t fresh = cows + new_nb - old_nb;
+        if (fresh > num_free()) return {KVC_ERR_OUT_OF_BLOCKS, 0};
+        for (int64_t i = first; i < last; ++i) {
+            int32_t src = s.table[size_t(i)];
+            if (blocks[size_t(src)].ref <= 1) continue;
+            int32_t dst = take_fresh(s.keys.priority);
+            release(src);
+            pending.push_back({src, dst});
+            s.table[size_t(i)] = dst;
+            ++c.cow_copies;
+        }
+        for (int64_t i = old_nb; i < new_nb; ++i) s.table.push_back(take_fresh(s.keys.priority));
+        if (tokens) s.tokens.insert(s.tokens.end(), tokens->begin(), tokens->begin() + nt);
+        else s.tokens.insert(s.tokens.end(), size_t(nt), 0);
+        s.num_tokens = new_tokens;
+        s.reserved = new_end;
+        if (caching) hash_full_blocks(s);
+        ++c.appends;
+        c.blocks_allocated += fresh;
+        return {KVC_OK, fresh};
+    }
+
+    kvc_status fork(uint64_t parent, uint64_t child) {
+        if (parent == child) return KVC_ERR_INVALID_ARG;
+        auto it = seqs.find(parent);
+        if (it == seqs.end()) return KVC_ERR_UNKNOWN_SEQ;
+        if (seqs.count(child)) return KVC_ERR_SEQ_EXISTS;
+        Seq copy = it->second;
+        for (int32_t b : copy.table) add_ref(b);
+        seqs[child] = copy;
+        ++c.forks;
+        return KVC_OK;
+    }
+
+    kvc_status free_seq(uint64_t id) {
+        auto it = seqs.find(id);
+        if (it == seqs.end()) return KVC_ERR_UNKNOWN_SEQ;
+        const std::vector<int32_t> &t = it->second.table;
+        for (auto b = t.rbegin(); b != t.rend(); ++b) c.blocks_freed += release(*b);
+        seqs.erase(it);
+        ++c.frees;
+        return KVC_OK;
+    }
+
+    Result lookup(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) const {
+        if (!tokens) return {KVC_ERR_NULL_ARG, 0};
+        if (n < 1) return {KVC_ERR_INVALID_ARG, 0};
+        if (!caching) return {KVC_OK, 0};
+        return {KVC_OK, int64_t(walk(*tokens, (n - 1) / bs, k).size()) * bs};
+    }
+
+    Result pin(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
+        if (!tokens) return {KVC_ERR_NULL_ARG, 0};
+        if (n < 1) return {KVC_ERR_INVALID_ARG, 0};
+        if (!caching) return {KVC_ERR_UNSUPPORTED, 0};
+        std::vector<int32_t> hits = walk(*tokens, n / bs, k);
+        for (int32_t b : hits) {
+            if (blocks[size_t(b)].pins++ == 0) unlink(b);
+        }
+        return {KVC_OK, int64_t(hits.size()) * bs};
+    }
+
+    Result unpin(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
+        if (!tokens) return {KVC_ERR_NULL_ARG, 0};
+        if (n < 1) return {KVC_ERR_INVALID_ARG, 0};
+        if (!caching) return {KVC_ERR_UNSUPPORTED, 0};
+        const int64_t full = n / bs;
+        std::vector<int32_t> hits = walk(*tokens, full, k);
+        size_t run = 0;
+        while (run < hits.size() && blocks[size_t(hits[run])].pins > 0) ++run;
+        if (full > 0 && run == 0) return {KVC_ERR_STATE, 0};
+        for (size_t i = run; i-- > 0;) {
+            Block &blk = blocks[size_t(hits[i])];
+            if (--blk.pins == 0 && blk.ref == 0) enqueue_free(hits[i]);
+        }
+        return {KVC_OK, int64_t(run) * bs};
+    }
+
+    kvc_status cache_reset() {
+        if (num_used() > 0 || num_pinned() > 0) return KVC_ERR_BUSY;
+        if (!caching) return KVC_OK;
+        for (auto &l : lru) {
+            for (int32_t b : l) {
+                blocks[size_t(b)].cached = false;
+                unhashed.push_back(b);
+            }
+            l.clear();
+        }
+        Event e;
+        e.type = KVC_EVENT_ALL_BLOCKS_CLEARED;
+        push_event(e);
+        return KVC_OK;
+    }
+
+    Result take_pending(int64_t cap, std::vector<std::pair<int32_t, int32_t>> *out) {
+        if (cap < 0) return {KVC_ERR_INVALID_ARG, 0};
+        if (cap == 0) return {KVC_OK, int64_t(pending.size())};
+        int64_t n = std::min<int64_t>(cap, int64_t(pending.size()));
+        for (int64_t i = 0; i < n; ++i) {
+            out->push_back(pending.front());
+            pending.pop_front();
+        }
+        return {KVC_OK, n};
+    }
+};
+
+}  // namespace model

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds the differential fuzzer with clang (libFuzzer + ASan + UBSan, library instrumented for
+# coverage), replays the committed corpus, then fuzzes for a bounded time.
+#
+#   tests/fuzz/run.sh [seconds]        default 60; 0 = replay only
+#   KVC_FUZZ_BUILD=dir                 build directory (default build/fuzz)
+#   KVC_FUZZ_WORK=dir                  where new inputs go (default <build>/corpus-new; the committed
+#                                      corpus is read, never written)
+# Exit status non-zero on a build failure, a crash or a divergence from the model.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+SECONDS_TO_FUZZ=${1:-60}
+BUILD=${KVC_FUZZ_BUILD:-$ROOT/build/fuzz}
+WORK=${KVC_FUZZ_WORK:-$BUILD/corpus-new}
+CORPUS=$ROOT/tests/fuzz/corpus
+
+CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_CUDA=OFF \
+  -DKVC_FUZZ=ON -DKVC_SANITIZE=address,undefined,fuzzer-no-link -DKVC_WERROR=OFF \
+  -DKVC_BUILD_TESTS=OFF -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_BENCH=OFF -DKVC_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$BUILD" -j"${KVC_JOBS:-2}" --target fuzz_pool >/dev/null
+FUZZ=$BUILD/tests/fuzz/fuzz_pool
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+echo "fuzz: replaying $(ls "$CORPUS" | wc -l) corpus inputs"
+"$FUZZ" -runs=0 "$CORPUS" 2>&1 | grep -E '^fuzz_pool:|INITED|DONE|ERROR|diverges' || true
+"$FUZZ" -runs=0 "$CORPUS" >/dev/null 2>&1 || { echo "fuzz: corpus replay failed"; "$FUZZ" -runs=0 "$CORPUS"; exit 1; }
+
+if [ "$SECONDS_TO_FUZZ" -gt 0 ]; then
+  mkdir -p "$WORK"
+  echo "fuzz: fuzzing for ${SECONDS_TO_FUZZ}s (new inputs in $WORK)"
+  "$FUZZ" -max_total_time="$SECONDS_TO_FUZZ" -max_len=512 -timeout=20 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$BUILD/" "$WORK" "$CORPUS" 2>&1 | tail -n 25
+  status=${PIPESTATUS[0]}
+  [ "$status" -eq 0 ] || { echo "fuzz: FAILED (exit $status); crashing input saved under $BUILD/"; exit 1; }
+fi
+echo "fuzz: ok"
