@@ -57,10 +57,7 @@ void to_float(float *dst, const void *src, int32_t dtype, int64_t n, float scale
         }
         default: {
             const uint8_t *s = static_cast<const uint8_t *>(src);
-            for (; i + 4 <= n; i += 4) {
-                const f32x4 v = fp8x4_to_float(s + i, scale);
-                std::memcpy(dst + i, &v, sizeof v);
-            }
+            for (; i + kLanes <= n; i += kLanes) storev(dst + i, fp8v_to_float(s + i, scale));
             for (; i < n; ++i) dst[i] = fp8_e4m3_to_float(s[i]) * scale;
             return;
         }

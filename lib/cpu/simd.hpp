@@ -7,6 +7,9 @@
 #include <cstring>
 
 #include "cpu/dtype_convert.hpp"
+#ifdef KVC_SIMD_AVX2
+#include <immintrin.h>
+#endif
 
 // Every helper is `static inline`: the file is compiled into several instruction-set variants of
 // the attention kernel (attention_core.inl), and internal linkage keeps the variants from merging
@@ -19,7 +22,6 @@ namespace kvc::cpu {
 typedef float f32x4 __attribute__((vector_size(16)));
 typedef int32_t i32x4 __attribute__((vector_size(16)));
 typedef uint16_t u16x4 __attribute__((vector_size(8)));
-typedef uint8_t u8x4 __attribute__((vector_size(4)));
 
 // The native fp32 vector of the target: 4 lanes (SSE2, the x86-64 baseline) or 8 with AVX.
 // Wider-than-native generic vectors get split and spilled by GCC, so the loops use this width.
@@ -48,9 +50,13 @@ static inline f32x4 half4_to_float(const uint16_t *p) {
     i32x4 x = __builtin_convertvector(h, i32x4);
     i32x4 sign = (x & 0x8000) << 16;
     i32x4 em = x & 0x7fff;
-    f32x4 scaled = (f32x4)(em << 13) * f32x4{0x1p112f, 0x1p112f, 0x1p112f, 0x1p112f};
-    i32x4 special = em > 0x7bff;  // all-ones lanes for inf/NaN
-    i32x4 body = (special & ((em << 13) | 0x7f800000)) | (~special & (i32x4)scaled);
+    // Normals: integer exponent rebias (15 -> 127); subnormals: exact int -> float times 2^-24
+    // (no denormal operands, which trap to slow microcode on x86); inf/NaN: exponent all ones.
+    i32x4 normal = (em << 13) + (112 << 23);
+    i32x4 sub = (i32x4)(__builtin_convertvector(em, f32x4) * 0x1p-24f);
+    i32x4 is_sub = em < 0x400, special = em > 0x7bff;
+    i32x4 body = (is_sub & sub) | (~is_sub & normal);
+    body = (special & ((em << 13) | 0x7f800000)) | (~special & body);
     return (f32x4)(sign | body);
 }
 
@@ -65,18 +71,37 @@ static inline void bf16_to_float_row(float *dst, const uint16_t *src, int64_t n)
     for (; i < n; ++i) dst[i] = bf16_to_float(src[i]);
 }
 
-// Four fp8 e4m3 values to fp32, times scale: the fp16 trick with e4m3's field widths (rebias
-// 7 -> 127 is a multiply by 2^120); 0x7f/0xff are NaN.
-static inline f32x4 fp8x4_to_float(const uint8_t *p, float scale) {
-    u8x4 b;
+// kLanes fp8 e4m3 values to fp32, times scale: the fp16 trick with e4m3's field widths (rebias
+// 7 -> 127 is a multiply by 2^120); 0x7f/0xff are NaN. Native width: 4 lanes on SSE2, 8 on AVX2.
+typedef int32_t ivec __attribute__((vector_size(kLanes * 4)));
+typedef uint8_t u8vec __attribute__((vector_size(kLanes)));
+// kLanes bytes zero-extended to int32 lanes (GCC scalarizes the generic conversion on AVX2).
+static inline ivec widen_u8(const uint8_t *p) {
+#ifdef KVC_SIMD_AVX2
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
+    ivec r;
+    std::memcpy(&r, &v, sizeof r);
+    return r;
+#else
+    u8vec b;
     std::memcpy(&b, p, sizeof b);
-    i32x4 x = __builtin_convertvector(b, i32x4);
-    i32x4 sign = (x & 0x80) << 24;
-    i32x4 em = x & 0x7f;
-    f32x4 scaled = (f32x4)(em << 20) * f32x4{0x1p120f, 0x1p120f, 0x1p120f, 0x1p120f};
-    i32x4 nan = em == 0x7f;
-    i32x4 body = (nan & 0x7fc00000) | (~nan & (i32x4)scaled);
-    return (f32x4)(sign | body) * f32x4{scale, scale, scale, scale};
+    return __builtin_convertvector(b, ivec);
+#endif
+}
+
+static inline fvec fp8v_to_float(const uint8_t *p, float scale) {
+    ivec x = widen_u8(p);
+    ivec sign = (x & 0x80) << 24;
+    ivec em = x & 0x7f;
+    // Normals: rebias the exponent with an integer add (7 -> 127). Subnormals (exponent 0): an
+    // exact int -> float conversion times 2^-9; never a denormal operand (those trap to slow
+    // microcode on x86).
+    ivec normal = (em << 20) + (120 << 23);
+    ivec sub = (ivec)(__builtin_convertvector(em, fvec) * 0x1p-9f);
+    ivec is_sub = em < 0x08, nan = em == 0x7f;
+    ivec body = (is_sub & sub) | (~is_sub & normal);
+    body = (nan & 0x7fc00000) | (~nan & body);
+    return (fvec)(sign | body) * scale;
 }
 
 // sum_i a[i] * b[i] over n elements.
