@@ -10,6 +10,11 @@
 // allocation). A failed validation touches neither the committed arrays nor the device arrays.
 // Block-table rows are uploaded only when they differ from what the device already holds
 // (shadow_tables mirrors the device table), in as few contiguous copies as there are dirty runs.
+//
+// CUDA ordering: uploads are cudaMemcpyAsync from pageable memory on the legacy default stream,
+// which orders them after earlier work and before later work on every *blocking* stream: the
+// previous step's kernels finish reading before the arrays change, and this step's launches see
+// the new values. Callers launching on non-blocking streams must synchronize around a build.
 #pragma once
 
 #include <atomic>

@@ -198,12 +198,32 @@ void test_cuda_fork_copy_pending_and_storage_copy(void **) {
     assert_memory_equal(src.data(), back.data(), src.size());
 }
 
+// Head dims the CUDA kernels are not built for are refused before anything is launched.
+void test_cuda_unsupported_head_dim(void **) {
+    REQUIRE_GPU();
+    CudaWorld w(16, 2, 4, 72, KVC_DTYPE_F16, 16, 0);
+    OK(kvc_alloc(w.pool, 1, nullptr, 5, nullptr, nullptr));
+    const uint64_t id = 1;
+    const int64_t q = 1;
+    OK(kvc_batch_build(w.batch, &id, &q, 1));
+    DeviceBuffer dq(4 * 72 * 2), dout(4 * 72 * 2);
+    std::vector<uint16_t> poison(4 * 72, 0x1234), back(poison.size());
+    OK(dout.upload(poison.data(), poison.size() * 2));
+    kvc_attention_params ap;
+    OK(kvc_attention_params_default(&ap));
+    assert_int_equal(kvc_launch_attention(w.pool, w.batch, 0, dq.get(), dout.get(), &ap, nullptr), KVC_ERR_UNSUPPORTED);
+    assert_non_null(std::strstr(kvc_last_error(), "head_dim 72"));
+    OK(dout.download(back.data(), back.size() * 2));
+    assert_memory_equal(back.data(), poison.data(), back.size() * 2);
+}
+
 }  // namespace
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_e2e_prefill_decode),
         cmocka_unit_test(test_cuda_fork_copy_pending_and_storage_copy),
+        cmocka_unit_test(test_cuda_unsupported_head_dim),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

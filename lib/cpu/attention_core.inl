@@ -23,7 +23,6 @@
 namespace kvc {
 namespace {
 
-
 using namespace cpu;
 
 constexpr int32_t kChunk = 32;           // context positions per K/V tile
