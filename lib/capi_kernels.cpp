@@ -127,6 +127,8 @@ KVC_API kvc_status kvc_cache_write(kvc_pool *pool, int32_t layer, const int64_t 
                                 (long long)i, (long long)slot_mapping[i], (long long)slots);
         }
         if (num_tokens == 0) return KVC_OK;
+        // Slots may be blocks a tier copy is still reading (swap-out, spill) or writing (restore).
+        if (kvc_status st = pool_tier_barrier(pool, stream); st != KVC_OK) return st;
         CacheWriteArgs a;
         a.layout = L;
         a.base = pool_storage_base(pool);
@@ -147,6 +149,7 @@ KVC_API kvc_status kvc_copy_pending(kvc_pool *pool, void *stream, int64_t *out_c
         const char *fn = "kvc_copy_pending";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         if (kvc_status st = require_storage(pool, fn); st != KVC_OK) return st;
+        if (kvc_status st = pool_tier_barrier(pool, stream); st != KVC_OK) return st;
         CopyBlocksArgs a;
         a.layout = pool_layout(pool);
         a.base = pool_storage_base(pool);
@@ -221,6 +224,7 @@ KVC_API kvc_status kvc_storage_copy_blocks(kvc_pool *pool, const int32_t *block_
         int64_t total;
         if (mul_overflows(count, L.block_stride, &total))
             return fail(KVC_ERR_OVERFLOW, "%s: %lld blocks overflow the byte count", fn, (long long)count);
+        if (kvc_status st = pool_tier_barrier(pool, nullptr); st != KVC_OK) return st;
         const bool cuda_backend = pool_backend(pool) == KVC_BACKEND_CUDA;
         char *base = static_cast<char *>(pool_storage_base(pool));
         char *h = static_cast<char *>(host);
@@ -404,6 +408,7 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
         const int32_t backend = pool_backend(pool);
         if (kvc_status st = check_attention_supported(backend, L, fn); st != KVC_OK) return st;
         if (kvc_status st = batch_revalidate(batch, fn); st != KVC_OK) return st;
+        if (kvc_status st = pool_tier_barrier(pool, stream); st != KVC_OK) return st;
 
         const BatchHostArrays &h = batch->committed;
         AttentionArgs a;

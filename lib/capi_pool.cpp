@@ -9,6 +9,7 @@
 #include "pool.hpp"
 #include "pool_access.hpp"
 #include "pool_config.hpp"
+#include "tiers.hpp"
 
 namespace {
 
@@ -99,6 +100,7 @@ kvc_status resolve_num_blocks(const kvc_pool_config &c, int32_t backend, int32_t
 
 struct PoolDeleter {
     void operator()(kvc_pool *p) const {
+        kvc::tier_destroy(p);  // finishes tier copies that still read or write the storage
         if (p->storage) kvc::storage_release(p->backend, p->device, p->storage);
         delete p;
     }

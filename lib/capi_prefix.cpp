@@ -3,6 +3,7 @@
 
 #include "error.hpp"
 #include "pool.hpp"
+#include "tiers.hpp"
 
 namespace {
 
@@ -33,7 +34,9 @@ KVC_API kvc_status kvc_prefix_lookup(kvc_pool *pool, const int32_t *tokens, int6
             return KVC_OK;
         }
         std::lock_guard<std::mutex> lock(pool->mu);
-        kvc::PrefixWalk w = kvc::pool_walk_prefix(pool, tokens, (num_tokens - 1) / pool->block_size, keys_or_empty(keys));
+        // Lower-tier hits count too: kvc_alloc restores them (disk blocks after verifying them).
+        kvc::PrefixWalk w = kvc::pool_walk_prefix(pool, tokens, (num_tokens - 1) / pool->block_size, keys_or_empty(keys),
+                                                  kvc::kWalkHostDisk);
         *out_cached_tokens = w.hit_blocks * pool->block_size;
         return KVC_OK;
     })
@@ -91,6 +94,7 @@ KVC_API kvc_status kvc_prefix_cache_reset(kvc_pool *pool) {
         if (!pool->caching) return KVC_OK;
         pool->blocks.uncache_all_free();
         pool->cache.clear();
+        kvc::tier_reset_cache(pool);
         kvc::EventRecord ev;
         ev.type = KVC_EVENT_ALL_BLOCKS_CLEARED;
         pool->events.push(ev, nullptr);

@@ -6,6 +6,7 @@
 
 #include "error.hpp"
 #include "pool.hpp"
+#include "tiers.hpp"
 
 namespace {
 
@@ -31,12 +32,15 @@ struct AllocPlan {
 };
 
 // Shared by kvc_can_alloc and kvc_alloc (lock held, arguments validated).
-AllocPlan plan_alloc(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys) {
+// With tiers, kvc_alloc also walks the host tier (lower = kWalkHost): those hits are restored into
+// fresh device blocks, so they count as fresh for capacity.
+AllocPlan plan_alloc(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
+                     kvc::WalkTiers lower = kvc::kWalkDevice) {
     AllocPlan plan;
     plan.blocks = blocks_for_tokens(num_tokens, p->block_size);
     if (p->caching && plan.blocks <= p->num_blocks)
-        plan.walk = kvc::pool_walk_prefix(p, tokens, (num_tokens - 1) / p->block_size, keys);
-    plan.fresh = plan.blocks - plan.walk.hit_blocks;
+        plan.walk = kvc::pool_walk_prefix(p, tokens, (num_tokens - 1) / p->block_size, keys, lower);
+    plan.fresh = plan.blocks - (plan.walk.hit_blocks - plan.walk.host_hits - plan.walk.disk_hits);
     plan.free_now = p->blocks.num_free() - plan.walk.free_hits;
     return plan;
 }
@@ -79,10 +83,14 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         if (st != KVC_OK) return st;
         const KeySet &ks = keys_or_empty(keys);
         kvc_pool *p = pool;
+        // Disk-tier hits are read and verified first (outside the lock), so that what follows only
+        // sees hits it can trust. No-op without a disk tier.
+        kvc::tier_promote_prefix(p, tokens, num_tokens, ks);
+        st = [&]() -> kvc_status {
         std::lock_guard<std::mutex> lock(p->mu);
         if (p->seqs.find(seq_id))
             return fail(KVC_ERR_SEQ_EXISTS, "kvc_alloc: sequence %llu already exists", (unsigned long long)seq_id);
-        AllocPlan plan = plan_alloc(p, tokens, num_tokens, ks);
+        AllocPlan plan = plan_alloc(p, tokens, num_tokens, ks, kvc::kWalkHost);
         if (plan.blocks > p->num_blocks)
             return fail(KVC_ERR_OUT_OF_BLOCKS, "kvc_alloc: %lld tokens need %lld blocks, the pool has only %d",
                         (long long)num_tokens, (long long)plan.blocks, p->num_blocks);
@@ -105,13 +113,22 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         }
         // ---- from here on nothing can fail ----
         s->keys.priority = ks.priority;
+        // Device hits are referenced before any fresh block is taken, so eviction cannot take them.
+        const int64_t restores = plan.walk.host_hits;
         for (int64_t i = 0; i < plan.walk.hit_blocks; ++i) {
             int32_t b = p->hit_scratch[size_t(i)];
-            p->blocks.add_ref(b);  // a refcount-0 hit leaves the free queue ("touch")
-            p->blocks.set_priority(b, ks.priority);
-            s->table.push_back(b);
+            if (b >= 0) {
+                p->blocks.add_ref(b);  // a refcount-0 hit leaves the free queue ("touch")
+                p->blocks.set_priority(b, ks.priority);
+            }
+            s->table.push_back(b);  // -1: a host-tier hit, restored below
         }
-        for (int64_t i = 0; i < plan.fresh; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, ks.priority));
+        if (restores) {
+            kvc::tier_pin_restore_sources(p, 0, plan.walk.hit_blocks);
+            for (int64_t i = 0; i < plan.walk.hit_blocks; ++i)
+                if (s->table[size_t(i)] < 0) s->table[size_t(i)] = kvc::tier_restore_hit(p, i, ks.priority);
+        }
+        for (int64_t i = restores; i < plan.fresh; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, ks.priority));
         s->num_tokens = s->reserved_end = num_tokens;
         s->chain = plan.walk.chain;
         s->num_hashed = plan.walk.hit_blocks;
@@ -125,6 +142,9 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         p->counters.blocks_allocated += plan.fresh;
         if (out_cached_tokens) *out_cached_tokens = plan.walk.hit_blocks * p->block_size;
         return KVC_OK;
+        }();
+        kvc::tier_run_pending(p);  // spills and restores this call planned (no-op without tiers)
+        return st;
     })
 }
 
@@ -142,6 +162,7 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
             return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL while prefix caching is on", fn);
         kvc_pool *p = pool;
         const int32_t bs = p->block_size;
+        kvc_status st = [&]() -> kvc_status {
         std::lock_guard<std::mutex> lock(p->mu);
         Sequence *s = p->seqs.find(seq_id);
         if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
@@ -199,6 +220,9 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
         p->counters.blocks_allocated += fresh;
         if (out_new_blocks) *out_new_blocks = int32_t(fresh);
         return KVC_OK;
+        }();
+        kvc::tier_run_pending(p);  // spills of evicted cached blocks (no-op without tiers)
+        return st;
     })
 }
 
@@ -245,8 +269,9 @@ KVC_API kvc_status kvc_free(kvc_pool *pool, uint64_t seq_id) {
         if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "kvc_free: no sequence %llu (never allocated or already freed)",
                             (unsigned long long)seq_id);
         // Reverse order: within one LRU list the deepest blocks of the prefix are evicted first.
+        if (s->swapped_out) kvc::tier_release_swapped(p, s);
         for (auto it = s->table.rbegin(); it != s->table.rend(); ++it)
-            if (p->blocks.release(*it)) ++p->counters.blocks_freed;
+            if (*it >= 0 && p->blocks.release(*it)) ++p->counters.blocks_freed;  // -1: was in a host slot
         p->seqs.erase(s);
         p->seq_generation.fetch_add(1, std::memory_order_relaxed);
         ++p->counters.frees;
@@ -304,6 +329,8 @@ KVC_API kvc_status kvc_seq_slot_mapping(kvc_pool *pool, uint64_t seq_id, int64_t
         std::lock_guard<std::mutex> lock(pool->mu);
         const Sequence *s = pool->seqs.find(seq_id);
         if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
+        if (s->swapped_out)
+            return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
         if (first_pos > s->reserved_end || count > s->reserved_end - first_pos)
             return fail(KVC_ERR_INVALID_ARG, "%s: positions [%lld, +%lld) reach beyond the %lld reserved slots of "
                         "sequence %llu", fn, (long long)first_pos, (long long)count, (long long)s->reserved_end,

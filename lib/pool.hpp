@@ -43,7 +43,14 @@ struct PrefixWalk {
     int64_t free_hits = 0;      // of those, blocks now in a free list (refcount 0, not pinned)
     bool verify_miss = false;   // the walk stopped at a hash match whose content differed
     Hash128 chain = kRootHash;  // hash of the last hit block
+    int64_t host_hits = 0;      // of hit_blocks, found in the host tier (hit_scratch[i] == -1)
+    int64_t disk_hits = 0;      // of hit_blocks, found in the disk tier (hit_scratch[i] == -1)
 };
+
+struct Tiers;
+
+// How far a prefix walk looks when a block is not on the device.
+enum WalkTiers { kWalkDevice = 0, kWalkHost = 1, kWalkHostDisk = 2 };
 
 }  // namespace kvc
 
@@ -70,6 +77,9 @@ struct kvc_pool {
     kvc::PoolCounters counters;
     std::vector<int32_t> hit_scratch;  // num_blocks entries: block ids of a prefix walk
     std::atomic<uint64_t> seq_generation{0};
+    // Memory tiers (tiers.hpp): set once by kvc_tier_attach_host, read without the lock by the
+    // storage layer's ordering barrier, hence atomic.
+    std::atomic<kvc::Tiers *> tiers{nullptr};
 };
 
 namespace kvc {
@@ -84,8 +94,11 @@ int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority);
 void pool_hash_full_blocks(kvc_pool *p, Sequence *s);
 
 // Walks the prompt's first max_blocks full blocks while they are cached and verified; hit ids go
-// to p->hit_scratch. No side effects.
-PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys);
+// to p->hit_scratch. With `lower` != kWalkDevice a block missing on the device is looked up in the
+// host (and disk) tier; such hits get hit_scratch -1 and their slot in p->tiers->hit_tier/hit_slot.
+// No side effects.
+PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
+                            WalkTiers lower = kWalkDevice);
 
 // Runs the invariant checker; KVC_OK or KVC_ERR_INTERNAL with a message (pool_check.cpp).
 kvc_status pool_check_invariants(kvc_pool *p);

@@ -2,6 +2,7 @@
 #include "pool_access.hpp"
 
 #include "pool.hpp"
+#include "tiers.hpp"
 
 namespace kvc {
 
@@ -30,6 +31,7 @@ int32_t pool_backend(const kvc_pool *p) { return p->backend; }
 int32_t pool_device(const kvc_pool *p) { return p->device; }
 int32_t pool_num_q_heads(const kvc_pool *p) { return p->config.num_q_heads; }
 void *pool_storage_base(const kvc_pool *p) { return p->storage; }
+kvc_status pool_tier_barrier(kvc_pool *p, void *stream) { return tier_barrier(p, stream); }
 uint64_t pool_seq_generation(kvc_pool *p) { return p->seq_generation.load(std::memory_order_relaxed); }
 
 }  // namespace kvc

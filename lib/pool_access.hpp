@@ -41,6 +41,10 @@ void *pool_storage_base(const kvc_pool *p);      // nullptr for metadata-only po
 // build time and re-validates its sequences at launch when it changed.
 uint64_t pool_seq_generation(kvc_pool *p);
 
+// Before reading or writing KV storage (no lock held): tier copies issued earlier are complete
+// (CPU) or ordered before `stream` (CUDA). KVC_OK without tiers.
+kvc_status pool_tier_barrier(kvc_pool *p, void *stream);
+
 // Storage allocation, implemented by lib/storage.cpp and called by kvc_pool_create/destroy.
 // backend is CPU or CUDA (already resolved). On failure returns a status set with kvc::fail.
 kvc_status storage_allocate(const KvLayout &layout, int32_t backend, int32_t device, void **out_base);

@@ -1,13 +1,16 @@
 // Block-level pool operations that combine the block bookkeeping with the prefix cache: lazy
 // eviction on reuse, entering filled blocks into the cache, and walking a prompt's cached prefix.
 #include "pool.hpp"
+#include "tiers.hpp"
 
 namespace kvc {
 
 int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
     int32_t b = p->blocks.next_victim();
     if (p->blocks.cached(b)) {
-        // Lazy eviction: the block kept its cache entry while it waited in the LRU list.
+        // Lazy eviction: the block kept its cache entry while it waited in the LRU list. With a host
+        // tier its content moves one tier down instead of being lost.
+        if (p->tiers.load(std::memory_order_relaxed)) tier_spill_evicted(p, b);
         EventRecord ev;
         ev.type = KVC_EVENT_BLOCK_REMOVED;
         ev.block_id = b;
@@ -47,7 +50,8 @@ void pool_hash_full_blocks(kvc_pool *p, Sequence *s) {
     }
 }
 
-PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys) {
+PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
+                            WalkTiers lower) {
     PrefixWalk w;
     const int32_t bs = p->block_size;
     if (max_blocks > p->num_blocks) max_blocks = p->num_blocks;  // bounds hit_scratch
@@ -55,6 +59,19 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
         const int32_t *toks = tokens + i * bs;
         BlockKey key = p->hasher.hash_block(w.chain, toks, i, keys);
         int32_t b = p->cache.find(key.hash);
+        Tiers *t = lower != kWalkDevice ? p->tiers.load() : nullptr;
+        if (b < 0 && t) {
+            int32_t slot = -1;
+            const int32_t tier = tier_find_lower(p, w.chain, key, toks, lower == kWalkHostDisk, &slot);
+            if (tier < 0) break;
+            t->hit_tier[size_t(i)] = uint8_t(tier);
+            t->hit_slot[size_t(i)] = slot;
+            p->hit_scratch[size_t(i)] = -1;
+            ++(tier == KVC_TIER_HOST ? w.host_hits : w.disk_hits);
+            w.chain = key.hash;
+            w.hit_blocks = i + 1;
+            continue;
+        }
         if (b < 0) break;
         if (!p->cache.verify(b, w.chain, key, toks)) {
             w.verify_miss = true;

@@ -4,6 +4,7 @@
 
 #include "error.hpp"
 #include "pool.hpp"
+#include "tiers.hpp"
 
 namespace kvc {
 
@@ -17,6 +18,8 @@ kvc_status pool_check_invariants(kvc_pool *p) {
     const int32_t bs = p->block_size;
     const BlockPool &bp = p->blocks;
     const FreeQueues &q = bp.queues();
+
+    std::vector<int32_t> host_refs = tier_host_refs(p);  // per host tier slot: swapped-out entries
 
     // 1. Refcount of each block == number of table references.
     std::vector<int64_t> refs(size_t(n), 0);
@@ -36,7 +39,9 @@ kvc_status pool_check_invariants(kvc_pool *p) {
             KVC_CHECK(s->num_hashed == s->num_tokens / bs, "sequence %llu hashed %lld blocks of %lld full ones",
                       (unsigned long long)s->id, (long long)s->num_hashed, (long long)(s->num_tokens / bs));
         }
+        if (kvc_status st = tier_check_sequence(p, s, &host_refs); st != KVC_OK) return st;
         for (int32_t b : s->table) {
+            if (b < 0 && s->swapped_out) continue;  // in a host tier slot (checked by tier_check)
             KVC_CHECK(b >= 0 && b < n, "sequence %llu references block %d outside [0, %d)", (unsigned long long)s->id, b, n);
             ++refs[size_t(b)];
         }
@@ -119,6 +124,9 @@ kvc_status pool_check_invariants(kvc_pool *p) {
     } else {
         for (int32_t b = 0; b < n; ++b) KVC_CHECK(!bp.cached(b), "block %d is cached while caching is off", b);
     }
+
+    // 5. Tier slots and indexes; host slots held by swapped-out sequences.
+    if (kvc_status st = tier_check(p, host_refs); st != KVC_OK) return st;
 
     // 4. Pending copies name real blocks.
     for (int64_t i = 0; i < p->copies.size(); ++i) {

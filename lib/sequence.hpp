@@ -27,12 +27,16 @@ struct Sequence {
     Hash128 chain = kRootHash;    // hash of block num_hashed - 1 (kRootHash when none)
     int64_t num_hashed = 0;       // leading full blocks whose hash is known (cached or not)
     bool swapped_out = false;     // not resident in the pool's storage (tiering)
+    // While swapped out: per table entry, the host tier slot holding that block (table entry -1),
+    // or -1 for a block that stayed on the device (shared). Empty while resident.
+    std::vector<int32_t> swap_slots;
 
     void reset(uint64_t new_id) {
         id = new_id;
         table.clear();
         tokens.clear();
         keys.clear();
+        swap_slots.clear();
         num_tokens = reserved_end = num_hashed = 0;
         chain = kRootHash;
         swapped_out = false;

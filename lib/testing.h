@@ -31,6 +31,26 @@ int32_t kvct_next_victim(kvc_pool *pool);
  *  kvc_pool_check detects the violation (then undo it with -delta). */
 void kvct_corrupt_refcount(kvc_pool *pool, int32_t block, int32_t delta);
 
+/* ---- Memory tiers ---------------------------------------------------------------------------- */
+
+/** Disk tier fault injection: the next `count` disk writes (ENOSPC / EIO kinds) or reads (EIO,
+ *  short read, flipped bit in the block bytes) fail that way. KVCT_FAULT_NONE (or count 0) clears. */
+#define KVCT_FAULT_NONE 0
+#define KVCT_FAULT_WRITE_ENOSPC 1
+#define KVCT_FAULT_WRITE_EIO 2
+#define KVCT_FAULT_READ_EIO 3
+#define KVCT_FAULT_READ_SHORT 4
+#define KVCT_FAULT_READ_BITFLIP 5
+void kvct_disk_fault(int32_t kind, int32_t count);
+/** on != 0: disk tiers attached afterwards use pread/pwrite instead of io_uring. */
+void kvct_disk_force_sync_io(int32_t on);
+/** Slots of a tier (KVC_TIER_HOST / KVC_TIER_DISK) in state 0 free, 1 cached, 2 held, 3 busy;
+ *  -1 without that tier. */
+int64_t kvct_tier_slots_in_state(kvc_pool *pool, int32_t tier, int32_t state);
+/** Overwrites one slot's state (0..3) without touching lists, index or counts; returns the old
+ *  state, or -1 for a bad tier/slot. For proving that kvc_pool_check sees tier corruption. */
+int32_t kvct_tier_corrupt_slot(kvc_pool *pool, int32_t tier, int32_t slot, int32_t state);
+
 #ifdef __cplusplus
 }
 #endif

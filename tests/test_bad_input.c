@@ -76,6 +76,7 @@ typedef struct outs {
     int64_t i64buf[64];
     char chars[64];
     float attn_out[16 * C_Q_HEADS * C_HEAD_DIM];
+    kvc_tier_stats tstats, tstats_old; /* tstats_old: struct_size too small */
 } outs;
 
 static fixture F;  /* the fixture a row runs on */
@@ -186,6 +187,8 @@ static void outs_reset(void) {
     O_pattern.sinfo_old.struct_size = 4;
     O_pattern.binfo.struct_size = sizeof(kvc_batch_info);
     O_pattern.binfo_old.struct_size = 4;
+    O_pattern.tstats.struct_size = sizeof(kvc_tier_stats);
+    O_pattern.tstats_old.struct_size = 4;
     memcpy(&O, &O_pattern, sizeof O);
 }
 
@@ -654,7 +657,50 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     X(kvc_launch_attention, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE,                                                    \
       kvc_launch_attention(F.C, F.built, 0, F.q, O.attn_out, params_with(PAR_WINDOW_NEG), NULL), 1)                    \
     X(kvc_launch_attention, RANGE, KVC_ERR_INVALID_ARG, F_NONE,                                                       \
-      kvc_launch_attention(F.C, F.built, 0, F.q, O.attn_out, params_with(PAR_PARTITION), NULL), 1)
+      kvc_launch_attention(F.C, F.built, 0, F.q, O.attn_out, params_with(PAR_PARTITION), NULL), 1)                    \
+                                                                                                                       \
+    X(kvc_tier_attach_host, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_attach_host(NULL, 4), 1) \
+    X(kvc_tier_attach_host, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_host(F.C, 0), 1) \
+    X(kvc_tier_attach_host, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_host(F.C, -4), 1) \
+    X(kvc_tier_attach_host, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_host(F.C, (int64_t)INT32_MAX + 1), 1) \
+    X(kvc_tier_attach_host, STATE, KVC_ERR_STATE, F_NONE, kvc_tier_attach_host(F.P, 4), 1) \
+    X(kvc_tier_attach_disk, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_attach_disk(NULL, TIER_PATH, 4, 0), 1) \
+    X(kvc_tier_attach_disk, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_attach_disk(F.C, NULL, 4, 0), 1) \
+    X(kvc_tier_attach_disk, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk(F.C, TIER_PATH, 0, 0), 1) \
+    X(kvc_tier_attach_disk, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk(F.C, TIER_PATH, -1, 0), 1) \
+    X(kvc_tier_attach_disk, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk(F.C, TIER_PATH, 4, 0x40), 1) \
+    X(kvc_tier_attach_disk, STATE, KVC_ERR_STATE, F_NONE, kvc_tier_attach_disk(F.C, TIER_PATH, 4, 0), 1) \
+    X(kvc_swap_out, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_swap_out(NULL, SEQ_C1, OP_OUT), 1) \
+    X(kvc_swap_out, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_swap_out(F.C, SEQ_NONE, OP_OUT), 1) \
+    X(kvc_swap_out, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_swap_out(F.C, SEQ_CFREED, OP_OUT), 1) \
+    X(kvc_swap_out, STATE, KVC_ERR_STATE, F_NONE, kvc_swap_out(F.C, SEQ_C1, OP_OUT), 1) \
+    X(kvc_swap_out, STATE, KVC_ERR_STATE, F_NONE, kvc_swap_out(F.P, SEQ_A, OP_OUT), 1) \
+    X(kvc_swap_in, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_swap_in(NULL, SEQ_C1, OP_OUT), 1) \
+    X(kvc_swap_in, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_swap_in(F.C, SEQ_NONE, OP_OUT), 1) \
+    X(kvc_swap_in, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_swap_in(F.C, SEQ_CFREED, OP_OUT), 1) \
+    X(kvc_swap_in, STATE, KVC_ERR_STATE, F_NONE, kvc_swap_in(F.C, SEQ_C1, OP_OUT), 1) \
+    X(kvc_op_query, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_op_query(NULL, 1, &O.i32), 1) \
+    X(kvc_op_query, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_op_query(F.C, 1, NULL), 1) \
+    X(kvc_op_query, UNKNOWN_ID, KVC_ERR_INVALID_ARG, F_NONE, kvc_op_query(F.C, 1, &O.i32), 1) \
+    X(kvc_op_query, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_op_query(F.C, 0, &O.i32), 1) \
+    X(kvc_op_wait, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_op_wait(NULL, 1), 1) \
+    X(kvc_op_wait, UNKNOWN_ID, KVC_ERR_INVALID_ARG, F_NONE, kvc_op_wait(F.C, 7), 1) \
+    X(kvc_op_wait, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_op_wait(F.P, 0), 1) \
+    X(kvc_preempt_recompute, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_preempt_recompute(NULL, SEQ_C1, &O.i64), 1) \
+    X(kvc_preempt_recompute, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_preempt_recompute(F.C, SEQ_NONE, &O.i64), 1) \
+    X(kvc_preempt_recompute, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_preempt_recompute(F.C, SEQ_CFREED, &O.i64), 1) \
+    X(kvc_preemption_cost, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_preemption_cost(NULL, SEQ_C1, &O.i64, &O.i64), 1) \
+    X(kvc_preemption_cost, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_preemption_cost(F.C, SEQ_NONE, &O.i64, &O.i64), 1) \
+    X(kvc_preemption_cost, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_preemption_cost(F.P, SEQ_FREED, &O.i64, &O.i64), 1) \
+    X(kvc_prefix_lookup_tiers, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_prefix_lookup_tiers(NULL, F.tok_a, 10, NULL, TIER_OUTS), 1) \
+    X(kvc_prefix_lookup_tiers, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_prefix_lookup_tiers(F.P, NULL, 10, NULL, TIER_OUTS), 1) \
+    X(kvc_prefix_lookup_tiers, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_prefix_lookup_tiers(F.P, F.tok_a, 0, NULL, TIER_OUTS), 1) \
+    X(kvc_prefix_lookup_tiers, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_prefix_lookup_tiers(F.P, F.tok_a, -5, NULL, TIER_OUTS), 1) \
+    X(kvc_tier_get_stats, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_get_stats(NULL, KVC_TIER_HOST, &O.tstats), 1) \
+    X(kvc_tier_get_stats, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_get_stats(F.C, KVC_TIER_HOST, NULL), 1) \
+    X(kvc_tier_get_stats, VERSION, KVC_ERR_VERSION, F_NONE, kvc_tier_get_stats(F.C, KVC_TIER_HOST, &O.tstats_old), 1) \
+    X(kvc_tier_get_stats, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_get_stats(F.C, 3, &O.tstats), 1) \
+    X(kvc_tier_get_stats, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_get_stats(F.C, -1, &O.tstats), 1)
 
 /* Functions that cannot fail, or for which NULL is a documented no-op: no rows. */
 static const struct { const char *fn, *reason; } k_exempt[] = {
@@ -672,6 +718,11 @@ static const struct { const char *fn, *param; } k_nullable_out[] = {
     {"kvc_last_error_copy", "out_len"},       {"kvc_alloc", "out_cached_tokens"},
     {"kvc_append", "out_new_blocks"},         {"kvc_prefix_pin", "out_pinned_tokens"},
     {"kvc_prefix_unpin", "out_unpinned_tokens"}, {"kvc_copy_pending", "out_copied"},
+    {"kvc_swap_out", "out_op"},                {"kvc_swap_in", "out_op"},
+    {"kvc_preempt_recompute", "out_tokens_to_recompute"},
+    {"kvc_preemption_cost", "out_swap_bytes"}, {"kvc_preemption_cost", "out_recompute_tokens"},
+    {"kvc_prefix_lookup_tiers", "out_device_tokens"}, {"kvc_prefix_lookup_tiers", "out_host_tokens"},
+    {"kvc_prefix_lookup_tiers", "out_disk_tokens"},
 };
 
 /* ---- helpers the rows use that need the fixture ----------------------------------------------- */
@@ -684,6 +735,11 @@ static const char *long_salt(void) {
 }
 
 static unsigned char g_host[2 * 4096];
+
+/* Tier rows: a path no row gets to open, the op-id out-param, and the three per-tier counts. */
+#define TIER_PATH "/tmp/kvc_bad_input_tier_never_created.bin"
+#define OP_OUT ((uint64_t *)&O.i64)
+#define TIER_OUTS &O.i64, &O.i64buf[0], &O.i64buf[1]
 static void *scratch_host(void) { return g_host; }
 
 static uint64_t g_ids3[3];

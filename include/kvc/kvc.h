@@ -238,6 +238,12 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
  *  cached prefix (full blocks, verified token by token, at most num_tokens - 1 tokens) is shared
  *  (refcount + 1); the rest is allocated. *out_cached_tokens (may be NULL) receives the number of
  *  tokens whose KV is already present. Capacity is checked before anything changes.
+ *  With memory tiers (kvc_tier_attach_host) the cached prefix continues into the host and disk
+ *  tiers: those blocks are copied into fresh device blocks (they count as cached tokens and as
+ *  blocks to take in the capacity check), disk blocks only after their checksum and identity are
+ *  verified — a bad disk block ends the cached prefix there. The copies are done when this call
+ *  returns on the CPU backend; on CUDA they are queued on the tier stream, and kvc_cache_write /
+ *  kvc_launch_attention order after them.
  *  Errors: KVC_ERR_NULL_ARG (pool; tokens while caching is on), KVC_ERR_INVALID_ARG (num_tokens
  *  < 1), KVC_ERR_SEQ_EXISTS, KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW, KVC_ERR_OUT_OF_BLOCKS,
  *  KVC_ERR_NO_MEMORY. */
@@ -334,7 +340,8 @@ KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out);
 
 /** How many leading tokens of this prompt are cached right now (full blocks, verified, at most
  *  num_tokens - 1 rounded down to a block boundary). No side effects: no refcount, LRU position or
- *  statistic changes. 0 when prefix caching is off.
+ *  statistic changes. 0 when prefix caching is off. With memory tiers, blocks found in the host
+ *  and disk tiers count too (kvc_alloc restores them; see kvc_prefix_lookup_tiers for the split).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_OVERFLOW. */
 KVC_API kvc_status kvc_prefix_lookup(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,
                                      const kvc_keys *keys, int64_t *out_cached_tokens);
@@ -530,6 +537,133 @@ KVC_API kvc_status kvc_attention_params_default(kvc_attention_params *p);
 KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, int32_t layer,
                                         const void *q, void *out, const kvc_attention_params *params,
                                         void *stream);
+
+/* ------------------------------------------------------------------------------------------------
+ * Memory tiers: device <-> host <-> disk
+ *
+ * A pool with storage (backend CPU or CUDA) can get a host tier (block slots in pinned host memory
+ * on CUDA, plain host memory on CPU) and below it a disk tier (block slots in a file). Each tier
+ * has its own capacity, free list, LRU (per retention priority, like the device's prefix cache)
+ * and hash index. Blocks move as one contiguous copy of block_stride bytes.
+ *
+ *  - Swap (preemption by swapping): kvc_swap_out moves a sequence's exclusively owned blocks
+ *    (refcount 1) to the host tier; blocks shared with other sequences (fork, prefix hits) stay on
+ *    the device and keep the swapped sequence's reference. A swapped-out sequence is refused by
+ *    kvc_append, kvc_fork, kvc_batch_build, kvc_seq_slot_mapping (KVC_ERR_STATE) until kvc_swap_in;
+ *    kvc_seq_block_table reports -1 for its blocks that are not on the device; kvc_free works.
+ *  - Spill and re-hit: with prefix caching, a cached refcount-0 block evicted from the device is
+ *    copied to the host tier instead of being dropped (and a block evicted from the host tier goes
+ *    to the disk tier), keeping its identity. Prefix lookups continue into the lower tiers, and
+ *    kvc_alloc restores those blocks into fresh device blocks (counted as cached tokens).
+ *  - Integrity: every block on disk carries an XXH3 checksum over its bytes and identity; a bad
+ *    read is a miss (the caller recomputes), never wrong data.
+ *  - Ordering: copies run outside the pool lock. On CUDA they are asynchronous on a dedicated tier
+ *    stream, and kvc_cache_write, kvc_copy_pending, kvc_launch_attention and
+ *    kvc_storage_copy_blocks order their work after every tier copy issued before them
+ *    (cudaStreamWaitEvent, no host sync). Callers touching the KV storage with their own kernels
+ *    must kvc_op_wait the swap ops (or call one of those functions on their stream) first.
+ * --------------------------------------------------------------------------------------------- */
+typedef enum kvc_tier { KVC_TIER_DEVICE = 0, KVC_TIER_HOST = 1, KVC_TIER_DISK = 2 } kvc_tier;
+
+/** kvc_tier_attach_disk flags. */
+#define KVC_DISK_PERSISTENT 1 /**< keep the file's blocks: re-attaching the same file with the same
+                                   layout finds them again (verified before use) */
+#define KVC_DISK_NO_DIRECT 2  /**< never try O_DIRECT */
+
+/** Attaches a host tier of num_blocks block slots (allocated here; once per pool).
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX), KVC_ERR_STATE
+ *  (metadata-only pool, or a host tier is already attached), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY,
+ *  KVC_ERR_DEVICE. */
+KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks);
+
+/** Attaches a disk tier of num_blocks slots in the file `path` (created if missing; truncated
+ *  unless KVC_DISK_PERSISTENT). Needs the host tier (lower tiers reach the device through it).
+ *  I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system
+ *  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX, unknown flags),
+ *  KVC_ERR_STATE (no host tier, or a disk tier is already attached), KVC_ERR_IO (cannot open, not a
+ *  regular file, no space), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY. */
+KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks,
+                                        int32_t flags);
+
+/** Swaps sequence seq_id out: its blocks with refcount 1 are copied to host tier slots and their
+ *  device blocks freed (on CUDA those blocks are reused only after the copy, by stream order).
+ *  *out_op (may be NULL) receives an operation id for kvc_op_query / kvc_op_wait. Host slots are
+ *  taken from free slots first, then by evicting cached blocks (which spill to disk if there is a
+ *  disk tier). Bumps the pool's sequence generation (built batches re-validate).
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (already swapped out, no host
+ *  tier), KVC_ERR_BUSY (copy-on-write pairs of this sequence are still pending: kvc_copy_pending
+ *  first), KVC_ERR_OUT_OF_BLOCKS (not enough host slots; nothing moved), KVC_ERR_NO_MEMORY. */
+KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_op);
+
+/** Swaps sequence seq_id back in: fresh device blocks receive its host-held blocks, the host slots
+ *  are freed, and the sequence is usable again (batches and kernels order after the copy).
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (not swapped out),
+ *  KVC_ERR_OUT_OF_BLOCKS (not enough free device blocks; nothing moved), KVC_ERR_NO_MEMORY. */
+KVC_API kvc_status kvc_swap_in(kvc_pool *pool, uint64_t seq_id, uint64_t *out_op);
+
+/** *out_done = 1 when the copies of operation `op` (from kvc_swap_out / kvc_swap_in) have
+ *  completed, else 0. On the CPU backend an op is complete when its call returns.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (an id this pool never issued). */
+KVC_API kvc_status kvc_op_query(kvc_pool *pool, uint64_t op, int32_t *out_done);
+
+/** Blocks until operation `op` has completed. Errors: as kvc_op_query, plus KVC_ERR_DEVICE. */
+KVC_API kvc_status kvc_op_wait(kvc_pool *pool, uint64_t op);
+
+/** Preemption by recomputation: frees seq_id (as kvc_free) and reports in
+ *  *out_tokens_to_recompute (may be NULL) its confirmed token count, which the caller must prefill
+ *  again. Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ. */
+KVC_API kvc_status kvc_preempt_recompute(kvc_pool *pool, uint64_t seq_id, int64_t *out_tokens_to_recompute);
+
+/** What each way of preempting seq_id would cost: *out_swap_bytes = bytes kvc_swap_out would move
+ *  (its refcount-1 blocks x block_stride; for a swapped-out sequence, the bytes kvc_swap_in would
+ *  move), *out_recompute_tokens = its confirmed tokens. Either out pointer may be NULL. Read-only.
+ *  Errors: KVC_ERR_NULL_ARG (pool), KVC_ERR_UNKNOWN_SEQ. */
+KVC_API kvc_status kvc_preemption_cost(kvc_pool *pool, uint64_t seq_id, int64_t *out_swap_bytes,
+                                       int64_t *out_recompute_tokens);
+
+/** Like kvc_prefix_lookup, split by tier: the leading cached tokens found on the device, in the
+ *  host tier and in the disk tier (each block counted in the highest tier holding it; the walk
+ *  stops at the first block found in none). Disk hits are reported from the index; their bytes are
+ *  verified only when kvc_alloc reads them (a bad block then becomes a miss). Read-only. Any out
+ *  pointer may be NULL. Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1). */
+KVC_API kvc_status kvc_prefix_lookup_tiers(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,
+                                           const kvc_keys *keys, int64_t *out_device_tokens,
+                                           int64_t *out_host_tokens, int64_t *out_disk_tokens);
+
+typedef struct kvc_tier_stats {
+    uint32_t struct_size;          /**< set by the caller to sizeof(kvc_tier_stats) */
+    int32_t tier;                  /**< kvc_tier */
+    int32_t direct_io;             /**< disk: 1 if O_DIRECT is in use */
+    int32_t persistent;            /**< disk: 1 if KVC_DISK_PERSISTENT */
+    int32_t io_uring;              /**< disk: 1 if io_uring is in use (else pread/pwrite) */
+    int32_t reserved;
+    int64_t capacity_blocks;       /**< 0 when the tier is not attached */
+    int64_t used_blocks;           /**< slots holding a block (cached, held by a swapped-out
+                                        sequence, or with a copy in flight); device: refcount > 0 */
+    int64_t cached_blocks;         /**< slots holding a cached prefix block (device: refcount 0) */
+    int64_t held_blocks;           /**< host: slots held by swapped-out sequences */
+    int64_t bytes_used;            /**< used_blocks x block_stride */
+    int64_t blocks_in;             /**< blocks copied into this tier */
+    int64_t blocks_out;            /**< blocks copied out of this tier towards the device */
+    int64_t bytes_in;
+    int64_t bytes_out;
+    int64_t transfers;             /**< batches of copies into or out of this tier */
+    double transfer_seconds;       /**< wall time of those copies (issue time for async GPU copies) */
+    double bandwidth_bytes_per_s;  /**< (bytes_in + bytes_out) / transfer_seconds, 0 if none */
+    int64_t hits;                  /**< prefix blocks kvc_alloc found in this tier */
+    int64_t evictions;             /**< cached blocks dropped from this tier to make room */
+    int64_t failures;              /**< blocks whose transfer failed (dropped or kept, see below) */
+    int64_t checksum_failures;     /**< disk: reads whose checksum or identity did not match */
+    int64_t io_errors;             /**< disk: I/O errors, ENOSPC and short reads */
+    int64_t recovered_blocks;      /**< disk: blocks re-indexed from a persistent file at attach */
+} kvc_tier_stats;
+
+/** Statistics of one tier (an unattached host/disk tier reports capacity 0). A failed disk write
+ *  drops the block it was spilling (counted in failures and io_errors); a failed disk read is a
+ *  miss (counted in failures and io_errors or checksum_failures) and the bad disk slot is freed.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (unknown tier), KVC_ERR_VERSION. */
+KVC_API kvc_status kvc_tier_get_stats(kvc_pool *pool, int32_t tier, kvc_tier_stats *out);
 
 #ifdef __cplusplus
 } /* extern "C" */

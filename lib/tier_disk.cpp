@@ -1,0 +1,280 @@
+#include "tier_disk.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "error.hpp"
+#include "tier_host.hpp"
+
+namespace kvc {
+namespace {
+
+constexpr uint64_t kMagic = 0x3152454954435653ull;  // "SVCTIER1" little-endian: identifies a slot
+constexpr uint32_t kVersion = 1;
+
+// Fixed part of a slot header; block_size token ids follow it.
+struct DiskHeader {
+    uint64_t magic;
+    uint32_t version;
+    int32_t block_size;
+    uint64_t layout_fingerprint;
+    uint64_t stamp;
+    uint64_t hash_hi, hash_lo;
+    uint64_t parent_hi, parent_lo;
+    uint64_t lora_id;
+    uint64_t extras_digest;
+    int32_t priority;
+    int32_t slot;
+    int64_t block_bytes;
+    uint64_t header_check;  // XXH3-64 of this header (with both checks 0) and the token ids
+    uint64_t checksum;      // XXH3-64 of the block's bytes seeded with header_check
+};
+
+size_t token_bytes(const KvLayout &L) { return size_t(L.block_size) * sizeof(int32_t); }
+
+uint64_t header_hash(const char *hdr, size_t tokens_len) {
+    DiskHeader h;
+    std::memcpy(&h, hdr, sizeof h);
+    h.header_check = 0;
+    h.checksum = 0;
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, &h, sizeof h);
+    XXH3_64bits_update(&st, hdr + sizeof h, tokens_len);
+    return XXH3_64bits_digest(&st);
+}
+
+}  // namespace
+
+DiskTier::~DiskTier() {
+    if (fd_ >= 0) ::close(fd_);
+    std::free(scratch_);
+}
+
+kvc_status DiskTier::open(const char *path, int32_t num_slots, const KvLayout &layout, int32_t flags,
+                          const char *fn) {
+    layout_ = layout;
+    persistent = (flags & KVC_DISK_PERSISTENT) != 0;
+    header_bytes_ = tier_round_up(int64_t(sizeof(DiskHeader) + token_bytes(layout)));
+    data_bytes_ = tier_round_up(layout.block_stride);
+    slot_bytes_ = header_bytes_ + data_bytes_;
+    int64_t file_bytes;
+    if (mul_overflows(slot_bytes_, num_slots, &file_bytes))
+        return fail(KVC_ERR_OVERFLOW, "%s: %d slots of %lld bytes overflow", fn, num_slots, (long long)slot_bytes_);
+    const int32_t fp_words[] = {layout.block_size, layout.num_layers, layout.num_kv_heads, layout.head_dim,
+                                layout.dtype, int32_t(kVersion)};
+    fingerprint_ = XXH3_64bits_withSeed(fp_words, sizeof fp_words, uint64_t(layout.block_stride));
+
+    const int base_flags = O_RDWR | O_CREAT | O_CLOEXEC | (persistent ? 0 : O_TRUNC);
+    direct = false;
+    if (!(flags & KVC_DISK_NO_DIRECT)) {
+        fd_ = ::open(path, base_flags | O_DIRECT, 0644);
+        if (fd_ >= 0) direct = true;
+        else if (errno != EINVAL) return fail(KVC_ERR_IO, "%s: cannot open '%s': %s", fn, path, std::strerror(errno));
+    }
+    if (fd_ < 0) {
+        fd_ = ::open(path, base_flags, 0644);
+        if (fd_ < 0) return fail(KVC_ERR_IO, "%s: cannot open '%s': %s", fn, path, std::strerror(errno));
+    }
+    struct stat sb;
+    if (fstat(fd_, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return fail(KVC_ERR_IO, "%s: '%s' is not a regular file", fn, path);
+    if (sb.st_size < file_bytes) {
+        // Reserve the space now so that a full disk is reported here rather than as failed spills.
+        int rc = posix_fallocate(fd_, 0, file_bytes);
+        if (rc == ENOSPC)
+            return fail(KVC_ERR_IO, "%s: '%s': no space for %lld bytes (%d slots)", fn, path, (long long)file_bytes,
+                        num_slots);
+        if (rc != 0 && ftruncate(fd_, file_bytes) != 0)
+            return fail(KVC_ERR_IO, "%s: cannot size '%s' to %lld bytes: %s", fn, path, (long long)file_bytes,
+                        std::strerror(errno));
+    }
+    scratch_ = static_cast<char *>(std::aligned_alloc(size_t(kTierAlign), size_t(header_bytes_) * kBatch));
+    if (!scratch_) return fail(KVC_ERR_NO_MEMORY, "%s: cannot allocate disk tier header buffers", fn);
+    std::memset(scratch_, 0, size_t(header_bytes_) * kBatch);
+
+    // Some file systems accept O_DIRECT at open and refuse it per I/O: probe with one aligned read.
+    if (direct) {
+        ssize_t r = pread(fd_, scratch_, size_t(header_bytes_), 0);
+        if (r < 0 && errno == EINVAL) {
+            int fl = fcntl(fd_, F_GETFL);
+            if (fl < 0 || fcntl(fd_, F_SETFL, fl & ~O_DIRECT) != 0)
+                return fail(KVC_ERR_IO, "%s: '%s': cannot turn off O_DIRECT: %s", fn, path, std::strerror(errno));
+            direct = false;
+        }
+    }
+    uring = io_.init(2 * kBatch);
+    slots.init(num_slots, layout.block_size);
+    stamps.assign(size_t(num_slots), 0);
+    if (persistent) scan();
+    return KVC_OK;
+}
+
+void DiskTier::run_io(IoOp *ops, int n) {
+    io_.run(fd_, ops, n);
+    if (!direct) return;
+    // A file system that refuses O_DIRECT for this I/O: switch it off once and redo those ops.
+    bool einval = false;
+    for (int i = 0; i < n; ++i) einval |= ops[i].result == -EINVAL;
+    if (!einval) return;
+    int fl = fcntl(fd_, F_GETFL);
+    if (fl >= 0 && fcntl(fd_, F_SETFL, fl & ~O_DIRECT) == 0) direct = false;
+    for (int i = 0; i < n; ++i)
+        if (ops[i].result == -EINVAL) io_.run(fd_, &ops[i], 1);
+}
+
+void DiskTier::build_header(int32_t slot, const char *data, char *hdr) const {
+    const PrefixCache &ix = slots.index();
+    DiskHeader h{};
+    h.magic = kMagic;
+    h.version = kVersion;
+    h.block_size = layout_.block_size;
+    h.layout_fingerprint = fingerprint_;
+    h.stamp = stamps[size_t(slot)];
+    h.hash_hi = ix.hash_of(slot).hi;
+    h.hash_lo = ix.hash_of(slot).lo;
+    h.parent_hi = ix.parent_of(slot).hi;
+    h.parent_lo = ix.parent_of(slot).lo;
+    h.lora_id = ix.lora_of(slot);
+    h.extras_digest = ix.digest_of(slot);
+    h.priority = slots.priority(slot);
+    h.slot = slot;
+    h.block_bytes = layout_.block_stride;
+    std::memset(hdr, 0, size_t(header_bytes_));
+    std::memcpy(hdr + sizeof h, ix.tokens_of(slot), token_bytes(layout_));
+    std::memcpy(hdr, &h, sizeof h);
+    h.header_check = header_hash(hdr, token_bytes(layout_));
+    h.checksum = XXH3_64bits_withSeed(data, size_t(layout_.block_stride), h.header_check);
+    std::memcpy(hdr, &h, sizeof h);
+}
+
+int32_t DiskTier::verify(int32_t slot, const char *hdr, const char *data) const {
+    DiskHeader h;
+    std::memcpy(&h, hdr, sizeof h);
+    const PrefixCache &ix = slots.index();
+    if (h.magic != kMagic || h.version != kVersion || h.layout_fingerprint != fingerprint_ ||
+        h.block_size != layout_.block_size || h.block_bytes != layout_.block_stride || h.slot != slot)
+        return kDiskChecksum;
+    if (h.hash_hi != ix.hash_of(slot).hi || h.hash_lo != ix.hash_of(slot).lo || h.parent_hi != ix.parent_of(slot).hi ||
+        h.parent_lo != ix.parent_of(slot).lo || h.lora_id != ix.lora_of(slot) || h.extras_digest != ix.digest_of(slot) ||
+        std::memcmp(hdr + sizeof h, ix.tokens_of(slot), token_bytes(layout_)) != 0)
+        return kDiskChecksum;
+    if (header_hash(hdr, token_bytes(layout_)) != h.header_check) return kDiskChecksum;
+    if (XXH3_64bits_withSeed(data, size_t(layout_.block_stride), h.header_check) != h.checksum) return kDiskChecksum;
+    return kDiskOk;
+}
+
+void DiskTier::write_slots(const int32_t *disk_slots, char *const *data, int32_t *out, int n) {
+    for (int base = 0; base < n; base += kBatch) {
+        const int m = std::min(kBatch, n - base);
+        IoOp ops[kBatch];
+        for (int i = 0; i < m; ++i) {
+            const int32_t s = disk_slots[base + i];
+            char *hdr = scratch_ + int64_t(i) * header_bytes_;
+            build_header(s, data[base + i], hdr);
+            ops[i].write = true;
+            ops[i].offset = int64_t(s) * slot_bytes_;
+            ops[i].header = hdr;
+            ops[i].header_len = size_t(header_bytes_);
+            ops[i].data = data[base + i];
+            ops[i].data_len = size_t(data_bytes_);
+        }
+        run_io(ops, m);
+        for (int i = 0; i < m; ++i) {
+            const int64_t r = ops[i].result;
+            out[base + i] = r == int64_t(header_bytes_ + data_bytes_) ? kDiskOk : r == -ENOSPC ? kDiskNoSpace : kDiskIoError;
+        }
+    }
+}
+
+void DiskTier::read_slots(const int32_t *disk_slots, char *const *data, int32_t *out, int n) {
+    for (int base = 0; base < n; base += kBatch) {
+        const int m = std::min(kBatch, n - base);
+        IoOp ops[kBatch];
+        for (int i = 0; i < m; ++i) {
+            const int32_t s = disk_slots[base + i];
+            ops[i].write = false;
+            ops[i].offset = int64_t(s) * slot_bytes_;
+            ops[i].header = scratch_ + int64_t(i) * header_bytes_;
+            ops[i].header_len = size_t(header_bytes_);
+            ops[i].data = data[base + i];
+            ops[i].data_len = size_t(data_bytes_);
+        }
+        run_io(ops, m);
+        for (int i = 0; i < m; ++i) {
+            const int64_t r = ops[i].result;
+            if (r < 0) out[base + i] = kDiskIoError;
+            else if (r != int64_t(header_bytes_ + data_bytes_)) out[base + i] = kDiskShortRead;
+            else out[base + i] = verify(disk_slots[base + i], static_cast<char *>(ops[i].header), data[base + i]);
+        }
+    }
+}
+
+// Re-indexes the slots of a persistent file: headers only (bytes are verified on use). Slots whose
+// header is invalid, of another layout, or a duplicate of a newer slot's hash stay free.
+void DiskTier::scan() {
+    const int32_t n = slots.capacity();
+    std::vector<std::pair<uint64_t, int32_t>> found;  // (stamp, slot)
+    std::vector<DiskHeader> headers(size_t(n), DiskHeader{});
+    std::vector<int32_t> tokens(size_t(n) * size_t(layout_.block_size));
+    for (int32_t base = 0; base < n; base += kBatch) {
+        const int m = std::min<int32_t>(kBatch, n - base);
+        IoOp ops[kBatch];
+        for (int i = 0; i < m; ++i) {
+            ops[i].offset = int64_t(base + i) * slot_bytes_;
+            ops[i].header = scratch_ + int64_t(i) * header_bytes_;
+            ops[i].header_len = size_t(header_bytes_);
+        }
+        run_io(ops, m);
+        for (int i = 0; i < m; ++i) {
+            if (ops[i].result != header_bytes_) continue;
+            const char *hdr = static_cast<const char *>(ops[i].header);
+            DiskHeader h;
+            std::memcpy(&h, hdr, sizeof h);
+            if (h.magic != kMagic || h.version != kVersion || h.layout_fingerprint != fingerprint_ ||
+                h.block_size != layout_.block_size || h.block_bytes != layout_.block_stride || h.slot != base + i ||
+                h.priority < KVC_PRIORITY_MIN || h.priority > KVC_PRIORITY_MAX ||
+                header_hash(hdr, token_bytes(layout_)) != h.header_check)
+                continue;
+            headers[size_t(base + i)] = h;
+            std::memcpy(&tokens[size_t(base + i) * size_t(layout_.block_size)], hdr + sizeof h, token_bytes(layout_));
+            found.emplace_back(h.stamp, base + i);
+        }
+    }
+    // Oldest first, so the LRU order is the write order of the previous run; on a duplicate hash the
+    // newer slot wins.
+    std::sort(found.begin(), found.end());
+    for (auto it = found.rbegin(); it != found.rend(); ++it) {
+        const DiskHeader &h = headers[size_t(it->second)];
+        if (slots.find(Hash128{h.hash_hi, h.hash_lo}) >= 0) it->second = -1;
+        else {
+            BlockKey key;
+            key.hash = Hash128{h.hash_hi, h.hash_lo};
+            key.lora_id = h.lora_id;
+            key.extras_digest = h.extras_digest;
+            slots.claim(it->second);
+            slots.index_busy(it->second, Hash128{h.parent_hi, h.parent_lo}, key,
+                             &tokens[size_t(it->second) * size_t(layout_.block_size)], h.priority);
+        }
+    }
+    for (const auto &f : found) {
+        if (f.second < 0) continue;
+        slots.commit_cached(f.second);
+        stamps[size_t(f.second)] = f.first;
+        next_stamp = std::max(next_stamp, f.first + 1);
+        ++recovered;
+    }
+}
+
+}  // namespace kvc

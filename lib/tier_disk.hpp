@@ -1,0 +1,72 @@
+// The disk tier: num_slots block slots in one file the user names.
+//
+// File format: slot s occupies [s * slot_bytes, (s + 1) * slot_bytes): a header region (4 KiB
+// multiple) and a data region (block_stride rounded up to 4 KiB), so every I/O is aligned for
+// O_DIRECT. The header carries the block's identity (hash, parent hash, LoRA id, extras digest,
+// priority, token ids), the layout fingerprint, a write stamp (LRU order across restarts), a hash of
+// the header itself and an XXH3-64 checksum over the block's bytes seeded with that header hash — so
+// the checksum covers bytes and identity together. A read is used only when all of it matches what
+// the index expects; anything else (I/O error, short read, mismatch) is a miss.
+//
+// With KVC_DISK_PERSISTENT the file is kept and, on attach, every slot header is read back and valid
+// ones re-enter the index (their bytes are verified later, when a prefix hit reads them). Without
+// it the file is truncated on attach.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kv_layout.hpp"
+#include "tier_index.hpp"
+#include "tier_io.hpp"
+#include "tier_stats.hpp"
+
+namespace kvc {
+
+enum DiskOutcome : int32_t { kDiskOk = 0, kDiskIoError = 1, kDiskNoSpace = 2, kDiskShortRead = 3, kDiskChecksum = 4 };
+
+class DiskTier {
+public:
+    static constexpr int kBatch = 64;  // slots per I/O submission
+
+    DiskTier() = default;
+    DiskTier(const DiskTier &) = delete;
+    DiskTier &operator=(const DiskTier &) = delete;
+    ~DiskTier();
+
+    // Opens (creates) the file and, if persistent, re-indexes its valid slots. Not yet visible to
+    // other threads: no lock needed. Errors carry `fn` and the path.
+    kvc_status open(const char *path, int32_t num_slots, const KvLayout &layout, int32_t flags, const char *fn);
+
+    // Writes host slot data to disk slots (identity taken from this tier's index, where the slots
+    // are busy and indexed) / reads disk slots into host slot buffers and verifies them. Run
+    // outside the pool lock by the tier executor (one caller at a time); out[i] gets a DiskOutcome.
+    void write_slots(const int32_t *disk_slots, char *const *data, int32_t *out, int n);
+    void read_slots(const int32_t *disk_slots, char *const *data, int32_t *out, int n);
+
+    TierSlots slots;
+    TierCounters stats;
+    std::vector<uint64_t> stamps;  // per slot: write order (for LRU order after a reopen)
+    uint64_t next_stamp = 1;
+    bool direct = false;
+    bool persistent = false;
+    bool uring = false;
+    int64_t recovered = 0;  // slots re-indexed from a persistent file at attach
+
+private:
+    void build_header(int32_t slot, const char *data, char *hdr) const;
+    int32_t verify(int32_t slot, const char *hdr, const char *data) const;
+    void run_io(IoOp *ops, int n);
+    void scan();
+
+    int fd_ = -1;
+    IoEngine io_;
+    KvLayout layout_;
+    int64_t header_bytes_ = 0;
+    int64_t data_bytes_ = 0;
+    int64_t slot_bytes_ = 0;
+    uint64_t fingerprint_ = 0;
+    char *scratch_ = nullptr;  // kBatch header buffers, 4 KiB aligned
+};
+
+}  // namespace kvc

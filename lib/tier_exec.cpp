@@ -1,0 +1,275 @@
+// Executing tier jobs outside the pool lock, committing their results under it, and the ordering
+// barrier used by everything that touches KV storage. See tiers.hpp for the model.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "cuda_api.hpp"
+#include "error.hpp"
+#include "pool.hpp"
+#include "tier_cuda.hpp"
+#include "tier_plan.hpp"
+
+namespace kvc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool is_disk_job(uint8_t k) { return k == kJobDiskSpill || k == kJobPromote; }
+bool is_to_host(uint8_t k) { return k == kJobSpill || k == kJobSwapOut; }
+
+// Time spent per kind of copy in one executor pass, folded into the counters at commit.
+struct PassTimes {
+    double device_s = 0, disk_write_s = 0, disk_read_s = 0;
+    int64_t device_batches = 0, disk_write_batches = 0, disk_read_batches = 0;
+};
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void execute(kvc_pool *p, Tiers *t, PassTimes *times) {
+    const int64_t stride = p->layout.block_stride;
+    char *dev = static_cast<char *>(p->storage);
+    const bool cuda = p->backend == KVC_BACKEND_CUDA;
+    HostTier &host = *t->host;
+    std::vector<TierJob> &jobs = t->running;
+    bool dirty = false;  // CUDA copies issued on the tier stream and not yet waited for
+    bool any_device = false;
+    const size_t n = jobs.size();
+    size_t i = 0;
+    while (i < n) {
+        TierJob &j = jobs[i];
+        if (is_disk_job(j.kind)) {
+            size_t e = i;
+            while (e < n && jobs[e].kind == j.kind && e - i < size_t(DiskTier::kBatch)) ++e;
+            // A host slot filled by an asynchronous device copy must be complete before disk I/O.
+            if (cuda && dirty) {
+                (void)cuda::stream_sync(t->stream);
+                dirty = false;
+            }
+            int32_t slots[DiskTier::kBatch], out[DiskTier::kBatch];
+            char *data[DiskTier::kBatch];
+            const int m = int(e - i);
+            for (int k = 0; k < m; ++k) {
+                slots[k] = jobs[i + size_t(k)].disk;
+                data[k] = host.slot_ptr(jobs[i + size_t(k)].host);
+            }
+            const Clock::time_point t0 = Clock::now();
+            if (j.kind == kJobDiskSpill) {
+                t->disk->write_slots(slots, data, out, m);
+                times->disk_write_s += since(t0);
+                ++times->disk_write_batches;
+            } else {
+                t->disk->read_slots(slots, data, out, m);
+                times->disk_read_s += since(t0);
+                ++times->disk_read_batches;
+            }
+            for (int k = 0; k < m; ++k) jobs[i + size_t(k)].outcome = out[k];
+            i = e;
+            continue;
+        }
+        // Device copies: consecutive ones are timed together.
+        const Clock::time_point t0 = Clock::now();
+        size_t e = i;
+        for (; e < n && !is_disk_job(jobs[e].kind); ++e) {
+            TierJob &c = jobs[e];
+            char *d = dev + int64_t(c.block) * stride;
+            char *h = host.slot_ptr(c.host);
+            if (cuda) {
+                kvc_status st = is_to_host(c.kind) ? cuda::memcpy_d2h(h, d, size_t(stride), t->stream)
+                                                   : cuda::memcpy_h2d(d, h, size_t(stride), t->stream);
+                c.outcome = st == KVC_OK ? 0 : 1;
+                dirty = true;
+            } else if (is_to_host(c.kind)) {
+                std::memcpy(h, d, size_t(stride));
+            } else {
+                std::memcpy(d, h, size_t(stride));
+            }
+        }
+        times->device_s += since(t0);
+        ++times->device_batches;
+        any_device = true;
+        i = e;
+    }
+    if (cuda && any_device) {
+        std::lock_guard<std::mutex> lk(t->cuda_mu);
+        if (cuda::event_record(t->last_event, t->stream) == KVC_OK) t->last_event_recorded = true;
+    }
+}
+
+void count_copy(TierCounters &c, bool in, int64_t bytes) {
+    if (in) {
+        ++c.blocks_in;
+        c.bytes_in += bytes;
+    } else {
+        ++c.blocks_out;
+        c.bytes_out += bytes;
+    }
+}
+
+// Pool mutex held.
+void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
+    const int64_t stride = p->layout.block_stride;
+    TierSlots &hs = t->host->slots;
+    for (const TierJob &j : t->running) {
+        switch (j.kind) {
+            case kJobSpill:
+                if (j.outcome == 0) {
+                    hs.commit_cached(j.host);
+                    count_copy(t->device, false, stride);
+                    count_copy(t->host->stats, true, stride);
+                } else {
+                    hs.release(j.host);
+                    ++t->host->stats.failures;
+                }
+                break;
+            case kJobSwapOut:
+                // The slot is held already; a failed device copy can only be counted.
+                if (j.outcome != 0) ++t->host->stats.failures;
+                count_copy(t->device, false, stride);
+                count_copy(t->host->stats, true, stride);
+                break;
+            case kJobRestore:
+                hs.commit_cached(j.host);
+                if (j.outcome != 0) ++t->host->stats.failures;
+                count_copy(t->host->stats, false, stride);
+                count_copy(t->device, true, stride);
+                break;
+            case kJobSwapIn:
+                hs.release(j.host);
+                if (j.outcome != 0) ++t->host->stats.failures;
+                count_copy(t->host->stats, false, stride);
+                count_copy(t->device, true, stride);
+                break;
+            case kJobDiskSpill: {
+                DiskTier &d = *t->disk;
+                if (j.outcome == kDiskOk) {
+                    d.slots.commit_cached(j.disk);
+                    count_copy(d.stats, true, stride);
+                } else {
+                    // The host slot is being reused: the block is dropped, never half-registered.
+                    d.slots.release(j.disk);
+                    ++d.stats.failures;
+                    ++d.stats.io_errors;
+                }
+                break;
+            }
+            case kJobPromote: {
+                DiskTier &d = *t->disk;
+                if (j.outcome == kDiskOk) {
+                    d.slots.commit_cached(j.disk);
+                    hs.commit_cached(j.host);
+                    count_copy(d.stats, false, stride);
+                    count_copy(t->host->stats, true, stride);
+                    ++d.stats.hits;
+                } else {
+                    // A bad read is a miss: neither copy is trusted any more.
+                    d.slots.release(j.disk);
+                    hs.release(j.host);
+                    ++d.stats.failures;
+                    ++(j.outcome == kDiskChecksum ? d.stats.checksum_failures : d.stats.io_errors);
+                }
+                break;
+            }
+        }
+    }
+    if (times.device_batches) {
+        t->device.transfers += times.device_batches;
+        t->device.seconds += times.device_s;
+        t->host->stats.transfers += times.device_batches;
+        t->host->stats.seconds += times.device_s;
+    }
+    if (times.disk_write_batches + times.disk_read_batches) {
+        TierCounters &dc = t->disk->stats;
+        dc.transfers += times.disk_write_batches + times.disk_read_batches;
+        dc.seconds += times.disk_write_s + times.disk_read_s;
+    }
+    t->inflight.fetch_sub(int64_t(t->running.size()), std::memory_order_release);
+}
+
+}  // namespace
+
+void tier_run_pending(kvc_pool *p) {
+    Tiers *t = p->tiers.load(std::memory_order_acquire);
+    if (!t) return;
+    std::lock_guard<std::mutex> ex(t->exec_mu);
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> lk(p->mu);
+            if (t->pending.empty()) return;
+            t->running.swap(t->pending);
+        }
+        PassTimes times;
+        execute(p, t, &times);
+        {
+            std::lock_guard<std::mutex> lk(p->mu);
+            commit(p, t, times);
+        }
+        t->running.clear();
+    }
+}
+
+kvc_status tier_barrier(kvc_pool *p, void *stream) {
+    Tiers *t = p->tiers.load(std::memory_order_acquire);
+    if (!t) return KVC_OK;
+    if (t->inflight.load(std::memory_order_acquire) > 0) tier_run_pending(p);
+    if (p->backend != KVC_BACKEND_CUDA) return KVC_OK;
+    std::lock_guard<std::mutex> lk(t->cuda_mu);
+    if (!t->last_event_recorded) return KVC_OK;
+    return cuda::stream_wait_event(stream, t->last_event);
+}
+
+void tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys) {
+    Tiers *t = p->tiers.load(std::memory_order_acquire);
+    if (!t || !p->caching) return;
+    {
+        std::lock_guard<std::mutex> lk(p->mu);
+        if (!t->disk) return;
+        const int64_t max_blocks = (num_tokens - 1) / p->block_size;
+        if (max_blocks <= 0) return;
+        PrefixWalk w = pool_walk_prefix(p, tokens, max_blocks, keys, kWalkHostDisk);
+        if (w.disk_hits == 0) return;
+        TierSlots &hs = t->host->slots;
+        DiskTier &d = *t->disk;
+        // The prompt's host hits must survive the host slots taken below: pin them meanwhile.
+        for (int64_t i = 0; i < w.hit_blocks; ++i)
+            if (p->hit_scratch[size_t(i)] < 0 && t->hit_tier[size_t(i)] == KVC_TIER_HOST)
+                hs.pin_cached(t->hit_slot[size_t(i)]);
+        for (int64_t i = 0; i < w.hit_blocks; ++i) {
+            if (p->hit_scratch[size_t(i)] >= 0 || t->hit_tier[size_t(i)] != KVC_TIER_DISK) continue;
+            const int32_t ds = t->hit_slot[size_t(i)];
+            const PrefixCache &ix = d.slots.index();
+            if (hs.find(ix.hash_of(ds)) >= 0) break;  // the same block is on its way up already
+            d.slots.pin_cached(ds);  // first, so the host victim's disk spill cannot take it
+            const int32_t v = tier_take_host_slot(t);
+            if (v < 0) {
+                d.slots.commit_cached(ds);
+                break;
+            }
+            BlockKey key;
+            key.hash = ix.hash_of(ds);
+            key.lora_id = ix.lora_of(ds);
+            key.extras_digest = ix.digest_of(ds);
+            hs.index_busy(v, ix.parent_of(ds), key, ix.tokens_of(ds), d.slots.priority(ds));
+            tier_push_job(t, kJobPromote, -1, v, ds);
+        }
+        for (int64_t i = 0; i < w.hit_blocks; ++i)
+            if (p->hit_scratch[size_t(i)] < 0 && t->hit_tier[size_t(i)] == KVC_TIER_HOST)
+                hs.commit_cached(t->hit_slot[size_t(i)]);
+    }
+    tier_run_pending(p);
+}
+
+Tiers::~Tiers() {
+    if (stream) cuda::tier_stream_destroy(stream);  // synchronizes first
+    if (last_event) cuda::event_destroy(last_event);
+}
+
+void tier_destroy(kvc_pool *p) {
+    Tiers *t = p->tiers.load(std::memory_order_acquire);
+    if (!t) return;
+    tier_run_pending(p);
+    p->tiers.store(nullptr);
+    delete t;
+}
+
+}  // namespace kvc

@@ -1,0 +1,132 @@
+// Tier planning under the pool mutex: choosing slots, moving identities between indexes and queuing
+// the copies (executed later, outside the lock, by tier_exec.cpp). Nothing here allocates.
+#include "error.hpp"
+#include "pool.hpp"
+#include "tier_plan.hpp"
+
+namespace kvc {
+
+void tier_push_job(Tiers *t, uint8_t kind, int32_t block, int32_t host, int32_t disk) {
+    TierJob j;
+    j.kind = kind;
+    j.block = block;
+    j.host = host;
+    j.disk = disk;
+    t->pending.push_back(j);  // capacity reserved at attach (see Tiers::pending)
+    t->inflight.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Host slot v (cached) is about to be reused: its block goes to the disk tier when there is one and
+// the disk does not hold it yet. The disk victim (free first, then LRU) is dropped.
+static void spill_host_slot_to_disk(Tiers *t, int32_t v) {
+    DiskTier &d = *t->disk;
+    const TierSlots &hs = t->host->slots;
+    const PrefixCache &ix = hs.index();
+    if (d.slots.find(ix.hash_of(v)) >= 0) return;
+    const int32_t ds = d.slots.next_victim();
+    if (ds < 0) return;  // every disk slot busy: the block is dropped
+    if (d.slots.claim(ds)) ++d.stats.evictions;
+    BlockKey key;
+    key.hash = ix.hash_of(v);
+    key.lora_id = ix.lora_of(v);
+    key.extras_digest = ix.digest_of(v);
+    d.slots.index_busy(ds, ix.parent_of(v), key, ix.tokens_of(v), hs.priority(v));
+    d.stamps[size_t(ds)] = d.next_stamp++;
+    tier_push_job(t, kJobDiskSpill, -1, v, ds);
+}
+
+int32_t tier_take_host_slot(Tiers *t) {
+    TierSlots &hs = t->host->slots;
+    const int32_t v = hs.next_victim();
+    if (v < 0) return -1;
+    if (hs.state(v) == TierSlots::kCached) {
+        if (t->disk) spill_host_slot_to_disk(t, v);
+        ++t->host->stats.evictions;
+    }
+    hs.claim(v);
+    return v;
+}
+
+void tier_spill_evicted(kvc_pool *p, int32_t b) {
+    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    TierSlots &hs = t->host->slots;
+    const Hash128 &h = p->cache.hash_of(b);
+    if (hs.find(h) >= 0) return;  // already one tier down (restored from there, or in flight)
+    const int32_t v = tier_take_host_slot(t);
+    if (v < 0) return;  // every host slot held or busy: dropped, as without tiers
+    BlockKey key;
+    key.hash = h;
+    key.lora_id = p->cache.lora_of(b);
+    key.extras_digest = p->cache.digest_of(b);
+    hs.index_busy(v, p->cache.parent_of(b), key, p->cache.tokens_of(b), p->blocks.priority(b));
+    tier_push_job(t, kJobSpill, b, v, -1);
+}
+
+int32_t tier_find_lower(kvc_pool *p, const Hash128 &parent, const BlockKey &key, const int32_t *tokens,
+                        bool use_disk, int32_t *out_slot) {
+    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    int32_t s = t->host->slots.find_usable(parent, key, tokens);
+    if (s >= 0) {
+        *out_slot = s;
+        return KVC_TIER_HOST;
+    }
+    if (use_disk && t->disk) {
+        s = t->disk->slots.find_usable(parent, key, tokens);
+        if (s >= 0) {
+            *out_slot = s;
+            return KVC_TIER_DISK;
+        }
+    }
+    return -1;
+}
+
+void tier_pin_restore_sources(kvc_pool *p, int64_t first, int64_t count) {
+    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    for (int64_t i = first; i < first + count; ++i)
+        if (p->hit_scratch[size_t(i)] < 0) t->host->slots.pin_cached(t->hit_slot[size_t(i)]);
+}
+
+int32_t tier_restore_hit(kvc_pool *p, int64_t hit_index, int32_t priority) {
+    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    TierSlots &hs = t->host->slots;
+    const int32_t slot = t->hit_slot[size_t(hit_index)];
+    const int32_t b = pool_take_fresh_block(p, priority);
+    const PrefixCache &ix = hs.index();
+    BlockKey key;
+    key.hash = ix.hash_of(slot);
+    key.lora_id = ix.lora_of(slot);
+    key.extras_digest = ix.digest_of(slot);
+    // The device block is cached right away; readers of its bytes order after the copy through
+    // tier_barrier().
+    p->cache.insert(b, ix.parent_of(slot), key, ix.tokens_of(slot));
+    p->blocks.set_cached(b, true);
+    EventRecord ev;
+    ev.type = KVC_EVENT_BLOCK_STORED;
+    ev.block_id = b;
+    ev.num_tokens = p->block_size;
+    ev.hash = key.hash;
+    ev.parent = ix.parent_of(slot);
+    ev.lora_id = key.lora_id;
+    ev.extras_digest = key.extras_digest;
+    p->events.push(ev, ix.tokens_of(slot));
+    hs.set_priority(slot, priority);
+    ++t->host->stats.hits;
+    tier_push_job(t, kJobRestore, b, slot, -1);
+    return b;
+}
+
+void tier_release_swapped(kvc_pool *p, Sequence *s) {
+    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    for (int32_t slot : s->swap_slots)
+        if (slot >= 0) t->host->slots.release(slot);
+    s->swap_slots.clear();
+}
+
+void tier_reset_cache(kvc_pool *p) {
+    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    if (!t) return;
+    t->host->slots.drop_all_cached();
+    if (t->disk) t->disk->slots.drop_all_cached();
+}
+
+}  // namespace kvc

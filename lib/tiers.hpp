@@ -1,0 +1,131 @@
+// The memory tiers of one pool (kvc_pool::tiers, created by kvc_tier_attach_host) and the hooks the
+// pool core calls into.
+//
+// Moving data: every copy between tiers is a TierJob. Jobs are planned under the pool mutex (slots
+// and blocks are reserved, metadata updated, the job appended to `pending`) and executed outside it
+// by tier_run_pending(), which any thread may call: it takes `exec_mu`, grabs the pending jobs in
+// FIFO order, runs them (memcpy / cudaMemcpyAsync on the tier stream / disk I/O) without the pool
+// lock, then commits their results under the lock. One executor at a time and FIFO order make every
+// dependency hold (a host slot is written to disk before a later job overwrites it; a device block
+// is read by a swap-out before a later restore writes it).
+// The call that planned jobs runs tier_run_pending() before it returns, so on the CPU backend its
+// copies are complete when it returns. Everything that reads or writes KV storage calls
+// tier_barrier() first: it runs jobs still pending (inflight > 0) and, on CUDA, makes the caller's
+// stream wait for the tier stream's last event.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kvc/kvc.h"
+#include "tier_disk.hpp"
+#include "tier_host.hpp"
+
+namespace kvc {
+
+struct Sequence;
+struct KeySet;
+
+enum TierJobKind : uint8_t {
+    kJobSpill,      // device block -> host slot (evicted cached block keeps its identity)
+    kJobRestore,    // host slot -> device block (prefix re-hit)
+    kJobSwapOut,    // device block -> host slot held by a swapped-out sequence
+    kJobSwapIn,     // held host slot -> device block
+    kJobDiskSpill,  // host slot -> disk slot (host LRU victim keeps its identity)
+    kJobPromote,    // disk slot -> host slot (prefix re-hit from disk, verified)
+};
+
+struct TierJob {
+    uint8_t kind = kJobSpill;
+    int32_t block = -1;
+    int32_t host = -1;
+    int32_t disk = -1;
+    int32_t outcome = 0;  // DiskOutcome for disk jobs, 0/1 (ok/failed) for device copies
+};
+
+struct Tiers {
+    Tiers() = default;
+    Tiers(const Tiers &) = delete;
+    Tiers &operator=(const Tiers &) = delete;
+    ~Tiers();  // synchronizes and destroys the CUDA stream and event
+
+    std::unique_ptr<HostTier> host;
+    std::unique_ptr<DiskTier> disk;
+    TierCounters device;  // transfers into / out of the device tier
+
+    // Jobs: `pending` guarded by the pool mutex; `running` by exec_mu. A planned job owns a busy or
+    // held slot until it is committed (a disk slot for disk spills, a host slot otherwise), and a
+    // host slot is named by at most two uncommitted jobs (a swap-out, then the swap-in that undoes
+    // it), so both vectors are reserved for 2 x host + disk jobs at attach: planning never allocates.
+    std::vector<TierJob> pending, running;
+    std::mutex exec_mu;
+    std::atomic<int64_t> inflight{0};  // jobs planned and not yet committed
+
+    // Operation ids (swap in/out). Guarded by the pool mutex, except the CUDA event ring.
+    uint64_t next_op = 1;
+    std::atomic<uint64_t> recorded_op{0};  // highest op whose event is recorded (CUDA)
+
+    // CUDA: the tier stream, an event after the latest executed job, and one event per recent op.
+    static constexpr int kOpEvents = 64;
+    void *stream = nullptr;
+    void *last_event = nullptr;
+    bool last_event_recorded = false;
+    void *op_events[kOpEvents] = {};
+    std::mutex cuda_mu;  // orders event records with stream waits on last_event
+
+    // Prefix-walk scratch (num_blocks entries): where lower-tier hit i lives.
+    std::vector<uint8_t> hit_tier;
+    std::vector<int32_t> hit_slot;
+};
+
+// ---- lifetime (capi_tiers.cpp / tier_exec.cpp) --------------------------------------------------
+void tier_destroy(kvc_pool *p);  // runs pending copies, then frees everything; pool not in use
+
+// ---- planning, pool mutex held (tier_plan.cpp) --------------------------------------------------
+
+
+
+
+// pool_take_fresh_block is about to drop cached refcount-0 block b from the device cache: copy it
+// into the host tier instead (if there is one and it is not there yet).
+void tier_spill_evicted(kvc_pool *p, int32_t b);
+
+// Looks up a block that missed on the device in the host tier (and with use_disk, the disk tier).
+// Returns the tier (KVC_TIER_HOST / KVC_TIER_DISK) and slot, or -1.
+int32_t tier_find_lower(kvc_pool *p, const Hash128 &parent, const BlockKey &key, const int32_t *tokens,
+                        bool use_disk, int32_t *out_slot);
+
+// kvc_alloc: the plan's lower-tier hits (all in the host tier) are pinned so that the fresh blocks
+// taken next cannot evict them. Then tier_restore_hit() copies one into a fresh device block and
+// enters that block in the device cache.
+void tier_pin_restore_sources(kvc_pool *p, int64_t first, int64_t count);
+int32_t tier_restore_hit(kvc_pool *p, int64_t hit_index, int32_t priority);
+
+// kvc_free of a swapped-out sequence: frees its held host slots.
+void tier_release_swapped(kvc_pool *p, Sequence *s);
+
+// kvc_prefix_cache_reset: drops the cached blocks of the lower tiers.
+void tier_reset_cache(kvc_pool *p);
+
+// Tier part of kvc_pool_check (tier_check.cpp): per-slot counts of swapped-out table entries are
+// gathered by tier_check_sequence() for every sequence, then tier_check() checks the tiers.
+std::vector<int32_t> tier_host_refs(kvc_pool *p);
+kvc_status tier_check_sequence(kvc_pool *p, const Sequence *s, std::vector<int32_t> *refs);
+kvc_status tier_check(kvc_pool *p, const std::vector<int32_t> &refs);
+
+// ---- outside the pool mutex (tier_exec.cpp) -----------------------------------------------------
+
+// Executes and commits every pending job (see above). No-op without tiers or jobs.
+void tier_run_pending(kvc_pool *p);
+
+// Before touching KV storage: pending copies done (CPU) or ordered before `stream` (CUDA).
+kvc_status tier_barrier(kvc_pool *p, void *stream);
+
+// kvc_alloc, before its main step: brings the prompt's disk-tier hits up into the host tier
+// (reading and verifying them), so the allocation sees them as host hits.
+void tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys);
+
+}  // namespace kvc

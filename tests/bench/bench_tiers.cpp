@@ -1,0 +1,160 @@
+// Memory-tier throughput.
+//   BM_DiskWrite / BM_DiskRead: the disk tier's own I/O path (slot header + XXH3 checksum, batches of
+//     64 slots through io_uring or preadv/pwritev, O_DIRECT when the file system allows), on a file
+//     in $KVC_BENCH_DIR (default /tmp). Compare with raw O_DIRECT dd on the same file system:
+//     tests/bench/bench_tiers.sh runs both and prints the ratio (goal >= 80%).
+//   BM_HostSwap vs BM_Memcpy: a whole-sequence swap-out + swap-in through the C API on the CPU
+//     backend against two plain memcpy of the same bytes.
+// Run: bench_tiers --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kvc/kvc.h"
+#include "tier_disk.hpp"
+#include "tier_host.hpp"
+
+namespace {
+
+void check(kvc_status st, const char *what) {
+    if (st != KVC_OK) {
+        std::fprintf(stderr, "%s failed: %s\n", what, kvc_last_error());
+        std::abort();
+    }
+}
+
+// A Llama-8B-like block: 16 tokens x 8 KV heads x 128 dims x F16 x 2 (K, V) x 8 layers = 512 KiB.
+kvc_pool_config block_config(int64_t num_blocks) {
+    kvc_pool_config c;
+    check(kvc_pool_config_default(&c), "config");
+    c.block_size = 16;
+    c.num_layers = 8;
+    c.num_kv_heads = 8;
+    c.head_dim = 128;
+    c.kv_dtype = KVC_DTYPE_F16;
+    c.num_blocks = num_blocks;
+    c.watermark = 0.0;
+    c.backend = KVC_BACKEND_CPU;
+    c.event_capacity = 0;
+    return c;
+}
+
+std::string bench_file(const char *name) {
+    const char *dir = std::getenv("KVC_BENCH_DIR");
+    return std::string(dir && *dir ? dir : "/tmp") + "/" + name;
+}
+
+constexpr int32_t kDiskSlots = 512;  // 256 MiB of block data per pass
+
+// A disk tier whose slots all carry an identity, plus host buffers to write from / read into.
+struct DiskBench {
+    kvc::DiskTier disk;
+    kvc::KvLayout layout;
+    std::vector<int32_t> slots;
+    std::vector<char *> data;
+    void *buffers = nullptr;
+
+    explicit DiskBench(int32_t flags) {
+        kvc_pool_config c = block_config(1);
+        layout.init(1, c.block_size, c.num_layers, c.num_kv_heads, c.head_dim, c.kv_dtype);
+        const std::string path = bench_file("kvc_bench_tier.bin");
+        check(disk.open(path.c_str(), kDiskSlots, layout, flags, "bench"), "disk open");
+        const int64_t stride = kvc::tier_round_up(layout.block_stride);
+        buffers = std::aligned_alloc(4096, size_t(stride) * kDiskSlots);
+        std::memset(buffers, 0x5a, size_t(stride) * kDiskSlots);
+        std::vector<int32_t> toks(size_t(layout.block_size), 7);
+        for (int32_t s = 0; s < kDiskSlots; ++s) {
+            kvc::BlockKey key;
+            key.hash = kvc::Hash128{uint64_t(s) + 1, 0x1234};
+            disk.slots.claim(s);
+            disk.slots.index_busy(s, kvc::kRootHash, key, toks.data(), KVC_PRIORITY_DEFAULT);
+            slots.push_back(s);
+            data.push_back(static_cast<char *>(buffers) + int64_t(s) * stride);
+        }
+    }
+    ~DiskBench() { std::free(buffers); }
+};
+
+void report(benchmark::State &state, const DiskBench &b) {
+    state.SetBytesProcessed(int64_t(state.iterations()) * kDiskSlots * b.layout.block_stride);
+    state.counters["direct_io"] = b.disk.direct ? 1 : 0;
+    state.counters["io_uring"] = b.disk.uring ? 1 : 0;
+}
+
+void BM_DiskWrite(benchmark::State &state) {
+    DiskBench b(int32_t(state.range(0)));
+    std::vector<int32_t> out(kDiskSlots);
+    for (auto _ : state) {
+        b.disk.write_slots(b.slots.data(), b.data.data(), out.data(), kDiskSlots);
+        for (int32_t o : out)
+            if (o != kvc::kDiskOk) state.SkipWithError("disk write failed");
+    }
+    report(state, b);
+}
+BENCHMARK(BM_DiskWrite)->Arg(0)->ArgName("flags")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_DiskRead(benchmark::State &state) {
+    DiskBench b(int32_t(state.range(0)));
+    std::vector<int32_t> out(kDiskSlots);
+    b.disk.write_slots(b.slots.data(), b.data.data(), out.data(), kDiskSlots);
+    for (auto _ : state) {
+        b.disk.read_slots(b.slots.data(), b.data.data(), out.data(), kDiskSlots);
+        for (int32_t o : out)
+            if (o != kvc::kDiskOk) state.SkipWithError("disk read failed verification");
+    }
+    report(state, b);
+}
+BENCHMARK(BM_DiskRead)->Arg(0)->ArgName("flags")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+constexpr int64_t kSwapBlocks = 64;  // 32 MiB sequence
+
+// kvc_swap_out + kvc_swap_in of one 64-block sequence (2 x 32 MiB moved per iteration).
+void BM_HostSwap(benchmark::State &state) {
+    kvc_pool_config c = block_config(kSwapBlocks + 4);
+    c.prefix_caching = 0;
+    kvc_pool *p = nullptr;
+    check(kvc_pool_create(&c, &p), "pool");
+    check(kvc_tier_attach_host(p, kSwapBlocks), "attach host");
+    check(kvc_alloc(p, 1, nullptr, kSwapBlocks * c.block_size, nullptr, nullptr), "alloc");
+    int64_t bytes = 0;
+    check(kvc_preemption_cost(p, 1, &bytes, nullptr), "cost");
+    for (auto _ : state) {
+        uint64_t op = 0;
+        check(kvc_swap_out(p, 1, &op), "swap out");
+        check(kvc_op_wait(p, op), "wait");
+        check(kvc_swap_in(p, 1, &op), "swap in");
+        check(kvc_op_wait(p, op), "wait");
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) * 2 * bytes);
+    kvc_pool_destroy(p);
+}
+BENCHMARK(BM_HostSwap)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same bytes with memcpy, block by block into a separate buffer and back.
+void BM_Memcpy(benchmark::State &state) {
+    kvc_pool_config c = block_config(1);
+    int64_t block = 0;
+    check(kvc_bytes_per_block(&c, &block), "bytes");
+    const size_t total = size_t(block * kSwapBlocks);
+    char *a = static_cast<char *>(std::aligned_alloc(4096, total));
+    char *b = static_cast<char *>(std::aligned_alloc(4096, total));
+    std::memset(a, 1, total);
+    std::memset(b, 2, total);
+    for (auto _ : state) {
+        for (int64_t i = 0; i < kSwapBlocks; ++i) std::memcpy(b + i * block, a + i * block, size_t(block));
+        for (int64_t i = 0; i < kSwapBlocks; ++i) std::memcpy(a + i * block, b + i * block, size_t(block));
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) * 2 * int64_t(total));
+    std::free(a);
+    std::free(b);
+}
+BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,395 @@
+/* Memory tiers, disk tier: host victims spill to the disk file and come back on a prefix re-hit
+ * with identical bytes (io_uring and pread/pwrite paths), eviction order, persistence across pool
+ * destroy/create, and integrity: injected ENOSPC / EIO on write, EIO / short read / flipped bit on
+ * read, and corruption of the file itself all end as counted misses with a consistent pool. */
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "test_tier_helpers.h"
+
+enum { DEV_BLOCKS = 8, HOST_SLOTS = 4, DISK_SLOTS = 16, NP = 17 };
+
+typedef struct disk_fixture {
+    char dir[128];
+    char path[256];
+} disk_fixture;
+
+static int setup(void **state) {
+    disk_fixture *f = calloc(1, sizeof *f);
+    temp_path(f->dir, sizeof f->dir, f->path, sizeof f->path, "tier.bin");
+    kvct_disk_fault(KVCT_FAULT_NONE, 0);
+    kvct_disk_force_sync_io(0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    disk_fixture *f = *state;
+    kvct_disk_fault(KVCT_FAULT_NONE, 0);
+    kvct_disk_force_sync_io(0);
+    unlink(f->path);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static kvc_pool *disk_pool(const char *path, int32_t flags) {
+    kvc_pool *p = tier_pool(DEV_BLOCKS, 1);
+    OK(kvc_tier_attach_host(p, HOST_SLOTS));
+    OK(kvc_tier_attach_disk(p, path, DISK_SLOTS, flags));
+    return p;
+}
+
+/* Puts prompt P's 4 full blocks on disk: P spills to the host, then prompt R's blocks push it down. */
+static void push_to_disk(kvc_pool *p, const int32_t *P, uint32_t seed) {
+    int32_t R[NP];
+    prompt(R, NP, 77);
+    alloc_free(p, 1, P, NP, KVC_PRIORITY_DEFAULT, seed);
+    churn(p, DEV_BLOCKS, 100);
+    alloc_free(p, 2, R, NP, KVC_PRIORITY_DEFAULT, seed + 1);
+    churn(p, DEV_BLOCKS, 100);
+}
+
+static void expect_tiers(kvc_pool *p, const int32_t *P, int64_t dev, int64_t host, int64_t disk) {
+    int64_t d = -1, h = -1, k = -1;
+    lookup_tiers(p, P, NP, &d, &h, &k);
+    assert_int_equal(d, dev);
+    assert_int_equal(h, host);
+    assert_int_equal(k, disk);
+}
+
+static void rehit_from_disk(disk_fixture *f, int sync_io) {
+    kvct_disk_force_sync_io(sync_io);
+    kvc_pool *p = disk_pool(f->path, 0);
+    kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.capacity_blocks, DISK_SLOTS);
+    if (sync_io) assert_int_equal(k.io_uring, 0);
+    int32_t P[NP];
+    prompt(P, NP, 1);
+    push_to_disk(p, P, 31);
+    CHECK_POOL(p);
+    expect_tiers(p, P, 0, 0, 16);
+    k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.blocks_in, 4);
+    assert_int_equal(k.bytes_in, 4 * TBLOCK_BYTES);
+    assert_int_equal(k.cached_blocks, 4);
+    assert_true(k.transfers >= 1);
+    int64_t cached = -1;
+    OK(kvc_prefix_lookup(p, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+
+    OK(kvc_alloc(p, 3, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    CHECK_POOL(p);
+    expect_blocks(p, 3, 4, 31);
+    k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.hits, 4);
+    assert_int_equal(k.blocks_out, 4);
+    assert_int_equal(k.failures, 0);
+    assert_int_equal(k.checksum_failures, 0);
+    assert_true(k.bandwidth_bytes_per_s > 0.0);
+    assert_int_equal(tier_stats(p, KVC_TIER_HOST).hits, 4);
+    OK(kvc_pool_destroy(p));
+}
+
+static void test_rehit_from_disk_uring(void **state) { rehit_from_disk(*state, 0); }
+static void test_rehit_from_disk_sync_io(void **state) { rehit_from_disk(*state, 1); }
+
+/* KVC_DISK_NO_DIRECT is reported; the default reports whatever the file system allowed. */
+static void test_direct_io_flag(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = disk_pool(f->path, KVC_DISK_NO_DIRECT);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).direct_io, 0);
+    int32_t P[NP];
+    prompt(P, NP, 2);
+    push_to_disk(p, P, 41);
+    int64_t cached = 0;
+    OK(kvc_alloc(p, 3, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    expect_blocks(p, 3, 4, 41);
+    OK(kvc_pool_destroy(p));
+    p = disk_pool(f->path, 0);
+    kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    print_message("disk tier: direct_io=%d io_uring=%d\n", k.direct_io, k.io_uring);
+    assert_true(k.direct_io == 0 || k.direct_io == 1);
+    OK(kvc_pool_destroy(p));
+}
+
+/* Disk eviction: lowest priority first. Host of 1 slot, disk of 2. */
+static void test_disk_eviction_order(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = tier_pool(4, 1);
+    OK(kvc_tier_attach_host(p, 1));
+    OK(kvc_tier_attach_disk(p, f->path, 2, 0));
+    int32_t A[5], B[5], C[5], D[5];
+    prompt(A, 5, 10);
+    prompt(B, 5, 11);
+    prompt(C, 5, 12);
+    prompt(D, 5, 13);
+    int64_t host = 0, disk = 0;
+    alloc_free(p, 1, A, 5, 90, 1);
+    alloc_free(p, 2, B, 5, 10, 2);
+    churn(p, 4, 100);  /* B then A leave the device: host A, disk B */
+    alloc_free(p, 3, C, 5, 50, 3);
+    churn(p, 4, 100);  /* C to host, A to disk: disk {B, A} */
+    lookup_tiers(p, A, 5, NULL, &host, &disk);
+    assert_int_equal(disk, 4);
+    lookup_tiers(p, B, 5, NULL, &host, &disk);
+    assert_int_equal(disk, 4);
+    alloc_free(p, 4, D, 5, 50, 4);
+    churn(p, 4, 100);  /* D to host, C to disk: the disk drops B (priority 10), keeps A (90) */
+    lookup_tiers(p, B, 5, NULL, &host, &disk);
+    assert_int_equal(host + disk, 0);
+    lookup_tiers(p, A, 5, NULL, &host, &disk);
+    assert_int_equal(disk, 4);
+    lookup_tiers(p, C, 5, NULL, &host, &disk);
+    assert_int_equal(disk, 4);
+    lookup_tiers(p, D, 5, NULL, &host, &disk);
+    assert_int_equal(host, 4);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).evictions, 1);
+    CHECK_POOL(p);
+    int64_t cached = 0;
+    OK(kvc_alloc(p, 5, A, 5, NULL, &cached));
+    assert_int_equal(cached, 4);
+    expect_blocks(p, 5, 1, 1);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+/* A persistent disk tier finds its blocks again after the pool is destroyed and re-created; a
+ * different layout or a non-persistent attach finds nothing. */
+static void test_persistence(void **state) {
+    disk_fixture *f = *state;
+    int32_t P[NP];
+    prompt(P, NP, 3);
+    kvc_pool *p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).persistent, 1);
+    push_to_disk(p, P, 51);
+    expect_tiers(p, P, 0, 0, 16);
+    OK(kvc_pool_destroy(p));
+
+    p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.recovered_blocks, 4);
+    assert_int_equal(k.cached_blocks, 4);
+    CHECK_POOL(p);
+    expect_tiers(p, P, 0, 0, 16);
+    int64_t cached = 0;
+    OK(kvc_alloc(p, 3, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    expect_blocks(p, 3, 4, 51);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+
+    /* Same file, another layout: nothing is trusted. */
+    kvc_pool_config cfg;
+    OK(kvc_pool_config_default(&cfg));
+    cfg.block_size = TBS;
+    cfg.num_layers = 2;
+    cfg.num_kv_heads = 2;
+    cfg.head_dim = 16;
+    cfg.kv_dtype = KVC_DTYPE_F32;
+    cfg.num_blocks = DEV_BLOCKS;
+    cfg.backend = KVC_BACKEND_CPU;
+    OK(kvc_pool_create(&cfg, &p));
+    OK(kvc_tier_attach_host(p, HOST_SLOTS));
+    OK(kvc_tier_attach_disk(p, f->path, DISK_SLOTS, KVC_DISK_PERSISTENT));
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 0);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+
+    /* Without the flag the file is truncated. */
+    p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    assert_true(tier_stats(p, KVC_TIER_DISK).recovered_blocks > 0);
+    OK(kvc_pool_destroy(p));
+    p = disk_pool(f->path, 0);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 0);
+    expect_tiers(p, P, 0, 0, 0);
+    OK(kvc_pool_destroy(p));
+    p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 0);
+    OK(kvc_pool_destroy(p));
+}
+
+/* A persistent file whose block bytes were damaged while the pool was down: the headers are
+ * re-indexed, the damage is caught when the bytes are read, and the prompt is recomputed. */
+static void test_persistent_file_corruption_is_a_miss(void **state) {
+    disk_fixture *f = *state;
+    int32_t P[NP];
+    prompt(P, NP, 4);
+    kvc_pool *p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    push_to_disk(p, P, 61);
+    OK(kvc_pool_destroy(p));
+
+    int fd = open(f->path, O_RDWR);
+    assert_true(fd >= 0);
+    struct stat sb;
+    assert_int_equal(fstat(fd, &sb), 0);
+    const off_t slot_bytes = sb.st_size / DISK_SLOTS;  /* header region + data region */
+    for (int s = 0; s < DISK_SLOTS; ++s) {
+        unsigned char c = 0;
+        const off_t at = (off_t)s * slot_bytes + slot_bytes - 4096 + 100;  /* inside the block bytes */
+        assert_int_equal(pread(fd, &c, 1, at), 1);
+        c ^= 0x01;
+        assert_int_equal(pwrite(fd, &c, 1, at), 1);
+    }
+    close(fd);
+
+    p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 4);
+    expect_tiers(p, P, 0, 0, 16);  /* the index alone cannot know */
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 3, P, NP, NULL, &cached));
+    assert_int_equal(cached, 0);
+    kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.checksum_failures, 4);
+    assert_int_equal(k.failures, 4);
+    assert_int_equal(k.hits, 0);
+    assert_int_equal(k.cached_blocks, 0);
+    CHECK_POOL(p);
+    expect_tiers(p, P, 16, 0, 0);  /* only the freshly allocated (to be recomputed) blocks */
+    OK(kvc_pool_destroy(p));
+}
+
+/* Write faults: the spilled block is dropped, counted, and never half-registered. */
+static void write_fault(disk_fixture *f, int32_t kind) {
+    kvc_pool *p = disk_pool(f->path, 0);
+    int32_t P[NP], R[NP];
+    prompt(P, NP, 5);
+    prompt(R, NP, 77);
+    alloc_free(p, 1, P, NP, KVC_PRIORITY_DEFAULT, 71);
+    churn(p, DEV_BLOCKS, 100);
+    alloc_free(p, 2, R, NP, KVC_PRIORITY_DEFAULT, 72);
+    kvct_disk_fault(kind, 2);  /* the first two of P's four disk writes fail */
+    churn(p, DEV_BLOCKS, 100);
+    kvct_disk_fault(KVCT_FAULT_NONE, 0);
+    CHECK_POOL(p);
+    kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.failures, 2);
+    assert_int_equal(k.io_errors, 2);
+    assert_int_equal(k.blocks_in, 2);
+    assert_int_equal(k.cached_blocks, 2);
+    /* P's deepest blocks were written first (evicted first) and failed: blocks 0..1 remain. */
+    expect_tiers(p, P, 0, 0, 8);
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 3, P, NP, NULL, &cached));
+    assert_int_equal(cached, 8);
+    expect_blocks(p, 3, 2, 71);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+static void test_write_enospc(void **state) { write_fault(*state, KVCT_FAULT_WRITE_ENOSPC); }
+static void test_write_eio(void **state) { write_fault(*state, KVCT_FAULT_WRITE_EIO); }
+
+/* Read faults: the bad block is a miss (the prompt is served up to it), counted, and freed. */
+static void read_fault(disk_fixture *f, int32_t kind, int checksum) {
+    kvc_pool *p = disk_pool(f->path, 0);
+    int32_t P[NP];
+    prompt(P, NP, 6);
+    push_to_disk(p, P, 81);
+    expect_tiers(p, P, 0, 0, 16);
+    kvct_disk_fault(kind, 1);  /* the first read (block 0) fails */
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 3, P, NP, NULL, &cached));
+    kvct_disk_fault(KVCT_FAULT_NONE, 0);
+    assert_int_equal(cached, 0);  /* block 0 missing: nothing of the prefix can be used */
+    kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.failures, 1);
+    assert_int_equal(k.checksum_failures, checksum ? 1 : 0);
+    assert_int_equal(k.io_errors, checksum ? 0 : 1);
+    CHECK_POOL(p);
+    /* Block 0's disk slot was freed; P1..P3 stay on disk and were promoted to the host, whose
+     * victims (R's 4 blocks) went to disk: 7 on disk, 3 on the host, block 0 nowhere. */
+    k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.cached_blocks, 7);
+    assert_int_equal(tier_stats(p, KVC_TIER_HOST).cached_blocks, 3);
+    /* The caller recomputes the prompt into its fresh blocks; then it is a plain device hit. */
+    write_blocks(p, 3, 4, 81);
+    OK(kvc_free(p, 3));
+    OK(kvc_alloc(p, 5, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    expect_blocks(p, 5, 4, 81);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+static void test_read_eio(void **state) { read_fault(*state, KVCT_FAULT_READ_EIO, 0); }
+static void test_read_short(void **state) { read_fault(*state, KVCT_FAULT_READ_SHORT, 0); }
+static void test_read_bitflip(void **state) { read_fault(*state, KVCT_FAULT_READ_BITFLIP, 1); }
+
+/* Swapping with a disk tier below: host victims of the swap-out go to disk, a swap-in restores. */
+static void test_swap_with_disk_below(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = disk_pool(f->path, 0);
+    int32_t P[NP], S[8];
+    prompt(P, NP, 8);
+    alloc_free(p, 1, P, NP, KVC_PRIORITY_DEFAULT, 91);
+    churn(p, DEV_BLOCKS, 100);  /* P's 4 blocks fill the host */
+    prompt(S, 8, 9);
+    OK(kvc_alloc(p, 2, S, 8, NULL, NULL));
+    write_blocks(p, 2, 2, 92);
+    OK(kvc_swap_out(p, 2, NULL));  /* takes 2 host slots: P's deepest 2 blocks go to disk */
+    CHECK_POOL(p);
+    expect_tiers(p, P, 0, 8, 8);
+    int64_t cached = 0;
+    /* 2 host slots held, 2 holding P0/P1: no room to bring P2/P3 up, P0/P1 are restored. */
+    OK(kvc_alloc(p, 3, P, NP, NULL, &cached));
+    assert_int_equal(cached, 8);
+    expect_blocks(p, 3, 2, 91);
+    write_blocks(p, 3, 4, 91);  /* the caller computes the 2 blocks that were not restored */
+    OK(kvc_free(p, 3));
+    OK(kvc_swap_in(p, 2, NULL));
+    expect_blocks(p, 2, 2, 92);
+    OK(kvc_alloc(p, 4, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    expect_blocks(p, 4, 4, 91);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+/* kvc_prefix_cache_reset drops the lower tiers' cached blocks too. */
+static void test_reset_clears_tiers(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = disk_pool(f->path, 0);
+    int32_t P[NP];
+    prompt(P, NP, 10);
+    push_to_disk(p, P, 5);
+    OK(kvc_prefix_cache_reset(p));
+    expect_tiers(p, P, 0, 0, 0);
+    assert_int_equal(tier_stats(p, KVC_TIER_HOST).cached_blocks, 0);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).cached_blocks, 0);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+static void test_attach_errors(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = tier_pool(DEV_BLOCKS, 1);
+    EXPECT_ERR(kvc_tier_attach_disk(p, f->path, 4, 0), KVC_ERR_STATE);  /* no host tier */
+    OK(kvc_tier_attach_host(p, 2));
+    OK(kvc_tier_attach_disk(p, f->path, 4, 0));
+    EXPECT_ERR(kvc_tier_attach_disk(p, f->path, 4, 0), KVC_ERR_STATE);  /* once */
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_rehit_from_disk_uring, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rehit_from_disk_sync_io, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_direct_io_flag, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_disk_eviction_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_persistent_file_corruption_is_a_miss, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_enospc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_eio, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_eio, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_short, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_bitflip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_swap_with_disk_below, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reset_clears_tiers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attach_errors, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
