@@ -8,6 +8,8 @@ pub const KVC_PRIORITY_MIN: u32 = 0;
 pub const KVC_PRIORITY_MAX: u32 = 100;
 pub const KVC_PRIORITY_DEFAULT: u32 = 50;
 pub const KVC_MAX_SALT_LEN: u32 = 256;
+pub const KVC_DISK_PERSISTENT: u32 = 1;
+pub const KVC_DISK_NO_DIRECT: u32 = 2;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -565,6 +567,12 @@ extern "C" {
     #[doc = "  cached prefix (full blocks, verified token by token, at most num_tokens - 1 tokens) is shared"]
     #[doc = "  (refcount + 1); the rest is allocated. *out_cached_tokens (may be NULL) receives the number of"]
     #[doc = "  tokens whose KV is already present. Capacity is checked before anything changes."]
+    #[doc = "  With memory tiers (kvc_tier_attach_host) the cached prefix continues into the host and disk"]
+    #[doc = "  tiers: those blocks are copied into fresh device blocks (they count as cached tokens and as"]
+    #[doc = "  blocks to take in the capacity check), disk blocks only after their checksum and identity are"]
+    #[doc = "  verified — a bad disk block ends the cached prefix there. The copies are done when this call"]
+    #[doc = "  returns on the CPU backend; on CUDA they are queued on the tier stream, and kvc_cache_write /"]
+    #[doc = "  kvc_launch_attention order after them."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG (pool; tokens while caching is on), KVC_ERR_INVALID_ARG (num_tokens"]
     #[doc = "  < 1), KVC_ERR_SEQ_EXISTS, KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW, KVC_ERR_OUT_OF_BLOCKS,"]
     #[doc = "  KVC_ERR_NO_MEMORY."]
@@ -1098,7 +1106,8 @@ extern "C" {
 extern "C" {
     #[doc = " How many leading tokens of this prompt are cached right now (full blocks, verified, at most"]
     #[doc = "  num_tokens - 1 rounded down to a block boundary). No side effects: no refcount, LRU position or"]
-    #[doc = "  statistic changes. 0 when prefix caching is off."]
+    #[doc = "  statistic changes. 0 when prefix caching is off. With memory tiers, blocks found in the host"]
+    #[doc = "  and disk tiers count too (kvc_alloc restores them; see kvc_prefix_lookup_tiers for the split)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_OVERFLOW."]
     pub fn kvc_prefix_lookup(
         pool: *mut kvc_pool,
@@ -2281,5 +2290,579 @@ extern "C" {
         out: *mut ::std::os::raw::c_void,
         params: *const kvc_attention_params,
         stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status;
+}
+pub const KVC_TIER_DEVICE: kvc_tier = 0;
+pub const KVC_TIER_HOST: kvc_tier = 1;
+pub const KVC_TIER_DISK: kvc_tier = 2;
+pub type kvc_tier = ::std::os::raw::c_uint;
+extern "C" {
+    #[doc = " Attaches a host tier of num_blocks block slots (allocated here; once per pool)."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX), KVC_ERR_STATE"]
+    #[doc = "  (metadata-only pool, or a host tier is already attached), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY,"]
+    #[doc = "  KVC_ERR_DEVICE."]
+    pub fn kvc_tier_attach_host(pool: *mut kvc_pool, num_blocks: i64) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Attaches a disk tier of num_blocks slots in the file `path` (created if missing; truncated"]
+    #[doc = "  unless KVC_DISK_PERSISTENT). Needs the host tier (lower tiers reach the device through it)."]
+    #[doc = "  I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system"]
+    #[doc = "  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX, unknown flags),"]
+    #[doc = "  KVC_ERR_STATE (no host tier, or a disk tier is already attached), KVC_ERR_IO (cannot open, not a"]
+    #[doc = "  regular file, no space), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY."]
+    pub fn kvc_tier_attach_disk(
+        pool: *mut kvc_pool,
+        path: *const ::std::os::raw::c_char,
+        num_blocks: i64,
+        flags: i32,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Swaps sequence seq_id out: its blocks with refcount 1 are copied to host tier slots and their"]
+    #[doc = "  device blocks freed (on CUDA those blocks are reused only after the copy, by stream order)."]
+    #[doc = "  *out_op (may be NULL) receives an operation id for kvc_op_query / kvc_op_wait. Host slots are"]
+    #[doc = "  taken from free slots first, then by evicting cached blocks (which spill to disk if there is a"]
+    #[doc = "  disk tier). Bumps the pool's sequence generation (built batches re-validate)."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (already swapped out, no host"]
+    #[doc = "  tier), KVC_ERR_BUSY (copy-on-write pairs of this sequence are still pending: kvc_copy_pending"]
+    #[doc = "  first), KVC_ERR_OUT_OF_BLOCKS (not enough host slots; nothing moved), KVC_ERR_NO_MEMORY."]
+    pub fn kvc_swap_out(pool: *mut kvc_pool, seq_id: u64, out_op: *mut u64) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Swaps sequence seq_id back in: fresh device blocks receive its host-held blocks, the host slots"]
+    #[doc = "  are freed, and the sequence is usable again (batches and kernels order after the copy)."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (not swapped out),"]
+    #[doc = "  KVC_ERR_OUT_OF_BLOCKS (not enough free device blocks; nothing moved), KVC_ERR_NO_MEMORY."]
+    pub fn kvc_swap_in(pool: *mut kvc_pool, seq_id: u64, out_op: *mut u64) -> kvc_status;
+}
+extern "C" {
+    #[doc = " *out_done = 1 when the copies of operation `op` (from kvc_swap_out / kvc_swap_in) have"]
+    #[doc = "  completed, else 0. On the CPU backend an op is complete when its call returns."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (an id this pool never issued)."]
+    pub fn kvc_op_query(pool: *mut kvc_pool, op: u64, out_done: *mut i32) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Blocks until operation `op` has completed. Errors: as kvc_op_query, plus KVC_ERR_DEVICE."]
+    pub fn kvc_op_wait(pool: *mut kvc_pool, op: u64) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Preemption by recomputation: frees seq_id (as kvc_free) and reports in"]
+    #[doc = "  *out_tokens_to_recompute (may be NULL) its confirmed token count, which the caller must prefill"]
+    #[doc = "  again. Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ."]
+    pub fn kvc_preempt_recompute(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        out_tokens_to_recompute: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " What each way of preempting seq_id would cost: *out_swap_bytes = bytes kvc_swap_out would move"]
+    #[doc = "  (its refcount-1 blocks x block_stride; for a swapped-out sequence, the bytes kvc_swap_in would"]
+    #[doc = "  move), *out_recompute_tokens = its confirmed tokens. Either out pointer may be NULL. Read-only."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG (pool), KVC_ERR_UNKNOWN_SEQ."]
+    pub fn kvc_preemption_cost(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        out_swap_bytes: *mut i64,
+        out_recompute_tokens: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Like kvc_prefix_lookup, split by tier: the leading cached tokens found on the device, in the"]
+    #[doc = "  host tier and in the disk tier (each block counted in the highest tier holding it; the walk"]
+    #[doc = "  stops at the first block found in none). Disk hits are reported from the index; their bytes are"]
+    #[doc = "  verified only when kvc_alloc reads them (a bad block then becomes a miss). Read-only. Any out"]
+    #[doc = "  pointer may be NULL. Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1)."]
+    pub fn kvc_prefix_lookup_tiers(
+        pool: *mut kvc_pool,
+        tokens: *const i32,
+        num_tokens: i64,
+        keys: *const kvc_keys,
+        out_device_tokens: *mut i64,
+        out_host_tokens: *mut i64,
+        out_disk_tokens: *mut i64,
+    ) -> kvc_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_tier_stats {
+    #[doc = "< set by the caller to sizeof(kvc_tier_stats)"]
+    pub struct_size: u32,
+    #[doc = "< kvc_tier"]
+    pub tier: i32,
+    #[doc = "< disk: 1 if O_DIRECT is in use"]
+    pub direct_io: i32,
+    #[doc = "< disk: 1 if KVC_DISK_PERSISTENT"]
+    pub persistent: i32,
+    #[doc = "< disk: 1 if io_uring is in use (else pread/pwrite)"]
+    pub io_uring: i32,
+    pub reserved: i32,
+    #[doc = "< 0 when the tier is not attached"]
+    pub capacity_blocks: i64,
+    #[doc = "< slots holding a block (cached, held by a swapped-out"]
+    #[doc = "sequence, or with a copy in flight); device: refcount > 0"]
+    pub used_blocks: i64,
+    #[doc = "< slots holding a cached prefix block (device: refcount 0)"]
+    pub cached_blocks: i64,
+    #[doc = "< host: slots held by swapped-out sequences"]
+    pub held_blocks: i64,
+    #[doc = "< used_blocks x block_stride"]
+    pub bytes_used: i64,
+    #[doc = "< blocks copied into this tier"]
+    pub blocks_in: i64,
+    #[doc = "< blocks copied out of this tier towards the device"]
+    pub blocks_out: i64,
+    pub bytes_in: i64,
+    pub bytes_out: i64,
+    #[doc = "< batches of copies into or out of this tier"]
+    pub transfers: i64,
+    #[doc = "< wall time of those copies (issue time for async GPU copies)"]
+    pub transfer_seconds: f64,
+    #[doc = "< (bytes_in + bytes_out) / transfer_seconds, 0 if none"]
+    pub bandwidth_bytes_per_s: f64,
+    #[doc = "< prefix blocks kvc_alloc found in this tier"]
+    pub hits: i64,
+    #[doc = "< cached blocks dropped from this tier to make room"]
+    pub evictions: i64,
+    #[doc = "< blocks whose transfer failed (dropped or kept, see below)"]
+    pub failures: i64,
+    #[doc = "< disk: reads whose checksum or identity did not match"]
+    pub checksum_failures: i64,
+    #[doc = "< disk: I/O errors, ENOSPC and short reads"]
+    pub io_errors: i64,
+    #[doc = "< disk: blocks re-indexed from a persistent file at attach"]
+    pub recovered_blocks: i64,
+}
+#[test]
+fn bindgen_test_layout_kvc_tier_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_tier_stats>(),
+        168usize,
+        concat!("Size of: ", stringify!(kvc_tier_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_tier_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_tier_stats))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_tier() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tier) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(tier)
+            )
+        );
+    }
+    test_field_tier();
+    fn test_field_direct_io() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).direct_io) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(direct_io)
+            )
+        );
+    }
+    test_field_direct_io();
+    fn test_field_persistent() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).persistent) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(persistent)
+            )
+        );
+    }
+    test_field_persistent();
+    fn test_field_io_uring() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).io_uring) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(io_uring)
+            )
+        );
+    }
+    test_field_io_uring();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_capacity_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).capacity_blocks) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(capacity_blocks)
+            )
+        );
+    }
+    test_field_capacity_blocks();
+    fn test_field_used_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).used_blocks) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(used_blocks)
+            )
+        );
+    }
+    test_field_used_blocks();
+    fn test_field_cached_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cached_blocks) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(cached_blocks)
+            )
+        );
+    }
+    test_field_cached_blocks();
+    fn test_field_held_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).held_blocks) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(held_blocks)
+            )
+        );
+    }
+    test_field_held_blocks();
+    fn test_field_bytes_used() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes_used) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(bytes_used)
+            )
+        );
+    }
+    test_field_bytes_used();
+    fn test_field_blocks_in() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks_in) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(blocks_in)
+            )
+        );
+    }
+    test_field_blocks_in();
+    fn test_field_blocks_out() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks_out) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(blocks_out)
+            )
+        );
+    }
+    test_field_blocks_out();
+    fn test_field_bytes_in() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes_in) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(bytes_in)
+            )
+        );
+    }
+    test_field_bytes_in();
+    fn test_field_bytes_out() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes_out) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(bytes_out)
+            )
+        );
+    }
+    test_field_bytes_out();
+    fn test_field_transfers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).transfers) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(transfers)
+            )
+        );
+    }
+    test_field_transfers();
+    fn test_field_transfer_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).transfer_seconds) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(transfer_seconds)
+            )
+        );
+    }
+    test_field_transfer_seconds();
+    fn test_field_bandwidth_bytes_per_s() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bandwidth_bytes_per_s) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(bandwidth_bytes_per_s)
+            )
+        );
+    }
+    test_field_bandwidth_bytes_per_s();
+    fn test_field_hits() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).hits) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(hits)
+            )
+        );
+    }
+    test_field_hits();
+    fn test_field_evictions() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).evictions) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(evictions)
+            )
+        );
+    }
+    test_field_evictions();
+    fn test_field_failures() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).failures) as usize - ptr as usize
+            },
+            136usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(failures)
+            )
+        );
+    }
+    test_field_failures();
+    fn test_field_checksum_failures() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).checksum_failures) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(checksum_failures)
+            )
+        );
+    }
+    test_field_checksum_failures();
+    fn test_field_io_errors() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).io_errors) as usize - ptr as usize
+            },
+            152usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(io_errors)
+            )
+        );
+    }
+    test_field_io_errors();
+    fn test_field_recovered_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).recovered_blocks) as usize - ptr as usize
+            },
+            160usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(recovered_blocks)
+            )
+        );
+    }
+    test_field_recovered_blocks();
+}
+extern "C" {
+    #[doc = " Statistics of one tier (an unattached host/disk tier reports capacity 0). A failed disk write"]
+    #[doc = "  drops the block it was spilling (counted in failures and io_errors); a failed disk read is a"]
+    #[doc = "  miss (counted in failures and io_errors or checksum_failures) and the bad disk slot is freed."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (unknown tier), KVC_ERR_VERSION."]
+    pub fn kvc_tier_get_stats(
+        pool: *mut kvc_pool,
+        tier: i32,
+        out: *mut kvc_tier_stats,
     ) -> kvc_status;
 }

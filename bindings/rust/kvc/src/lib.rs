@@ -1,5 +1,5 @@
 //! Safe Rust API of libkvc, a paged KV-cache manager for LLM inference (block tables, refcounted
-//! sharing, fork with copy-on-write, prefix caching, paged attention).
+//! sharing, fork with copy-on-write, prefix caching, paged attention, host and disk memory tiers).
 //!
 //! - [`Pool`] owns a `kvc_pool` and destroys it on drop; it is `Send + Sync` because every C
 //!   function taking a pool is thread-safe. [`Keys`] and [`Batch`] are single-owner objects:
@@ -40,6 +40,7 @@ mod prefix;
 mod sequences;
 mod stats;
 mod storage;
+mod tiers;
 mod types;
 mod version;
 
@@ -53,6 +54,7 @@ pub use prefix::Event;
 pub use sequences::CopyPair;
 pub use stats::Stats;
 pub use storage::StorageInfo;
+pub use tiers::{OpId, PreemptionCost, Tier, TierHits, TierStats, DISK_NO_DIRECT, DISK_PERSISTENT};
 pub use types::{
     AllocVerdict, Backend, Bf16, Dtype, EventType, HostElement, F16, MAX_SALT_LEN, PRIORITY_DEFAULT,
     PRIORITY_MAX, PRIORITY_MIN,
