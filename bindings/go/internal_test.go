@@ -54,6 +54,11 @@ func TestEnumValuesMatchHeader(t *testing.T) {
 	check("PRIORITY_MAX", PriorityMax, raw.KVC_PRIORITY_MAX)
 	check("PRIORITY_DEFAULT", PriorityDefault, raw.KVC_PRIORITY_DEFAULT)
 	check("MAX_SALT_LEN", MaxSaltLen, raw.KVC_MAX_SALT_LEN)
+	check("TIER_DEVICE", int(TierDevice), int(raw.KVC_TIER_DEVICE))
+	check("TIER_HOST", int(TierHost), int(raw.KVC_TIER_HOST))
+	check("TIER_DISK", int(TierDisk), int(raw.KVC_TIER_DISK))
+	check("DISK_PERSISTENT", int(DiskPersistent), raw.KVC_DISK_PERSISTENT)
+	check("DISK_NO_DIRECT", int(DiskNoDirect), raw.KVC_DISK_NO_DIRECT)
 }
 
 // The message read by the binding is the one of the failing call on this OS thread, and

@@ -9,7 +9,8 @@
  *    NULL. Single out-params are one-element arrays. Arrays are copied in and (for non-const
  *    pointers) back out by JNI; callers pass counts that match the array lengths (the public
  *    classes do).
- *  - host buffers (k, v, q, out, host, buf) -> byte[]; the salt -> NUL-terminated UTF-8 byte[];
+ *  - host buffers (k, v, q, out, host, buf) -> byte[]; the salt and the disk tier's path ->
+ *    NUL-terminated UTF-8 byte[];
  *    device memory, ALiBi addresses and streams -> long, through the *_addr helpers.
  *  - kvc_status results: a failing status throws dev.kvc.KvcException from C, built from
  *    kvc_last_error() inside the same JNI call (so the message is that of the failing call, whatever
@@ -68,6 +69,7 @@ static void kvcjni_throw(JNIEnv *jenv, int status, const char *op) {
 %ignore kvc_backend;
 %ignore kvc_alloc_verdict;
 %ignore kvc_event_type;
+%ignore kvc_tier;
 
 /* Package-private generated classes; no finalizers (the public classes free explicitly). */
 %pragma(java) moduleclassmodifiers="final class"
@@ -157,6 +159,7 @@ KVC_BYTES(const void *k, JNI_ABORT)
 KVC_BYTES(const void *v, JNI_ABORT)
 KVC_BYTES(const void *q, JNI_ABORT)
 KVC_BYTES(const char *salt, JNI_ABORT)
+KVC_BYTES(const char *path, JNI_ABORT)
 KVC_BYTES(void *out, 0)
 KVC_BYTES(void *host, 0)
 KVC_BYTES(char *buf, 0)
@@ -189,6 +192,7 @@ KVC_SIZED_STRUCT(kvc_event)
 KVC_SIZED_STRUCT(kvc_storage_info)
 KVC_SIZED_STRUCT(kvc_batch_info)
 KVC_SIZED_STRUCT(kvc_attention_params)
+KVC_SIZED_STRUCT(kvc_tier_stats)
 
 /* Read by the test that checks the hand-written constants against the header. */
 %rename(event_type) kvc_event::type;

@@ -249,6 +249,18 @@ public final class Pool implements AutoCloseable {
 
     /** Slots of positions [firstPos, firstPos+count) of seqId (kvc_seq_slot_mapping). */
     public long[] slotMapping(long seqId, long firstPos, int count) {
+        if (count > config.numBlocks() * config.blockSize()) {
+            // Beyond any sequence's reach: let the library name the error without allocating for it.
+            try {
+                with("kvc_seq_slot_mapping", h -> KvcNative.kvc_seq_slot_mapping(h, seqId, firstPos, count, null, 0));
+            } catch (KvcException e) {
+                if (e.status() != Status.BUFFER_TOO_SMALL) {
+                    throw e;
+                }
+            }
+            throw new KvcException(Status.INVALID_ARG, "kvc_seq_slot_mapping",
+                    "count " + count + " exceeds the pool's capacity in slots");
+        }
         long[] out = new long[Math.max(count, 0)];
         with("kvc_seq_slot_mapping", h -> KvcNative.kvc_seq_slot_mapping(h, seqId, firstPos, count, out, out.length));
         return out;
@@ -325,6 +337,21 @@ public final class Pool implements AutoCloseable {
                 e.delete();
             }
         });
+    }
+
+    /** The pool's memory tiers: host and disk tiers, swap and recompute preemption. */
+    public Tiers tiers() {
+        return new Tiers(this);
+    }
+
+    TierHits prefixLookupTiers(int[] tokens, Keys keys) {
+        int[] t = orEmpty(tokens);
+        long[] d = new long[1];
+        long[] host = new long[1];
+        long[] disk = new long[1];
+        withKeys("kvc_prefix_lookup_tiers", keys,
+                (h, k) -> KvcNative.kvc_prefix_lookup_tiers(h, t, t.length, k, d, host, disk));
+        return new TierHits(d[0], host[0], disk[0]);
     }
 
     // ---- KV storage ---------------------------------------------------------------------------------------

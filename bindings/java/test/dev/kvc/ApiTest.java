@@ -214,6 +214,8 @@ class ApiTest {
             expectStatus(Status.INVALID_ARG, () -> p.slotMapping(1, -1, 1));
             expectStatus(Status.INVALID_ARG, () -> p.slotMapping(1, 0, 17));
             expectStatus(Status.INVALID_ARG, () -> p.slotMapping(1, 0, -1));
+            expectStatus(Status.INVALID_ARG, () -> p.slotMapping(1, 0, Integer.MAX_VALUE));
+            expectStatus(Status.UNKNOWN_SEQ, () -> p.slotMapping(99, 0, Integer.MAX_VALUE));
 
             p.free(2);
             expectStatus(Status.UNKNOWN_SEQ, () -> p.free(2));

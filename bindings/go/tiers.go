@@ -1,0 +1,174 @@
+package kvc
+
+import (
+	"strings"
+
+	"kvc.dev/kvc/internal/raw"
+)
+
+// Tier is a kvc_tier: a level of KV memory.
+type Tier int32
+
+const (
+	TierDevice Tier = 0
+	TierHost   Tier = 1
+	TierDisk   Tier = 2
+)
+
+// DiskFlags are the flags of AttachDiskTier.
+type DiskFlags int32
+
+const (
+	// DiskPersistent keeps the file's blocks: re-attaching the same file with the same layout finds
+	// them again (verified before use).
+	DiskPersistent DiskFlags = 1
+	// DiskNoDirect never tries O_DIRECT.
+	DiskNoDirect DiskFlags = 2
+)
+
+// OpID identifies the copies of a SwapOut or SwapIn (for OpDone / OpWait).
+type OpID uint64
+
+// AttachHostTier gives the pool a host tier of numBlocks block slots, once (kvc_tier_attach_host).
+func (p *Pool) AttachHostTier(numBlocks int64) error {
+	return p.do("AttachHostTier", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+		return raw.Kvc_tier_attach_host(h, numBlocks)
+	})
+}
+
+// AttachDiskTier gives the pool a disk tier of numBlocks slots in the file at path, below the host
+// tier, once (kvc_tier_attach_disk). A path with a NUL byte is rejected with ErrInvalidArg.
+func (p *Pool) AttachDiskTier(path string, numBlocks int64, flags DiskFlags) error {
+	if strings.IndexByte(path, 0) >= 0 {
+		return argError("AttachDiskTier", ErrInvalidArg, "path contains a NUL byte")
+	}
+	return p.do("AttachDiskTier", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+		return raw.Kvc_tier_attach_disk(h, path, numBlocks, int(flags))
+	})
+}
+
+// SwapOut moves seq's exclusively owned blocks to the host tier (kvc_swap_out). Until SwapIn, the
+// sequence is refused by Append, Fork, Batch.Build and SlotMapping (ErrState).
+func (p *Pool) SwapOut(seq uint64) (OpID, error) {
+	var op [1]uint64
+	err := p.do("SwapOut", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return raw.Kvc_swap_out(h, seq, op[:]) })
+	return OpID(op[0]), err
+}
+
+// SwapIn brings a swapped-out sequence back into fresh device blocks (kvc_swap_in).
+func (p *Pool) SwapIn(seq uint64) (OpID, error) {
+	var op [1]uint64
+	err := p.do("SwapIn", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return raw.Kvc_swap_in(h, seq, op[:]) })
+	return OpID(op[0]), err
+}
+
+// OpDone reports whether the copies of op have completed (kvc_op_query).
+func (p *Pool) OpDone(op OpID) (bool, error) {
+	var done [1]int32
+	err := p.do("OpDone", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return raw.Kvc_op_query(h, uint64(op), done[:]) })
+	return done[0] != 0, err
+}
+
+// OpWait blocks until the copies of op have completed (kvc_op_wait).
+func (p *Pool) OpWait(op OpID) error {
+	return p.do("OpWait", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return raw.Kvc_op_wait(h, uint64(op)) })
+}
+
+// PreemptRecompute frees seq and returns its confirmed token count, which the caller must prefill
+// again (kvc_preempt_recompute).
+func (p *Pool) PreemptRecompute(seq uint64) (tokensToRecompute int64, err error) {
+	var n [1]int64
+	err = p.do("PreemptRecompute", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+		return raw.Kvc_preempt_recompute(h, seq, n[:])
+	})
+	return n[0], err
+}
+
+// PreemptionCost is what each way of preempting a sequence would cost.
+type PreemptionCost struct {
+	SwapBytes       int64 // bytes SwapOut would move (SwapIn, for a swapped-out sequence)
+	RecomputeTokens int64 // confirmed tokens a recomputation would prefill again
+}
+
+// PreemptionCost reports the cost of swapping seq versus recomputing it (kvc_preemption_cost).
+func (p *Pool) PreemptionCost(seq uint64) (PreemptionCost, error) {
+	var swap, rec [1]int64
+	err := p.do("PreemptionCost", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+		return raw.Kvc_preemption_cost(h, seq, swap[:], rec[:])
+	})
+	return PreemptionCost{SwapBytes: swap[0], RecomputeTokens: rec[0]}, err
+}
+
+// TierHits splits a prefix lookup by tier: leading cached tokens on the device, in the host tier
+// and in the disk tier.
+type TierHits struct{ Device, Host, Disk int64 }
+
+// PrefixLookupTiers is PrefixLookup split by tier, read-only (kvc_prefix_lookup_tiers).
+func (p *Pool) PrefixLookupTiers(tokens []int32, keys *Keys) (TierHits, error) {
+	var d, hst, dsk [1]int64
+	err := p.doKeys("PrefixLookupTiers", keys, func(h raw.Struct_SS_kvc_pool, k raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status {
+		return raw.Kvc_prefix_lookup_tiers(h, nonNil(tokens), int64(len(tokens)), k, d[:], hst[:], dsk[:])
+	})
+	return TierHits{Device: d[0], Host: hst[0], Disk: dsk[0]}, err
+}
+
+// TierStats mirrors kvc_tier_stats: the state and traffic of one tier.
+type TierStats struct {
+	Tier               Tier
+	DirectIO           bool // disk: O_DIRECT in use
+	Persistent         bool // disk: DiskPersistent
+	IOUring            bool // disk: io_uring in use (else pread/pwrite)
+	CapacityBlocks     int64
+	UsedBlocks         int64
+	CachedBlocks       int64
+	HeldBlocks         int64 // host: slots held by swapped-out sequences
+	BytesUsed          int64
+	BlocksIn           int64
+	BlocksOut          int64
+	BytesIn            int64
+	BytesOut           int64
+	Transfers          int64
+	TransferSeconds    float64
+	BandwidthBytesPerS float64
+	Hits               int64
+	Evictions          int64
+	Failures           int64
+	ChecksumFailures   int64
+	IOErrors           int64
+	RecoveredBlocks    int64
+}
+
+// TierStats returns the statistics of one tier; an unattached tier reports capacity 0
+// (kvc_tier_get_stats).
+func (p *Pool) TierStats(tier Tier) (TierStats, error) {
+	s := raw.NewKvc_tier_stats()
+	defer raw.DeleteKvc_tier_stats(s)
+	err := p.do("TierStats", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return raw.Kvc_tier_get_stats(h, int(tier), s) })
+	if err != nil {
+		return TierStats{}, err
+	}
+	return TierStats{
+		Tier:               Tier(s.GetTier()),
+		DirectIO:           s.GetDirect_io() != 0,
+		Persistent:         s.GetPersistent() != 0,
+		IOUring:            s.GetIo_uring() != 0,
+		CapacityBlocks:     s.GetCapacity_blocks(),
+		UsedBlocks:         s.GetUsed_blocks(),
+		CachedBlocks:       s.GetCached_blocks(),
+		HeldBlocks:         s.GetHeld_blocks(),
+		BytesUsed:          s.GetBytes_used(),
+		BlocksIn:           s.GetBlocks_in(),
+		BlocksOut:          s.GetBlocks_out(),
+		BytesIn:            s.GetBytes_in(),
+		BytesOut:           s.GetBytes_out(),
+		Transfers:          s.GetTransfers(),
+		TransferSeconds:    s.GetTransfer_seconds(),
+		BandwidthBytesPerS: s.GetBandwidth_bytes_per_s(),
+		Hits:               s.GetHits(),
+		Evictions:          s.GetEvictions(),
+		Failures:           s.GetFailures(),
+		ChecksumFailures:   s.GetChecksum_failures(),
+		IOErrors:           s.GetIo_errors(),
+		RecoveredBlocks:    s.GetRecovered_blocks(),
+	}, nil
+}

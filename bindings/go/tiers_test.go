@@ -1,0 +1,141 @@
+package kvc_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"kvc.dev/kvc"
+)
+
+func TestTierAttach(t *testing.T) {
+	meta := newPool(t, smallConfig())
+	wantStatus(t, meta.AttachHostTier(8), kvc.ErrState)
+
+	p := newPool(t, cpuConfig())
+	if s := mustV[kvc.TierStats](t)(p.TierStats(kvc.TierHost)); s.CapacityBlocks != 0 {
+		t.Fatalf("unattached host tier: %+v", s)
+	}
+	dir := t.TempDir()
+	wantStatus(t, p.AttachDiskTier(filepath.Join(dir, "kv.bin"), 8, 0), kvc.ErrState) // no host tier yet
+	wantStatus(t, p.AttachHostTier(0), kvc.ErrInvalidArg)
+	must(t, p.AttachHostTier(8))
+	wantStatus(t, p.AttachHostTier(8), kvc.ErrState)
+	host := mustV[kvc.TierStats](t)(p.TierStats(kvc.TierHost))
+	if host.Tier != kvc.TierHost || host.CapacityBlocks != 8 || host.UsedBlocks != 0 {
+		t.Fatalf("host tier stats %+v", host)
+	}
+	wantStatus(t, p.AttachDiskTier(filepath.Join(dir, "kv.bin"), 8, 99), kvc.ErrInvalidArg)
+	wantStatus(t, p.AttachDiskTier(dir, 8, 0), kvc.ErrIO) // a directory, not a regular file
+	wantStatus(t, p.AttachDiskTier("a\x00b", 8, 0), kvc.ErrInvalidArg)
+	must(t, p.AttachDiskTier(filepath.Join(dir, "kv.bin"), 8, kvc.DiskNoDirect))
+	disk := mustV[kvc.TierStats](t)(p.TierStats(kvc.TierDisk))
+	if disk.Tier != kvc.TierDisk || disk.CapacityBlocks != 8 || disk.DirectIO {
+		t.Fatalf("disk tier stats %+v", disk)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kv.bin")); err != nil {
+		t.Fatalf("disk tier file: %v", err)
+	}
+	_, err := p.TierStats(7)
+	wantStatus(t, err, kvc.ErrInvalidArg)
+}
+
+func TestSwapOutIn(t *testing.T) {
+	p := newPool(t, cpuConfig())
+	si := mustV[kvc.StorageInfo](t)(p.StorageInfo())
+	must(t, p.AttachHostTier(8))
+	mustV[int64](t)(p.Alloc(1, span(0, 6), nil)) // 2 blocks, both exclusively owned
+	writeSequence(t, p, 1, 0, 6)
+	table := mustV[[]int32](t)(p.BlockTable(1))
+	before := make([]byte, int64(len(table))*si.BlockStride)
+	must(t, p.ReadBlocks(table, before))
+	cost := mustV[kvc.PreemptionCost](t)(p.PreemptionCost(1))
+	if cost.SwapBytes != 2*si.BlockStride || cost.RecomputeTokens != 6 {
+		t.Fatalf("preemption cost %+v", cost)
+	}
+
+	op := mustV[kvc.OpID](t)(p.SwapOut(1))
+	if done := mustV[bool](t)(p.OpDone(op)); !done {
+		t.Fatal("a CPU swap is complete when the call returns")
+	}
+	must(t, p.OpWait(op))
+	swapped := mustV[[]int32](t)(p.BlockTable(1))
+	if !equalInts(swapped, []int32{-1, -1}) {
+		t.Fatalf("table of a swapped-out sequence = %v", swapped)
+	}
+	if s := mustV[kvc.Stats](t)(p.Stats()); s.UsedBlocks != 0 {
+		t.Fatalf("device blocks still used after swap-out: %+v", s)
+	}
+	if h := mustV[kvc.TierStats](t)(p.TierStats(kvc.TierHost)); h.HeldBlocks != 2 || h.BlocksIn != 2 {
+		t.Fatalf("host tier after swap-out %+v", h)
+	}
+	_, err := p.Append(1, []int32{6}, 0)
+	wantStatus(t, err, kvc.ErrState)
+	_, err = p.SlotMapping(1, 0, 1)
+	wantStatus(t, err, kvc.ErrState)
+	wantStatus(t, p.Fork(1, 2), kvc.ErrState)
+	_, err = p.SwapOut(1)
+	wantStatus(t, err, kvc.ErrState)
+	if c := mustV[kvc.PreemptionCost](t)(p.PreemptionCost(1)); c.SwapBytes != 2*si.BlockStride {
+		t.Fatalf("swap-in cost %+v", c)
+	}
+
+	op = mustV[kvc.OpID](t)(p.SwapIn(1))
+	must(t, p.OpWait(op))
+	table = mustV[[]int32](t)(p.BlockTable(1))
+	after := make([]byte, int64(len(table))*si.BlockStride)
+	must(t, p.ReadBlocks(table, after))
+	if !bytes.Equal(before, after) {
+		t.Fatal("KV differs after a swap round trip")
+	}
+	_, err = p.SwapIn(1)
+	wantStatus(t, err, kvc.ErrState)
+	_, err = p.OpDone(op + 1000)
+	wantStatus(t, err, kvc.ErrInvalidArg)
+	_, err = p.SwapOut(99)
+	wantStatus(t, err, kvc.ErrUnknownSeq)
+	mustV[int32](t)(p.Append(1, []int32{6}, 0))
+
+	n := mustV[int64](t)(p.PreemptRecompute(1))
+	if n != 7 {
+		t.Fatalf("tokens to recompute = %d, want 7", n)
+	}
+	_, err = p.NumTokens(1)
+	wantStatus(t, err, kvc.ErrUnknownSeq)
+	_, err = p.PreemptRecompute(1)
+	wantStatus(t, err, kvc.ErrUnknownSeq)
+
+	noHost := newPool(t, cpuConfig())
+	mustV[int64](t)(noHost.Alloc(1, span(0, 6), nil))
+	_, err = noHost.SwapOut(1)
+	wantStatus(t, err, kvc.ErrState)
+}
+
+// Cached blocks evicted from the device spill to the host tier, stay findable there, and come back
+// as cached tokens.
+func TestSpillAndRehit(t *testing.T) {
+	cfg := cpuConfig()
+	cfg.NumBlocks = 4
+	p := newPool(t, cfg)
+	must(t, p.AttachHostTier(8))
+	mustV[int64](t)(p.Alloc(1, span(0, 9), nil)) // blocks 0, 1 cached + 1 partial
+	must(t, p.Free(1))
+	if h := mustV[kvc.TierHits](t)(p.PrefixLookupTiers(span(0, 9), nil)); h != (kvc.TierHits{Device: 8}) {
+		t.Fatalf("before eviction: %+v", h)
+	}
+	mustV[int64](t)(p.Alloc(2, span(100, 116), nil)) // needs all 4 device blocks: evicts 0, 1
+	must(t, p.Free(2))
+	hits := mustV[kvc.TierHits](t)(p.PrefixLookupTiers(span(0, 9), nil))
+	if hits.Host != 8 || hits.Device != 0 {
+		t.Fatalf("after eviction: %+v", hits)
+	}
+	if c := mustV[int64](t)(p.Alloc(3, span(0, 9), nil)); c != 8 {
+		t.Fatalf("re-hit from the host tier cached %d tokens, want 8", c)
+	}
+	if h := mustV[kvc.TierStats](t)(p.TierStats(kvc.TierHost)); h.Hits == 0 || h.BlocksOut == 0 {
+		t.Fatalf("host tier after re-hit %+v", h)
+	}
+	_, err := p.PrefixLookupTiers(nil, nil)
+	wantStatus(t, err, kvc.ErrInvalidArg)
+}

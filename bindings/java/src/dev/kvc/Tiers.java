@@ -1,0 +1,97 @@
+package dev.kvc;
+
+import java.nio.charset.StandardCharsets;
+
+/**
+ * The memory tiers of a pool (device, host, disk): attaching them, swap preemption, recomputation
+ * preemption and per-tier statistics. A view of its Pool ({@link Pool#tiers()}); closing the pool
+ * closes it.
+ */
+public final class Tiers {
+    private final Pool pool;
+
+    Tiers(Pool pool) {
+        this.pool = pool;
+    }
+
+    /** Attaches a host tier of numBlocks block slots, once (kvc_tier_attach_host). */
+    public void attachHost(long numBlocks) {
+        pool.with("kvc_tier_attach_host", h -> KvcNative.kvc_tier_attach_host(h, numBlocks));
+    }
+
+    /**
+     * Attaches a disk tier of numBlocks slots in the file at path (UTF-8), below the host tier,
+     * once (kvc_tier_attach_disk). flags: {@link Tier#DISK_PERSISTENT}, {@link Tier#DISK_NO_DIRECT}.
+     */
+    public void attachDisk(String path, long numBlocks, int flags) {
+        if (path.indexOf('\0') >= 0) {
+            throw new KvcException(Status.INVALID_ARG, "kvc_tier_attach_disk", "path contains U+0000");
+        }
+        byte[] utf8 = path.getBytes(StandardCharsets.UTF_8);
+        byte[] cpath = new byte[utf8.length + 1]; // NUL-terminated
+        System.arraycopy(utf8, 0, cpath, 0, utf8.length);
+        pool.with("kvc_tier_attach_disk", h -> KvcNative.kvc_tier_attach_disk(h, cpath, numBlocks, flags));
+    }
+
+    /**
+     * Moves seqId's exclusively owned blocks to the host tier (kvc_swap_out); returns the operation
+     * id. Until swapIn the sequence is refused by append, fork, batch builds and slotMapping.
+     */
+    public long swapOut(long seqId) {
+        long[] op = new long[1];
+        pool.with("kvc_swap_out", h -> KvcNative.kvc_swap_out(h, seqId, op));
+        return op[0];
+    }
+
+    /** Brings a swapped-out sequence back into fresh device blocks (kvc_swap_in); returns the op id. */
+    public long swapIn(long seqId) {
+        long[] op = new long[1];
+        pool.with("kvc_swap_in", h -> KvcNative.kvc_swap_in(h, seqId, op));
+        return op[0];
+    }
+
+    /** Whether the copies of op have completed (kvc_op_query). */
+    public boolean opDone(long op) {
+        int[] done = new int[1];
+        pool.with("kvc_op_query", h -> KvcNative.kvc_op_query(h, op, done));
+        return done[0] != 0;
+    }
+
+    /** Blocks until the copies of op have completed (kvc_op_wait). */
+    public void opWait(long op) {
+        pool.with("kvc_op_wait", h -> KvcNative.kvc_op_wait(h, op));
+    }
+
+    /** Frees seqId and returns its confirmed tokens, to be prefilled again (kvc_preempt_recompute). */
+    public long preemptRecompute(long seqId) {
+        long[] n = new long[1];
+        pool.with("kvc_preempt_recompute", h -> KvcNative.kvc_preempt_recompute(h, seqId, n));
+        return n[0];
+    }
+
+    /** Cost of swapping seqId versus recomputing it (kvc_preemption_cost). */
+    public PreemptionCost preemptionCost(long seqId) {
+        long[] swap = new long[1];
+        long[] rec = new long[1];
+        pool.with("kvc_preemption_cost", h -> KvcNative.kvc_preemption_cost(h, seqId, swap, rec));
+        return new PreemptionCost(swap[0], rec[0]);
+    }
+
+    /** Pool.prefixLookup split by tier; read-only (kvc_prefix_lookup_tiers). */
+    public TierHits prefixLookup(int[] tokens, Keys keys) {
+        return pool.prefixLookupTiers(tokens, keys);
+    }
+
+    /** Statistics of one tier (kvc_tier_get_stats). */
+    public TierStats stats(Tier tier) {
+        return pool.with("kvc_tier_get_stats", h -> {
+            kvc_tier_stats s = new kvc_tier_stats();
+            try {
+                KvcNative.kvc_tier_get_stats(h, tier.code(), s);
+                return TierStats.fromNative(s);
+            } finally {
+                s.delete();
+            }
+        });
+    }
+}

@@ -1,0 +1,120 @@
+package dev.kvc;
+
+import static dev.kvc.TestUtil.cpu;
+import static dev.kvc.TestUtil.expectStatus;
+import static dev.kvc.TestUtil.small;
+import static dev.kvc.TestUtil.span;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class TiersTest {
+    @Test
+    void attach(@TempDir Path dir) {
+        try (Pool meta = Pool.create(small())) {
+            expectStatus(Status.STATE, () -> meta.tiers().attachHost(8));
+        }
+        try (Pool p = Pool.create(cpu())) {
+            Tiers t = p.tiers();
+            assertEquals(0, t.stats(Tier.HOST).capacityBlocks());
+            String file = dir.resolve("kv.bin").toString();
+            expectStatus(Status.STATE, () -> t.attachDisk(file, 8, 0));
+            expectStatus(Status.INVALID_ARG, () -> t.attachHost(0));
+            t.attachHost(8);
+            expectStatus(Status.STATE, () -> t.attachHost(8));
+            TierStats host = t.stats(Tier.HOST);
+            assertEquals(Tier.HOST, host.tier());
+            assertEquals(8, host.capacityBlocks());
+            assertEquals(0, host.usedBlocks());
+            expectStatus(Status.INVALID_ARG, () -> t.attachDisk(file, 8, 99));
+            expectStatus(Status.IO, () -> t.attachDisk(dir.toString(), 8, 0));
+            expectStatus(Status.INVALID_ARG, () -> t.attachDisk("a\0b", 8, 0));
+            t.attachDisk(file, 8, Tier.DISK_NO_DIRECT);
+            TierStats disk = t.stats(Tier.DISK);
+            assertEquals(Tier.DISK, disk.tier());
+            assertEquals(8, disk.capacityBlocks());
+            assertFalse(disk.directIo());
+            assertTrue(Files.exists(dir.resolve("kv.bin")));
+            kvc_tier_stats s = new kvc_tier_stats();
+            try {
+                expectStatus(Status.INVALID_ARG, () -> p.with("test", h -> KvcNative.kvc_tier_get_stats(h, 7, s)));
+            } finally {
+                s.delete();
+            }
+        }
+    }
+
+    @Test
+    void swapOutIn() {
+        try (Pool p = Pool.create(cpu())) {
+            Tiers t = p.tiers();
+            StorageInfo si = p.storageInfo();
+            t.attachHost(8);
+            p.alloc(1, span(0, 6), null);
+            StorageBatchAttentionTest.writeSequence(p, 1, 0, 6);
+            int[] table = p.blockTable(1);
+            byte[] before = new byte[Math.toIntExact(table.length * si.blockStride())];
+            p.readBlocks(table, before);
+            assertEquals(new PreemptionCost(2 * si.blockStride(), 6), t.preemptionCost(1));
+
+            long op = t.swapOut(1);
+            assertTrue(t.opDone(op), "a CPU swap is complete when the call returns");
+            t.opWait(op);
+            assertArrayEquals(new int[] {-1, -1}, p.blockTable(1));
+            assertEquals(0, p.stats().usedBlocks());
+            TierStats host = t.stats(Tier.HOST);
+            assertEquals(2, host.heldBlocks());
+            assertEquals(2, host.blocksIn());
+            expectStatus(Status.STATE, () -> p.append(1, new int[] {6}, 0));
+            expectStatus(Status.STATE, () -> p.slotMapping(1, 0, 1));
+            expectStatus(Status.STATE, () -> p.fork(1, 2));
+            expectStatus(Status.STATE, () -> t.swapOut(1));
+            assertEquals(2 * si.blockStride(), t.preemptionCost(1).swapBytes());
+
+            long in = t.swapIn(1);
+            t.opWait(in);
+            table = p.blockTable(1);
+            byte[] after = new byte[before.length];
+            p.readBlocks(table, after);
+            assertArrayEquals(before, after);
+            expectStatus(Status.STATE, () -> t.swapIn(1));
+            expectStatus(Status.INVALID_ARG, () -> t.opDone(in + 1000));
+            expectStatus(Status.UNKNOWN_SEQ, () -> t.swapOut(99));
+            p.append(1, new int[] {6}, 0);
+
+            assertEquals(7, t.preemptRecompute(1));
+            expectStatus(Status.UNKNOWN_SEQ, () -> p.numTokens(1));
+            expectStatus(Status.UNKNOWN_SEQ, () -> t.preemptRecompute(1));
+        }
+        try (Pool noHost = Pool.create(cpu())) {
+            noHost.alloc(1, span(0, 6), null);
+            expectStatus(Status.STATE, () -> noHost.tiers().swapOut(1));
+        }
+    }
+
+    @Test
+    void spillAndRehit() {
+        try (Pool p = Pool.create(cpu().numBlocks(4))) {
+            Tiers t = p.tiers();
+            t.attachHost(8);
+            p.alloc(1, span(0, 9), null);
+            p.free(1);
+            assertEquals(new TierHits(8, 0, 0), t.prefixLookup(span(0, 9), null));
+            p.alloc(2, span(100, 116), null);
+            p.free(2);
+            TierHits hits = t.prefixLookup(span(0, 9), null);
+            assertEquals(8, hits.host());
+            assertEquals(0, hits.device());
+            assertEquals(8, p.alloc(3, span(0, 9), null));
+            TierStats host = t.stats(Tier.HOST);
+            assertTrue(host.hits() > 0 && host.blocksOut() > 0, host.toString());
+            expectStatus(Status.INVALID_ARG, () -> t.prefixLookup(null, null));
+        }
+    }
+}
