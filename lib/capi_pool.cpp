@@ -187,6 +187,7 @@ KVC_API kvc_status kvc_pool_create(const kvc_pool_config *cfg, kvc_pool **out) {
         p->config.backend = backend;
         if (p->config.num_q_heads == 0) p->config.num_q_heads = c.num_kv_heads;
         p->block_size = c.block_size;
+        if ((c.block_size & (c.block_size - 1)) == 0) p->block_shift = __builtin_ctz(uint32_t(c.block_size));
         p->num_blocks = int32_t(num_blocks);
         p->watermark_blocks = int64_t(std::floor(c.watermark * double(num_blocks)));
         p->caching = c.prefix_caching != 0;

@@ -14,8 +14,6 @@ using kvc::fail;
 using kvc::KeySet;
 using kvc::Sequence;
 
-int64_t blocks_for_tokens(int64_t tokens, int32_t bs) { return tokens <= 0 ? 0 : (tokens - 1) / bs + 1; }
-
 // Geometric growth so that decode, which grows a sequence a little each step, reallocates rarely.
 template <class V>
 void reserve_geometric(V &v, int64_t n) {
@@ -37,9 +35,9 @@ struct AllocPlan {
 AllocPlan plan_alloc(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
                      kvc::WalkTiers lower = kvc::kWalkDevice) {
     AllocPlan plan;
-    plan.blocks = blocks_for_tokens(num_tokens, p->block_size);
+    plan.blocks = kvc::pool_blocks_for(p, num_tokens);
     if (p->caching && plan.blocks <= p->num_blocks)
-        plan.walk = kvc::pool_walk_prefix(p, tokens, (num_tokens - 1) / p->block_size, keys, lower);
+        plan.walk = kvc::pool_walk_prefix(p, tokens, kvc::pool_block_of(p, num_tokens - 1), keys, lower);
     plan.fresh = plan.blocks - (plan.walk.hit_blocks - plan.walk.host_hits - plan.walk.disk_hits);
     plan.free_now = p->blocks.num_free() - plan.walk.free_hits;
     return plan;
@@ -104,7 +102,7 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         try {
             s->table.reserve(size_t(plan.blocks));
             if (p->caching) {
-                s->tokens.assign(tokens, tokens + num_tokens);
+                s->tail.reserve(size_t(p->block_size));
                 s->keys.assign(ks);
             }
         } catch (...) {
@@ -133,7 +131,8 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         s->chain = plan.walk.chain;
         s->num_hashed = plan.walk.hit_blocks;
         if (p->caching) {
-            kvc::pool_hash_full_blocks(p, s);
+            const int64_t hashed_tokens = plan.walk.hit_blocks * p->block_size;
+            kvc::pool_hash_full_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens);
             p->counters.prefix_query_tokens += num_tokens;
             p->counters.prefix_hit_tokens += plan.walk.hit_blocks * p->block_size;
             p->counters.verify_misses += plan.walk.verify_miss ? 1 : 0;
@@ -180,25 +179,26 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
                         "max_seq_len is %lld", fn, (unsigned long long)seq_id, (long long)want_end,
                         (long long)new_tokens, (long long)num_lookahead, (long long)max);
         const int64_t new_end = std::max(s->reserved_end, want_end);
-        const int64_t new_nb = blocks_for_tokens(new_end, bs);
         const int64_t old_nb = int64_t(s->table.size());
+        // Most decode steps stay inside the reserved blocks: skip the division then.
+        const int64_t new_nb = new_end <= old_nb * bs ? old_nb : kvc::pool_blocks_for(p, new_end);
         if (new_nb > p->num_blocks)
             return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu would need %lld blocks, the pool has only %d", fn,
                         (unsigned long long)seq_id, (long long)new_nb, p->num_blocks);
         // Existing blocks that receive writes: those overlapping [num_tokens, want_end). Shared ones
         // (refcount > 1, e.g. after a fork) are copied first. A full block is never written.
-        const int64_t first_written = s->num_tokens / bs;
-        const int64_t last_written = std::min(old_nb, blocks_for_tokens(want_end, bs));  // exclusive
+        const int64_t first_written = kvc::pool_block_of(p, s->num_tokens);
+        const int64_t last_written = std::min(old_nb, kvc::pool_blocks_for(p, want_end));  // exclusive
         int64_t cows = 0;
-        for (int64_t i = first_written; i < last_written; ++i)
-            if (p->blocks.refcount(s->table[size_t(i)]) > 1) ++cows;
+        if (s->may_share_tail)
+            for (int64_t i = first_written; i < last_written; ++i)
+                if (p->blocks.refcount(s->table[size_t(i)]) > 1) ++cows;
         const int64_t fresh = cows + (new_nb - old_nb);
         if (fresh > p->blocks.num_free())
             return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu needs %lld new blocks (%lld copy-on-write), "
                         "only %lld are free", fn, (unsigned long long)seq_id, (long long)fresh, (long long)cows,
                         (long long)p->blocks.num_free());
         reserve_geometric(s->table, new_nb);
-        if (p->caching) reserve_geometric(s->tokens, new_tokens);
         if (cows) p->copies.ensure_room(cows);
         // ---- from here on nothing can fail ----
         const int32_t prio = s->keys.priority;
@@ -212,10 +212,9 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
             ++p->counters.cow_copies;
         }
         for (int64_t i = old_nb; i < new_nb; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, prio));
-        if (p->caching) s->tokens.insert(s->tokens.end(), tokens, tokens + num_tokens);
         s->num_tokens = new_tokens;
         s->reserved_end = new_end;
-        if (p->caching) kvc::pool_hash_full_blocks(p, s);
+        if (p->caching && num_tokens > 0) kvc::pool_hash_full_blocks(p, s, tokens, num_tokens);
         ++p->counters.appends;
         p->counters.blocks_allocated += fresh;
         if (out_new_blocks) *out_new_blocks = int32_t(fresh);
@@ -243,7 +242,8 @@ KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_i
         Sequence *c = p->seqs.create(child_id);
         try {
             c->table.assign(parent->table.begin(), parent->table.end());
-            c->tokens.assign(parent->tokens.begin(), parent->tokens.end());
+            c->tail.reserve(parent->tail.capacity());
+            c->tail.assign(parent->tail.begin(), parent->tail.end());
             c->keys.assign(parent->keys);
         } catch (...) {
             p->seqs.erase(c);
@@ -254,6 +254,7 @@ KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_i
         c->reserved_end = parent->reserved_end;
         c->chain = parent->chain;
         c->num_hashed = parent->num_hashed;
+        c->may_share_tail = parent->may_share_tail = true;
         for (int32_t b : c->table) p->blocks.add_ref(b);  // all in use already: no list changes
         ++p->counters.forks;
         return KVC_OK;
@@ -340,8 +341,8 @@ KVC_API kvc_status kvc_seq_slot_mapping(kvc_pool *pool, uint64_t seq_id, int64_t
                         (long long)cap);
         const int32_t bs = pool->block_size;
         for (int64_t i = 0; i < count; ++i) {
-            int64_t pos = first_pos + i;
-            out[i] = int64_t(s->table[size_t(pos / bs)]) * bs + pos % bs;
+            int64_t pos = first_pos + i, blk = kvc::pool_block_of(pool, pos);
+            out[i] = int64_t(s->table[size_t(blk)]) * bs + (pos - blk * bs);
         }
         return KVC_OK;
     })

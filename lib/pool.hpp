@@ -59,6 +59,7 @@ struct kvc_pool {
     kvc_pool_config config{};  // resolved: num_blocks, backend, num_q_heads filled in
     kvc::KvLayout layout;
     int32_t block_size = 0;
+    int32_t block_shift = -1;  // log2(block_size) when it is a power of two, else -1
     int32_t num_blocks = 0;
     int64_t watermark_blocks = 0;  // floor(watermark x num_blocks)
     bool caching = true;
@@ -84,14 +85,25 @@ struct kvc_pool {
 
 namespace kvc {
 
+// Token position -> block index. Block sizes are nearly always powers of two: a shift instead of a
+// 64-bit division (tens of cycles) keeps the per-token decode path short.
+inline int64_t pool_block_of(const kvc_pool *p, int64_t pos) {
+    return p->block_shift >= 0 ? pos >> p->block_shift : pos / p->block_size;
+}
+// Blocks needed to hold `tokens` tokens.
+inline int64_t pool_blocks_for(const kvc_pool *p, int64_t tokens) {
+    return tokens <= 0 ? 0 : pool_block_of(p, tokens - 1) + 1;
+}
+
 // ---- Block-level operations with prefix-cache side effects (pool_blocks.cpp); lock held --------
 
 // Takes a fresh block with refcount 1 (caller checked capacity). Evicts its cache entry lazily.
 int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority);
 
-// Hashes the sequence's newly full confirmed blocks [num_hashed, num_tokens / bs) and enters each
-// in the cache unless an equal block is already cached.
-void pool_hash_full_blocks(kvc_pool *p, Sequence *s);
+// The sequence has just confirmed n tokens src[0..n) (s->num_tokens already counts them): hashes
+// every block they complete and enters it in the cache unless an equal block is already cached;
+// the rest goes to s->tail.
+void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n);
 
 // Walks the prompt's first max_blocks full blocks while they are cached and verified; hit ids go
 // to p->hit_scratch. With `lower` != kWalkDevice a block missing on the device is looked up in the

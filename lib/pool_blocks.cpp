@@ -1,5 +1,7 @@
 // Block-level pool operations that combine the block bookkeeping with the prefix cache: lazy
 // eviction on reuse, entering filled blocks into the cache, and walking a prompt's cached prefix.
+#include <vector>
+
 #include "pool.hpp"
 #include "tiers.hpp"
 
@@ -25,29 +27,51 @@ int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
     return b;
 }
 
-void pool_hash_full_blocks(kvc_pool *p, Sequence *s) {
-    const int32_t bs = p->block_size;
-    const int64_t full = s->num_tokens / bs;
-    for (int64_t i = s->num_hashed; i < full; ++i) {
-        const int32_t *toks = s->tokens.data() + i * bs;
-        BlockKey key = p->hasher.hash_block(s->chain, toks, i, s->keys);
-        int32_t b = s->table[size_t(i)];
-        if (!p->blocks.cached(b) && p->cache.find(key.hash) < 0) {
-            p->cache.insert(b, s->chain, key, toks);
-            p->blocks.set_cached(b, true);
-            EventRecord ev;
-            ev.type = KVC_EVENT_BLOCK_STORED;
-            ev.block_id = b;
-            ev.num_tokens = bs;
-            ev.hash = key.hash;
-            ev.parent = s->chain;
-            ev.lora_id = key.lora_id;
-            ev.extras_digest = key.extras_digest;
-            p->events.push(ev, toks);
-        }
-        s->chain = key.hash;
-        s->num_hashed = i + 1;
+namespace {
+
+// Hashes the sequence's next block (index num_hashed, token ids `toks`) and caches it.
+void hash_next_block(kvc_pool *p, Sequence *s, const int32_t *toks) {
+    const int64_t i = s->num_hashed;
+    const int32_t b = s->table[size_t(i)];
+    p->cache.prefetch_for_insert(b);
+    BlockKey key = p->hasher.hash_block(s->chain, toks, i, s->keys);
+    if (!p->blocks.cached(b) && p->cache.find(key.hash) < 0) {
+        p->cache.insert(b, s->chain, key, toks);
+        p->blocks.set_cached(b, true);
+        EventRecord ev;
+        ev.type = KVC_EVENT_BLOCK_STORED;
+        ev.block_id = b;
+        ev.num_tokens = p->block_size;
+        ev.hash = key.hash;
+        ev.parent = s->chain;
+        ev.lora_id = key.lora_id;
+        ev.extras_digest = key.extras_digest;
+        p->events.push(ev, toks);
     }
+    s->chain = key.hash;
+    s->num_hashed = i + 1;
+}
+
+}  // namespace
+
+void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n) {
+    const int64_t bs = p->block_size;
+    std::vector<int32_t> &tail = s->tail;  // capacity >= bs: never reallocates below
+    const int64_t have = int64_t(tail.size());
+    if (have + n < bs) {  // the common decode step: no block filled
+        if (n == 1) tail.push_back(src[0]);
+        else tail.insert(tail.end(), src, src + n);
+        return;
+    }
+    int64_t i = 0;
+    if (have > 0) {
+        i = bs - have;
+        tail.insert(tail.end(), src, src + i);
+        hash_next_block(p, s, tail.data());
+        tail.clear();
+    }
+    for (; n - i >= bs; i += bs) hash_next_block(p, s, src + i);
+    tail.assign(src + i, src + n);
 }
 
 PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,

@@ -23,10 +23,18 @@ kvc_status pool_check_invariants(kvc_pool *p) {
 
     // 1. Refcount of each block == number of table references.
     std::vector<int64_t> refs(size_t(n), 0);
-    for (const auto &kv : p->seqs.all()) {
-        const Sequence *s = kv.second;
-        KVC_CHECK(s->id == kv.first, "sequence %llu stored under id %llu", (unsigned long long)s->id,
-                  (unsigned long long)kv.first);
+    std::vector<const Sequence *> live;
+    kvc_status bad = KVC_OK;
+    p->seqs.for_each([&](uint64_t id, const Sequence *s) {
+        if (s->id != id && bad == KVC_OK)
+            bad = fail(KVC_ERR_INTERNAL, "kvc_pool_check: sequence %llu stored under id %llu",
+                       (unsigned long long)s->id, (unsigned long long)id);
+        live.push_back(s);
+    });
+    if (bad != KVC_OK) return bad;
+    KVC_CHECK(live.size() == p->seqs.size(), "%zu sequences found, the table counts %zu", live.size(), p->seqs.size());
+    for (const Sequence *s : live) {
+        KVC_CHECK(p->seqs.find(s->id) == s, "sequence %llu is not found under its own id", (unsigned long long)s->id);
         KVC_CHECK(s->num_tokens >= 0 && s->num_tokens <= s->reserved_end,
                   "sequence %llu has %lld tokens but %lld reserved slots", (unsigned long long)s->id,
                   (long long)s->num_tokens, (long long)s->reserved_end);
@@ -34,8 +42,11 @@ kvc_status pool_check_invariants(kvc_pool *p) {
         KVC_CHECK(int64_t(s->table.size()) == want, "sequence %llu has %zu blocks for %lld reserved slots",
                   (unsigned long long)s->id, s->table.size(), (long long)s->reserved_end);
         if (p->caching) {
-            KVC_CHECK(int64_t(s->tokens.size()) == s->num_tokens, "sequence %llu stores %zu token ids for %lld tokens",
-                      (unsigned long long)s->id, s->tokens.size(), (long long)s->num_tokens);
+            KVC_CHECK(int64_t(s->tail.size()) == s->num_tokens - s->num_hashed * bs,
+                      "sequence %llu keeps %zu unhashed token ids for %lld tokens, %lld hashed blocks",
+                      (unsigned long long)s->id, s->tail.size(), (long long)s->num_tokens, (long long)s->num_hashed);
+            KVC_CHECK(!p->caching || s->tail.capacity() >= size_t(bs), "sequence %llu tail capacity %zu < block size",
+                      (unsigned long long)s->id, s->tail.capacity());
             KVC_CHECK(s->num_hashed == s->num_tokens / bs, "sequence %llu hashed %lld blocks of %lld full ones",
                       (unsigned long long)s->id, (long long)s->num_hashed, (long long)(s->num_tokens / bs));
         }

@@ -1,6 +1,6 @@
 // Sequences: a caller-chosen 64-bit id, a block table, and (with prefix caching) what is needed to
-// hash blocks as decode fills them: the confirmed token ids, the request's keys and the running
-// chain hash.
+// hash blocks as decode fills them: the token ids of the partial block, the request's keys and the
+// running chain hash.
 //
 // Token layout (kvc.h): cached | computed | new | lookahead. `num_tokens` counts confirmed tokens;
 // `reserved_end` is one past the last reserved slot (>= num_tokens); the table covers
@@ -9,37 +9,46 @@
 
 #include <cstdint>
 #include <memory>
-#include <unordered_map>
 #include <vector>
 
 #include "block_hash.hpp"
 #include "keys.hpp"
+#include "sequence_map.hpp"
 
 namespace kvc {
 
 struct Sequence {
+    // Hot fields first (one decode step reads them all); the large KeySet (inline salt) last.
     uint64_t id = 0;
-    std::vector<int32_t> table;
     int64_t num_tokens = 0;
     int64_t reserved_end = 0;
-    std::vector<int32_t> tokens;  // confirmed token ids; empty when prefix caching is off
-    KeySet keys;
-    Hash128 chain = kRootHash;    // hash of block num_hashed - 1 (kRootHash when none)
     int64_t num_hashed = 0;       // leading full blocks whose hash is known (cached or not)
+    std::vector<int32_t> table;
+    // Confirmed token ids not yet in a hashed block: positions [num_hashed x bs, num_tokens), fewer
+    // than block_size (hashing is incremental through `chain`, so older ids are never needed).
+    // Capacity block_size, reserved at alloc. Empty when prefix caching is off.
+    std::vector<int32_t> tail;
+    Hash128 chain = kRootHash;    // hash of block num_hashed - 1 (kRootHash when none)
     bool swapped_out = false;     // not resident in the pool's storage (tiering)
+    // Set on both sides of a fork and never cleared: only a fork makes a block this sequence may
+    // still write into shared (cache hits are full blocks, never written). When false, append
+    // skips the copy-on-write refcount check, saving a cache miss per decode step.
+    bool may_share_tail = false;
     // While swapped out: per table entry, the host tier slot holding that block (table entry -1),
     // or -1 for a block that stayed on the device (shared). Empty while resident.
     std::vector<int32_t> swap_slots;
+    KeySet keys;
 
     void reset(uint64_t new_id) {
         id = new_id;
         table.clear();
-        tokens.clear();
+        tail.clear();
         keys.clear();
         swap_slots.clear();
         num_tokens = reserved_end = num_hashed = 0;
         chain = kRootHash;
         swapped_out = false;
+        may_share_tail = false;
     }
 };
 
@@ -48,14 +57,11 @@ struct Sequence {
 class SequenceTable {
 public:
     void init(size_t expected) {
-        map_.reserve(expected);
+        map_.init(expected);
         spare_.reserve(expected);
     }
 
-    Sequence *find(uint64_t id) const {
-        auto it = map_.find(id);
-        return it == map_.end() ? nullptr : it->second;
-    }
+    Sequence *find(uint64_t id) const { return map_.find(id); }
 
     // Inserts a fresh sequence (id must be unused). May throw std::bad_alloc before changing anything.
     Sequence *create(uint64_t id) {
@@ -68,9 +74,9 @@ public:
         }
         s->reset(id);
         try {
-            map_.emplace(id, s.get());
+            map_.insert(id, s.get());
         } catch (...) {
-            spare_.push_back(std::move(s));  // capacity reserved by the pop above: cannot throw
+            if (spare_.size() < spare_.capacity()) spare_.push_back(std::move(s));
             throw;
         }
         return s.release();
@@ -84,14 +90,22 @@ public:
     }
 
     size_t size() const { return map_.size(); }
-    const std::unordered_map<uint64_t, Sequence *> &all() const { return map_; }
 
+    // f(id, const Sequence *) for every live sequence, in no particular order.
+    template <class F>
+    void for_each(F &&f) const {
+        map_.for_each([&](uint64_t id, Sequence *s) { f(id, static_cast<const Sequence *>(s)); });
+    }
+
+    SequenceTable() = default;
+    SequenceTable(const SequenceTable &) = delete;
+    SequenceTable &operator=(const SequenceTable &) = delete;
     ~SequenceTable() {
-        for (auto &kv : map_) delete kv.second;
+        map_.for_each([](uint64_t, Sequence *s) { delete s; });
     }
 
 private:
-    std::unordered_map<uint64_t, Sequence *> map_;
+    SequenceMap map_;
     std::vector<std::unique_ptr<Sequence>> spare_;
 };
 
