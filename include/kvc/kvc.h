@@ -185,7 +185,8 @@ KVC_API kvc_status kvc_pool_get_config(const kvc_pool *pool, kvc_pool_config *ou
 
 /** Runs the internal invariant checker: each block's refcount equals its number of table
  *  references, the free queues hold exactly the refcount-0 unpinned blocks, no block twice, cache map
- *  consistent. O(blocks). KVC_OK or KVC_ERR_INTERNAL with a message naming the first violation. */
+ *  consistent; with memory tiers also every tier slot's state against its free/LRU list and hash
+ *  index, and the host slots held by swapped-out sequences. O(blocks). KVC_OK or KVC_ERR_INTERNAL with a message naming the first violation. */
 KVC_API kvc_status kvc_pool_check(kvc_pool *pool);
 
 /* ------------------------------------------------------------------------------------------------
@@ -579,7 +580,10 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks);
 /** Attaches a disk tier of num_blocks slots in the file `path` (created if missing; truncated
  *  unless KVC_DISK_PERSISTENT). Needs the host tier (lower tiers reach the device through it).
  *  I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system
- *  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool.
+ *  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool. Only blocks that
+ *  reached the disk are kept by KVC_DISK_PERSISTENT (blocks still in the host tier when the pool is
+ *  destroyed are not written back); kvc_prefix_cache_reset forgets the file's blocks for this pool
+ *  only (a later attach of the same file finds them again).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX, unknown flags),
  *  KVC_ERR_STATE (no host tier, or a disk tier is already attached), KVC_ERR_IO (cannot open, not a
  *  regular file, no space), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY. */

@@ -495,7 +495,8 @@ extern "C" {
 extern "C" {
     #[doc = " Runs the internal invariant checker: each block's refcount equals its number of table"]
     #[doc = "  references, the free queues hold exactly the refcount-0 unpinned blocks, no block twice, cache map"]
-    #[doc = "  consistent. O(blocks). KVC_OK or KVC_ERR_INTERNAL with a message naming the first violation."]
+    #[doc = "  consistent; with memory tiers also every tier slot's state against its free/LRU list and hash"]
+    #[doc = "  index, and the host slots held by swapped-out sequences. O(blocks). KVC_OK or KVC_ERR_INTERNAL with a message naming the first violation."]
     pub fn kvc_pool_check(pool: *mut kvc_pool) -> kvc_status;
 }
 #[repr(C)]
@@ -2307,7 +2308,10 @@ extern "C" {
     #[doc = " Attaches a disk tier of num_blocks slots in the file `path` (created if missing; truncated"]
     #[doc = "  unless KVC_DISK_PERSISTENT). Needs the host tier (lower tiers reach the device through it)."]
     #[doc = "  I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system"]
-    #[doc = "  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool."]
+    #[doc = "  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool. Only blocks that"]
+    #[doc = "  reached the disk are kept by KVC_DISK_PERSISTENT (blocks still in the host tier when the pool is"]
+    #[doc = "  destroyed are not written back); kvc_prefix_cache_reset forgets the file's blocks for this pool"]
+    #[doc = "  only (a later attach of the same file finds them again)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX, unknown flags),"]
     #[doc = "  KVC_ERR_STATE (no host tier, or a disk tier is already attached), KVC_ERR_IO (cannot open, not a"]
     #[doc = "  regular file, no space), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY."]
