@@ -5,6 +5,9 @@
 //     tests/bench/bench_tiers.sh runs both and prints the ratio (goal >= 80%).
 //   BM_HostSwap vs BM_Memcpy: a whole-sequence swap-out + swap-in through the C API on the CPU
 //     backend against two plain memcpy of the same bytes.
+//   BM_HostSwapCuda vs BM_PinnedCopyCuda: the same swap on a CUDA pool (pinned host tier, tier
+//     stream) against cudaMemcpyAsync device -> pinned -> device of the same bytes (goal >= 80%).
+//     Skipped without a GPU.
 // Run: bench_tiers --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
@@ -14,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_api.hpp"
 #include "kvc/kvc.h"
 #include "tier_disk.hpp"
 #include "tier_host.hpp"
@@ -112,10 +116,16 @@ BENCHMARK(BM_DiskRead)->Arg(0)->ArgName("flags")->Unit(benchmark::kMillisecond)-
 
 constexpr int64_t kSwapBlocks = 64;  // 32 MiB sequence
 
+bool have_gpu() {
+    int32_t n = 0;
+    return kvc_cuda_device_count(&n) == KVC_OK && n > 0;
+}
+
 // kvc_swap_out + kvc_swap_in of one 64-block sequence (2 x 32 MiB moved per iteration).
-void BM_HostSwap(benchmark::State &state) {
+void swap_bench(benchmark::State &state, int32_t backend) {
     kvc_pool_config c = block_config(kSwapBlocks + 4);
     c.prefix_caching = 0;
+    c.backend = backend;
     kvc_pool *p = nullptr;
     check(kvc_pool_create(&c, &p), "pool");
     check(kvc_tier_attach_host(p, kSwapBlocks), "attach host");
@@ -132,7 +142,45 @@ void BM_HostSwap(benchmark::State &state) {
     state.SetBytesProcessed(int64_t(state.iterations()) * 2 * bytes);
     kvc_pool_destroy(p);
 }
+
+void BM_HostSwap(benchmark::State &state) { swap_bench(state, KVC_BACKEND_CPU); }
 BENCHMARK(BM_HostSwap)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_HostSwapCuda(benchmark::State &state) {
+    if (!have_gpu()) {
+        state.SkipWithError("no CUDA device");
+        return;
+    }
+    swap_bench(state, KVC_BACKEND_CUDA);
+}
+BENCHMARK(BM_HostSwapCuda)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The copy bound of BM_HostSwapCuda: one cudaMemcpyAsync per block device -> pinned, then back.
+void BM_PinnedCopyCuda(benchmark::State &state) {
+    if (!have_gpu()) {
+        state.SkipWithError("no CUDA device");
+        return;
+    }
+    kvc_pool_config c = block_config(1);
+    int64_t block = 0;
+    check(kvc_bytes_per_block(&c, &block), "bytes");
+    const size_t total = size_t(block * kSwapBlocks);
+    void *dev = nullptr, *host = nullptr;
+    check(kvc::cuda::malloc_device(0, total, &dev), "device alloc");
+    check(kvc::cuda::malloc_pinned(total, &host), "pinned alloc");
+    char *d = static_cast<char *>(dev), *h = static_cast<char *>(host);
+    for (auto _ : state) {
+        for (int64_t i = 0; i < kSwapBlocks; ++i)
+            check(kvc::cuda::memcpy_d2h(h + i * block, d + i * block, size_t(block), nullptr), "d2h");
+        for (int64_t i = 0; i < kSwapBlocks; ++i)
+            check(kvc::cuda::memcpy_h2d(d + i * block, h + i * block, size_t(block), nullptr), "h2d");
+        check(kvc::cuda::stream_sync(nullptr), "sync");
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) * 2 * int64_t(total));
+    (void)kvc::cuda::free_pinned(host);
+    (void)kvc::cuda::free_device(0, dev);
+}
+BENCHMARK(BM_PinnedCopyCuda)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The same bytes with memcpy, block by block into a separate buffer and back.
 void BM_Memcpy(benchmark::State &state) {

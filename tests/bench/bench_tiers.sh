@@ -34,7 +34,7 @@ get() {  # benchmark name prefix -> median bytes/s in MB/s
 import json, sys
 d = json.load(sys.stdin)
 for b in d["benchmarks"]:
-    if b["name"].startswith(sys.argv[1]) and b.get("aggregate_name") == "median":
+    if b["name"].startswith(sys.argv[1] + "/") and b.get("aggregate_name") == "median":
         print(b["bytes_per_second"] / 1e6); break
 ' "$1" <<<"$JSON"
 }
@@ -42,8 +42,16 @@ TW=$(get BM_DiskWrite)
 TR=$(get BM_DiskRead)
 HS=$(get BM_HostSwap)
 MC=$(get BM_Memcpy)
+GS=$(get BM_HostSwapCuda)
+GP=$(get BM_PinnedCopyCuda)
 awk -v tw="$TW" -v dw="$DDW" -v tr="$TR" -v dr="$DDR" -v hs="$HS" -v mc="$MC" 'BEGIN {
     printf "disk write: tier %8.1f MB/s  dd O_DIRECT %8.1f MB/s  ratio %5.1f%%\n", tw, dw, 100 * tw / dw
     printf "disk read:  tier %8.1f MB/s  dd O_DIRECT %8.1f MB/s  ratio %5.1f%%\n", tr, dr, 100 * tr / dr
     printf "host swap:  tier %8.1f MB/s  memcpy      %8.1f MB/s  ratio %5.1f%%\n", hs, mc, 100 * hs / mc
 }'
+if [ -n "$GS" ] && [ -n "$GP" ]; then
+    awk -v gs="$GS" -v gp="$GP" 'BEGIN {
+        printf "cuda swap:  tier %8.1f MB/s  pinned copy %8.1f MB/s  ratio %5.1f%%\n", gs, gp, 100 * gs / gp }'
+else
+    echo "cuda swap:  no CUDA device (skipped)"
+fi
