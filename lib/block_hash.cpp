@@ -61,7 +61,7 @@ BlockKey BlockHasher::hash_block(const Hash128 &parent, const int32_t *block_tok
     p = put_u64(p, parent.hi);
     p = put_u64(p, parent.lo);
     size_t token_bytes = size_t(block_size_) * sizeof(int32_t);
-    std::memcpy(p, block_tokens, token_bytes);
+    copy_block_tokens(p, block_tokens, token_bytes);
     p += token_bytes;
 
     // Salt and multimodal keys first: they form the digest recorded per block.

@@ -31,6 +31,17 @@ struct Hash128 {
 // Parent of block 0 ("libkvc-prefix-v1" as two little-endian words).
 constexpr Hash128 kRootHash = {0x78666572702d6376ull, 0x31762d6b696c6269ull};
 
+// Copies one block's token ids. The common block sizes get constant-size copies the compiler
+// inlines (a libc memcpy call costs more than copying 64 bytes).
+inline void copy_block_tokens(void *dst, const void *src, size_t bytes) {
+    switch (bytes) {
+        case 32: __builtin_memcpy(dst, src, 32); break;
+        case 64: __builtin_memcpy(dst, src, 64); break;
+        case 128: __builtin_memcpy(dst, src, 128); break;
+        default: __builtin_memcpy(dst, src, bytes); break;
+    }
+}
+
 // 128-bit hash of bytes: XXH3-128, or the test override (lib/testing.h) when one is set.
 Hash128 hash_bytes(const void *data, size_t len);
 

@@ -22,7 +22,7 @@ void PrefixCache::insert(int32_t b, const Hash128 &parent, const BlockKey &key, 
     m.parent = parent;
     m.lora_id = key.lora_id;
     m.extras_digest = key.extras_digest;
-    std::memcpy(tokens_.data() + int64_t(b) * block_size_, tokens, token_bytes_);
+    copy_block_tokens(tokens_.data() + int64_t(b) * block_size_, tokens, token_bytes_);
     uint64_t i = key.hash.lo & mask_;
     while (slots_[i].block >= 0) i = (i + 1) & mask_;
     slots_[i].block = b;
