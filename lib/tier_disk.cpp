@@ -77,7 +77,6 @@ kvc_status DiskTier::open(const char *path, int32_t num_slots, const KvLayout &l
     fingerprint_ = XXH3_64bits_withSeed(fp_words, sizeof fp_words, uint64_t(layout.block_stride));
 
     const int base_flags = O_RDWR | O_CREAT | O_CLOEXEC | (persistent ? 0 : O_TRUNC);
-    direct = false;
     if (!(flags & KVC_DISK_NO_DIRECT)) {
         fd_ = ::open(path, base_flags | O_DIRECT, 0644);
         if (fd_ >= 0) direct = true;
@@ -92,7 +91,9 @@ kvc_status DiskTier::open(const char *path, int32_t num_slots, const KvLayout &l
         return fail(KVC_ERR_IO, "%s: '%s' is not a regular file", fn, path);
     if (sb.st_size < file_bytes) {
         // Reserve the space now so that a full disk is reported here rather than as failed spills.
-        int rc = posix_fallocate(fd_, 0, file_bytes);
+        // fallocate(2), not posix_fallocate: on a file system without it glibc would write zeros
+        // over the whole file; a sparse file (ftruncate) is the fallback then.
+        int rc = fallocate(fd_, 0, 0, file_bytes) == 0 ? 0 : errno;
         if (rc == ENOSPC)
             return fail(KVC_ERR_IO, "%s: '%s': no space for %lld bytes (%d slots)", fn, path, (long long)file_bytes,
                         num_slots);

@@ -13,6 +13,7 @@
 // it the file is truncated on attach.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -48,7 +49,7 @@ public:
     TierCounters stats;
     std::vector<uint64_t> stamps;  // per slot: write order (for LRU order after a reopen)
     uint64_t next_stamp = 1;
-    bool direct = false;
+    std::atomic<bool> direct{false};  // may turn off at the first I/O (executor) while stats read it
     bool persistent = false;
     bool uring = false;
     int64_t recovered = 0;  // slots re-indexed from a persistent file at attach

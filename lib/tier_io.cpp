@@ -79,8 +79,7 @@ void IoEngine::run_sync(int fd, IoOp &op) {
 void IoEngine::run(int fd, IoOp *ops, int n) {
     // Injected write faults replace the I/O; read faults corrupt its outcome afterwards.
     int32_t fault[64];
-    for (int i = 0; i < n; ++i) fault[i % 64] = kFaultNone;
-    bool skip[64] = {};
+    bool skip[64];
     int done = 0;
     while (done < n) {
         const int m = n - done < 64 ? n - done : 64;
