@@ -309,9 +309,10 @@ KVC_API kvc_status kvc_take_pending_copies(kvc_pool *pool, int32_t *src, int32_t
 typedef struct kvc_stats {
     uint32_t struct_size;           /**< set by the caller to sizeof(kvc_stats) */
     int64_t total_blocks;
-    int64_t free_blocks;            /**< refcount 0 (including cached-but-unused blocks) */
+    int64_t free_blocks;            /**< refcount 0 and not pinned (including cached-but-unused
+                                         blocks): what allocation can take */
     int64_t used_blocks;            /**< refcount > 0 */
-    int64_t cached_free_blocks;     /**< refcount 0 and still in the prefix cache */
+    int64_t cached_free_blocks;     /**< of free_blocks, those still in the prefix cache */
     int64_t pinned_blocks;          /**< blocks held by kvc_prefix_pin */
     int64_t num_seqs;
     double utilization;             /**< used_blocks / total_blocks */
