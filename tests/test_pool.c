@@ -212,6 +212,31 @@ static void test_create_errors(void **state) {
     assert_ptr_equal(p, (kvc_pool *)0x1);
 }
 
+/* CUDA requested where it cannot be had: without CUDA/GPU any device fails; with GPUs, an ordinal
+ * past the last one does. Either way KVC_ERR_DEVICE, and no pool comes back. */
+static void test_create_cuda_unavailable(void **state) {
+    (void)state;
+    int32_t count = -1;
+    OK(kvc_cuda_device_count(&count));
+    assert_true(count >= 0);
+    kvc_pool_config c = base_cfg();
+    c.num_blocks = 4;
+    c.backend = KVC_BACKEND_CUDA;
+    c.device = count == 0 ? 0 : count;
+    kvc_pool *p = (kvc_pool *)0x1;
+    EXPECT_ERR(kvc_pool_create(&c, &p), KVC_ERR_DEVICE);
+    assert_ptr_equal(p, (kvc_pool *)0x1);
+    if (count == 0) { /* AUTO falls back to host storage instead of failing */
+        c.backend = KVC_BACKEND_AUTO;
+        c.device = 0;
+        OK(kvc_pool_create(&c, &p));
+        kvc_pool_config got;
+        OK(kvc_pool_get_config(p, &got));
+        assert_int_equal(got.backend, KVC_BACKEND_CPU);
+        OK(kvc_pool_destroy(p));
+    }
+}
+
 static void test_stats_errors(void **state) {
     (void)state;
     kvc_pool *p = make_pool(16, 4, 1);
@@ -268,6 +293,7 @@ int main(void) {
         cmocka_unit_test(test_create_from_budget_and_get_config),
         cmocka_unit_test(test_create_with_host_storage),
         cmocka_unit_test(test_create_errors),
+        cmocka_unit_test(test_create_cuda_unavailable),
         cmocka_unit_test(test_stats_errors),
         cmocka_unit_test(test_checker_detects_corruption),
         cmocka_unit_test(test_version_and_status_strings),
