@@ -6,6 +6,7 @@
 #include "attention_params.cuh"
 #include "cuda_api.hpp"
 #include "cuda_check.cuh"
+#include "device_primitives.cuh"
 #include "dtype_convert.cuh"
 
 namespace kvc::cuda {
@@ -213,9 +214,9 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
     if (err != cudaSuccess) return device_error(err, "kvc attention (CUDA) launch");
     if (p.num_parts > 1) {
         dim3 rgrid(unsigned(a.num_q_heads), unsigned(a.num_seqs));
-        attention_reduce_kernel<<<rgrid, std::min(L.head_dim, 256), 0, s>>>(
-            p.ws_acc, p.ws_ml, a.seq_lens, a.query_start_loc, a.out, a.q_dtype, a.num_q_heads, L.head_dim,
-            p.num_parts, p.part_size, a.sliding_window);
+        KVC_LAUNCH(attention_reduce_kernel, rgrid, std::min(L.head_dim, 256), 0, s, p.ws_acc, p.ws_ml, a.seq_lens,
+                   a.query_start_loc, a.out, a.q_dtype, a.num_q_heads, L.head_dim, p.num_parts, p.part_size,
+                   a.sliding_window);
         return check_launch("kvc attention (CUDA) split-K reduce");
     }
     return KVC_OK;

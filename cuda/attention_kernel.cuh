@@ -14,20 +14,10 @@
 #include <cstdint>
 
 #include "attention_params.cuh"
+#include "device_primitives.cuh"
 #include "dtype_convert.cuh"
 
 namespace kvc::cuda::detail {
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    const int src_bytes = valid ? 16 : 0;  // 0 = zero-fill: padding tokens never read memory
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
 
 __device__ __forceinline__ float warp_max(float x) {
 #pragma unroll
@@ -48,7 +38,7 @@ __global__ void __launch_bounds__(kAttnThreads, 4) paged_attention_kernel(const 
     constexpr int kEpc = Chunk16<KV>::kElems;  // elements per 16-byte chunk
     const float kNegInf = -__int_as_float(0x7f800000);
 
-    extern __shared__ __align__(16) unsigned char smem[];
+    KVC_DYNAMIC_SMEM(smem);
     unsigned char *kv_smem = smem;
     float *q_s = reinterpret_cast<float *>(smem + S::kKvBytes);
     float *score_s = q_s + S::kMaxRows * S::kQPitch;
@@ -331,7 +321,8 @@ cudaError_t launch_attention_kernel(const AttnParams &p, dim3 grid, cudaStream_t
     static_assert(S::kSmemBytes <= 48 * 1024, "tile shape must fit the default shared-memory limit");
     static_assert(S::kRowBytes % 16 == 0, "rows must be whole 16-byte chunks");
     static_assert(S::kKvBytes >= size_t(kAttnThreads) * 8 * sizeof(float), "slice partials reuse the K/V stages");
-    paged_attention_kernel<KV, kHeadDim><<<grid, kAttnThreads, S::kSmemBytes, stream>>>(p);
+    auto *kernel = paged_attention_kernel<KV, kHeadDim>;
+    KVC_LAUNCH(kernel, grid, kAttnThreads, S::kSmemBytes, stream, p);
     return cudaGetLastError();
 }
 

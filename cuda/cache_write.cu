@@ -3,6 +3,7 @@
 
 #include "cuda_api.hpp"
 #include "cuda_check.cuh"
+#include "device_primitives.cuh"
 #include "dtype_convert.cuh"
 
 namespace kvc::cuda {
@@ -50,8 +51,9 @@ __global__ void cache_write_kernel(WriteGeometry g, const int64_t *__restrict__ 
 template <typename Src, typename Dst>
 kvc_status launch_write(const CacheWriteArgs &a, const WriteGeometry &g, cudaStream_t stream) {
     const int threads = g.num_kv_heads * g.head_dim >= 256 ? 256 : 128;
-    cache_write_kernel<Src, Dst><<<unsigned(a.num_tokens), threads, 0, stream>>>(
-        g, a.slots, static_cast<const Src *>(a.k), static_cast<const Src *>(a.v), a.k_scale, a.v_scale);
+    auto *kernel = cache_write_kernel<Src, Dst>;
+    KVC_LAUNCH(kernel, unsigned(a.num_tokens), threads, 0, stream, g, a.slots, static_cast<const Src *>(a.k),
+               static_cast<const Src *>(a.v), a.k_scale, a.v_scale);
     return check_launch("kvc cache write");
 }
 

@@ -4,6 +4,7 @@
 
 #include "cuda_api.hpp"
 #include "cuda_check.cuh"
+#include "device_primitives.cuh"
 
 namespace kvc::cuda {
 namespace {
@@ -30,8 +31,9 @@ kvc_status launch_copy(const CopyBlocksArgs &a, cudaStream_t stream) {
     if (per_pair < 1) per_pair = 1;
     if (per_pair > 1024) per_pair = 1024;
     dim3 grid(unsigned(a.num_pairs), unsigned(per_pair));
-    copy_blocks_kernel<Vec><<<grid, kCopyThreads, 0, stream>>>(static_cast<unsigned char *>(a.base),
-                                                               a.layout.block_stride, a.src, a.dst);
+    auto *kernel = copy_blocks_kernel<Vec>;
+    KVC_LAUNCH(kernel, grid, kCopyThreads, 0, stream, static_cast<unsigned char *>(a.base), a.layout.block_stride,
+               a.src, a.dst);
     return check_launch("kvc copy blocks");
 }
 

@@ -7,10 +7,20 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kvc/kvc.h"
 
 namespace kvc::cuda::detail {
+
+// Bit reinterpretation without strict-aliasing hazards (compiles to a register move).
+template <typename To, typename From>
+__device__ __forceinline__ To bit_cast(const From &from) {
+    static_assert(sizeof(To) == sizeof(From), "bit_cast needs equal sizes");
+    To to;
+    memcpy(static_cast<void *>(&to), &from, sizeof(To));
+    return to;
+}
 
 using fp8_t = __nv_fp8_e4m3;
 
@@ -65,8 +75,7 @@ template <> struct Chunk16<__half> {
         const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            __half2 h = *reinterpret_cast<const __half2 *>(&w[i]);
-            float2 f = __half22float2(h);
+            float2 f = __half22float2(bit_cast<__half2>(w[i]));
             out[2 * i] = f.x; out[2 * i + 1] = f.y;
         }
     }

@@ -43,15 +43,10 @@ struct MmaShape {
 template <typename T> struct MmaOp;
 template <> struct MmaOp<__half> {
     __device__ __forceinline__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        mma_m16n8k16<false>(d, a, b0, b1);
     }
     __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
+        return bit_cast<uint32_t>(__floats2half2_rn(lo, hi));
     }
     // fp16 keeps 11 significant bits of P in [0, 1]: one product suffices.
     static constexpr bool kSplitP = false;
@@ -59,15 +54,10 @@ template <> struct MmaOp<__half> {
 };
 template <> struct MmaOp<__nv_bfloat16> {
     __device__ __forceinline__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        mma_m16n8k16<true>(d, a, b0, b1);
     }
     __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
+        return bit_cast<uint32_t>(__floats2bfloat162_rn(lo, hi));
     }
     // bf16 keeps only 8 bits of P: a weight error of 2^-9 shows up directly in the output when
     // attention is sharp. P = hi + lo (both bf16) with a second product restores ~16 bits.
@@ -90,7 +80,7 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
     constexpr int kST = S::kKeys / 8;     // score n-tiles (8 keys each)
     const float kNegInf = -__int_as_float(0x7f800000);
 
-    extern __shared__ __align__(16) unsigned char smem[];
+    KVC_DYNAMIC_SMEM(smem);
     unsigned char *q_smem = smem + S::kStageBytes * S::kStages;
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -318,12 +308,13 @@ cudaError_t launch_prefill_mma(const AttnParams &p, dim3 grid, cudaStream_t stre
     if (err != cudaSuccess) return err;
     const uint64_t bit = dev < 64 ? (uint64_t(1) << dev) : 0;
     if (!bit || !(opted_in.load(std::memory_order_relaxed) & bit)) {
-        err = cudaFuncSetAttribute(prefill_mma_kernel<T, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   int(S::kSmemBytes));
+        err = cudaFuncSetAttribute(reinterpret_cast<const void *>(prefill_mma_kernel<T, kHeadDim>),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmemBytes));
         if (err != cudaSuccess) return err;
         opted_in.fetch_or(bit, std::memory_order_relaxed);
     }
-    prefill_mma_kernel<T, kHeadDim><<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
+    auto *kernel = prefill_mma_kernel<T, kHeadDim>;
+    KVC_LAUNCH(kernel, grid, S::kThreads, S::kSmemBytes, stream, p);
     return cudaGetLastError();
 }
 

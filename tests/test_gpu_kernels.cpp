@@ -15,6 +15,7 @@ extern "C" {
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -42,6 +43,12 @@ namespace {
         kvc_status st_ = (expr);                                                                     \
         if (st_ != KVC_OK) fail_msg("%s -> %d: %s", #expr, int(st_), kvc_last_error());              \
     } while (0)
+
+// KVC_GPU_TEST_QUICK=1 (the CPU emulator, tests/gpu/emulation/) shrinks contexts and prompts.
+int64_t len(int64_t n) {
+    static const bool quick = std::getenv("KVC_GPU_TEST_QUICK") != nullptr;
+    return quick ? std::max<int64_t>(1, n / 10) : n;
+}
 
 const char *dtype_name(int32_t dt) {
     switch (dt) {
@@ -170,8 +177,8 @@ void test_decode_grid(void **) {
                 s.q_dtype = kQDtypes[(n / 4) % 3];
                 if (s.kv_dtype == KVC_DTYPE_FP8_E4M3) { s.k_scale = 0.5f; s.v_scale = 2.0f; }
                 s.seed = uint32_t(1000 + n);
-                std::uniform_int_distribution<int64_t> len(1, bs == 1 ? 700 : 2500);
-                for (int i = 0; i < 3; ++i) s.seqs.push_back({len(rng), 1});
+                std::uniform_int_distribution<int64_t> ctx(1, len(bs == 1 ? 700 : 2500));
+                for (int i = 0; i < 3; ++i) s.seqs.push_back({ctx(rng), 1});
                 s.seqs.push_back({1, 1});  // a one-token context
                 check_case(s, {-1, 0, 64}, "decode grid");
                 ++n;
@@ -194,9 +201,9 @@ void test_dtype_matrix(void **) {
                 s.q_dtype = qd;
                 if (kv == KVC_DTYPE_FP8_E4M3) { s.k_scale = 0.25f; s.v_scale = 1.5f; }
                 s.seed = uint32_t(77 + n++);
-                s.seqs = {{1234, 1}, {17, 1}, {900, 1}};
+                s.seqs = {{len(1234), 1}, {17, 1}, {len(900), 1}};
                 check_case(s, {-1, 128}, "dtype matrix");
-                s.seqs = {{700, 700}, {300, 41}, {65, 1}};
+                s.seqs = {{len(700), len(700)}, {len(300), 41}, {65, 1}};
                 check_case(s, {-1}, "dtype matrix prefill");
             }
 }
@@ -210,7 +217,7 @@ void test_split_k(void **) {
     s.head_dim = 128;
     s.num_q_heads = 32;
     s.num_kv_heads = 8;
-    s.seqs = {{6000, 1}, {4096, 1}, {33, 1}, {1, 1}};
+    s.seqs = {{len(6000), 1}, {len(4096), 1}, {33, 1}, {1, 1}};
     check_case(s, {-1, 0, 16, 100, 512, 4096, 100000}, "split-K");
     // Room for only 3 partitions of one sequence: fewer, larger partitions.
     const size_t small = size_t(3) * 32 * (128 + 2) * 4 * 4;
@@ -218,7 +225,7 @@ void test_split_k(void **) {
     check_case(s, {16}, "split-K no workspace", 0);
     s.num_q_heads = 8;  // one sequence, few CTAs: auto must split
     s.num_kv_heads = 1;
-    s.seqs = {{20000, 1}};
+    s.seqs = {{len(20000), 1}};
     check_case(s, {0, -1}, "split-K single sequence");
 }
 
@@ -238,9 +245,9 @@ void test_window_softcap_alibi(void **) {
         if (variant == 0) s.sliding_window = 1;  // only the token itself
         s.scale_mult = 4.0f;  // sharp logits so the cap and the window matter
         s.seed = uint32_t(500 + variant);
-        s.seqs = {{3000, 1}, {250, 1}, {1700, 1}};
+        s.seqs = {{len(3000), 1}, {250, 1}, {len(1700), 1}};
         check_case(s, {-1, 0, 128}, "features decode");
-        s.seqs = {{1000, 200}, {310, 310}, {40, 3}};
+        s.seqs = {{len(1000) + 200, 200}, {len(310), len(310)}, {40, 3}};
         check_case(s, {-1}, "features prefill");
     }
 }
@@ -263,7 +270,7 @@ void test_prefill_grid(void **) {
             s.q_dtype = kQDtypes[n % 3];
             if (s.kv_dtype == KVC_DTYPE_FP8_E4M3) { s.k_scale = 2.0f; s.v_scale = 0.5f; }
             s.seed = uint32_t(3000 + n);
-            std::uniform_int_distribution<int64_t> prefix(0, 900), qlen(1, 150);
+            std::uniform_int_distribution<int64_t> prefix(0, len(900)), qlen(1, 150);
             for (int i = 0; i < 3; ++i) {
                 const int64_t q = qlen(rng);
                 s.seqs.push_back({prefix(rng) + q, q});
@@ -284,7 +291,7 @@ void test_shared_blocks_and_large_groups(void **) {
     s.num_q_heads = 32;
     s.num_kv_heads = 8;
     s.fork_shared_blocks = 20;
-    s.seqs = {{800, 1}, {700, 1}, {900, 1}, {600, 33}};
+    s.seqs = {{len(800) + 320, 1}, {len(700) + 320, 1}, {len(900) + 320, 1}, {len(600) + 320, 33}};
     check_case(s, {-1, 0, 64}, "forked tables");
     for (int32_t d : kHeadDims) {
         kvc_test::CaseSpec g;
@@ -292,9 +299,9 @@ void test_shared_blocks_and_large_groups(void **) {
         g.head_dim = d;
         g.num_q_heads = 64;
         g.num_kv_heads = 1;
-        g.seqs = {{1500, 1}, {90, 1}};
+        g.seqs = {{len(1500), 1}, {90, 1}};
         check_case(g, {-1, 0, 256}, "large group decode");
-        g.seqs = {{400, 77}, {90, 90}};
+        g.seqs = {{len(400) + 77, 77}, {90, 90}};
         check_case(g, {-1}, "large group prefill");
     }
 }

@@ -1,0 +1,74 @@
+// The few device primitives written in PTX (cp.async, mma.sync) plus the launch and dynamic
+// shared-memory spellings, in one place.
+//
+// KVC_CUDA_EMULATION: tests/gpu/emulation/ compiles cuda/*.cu with a host C++ compiler and a
+// fiber-based CUDA emulator (one fiber per thread, real barriers and warp shuffles), so the
+// kernels, the dispatcher and the GPU test suite run — slowly — on machines without a GPU. In
+// that build these primitives forward to the emulator; nothing else in cuda/ changes.
+#pragma once
+
+#include <cstdint>
+
+#ifdef KVC_CUDA_EMULATION
+#include "cuda_emulation.hpp"  // tests/gpu/emulation/, on the include path of that build only
+#define KVC_DYNAMIC_SMEM(name) unsigned char *name = ::kvc_emu::dynamic_smem()
+#define KVC_LAUNCH(kernel, grid, block, smem_bytes, stream, ...) \
+    ::kvc_emu::launch(dim3(grid), dim3(block), size_t(smem_bytes), [&] { kernel(__VA_ARGS__); })
+#else
+#define KVC_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+#define KVC_LAUNCH(kernel, grid, block, smem_bytes, stream, ...) \
+    kernel<<<(grid), (block), (smem_bytes), (stream)>>>(__VA_ARGS__)
+#endif
+
+namespace kvc::cuda::detail {
+
+// 16-byte global -> shared copy, asynchronous (sm_80+); !valid zero-fills without reading memory.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+#ifdef KVC_CUDA_EMULATION
+    ::kvc_emu::cp_async16(smem, gmem, valid);
+#else
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const int src_bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#ifdef KVC_CUDA_EMULATION
+    ::kvc_emu::cp_async_commit();
+#else
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// Waits until at most kPending of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+#ifdef KVC_CUDA_EMULATION
+    ::kvc_emu::cp_async_wait(kPending);
+#else
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#endif
+}
+
+// d += a * b for one m16n8k16 tile, fp32 accumulate; kBf16 selects bf16 inputs over f16.
+template <bool kBf16>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#ifdef KVC_CUDA_EMULATION
+    ::kvc_emu::mma_m16n8k16(d, a, b0, b1, kBf16);
+#else
+    if constexpr (kBf16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+#endif
+}
+
+}  // namespace kvc::cuda::detail

@@ -1,0 +1,286 @@
+// Fiber-based execution of emulated kernels and the CUDA runtime subset libkvc uses, on host memory.
+#include "cuda_emulation.hpp"
+
+#include <ucontext.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "cpu/dtype_convert.hpp"
+
+namespace kvc_emu {
+namespace {
+
+constexpr size_t kStackBytes = 512 * 1024;
+constexpr int kMaxThreads = 1024;
+
+struct Copy {
+    void *dst;
+    const void *src;
+    bool valid;
+};
+
+struct Fiber {
+    ucontext_t ctx;
+    Index3 tid;
+    bool done = false;
+    std::vector<Copy> open;                 // cp.async issued since the last commit
+    std::vector<std::vector<Copy>> groups;  // committed, not yet landed
+};
+
+struct Cta {
+    Index3 block, bdim, gdim;
+    std::vector<Fiber> fibers;
+    std::vector<unsigned char> smem;
+    ucontext_t sched;
+    const std::function<void()> *body = nullptr;
+    int current = -1;
+    int live = 0;
+    int block_arrived = 0;
+    unsigned block_gen = 0;
+    std::vector<int> warp_arrived, warp_live;
+    std::vector<unsigned> warp_gen;
+    std::vector<float> shfl;
+    std::vector<uint32_t> mma_a, mma_b;
+};
+
+Cta g_cta;
+std::vector<char> g_stacks;
+uint64_t g_events = 0;  // barrier arrivals and thread exits: a scheduler pass without one is a deadlock
+
+Fiber &me() { return g_cta.fibers[size_t(g_cta.current)]; }
+int my_index() { return g_cta.current; }
+
+void yield() { swapcontext(&me().ctx, &g_cta.sched); }
+
+void fiber_main() {
+    (*g_cta.body)();
+    Fiber &f = me();
+    f.done = true;
+    ++g_events;
+    --g_cta.live;
+    --g_cta.warp_live[size_t(my_index() / 32)];
+    // uc_link returns to the scheduler.
+}
+
+void warp_sync() {
+    const size_t w = size_t(my_index() / 32);
+    const unsigned gen = g_cta.warp_gen[w];
+    ++g_events;
+    if (++g_cta.warp_arrived[w] == g_cta.warp_live[w]) {
+        g_cta.warp_arrived[w] = 0;
+        ++g_cta.warp_gen[w];
+        return;
+    }
+    while (g_cta.warp_gen[w] == gen) yield();
+}
+
+void land(const std::vector<Copy> &group) {
+    for (const Copy &c : group) {
+        if (c.valid) std::memcpy(c.dst, c.src, 16);
+        else std::memset(c.dst, 0, 16);
+    }
+}
+
+float half_bits(uint32_t h, bool bf16) {
+    return bf16 ? kvc::cpu::bf16_to_float(uint16_t(h)) : kvc::cpu::half_to_float(uint16_t(h));
+}
+
+}  // namespace
+
+const Index3 &thread_idx() { return me().tid; }
+const Index3 &block_idx() { return g_cta.block; }
+const Index3 &block_dim() { return g_cta.bdim; }
+const Index3 &grid_dim() { return g_cta.gdim; }
+unsigned char *dynamic_smem() { return g_cta.smem.data(); }
+
+void syncthreads() {
+    const unsigned gen = g_cta.block_gen;
+    ++g_events;
+    if (++g_cta.block_arrived == g_cta.live) {
+        g_cta.block_arrived = 0;
+        ++g_cta.block_gen;
+        return;
+    }
+    while (g_cta.block_gen == gen) yield();
+}
+
+float shfl_xor(float v, int lane_mask) {
+    const int t = my_index(), w = t / 32, lane = t % 32;
+    g_cta.shfl[size_t(w * 32 + lane)] = v;
+    warp_sync();
+    const float r = g_cta.shfl[size_t(w * 32 + (lane ^ lane_mask))];
+    warp_sync();
+    return r;
+}
+
+void cp_async16(void *smem, const void *gmem, bool valid) { me().open.push_back({smem, gmem, valid}); }
+void cp_async_commit() {
+    Fiber &f = me();
+    f.groups.push_back(std::move(f.open));
+    f.open.clear();
+}
+void cp_async_wait(int pending) {
+    Fiber &f = me();
+    while (int(f.groups.size()) > pending) {
+        land(f.groups.front());
+        f.groups.erase(f.groups.begin());
+    }
+}
+
+// PTX ISA, mma.m16n8k16 with 16-bit inputs (g = lane / 4, t = lane % 4):
+//   A regs: 0 -> (g, 2t..2t+1), 1 -> (g+8, 2t..), 2 -> (g, 2t+8..), 3 -> (g+8, 2t+8..)
+//   B regs: 0 -> (k 2t..2t+1, n g), 1 -> (k 2t+8..2t+9, n g)
+//   C/D:    0,1 -> (g, 2t..2t+1), 2,3 -> (g+8, 2t..2t+1)
+void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16) {
+    const int t = my_index(), w = t / 32, lane = t % 32;
+    for (int i = 0; i < 4; ++i) g_cta.mma_a[size_t((w * 32 + lane) * 4 + i)] = a[i];
+    g_cta.mma_b[size_t((w * 32 + lane) * 2)] = b0;
+    g_cta.mma_b[size_t((w * 32 + lane) * 2 + 1)] = b1;
+    warp_sync();
+    float A[16][16], B[16][8];
+    for (int l = 0; l < 32; ++l) {
+        const int g = l / 4, q = l % 4;
+        const uint32_t *ar = &g_cta.mma_a[size_t((w * 32 + l) * 4)];
+        const int rows[4] = {g, g + 8, g, g + 8}, cols[4] = {2 * q, 2 * q, 2 * q + 8, 2 * q + 8};
+        for (int i = 0; i < 4; ++i) {
+            A[rows[i]][cols[i]] = half_bits(ar[i] & 0xffffu, bf16);
+            A[rows[i]][cols[i] + 1] = half_bits(ar[i] >> 16, bf16);
+        }
+        const uint32_t *br = &g_cta.mma_b[size_t((w * 32 + l) * 2)];
+        B[2 * q][g] = half_bits(br[0] & 0xffffu, bf16);
+        B[2 * q + 1][g] = half_bits(br[0] >> 16, bf16);
+        B[2 * q + 8][g] = half_bits(br[1] & 0xffffu, bf16);
+        B[2 * q + 9][g] = half_bits(br[1] >> 16, bf16);
+    }
+    warp_sync();
+    const int g = lane / 4, q = lane % 4;
+    const int rr[4] = {g, g, g + 8, g + 8}, cc[4] = {2 * q, 2 * q + 1, 2 * q, 2 * q + 1};
+    for (int i = 0; i < 4; ++i) {
+        float acc = d[i];
+        for (int k = 0; k < 16; ++k) acc += A[rr[i]][k] * B[k][cc[i]];
+        d[i] = acc;
+    }
+}
+
+void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()> &body) {
+    const int threads = int(block.x * block.y * block.z);
+    if (threads < 1 || threads > kMaxThreads) {
+        std::fprintf(stderr, "kvc_emu: bad block size %d\n", threads);
+        std::abort();
+    }
+    if (g_stacks.empty()) g_stacks.resize(kStackBytes * kMaxThreads);
+    const int warps = (threads + 31) / 32;
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
+                Cta &c = g_cta;
+                c.block = {x, y, z};
+                c.bdim = {block.x, block.y, block.z};
+                c.gdim = {grid.x, grid.y, grid.z};
+                c.smem.assign(smem_bytes + 16, 0xff);  // uninitialized shared memory reads as NaN
+                c.body = &body;
+                c.fibers.assign(size_t(threads), Fiber{});
+                c.live = threads;
+                c.block_arrived = 0;
+                c.warp_arrived.assign(size_t(warps), 0);
+                c.warp_gen.assign(size_t(warps), 0);
+                c.warp_live.assign(size_t(warps), 0);
+                for (int t = 0; t < threads; ++t) ++c.warp_live[size_t(t / 32)];
+                c.shfl.assign(size_t(warps) * 32, 0.0f);
+                c.mma_a.assign(size_t(warps) * 32 * 4, 0);
+                c.mma_b.assign(size_t(warps) * 32 * 2, 0);
+                for (int t = 0; t < threads; ++t) {
+                    Fiber &f = c.fibers[size_t(t)];
+                    f.tid = {unsigned(t) % block.x, (unsigned(t) / block.x) % block.y, unsigned(t) / (block.x * block.y)};
+                    getcontext(&f.ctx);
+                    f.ctx.uc_stack.ss_sp = g_stacks.data() + size_t(t) * kStackBytes;
+                    f.ctx.uc_stack.ss_size = kStackBytes;
+                    f.ctx.uc_link = &c.sched;
+                    makecontext(&f.ctx, fiber_main, 0);
+                }
+                while (c.live > 0) {
+                    const uint64_t events = g_events;
+                    for (int t = 0; t < threads; ++t) {
+                        if (c.fibers[size_t(t)].done) continue;
+                        c.current = t;
+                        swapcontext(&c.sched, &c.fibers[size_t(t)].ctx);
+                    }
+                    if (g_events == events) {
+                        std::fprintf(stderr, "kvc_emu: deadlock in block (%u,%u,%u): %d threads wait at barriers "
+                                     "that can never complete\n", x, y, z, c.live);
+                        std::abort();
+                    }
+                }
+                c.current = -1;
+            }
+}
+
+}  // namespace kvc_emu
+
+// ---- CUDA runtime subset on host memory ----------------------------------------------------------
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaGetDevice(int *device) {
+    *device = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int) {
+    *value = attr == cudaDevAttrMultiProcessorCount ? 132 : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *) {
+    std::memset(attr, 0, sizeof(*attr));
+    attr->type = cudaMemoryTypeDevice;
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = size_t(1) << 34;
+    *total_bytes = size_t(1) << 35;
+    return cudaSuccess;
+}
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    if (bytes > (size_t(1) << 40)) return cudaErrorMemoryAllocation;
+    *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFree(void *p) {
+    std::free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
+cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind, cudaStream_t) {
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t) { return "emulated CUDA error"; }
+const char *cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
+cudaError_t cudaFuncSetAttribute(const void *, enum cudaFuncAttribute, int) { return cudaSuccess; }
+
+// Streams and events: work completes at issue, so every event has already happened.
+static int g_handle_storage[2];
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int) {
+    *stream = reinterpret_cast<cudaStream_t>(&g_handle_storage[0]);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int) {
+    *event = reinterpret_cast<cudaEvent_t>(&g_handle_storage[1]);
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
+
+}  // extern "C"
