@@ -119,6 +119,7 @@ private:
     std::vector<std::unique_ptr<Seq>> running_;   // admission order; preemption victims from the back
     std::deque<std::unique_ptr<Seq>> preempted_;  // re-admitted before new requests
     std::vector<int32_t> prompt_;
+    StreamCache streams_;
     std::vector<int32_t> copy_buf_src_, copy_buf_dst_;
 
     ClassStats &cls(size_t req) { return result_.classes[size_t(classes_.of_request[req])]; }
@@ -171,7 +172,7 @@ private:
                 reject(next_++);
                 continue;
             }
-            build_prompt(r, seeds_[next_], &prompt_);
+            build_prompt(r, seeds_[next_], &streams_, &prompt_);
             set_keys(r);
             int64_t cached = 0;
             int32_t verdict = 0;

@@ -118,15 +118,30 @@ int64_t TraceRequest::prompt_len() const {
     return total;
 }
 
-void build_prompt(const TraceRequest &r, uint64_t request_seed, std::vector<int32_t> *out) {
+const int32_t *StreamCache::tokens(const std::string &id, int64_t len) {
+    std::vector<int32_t> &v = streams_[id];
+    if (int64_t(v.size()) < len) {
+        if (held_ + size_t(len) - v.size() > max_tokens_) {
+            streams_.clear();  // start over rather than grow without bound
+            held_ = 0;
+            return tokens(id, len);
+        }
+        const uint64_t h = fnv1a(id);
+        held_ += size_t(len) - v.size();
+        for (int64_t i = int64_t(v.size()); i < len; i++) v.push_back(stream_token(h, i));
+    }
+    return v.data();
+}
+
+void build_prompt(const TraceRequest &r, uint64_t request_seed, StreamCache *cache, std::vector<int32_t> *out) {
     out->clear();
     out->reserve(size_t(r.prompt_len()) + size_t(r.output_len));
     for (size_t si = 0; si < r.segments.size(); si++) {
         const Segment &s = r.segments[si];
         switch (s.kind) {
             case Segment::Kind::Stream: {
-                uint64_t h = fnv1a(s.id);
-                for (int64_t i = 0; i < s.len; i++) out->push_back(stream_token(h, i));
+                const int32_t *t = cache->tokens(s.id, s.len);
+                out->insert(out->end(), t, t + s.len);
                 break;
             }
             case Segment::Kind::Random:

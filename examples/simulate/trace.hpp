@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace sim {
@@ -38,9 +39,22 @@ struct TraceRequest {
 
 constexpr int32_t kVocab = 32000;  // token ids of generated streams lie in [0, kVocab)
 
+// Remembers the stream tokens already generated, so a 2048-token system prompt shared by a hundred
+// thousand requests is hashed once, not per request. Bounded: it starts over past max_tokens.
+class StreamCache {
+public:
+    explicit StreamCache(size_t max_tokens = size_t(1) << 22) : max_tokens_(max_tokens) {}
+    // The first len tokens of stream `id` (valid until the next call).
+    const int32_t *tokens(const std::string &id, int64_t len);
+
+private:
+    std::unordered_map<std::string, std::vector<int32_t>> streams_;
+    size_t held_ = 0, max_tokens_;
+};
+
 // Materializes the prompt's token ids. `request_seed` makes Random segments differ between
 // requests (it is derived from the run seed and the request's index).
-void build_prompt(const TraceRequest &r, uint64_t request_seed, std::vector<int32_t> *out);
+void build_prompt(const TraceRequest &r, uint64_t request_seed, StreamCache *cache, std::vector<int32_t> *out);
 
 // Token `index` (0-based) of the output of sample `sample`. Output continues the prompt's last
 // segment when that is a Stream segment (output token j is token len + j of that stream), so a later
