@@ -201,17 +201,19 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
         reserve_geometric(s->table, new_nb);
         if (cows) p->copies.ensure_room(cows);
         // ---- from here on nothing can fail ----
-        const int32_t prio = s->keys.priority;
-        for (int64_t i = first_written; i < last_written && cows; ++i) {
-            int32_t src = s->table[size_t(i)];
-            if (p->blocks.refcount(src) <= 1) continue;
-            int32_t dst = kvc::pool_take_fresh_block(p, prio);
-            p->blocks.release(src);  // > 1 before: stays in use by the other sequences
-            p->copies.push(src, dst);
-            s->table[size_t(i)] = dst;
-            ++p->counters.cow_copies;
+        if (fresh > 0) {  // (the keys, with the priority, sit in a cold cache line: read them only here)
+            const int32_t prio = s->keys.priority;
+            for (int64_t i = first_written; i < last_written && cows; ++i) {
+                int32_t src = s->table[size_t(i)];
+                if (p->blocks.refcount(src) <= 1) continue;
+                int32_t dst = kvc::pool_take_fresh_block(p, prio);
+                p->blocks.release(src);  // > 1 before: stays in use by the other sequences
+                p->copies.push(src, dst);
+                s->table[size_t(i)] = dst;
+                ++p->counters.cow_copies;
+            }
+            for (int64_t i = old_nb; i < new_nb; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, prio));
         }
-        for (int64_t i = old_nb; i < new_nb; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, prio));
         s->num_tokens = new_tokens;
         s->reserved_end = new_end;
         if (p->caching && num_tokens > 0) kvc::pool_hash_full_blocks(p, s, tokens, num_tokens);
