@@ -18,22 +18,23 @@
 namespace kvc {
 
 struct Sequence {
-    // Hot fields first (one decode step reads them all); the large KeySet (inline salt) last.
+    // Layout: the first 64 bytes are everything a decode step without caching reads; the token
+    // tail and chain (caching) follow; the large KeySet (inline salt) comes last.
     uint64_t id = 0;
     int64_t num_tokens = 0;
     int64_t reserved_end = 0;
-    int64_t num_hashed = 0;       // leading full blocks whose hash is known (cached or not)
     std::vector<int32_t> table;
-    // Confirmed token ids not yet in a hashed block: positions [num_hashed x bs, num_tokens), fewer
-    // than block_size (hashing is incremental through `chain`, so older ids are never needed).
-    // Capacity block_size, reserved at alloc. Empty when prefix caching is off.
-    std::vector<int32_t> tail;
-    Hash128 chain = kRootHash;    // hash of block num_hashed - 1 (kRootHash when none)
     bool swapped_out = false;     // not resident in the pool's storage (tiering)
     // Set on both sides of a fork and never cleared: only a fork makes a block this sequence may
     // still write into shared (cache hits are full blocks, never written). When false, append
     // skips the copy-on-write refcount check, saving a cache miss per decode step.
     bool may_share_tail = false;
+    int64_t num_hashed = 0;       // leading full blocks whose hash is known (cached or not)
+    // Confirmed token ids not yet in a hashed block: positions [num_hashed x bs, num_tokens), fewer
+    // than block_size (hashing is incremental through `chain`, so older ids are never needed).
+    // Capacity block_size, reserved at alloc. Empty when prefix caching is off.
+    std::vector<int32_t> tail;
+    Hash128 chain = kRootHash;    // hash of block num_hashed - 1 (kRootHash when none)
     // While swapped out: per table entry, the host tier slot holding that block (table entry -1),
     // or -1 for a block that stayed on the device (shared). Empty while resident.
     std::vector<int32_t> swap_slots;
