@@ -58,6 +58,7 @@ int g_op = 0;
 const char *g_opname = "";
 uint64_t g_total_ops = 0;  // over the whole fuzzing session (printed at exit)
 uint64_t g_total_runs = 0;
+uint64_t g_swaps = 0, g_host_hits = 0, g_host_runs = 0, g_spills = 0;  // tier coverage, printed at exit
 
 constexpr int kMaxIds = 8;       // sequence ids 0..7: collisions (exists / unknown) are frequent
 constexpr int kMaxPrompt = 40;
@@ -78,6 +79,16 @@ struct Session {
     std::vector<int64_t> batch_slots;
     int32_t batch_max_seqs = 3, batch_width = 6;
     int64_t batch_max_tokens = 24;
+    bool cpu = false;          // CPU backend (KV storage; copy_pending works)
+    // Recent prompts: re-requesting one later (after it was freed and perhaps evicted or spilled) is
+    // what exercises re-hits.
+    struct Recent {
+        std::vector<int32_t> toks;
+        int64_t n = 0;
+    };
+    Recent recent[4];
+    int recent_next = 0;
+    int64_t block_bytes = 0;   // block_stride, for kvc_preemption_cost
 
     ~Session() {
         kvc_batch_destroy(batch);
@@ -164,6 +175,25 @@ void compare_stats(Session &s) {
     EXPECT_EQ("stats.evictions", st.evictions, m.c.evictions);
     EXPECT_EQ("stats.verify_misses", st.verify_misses, 0);
     EXPECT_EQ("stats.events_dropped", st.events_dropped, m.events_dropped);
+    if (!m.host) return;
+    kvc_tier_stats ts;
+    std::memset(&ts, 0, sizeof ts);
+    ts.struct_size = sizeof ts;
+    if (kvc_tier_get_stats(s.pool, KVC_TIER_HOST, &ts) != KVC_OK) diverge("kvc_tier_get_stats(host) failed");
+    EXPECT_EQ("host.capacity_blocks", ts.capacity_blocks, m.hslots.size());
+    EXPECT_EQ("host.used_blocks", ts.used_blocks, int64_t(m.hslots.size()) - int64_t(m.hfree.size()));
+    EXPECT_EQ("host.cached_blocks", ts.cached_blocks, m.host_count(model::HostSlot::kCached));
+    EXPECT_EQ("host.held_blocks", ts.held_blocks, m.host_count(model::HostSlot::kHeld));
+    EXPECT_EQ("host.busy slots after a call", m.host_count(model::HostSlot::kBusy), 0);
+    EXPECT_EQ("host.hits", ts.hits, m.hc.hits);
+    EXPECT_EQ("host.evictions", ts.evictions, m.hc.evictions);
+    EXPECT_EQ("host.failures", ts.failures, 0);
+    std::memset(&ts, 0, sizeof ts);
+    ts.struct_size = sizeof ts;
+    if (kvc_tier_get_stats(s.pool, KVC_TIER_DEVICE, &ts) != KVC_OK) diverge("kvc_tier_get_stats(device) failed");
+    EXPECT_EQ("device.used_blocks", ts.used_blocks, m.num_used());
+    EXPECT_EQ("device.cached_blocks", ts.cached_blocks, m.num_cached_free());
+    EXPECT_EQ("device.hits", ts.hits, m.c.prefix_hit_tokens / m.bs - m.hc.hits);
 }
 
 void compare_seqs(Session &s) {
@@ -198,6 +228,14 @@ void op_alloc(Input &in, Session &s) {
     uint64_t id = uint64_t(in.below(kMaxIds));
     int64_t n;
     std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
+    const int64_t pick = in.below(8);
+    if (pick < 4 && s.recent[pick].n > 0) {
+        toks = s.recent[pick].toks;
+        n = s.recent[pick].n;
+    } else {
+        s.recent[s.recent_next] = {toks, n};
+        s.recent_next = (s.recent_next + 1) % 4;
+    }
     bool null_keys;
     model::Keys k = read_keys(in, s, &null_keys);
     uint8_t v = in.byte();
@@ -377,6 +415,7 @@ void op_read(Input &in, Session &s) {
     kvc_status want = KVC_OK;
     if (slot_cap < 0) want = KVC_ERR_INVALID_ARG;
     else if (it == s.m.seqs.end()) want = KVC_ERR_UNKNOWN_SEQ;
+    else if (it->second.swapped) want = KVC_ERR_STATE;
     else if (first > it->second.reserved || count > it->second.reserved - first) want = KVC_ERR_INVALID_ARG;
     else if (slot_cap < count) want = KVC_ERR_BUFFER_TOO_SMALL;
     EXPECT_EQ("kvc_seq_slot_mapping status", st, want);
@@ -412,6 +451,7 @@ void op_batch(Input &in, Session &s) {
         auto it = s.m.seqs.find(ids[i]);
         if (it == s.m.seqs.end()) { want = KVC_ERR_UNKNOWN_SEQ; break; }
         const model::Seq &sq = it->second;
+        if (sq.swapped) { want = KVC_ERR_STATE; break; }
         if (q[i] > sq.num_tokens) { want = KVC_ERR_INVALID_ARG; break; }
         int64_t nb = model::Pool::blocks_for(sq.num_tokens, s.m.bs);
         if (nb > s.batch_width) { want = KVC_ERR_BUFFER_TOO_SMALL; break; }
@@ -441,6 +481,92 @@ void op_batch(Input &in, Session &s) {
     for (size_t i = 0; i < s.batch_slots.size(); ++i) EXPECT_EQ("batch slot", got_slots[i], s.batch_slots[i]);
 }
 
+// ---- memory tiers (CPU pools with a host tier) -----------------------------------------------
+
+void op_swap(Input &in, Session &s) {
+    uint64_t id = uint64_t(in.below(kMaxIds));
+    uint64_t op = 0;
+    switch (in.below(4)) {
+        case 0:
+        case 1: {
+            g_opname = "swap_out";
+            kvc_status st = kvc_swap_out(s.pool, id, &op);
+            EXPECT_EQ("kvc_swap_out status", st, s.m.swap_out(id));
+            g_swaps += st == KVC_OK;
+            if (st == KVC_OK) {
+                int32_t done = -1;
+                EXPECT_EQ("kvc_op_query status", kvc_op_query(s.pool, op, &done), KVC_OK);
+                EXPECT_EQ("kvc_op_query done (CPU: complete on return)", done, 1);
+                EXPECT_EQ("kvc_op_wait status", kvc_op_wait(s.pool, op), KVC_OK);
+            }
+            break;
+        }
+        case 2: {
+            g_opname = "swap_in";
+            kvc_status st = kvc_swap_in(s.pool, id, &op);
+            EXPECT_EQ("kvc_swap_in status", st, s.m.swap_in(id));
+            g_swaps += st == KVC_OK;
+            if (st == KVC_OK) EXPECT_EQ("kvc_op_wait status", kvc_op_wait(s.pool, op), KVC_OK);
+            break;
+        }
+        default: {
+            g_opname = "preemption_cost";
+            int64_t bytes = -7, tokens = -7;
+            kvc_status st = kvc_preemption_cost(s.pool, id, &bytes, &tokens);
+            model::Result r = s.m.swap_cost(id);
+            EXPECT_EQ("kvc_preemption_cost status", st, r.status);
+            if (st != KVC_OK) break;
+            EXPECT_EQ("kvc_preemption_cost swap bytes", bytes, r.value * s.block_bytes);
+            EXPECT_EQ("kvc_preemption_cost recompute tokens", tokens, s.m.seqs[id].num_tokens);
+            break;
+        }
+    }
+}
+
+void op_tier_misc(Input &in, Session &s) {
+    switch (in.below(3)) {
+        case 0: {  // preempt by recomputation = free + report
+            g_opname = "preempt_recompute";
+            uint64_t id = uint64_t(in.below(kMaxIds));
+            auto it = s.m.seqs.find(id);
+            int64_t want_tokens = it == s.m.seqs.end() ? -7 : it->second.num_tokens;
+            int64_t tokens = -7;
+            kvc_status st = kvc_preempt_recompute(s.pool, id, &tokens);
+            EXPECT_EQ("kvc_preempt_recompute status", st, s.m.free_seq(id));
+            EXPECT_EQ("kvc_preempt_recompute tokens", tokens, want_tokens);
+            break;
+        }
+        case 1: {
+            g_opname = "lookup_tiers";
+            int64_t n;
+            std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
+            bool null_keys;
+            model::Keys k = read_keys(in, s, &null_keys);
+            int64_t dev = -7, host = -7, disk = -7;
+            kvc_status st = kvc_prefix_lookup_tiers(s.pool, toks.data(), n, null_keys ? nullptr : s.keys, &dev, &host, &disk);
+            EXPECT_EQ("kvc_prefix_lookup_tiers status", st, KVC_OK);
+            auto want = s.m.lookup_tiers(toks, n, k);
+            EXPECT_EQ("lookup_tiers device tokens", dev, want.first * s.m.bs);
+            EXPECT_EQ("lookup_tiers host tokens", host, want.second * s.m.bs);
+            EXPECT_EQ("lookup_tiers disk tokens", disk, 0);
+            break;
+        }
+        default: {  // the pool copies its pending copy-on-write pairs itself
+            g_opname = "copy_pending";
+            int64_t copied = -7;
+            kvc_status st = kvc_copy_pending(s.pool, nullptr, &copied);
+            if (!s.cpu) {
+                EXPECT_EQ("kvc_copy_pending status (metadata-only)", st, KVC_ERR_STATE);
+                break;
+            }
+            EXPECT_EQ("kvc_copy_pending status", st, KVC_OK);
+            EXPECT_EQ("kvc_copy_pending pairs", copied, s.m.pending.size());
+            s.m.pending.clear();
+            break;
+        }
+    }
+}
+
 // ---- one input -------------------------------------------------------------------------------
 
 bool setup(Input &in, Session &s) {
@@ -449,12 +575,17 @@ bool setup(Input &in, Session &s) {
     static const int64_t max_lens[] = {0, 0, 12, 30};
     static const int32_t event_caps[] = {64, 0, 1, 3};
     const int32_t bs = block_sizes[in.below(5)];
-    const int32_t n = int32_t(1 + in.below(24));
+    int32_t n = int32_t(1 + in.below(24));
     const bool caching = in.below(4) != 0;
     const double wm = watermarks[in.below(4)];
     const int64_t max_len = max_lens[in.below(4)];
     const int32_t ev_cap = event_caps[in.below(4)];
     s.alphabet = int32_t(1 + in.below(4));
+    // A third of the inputs: KV storage on the CPU backend, mostly with a host tier.
+    const int64_t tier_mode = in.below(6);
+    s.cpu = tier_mode < 3;
+    const int32_t host_slots = tier_mode < 2 ? int32_t(1 + in.below(12)) : 0;
+    if (host_slots > 0) n = 2 + n % 8;  // small device tier: evictions (spills) and re-hits are common
 
     kvc_pool_config cfg;
     kvc_pool_config_default(&cfg);
@@ -464,12 +595,18 @@ bool setup(Input &in, Session &s) {
     cfg.watermark = wm;
     cfg.max_seq_len = max_len;
     cfg.event_capacity = ev_cap;
-    cfg.backend = KVC_BACKEND_NONE;
+    cfg.backend = s.cpu ? KVC_BACKEND_CPU : KVC_BACKEND_NONE;
+    cfg.head_dim = 1;
+    cfg.kv_dtype = KVC_DTYPE_F32;
     if (kvc_pool_create(&cfg, &s.pool) != KVC_OK) diverge("kvc_pool_create failed: %s", kvc_last_error());
+    if (kvc_bytes_per_block(&cfg, &s.block_bytes) != KVC_OK) diverge("kvc_bytes_per_block failed");
+    if (host_slots > 0 && kvc_tier_attach_host(s.pool, host_slots) != KVC_OK)
+        diverge("kvc_tier_attach_host failed: %s", kvc_last_error());
     if (kvc_keys_create(&s.keys) != KVC_OK) diverge("kvc_keys_create failed");
     if (kvc_batch_create(s.pool, s.batch_max_seqs, s.batch_max_tokens, s.batch_width, &s.batch) != KVC_OK)
         diverge("kvc_batch_create failed: %s", kvc_last_error());
     s.m.init(bs, n, caching, max_len, wm, ev_cap);
+    if (host_slots > 0) s.m.attach_host(host_slots);
     return true;
 }
 
@@ -477,10 +614,20 @@ void run(const uint8_t *data, size_t size) {
     Input in(data, size);
     Session s;
     setup(in, s);
+    struct Tally {  // host re-hits of this input, added to the session total when it ends
+        Session &s;
+        ~Tally() {
+            g_host_hits += uint64_t(s.m.hc.hits);
+            kvc_tier_stats ts;
+            std::memset(&ts, 0, sizeof ts);
+            ts.struct_size = sizeof ts;
+            if (s.m.host && kvc_tier_get_stats(s.pool, KVC_TIER_HOST, &ts) == KVC_OK) g_spills += uint64_t(ts.blocks_in);
+        }
+    } tally{s};
     ++g_total_runs;
     check_pool(s);
     for (g_op = 0; !in.done() && g_op < 400; ++g_op) {
-        switch (in.below(13)) {
+        switch (in.below(16)) {
             case 0: case 1: g_opname = "alloc"; op_alloc(in, s); break;
             case 2: case 3: g_opname = "append"; op_append(in, s); break;
             case 4: g_opname = "fork"; op_fork(in, s); break;
@@ -493,8 +640,12 @@ void run(const uint8_t *data, size_t size) {
                 break;
             case 10: g_opname = "event_pop"; op_event_pop(in, s); break;
             case 11: g_opname = "read"; op_read(in, s); break;
-            default: g_opname = "batch_build"; op_batch(in, s); break;
+            case 12: g_opname = "batch_build"; op_batch(in, s); break;
+            case 13: op_tier_misc(in, s); break;  // preempt_recompute / lookup_tiers / copy_pending
+            default: op_swap(in, s); break;       // swap_out / swap_in / preemption_cost
         }
+        s.m.finish_call();
+        if (s.m.host && g_op == 0) ++g_host_runs;
         ++g_total_ops;
         compare_stats(s);
         compare_seqs(s);
@@ -503,8 +654,10 @@ void run(const uint8_t *data, size_t size) {
 }
 
 void report_totals() {
-    std::fprintf(stderr, "fuzz_pool: %" PRIu64 " inputs, %" PRIu64 " operations compared with the model, 0 divergences\n",
-                 g_total_runs, g_total_ops);
+    std::fprintf(stderr, "fuzz_pool: %" PRIu64 " inputs, %" PRIu64 " operations compared with the model, 0 divergences"
+                 " (host-tier inputs %" PRIu64 ", swaps %" PRIu64 ", blocks into the host tier %" PRIu64
+                 ", host re-hits %" PRIu64 ")\n",
+                 g_total_runs, g_total_ops, g_host_runs, g_swaps, g_spills, g_host_hits);
 }
 
 }  // namespace

@@ -14,6 +14,20 @@
 //     non-empty priority list (its cache entry is evicted then: lazy eviction);
 //   - blocks are released deepest first (kvc_free, kvc_prefix_unpin);
 //   - a cache hit or a pin takes a refcount-0 block out of its list; initially 0..N-1 in order.
+//
+// Host tier (kvc_tier_attach_host; CPU backend, so every copy has completed when a call returns):
+// H slots, each free, cached (an identity, in the LRU list of its priority) or held (a block of a
+// swapped-out sequence). A slot is taken from the free list's front, else from the front of the
+// lowest non-empty priority list (dropping the cached block there). Copies planned during a call
+// finish in order at its end: a spilled or restored slot then joins the back of its LRU list, a slot
+// a swap-in read goes back to the front of the free list.
+//   - Spill: a cached device block being evicted is copied to a slot, unless the host holds that
+//     identity already or every slot is held.
+//   - Re-hit: kvc_alloc's walk continues into the host tier where the device misses; each host hit is
+//     copied into a fresh device block which enters the device cache. kvc_prefix_lookup counts host
+//     hits; kvc_can_alloc and pin/unpin look at the device only.
+//   - Swap out: refcount-1 unpinned blocks go to held slots (deepest first); the table shows -1 there.
+//     Swap in: fresh device blocks in table order; the held slots are freed.
 #pragma once
 
 #include <algorithm>
@@ -86,6 +100,20 @@ struct Seq {
     std::vector<int32_t> tokens;  // confirmed tokens (kept even with caching off; unused then)
     Keys keys;
     int64_t num_hashed = 0;       // leading full blocks already offered to the cache
+    bool swapped = false;
+    std::vector<int32_t> swap_slots;  // per table entry: the held host slot, or -1
+};
+
+struct HostSlot {
+    enum State { kFree, kCached, kHeld, kBusy };
+    State state = kFree;
+    bool indexed = false;  // carries an identity (cached, or busy with a spill/restore copy)
+    Identity id;
+    int32_t priority = KVC_PRIORITY_DEFAULT;
+};
+
+struct HostCounters {
+    int64_t hits = 0, evictions = 0;
 };
 
 struct Event {
@@ -126,6 +154,22 @@ public:
     uint64_t next_seqno = 0;
     int64_t events_dropped = 0;
     Counters c;
+
+    // Host tier (empty when not attached).
+    bool host = false;
+    std::vector<HostSlot> hslots;
+    std::deque<int32_t> hfree;                // front = taken first
+    std::vector<std::deque<int32_t>> hlru;    // per priority; front = evicted first
+    std::vector<std::pair<bool, int32_t>> hjobs;  // this call's copies: (commit as cached?, slot)
+    HostCounters hc;
+
+    void attach_host(int32_t slots) {
+        host = true;
+        hslots.assign(size_t(slots), HostSlot{});
+        hfree.clear();
+        for (int32_t i = 0; i < slots; ++i) hfree.push_back(i);
+        hlru.assign(KVC_PRIORITY_MAX + 1, {});
+    }
 
     void init(int32_t bs_, int32_t n, bool caching_, int64_t max_len, double watermark, int32_t ev_cap) {
         bs = bs_;
@@ -207,21 +251,93 @@ public:
         return -1;
     }
 
-    // Leading full blocks of the prompt that are cached now (at most max_blocks).
-    std::vector<int32_t> walk(const std::vector<int32_t> &tokens, int64_t max_blocks, const Keys &k) const {
+    // Leading full blocks of the prompt that are cached now (at most max_blocks). With use_host, a
+    // block missing on the device may be found in the host tier: its entry is -2 - slot.
+    std::vector<int32_t> walk(const std::vector<int32_t> &tokens, int64_t max_blocks, const Keys &k,
+                              bool use_host = false) const {
         std::vector<int32_t> hits;
         for (int64_t i = 0; i < max_blocks && i < num_blocks; ++i) {
-            int32_t b = find_cached(identity_of(k, tokens, i, bs));
-            if (b < 0) break;
+            Identity id = identity_of(k, tokens, i, bs);
+            int32_t b = find_cached(id);
+            if (b < 0 && use_host && host) {
+                int32_t v = host_find_usable(id);
+                if (v >= 0) b = -2 - v;
+            }
+            if (b == -1) break;
             hits.push_back(b);
         }
         return hits;
+    }
+
+    // ---- host tier ----
+    int32_t host_find_indexed(const Identity &id) const {
+        for (size_t i = 0; i < hslots.size(); ++i)
+            if (hslots[i].indexed && hslots[i].id == id) return int32_t(i);
+        return -1;
+    }
+    int32_t host_find_usable(const Identity &id) const {
+        int32_t v = host_find_indexed(id);
+        return v >= 0 && hslots[size_t(v)].state == HostSlot::kCached ? v : -1;
+    }
+    void host_unlink(int32_t v) {
+        auto rm = [v](std::deque<int32_t> &l) {
+            auto it = std::find(l.begin(), l.end(), v);
+            if (it != l.end()) l.erase(it);
+        };
+        rm(hfree);
+        for (auto &l : hlru) rm(l);
+    }
+    // Takes a free or cached slot for new content (busy, no identity); -1 if all held or busy.
+    int32_t host_take_slot() {
+        int32_t v = -1;
+        if (!hfree.empty()) v = hfree.front();
+        else
+            for (const auto &l : hlru)
+                if (!l.empty()) { v = l.front(); break; }
+        if (v < 0) return -1;
+        HostSlot &hs = hslots[size_t(v)];
+        if (hs.state == HostSlot::kCached) ++hc.evictions;
+        host_unlink(v);
+        hs.indexed = false;
+        hs.state = HostSlot::kBusy;
+        return v;
+    }
+    void host_release(int32_t v) {
+        HostSlot &hs = hslots[size_t(v)];
+        hs.indexed = false;
+        hs.state = HostSlot::kFree;
+        hfree.push_front(v);
+    }
+    // The end of a call: its copies complete in the order they were planned.
+    void finish_call() {
+        for (auto &j : hjobs) {
+            HostSlot &hs = hslots[size_t(j.second)];
+            if (j.first) {
+                hs.state = HostSlot::kCached;
+                hlru[size_t(hs.priority)].push_back(j.second);
+            } else {
+                host_release(j.second);
+            }
+        }
+        hjobs.clear();
+    }
+    void spill(int32_t b) {
+        const Block &blk = blocks[size_t(b)];
+        if (host_find_indexed(blk.id) >= 0) return;
+        int32_t v = host_take_slot();
+        if (v < 0) return;
+        HostSlot &hs = hslots[size_t(v)];
+        hs.indexed = true;
+        hs.id = blk.id;
+        hs.priority = blk.priority;
+        hjobs.push_back({true, v});
     }
 
     int32_t take_fresh(int32_t priority) {
         int32_t b = victim();
         Block &blk = blocks[size_t(b)];
         if (blk.cached) {
+            if (host) spill(b);
             Event e;
             e.type = KVC_EVENT_BLOCK_REMOVED;
             e.block = b;
@@ -277,16 +393,18 @@ public:
     }
 
     struct Plan {
-        int64_t blocks = 0, fresh = 0, free_now = 0;
+        int64_t blocks = 0, fresh = 0, free_now = 0, host_hits = 0;
         std::vector<int32_t> hits;
     };
-    Plan plan(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) const {
+    Plan plan(const std::vector<int32_t> *tokens, int64_t n, const Keys &k, bool use_host = false) const {
         Plan p;
         p.blocks = blocks_for(n, bs);
-        if (caching && p.blocks <= num_blocks) p.hits = walk(*tokens, (n - 1) / bs, k);
-        p.fresh = p.blocks - int64_t(p.hits.size());
+        if (caching && p.blocks <= num_blocks) p.hits = walk(*tokens, (n - 1) / bs, k, use_host);
+        for (int32_t b : p.hits) p.host_hits += b < 0;
+        p.fresh = p.blocks - (int64_t(p.hits.size()) - p.host_hits);  // restores need fresh blocks
         int64_t free_hits = 0;
-        for (int32_t b : p.hits) free_hits += (blocks[size_t(b)].ref == 0 && blocks[size_t(b)].pins == 0);
+        for (int32_t b : p.hits)
+            if (b >= 0) free_hits += (blocks[size_t(b)].ref == 0 && blocks[size_t(b)].pins == 0);
         p.free_now = num_free() - free_hits;
         return p;
     }
@@ -305,17 +423,45 @@ public:
         Result r;
         if ((r.status = prompt_args(tokens, n)) != KVC_OK) return r;
         if (seqs.count(id)) return {KVC_ERR_SEQ_EXISTS, 0};
-        Plan p = plan(tokens, n, k);
+        Plan p = plan(tokens, n, k, true);
         if (p.blocks > num_blocks || p.fresh > p.free_now) return {KVC_ERR_OUT_OF_BLOCKS, 0};
         Seq &s = seqs[id];
         s.keys = k;
         if (tokens) s.tokens.assign(tokens->begin(), tokens->begin() + n);
         for (int32_t b : p.hits) {
-            add_ref(b);
-            blocks[size_t(b)].priority = k.priority;
+            if (b >= 0) {
+                add_ref(b);
+                blocks[size_t(b)].priority = k.priority;
+            }
             s.table.push_back(b);
         }
-        for (int64_t i = 0; i < p.fresh; ++i) s.table.push_back(take_fresh(k.priority));
+        // Host hits: their slots are kept from eviction, then each is copied into a fresh device block
+        // that enters the device cache.
+        for (int32_t b : p.hits)
+            if (b < 0) {
+                host_unlink(-2 - b);
+                hslots[size_t(-2 - b)].state = HostSlot::kBusy;
+            }
+        for (size_t i = 0; i < p.hits.size(); ++i) {
+            if (p.hits[i] >= 0) continue;
+            const int32_t v = -2 - p.hits[i];
+            const int32_t b = take_fresh(k.priority);
+            Block &blk = blocks[size_t(b)];
+            blk.cached = true;
+            blk.id = hslots[size_t(v)].id;
+            Event e;
+            e.type = KVC_EVENT_BLOCK_STORED;
+            e.block = b;
+            e.tokens.assign(s.tokens.begin() + int64_t(i) * bs, s.tokens.begin() + int64_t(i + 1) * bs);
+            e.id = blk.id;
+            e.depth = int64_t(i);
+            push_event(e);
+            hslots[size_t(v)].priority = k.priority;
+            ++hc.hits;
+            hjobs.push_back({true, v});
+            s.table[i] = b;
+        }
+        for (int64_t i = p.host_hits; i < p.fresh; ++i) s.table.push_back(take_fresh(k.priority));
         s.num_tokens = s.reserved = n;
         s.num_hashed = int64_t(p.hits.size());
         if (caching) {
@@ -334,6 +480,7 @@ public:
         if (!tokens && nt > 0 && caching) return {KVC_ERR_NULL_ARG, 0};
         auto it = seqs.find(id);
         if (it == seqs.end()) return {KVC_ERR_UNKNOWN_SEQ, 0};
+        if (it->second.swapped) return {KVC_ERR_STATE, 0};
         Seq &s = it->second;
         const int64_t new_tokens = s.num_tokens + nt, want_end = new_tokens + nl;
         if (max_seq_len > 0 && want_end > max_seq_len) return {KVC_ERR_MAX_LEN, 0};
@@ -370,6 +517,7 @@ public:
         auto it = seqs.find(parent);
         if (it == seqs.end()) return KVC_ERR_UNKNOWN_SEQ;
         if (seqs.count(child)) return KVC_ERR_SEQ_EXISTS;
+        if (it->second.swapped) return KVC_ERR_STATE;
         Seq copy = it->second;
         for (int32_t b : copy.table) add_ref(b);
         seqs[child] = copy;
@@ -380,8 +528,11 @@ public:
     kvc_status free_seq(uint64_t id) {
         auto it = seqs.find(id);
         if (it == seqs.end()) return KVC_ERR_UNKNOWN_SEQ;
+        for (int32_t v : it->second.swap_slots)
+            if (v >= 0) host_release(v);
         const std::vector<int32_t> &t = it->second.table;
-        for (auto b = t.rbegin(); b != t.rend(); ++b) c.blocks_freed += release(*b);
+        for (auto b = t.rbegin(); b != t.rend(); ++b)
+            if (*b >= 0) c.blocks_freed += release(*b);
         seqs.erase(it);
         ++c.frees;
         return KVC_OK;
@@ -391,7 +542,7 @@ public:
         if (!tokens) return {KVC_ERR_NULL_ARG, 0};
         if (n < 1) return {KVC_ERR_INVALID_ARG, 0};
         if (!caching) return {KVC_OK, 0};
-        return {KVC_OK, int64_t(walk(*tokens, (n - 1) / bs, k).size()) * bs};
+        return {KVC_OK, int64_t(walk(*tokens, (n - 1) / bs, k, true).size()) * bs};
     }
 
     Result pin(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
@@ -431,10 +582,94 @@ public:
             }
             l.clear();
         }
+        for (auto &l : hlru) {
+            std::deque<int32_t> copy = l;
+            for (int32_t v : copy) {
+                host_unlink(v);
+                host_release(v);
+            }
+        }
         Event e;
         e.type = KVC_EVENT_ALL_BLOCKS_CLEARED;
         push_event(e);
         return KVC_OK;
+    }
+
+    bool swappable(int32_t b) const { return b >= 0 && blocks[size_t(b)].ref == 1 && blocks[size_t(b)].pins == 0; }
+
+    kvc_status swap_out(uint64_t id) {
+        auto it = seqs.find(id);
+        if (it == seqs.end()) return KVC_ERR_UNKNOWN_SEQ;
+        Seq &s = it->second;
+        if (s.swapped || !host) return KVC_ERR_STATE;
+        for (const auto &pr : pending)
+            if (std::find(s.table.begin(), s.table.end(), pr.first) != s.table.end() ||
+                std::find(s.table.begin(), s.table.end(), pr.second) != s.table.end())
+                return KVC_ERR_BUSY;
+        int64_t need = 0, evictable = int64_t(hfree.size());
+        for (int32_t b : s.table) need += swappable(b);
+        for (const auto &l : hlru) evictable += int64_t(l.size());
+        if (need > evictable) return KVC_ERR_OUT_OF_BLOCKS;
+        s.swap_slots.assign(s.table.size(), -1);
+        for (size_t i = s.table.size(); i-- > 0;) {
+            const int32_t b = s.table[i];
+            if (!swappable(b)) continue;
+            const int32_t v = host_take_slot();
+            hslots[size_t(v)].state = HostSlot::kHeld;
+            s.swap_slots[i] = v;
+            s.table[i] = -1;
+            c.blocks_freed += release(b);
+        }
+        s.swapped = true;
+        return KVC_OK;
+    }
+
+    kvc_status swap_in(uint64_t id) {
+        auto it = seqs.find(id);
+        if (it == seqs.end()) return KVC_ERR_UNKNOWN_SEQ;
+        Seq &s = it->second;
+        if (!s.swapped) return KVC_ERR_STATE;
+        int64_t need = 0;
+        for (int32_t v : s.swap_slots) need += v >= 0;
+        if (need > num_free()) return KVC_ERR_OUT_OF_BLOCKS;
+        for (size_t i = 0; i < s.table.size(); ++i) {
+            const int32_t v = s.swap_slots[i];
+            if (v < 0) continue;
+            s.table[i] = take_fresh(s.keys.priority);
+            hslots[size_t(v)].state = HostSlot::kBusy;
+            hjobs.push_back({false, v});
+        }
+        s.swap_slots.clear();
+        s.swapped = false;
+        c.blocks_allocated += need;
+        return KVC_OK;
+    }
+
+    // kvc_preemption_cost: blocks a swap would move.
+    Result swap_cost(uint64_t id) const {
+        auto it = seqs.find(id);
+        if (it == seqs.end()) return {KVC_ERR_UNKNOWN_SEQ, 0};
+        int64_t n = 0;
+        if (it->second.swapped)
+            for (int32_t v : it->second.swap_slots) n += v >= 0;
+        else
+            for (int32_t b : it->second.table) n += swappable(b);
+        return {KVC_OK, n};
+    }
+
+    // kvc_prefix_lookup_tiers: (device blocks, host blocks) of the walk.
+    std::pair<int64_t, int64_t> lookup_tiers(const std::vector<int32_t> &tokens, int64_t n, const Keys &k) const {
+        if (!caching) return {0, 0};
+        std::vector<int32_t> hits = walk(tokens, (n - 1) / bs, k, true);
+        int64_t h = 0;
+        for (int32_t b : hits) h += b < 0;
+        return {int64_t(hits.size()) - h, h};
+    }
+
+    int64_t host_count(HostSlot::State st) const {
+        int64_t n = 0;
+        for (const HostSlot &hs : hslots) n += hs.state == st;
+        return n;
     }
 
     Result take_pending(int64_t cap, std::vector<std::pair<int32_t, int32_t>> *out) {

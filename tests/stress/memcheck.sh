@@ -49,7 +49,7 @@ run_one() {  # name, command...
 for t in "$BUILD"/tests/test_*; do
   name=$(basename "$t")
   [ -x "$t" ] || continue
-  if [[ "$name" =~ $SKIP ]]; then echo "memcheck: skip $name (CPU kernel math; ASan covers it)"; continue; fi
+  if [[ "$name" =~ $SKIP ]]; then echo "memcheck: skip $name (GPU or CPU-kernel suite, see above)"; continue; fi
   cd "$BUILD/tests" && run_one "$name" "$t"  # suites find their data relative to the build
 done
 
