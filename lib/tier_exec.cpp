@@ -32,7 +32,7 @@ void execute(kvc_pool *p, Tiers *t, PassTimes *times) {
     const bool cuda = p->backend == KVC_BACKEND_CUDA;
     HostTier &host = *t->host;
     std::vector<TierJob> &jobs = t->running;
-    bool dirty = false;  // CUDA copies issued on the tier stream and not yet waited for
+    bool &dirty = t->device_dirty;  // CUDA copies issued on the tier stream, not yet waited for
     bool any_device = false;
     const size_t n = jobs.size();
     size_t i = 0;
@@ -41,7 +41,8 @@ void execute(kvc_pool *p, Tiers *t, PassTimes *times) {
         if (is_disk_job(j.kind)) {
             size_t e = i;
             while (e < n && jobs[e].kind == j.kind && e - i < size_t(DiskTier::kBatch)) ++e;
-            // A host slot filled by an asynchronous device copy must be complete before disk I/O.
+            // Disk I/O touches host slots that asynchronous device copies (of this pass or an
+            // earlier one) may still be writing or reading: wait for the tier stream first.
             if (cuda && dirty) {
                 (void)cuda::stream_sync(t->stream);
                 dirty = false;

@@ -73,6 +73,9 @@ struct Tiers {
     void *stream = nullptr;
     void *last_event = nullptr;
     bool last_event_recorded = false;
+    // Copies were issued on the tier stream and not waited for since: host slots they write may be
+    // incomplete. Guarded by exec_mu; persists across executor passes.
+    bool device_dirty = false;
     void *op_events[kOpEvents] = {};
     std::mutex cuda_mu;  // orders event records with stream waits on last_event
 

@@ -563,7 +563,11 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
  *    stream, and kvc_cache_write, kvc_copy_pending, kvc_launch_attention and
  *    kvc_storage_copy_blocks order their work after every tier copy issued before them
  *    (cudaStreamWaitEvent, no host sync). Callers touching the KV storage with their own kernels
- *    must kvc_op_wait the swap ops (or call one of those functions on their stream) first.
+ *    must kvc_op_wait the swap ops (or call one of those functions on their stream) first. The
+ *    other direction is the caller's: tier copies read and reuse blocks when the tier stream runs,
+ *    so KV writes of a sequence must be complete before kvc_swap_out, and kernels still reading
+ *    blocks must be complete before those blocks are freed or swapped out (true between steps,
+ *    since sampling synchronizes).
  * --------------------------------------------------------------------------------------------- */
 typedef enum kvc_tier { KVC_TIER_DEVICE = 0, KVC_TIER_HOST = 1, KVC_TIER_DISK = 2 } kvc_tier;
 

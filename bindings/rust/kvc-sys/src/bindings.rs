@@ -674,11 +674,12 @@ pub struct kvc_stats {
     #[doc = "< set by the caller to sizeof(kvc_stats)"]
     pub struct_size: u32,
     pub total_blocks: i64,
-    #[doc = "< refcount 0 (including cached-but-unused blocks)"]
+    #[doc = "< refcount 0 and not pinned (including cached-but-unused"]
+    #[doc = "blocks): what allocation can take"]
     pub free_blocks: i64,
     #[doc = "< refcount > 0"]
     pub used_blocks: i64,
-    #[doc = "< refcount 0 and still in the prefix cache"]
+    #[doc = "< of free_blocks, those still in the prefix cache"]
     pub cached_free_blocks: i64,
     #[doc = "< blocks held by kvc_prefix_pin"]
     pub pinned_blocks: i64,
