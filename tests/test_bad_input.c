@@ -44,16 +44,24 @@ enum { TOK_CAP = 64, MAX_IDS = 8 };
 #define SEQ_CFREED 13u /* C: freed after batch `stale` was built with it */
 #define SEQ_CFORK 14u /* C: fork of SEQ_C1 + 1 token (copy-on-write pending) */
 #define SEQ_NONE 999u /* never allocated anywhere */
+/* T: CPU storage, prefix caching, a 2-slot host tier, a full device tier. */
+#define SEQ_SWAPPED 21u /* T: 6 tokens, swapped out (both host slots held) */
+#define SEQ_TCOW 22u    /* T: 5 tokens; its fork SEQ_TFORK appended, so a copy-on-write pair is pending */
+#define SEQ_TFORK 23u
+#define SEQ_TBIG 24u    /* T: 12 tokens, fills the device */
+enum { T_BLOCKS = 6, T_HOST_SLOTS = 2 };
 
-static const uint64_t k_probe_ids[] = {SEQ_A, SEQ_FORK, SEQ_FREED, SEQ_B, SEQ_C1, SEQ_C2, SEQ_CFREED, SEQ_CFORK};
+static const uint64_t k_probe_ids[] = {SEQ_A, SEQ_FORK, SEQ_FREED, SEQ_B, SEQ_C1, SEQ_C2, SEQ_CFREED, SEQ_CFORK,
+                                       SEQ_SWAPPED, SEQ_TCOW, SEQ_TFORK, SEQ_TBIG};
 
 typedef struct fixture {
-    kvc_pool *P, *C;
+    kvc_pool *P, *C, *T;
     kvc_keys *K;
     kvc_batch *built;   /* on C, built with [C1, C2] */
     kvc_batch *unbuilt; /* on C, capacity 2 seqs / 4 tokens / 1 block per row, never built */
     kvc_batch *stale;   /* on C, built with [CFREED] which was freed afterwards */
     kvc_batch *meta;    /* on P, built with [A, B] */
+    kvc_batch *tbatch;  /* on T, built with [TCOW] */
     int32_t tok_a[TOK_CAP], tok_b[TOK_CAP], tok_c[TOK_CAP], tok_x[TOK_CAP];
     float q[16 * C_Q_HEADS * C_HEAD_DIM];
     float kv[16 * C_KV_HEADS * C_HEAD_DIM];
@@ -164,6 +172,22 @@ static void fixture_build(fixture *f) {
     SETUP(kvc_free(f->C, SEQ_CFREED));
     SETUP(kvc_fork(f->C, SEQ_C1, SEQ_CFORK));
     SETUP(kvc_append(f->C, SEQ_CFORK, NULL, 1, 0, NULL));
+
+    /* T: a swapped-out sequence, a pending copy-on-write pair, no free device block. */
+    f->T = make_pool(KVC_BACKEND_CPU, T_BLOCKS, 1, 0);
+    SETUP(kvc_tier_attach_host(f->T, T_HOST_SLOTS));
+    SETUP(kvc_alloc(f->T, SEQ_SWAPPED, f->tok_x, 6, NULL, NULL));
+    SETUP(kvc_swap_out(f->T, SEQ_SWAPPED, NULL));
+    SETUP(kvc_alloc(f->T, SEQ_TCOW, f->tok_c, 5, NULL, NULL));
+    SETUP(kvc_fork(f->T, SEQ_TCOW, SEQ_TFORK));
+    SETUP(kvc_append(f->T, SEQ_TFORK, f->tok_x, 1, 0, NULL));
+    SETUP(kvc_alloc(f->T, SEQ_TBIG, f->tok_b, 12, NULL, NULL));
+    SETUP(kvc_batch_create(f->T, 2, 8, 4, &f->tbatch));
+    {
+        const uint64_t tid[] = {SEQ_TCOW};
+        const int64_t tq[] = {1};
+        SETUP(kvc_batch_build(f->tbatch, tid, tq, 1));
+    }
 }
 
 static void fixture_destroy(fixture *f) {
@@ -171,9 +195,11 @@ static void fixture_destroy(fixture *f) {
     kvc_batch_destroy(f->unbuilt);
     kvc_batch_destroy(f->stale);
     kvc_batch_destroy(f->meta);
+    kvc_batch_destroy(f->tbatch);
     kvc_keys_destroy(f->K);
     kvc_pool_destroy(f->P);
     kvc_pool_destroy(f->C);
+    kvc_pool_destroy(f->T);
     memset(f, 0, sizeof *f);
 }
 
@@ -700,7 +726,20 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     X(kvc_tier_get_stats, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_get_stats(F.C, KVC_TIER_HOST, NULL), 1) \
     X(kvc_tier_get_stats, VERSION, KVC_ERR_VERSION, F_NONE, kvc_tier_get_stats(F.C, KVC_TIER_HOST, &O.tstats_old), 1) \
     X(kvc_tier_get_stats, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_get_stats(F.C, 3, &O.tstats), 1) \
-    X(kvc_tier_get_stats, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_get_stats(F.C, -1, &O.tstats), 1)
+    X(kvc_tier_get_stats, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_get_stats(F.C, -1, &O.tstats), 1)        \
+                                                                                                                       \
+    /* A swapped-out sequence, a pending copy-on-write pair, a full device tier (pool T). */                           \
+    X(kvc_append, STATE, KVC_ERR_STATE, F_NONE, kvc_append(F.T, SEQ_SWAPPED, F.tok_x, 1, 0, &O.i32), 1)                 \
+    X(kvc_fork, STATE, KVC_ERR_STATE, F_NONE, kvc_fork(F.T, SEQ_SWAPPED, 50), 1)                                       \
+    X(kvc_seq_slot_mapping, STATE, KVC_ERR_STATE, F_NONE, kvc_seq_slot_mapping(F.T, SEQ_SWAPPED, 0, 1, O.i64buf, 64), 1) \
+    X(kvc_batch_build, STATE, KVC_ERR_STATE, F_NONE, kvc_batch_build(F.tbatch, ids2(SEQ_TCOW, SEQ_SWAPPED), q2(1, 1), 2), 1) \
+    X(kvc_swap_out, STATE, KVC_ERR_STATE, F_NONE, kvc_swap_out(F.T, SEQ_SWAPPED, OP_OUT), 1)                           \
+    X(kvc_swap_out, STATE, KVC_ERR_BUSY, F_NONE, kvc_swap_out(F.T, SEQ_TCOW, OP_OUT), 1)                               \
+    X(kvc_swap_out, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_NONE, kvc_swap_out(F.T, SEQ_TBIG, OP_OUT), 1)                    \
+    X(kvc_swap_in, STATE, KVC_ERR_STATE, F_NONE, kvc_swap_in(F.T, SEQ_TBIG, OP_OUT), 1)                                \
+    X(kvc_swap_in, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_NONE, kvc_swap_in(F.T, SEQ_SWAPPED, OP_OUT), 1)                  \
+    X(kvc_tier_attach_host, STATE, KVC_ERR_STATE, F_NONE, kvc_tier_attach_host(F.T, 4), 1)                             \
+    X(kvc_alloc, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_NONE, kvc_alloc(F.T, 50, F.tok_a, 3, NULL, &O.i64), 1)
 
 /* Functions that cannot fail, or for which NULL is a documented no-op: no rows. */
 static const struct { const char *fn, *reason; } k_exempt[] = {
@@ -816,7 +855,11 @@ static void compare_seqs(const char *row_desc, const char *pool, kvc_pool *a, kv
         if (sa != sb || na != nb)
             fail_msg("%s: pool %s token count of sequence %llu changed (%lld vs %lld)", row_desc, pool,
                      (unsigned long long)id, (long long)na, (long long)nb);
-        if (sa == KVC_OK) {
+        int64_t probe[1];
+        kvc_status ma = kvc_seq_slot_mapping(a, id, 0, 0, probe, 1), mb = kvc_seq_slot_mapping(b, id, 0, 0, probe, 1);
+        if (ma != mb)
+            fail_msg("%s: pool %s slot mapping status of sequence %llu changed", row_desc, pool, (unsigned long long)id);
+        if (sa == KVC_OK && ma == KVC_OK) {
             /* Reserved slots: the largest range the slot mapping accepts. */
             int64_t sla[256], slb[256];
             int64_t n = la * BS;
@@ -919,24 +962,47 @@ static void compare_batch(const char *row_desc, const char *name, const kvc_batc
         fail_msg("%s: batch %s: kv_indices in backend memory changed", row_desc, name);
 }
 
+/* Host-tier slot counts and traffic (not the timings). */
+static void compare_host_tier(const char *row_desc, kvc_pool *a, kvc_pool *b) {
+    kvc_tier_stats ta, tb;
+    memset(&ta, 0, sizeof ta);
+    memset(&tb, 0, sizeof tb);
+    ta.struct_size = tb.struct_size = sizeof ta;
+    SETUP(kvc_tier_get_stats(a, KVC_TIER_HOST, &ta));
+    SETUP(kvc_tier_get_stats(b, KVC_TIER_HOST, &tb));
+    if (ta.capacity_blocks != tb.capacity_blocks || ta.used_blocks != tb.used_blocks ||
+        ta.cached_blocks != tb.cached_blocks || ta.held_blocks != tb.held_blocks || ta.blocks_in != tb.blocks_in ||
+        ta.blocks_out != tb.blocks_out || ta.hits != tb.hits || ta.evictions != tb.evictions)
+        fail_msg("%s: pool T host tier changed (used %lld/%lld, held %lld/%lld, in %lld/%lld)", row_desc,
+                 (long long)ta.used_blocks, (long long)tb.used_blocks, (long long)ta.held_blocks,
+                 (long long)tb.held_blocks, (long long)ta.blocks_in, (long long)tb.blocks_in);
+}
+
 static void compare_fixtures(const char *row_desc, fixture *a, fixture *b) {
     if (kvc_pool_check(a->P) != KVC_OK) fail_msg("%s: pool P fails the checker: %s", row_desc, kvc_last_error());
     if (kvc_pool_check(a->C) != KVC_OK) fail_msg("%s: pool C fails the checker: %s", row_desc, kvc_last_error());
+    if (kvc_pool_check(a->T) != KVC_OK) fail_msg("%s: pool T fails the checker: %s", row_desc, kvc_last_error());
     compare_stats(row_desc, "P", a->P, b->P);
     compare_stats(row_desc, "C", a->C, b->C);
+    compare_stats(row_desc, "T", a->T, b->T);
+    compare_host_tier(row_desc, a->T, b->T);
     compare_seqs(row_desc, "P", a->P, b->P);
     compare_seqs(row_desc, "C", a->C, b->C);
+    compare_seqs(row_desc, "T", a->T, b->T);
     compare_lookups(row_desc, a, b);
     compare_storage(row_desc, a->C, b->C);
     compare_batch(row_desc, "built", a->built, b->built);
     compare_batch(row_desc, "unbuilt", a->unbuilt, b->unbuilt);
     compare_batch(row_desc, "stale", a->stale, b->stale);
     compare_batch(row_desc, "meta", a->meta, b->meta);
+    compare_batch(row_desc, "tbatch", a->tbatch, b->tbatch);
     /* Destructive reads last. */
     compare_pending(row_desc, "P", a->P, b->P);
     compare_pending(row_desc, "C", a->C, b->C);
+    compare_pending(row_desc, "T", a->T, b->T);
     compare_events(row_desc, "P", a->P, b->P);
     compare_events(row_desc, "C", a->C, b->C);
+    compare_events(row_desc, "T", a->T, b->T);
 }
 
 /* ---- tests ------------------------------------------------------------------------------------ */
