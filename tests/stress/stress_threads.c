@@ -2,6 +2,7 @@
  *
  * Threads on one CPU-backend pool with prefix caching:
  *   - workers: mixed alloc / append (with lookahead) / fork / free / lookup / can_alloc / pin / unpin
+ *     / swap out + in (the pool has a host tier, so evicted cached blocks also spill and re-hit)
  *     / block-table and slot-mapping reads on their own id range (so each can check exact results:
  *     token counts, table lengths, the thread-local error message), plus racing operations on a
  *     shared id range (any documented status is fine there; the checker decides at the end);
@@ -9,6 +10,8 @@
  *     shared ids), launches CPU attention;
  *   - a drainer: kvc_take_pending_copies / kvc_copy_pending / kvc_event_pop;
  *   - a reader: kvc_pool_stats and kvc_pool_check, which must pass at every instant.
+ * KV bytes are ordered by the test as a device stream would order them (g_stream), except the tier
+ * copies, which the library must order itself (its tier barrier) — TSan checks that.
  * At the end every sequence is freed and every pin undone: the pool must be exactly empty and pass
  * kvc_pool_check. Exit status 0 = pass. */
 #include <inttypes.h>
@@ -65,6 +68,7 @@ static void make_prompt(uint64_t *s, int32_t *t, int64_t n) {
 
 typedef struct own_seq {
     int live;
+    int swapped;      /* swapped out to the host tier */
     int64_t tokens;   /* confirmed */
     int64_t reserved; /* confirmed + lookahead */
 } own_seq;
@@ -87,9 +91,14 @@ static void check_own(uint64_t id, const own_seq *q) {
     int32_t table[MAX_TOKENS * 2];
     CHECK(kvc_seq_block_table(g_pool, id, table, MAX_TOKENS * 2, &len) == KVC_OK && len == blocks_for(q->reserved),
           "sequence %" PRIu64 ": %" PRId64 " blocks, expected %" PRId64, id, len, blocks_for(q->reserved));
-    for (int64_t i = 0; i < len; ++i)
-        CHECK(table[i] >= 0 && table[i] < NUM_BLOCKS, "sequence %" PRIu64 " block %" PRId64 " = %d", id, i, table[i]);
+    for (int64_t i = 0; i < len; ++i)  /* -1: a block held by the host tier while swapped out */
+        CHECK((table[i] >= 0 || (q->swapped && table[i] == -1)) && table[i] < NUM_BLOCKS,
+              "sequence %" PRIu64 " block %" PRId64 " = %d", id, i, table[i]);
     int64_t slots[MAX_TOKENS * 2];
+    if (q->swapped) {
+        CHECK(kvc_seq_slot_mapping(g_pool, id, 0, 1, slots, 1) == KVC_ERR_STATE, "slot mapping of swapped %" PRIu64, id);
+        return;
+    }
     if (q->reserved > 0 && q->reserved <= MAX_TOKENS * 2) {
         CHECK(kvc_seq_slot_mapping(g_pool, id, 0, q->reserved, slots, MAX_TOKENS * 2) == KVC_OK, "slot mapping of %" PRIu64, id);
         for (int64_t p = 0; p < q->reserved; ++p)
@@ -101,10 +110,12 @@ static kvc_status racing_op(uint64_t *s, int32_t *toks) {
     uint64_t id = SHARED_BASE + (uint64_t)rnd(s, SHARED_IDS);
     int64_t n = 1 + rnd(s, MAX_TOKENS / 2);
     make_prompt(s, toks, n);
-    switch (rnd(s, 4)) {
+    switch (rnd(s, 6)) {
         case 0: return kvc_alloc(g_pool, id, toks, n, NULL, NULL);
         case 1: return kvc_append(g_pool, id, toks, 1 + rnd(s, 3), rnd(s, 2), NULL);
         case 2: return kvc_fork(g_pool, id, SHARED_BASE + (uint64_t)rnd(s, SHARED_IDS));
+        case 3: return kvc_swap_out(g_pool, id, NULL);
+        case 4: return kvc_swap_in(g_pool, id, NULL);
         default: return kvc_free(g_pool, id);
     }
 }
@@ -127,7 +138,7 @@ static void *worker(void *arg) {
         own_seq *q = &own[k];
         int64_t n = 1 + rnd(&s, MAX_TOKENS / 2);
         kvc_status st;
-        switch (rnd(&s, 12)) {
+        switch (rnd(&s, 14)) {
             case 0:
             case 1: { /* alloc, sometimes with keys (priority / LoRA) */
                 make_prompt(&s, toks, n);
@@ -159,6 +170,9 @@ static void *worker(void *arg) {
                 if (!q->live) {
                     CHECK(st == KVC_ERR_UNKNOWN_SEQ, "append to dead %" PRIu64 " -> %d", id, st);
                     CHECK_MSG("kvc_append");
+                } else if (q->swapped) {
+                    CHECK(st == KVC_ERR_STATE, "append to swapped %" PRIu64 " -> %d", id, st);
+                    CHECK_MSG("kvc_append");
                 } else if (q->tokens + add + look > MAX_TOKENS * 2) {
                     /* fine either way; keep sequences short */
                     if (st == KVC_OK) {
@@ -181,6 +195,7 @@ static void *worker(void *arg) {
                 if (c == k) CHECK(st == KVC_ERR_INVALID_ARG, "self fork -> %d", st);
                 else if (!q->live) CHECK(st == KVC_ERR_UNKNOWN_SEQ, "fork of dead -> %d", st);
                 else if (own[c].live) CHECK(st == KVC_ERR_SEQ_EXISTS, "fork onto live -> %d", st);
+                else if (q->swapped) CHECK(st == KVC_ERR_STATE, "fork of swapped -> %d", st);
                 else {
                     CHECK(st == KVC_OK, "fork %" PRIu64 " -> %d", id, st);
                     if (st == KVC_OK) own[c] = *q;
@@ -194,7 +209,7 @@ static void *worker(void *arg) {
                 st = kvc_free(g_pool, id);
                 CHECK(st == (q->live ? KVC_OK : KVC_ERR_UNKNOWN_SEQ), "free %" PRIu64 " -> %d", id, st);
                 if (st != KVC_OK) CHECK_MSG("kvc_free");
-                q->live = 0;
+                q->live = q->swapped = 0;
                 break;
             case 7: { /* lookup / can_alloc: read-only */
                 make_prompt(&s, toks, n);
@@ -224,8 +239,35 @@ static void *worker(void *arg) {
             case 9: /* races on the shared ids: any documented status */
                 st = racing_op(&s, toks);
                 CHECK(st == KVC_OK || st == KVC_ERR_SEQ_EXISTS || st == KVC_ERR_UNKNOWN_SEQ ||
-                      st == KVC_ERR_OUT_OF_BLOCKS || st == KVC_ERR_INVALID_ARG, "shared op -> %d", st);
+                      st == KVC_ERR_OUT_OF_BLOCKS || st == KVC_ERR_INVALID_ARG || st == KVC_ERR_STATE ||
+                      st == KVC_ERR_BUSY, "shared op -> %d", st);
                 break;
+            case 12: { /* swap out to the host tier */
+                uint64_t op = 0;
+                st = kvc_swap_out(g_pool, id, &op);
+                if (!q->live) CHECK(st == KVC_ERR_UNKNOWN_SEQ, "swap_out of dead -> %d", st);
+                else if (q->swapped) CHECK(st == KVC_ERR_STATE, "swap_out of swapped -> %d", st);
+                else if (st == KVC_OK) {
+                    q->swapped = 1;
+                    int32_t done = -1;
+                    CHECK(kvc_op_wait(g_pool, op) == KVC_OK, "op_wait");
+                    CHECK(kvc_op_query(g_pool, op, &done) == KVC_OK && done == 1, "op_query after wait");
+                } else {
+                    /* BUSY: a copy-on-write pair of ours is queued; OUT_OF_BLOCKS: host tier full */
+                    CHECK(st == KVC_ERR_BUSY || st == KVC_ERR_OUT_OF_BLOCKS, "swap_out -> %d", st);
+                }
+                if (st != KVC_OK) CHECK_MSG("kvc_swap_out");
+                break;
+            }
+            case 13: { /* swap back in */
+                st = kvc_swap_in(g_pool, id, NULL);
+                if (!q->live) CHECK(st == KVC_ERR_UNKNOWN_SEQ, "swap_in of dead -> %d", st);
+                else if (!q->swapped) CHECK(st == KVC_ERR_STATE, "swap_in of resident -> %d", st);
+                else if (st == KVC_OK) q->swapped = 0;
+                else CHECK(st == KVC_ERR_OUT_OF_BLOCKS, "swap_in -> %d", st);
+                if (st != KVC_OK) CHECK_MSG("kvc_swap_in");
+                break;
+            }
             case 10: { /* drain a few pending copies ourselves */
                 int32_t src[4], dst[4];
                 int64_t got = -1;
@@ -307,7 +349,8 @@ static void *batcher(void *arg) {
         }
         kvc_status st = kvc_batch_build(batch, ids, qlens, n + racing);
         if (racing && st != KVC_OK) {
-            CHECK(st == KVC_ERR_UNKNOWN_SEQ || st == KVC_ERR_BUFFER_TOO_SMALL, "racing build -> %d", st);
+            CHECK(st == KVC_ERR_UNKNOWN_SEQ || st == KVC_ERR_BUFFER_TOO_SMALL || st == KVC_ERR_STATE,
+                  "racing build -> %d", st);
             st = kvc_batch_build(batch, ids, qlens, n);
         }
         CHECK(st == KVC_OK, "build -> %d", st);
@@ -384,8 +427,8 @@ int main(int argc, char **argv) {
     cfg.backend = KVC_BACKEND_CPU;
     cfg.watermark = 0.0;
     cfg.event_capacity = 64;
-    if (kvc_pool_create(&cfg, &g_pool) != KVC_OK) {
-        fprintf(stderr, "pool_create: %s\n", kvc_last_error());
+    if (kvc_pool_create(&cfg, &g_pool) != KVC_OK || kvc_tier_attach_host(g_pool, NUM_BLOCKS / 4) != KVC_OK) {
+        fprintf(stderr, "pool_create / tier_attach_host: %s\n", kvc_last_error());
         return 2;
     }
     pthread_t w[NUM_WORKERS], b[NUM_BATCHERS], d, r;
@@ -409,12 +452,19 @@ int main(int argc, char **argv) {
     CHECK(st.num_seqs == 0 && st.used_blocks == 0 && st.pinned_blocks == 0 && st.free_blocks == NUM_BLOCKS,
           "pool not empty at the end: seqs %" PRId64 " used %" PRId64 " pinned %" PRId64 " free %" PRId64, st.num_seqs,
           st.used_blocks, st.pinned_blocks, st.free_blocks);
+    kvc_tier_stats ts;
+    memset(&ts, 0, sizeof ts);
+    ts.struct_size = sizeof ts;
+    CHECK(kvc_tier_get_stats(g_pool, KVC_TIER_HOST, &ts) == KVC_OK && ts.held_blocks == 0,
+          "host tier still holds %" PRId64 " blocks of swapped-out sequences", ts.held_blocks);
     CHECK(kvc_prefix_cache_reset(g_pool) == KVC_OK, "cache reset of the idle pool");
+    CHECK(kvc_pool_check(g_pool) == KVC_OK, "pool check after the reset");
     printf("stress_threads: %d workers x %d iterations, %d batchers; allocs %" PRId64 " appends %" PRId64
            " forks %" PRId64 " frees %" PRId64 " cow %" PRId64 " hits %" PRId64 "/%" PRId64 " tokens, evictions %" PRId64
-           "; failures %d\n",
+           "; host tier: %" PRId64 " blocks in, %" PRId64 " out, %" PRId64 " re-hits; failures %d\n",
            NUM_WORKERS, g_iters, NUM_BATCHERS, st.allocs, st.appends, st.forks, st.frees, st.cow_copies,
-           st.prefix_hit_tokens, st.prefix_query_tokens, st.evictions, atomic_load(&g_failures));
+           st.prefix_hit_tokens, st.prefix_query_tokens, st.evictions, ts.blocks_in, ts.blocks_out, ts.hits,
+           atomic_load(&g_failures));
     kvc_pool_destroy(g_pool);
     return atomic_load(&g_failures) == 0 ? 0 : 1;
 }
