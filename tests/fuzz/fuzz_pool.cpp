@@ -224,6 +224,60 @@ void check_pool(Session &s) {
 
 // ---- operations ------------------------------------------------------------------------------
 
+// ---- KV bytes (CPU pools) ----------------------------------------------------------------------
+// The fuzzer plays the forward pass: right after an alloc or append it writes the K/V of the tokens
+// the step computed (not the cached ones), K = position x 8 + token, V = -K. A block's bytes then
+// depend only on its tokens and positions, so cache hits, copy-on-write copies (kvc_copy_pending runs
+// before each write, as an engine drains them before its forward pass), host-tier spills, re-hits and
+// swaps can all be checked byte for byte against the model's tables.
+
+float kv_value(const model::Seq &q, int64_t pos) { return float(pos * 8 + q.tokens[size_t(pos)]); }
+
+void write_kv(Session &s, uint64_t id, int64_t first, int64_t count) {
+    if (!s.cpu || count <= 0) return;
+    const model::Seq &q = s.m.seqs.at(id);
+    std::vector<int64_t> slots;
+    std::vector<float> k, v;
+    for (int64_t p = first; p < first + count; ++p) {
+        slots.push_back(int64_t(q.table[size_t(p / s.m.bs)]) * s.m.bs + p % s.m.bs);
+        k.push_back(kv_value(q, p));
+        v.push_back(-kv_value(q, p));
+    }
+    if (kvc_cache_write(s.pool, 0, slots.data(), count, k.data(), v.data(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr) != KVC_OK)
+        diverge("kvc_cache_write failed: %s", kvc_last_error());
+}
+
+void copy_pending_now(Session &s) {
+    if (!s.cpu || s.m.pending.empty()) return;
+    int64_t copied = -7;
+    EXPECT_EQ("kvc_copy_pending status", kvc_copy_pending(s.pool, nullptr, &copied), KVC_OK);
+    EXPECT_EQ("kvc_copy_pending pairs", copied, s.m.pending.size());
+    s.m.pending.clear();
+}
+
+// Every confirmed token of every resident sequence holds the bytes its position and token imply.
+void check_kv(Session &s) {
+    if (!s.cpu || !s.m.pending.empty()) return;
+    const int32_t bs = s.m.bs;
+    std::vector<float> block(size_t(2 * bs));  // layout of these pools: [K | V] x block_size, 1 head, dim 1
+    for (const auto &kv : s.m.seqs) {
+        const model::Seq &q = kv.second;
+        if (q.swapped) continue;
+        for (int64_t b = 0; b * bs < q.num_tokens; ++b) {
+            const int32_t id = q.table[size_t(b)];
+            if (kvc_storage_copy_blocks(s.pool, &id, 1, block.data(), 1) != KVC_OK)
+                diverge("kvc_storage_copy_blocks failed: %s", kvc_last_error());
+            for (int64_t t = 0; t < bs && b * bs + t < q.num_tokens; ++t) {
+                const float want = kv_value(q, b * bs + t);
+                if (block[size_t(t)] != want || block[size_t(bs + t)] != -want)
+                    diverge("KV bytes of sequence %" PRIu64 " position %" PRId64 " (block %d): K %g V %g, expected %g "
+                            "(op #%d %s)", kv.first, b * bs + t, id, double(block[size_t(t)]),
+                            double(block[size_t(bs + t)]), double(want), g_op, g_opname);
+            }
+        }
+    }
+}
+
 void op_alloc(Input &in, Session &s) {
     uint64_t id = uint64_t(in.below(kMaxIds));
     int64_t n;
@@ -247,6 +301,7 @@ void op_alloc(Input &in, Session &s) {
     model::Result r = s.m.alloc(id, null_tokens ? nullptr : &toks, n, k);
     EXPECT_EQ("kvc_alloc status", st, r.status);
     if (st == KVC_OK) EXPECT_EQ("kvc_alloc cached tokens", cached, r.value);
+    if (st == KVC_OK) write_kv(s, id, cached, n - cached);
     else EXPECT_EQ("kvc_alloc wrote its out-param on failure", cached, -7);
 }
 
@@ -275,10 +330,15 @@ void op_append(Input &in, Session &s) {
         for (int64_t i = 0; i < nt; ++i) toks[size_t(i)] = template_token(0, it->second.num_tokens + i, s.alphabet);
     bool null_tokens = in.below(16) == 0 || (!s.m.caching && in.below(2));
     int32_t fresh = -7;
+    const int64_t before = it == s.m.seqs.end() ? 0 : it->second.num_tokens;
     kvc_status st = kvc_append(s.pool, id, null_tokens ? nullptr : toks.data(), nt, nl, &fresh);
     model::Result r = s.m.append(id, null_tokens ? nullptr : &toks, nt, nl);
     EXPECT_EQ("kvc_append status", st, r.status);
     if (st == KVC_OK) EXPECT_EQ("kvc_append new blocks", fresh, r.value);
+    if (st == KVC_OK) {
+        copy_pending_now(s);
+        write_kv(s, id, before, nt);
+    }
     else EXPECT_EQ("kvc_append wrote its out-param on failure", fresh, -7);
 }
 
@@ -321,6 +381,10 @@ void op_pin(Input &in, Session &s, bool pin) {
 void op_reset(Input &, Session &s) { EXPECT_EQ("kvc_prefix_cache_reset status", kvc_prefix_cache_reset(s.pool), s.m.cache_reset()); }
 
 void op_take_pending(Input &in, Session &s) {
+    if (s.cpu) {  // KV bytes are checked in these pools: the pool copies the pairs itself
+        copy_pending_now(s);
+        return;
+    }
     int64_t cap = in.below(5) - (in.below(32) == 0 ? 3 : 0);
     int32_t src[8], dst[8];
     int64_t count = -7;
@@ -645,6 +709,7 @@ void run(const uint8_t *data, size_t size) {
             default: op_swap(in, s); break;       // swap_out / swap_in / preemption_cost
         }
         s.m.finish_call();
+        check_kv(s);
         if (s.m.host && g_op == 0) ++g_host_runs;
         ++g_total_ops;
         compare_stats(s);

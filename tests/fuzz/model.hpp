@@ -428,6 +428,7 @@ public:
         Seq &s = seqs[id];
         s.keys = k;
         if (tokens) s.tokens.assign(tokens->begin(), tokens->begin() + n);
+        else s.tokens.assign(size_t(n), 0);  // NULL tokens (caching off): ids unknown, 0 stands for them
         for (int32_t b : p.hits) {
             if (b >= 0) {
                 add_ref(b);
