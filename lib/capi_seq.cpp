@@ -65,7 +65,9 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
         if (st != KVC_OK) return st;
         if (!out_verdict) return fail(KVC_ERR_NULL_ARG, "kvc_can_alloc: out_verdict is NULL");
         std::lock_guard<std::mutex> lock(pool->mu);
-        AllocPlan plan = plan_alloc(pool, tokens, num_tokens, keys_or_empty(keys));
+        // The same walk as kvc_alloc (through the host tier): a device hit behind a host-tier hit is
+        // a hit for kvc_alloc, so it must be one here too, or the verdict can be NEVER for a fit.
+        AllocPlan plan = plan_alloc(pool, tokens, num_tokens, keys_or_empty(keys), kvc::kWalkHost);
         const int64_t w = pool->watermark_blocks;
         if (pool->num_blocks - plan.fresh < w) *out_verdict = KVC_ALLOC_NEVER;
         else if (plan.free_now - plan.fresh >= w) *out_verdict = KVC_ALLOC_OK;
