@@ -24,8 +24,8 @@
 //   - Spill: a cached device block being evicted is copied to a slot, unless the host holds that
 //     identity already or every slot is held.
 //   - Re-hit: kvc_alloc's walk continues into the host tier where the device misses; each host hit is
-//     copied into a fresh device block which enters the device cache. kvc_prefix_lookup counts host
-//     hits; kvc_can_alloc and pin/unpin look at the device only.
+//     copied into a fresh device block which enters the device cache. kvc_prefix_lookup and
+//     kvc_can_alloc count host hits (a restore still takes a fresh block); pin/unpin look at the device.
 //   - Swap out: refcount-1 unpinned blocks go to held slots (deepest first); the table shows -1 there.
 //     Swap in: fresh device blocks in table order; the held slots are freed.
 #pragma once
@@ -412,7 +412,7 @@ public:
     Result can_alloc(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) const {
         Result r;
         if ((r.status = prompt_args(tokens, n)) != KVC_OK) return r;
-        Plan p = plan(tokens, n, k);
+        Plan p = plan(tokens, n, k, true);  // what kvc_alloc would take: host hits need fresh blocks
         if (num_blocks - p.fresh < watermark_blocks) r.value = KVC_ALLOC_NEVER;
         else if (p.free_now - p.fresh >= watermark_blocks) r.value = KVC_ALLOC_OK;
         else r.value = KVC_ALLOC_LATER;
