@@ -45,10 +45,11 @@ namespace {
     } while (0)
 
 // KVC_GPU_TEST_QUICK=1 (the CPU emulator, tests/gpu/emulation/) shrinks contexts and prompts.
-int64_t len(int64_t n) {
+bool quick_mode() {
     static const bool quick = std::getenv("KVC_GPU_TEST_QUICK") != nullptr;
-    return quick ? std::max<int64_t>(1, n / 10) : n;
+    return quick;
 }
+int64_t len(int64_t n) { return quick_mode() ? std::max<int64_t>(1, n / 10) : n; }
 
 const char *dtype_name(int32_t dt) {
     switch (dt) {
@@ -145,6 +146,10 @@ void expect_close(const std::vector<float> &gpu, const std::vector<float> &cpu, 
 // Builds the case, runs the CPU oracle once (single pass) and the GPU with each partition size.
 void check_case(const kvc_test::CaseSpec &spec, std::initializer_list<int32_t> partitions, const char *what,
                 size_t workspace_bytes = SIZE_MAX) {
+    if (quick_mode())  // the emulator is slow: show where it is
+        print_message("%s: bs=%d d=%d heads=%d/%d kv=%s q=%s seqs=%zu\n", what, spec.block_size, spec.head_dim,
+                      spec.num_q_heads, spec.num_kv_heads, dtype_name(spec.kv_dtype), dtype_name(spec.q_dtype),
+                      spec.seqs.size());
     kvc_test::PagedProblem P = kvc_test::make_problem(spec);
     kvc_status st = KVC_OK;
     const std::vector<float> ref = P.run_cpu(-1, &st);
@@ -485,6 +490,8 @@ int main(void) {
         cmocka_unit_test(test_shared_blocks_and_large_groups),
         cmocka_unit_test(test_attention_bad_input),
     };
+    if (const char *filter = std::getenv("KVC_GPU_TEST_FILTER")) cmocka_set_test_filter(filter);
+    if (const char *skip = std::getenv("KVC_GPU_TEST_SKIP")) cmocka_set_skip_filter(skip);
     const int failed = cmocka_run_group_tests(tests, nullptr, nullptr);
     // ctest turns this line into SKIPPED (tests/CMakeLists.txt SKIP_REGULAR_EXPRESSION), so a
     // machine without a GPU never reports these tests as passed.
