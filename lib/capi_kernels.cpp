@@ -8,7 +8,9 @@
 
 #include "batch.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "copy_staging.hpp"
 #include "cuda_api.hpp"
+#include "tier_cuda.hpp"
 #include "error.hpp"
 #include "kernel_args.hpp"
 #include "pool_access.hpp"
@@ -171,34 +173,28 @@ KVC_API kvc_status kvc_copy_pending(kvc_pool *pool, void *stream, int64_t *out_c
                 copied += n;
             }
         } else {
-            // The kernel reads the pairs from device memory. Everything that can fail (allocation) is
-            // done before the pairs are drained, so a failure leaves them queued.
-            int64_t want;
+            // The kernel reads the pairs from the pool's preallocated device array (copy_staging.hpp):
+            // no allocation and no host synchronization per call.
+            CopyStaging &cs = pool_copy_staging(pool);
+            std::lock_guard<std::mutex> staging_lock(cs.mu);
             {
                 std::lock_guard<std::mutex> lk(pool_mutex(pool));
-                want = pool_pending_copy_count(pool);
+                copied = pool_take_pending_copies(pool, cs.host.data(), cs.host.data() + cs.capacity, cs.capacity);
             }
-            if (want > 0) {
-                std::vector<int32_t> pairs(size_t(2 * want));
-                void *dev = nullptr;
-                const int32_t device = pool_device(pool);
-                if (kvc_status st = cuda::malloc_device(device, pairs.size() * 4, &dev); st != KVC_OK) return st;
-                {
-                    std::lock_guard<std::mutex> lk(pool_mutex(pool));
-                    copied = pool_take_pending_copies(pool, pairs.data(), pairs.data() + want, want);
-                }
+            if (copied > 0) {
                 // Pack src then dst contiguously for one upload.
-                if (copied < want) std::memmove(pairs.data() + copied, pairs.data() + want, size_t(copied) * 4);
-                kvc_status st = cuda::memcpy_h2d(dev, pairs.data(), size_t(2 * copied) * 4, stream);
+                if (copied < cs.capacity)
+                    std::memmove(cs.host.data() + copied, cs.host.data() + cs.capacity, size_t(copied) * 4);
+                // The previous copy kernel (maybe on another stream) must be done reading the array.
+                kvc_status st = cs.used ? cuda::stream_wait_event(stream, cs.last_use) : KVC_OK;
+                if (st == KVC_OK) st = cuda::memcpy_h2d(cs.device, cs.host.data(), size_t(2 * copied) * 4, stream);
                 if (st == KVC_OK) {
-                    a.src = static_cast<const int32_t *>(dev);
-                    a.dst = static_cast<const int32_t *>(dev) + copied;
+                    a.src = cs.device;
+                    a.dst = cs.device + copied;
                     a.num_pairs = copied;
                     st = cuda::copy_blocks(a, stream);
                 }
-                // The pair buffer may be freed only after the kernel has consumed it.
-                if (st == KVC_OK) st = cuda::stream_sync(stream);
-                (void)cuda::free_device(device, dev);
+                if (st == KVC_OK && (st = cuda::event_record(cs.last_use, stream)) == KVC_OK) cs.used = true;
                 if (st != KVC_OK) return st;
             }
         }

@@ -101,6 +101,7 @@ kvc_status resolve_num_blocks(const kvc_pool_config &c, int32_t backend, int32_t
 struct PoolDeleter {
     void operator()(kvc_pool *p) const {
         kvc::tier_destroy(p);  // finishes tier copies that still read or write the storage
+        p->copy_staging.release();
         if (p->storage) kvc::storage_release(p->backend, p->device, p->storage);
         delete p;
     }
@@ -206,6 +207,9 @@ KVC_API kvc_status kvc_pool_create(const kvc_pool_config *cfg, kvc_pool **out) {
 
         if (backend != KVC_BACKEND_NONE) {
             if ((st = kvc::storage_allocate(p->layout, backend, device, &p->storage)) != KVC_OK) return st;
+            if (backend == KVC_BACKEND_CUDA &&
+                (st = p->copy_staging.init(device, int64_t(num_blocks))) != KVC_OK)
+                return st;
         }
         *out = p.release();
         return KVC_OK;

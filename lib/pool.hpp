@@ -15,6 +15,7 @@
 
 #include "block_hash.hpp"
 #include "block_pool.hpp"
+#include "copy_staging.hpp"
 #include "events.hpp"
 #include "kv_layout.hpp"
 #include "pool_pending_copies.hpp"
@@ -66,6 +67,7 @@ struct kvc_pool {
     int32_t backend = KVC_BACKEND_NONE;
     int32_t device = -1;
     void *storage = nullptr;
+    kvc::CopyStaging copy_staging;  // CUDA backend only: kvc_copy_pending's fixed buffers
 
     // ---- guarded by mu -------------------------------------------------------------------------
     std::mutex mu;

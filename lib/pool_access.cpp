@@ -34,4 +34,6 @@ void *pool_storage_base(const kvc_pool *p) { return p->storage; }
 kvc_status pool_tier_barrier(kvc_pool *p, void *stream) { return tier_barrier(p, stream); }
 uint64_t pool_seq_generation(kvc_pool *p) { return p->seq_generation.load(std::memory_order_relaxed); }
 
+CopyStaging &pool_copy_staging(kvc_pool *p) { return p->copy_staging; }
+
 }  // namespace kvc

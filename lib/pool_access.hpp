@@ -37,6 +37,10 @@ int32_t pool_device(const kvc_pool *p);          // CUDA ordinal, -1 otherwise
 int32_t pool_num_q_heads(const kvc_pool *p);     // resolved config num_q_heads
 void *pool_storage_base(const kvc_pool *p);      // nullptr for metadata-only pools
 
+// CUDA backend: kvc_copy_pending's preallocated pair buffers (copy_staging.hpp); has its own mutex.
+struct CopyStaging;
+CopyStaging &pool_copy_staging(kvc_pool *p);
+
 // Bumped (under the lock) every time a sequence is freed or swapped out; a batch records it at
 // build time and re-validates its sequences at launch when it changed.
 uint64_t pool_seq_generation(kvc_pool *p);
