@@ -6,7 +6,8 @@
 /* kvc_can_alloc walked the device tier only: a prompt whose first block was spilled to the host tier
  * but whose later blocks are still cached on the device was planned with no device hits at all, so
  * kvc_can_alloc answered NEVER for a prompt that kvc_alloc then placed (kvc_alloc walks on through the
- * host tier and counts the later device hits). Found by the differential fuzzer's host-tier model. */
+ * host tier and counts the later device hits). Found while writing the differential fuzzer's
+ * host-tier model, which has one plan for both calls. */
 static void test_can_alloc_sees_device_hits_after_a_host_hit(void **state) {
     (void)state;
     kvc_pool_config cfg;
