@@ -88,7 +88,9 @@ KVC_API const char *kvc_last_error(void);
 
 /** Copies kvc_last_error() into buf (always NUL-terminated, truncated to cap bytes).
  *  *out_len (if non-NULL) receives the full message length without the NUL.
- *  KVC_ERR_NULL_ARG if buf is NULL while cap > 0. */
+ *  Errors: KVC_ERR_NULL_ARG if buf is NULL while cap > 0 — the one failure that does *not*
+ *  replace the stored message, so the message being asked for survives a mistaken call;
+ *  KVC_ERR_INVALID_ARG if cap < 0. */
 KVC_API kvc_status kvc_last_error_copy(char *buf, int64_t cap, int64_t *out_len);
 
 /* ------------------------------------------------------------------------------------------------

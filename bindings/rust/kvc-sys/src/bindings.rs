@@ -71,7 +71,9 @@ extern "C" {
 extern "C" {
     #[doc = " Copies kvc_last_error() into buf (always NUL-terminated, truncated to cap bytes)."]
     #[doc = "  *out_len (if non-NULL) receives the full message length without the NUL."]
-    #[doc = "  KVC_ERR_NULL_ARG if buf is NULL while cap > 0."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG if buf is NULL while cap > 0 — the one failure that does *not*"]
+    #[doc = "  replace the stored message, so the message being asked for survives a mistaken call;"]
+    #[doc = "  KVC_ERR_INVALID_ARG if cap < 0."]
     pub fn kvc_last_error_copy(
         buf: *mut ::std::os::raw::c_char,
         cap: i64,
