@@ -152,6 +152,7 @@ KVC_API kvc_status kvc_copy_pending(kvc_pool *pool, void *stream, int64_t *out_c
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         if (kvc_status st = require_storage(pool, fn); st != KVC_OK) return st;
         if (kvc_status st = pool_tier_barrier(pool, stream); st != KVC_OK) return st;
+        std::unique_lock<std::mutex> tier_exec = pool_tier_exec_lock(pool);  // see pool_access.hpp
         CopyBlocksArgs a;
         a.layout = pool_layout(pool);
         a.base = pool_storage_base(pool);

@@ -36,4 +36,9 @@ uint64_t pool_seq_generation(kvc_pool *p) { return p->seq_generation.load(std::m
 
 CopyStaging &pool_copy_staging(kvc_pool *p) { return p->copy_staging; }
 
+std::unique_lock<std::mutex> pool_tier_exec_lock(kvc_pool *p) {
+    Tiers *t = p->tiers.load(std::memory_order_acquire);
+    return t ? std::unique_lock<std::mutex>(t->exec_mu) : std::unique_lock<std::mutex>();
+}
+
 }  // namespace kvc

@@ -49,6 +49,13 @@ uint64_t pool_seq_generation(kvc_pool *p);
 // (CPU) or ordered before `stream` (CUDA). KVC_OK without tiers.
 kvc_status pool_tier_barrier(kvc_pool *p, void *stream);
 
+// Excludes the tier executor (swap/spill copies) while held; an empty lock when no tier is
+// attached. kvc_copy_pending holds it from draining copy-on-write pairs until their copies are
+// issued, so a concurrent kvc_swap_out (which refuses sequences with *queued* pairs) can never copy
+// a block whose drained pair has not been written yet. Take it after pool_tier_barrier (which runs
+// the executor) and before the pool mutex (the executor's order).
+std::unique_lock<std::mutex> pool_tier_exec_lock(kvc_pool *p);
+
 // Storage allocation, implemented by lib/storage.cpp and called by kvc_pool_create/destroy.
 // backend is CPU or CUDA (already resolved). On failure returns a status set with kvc::fail.
 kvc_status storage_allocate(const KvLayout &layout, int32_t backend, int32_t device, void **out_base);
