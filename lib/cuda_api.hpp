@@ -1,5 +1,5 @@
 // The host-side view of the CUDA backend. Implemented in cuda/*.cu when libkvc is built with CUDA
-// (KVC_HAVE_CUDA), and by lib/cuda_stub.cpp otherwise, where every call reports that CUDA is not
+// (KVC_HAVE_CUDA), and by lib/cuda_unavailable.cpp otherwise, where every call reports that CUDA is not
 // available. Functions return KVC_OK or a status whose message was set with kvc::fail; none
 // throws. `stream` is a cudaStream_t passed as void* so this header needs no CUDA includes.
 #pragma once

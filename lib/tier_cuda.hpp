@@ -1,5 +1,5 @@
 // CUDA streams and events for the tiers (a dedicated copy stream per pool, one event per swap op).
-// Implemented in cuda/tier_stream.cu with CUDA and by lib/tier_cuda_stub.cpp without it. Handles are
+// Implemented in cuda/tier_stream.cu with CUDA and by lib/tier_cuda_unavailable.cpp without it. Handles are
 // cudaStream_t / cudaEvent_t passed as void* so this header needs no CUDA includes. None throws.
 #pragma once
 
