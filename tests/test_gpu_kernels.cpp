@@ -2,7 +2,7 @@
 // bit-exact, paged attention (decode single-pass and split-K, prefill/append) within atol 1e-3
 // (fp8 KV 1e-2) plus one ulp of the output dtype (both backends round the same fp32 result).
 // Without a usable GPU every test reports SKIPPED. The file needs no CUDA headers: it drives the
-// backend through lib/cuda_api.hpp, whose no-CUDA stub reports zero devices.
+// backend through lib/cuda_api.hpp, whose no-CUDA implementation reports zero devices.
 extern "C" {
 #include <setjmp.h>
 #include <stdarg.h>
