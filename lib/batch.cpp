@@ -23,11 +23,12 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 bool on_device(const kvc_batch *b) { return b->backend == KVC_BACKEND_CUDA; }
 
-// Copies host -> batch "device" memory: cudaMemcpyAsync from pageable memory on CUDA (returns once
-// the source has been consumed, so staging may be reused right away), memcpy otherwise.
+// Copies host -> batch "device" memory: cudaMemcpyAsync from pageable memory on the batch's stream
+// on CUDA (the source may still be read after the call: upload_staging synchronizes at the end),
+// memcpy otherwise.
 kvc_status upload(const kvc_batch *b, void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return KVC_OK;
-    if (on_device(b)) return cuda::memcpy_h2d(dst, src, bytes, nullptr);
+    if (on_device(b)) return cuda::memcpy_h2d(dst, src, bytes, b->stream);
     std::memcpy(dst, src, bytes);
     return KVC_OK;
 }
@@ -59,7 +60,9 @@ void reserve_host(BatchHostArrays &h, int32_t max_seqs, int64_t max_tokens, int6
 }
 
 // Uploads the staging build: dirty block-table rows (coalesced into runs) and the used part of
-// every other array. Returns the number of table rows sent in *rows.
+// every other array, and on CUDA waits for the batch's stream, so the copies have read the staging
+// arrays (which the next build rewrites) and landed before the build returns. Returns the number
+// of table rows sent in *rows.
 kvc_status upload_staging(kvc_batch *b, int32_t *rows) {
     const BatchHostArrays &h = b->staging;
     const size_t row_bytes = size_t(b->width) * sizeof(int32_t);
@@ -95,6 +98,7 @@ kvc_status upload_staging(kvc_batch *b, int32_t *rows) {
     };
     for (const Piece &p : pieces)
         if (kvc_status st = upload(b, p.dst, p.src, p.bytes); st != KVC_OK) return st;
+    if (on_device(b)) return cuda::stream_sync(b->stream);
     return KVC_OK;
 }
 

@@ -11,10 +11,13 @@
 // Block-table rows are uploaded only when they differ from what the device already holds
 // (shadow_tables mirrors the device table), in as few contiguous copies as there are dirty runs.
 //
-// CUDA ordering: uploads are cudaMemcpyAsync from pageable memory on the legacy default stream,
-// which orders them after earlier work and before later work on every *blocking* stream: the
-// previous step's kernels finish reading before the arrays change, and this step's launches see
-// the new values. Callers launching on non-blocking streams must synchronize around a build.
+// CUDA ordering: uploads are cudaMemcpyAsync from the pageable staging arrays on the batch's stream
+// (kvc_batch_set_stream; NULL = the legacy default stream), so they start after the work already on
+// that stream (the previous step's kernels reading these arrays). The build then synchronizes that
+// stream: a pageable-source cudaMemcpyAsync is not documented to have read its source when it
+// returns (older CUDA documentation says a worker thread may stage it later), and the next build
+// rewrites staging_tables and, after the swap, the staging arrays. So when a build returns the
+// device arrays are complete, whatever stream the caller launches on next.
 #pragma once
 
 #include <atomic>
@@ -66,6 +69,7 @@ struct kvc_batch {
     kvc::BatchDeviceArrays dev;
     void *workspace = nullptr;  // split-K partials (backend memory)
     size_t workspace_bytes = 0;
+    void *stream = nullptr;     // cudaStream_t of the uploads (kvc_batch_set_stream); unused off CUDA
 
     bool built = false;
     int32_t rows_uploaded = 0;

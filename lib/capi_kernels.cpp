@@ -278,6 +278,15 @@ KVC_API kvc_status kvc_batch_build(kvc_batch *batch, const uint64_t *seq_ids, co
     })
 }
 
+KVC_API kvc_status kvc_batch_set_stream(kvc_batch *batch, void *stream) {
+    KVC_GUARD({
+        if (!batch) return fail(KVC_ERR_NULL_ARG, "kvc_batch_set_stream: batch is NULL");
+        // Kept on every backend (only CUDA builds use it), so a caller's setting survives as given.
+        batch->stream = stream;
+        return KVC_OK;
+    })
+}
+
 KVC_API kvc_status kvc_batch_get_info(const kvc_batch *batch, kvc_batch_info *out) {
     KVC_GUARD({
         const char *fn = "kvc_batch_get_info";

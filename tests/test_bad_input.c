@@ -618,6 +618,9 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     X(kvc_batch_build, OVERFLOW, KVC_ERR_OVERFLOW, F_NONE,                                                            \
       kvc_batch_build(F.built, ids2(SEQ_C1, SEQ_C2), q2(INT64_MAX, INT64_MAX), 2), 1)                                  \
                                                                                                                        \
+    X(kvc_batch_set_stream, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_batch_set_stream(NULL, NULL), 1)                \
+    X(kvc_batch_set_stream, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_batch_set_stream(NULL, &O.i64), 1)              \
+                                                                                                                       \
     X(kvc_batch_get_info, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_batch_get_info(NULL, &O.binfo), 1)                \
     X(kvc_batch_get_info, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_batch_get_info(F.built, NULL), 1)                    \
     X(kvc_batch_get_info, VERSION, KVC_ERR_VERSION, F_NONE, kvc_batch_get_info(F.built, &O.binfo_old), 1)              \

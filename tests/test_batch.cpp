@@ -1,6 +1,6 @@
 // Batch metadata (kvc_batch_*): padded tables, seq_lens, query_start_loc, slot mapping and CSR
 // form against what the pool reports per sequence; incremental upload row counts; failed builds
-// keep the previous step's metadata; capacity and argument errors.
+// keep the previous step's metadata; capacity and argument errors; kvc_batch_set_stream off CUDA.
 #include <cstring>
 #include <vector>
 
@@ -257,6 +257,53 @@ void test_batch_api_errors(void **) {
     OK(kvc_batch_copy_block_tables(f.batch, t, kWidth));
 }
 
+// kvc_batch_set_stream off CUDA: accepted (any pointer: the stream is only ever handed to CUDA) and
+// without effect on what builds produce, on storage and metadata-only pools alike.
+void test_set_stream_ignored_off_cuda(void **) {
+    for (int32_t backend : {KVC_BACKEND_CPU, KVC_BACKEND_NONE}) {
+        Fixture plain(backend), streamed(backend);
+        int dummy_stream = 0;  // never dereferenced: any non-NULL address stands for a cudaStream_t
+        OK(kvc_batch_set_stream(streamed.batch, &dummy_stream));
+        for (Fixture *f : {&plain, &streamed}) {
+            OK(kvc_alloc(f->pool, 7, nullptr, 13, nullptr, nullptr));
+            OK(kvc_alloc(f->pool, 8, nullptr, 3, nullptr, nullptr));
+        }
+        const std::vector<uint64_t> ids = {8, 7};
+        std::vector<int64_t> q = {3, 13};
+        for (int step = 0; step < 3; ++step) {
+            for (Fixture *f : {&plain, &streamed}) {
+                OK(kvc_batch_build(f->batch, ids.data(), q.data(), 2));
+                check_metadata(f->pool, f->batch, ids, q);
+            }
+            const kvc_batch_info a = info_of(plain.batch), b = info_of(streamed.batch);
+            assert_int_equal(a.num_tokens, b.num_tokens);
+            assert_int_equal(a.num_indices, b.num_indices);
+            assert_int_equal(a.rows_uploaded, b.rows_uploaded);
+            assert_memory_equal(device_array<int32_t>(a.block_tables, 2 * kWidth).data(),
+                                device_array<int32_t>(b.block_tables, 2 * kWidth).data(), 2 * kWidth * 4);
+            assert_memory_equal(device_array<int64_t>(a.slot_mapping, a.num_tokens).data(),
+                                device_array<int64_t>(b.slot_mapping, b.num_tokens).data(), size_t(a.num_tokens) * 8);
+            assert_memory_equal(device_array<int32_t>(a.kv_indices, a.num_indices).data(),
+                                device_array<int32_t>(b.kv_indices, b.num_indices).data(), size_t(a.num_indices) * 4);
+            // Next step: decode, every sequence one token longer (7 crosses into a new block at 17).
+            for (Fixture *f : {&plain, &streamed})
+                for (uint64_t id : ids) OK(kvc_append(f->pool, id, nullptr, step == 0 ? 4 : 1, 0, nullptr));
+            q = {1, 1};
+        }
+        OK(kvc_batch_set_stream(streamed.batch, nullptr));  // back to the default stream
+        OK(kvc_batch_build(streamed.batch, ids.data(), q.data(), 2));
+        check_metadata(streamed.pool, streamed.batch, ids, q);
+    }
+}
+
+void test_set_stream_errors(void **) {
+    int dummy_stream = 0;
+    EXPECT_ERR(kvc_batch_set_stream(nullptr, &dummy_stream), KVC_ERR_NULL_ARG);
+    assert_non_null(std::strstr(kvc_last_error(), "kvc_batch_set_stream"));
+    EXPECT_ERR(kvc_batch_set_stream(nullptr, nullptr), KVC_ERR_NULL_ARG);
+    assert_non_null(std::strstr(kvc_last_error(), "kvc_batch_set_stream"));
+}
+
 }  // namespace
 
 int main(void) {
@@ -265,6 +312,8 @@ int main(void) {
         cmocka_unit_test(test_incremental_upload),
         cmocka_unit_test(test_failed_build_keeps_previous),
         cmocka_unit_test(test_batch_api_errors),
+        cmocka_unit_test(test_set_stream_ignored_off_cuda),
+        cmocka_unit_test(test_set_stream_errors),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

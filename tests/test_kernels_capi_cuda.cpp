@@ -1,7 +1,8 @@
 // The C API glue on the CUDA backend, end to end: a CUDA pool, batch metadata uploaded to the
 // device (incremental rows), kvc_cache_write from device buffers through the batch's device slot
-// mapping, kvc_copy_pending after a fork, kvc_storage_copy_blocks, kvc_launch_attention; outputs
-// compared with the dense reference. Without a usable GPU every test reports SKIPPED.
+// mapping, kvc_copy_pending after a fork, kvc_storage_copy_blocks, kvc_launch_attention (also with
+// everything on a non-blocking stream set by kvc_batch_set_stream); outputs compared with the dense
+// reference. Without a usable GPU every test reports SKIPPED.
 extern "C" {
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@ extern "C" {
 #include "dense_reference.hpp"
 #include "gpu/device_buffer.hpp"
 #include "kvc/kvc.h"
+#include "tier_cuda.hpp"
 
 using kvc_gpu_test::DeviceBuffer;
 
@@ -75,13 +77,17 @@ struct CudaWorld {
         kvc_pool_destroy(pool);
     }
 
+    // One forward step of layer kLayer: build, write the new tokens' K/V, attention, compared with the
+    // dense reference. `stream` carries the cache write and the launch; the build uploads on
+    // whatever stream the batch was given (kvc_batch_set_stream).
     void step(const std::vector<uint64_t> &ids, const std::vector<int64_t> &q_lens, int32_t q_dtype,
-              int32_t partition_size) {
+              int32_t partition_size, void *stream = nullptr) {
         OK(kvc_batch_build(batch, ids.data(), q_lens.data(), int32_t(ids.size())));
         kvc_batch_info info;
         info.struct_size = sizeof info;
         OK(kvc_batch_get_info(batch, &info));
-        // The device arrays hold what the host copies report.
+        // The device arrays hold what the host copies report, read on the legacy default stream
+        // without waiting for the batch's stream: the build returns with its upload complete.
         std::vector<int64_t> slots(size_t(info.num_tokens)), dslots(slots.size());
         OK(kvc_batch_copy_slot_mapping(batch, slots.data(), int64_t(slots.size())));
         OK(kvc::cuda::memcpy_d2h(dslots.data(), reinterpret_cast<void *>(uintptr_t(info.slot_mapping)),
@@ -122,7 +128,7 @@ struct CudaWorld {
         OK(dk.upload(ksrc.data(), ksrc.size() * 4));
         OK(dv.upload(vsrc.data(), vsrc.size() * 4));
         OK(kvc_cache_write(pool, kLayer, reinterpret_cast<const int64_t *>(uintptr_t(info.slot_mapping)),
-                           info.num_tokens, dk.get(), dv.get(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr));
+                           info.num_tokens, dk.get(), dv.get(), KVC_DTYPE_F32, 1.0f, 1.0f, stream));
 
         const int64_t qn = info.num_tokens * nqh * d;
         const int qb = kvc_ref::dtype_size(q_dtype);
@@ -139,7 +145,8 @@ struct CudaWorld {
         ap.q_dtype = q_dtype;
         ap.scale = float(P.scale);
         ap.partition_size = partition_size;
-        OK(kvc_launch_attention(pool, batch, kLayer, dq.get(), dout.get(), &ap, nullptr));
+        OK(kvc_launch_attention(pool, batch, kLayer, dq.get(), dout.get(), &ap, stream));
+        OK(kvc::cuda::stream_sync(stream));  // a non-blocking stream does not order with download's
         OK(dout.download(out.data(), out.size()));
 
         std::vector<const float *> kp, vp;
@@ -199,6 +206,31 @@ void test_cuda_fork_copy_pending_and_storage_copy(void **) {
     assert_memory_equal(src.data(), back.data(), src.size());
 }
 
+// The whole step on a cudaStreamNonBlocking stream (no implicit ordering with the legacy default
+// stream): metadata uploaded on it by kvc_batch_set_stream, cache write and attention launched on
+// it, prefill then decode steps that reuse and change the device arrays; then back to NULL.
+void test_cuda_nonblocking_stream(void **) {
+    REQUIRE_GPU();
+    void *stream = nullptr;
+    OK(kvc::cuda::tier_stream_create(0, &stream));  // cudaStreamCreateWithFlags(cudaStreamNonBlocking)
+    {
+        CudaWorld w(16, 4, 16, 128, KVC_DTYPE_BF16, 128, 0);
+        OK(kvc_batch_set_stream(w.batch, stream));
+        const std::vector<uint64_t> ids = {5, 1, 8};
+        const std::vector<int64_t> lens = {33, 250, 16};
+        for (size_t i = 0; i < ids.size(); ++i) OK(kvc_alloc(w.pool, ids[i], nullptr, lens[i], nullptr, nullptr));
+        w.step(ids, lens, KVC_DTYPE_F16, -1, stream);
+        for (int s = 0; s < 20; ++s) {  // 16-token blocks: every sequence crosses a boundary
+            for (uint64_t id : ids) OK(kvc_append(w.pool, id, nullptr, 1, 0, nullptr));
+            w.step(ids, {1, 1, 1}, s % 2 ? KVC_DTYPE_BF16 : KVC_DTYPE_F16, s % 4 == 0 ? 32 : 0, stream);
+        }
+        OK(kvc_batch_set_stream(w.batch, nullptr));
+        for (uint64_t id : ids) OK(kvc_append(w.pool, id, nullptr, 1, 0, nullptr));
+        w.step(ids, {1, 1, 1}, KVC_DTYPE_F16, 0, nullptr);
+    }
+    kvc::cuda::tier_stream_destroy(stream);
+}
+
 // Head dims the CUDA kernels are not built for are refused before anything is launched.
 void test_cuda_unsupported_head_dim(void **) {
     REQUIRE_GPU();
@@ -225,6 +257,7 @@ int main(void) {
         cmocka_unit_test(test_cuda_e2e_prefill_decode),
         cmocka_unit_test(test_cuda_fork_copy_pending_and_storage_copy),
         cmocka_unit_test(test_cuda_unsupported_head_dim),
+        cmocka_unit_test(test_cuda_nonblocking_stream),
     };
     const int rc = cmocka_run_group_tests(tests, nullptr, nullptr);
     int32_t n = 0;

@@ -97,3 +97,35 @@ func TestPoolCloseClosesBatches(t *testing.T) {
 	}
 	must(t, b.Close())
 }
+
+// SetStream is accepted on the CPU backend and changes nothing about what a build produces.
+func TestBatchSetStreamIgnoredOnCPU(t *testing.T) {
+	p := newPool(t, cpuConfig())
+	mustV[int64](t)(p.Alloc(1, span(0, 9), nil))
+	mustV[int64](t)(p.Alloc(2, span(50, 53), nil))
+	plain := mustV[*kvc.Batch](t)(p.NewBatch(2, 32, 8))
+	defer plain.Close()
+	streamed := mustV[*kvc.Batch](t)(p.NewBatch(2, 32, 8))
+	defer streamed.Close()
+	must(t, streamed.SetStream(kvc.Stream(0xdeadb000))) // never dereferenced off CUDA
+	for _, q := range [][]int64{{9, 3}, {1, 1}} {
+		must(t, plain.Build([]uint64{1, 2}, q))
+		must(t, streamed.Build([]uint64{1, 2}, q))
+		if a, b := mustV[[]int64](t)(plain.SlotMapping()), mustV[[]int64](t)(streamed.SlotMapping()); !equalInts(a, b) {
+			t.Fatalf("q %v: slots %v with a stream, %v without", q, b, a)
+		}
+		if a, b := mustV[[]int32](t)(plain.BlockTables()), mustV[[]int32](t)(streamed.BlockTables()); !equalInts(a, b) {
+			t.Fatalf("q %v: block tables %v with a stream, %v without", q, b, a)
+		}
+	}
+	must(t, streamed.SetStream(0))
+	must(t, streamed.Build([]uint64{2}, []int64{1}))
+	want := mustV[[]int64](t)(p.SlotMapping(2, 2, 1))
+	if got := mustV[[]int64](t)(streamed.SlotMapping()); !equalInts(got, want) {
+		t.Fatalf("slots %v after resetting the stream, want %v", got, want)
+	}
+	must(t, streamed.Close())
+	if err := streamed.SetStream(0); !errors.Is(err, kvc.ErrClosed) {
+		t.Fatalf("SetStream after Close: %v", err)
+	}
+}

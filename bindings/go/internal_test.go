@@ -5,6 +5,7 @@ package kvc
 
 import (
 	"runtime"
+	"strings"
 	"testing"
 
 	"kvc.dev/kvc/internal/raw"
@@ -90,6 +91,12 @@ func TestLastErrorFunctions(t *testing.T) {
 	}
 	if st := raw.Kvc_last_error_copy(nil, 8, n[:]); st != raw.KVC_ERR_NULL_ARG {
 		t.Errorf("kvc_last_error_copy(NULL, 8): status %d, want NULL_ARG", st)
+	}
+	// kvc_batch_set_stream has no safe-layer path to a NULL batch: its NULL check is tested here.
+	if st := raw.Kvc_batch_set_stream(nil, 0); st != raw.KVC_ERR_NULL_ARG {
+		t.Errorf("kvc_batch_set_stream(NULL): status %d, want NULL_ARG", st)
+	} else if m := raw.Kvc_last_error(); !strings.Contains(m, "kvc_batch_set_stream") {
+		t.Errorf("kvc_batch_set_stream(NULL): message %q does not name the function", m)
 	}
 	// A successful call does not clear the message.
 	before := raw.Kvc_last_error()

@@ -473,9 +473,27 @@ KVC_API kvc_status kvc_batch_destroy(kvc_batch *batch);
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_seqs < 1 or > capacity, q_len < 1 or >
  *  tokens, duplicate id), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out),
  *  KVC_ERR_BUFFER_TOO_SMALL (tokens or table width over capacity), KVC_ERR_DEVICE.
- *  On failure the previous step's metadata stays intact. */
+ *  On failure the previous step's metadata stays intact. On CUDA the upload runs on the batch's
+ *  stream (kvc_batch_set_stream) and has completed when the call returns. */
 KVC_API kvc_status kvc_batch_build(kvc_batch *batch, const uint64_t *seq_ids, const int64_t *q_lens,
                                    int32_t num_seqs);
+
+/** Sets the CUDA stream (a cudaStream_t passed as void*) on which subsequent kvc_batch_build calls
+ *  upload the metadata; NULL is the default stream, the initial setting. The stream must belong to
+ *  the pool's device and stay alive while builds use it. Accepted and ignored on the CPU backend
+ *  and for metadata-only pools. kvc_batch_copy_slot_mapping / kvc_batch_copy_block_tables read the
+ *  library's host copies and use no stream.
+ *  Ordering: kvc_batch_build enqueues the upload on the stream, after the work already enqueued
+ *  there (e.g. the previous step's attention reading the same arrays), then synchronizes the stream
+ *  before returning: cudaMemcpyAsync from pageable host memory is not documented to have read its
+ *  source when it returns, and the next build rewrites that host staging. So when the build returns
+ *  the device arrays hold the new step for every stream, and earlier work on this stream has
+ *  finished; the build blocks the host for that long. Do not build while the stream is being
+ *  captured into a CUDA graph (synchronizing a capturing stream is illegal): build before
+ *  launching or replaying; the graph reads the fixed addresses of kvc_batch_info.
+ *  Like kvc_batch_build, it must not run concurrently with other calls on the same batch.
+ *  Errors: KVC_ERR_NULL_ARG (batch NULL). */
+KVC_API kvc_status kvc_batch_set_stream(kvc_batch *batch, void *stream);
 
 typedef struct kvc_batch_info {
     uint32_t struct_size;          /**< set by the caller to sizeof(kvc_batch_info) */

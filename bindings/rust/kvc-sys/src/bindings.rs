@@ -1716,12 +1716,34 @@ extern "C" {
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_seqs < 1 or > capacity, q_len < 1 or >"]
     #[doc = "  tokens, duplicate id), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out),"]
     #[doc = "  KVC_ERR_BUFFER_TOO_SMALL (tokens or table width over capacity), KVC_ERR_DEVICE."]
-    #[doc = "  On failure the previous step's metadata stays intact."]
+    #[doc = "  On failure the previous step's metadata stays intact. On CUDA the upload runs on the batch's"]
+    #[doc = "  stream (kvc_batch_set_stream) and has completed when the call returns."]
     pub fn kvc_batch_build(
         batch: *mut kvc_batch,
         seq_ids: *const u64,
         q_lens: *const i64,
         num_seqs: i32,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Sets the CUDA stream (a cudaStream_t passed as void*) on which subsequent kvc_batch_build calls"]
+    #[doc = "  upload the metadata; NULL is the default stream, the initial setting. The stream must belong to"]
+    #[doc = "  the pool's device and stay alive while builds use it. Accepted and ignored on the CPU backend"]
+    #[doc = "  and for metadata-only pools. kvc_batch_copy_slot_mapping / kvc_batch_copy_block_tables read the"]
+    #[doc = "  library's host copies and use no stream."]
+    #[doc = "  Ordering: kvc_batch_build enqueues the upload on the stream, after the work already enqueued"]
+    #[doc = "  there (e.g. the previous step's attention reading the same arrays), then synchronizes the stream"]
+    #[doc = "  before returning: cudaMemcpyAsync from pageable host memory is not documented to have read its"]
+    #[doc = "  source when it returns, and the next build rewrites that host staging. So when the build returns"]
+    #[doc = "  the device arrays hold the new step for every stream, and earlier work on this stream has"]
+    #[doc = "  finished; the build blocks the host for that long. Do not build while the stream is being"]
+    #[doc = "  captured into a CUDA graph (synchronizing a capturing stream is illegal): build before"]
+    #[doc = "  launching or replaying; the graph reads the fixed addresses of kvc_batch_info."]
+    #[doc = "  Like kvc_batch_build, it must not run concurrently with other calls on the same batch."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG (batch NULL)."]
+    pub fn kvc_batch_set_stream(
+        batch: *mut kvc_batch,
+        stream: *mut ::std::os::raw::c_void,
     ) -> kvc_status;
 }
 #[repr(C)]

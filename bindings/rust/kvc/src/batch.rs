@@ -1,5 +1,6 @@
 //! Batch metadata for one forward step: block tables, sequence lengths, slot mapping and the
 //! CSR page table, built once per step and reused by every layer.
+use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
@@ -99,6 +100,19 @@ impl<'p> Batch<'p> {
         })?;
         // SAFETY: live batch owned exclusively (&mut self); both arrays hold num_seqs entries.
         check(unsafe { sys::kvc_batch_build(self.raw.as_ptr(), seq_ids.as_ptr(), q_lens.as_ptr(), num_seqs) })
+    }
+
+    /// Sets the CUDA stream later builds upload on (`kvc_batch_set_stream`); 0 is the default
+    /// stream, the initial setting. Each build then waits for that stream before returning, so the
+    /// uploaded arrays are complete for any stream; ignored on the CPU backend and for
+    /// metadata-only pools.
+    ///
+    /// # Safety
+    /// `stream` must be 0 or a live `cudaStream_t` of the pool's device that stays alive while
+    /// [`Batch::build`] uses it (until it is replaced here or the batch is dropped), and must not
+    /// be capturing a CUDA graph during a build.
+    pub unsafe fn set_stream(&mut self, stream: u64) -> Result<()> {
+        check(sys::kvc_batch_set_stream(self.raw.as_ptr(), stream as usize as *mut c_void))
     }
 
     /// Sizes and addresses of the last build (`kvc_batch_get_info`); STATE if never built.

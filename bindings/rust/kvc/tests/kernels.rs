@@ -274,6 +274,43 @@ fn raw_cache_write_and_stream_copy() {
 }
 
 #[test]
+fn batch_stream_is_ignored_on_cpu() {
+    let pool = cpu_pool();
+    pool.alloc(1, &range(0, 9), None).unwrap();
+    pool.alloc(2, &range(20, 23), None).unwrap();
+    let mut plain = pool.batch(2, 16, 4).unwrap();
+    let mut streamed = pool.batch(2, 16, 4).unwrap();
+    // SAFETY: CPU backend: the stream is stored, never handed to CUDA or dereferenced.
+    unsafe { streamed.set_stream(0xdead_b000) }.unwrap();
+    for q in [[9i64, 3], [1, 1]] {
+        plain.build(&[1, 2], &q).unwrap();
+        streamed.build(&[1, 2], &q).unwrap();
+        assert_eq!(streamed.slot_mapping().unwrap(), plain.slot_mapping().unwrap());
+        assert_eq!(streamed.block_tables().unwrap(), plain.block_tables().unwrap());
+        let (a, b) = (plain.info().unwrap(), streamed.info().unwrap());
+        assert_eq!(
+            (a.num_tokens, a.num_indices, a.rows_uploaded),
+            (b.num_tokens, b.num_indices, b.rows_uploaded)
+        );
+    }
+    // Decode attention over the streamed batch: the reference, and the same as the plain batch.
+    let q = query(2, 0.25);
+    let (mut out_plain, mut out_streamed) = (vec![0.0f32; q.len()], vec![0.0f32; q.len()]);
+    write_seq(&pool, 1, 1);
+    write_seq(&pool, 1, 2);
+    plain.attention(1, &q, &mut out_plain, &AttentionParams::default(), None).unwrap();
+    streamed.attention(1, &q, &mut out_streamed, &AttentionParams::default(), None).unwrap();
+    let row = Q_HEADS * D;
+    assert_close(&out_streamed[..row], &reference(1, &q[..row], 8), "sequence 1");
+    assert_close(&out_streamed[row..], &reference(2, &q[row..], 2), "sequence 2");
+    assert_eq!(out_plain, out_streamed);
+    // SAFETY: 0 is the default stream.
+    unsafe { streamed.set_stream(0) }.unwrap();
+    streamed.build(&[2], &[1]).unwrap();
+    assert_eq!(streamed.slot_mapping().unwrap(), pool.slot_mapping(2, 2, 1).unwrap());
+}
+
+#[test]
 fn metadata_only_pool_has_no_storage() {
     let pool = meta_pool(4, 8);
     pool.alloc(1, &range(0, 4), None).unwrap();

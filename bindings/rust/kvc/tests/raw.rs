@@ -40,6 +40,9 @@ fn null_handles_and_out_pointers() {
         assert_eq!(sys::kvc_keys_create(null_mut()), sys::KVC_ERR_NULL_ARG);
         assert_eq!(sys::kvc_keys_set_lora(null_mut(), 1), sys::KVC_ERR_NULL_ARG);
         assert_eq!(sys::kvc_cuda_device_count(null_mut()), sys::KVC_ERR_NULL_ARG);
+        assert_eq!(sys::kvc_batch_set_stream(null_mut(), null_mut()), sys::KVC_ERR_NULL_ARG);
+        let msg = std::ffi::CStr::from_ptr(sys::kvc_last_error()).to_string_lossy().into_owned();
+        assert!(msg.contains("kvc_batch_set_stream"), "{}", msg);
         let pool = meta_pool();
         // Prefix caching is on: tokens may not be NULL.
         assert_eq!(sys::kvc_alloc(pool, 1, null(), 5, null(), &mut n), sys::KVC_ERR_NULL_ARG);

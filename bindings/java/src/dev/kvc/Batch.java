@@ -119,6 +119,17 @@ public final class Batch implements AutoCloseable {
         with("kvc_batch_build", true, (h, b) -> KvcNative.kvc_batch_build(b, ids, lens, ids.length));
     }
 
+    /**
+     * Sets the CUDA stream (a cudaStream_t as a long; 0 = the default stream, the initial setting)
+     * later builds upload on (kvc_batch_set_stream). Each build then waits for that stream before
+     * returning, so the uploaded arrays are complete for any stream. The caller keeps the stream
+     * alive while builds use it and never builds while it is capturing a CUDA graph. Ignored on
+     * the CPU backend.
+     */
+    public void setStream(long stream) {
+        with("kvc_batch_set_stream", true, (h, b) -> KvcNative.kvc_batch_set_stream(b, stream));
+    }
+
     private static BatchInfo info(long b) {
         kvc_batch_info i = new kvc_batch_info();
         try {

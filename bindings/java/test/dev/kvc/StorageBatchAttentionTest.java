@@ -171,6 +171,33 @@ class StorageBatchAttentionTest {
         b.close();
     }
 
+    @Test
+    void batchSetStreamIgnoredOnCpu() {
+        try (Pool p = Pool.create(cpu())) {
+            p.alloc(1, span(0, 9), null);
+            p.alloc(2, span(50, 53), null);
+            try (Batch plain = p.newBatch(2, 32, 8); Batch streamed = p.newBatch(2, 32, 8)) {
+                streamed.setStream(0xdeadb000L); // never dereferenced off CUDA
+                for (long[] q : new long[][] {{9, 3}, {1, 1}}) {
+                    plain.build(new long[] {1, 2}, q);
+                    streamed.build(new long[] {1, 2}, q);
+                    assertArrayEquals(plain.slotMapping(), streamed.slotMapping());
+                    assertArrayEquals(plain.blockTables(), streamed.blockTables());
+                    assertEquals(plain.info().numIndices(), streamed.info().numIndices());
+                }
+                streamed.setStream(0);
+                streamed.build(new long[] {2}, new long[] {1});
+                assertArrayEquals(p.slotMapping(2, 2, 1), streamed.slotMapping());
+            }
+            Batch closed = p.newBatch(1, 8, 2);
+            closed.close();
+            expectStatus(Status.STATE, () -> closed.setStream(0));
+        }
+        // The public class never passes a NULL batch; the C check is reached through KvcNative.
+        KvcException e = expectStatus(Status.NULL_ARG, () -> KvcNative.kvc_batch_set_stream(0, 0));
+        assertTrue(e.libraryMessage().contains("kvc_batch_set_stream"), e.libraryMessage());
+    }
+
     /** Causal GQA attention in double for one sequence whose K/V are kvValue rows. */
     static float[] reference(float[] q, int seqLen, int qLen, int qHeads, int kvHeads, int dim, float scale,
             float softcap, int window) {
