@@ -55,7 +55,7 @@ public:
         pc.head_dim = m.cfg.head_dim;
         pc.kv_dtype = cfg.kv_dtype;
         pc.max_seq_len = cfg.max_seq_len;
-        pc.backend = KVC_BACKEND_CPU;
+        pc.backend = cfg.backend;
         pc.event_capacity = 0;
         kvc_check(kvc_bytes_per_block(&pc, &report_.bytes_per_block), "kvc_bytes_per_block");
         kvc_check(kvc_pool_create(&pc, &pool_), "kvc_pool_create");
@@ -66,7 +66,7 @@ public:
         const int32_t max_blocks_per_seq = int32_t((cfg.max_seq_len + cfg.block_size - 1) / cfg.block_size);
         // A lone prefill may exceed the per-step budget, up to a whole sequence.
         batch_capacity_ = cfg.max_batched_tokens + cfg.max_seq_len;
-        forward_ = std::make_unique<PagedForward>(m, pool_, cfg.max_seqs, batch_capacity_, max_blocks_per_seq);
+        forward_ = std::make_unique<PagedForward>(m, pool_, cfg.backend, cfg.max_seqs, batch_capacity_, max_blocks_per_seq);
         logits_.resize(size_t(cfg.max_seqs) * size_t(m.cfg.vocab));
         reqs_.resize(w.requests.size());
         for (size_t i = 0; i < w.requests.size(); i++) reqs_[i].samples_left = w.requests[i].n;

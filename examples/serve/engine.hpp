@@ -21,6 +21,7 @@ struct EngineConfig {
     int32_t block_size = 16;
     int64_t num_blocks = 128;
     int32_t kv_dtype = KVC_DTYPE_F32;
+    int32_t backend = KVC_BACKEND_CPU;  // the pool's; CUDA moves activations through device buffers
     int32_t max_seqs = 16;             // sequences per batch
     int64_t max_batched_tokens = 512;  // new tokens per batch (a lone long prefill may exceed it)
     int64_t max_seq_len = 1024;

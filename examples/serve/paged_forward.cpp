@@ -7,9 +7,9 @@
 
 namespace serve {
 
-PagedForward::PagedForward(const Model &m, kvc_pool *pool, int32_t max_seqs, int64_t max_tokens,
+PagedForward::PagedForward(const Model &m, kvc_pool *pool, int32_t backend, int32_t max_seqs, int64_t max_tokens,
                            int32_t max_blocks_per_seq)
-    : m_(m), pool_(pool), max_tokens_(max_tokens) {
+    : m_(m), pool_(pool), max_tokens_(max_tokens), on_device_(backend == KVC_BACKEND_CUDA) {
     const ModelConfig &c = m.cfg;
     kvc_check(kvc_batch_create(pool, max_seqs, max_tokens, max_blocks_per_seq, &batch_), "kvc_batch_create");
     kvc_check(kvc_attention_params_default(&params_), "kvc_attention_params_default");
@@ -26,6 +26,12 @@ PagedForward::PagedForward(const Model &m, kvc_pool *pool, int32_t max_seqs, int
     last_.resize(size_t(max_seqs) * size_t(c.d_model));
     pos_.resize(T);
     ids_.reserve(size_t(max_seqs));
+    if (on_device_) {
+        dq_ = DeviceBuffer(q_.size() * sizeof(float));
+        dk_ = DeviceBuffer(k_.size() * sizeof(float));
+        dv_ = DeviceBuffer(v_.size() * sizeof(float));
+        dattn_ = DeviceBuffer(attn_.size() * sizeof(float));
+    }
     q_lens_.reserve(size_t(max_seqs));
 }
 
@@ -55,8 +61,8 @@ void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
     kvc_batch_info info;
     info.struct_size = sizeof info;
     kvc_check(kvc_batch_get_info(batch_, &info), "kvc_batch_get_info");
-    // On the CPU backend the batch's arrays live in host memory; the slot mapping built once per step
-    // is reused by every layer's cache write.
+    // The batch's arrays live in the backend's memory (device memory on CUDA); the slot mapping built
+    // once per step is reused by every layer's cache write.
     const int64_t *slots = reinterpret_cast<const int64_t *>(static_cast<uintptr_t>(info.slot_mapping));
     for (int32_t l = 0; l < c.num_layers; l++) {
         const LayerWeights &w = m_.layers[size_t(l)];
@@ -66,10 +72,7 @@ void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
         matmul(h_.data(), w.wv.data(), v_.data(), T, d, c.kv_dim());
         apply_rope(q_.data(), pos_.data(), T, c.num_q_heads, c.head_dim, m_.rope_inv_freq.data());
         apply_rope(k_.data(), pos_.data(), T, c.num_kv_heads, c.head_dim, m_.rope_inv_freq.data());
-        kvc_check(kvc_cache_write(pool_, l, slots, T, k_.data(), v_.data(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr),
-                  "kvc_cache_write");
-        kvc_check(kvc_launch_attention(pool_, batch_, l, q_.data(), attn_.data(), &params_, nullptr),
-                  "kvc_launch_attention");
+        attention(l, T, slots);
         matmul_add(attn_.data(), w.wo.data(), x_.data(), T, c.q_dim(), d);
         rms_norm(x_.data(), w.mlp_norm.data(), h_.data(), T, c.d_model, c.rms_eps);
         mlp_add(w, c, h_.data(), x_.data(), T, scratch_.data());
@@ -81,6 +84,30 @@ void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
         std::copy_n(x_.data() + (row - 1) * d, d, last_.data() + int64_t(i) * d);
     }
     lm_logits(m_, last_.data(), logits, int64_t(entries.size()), h_.data());
+}
+
+// The step's new K/V into the cache, then paged attention over it: directly on host buffers on the
+// CPU backend; through device buffers on CUDA (synchronous copies on the default stream, the stream
+// libkvc launches on when given NULL, so no extra synchronization is needed).
+void PagedForward::attention(int32_t layer, int64_t T, const int64_t *slots) {
+    if (!on_device_) {
+        kvc_check(kvc_cache_write(pool_, layer, slots, T, k_.data(), v_.data(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr),
+                  "kvc_cache_write");
+        kvc_check(kvc_launch_attention(pool_, batch_, layer, q_.data(), attn_.data(), &params_, nullptr),
+                  "kvc_launch_attention");
+        return;
+    }
+    const ModelConfig &c = m_.cfg;
+    const size_t q_bytes = size_t(T) * size_t(c.q_dim()) * sizeof(float);
+    const size_t kv_bytes = size_t(T) * size_t(c.kv_dim()) * sizeof(float);
+    dq_.upload(q_.data(), q_bytes);
+    dk_.upload(k_.data(), kv_bytes);
+    dv_.upload(v_.data(), kv_bytes);
+    kvc_check(kvc_cache_write(pool_, layer, slots, T, dk_.get(), dv_.get(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr),
+              "kvc_cache_write");
+    kvc_check(kvc_launch_attention(pool_, batch_, layer, dq_.get(), dattn_.get(), &params_, nullptr),
+              "kvc_launch_attention");
+    dattn_.download(attn_.data(), q_bytes);
 }
 
 }  // namespace serve

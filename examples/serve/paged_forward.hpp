@@ -1,7 +1,9 @@
 // One forward step of the model over a batch of sequences whose KV cache lives in a libkvc pool:
 // kvc_batch_build once per step, then per layer kvc_cache_write for the new tokens' K/V and
 // kvc_launch_attention. Prefill (many new tokens, possibly after a prefix hit) and decode (one new
-// token) sequences may be mixed in one batch.
+// token) sequences may be mixed in one batch. The model itself runs on the host; on libkvc's CUDA
+// backend each layer's q/k/v go to device buffers for the two libkvc calls and the attention output
+// comes back (the demo shows libkvc's side of a GPU step, not a GPU transformer).
 #pragma once
 
 #include <kvc/kvc.h>
@@ -9,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "device_memory.hpp"
 #include "model.hpp"
 
 namespace serve {
@@ -22,8 +25,10 @@ struct BatchEntry {
 
 class PagedForward {
 public:
-    // Scratch buffers are sized once for max_seqs sequences and max_tokens new tokens per step.
-    PagedForward(const Model &m, kvc_pool *pool, int32_t max_seqs, int64_t max_tokens, int32_t max_blocks_per_seq);
+    // Scratch buffers are sized once for max_seqs sequences and max_tokens new tokens per step;
+    // backend is the pool's (KVC_BACKEND_CPU: libkvc reads the host buffers directly).
+    PagedForward(const Model &m, kvc_pool *pool, int32_t backend, int32_t max_seqs, int64_t max_tokens,
+                 int32_t max_blocks_per_seq);
     ~PagedForward();
     PagedForward(const PagedForward &) = delete;
     PagedForward &operator=(const PagedForward &) = delete;
@@ -40,6 +45,10 @@ private:
     std::vector<uint64_t> ids_;
     std::vector<int64_t> q_lens_, pos_;
     std::vector<float> x_, h_, q_, k_, v_, attn_, scratch_, last_;
+    bool on_device_ = false;
+    DeviceBuffer dq_, dk_, dv_, dattn_;  // CUDA backend only
+
+    void attention(int32_t layer, int64_t T, const int64_t *slots);
 };
 
 }  // namespace serve

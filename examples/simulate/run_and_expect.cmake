@@ -2,6 +2,8 @@
 # PASS_REGULAR_EXPRESSION alone cannot do (it ignores the exit status).
 #   cmake -DCMD="prog|arg1|arg2" -DEXPECT_RC=0|nonzero -DREGEX="..." [-DABSENT=file] -P run_and_expect.cmake
 # ABSENT: a file the program must not leave behind (deleted first), e.g. a plot after a failed run.
+# SKIP_REGEX: output meaning "cannot run here" (no GPU); the caller also sets it as the test's
+# SKIP_REGULAR_EXPRESSION so ctest reports the entry as skipped.
 string(REPLACE "|" ";" argv "${CMD}")
 if(ABSENT)
   file(REMOVE "${ABSENT}" "${ABSENT}.tmp")
@@ -9,6 +11,9 @@ endif()
 execute_process(COMMAND ${argv} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 set(all "${out}${err}")
 message("${all}")
+if(SKIP_REGEX AND all MATCHES "${SKIP_REGEX}")
+  return()  # ctest's SKIP_REGULAR_EXPRESSION (same regex) reports the entry as skipped
+endif()
 if(EXPECT_RC STREQUAL "nonzero")
   # A clean refusal: an exit status 1..255, not 0 and not a crash (rc is then a signal description).
   if(NOT rc MATCHES "^[0-9]+$" OR rc EQUAL 0)

@@ -1,16 +1,92 @@
 // Fiber-based execution of emulated kernels and the CUDA runtime subset libkvc uses, on host memory.
 #include "cuda_emulation.hpp"
 
-#include <ucontext.h>
-
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <vector>
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
 
 #include "cpu/dtype_convert.hpp"
 
+// ---- Fiber contexts --------------------------------------------------------------------------------
+// x86-64: a register-only switch (callee-saved registers, MXCSR and the x87 control word; the SysV ABI
+// lets everything else be clobbered across the call). ucontext's swapcontext also saves the signal
+// mask with a system call on every switch, which made the emulator spend half its time in the kernel.
+// Other architectures keep ucontext.
+#if defined(__x86_64__)
+extern "C" void kvc_emu_switch(void **save_sp, void *load_sp);
+asm(R"(
+    .text
+    .globl kvc_emu_switch
+    .hidden kvc_emu_switch
+    .type kvc_emu_switch, @function
+kvc_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size kvc_emu_switch, .-kvc_emu_switch
+)");
+#endif
+
 namespace kvc_emu {
 namespace {
+
+#if defined(__x86_64__)
+struct Context {
+    void *sp = nullptr;
+};
+// A fresh stack laid out as if kvc_emu_switch had saved it inside a call made from `entry`'s caller:
+// control word slot, six callee-saved registers, then `entry` as the return address, so the first
+// switch to it "returns" into entry with the stack aligned as after a call (rsp = 8 mod 16).
+void context_init(Context *c, char *stack, size_t bytes, void (*entry)()) {
+    const uintptr_t top = (reinterpret_cast<uintptr_t>(stack) + bytes) & ~uintptr_t(15);
+    auto *slots = reinterpret_cast<uint64_t *>(top - 72);
+    uint32_t mxcsr;
+    uint16_t fpucw;
+    asm volatile("stmxcsr %0" : "=m"(mxcsr));
+    asm volatile("fnstcw %0" : "=m"(fpucw));
+    std::memset(slots, 0, 72);
+    std::memcpy(&slots[0], &mxcsr, 4);
+    std::memcpy(reinterpret_cast<char *>(&slots[0]) + 4, &fpucw, 2);
+    slots[7] = reinterpret_cast<uint64_t>(entry);
+    c->sp = slots;
+}
+void context_switch(Context *from, Context *to) { kvc_emu_switch(&from->sp, to->sp); }
+#else
+struct Context {
+    ucontext_t uc;
+};
+void context_init(Context *c, char *stack, size_t bytes, void (*entry)()) {
+    getcontext(&c->uc);
+    c->uc.uc_stack.ss_sp = stack;
+    c->uc.uc_stack.ss_size = bytes;
+    c->uc.uc_link = nullptr;  // fibers never return: they switch back to the scheduler
+    makecontext(&c->uc, entry, 0);
+}
+void context_switch(Context *from, Context *to) { swapcontext(&from->uc, &to->uc); }
+#endif
 
 constexpr size_t kStackBytes = 512 * 1024;
 constexpr int kMaxThreads = 1024;
@@ -22,7 +98,7 @@ struct Copy {
 };
 
 struct Fiber {
-    ucontext_t ctx;
+    Context ctx;
     Index3 tid;
     bool done = false;
     std::vector<Copy> open;                 // cp.async issued since the last commit
@@ -33,7 +109,7 @@ struct Cta {
     Index3 block, bdim, gdim;
     std::vector<Fiber> fibers;
     std::vector<unsigned char> smem;
-    ucontext_t sched;
+    Context sched;
     const std::function<void()> *body = nullptr;
     int current = -1;
     int live = 0;
@@ -46,13 +122,13 @@ struct Cta {
 };
 
 Cta g_cta;
-std::vector<char> g_stacks;
+std::unique_ptr<char[]> g_stacks;  // kMaxThreads stacks, left uninitialized (untouched pages cost nothing)
 uint64_t g_events = 0;  // barrier arrivals and thread exits: a scheduler pass without one is a deadlock
 
 Fiber &me() { return g_cta.fibers[size_t(g_cta.current)]; }
 int my_index() { return g_cta.current; }
 
-void yield() { swapcontext(&me().ctx, &g_cta.sched); }
+void yield() { context_switch(&me().ctx, &g_cta.sched); }
 
 void fiber_main() {
     (*g_cta.body)();
@@ -61,7 +137,7 @@ void fiber_main() {
     ++g_events;
     --g_cta.live;
     --g_cta.warp_live[size_t(my_index() / 32)];
-    // uc_link returns to the scheduler.
+    yield();  // never resumed
 }
 
 void warp_sync() {
@@ -170,7 +246,7 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()
         std::fprintf(stderr, "kvc_emu: bad block size %d\n", threads);
         std::abort();
     }
-    if (g_stacks.empty()) g_stacks.resize(kStackBytes * kMaxThreads);
+    if (!g_stacks) g_stacks.reset(new char[kStackBytes * kMaxThreads]);
     const int warps = (threads + 31) / 32;
     for (unsigned z = 0; z < grid.z; ++z)
         for (unsigned y = 0; y < grid.y; ++y)
@@ -194,18 +270,14 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()
                 for (int t = 0; t < threads; ++t) {
                     Fiber &f = c.fibers[size_t(t)];
                     f.tid = {unsigned(t) % block.x, (unsigned(t) / block.x) % block.y, unsigned(t) / (block.x * block.y)};
-                    getcontext(&f.ctx);
-                    f.ctx.uc_stack.ss_sp = g_stacks.data() + size_t(t) * kStackBytes;
-                    f.ctx.uc_stack.ss_size = kStackBytes;
-                    f.ctx.uc_link = &c.sched;
-                    makecontext(&f.ctx, fiber_main, 0);
+                    context_init(&f.ctx, g_stacks.get() + size_t(t) * kStackBytes, kStackBytes, fiber_main);
                 }
                 while (c.live > 0) {
                     const uint64_t events = g_events;
                     for (int t = 0; t < threads; ++t) {
                         if (c.fibers[size_t(t)].done) continue;
                         c.current = t;
-                        swapcontext(&c.sched, &c.fibers[size_t(t)].ctx);
+                        context_switch(&c.sched, &c.fibers[size_t(t)].ctx);
                     }
                     if (g_events == events) {
                         std::fprintf(stderr, "kvc_emu: deadlock in block (%u,%u,%u): %d threads wait at barriers "
@@ -257,6 +329,10 @@ cudaError_t cudaFree(void *p) {
 cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
 cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind, cudaStream_t) {
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind) {
     std::memmove(dst, src, bytes);
     return cudaSuccess;
 }
