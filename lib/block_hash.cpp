@@ -36,7 +36,9 @@ unsigned char *put_u64(unsigned char *p, uint64_t v) {
 
 }  // namespace
 
-Hash128 hash_bytes(const void *data, size_t len) {
+// flatten: XXH3_128bits and its short-input paths are inlined here (GCC otherwise leaves a call
+// to the public entry point, which dispatches on the length again).
+__attribute__((flatten)) Hash128 hash_bytes(const void *data, size_t len) {
     Hash128 h;
     if (kvct_hash_fn fn = g_hash_override.load(std::memory_order_relaxed)) {
         fn(data, len, &h.hi, &h.lo);
@@ -50,19 +52,36 @@ Hash128 hash_bytes(const void *data, size_t len) {
 
 void BlockHasher::init(int32_t block_size) {
     block_size_ = block_size;
-    size_t tokens = size_t(block_size) * sizeof(int32_t);
-    buf_.assign(sizeof(Hash128) + tokens + kLoraBytes + kSaltBytes + size_t(block_size) * kMmBytes, 0);
+    staged_bytes_ = sizeof(Hash128) + size_t(block_size) * sizeof(int32_t);
+    buf_.assign(staged_bytes_ + kLoraBytes + kSaltBytes + size_t(block_size) * kMmBytes, 0);
+}
+
+int32_t *BlockHasher::stage_in_scratch(const Hash128 &parent) {
+    unsigned char *p = buf_.data();
+    p = put_u64(p, parent.hi);
+    put_u64(p, parent.lo);
+    return reinterpret_cast<int32_t *>(buf_.data() + sizeof(Hash128));
 }
 
 BlockKey BlockHasher::hash_block(const Hash128 &parent, const int32_t *block_tokens, int64_t index,
                                  const KeySet &keys) {
+    copy_block_tokens(stage_in_scratch(parent), block_tokens, staged_bytes_ - sizeof(Hash128));
+    return finish(index, keys);
+}
+
+BlockKey BlockHasher::hash_staged(const void *staged, int64_t index, const KeySet &keys) {
+    if (keys.lora_id == 0 && keys.mm.empty() && (index != 0 || keys.salt_len == 0)) {
+        BlockKey key;  // no extra keys: LoRA id and digest 0, the hash covers the staged bytes only
+        key.hash = hash_bytes(staged, staged_bytes_);
+        return key;
+    }
+    if (staged != buf_.data()) std::memcpy(buf_.data(), staged, staged_bytes_);
+    return finish(index, keys);
+}
+
+BlockKey BlockHasher::finish(int64_t index, const KeySet &keys) {
     BlockKey key;
-    unsigned char *p = buf_.data();
-    p = put_u64(p, parent.hi);
-    p = put_u64(p, parent.lo);
-    size_t token_bytes = size_t(block_size_) * sizeof(int32_t);
-    copy_block_tokens(p, block_tokens, token_bytes);
-    p += token_bytes;
+    unsigned char *p = buf_.data() + staged_bytes_;
 
     // Salt and multimodal keys first: they form the digest recorded per block.
     unsigned char *extras = p;

@@ -62,8 +62,25 @@ public:
     BlockKey hash_block(const Hash128 &parent, const int32_t *block_tokens, int64_t index,
                         const KeySet &keys);
 
+    // The same key, for a block whose "parent hash || token ids" (16 + block_size x 4 bytes, the
+    // parent as hi then lo) the caller already laid out contiguously at `staged`. Blocks without
+    // extra keys, the common case, are hashed right there: no copy into the scratch buffer.
+    BlockKey hash_staged(const void *staged, int64_t index, const KeySet &keys);
+    // hash_staged()'s hash for keys known to add nothing (no LoRA id, salt or multimodal item);
+    // the LoRA id and digest are 0 then.
+    Hash128 hash_plain(const void *staged) const { return hash_bytes(staged, staged_bytes_); }
+
+    // Staging area in the scratch buffer, for callers with nowhere else to lay the block out:
+    // writes `parent` and returns where the block_size token ids go; hash_staged(scratch(), ...).
+    int32_t *stage_in_scratch(const Hash128 &parent);
+    const void *scratch() const { return buf_.data(); }
+
 private:
+    // Appends the block's tagged extra keys behind the staged input in buf_ and hashes it all.
+    BlockKey finish(int64_t index, const KeySet &keys);
+
     int32_t block_size_ = 0;
+    size_t staged_bytes_ = 0;  // parent hash + token ids
     std::vector<unsigned char> buf_;
 };
 

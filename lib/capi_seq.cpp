@@ -105,14 +105,14 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
             s->table.reserve(size_t(plan.blocks));
             if (p->caching) {
                 s->tail.reserve(size_t(p->block_size));
-                s->keys.assign(ks);
+                s->set_keys(ks);
             }
         } catch (...) {
             p->seqs.erase(s);
             throw;
         }
         // ---- from here on nothing can fail ----
-        s->keys.priority = ks.priority;
+        s->keys.priority = s->priority = ks.priority;
         // Device hits are referenced before any fresh block is taken, so eviction cannot take them.
         const int64_t restores = plan.walk.host_hits;
         for (int64_t i = 0; i < plan.walk.hit_blocks; ++i) {
@@ -203,8 +203,8 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
         reserve_geometric(s->table, new_nb);
         if (cows) p->copies.ensure_room(cows);
         // ---- from here on nothing can fail ----
-        if (fresh > 0) {  // (the keys, with the priority, sit in a cold cache line: read them only here)
-            const int32_t prio = s->keys.priority;
+        if (fresh > 0) {
+            const int32_t prio = s->priority;
             for (int64_t i = first_written; i < last_written && cows; ++i) {
                 int32_t src = s->table[size_t(i)];
                 if (p->blocks.refcount(src) <= 1) continue;
@@ -248,7 +248,7 @@ KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_i
             c->table.assign(parent->table.begin(), parent->table.end());
             c->tail.reserve(parent->tail.capacity());
             c->tail.assign(parent->tail.begin(), parent->tail.end());
-            c->keys.assign(parent->keys);
+            c->set_keys(parent->keys);
         } catch (...) {
             p->seqs.erase(c);
             throw;

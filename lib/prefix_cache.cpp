@@ -1,43 +1,39 @@
 #include "prefix_cache.hpp"
 
 #include <algorithm>
+#include <new>
 
 namespace kvc {
 
 void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
     block_size_ = block_size;
     token_bytes_ = size_t(block_size) * sizeof(int32_t);
+    lines_per_record_ = int32_t((sizeof(Record) + token_bytes_ + sizeof(Line) - 1) / sizeof(Line));
     uint64_t cap = 16;
     while (cap < uint64_t(num_blocks) * 2) cap <<= 1;
     mask_ = cap - 1;
     size_ = 0;
     slots_.assign(cap, Slot{});
-    meta_.assign(size_t(num_blocks), Meta{});
-    tokens_.assign(size_t(num_blocks) * size_t(block_size), 0);
+    lines_.reset(new Line[size_t(num_blocks) * size_t(lines_per_record_)]());  // zeroed token rows
+    for (int32_t b = 0; b < num_blocks; ++b) new (rec(b)) Record();
 }
 
 void PrefixCache::insert(int32_t b, const Hash128 &parent, const BlockKey &key, const int32_t *tokens) {
-    Meta &m = meta_[b];
-    m.hash = key.hash;
-    m.parent = parent;
-    m.lora_id = key.lora_id;
-    m.extras_digest = key.extras_digest;
-    copy_block_tokens(tokens_.data() + int64_t(b) * block_size_, tokens, token_bytes_);
-    uint64_t i = key.hash.lo & mask_;
-    while (slots_[i].block >= 0) i = (i + 1) & mask_;
-    slots_[i].block = b;
-    slots_[i].tag = tag_of(key.hash);
-    ++size_;
+    int32_t *row = stage(b, parent);
+    if (row != tokens) copy_block_tokens(row, tokens, token_bytes_);
+    uint64_t slot = key.hash.lo & mask_;
+    while (slots_[slot].block >= 0) slot = (slot + 1) & mask_;
+    insert_at(slot, b, key);
 }
 
 void PrefixCache::erase(int32_t b) {
-    uint64_t i = meta_[b].hash.lo & mask_;
+    uint64_t i = rec(b)->hash.lo & mask_;
     while (slots_[i].block != b) i = (i + 1) & mask_;
     // Backward-shift deletion: pull later entries of the probe run into the hole so every entry
     // stays reachable from its home slot without tombstones.
     uint64_t hole = i;
     for (uint64_t j = (i + 1) & mask_; slots_[j].block >= 0; j = (j + 1) & mask_) {
-        uint64_t home = meta_[slots_[j].block].hash.lo & mask_;
+        uint64_t home = rec(slots_[j].block)->hash.lo & mask_;
         // Move j into the hole unless its home lies cyclically in (hole, j].
         bool home_after_hole = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
         if (!home_after_hole) {

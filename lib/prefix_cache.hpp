@@ -6,12 +6,17 @@
 // allocate. Each hash maps to one block: when a second block fills with content whose hash is
 // already cached, the existing entry is kept and the new block stays uncached.
 //
-// Token ids are stored in one flat array [num_blocks x block_size], written when a block enters the
-// cache; no per-block allocation.
+// Per block one record, preallocated and aligned to a cache line, no per-block allocation:
+//   [hash 16][lora id 8][extras digest 8][parent hash 16][token ids block_size x 4]
+// A hit's comparison reads the first line; the parent hash sits right before the token ids so that
+// "parent || token ids", the input of the block's chained hash (block_hash.hpp), is one contiguous
+// run: a filling block is staged there and hashed in place, and entering it in the cache then
+// writes only the hash, the LoRA id, the digest and the map slot (no copy of the token ids).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "block_hash.hpp"
@@ -25,28 +30,55 @@ public:
     int64_t size() const { return size_; }
 
     // Block cached under this hash, or -1. Slots carry 32 bits of the hash, so a probe past a
-    // different entry does not touch that block's metadata.
+    // different entry does not touch that block's record.
     int32_t find(const Hash128 &h) const {
+        uint64_t unused;
+        return find_or_slot(h, &unused);
+    }
+
+    // find(), and on a miss the empty slot that ended the probe: insert_at() uses it, so entering a
+    // block after a miss does not probe again.
+    int32_t find_or_slot(const Hash128 &h, uint64_t *empty_slot) const {
         const uint32_t tag = tag_of(h);
         for (uint64_t i = h.lo & mask_;; i = (i + 1) & mask_) {
             const Slot &sl = slots_[i];
-            if (sl.block < 0) return -1;
-            if (sl.tag == tag && meta_[sl.block].hash == h) return sl.block;
+            if (sl.block < 0) {
+                *empty_slot = i;
+                return -1;
+            }
+            if (sl.tag == tag && rec(sl.block)->hash == h) return sl.block;
         }
     }
 
     // True when block b (found under key.hash) holds exactly this content.
     bool verify(int32_t b, const Hash128 &parent, const BlockKey &key, const int32_t *tokens) const {
-        const Meta &m = meta_[b];
-        return m.parent == parent && m.lora_id == key.lora_id && m.extras_digest == key.extras_digest &&
+        const Record *r = rec(b);
+        return r->parent == parent && r->lora_id == key.lora_id && r->extras_digest == key.extras_digest &&
                std::memcmp(tokens_of(b), tokens, token_bytes_) == 0;
     }
 
-    // Starts loading block b's metadata and token row (about to be written by insert), so the
-    // misses overlap with hashing instead of following it.
-    void prefetch_for_insert(int32_t b) const {
-        __builtin_prefetch(&meta_[size_t(b)], 1);
-        __builtin_prefetch(tokens_.data() + int64_t(b) * block_size_, 1);
+    // ---- Staging a filling block in its own record (b must not be cached) ----
+    // Writes `parent` in front of b's token row and returns the row for the caller to fill with the
+    // block's token ids; staged_input(b) is then "parent || token ids" (staged_input_bytes() long),
+    // ready to hash. Until insert_at(), nothing reads an uncached block's record.
+    int32_t *stage(int32_t b, const Hash128 &parent) {
+        Record *r = rec(b);
+        r->parent = parent;
+        return tokens_of_mut(b);
+    }
+    const void *staged_input(int32_t b) const { return &rec(b)->parent; }
+    size_t staged_input_bytes() const { return sizeof(Hash128) + token_bytes_; }
+
+    // Enters block b, staged with stage(), under key.hash at the empty slot find_or_slot() gave
+    // (nothing else may have changed the map in between).
+    void insert_at(uint64_t empty_slot, int32_t b, const BlockKey &key) {
+        Record *r = rec(b);
+        r->hash = key.hash;
+        r->lora_id = key.lora_id;
+        r->extras_digest = key.extras_digest;
+        slots_[empty_slot].block = b;
+        slots_[empty_slot].tag = tag_of(key.hash);
+        ++size_;
     }
 
     // Enters block b (not cached, key.hash not in the map) with its identity and tokens.
@@ -58,23 +90,28 @@ public:
     // Drops every entry (the blocks' cached flags are the caller's business).
     void clear();
 
-    const Hash128 &hash_of(int32_t b) const { return meta_[b].hash; }
-    const Hash128 &parent_of(int32_t b) const { return meta_[b].parent; }
-    uint64_t lora_of(int32_t b) const { return meta_[b].lora_id; }
-    uint64_t digest_of(int32_t b) const { return meta_[b].extras_digest; }
-    const int32_t *tokens_of(int32_t b) const { return tokens_.data() + int64_t(b) * block_size_; }
+    const Hash128 &hash_of(int32_t b) const { return rec(b)->hash; }
+    const Hash128 &parent_of(int32_t b) const { return rec(b)->parent; }
+    uint64_t lora_of(int32_t b) const { return rec(b)->lora_id; }
+    uint64_t digest_of(int32_t b) const { return rec(b)->extras_digest; }
+    const int32_t *tokens_of(int32_t b) const { return reinterpret_cast<const int32_t *>(rec(b) + 1); }
 
     // For the invariant checker: slot contents.
     int64_t slot_count() const { return int64_t(slots_.size()); }
     int32_t slot(int64_t i) const { return slots_[size_t(i)].block; }
 
 private:
-    // One cache line holds everything a hit compares except the tokens (one miss, not four).
-    struct Meta {
+    // The fixed-size head of a block's record; the token ids follow it directly (48 bytes in, so
+    // they are 16-byte aligned).
+    struct Record {
         Hash128 hash;
-        Hash128 parent;
         uint64_t lora_id = 0;
         uint64_t extras_digest = 0;
+        Hash128 parent;
+    };
+    static_assert(sizeof(Record) == 48, "the parent hash must end where the token ids start");
+    struct alignas(64) Line {
+        unsigned char bytes[64];
     };
     struct Slot {
         int32_t block = -1;
@@ -82,13 +119,16 @@ private:
     };
     static uint32_t tag_of(const Hash128 &h) { return uint32_t(h.hi >> 32); }
 
+    Record *rec(int32_t b) const { return reinterpret_cast<Record *>(lines_.get() + int64_t(b) * lines_per_record_); }
+    int32_t *tokens_of_mut(int32_t b) { return reinterpret_cast<int32_t *>(rec(b) + 1); }
+
     int32_t block_size_ = 0;
+    int32_t lines_per_record_ = 0;
     size_t token_bytes_ = 0;
     uint64_t mask_ = 0;
     int64_t size_ = 0;
     std::vector<Slot> slots_;
-    std::vector<Meta> meta_;
-    std::vector<int32_t> tokens_;
+    std::unique_ptr<Line[]> lines_;  // num_blocks records of lines_per_record_ lines
 };
 
 }  // namespace kvc

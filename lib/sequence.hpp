@@ -19,7 +19,8 @@ namespace kvc {
 
 struct Sequence {
     // Layout: the first 64 bytes are everything a decode step without caching reads; the token
-    // tail and chain (caching) follow; the large KeySet (inline salt) comes last.
+    // tail and chain (caching) follow; the large KeySet (inline salt) comes last and is read on
+    // the hot paths only when extra_keys says it matters.
     uint64_t id = 0;
     int64_t num_tokens = 0;
     int64_t reserved_end = 0;
@@ -29,6 +30,10 @@ struct Sequence {
     // still write into shared (cache hits are full blocks, never written). When false, append
     // skips the copy-on-write refcount check, saving a cache miss per decode step.
     bool may_share_tail = false;
+    // False when the keys add nothing to any block's hash (no LoRA id, salt or multimodal item):
+    // filling a block then never reads `keys`, which sit several cache lines further on.
+    bool extra_keys = false;
+    int32_t priority = KVC_PRIORITY_DEFAULT;  // = keys.priority, kept here for the same reason
     int64_t num_hashed = 0;       // leading full blocks whose hash is known (cached or not)
     // Confirmed token ids not yet in a hashed block: positions [num_hashed x bs, num_tokens), fewer
     // than block_size (hashing is incremental through `chain`, so older ids are never needed).
@@ -40,6 +45,13 @@ struct Sequence {
     std::vector<int32_t> swap_slots;
     KeySet keys;
 
+    // Takes the request's keys (may throw std::bad_alloc before changing anything).
+    void set_keys(const KeySet &k) {
+        keys.assign(k);
+        extra_keys = k.lora_id != 0 || k.salt_len > 0 || !k.mm.empty();
+        priority = k.priority;
+    }
+
     void reset(uint64_t new_id) {
         id = new_id;
         table.clear();
@@ -50,6 +62,8 @@ struct Sequence {
         chain = kRootHash;
         swapped_out = false;
         may_share_tail = false;
+        extra_keys = false;
+        priority = KVC_PRIORITY_DEFAULT;
     }
 };
 
