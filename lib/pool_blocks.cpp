@@ -122,7 +122,10 @@ void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t
     hash_next_block(p, s, tail.data(), have, src);
     int64_t i = bs - have;
     for (; n - i >= bs; i += bs) hash_next_block(p, s, nullptr, 0, src + i);
-    tail.assign(src + i, src + n);
+    // What is left (< block_size ids) becomes the new tail: an element loop, since for the few
+    // ids usually left a call to memmove (what assign() does) costs more than the copy.
+    tail.clear();
+    for (; i < n; ++i) tail.push_back(src[i]);
 }
 
 PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
