@@ -38,13 +38,16 @@ unsigned char *put_u64(unsigned char *p, uint64_t v) {
 
 // flatten: XXH3_128bits and its short-input paths are inlined here (GCC otherwise leaves a call
 // to the public entry point, which dispatches on the length again).
+// The override's result has its own variable: sharing one whose address escapes to the override
+// would send XXH3's result through memory too.
 __attribute__((flatten)) Hash128 hash_bytes(const void *data, size_t len) {
-    Hash128 h;
     if (kvct_hash_fn fn = g_hash_override.load(std::memory_order_relaxed)) {
-        fn(data, len, &h.hi, &h.lo);
-        return h;
+        Hash128 o;
+        fn(data, len, &o.hi, &o.lo);
+        return o;
     }
-    XXH128_hash_t x = XXH3_128bits(data, len);
+    const XXH128_hash_t x = XXH3_128bits(data, len);
+    Hash128 h;
     h.hi = x.high64;
     h.lo = x.low64;
     return h;

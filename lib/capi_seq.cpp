@@ -224,7 +224,9 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
         if (out_new_blocks) *out_new_blocks = int32_t(fresh);
         return KVC_OK;
         }();
-        kvc::tier_run_pending(p);  // spills of evicted cached blocks (no-op without tiers)
+        // Spills of evicted cached blocks. Without tiers (the common case) the check stays here
+        // rather than costing a call per append.
+        if (p->tiers.load(std::memory_order_acquire)) kvc::tier_run_pending(p);
         return st;
     })
 }
