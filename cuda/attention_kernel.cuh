@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "attention_params.cuh"
+#include "cta_work.cuh"
 #include "device_primitives.cuh"
 #include "dtype_convert.cuh"
 
@@ -49,27 +50,13 @@ __global__ void __launch_bounds__(kAttnThreads, 4) paged_attention_kernel(const 
     int32_t *qpos_s = reinterpret_cast<int32_t *>(slope_s + S::kMaxRows);
 
     const int tid = threadIdx.x;
-    const int part = blockIdx.x % p.num_parts;
-    const int qtile = blockIdx.x / p.num_parts;
-    const int kv_head = blockIdx.y / p.head_chunks;
-    const int head_chunk = blockIdx.y % p.head_chunks;
-    const int seq = blockIdx.z;
-
-    const int32_t ctx_len = p.seq_lens[seq];
-    const int32_t q_begin = p.query_start_loc[seq];
-    const int32_t q_len = p.query_start_loc[seq + 1] - q_begin;
-    const int32_t j0 = qtile * p.queries_per_cta;
-    if (j0 >= q_len) return;
-    const int32_t nq = min(p.queries_per_cta, q_len - j0);
-    const int32_t g0 = head_chunk * p.group_chunk;
-    const int32_t gc = min(p.group_chunk, p.group_size - g0);
-    const int32_t rows = nq * gc;  // <= S::kMaxRows by construction in the dispatcher
+    const int part = blockIdx.x % p.num_parts;  // split-K partition (decode), packed with the query tile
+    CtaWork w;
+    if (!cta_work(p, int32_t(blockIdx.x) / p.num_parts, &w)) return;
+    const int32_t rows = w.rows;  // <= S::kMaxRows by construction in the dispatcher
 
     // Keys this CTA may need: up to its last query's position; from its first query's window start.
-    const int32_t first_pos = ctx_len - q_len + j0;
-    const int32_t key_end = first_pos + nq;
-    int32_t key_begin = 0;
-    if (p.window > 0) key_begin = max(0, first_pos - p.window + 1);
+    const int32_t key_begin = w.key_begin, key_end = w.key_end;
     int32_t range_begin = key_begin, range_end = key_end;
     if (p.num_parts > 1) {
         range_begin = key_begin + part * p.part_size;
@@ -79,24 +66,18 @@ __global__ void __launch_bounds__(kAttnThreads, 4) paged_attention_kernel(const 
 
     // Rows: r = query * gc + head-in-chunk. q is pre-scaled so scores need one FMA chain only.
     for (int r = tid; r < rows; r += kAttnThreads) {
-        const int32_t ql = r / gc;
-        const int32_t head = kv_head * p.group_size + g0 + (r - ql * gc);
         m_s[r] = kNegInf;
         l_s[r] = 0.0f;
-        qpos_s[r] = first_pos + ql;
-        slope_s[r] = p.alibi_slopes ? p.alibi_slopes[head] : 0.0f;
+        qpos_s[r] = w.pos_of_row(r);
+        slope_s[r] = p.alibi_slopes ? p.alibi_slopes[w.head_of_row(r, p)] : 0.0f;
     }
     for (int i = tid; i < rows * kHeadDim; i += kAttnThreads) {
         const int32_t r = i / kHeadDim, d = i - r * kHeadDim;
-        const int32_t ql = r / gc;
-        const int32_t head = kv_head * p.group_size + g0 + (r - ql * gc);
-        const int64_t token = int64_t(q_begin) + j0 + ql;
-        q_s[r * S::kQPitch + d] =
-            load_qo(p.q, p.q_dtype, (token * p.num_q_heads + head) * kHeadDim + d) * p.q_scale;
+        q_s[r * S::kQPitch + d] = load_qo(p.q, p.q_dtype, w.qo_offset(r, p, kHeadDim) + d) * p.q_scale;
     }
 
-    const int32_t *table = p.block_tables + int64_t(seq) * p.max_blocks_per_seq;
-    const unsigned char *head_base = p.layer_base + int64_t(kv_head) * p.head_stride;
+    const int32_t *table = p.block_tables + int64_t(w.seq) * p.max_blocks_per_seq;
+    const unsigned char *head_base = p.layer_base + int64_t(w.kv_head) * p.head_stride;
 
     // Issues the cp.async copies of tile `tile` (K and V) into pipeline stage `stage`.
     auto issue_tile = [&](int32_t tile, int stage) {
@@ -116,13 +97,7 @@ __global__ void __launch_bounds__(kAttnThreads, 4) paged_attention_kernel(const 
                     last_t = t;
                     const int32_t pos = t0 + t;
                     valid = pos < range_end;
-                    row_src = head_base;
-                    if (valid) {
-                        const int32_t blk_idx = pos / p.block_size;
-                        const int64_t block = table[blk_idx];  // widened before the multiply
-                        row_src = head_base + block * p.block_stride +
-                                  int64_t(pos - blk_idx * p.block_size) * p.token_stride;
-                    }
+                    row_src = valid ? paged_k_row(p, table, head_base, pos) : head_base;
                 }
                 const unsigned char *src = valid ? row_src + chunk * 16 : head_base;
                 cp_async16(k_dst + t * S::kRowPitch + chunk * 16, src, valid);
@@ -293,17 +268,14 @@ __global__ void __launch_bounds__(kAttnThreads, 4) paged_attention_kernel(const 
         if (my_slice != 0 || item >= n_items) continue;
         const int r = item / kDG;
         const int dg = item - r * kDG;
-        const int32_t ql = r / gc;
-        const int32_t head = kv_head * p.group_size + g0 + (r - ql * gc);
         if (p.num_parts == 1) {
             const float l = l_s[r];
             const float inv = l > 0.0f ? p.v_scale / l : 0.0f;
-            const int64_t token = int64_t(q_begin) + j0 + ql;
-            const int64_t o = (token * p.num_q_heads + head) * kHeadDim + dg * 8;
+            const int64_t o = w.qo_offset(r, p, kHeadDim) + dg * 8;
 #pragma unroll
             for (int e = 0; e < 8; ++e) store_qo(p.out, p.q_dtype, o + e, acc[k][e] * inv);
         } else {
-            const int64_t prow = (int64_t(seq) * p.num_q_heads + head) * p.num_parts + part;
+            const int64_t prow = (int64_t(w.seq) * p.num_q_heads + w.head_of_row(r, p)) * p.num_parts + part;
             float *dst = p.ws_acc + prow * kHeadDim + dg * 8;
 #pragma unroll
             for (int e = 0; e < 8; ++e) dst[e] = acc[k][e] * p.v_scale;

@@ -85,24 +85,10 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t4 = lane & 3;
-    const int qtile = blockIdx.x;
-    const int kv_head = blockIdx.y / p.head_chunks;
-    const int head_chunk = blockIdx.y % p.head_chunks;
-    const int seq = blockIdx.z;
-
-    const int32_t ctx_len = p.seq_lens[seq];
-    const int32_t q_begin = p.query_start_loc[seq];
-    const int32_t q_len = p.query_start_loc[seq + 1] - q_begin;
-    const int32_t j0 = qtile * p.queries_per_cta;
-    if (j0 >= q_len) return;
-    const int32_t nq = min(p.queries_per_cta, q_len - j0);
-    const int32_t g0 = head_chunk * p.group_chunk;
-    const int32_t gc = min(p.group_chunk, p.group_size - g0);
-    const int32_t rows = nq * gc;  // <= 64
-
-    const int32_t first_pos = ctx_len - q_len + j0;
-    const int32_t range_end = first_pos + nq;
-    const int32_t range_begin = p.window > 0 ? max(0, first_pos - p.window + 1) : 0;
+    CtaWork w;
+    if (!cta_work(p, int32_t(blockIdx.x), &w)) return;
+    const int32_t rows = w.rows;  // <= 64
+    const int32_t range_begin = w.key_begin, range_end = w.key_end;
 
     // Q tile -> shared memory (rows past `rows` zero-filled).
 #pragma unroll
@@ -112,32 +98,25 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
             const int r = c / S::kChunksPerRow, ch = c - r * S::kChunksPerRow;
             const unsigned char *src = static_cast<const unsigned char *>(p.q);
             const bool valid = r < rows;
-            if (valid) {
-                const int32_t ql = r / gc;
-                const int32_t head = kv_head * p.group_size + g0 + (r - ql * gc);
-                const int64_t token = int64_t(q_begin) + j0 + ql;
-                src += ((token * p.num_q_heads + head) * kHeadDim) * 2 + ch * 16;
-            }
+            if (valid) src += w.qo_offset(r, p, kHeadDim) * 2 + ch * 16;
             cp_async16(q_smem + r * S::kPitch + ch * 16, src, valid);
         }
     }
 
     // This lane's two rows: r_lo = warp * 16 + g and r_lo + 8.
-    int32_t qpos[2], head_of[2];
+    int32_t qpos[2];
     float slope[2];
     bool row_ok[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int r = warp * 16 + g + 8 * h;
         row_ok[h] = r < rows;
-        const int32_t ql = row_ok[h] ? r / gc : 0;
-        head_of[h] = kv_head * p.group_size + g0 + (row_ok[h] ? r - ql * gc : 0);
-        qpos[h] = row_ok[h] ? first_pos + ql : -1;  // -1: sees nothing
-        slope[h] = (p.alibi_slopes && row_ok[h]) ? p.alibi_slopes[head_of[h]] : 0.0f;
+        qpos[h] = row_ok[h] ? w.pos_of_row(r) : -1;  // -1: sees nothing
+        slope[h] = (p.alibi_slopes && row_ok[h]) ? p.alibi_slopes[w.head_of_row(r, p)] : 0.0f;
     }
 
-    const int32_t *table = p.block_tables + int64_t(seq) * p.max_blocks_per_seq;
-    const unsigned char *head_base = p.layer_base + int64_t(kv_head) * p.head_stride;
+    const int32_t *table = p.block_tables + int64_t(w.seq) * p.max_blocks_per_seq;
+    const unsigned char *head_base = p.layer_base + int64_t(w.kv_head) * p.head_stride;
     auto issue_tile = [&](int32_t tile, int stage) {
         unsigned char *k_dst = smem + stage * S::kStageBytes;
         unsigned char *v_dst = k_dst + S::kKeys * S::kPitch;
@@ -155,13 +134,7 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
                     last_t = t;
                     const int32_t pos = t0 + t;
                     valid = pos < range_end;
-                    row_src = head_base;
-                    if (valid) {
-                        const int32_t blk_idx = pos / p.block_size;
-                        const int64_t block = table[blk_idx];
-                        row_src = head_base + block * p.block_stride +
-                                  int64_t(pos - blk_idx * p.block_size) * p.token_stride;
-                    }
+                    row_src = valid ? paged_k_row(p, table, head_base, pos) : head_base;
                 }
                 const unsigned char *src = valid ? row_src + chunk * 16 : head_base;
                 cp_async16(k_dst + t * S::kPitch + chunk * 16, src, valid);
@@ -289,10 +262,8 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
     for (int h = 0; h < 2; ++h) {
         if (!row_ok[h]) continue;
         const int r = warp * 16 + g + 8 * h;
-        const int64_t token = int64_t(q_begin) + j0 + r / gc;
         const float inv = l_run[h] > 0.0f ? 1.0f / l_run[h] : 0.0f;
-        uint32_t *out = reinterpret_cast<uint32_t *>(static_cast<T *>(p.out) +
-                                                     (token * p.num_q_heads + head_of[h]) * kHeadDim + 2 * t4);
+        uint32_t *out = reinterpret_cast<uint32_t *>(static_cast<T *>(p.out) + w.qo_offset(r, p, kHeadDim) + 2 * t4);
 #pragma unroll
         for (int n = 0; n < kNT; ++n) out[n * 4] = Op::pack(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
     }

@@ -10,6 +10,16 @@
 #include <ucontext.h>
 #endif
 
+// Under AddressSanitizer (an emulated build with KVC_SANITIZE=address,...) every switch between the
+// scheduler's stack and a fiber's is announced, so ASan's stack bookkeeping follows the fibers and
+// the kernels' global and shared memory accesses are checked like any host code's.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define KVC_EMU_ASAN 1
+#else
+#define KVC_EMU_ASAN 0
+#endif
+
 #include "cpu/dtype_convert.hpp"
 
 // ---- Fiber contexts --------------------------------------------------------------------------------
@@ -128,16 +138,49 @@ uint64_t g_events = 0;  // barrier arrivals and thread exits: a scheduler pass w
 Fiber &me() { return g_cta.fibers[size_t(g_cta.current)]; }
 int my_index() { return g_cta.current; }
 
-void yield() { context_switch(&me().ctx, &g_cta.sched); }
+#if KVC_EMU_ASAN
+const void *g_sched_stack_bottom = nullptr;  // the scheduler's (launching thread's) stack
+size_t g_sched_stack_size = 0;
+#endif
+
+// Switches from the running fiber back to the scheduler; `exiting` fibers are never resumed.
+void switch_to_scheduler(bool exiting) {
+#if KVC_EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(exiting ? nullptr : &fake, g_sched_stack_bottom, g_sched_stack_size);
+    context_switch(&me().ctx, &g_cta.sched);
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+    (void)exiting;
+    context_switch(&me().ctx, &g_cta.sched);
+#endif
+}
+
+void switch_to_fiber(Fiber &f, char *stack) {
+#if KVC_EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, stack, kStackBytes);
+    context_switch(&g_cta.sched, &f.ctx);
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+    (void)stack;
+    context_switch(&g_cta.sched, &f.ctx);
+#endif
+}
+
+void yield() { switch_to_scheduler(false); }
 
 void fiber_main() {
+#if KVC_EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &g_sched_stack_bottom, &g_sched_stack_size);
+#endif
     (*g_cta.body)();
     Fiber &f = me();
     f.done = true;
     ++g_events;
     --g_cta.live;
     --g_cta.warp_live[size_t(my_index() / 32)];
-    yield();  // never resumed
+    switch_to_scheduler(true);  // never resumed
 }
 
 void warp_sync() {
@@ -255,7 +298,9 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()
                 c.block = {x, y, z};
                 c.bdim = {block.x, block.y, block.z};
                 c.gdim = {grid.x, grid.y, grid.z};
-                c.smem.assign(smem_bytes + 16, 0xff);  // uninitialized shared memory reads as NaN
+                // Exactly the launch's dynamic shared memory (an access past it is a bug, and ASan
+                // builds report it); uninitialized shared memory reads as NaN.
+                c.smem.assign(std::max<size_t>(smem_bytes, 1), 0xff);
                 c.body = &body;
                 c.fibers.assign(size_t(threads), Fiber{});
                 c.live = threads;
@@ -277,7 +322,7 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()
                     for (int t = 0; t < threads; ++t) {
                         if (c.fibers[size_t(t)].done) continue;
                         c.current = t;
-                        context_switch(&c.sched, &c.fibers[size_t(t)].ctx);
+                        switch_to_fiber(c.fibers[size_t(t)], g_stacks.get() + size_t(t) * kStackBytes);
                     }
                     if (g_events == events) {
                         std::fprintf(stderr, "kvc_emu: deadlock in block (%u,%u,%u): %d threads wait at barriers "
@@ -319,7 +364,9 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 }
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     if (bytes > (size_t(1) << 40)) return cudaErrorMemoryAllocation;
-    *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    // Exactly `bytes` (256-aligned like cudaMalloc): an access past the allocation is a bug the real
+    // device may not fault on, and ASan builds of the emulator report it.
+    if (posix_memalign(p, 256, bytes ? bytes : 1) != 0) *p = nullptr;
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFree(void *p) {
