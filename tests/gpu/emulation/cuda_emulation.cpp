@@ -14,6 +14,7 @@
 // scheduler's stack and a fiber's is announced, so ASan's stack bookkeeping follows the fibers and
 // the kernels' global and shared memory accesses are checked like any host code's.
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define KVC_EMU_ASAN 1
 #else
@@ -71,6 +72,11 @@ struct Context {
 // control word slot, six callee-saved registers, then `entry` as the return address, so the first
 // switch to it "returns" into entry with the stack aligned as after a call (rsp = 8 mod 16).
 void context_init(Context *c, char *stack, size_t bytes, void (*entry)()) {
+#if KVC_EMU_ASAN
+    // The previous fiber on this stack ended inside fiber_main -> switch_to_scheduler, whose frames'
+    // redzones are still poisoned; those frames sit at the top of the stack.
+    ASAN_UNPOISON_MEMORY_REGION(stack + bytes - 65536, 65536);
+#endif
     const uintptr_t top = (reinterpret_cast<uintptr_t>(stack) + bytes) & ~uintptr_t(15);
     auto *slots = reinterpret_cast<uint64_t *>(top - 72);
     uint32_t mxcsr;
