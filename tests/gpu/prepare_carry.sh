@@ -3,8 +3,9 @@
 # driver but may lack cmocka, Google Benchmark, xxhash, pkg-config, even cmake/nvcc:
 #   .gpu/prefix/  headers, shared libraries, relocatable .pc files and CMake package configs of
 #                 cmocka, libxxhash and benchmark (+ a pkg-config binary), for building there;
-#   .gpu/bin/     test_gpu_kernels and bench_gpu_attention prebuilt here with nvcc (sm_80 + sm_90,
-#                 static cudart), for running there when the machine cannot build.
+#   .gpu/bin/     test_gpu_kernels, test_kernels_capi_cuda, bench_gpu_attention, bench_tiers and
+#                 kvc_serve (+ libkvc.so.0) prebuilt here with nvcc (sm_80 + sm_90, static cudart),
+#                 for running there when the machine cannot build.
 # Then: run(command="tests/gpu/run_on_device.sh", carry=[".gpu"]). Total stays well under 64 MiB.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -53,10 +54,14 @@ for lib in $(ldd "$(command -v pkg-config)" | awk '/libpkgconf/ {print $3}'); do
 
 # --- prebuilt test and benchmark binaries ------------------------------------------------------
 BUILD="$ROOT/build-gpu-carry"
-cmake -S "$ROOT" -B "$BUILD" -DKVC_CUDA=ON -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_EXAMPLES=OFF \
+cmake -S "$ROOT" -B "$BUILD" -DKVC_CUDA=ON -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_EXAMPLES=ON \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="-isystem /usr/local/cuda/include" >/dev/null
-cmake --build "$BUILD" -j2 --target test_gpu_kernels bench_gpu_attention
-cp "$BUILD/tests/test_gpu_kernels" "$BUILD/tests/bench_gpu_attention" "$OUT/bin/"
+cmake --build "$BUILD" -j2 --target test_gpu_kernels test_kernels_capi_cuda bench_gpu_attention bench_tiers kvc_serve
+cp "$BUILD/tests/test_gpu_kernels" "$BUILD/tests/test_kernels_capi_cuda" "$BUILD/tests/bench_gpu_attention" \
+    "$BUILD/tests/bench_tiers" "$OUT/bin/"
+# kvc_serve links libkvc.so.0 (RUNPATH of the build tree): carry the library next to it.
+cp "$BUILD/examples/serve/kvc_serve" "$OUT/bin/"
+cp -L "$BUILD/lib/libkvc.so.0" "$OUT/bin/"
 cp -L "$SYSLIB/libcmocka.so.0" "$SYSLIB/libbenchmark.so.1debian" "$OUT/bin/"
 git -C "$ROOT" rev-parse HEAD > "$OUT/bin/BUILT_FROM_COMMIT"
 git -C "$ROOT" status --porcelain -- cuda tests lib >> "$OUT/bin/BUILT_FROM_COMMIT" || true

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# On a GPU machine: build libkvc with CUDA and run the GPU tests, the same tests under
-# compute-sanitizer memcheck, and the GPU benchmark. Needs only the CUDA driver; cmocka,
+# On a GPU machine: build libkvc with CUDA and run the GPU tests (kernel grid, C API glue on a CUDA
+# pool), the same tests under compute-sanitizer memcheck, the demo on the CUDA backend
+# (kvc_serve --backend cuda: every token checked against a dense reference), and the GPU benchmarks
+# (attention, tiers). Needs only the CUDA driver; cmocka,
 # Google Benchmark, xxhash and pkg-config come from .gpu/ (tests/gpu/prepare_carry.sh). Without
 # cmake or nvcc on the machine it runs the binaries prebuilt into .gpu/bin instead.
 # Results (logs, benchmark JSON) go to $OUT when set (the device tool returns that folder), else
@@ -26,15 +28,20 @@ command -v pkg-config >/dev/null || export PATH="$PREFIX/bin:$PATH"
 
 status=0
 BIN=""
+SERVE=""
 if command -v cmake >/dev/null && command -v nvcc >/dev/null; then
     BUILD="$ROOT/build-gpu"
     CUDA_INC="$(dirname "$(dirname "$(command -v nvcc)")")/include"
-    if cmake -S "$ROOT" -B "$BUILD" -DKVC_CUDA=ON -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_EXAMPLES=OFF \
+    if cmake -S "$ROOT" -B "$BUILD" -DKVC_CUDA=ON -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_EXAMPLES=ON \
         -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$PREFIX" \
         -Dbenchmark_DIR="$PREFIX/lib/$MULTIARCH/cmake/benchmark" \
         -DCMAKE_CXX_FLAGS="-isystem $CUDA_INC" >"$RESULTS/configure.log" 2>&1 &&
-        cmake --build "$BUILD" -j"$(nproc)" --target test_gpu_kernels bench_gpu_attention >"$RESULTS/build.log" 2>&1; then
+        cmake --build "$BUILD" -j"$(nproc)" --target test_gpu_kernels test_kernels_capi_cuda bench_gpu_attention \
+            bench_tiers kvc_serve >"$RESULTS/build.log" 2>&1; then
         BIN="$BUILD/tests"
+        SERVE="$BUILD/examples/serve/kvc_serve"
+        # LD_LIBRARY_PATH beats RUNPATH: the fresh libkvc.so.0 must come before the carried one.
+        export LD_LIBRARY_PATH="$BUILD/lib:$LD_LIBRARY_PATH"
         echo "built on the device" | tee -a "$RESULTS/device.txt"
     else
         echo "device build failed (see build.log / configure.log); falling back to .gpu/bin" | tee -a "$RESULTS/device.txt"
@@ -47,27 +54,53 @@ if [ -z "$BIN" ]; then
         exit 2
     fi
     BIN="$CARRY/bin"
+    SERVE="$CARRY/bin/kvc_serve"
     echo "using prebuilt binaries from $(head -1 "$CARRY/bin/BUILT_FROM_COMMIT")" | tee -a "$RESULTS/device.txt"
 fi
 
-echo "=== GPU tests ==="
-"$BIN/test_gpu_kernels" 2>&1 | tee "$RESULTS/test_gpu_kernels.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-grep -q "SKIPPED" "$RESULTS/test_gpu_kernels.log" && { echo "GPU tests were skipped on a GPU machine" >&2; status=1; }
+for t in test_gpu_kernels test_kernels_capi_cuda; do
+    echo "=== GPU tests: $t ==="
+    "$BIN/$t" 2>&1 | tee "$RESULTS/$t.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    grep -q "SKIPPED" "$RESULTS/$t.log" && { echo "$t was skipped on a GPU machine" >&2; status=1; }
+done
+
+echo "=== demo on the CUDA backend (kvc_serve --backend cuda) ==="
+if [ -x "$SERVE" ]; then
+    "$SERVE" --backend cuda --quiet --svg "$RESULTS/serve_cuda.svg" 2>&1 | tee "$RESULTS/serve_cuda.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    "$SERVE" --backend cuda --kv-dtype f16 --requests 4 --seed 5 --blocks 20 --quiet \
+        --svg "$RESULTS/serve_cuda_small.svg" 2>&1 | tee "$RESULTS/serve_cuda_small.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+else
+    echo "kvc_serve not built" | tee "$RESULTS/serve_cuda.log"
+    status=1
+fi
 
 echo "=== GPU tests under compute-sanitizer memcheck ==="
 SAN="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)"
 if [ -n "$SAN" ]; then
-    "$SAN" --tool memcheck --error-exitcode 3 --leak-check full "$BIN/test_gpu_kernels" >"$RESULTS/memcheck.log" 2>&1
-    rc=$?
-    tail -25 "$RESULTS/memcheck.log"
-    [ "$rc" -eq 0 ] || status=1
+    for t in test_gpu_kernels test_kernels_capi_cuda; do
+        "$SAN" --tool memcheck --error-exitcode 3 --leak-check full "$BIN/$t" >"$RESULTS/memcheck_$t.log" 2>&1
+        rc=$?
+        tail -25 "$RESULTS/memcheck_$t.log"
+        [ "$rc" -eq 0 ] || status=1
+    done
+    if [ -x "$SERVE" ]; then
+        "$SAN" --tool memcheck --error-exitcode 3 "$SERVE" --backend cuda --kv-dtype f16 --requests 4 --seed 5 \
+            --blocks 20 --quiet --svg "$RESULTS/serve_memcheck.svg" >"$RESULTS/memcheck_serve.log" 2>&1
+        rc=$?
+        tail -5 "$RESULTS/memcheck_serve.log"
+        [ "$rc" -eq 0 ] || status=1
+    fi
 else
     echo "compute-sanitizer not found on this machine: memcheck NOT run" | tee "$RESULTS/memcheck.log"
     status=1
 fi
 
-echo "=== GPU benchmark ==="
-"$BIN/bench_gpu_attention" --benchmark_out="$RESULTS/bench_gpu_attention.json" --benchmark_out_format=json \
-    2>&1 | tee "$RESULTS/bench_gpu_attention.log"
+for b in bench_gpu_attention bench_tiers; do
+    echo "=== GPU benchmark: $b ==="
+    [ -x "$BIN/$b" ] || { echo "$b not built"; continue; }
+    "$BIN/$b" --benchmark_out="$RESULTS/$b.json" --benchmark_out_format=json 2>&1 | tee "$RESULTS/$b.log"
+done
 exit $status
