@@ -48,14 +48,24 @@ AttnLauncher find_launcher(int32_t kv_dtype, int idx) {
     }
 }
 
-AttnLauncher find_mma_launcher(int32_t dtype, int idx) {
-    static const AttnLauncher f16[4] = {
-        detail::launch_prefill_mma<__half, 64>, detail::launch_prefill_mma<__half, 80>,
-        detail::launch_prefill_mma<__half, 96>, detail::launch_prefill_mma<__half, 128>};
-    static const AttnLauncher bf16[4] = {
-        detail::launch_prefill_mma<__nv_bfloat16, 64>, detail::launch_prefill_mma<__nv_bfloat16, 80>,
-        detail::launch_prefill_mma<__nv_bfloat16, 96>, detail::launch_prefill_mma<__nv_bfloat16, 128>};
-    return dtype == KVC_DTYPE_F16 ? f16[idx] : bf16[idx];
+template <typename T, typename KV>
+AttnLauncher mma_launcher_for(int idx) {
+    static const AttnLauncher table[5] = {
+        detail::launch_prefill_mma<T, KV, 64>, detail::launch_prefill_mma<T, KV, 80>,
+        detail::launch_prefill_mma<T, KV, 96>, detail::launch_prefill_mma<T, KV, 128>,
+        detail::launch_prefill_mma<T, KV, 256>};
+    return table[idx];
+}
+
+// The tensor-core prefill for q F16/BF16 with KV in q's dtype or FP8; nullptr for other pairs.
+AttnLauncher find_mma_launcher(int32_t q_dtype, int32_t kv_dtype, int idx) {
+    const bool fp8 = kv_dtype == KVC_DTYPE_FP8_E4M3;
+    if (q_dtype == KVC_DTYPE_F16 && (kv_dtype == q_dtype || fp8))
+        return fp8 ? mma_launcher_for<__half, detail::fp8_t>(idx) : mma_launcher_for<__half, __half>(idx);
+    if (q_dtype == KVC_DTYPE_BF16 && (kv_dtype == q_dtype || fp8))
+        return fp8 ? mma_launcher_for<__nv_bfloat16, detail::fp8_t>(idx)
+                   : mma_launcher_for<__nv_bfloat16, __nv_bfloat16>(idx);
+    return nullptr;
 }
 
 // Rows (query token x query head) one CTA holds for this head dim; mirrors TileShape::kMaxRows.
@@ -191,12 +201,12 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
         }
     }
 
-    // Prefill with q and KV in the same 16-bit dtype runs on tensor cores.
+    // Prefill with 16-bit q and KV in q's dtype or FP8 runs on tensor cores (the same scales: k_scale
+    // is in q_scale, v_scale applied to the output); F32 on either side stays on the generic kernel.
     const bool aligned = (reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.out)) % 16 == 0;
-    const bool mma = !decode && a.q_dtype == L.dtype &&
-                     (L.dtype == KVC_DTYPE_F16 || L.dtype == KVC_DTYPE_BF16) && L.head_dim <= 128 && aligned;
-    if (mma) {
-        launch = find_mma_launcher(L.dtype, hidx);
+    const AttnLauncher mma_launch = decode || !aligned ? nullptr : find_mma_launcher(a.q_dtype, L.dtype, hidx);
+    if (mma_launch) {
+        launch = mma_launch;
         p.group_chunk = std::min(p.group_size, detail::kMmaRows);
         p.head_chunks = int32_t(ceil_div(p.group_size, p.group_chunk));
         p.queries_per_cta = std::max<int32_t>(1, std::min<int32_t>(a.max_q_len, detail::kMmaRows / p.group_chunk));

@@ -106,10 +106,11 @@ using AttnLauncher = cudaError_t (*)(const AttnParams &p, dim3 grid, cudaStream_
 template <typename KV, int kHeadDim>
 cudaError_t launch_attention_kernel(const AttnParams &p, dim3 grid, cudaStream_t stream);
 
-// Tensor-core prefill (prefill_mma.cu): q and KV both F16 or both BF16, head dim <= 128, 64 rows
-// (query token x query head) per CTA, no split-K.
+// Tensor-core prefill (prefill_mma.cu, prefill_mma_fp8.cu): q F16 or BF16 (T) with KV in the same
+// dtype or FP8 e4m3 (KV), every supported head dim, 64 rows (query token x query head) per CTA,
+// no split-K.
 constexpr int kMmaRows = 64;
-template <typename T, int kHeadDim>
+template <typename T, typename KV, int kHeadDim>
 cudaError_t launch_prefill_mma(const AttnParams &p, dim3 grid, cudaStream_t stream);
 
 }  // namespace kvc::cuda::detail

@@ -1,43 +1,69 @@
-// Tensor-core paged prefill/append attention for f16/bf16 (q and KV in the same dtype), head dims
-// up to 128. A FlashAttention-2 style loop on mma.sync.m16n8k16 (fp32 accumulate):
+// Tensor-core paged prefill/append attention: q in f16 or bf16, KV in the same dtype or FP8 (e4m3),
+// head dims 64..256. A FlashAttention-2 style loop on mma.sync.m16n8k16 (fp32 accumulate):
 //
 //   CTA = (sequence, KV head, group chunk, tile of query tokens); 4 warps x 16 rows, a row being a
 //   (query token, query head) pair of the KV head's GQA group, so each K/V tile in shared memory is
-//   used by the whole group. Per 64-key tile: S = Q K^T on tensor cores, mask (causal, window),
-//   ALiBi, soft-cap and the online softmax in registers (fp32), then O += P V with P re-packed from
-//   the S accumulators into A fragments (their layouts coincide), O rescaled per row in registers.
+//   used by the whole group. Per key tile: S = Q K^T on tensor cores, mask (causal, window), ALiBi,
+//   soft-cap and the online softmax in registers (fp32), then O += P V with P re-packed from the S
+//   accumulators into A fragments (their layouts coincide), O rescaled per row in registers.
 //
 // Fragment layouts are those of the PTX ISA for mma.m16n8k16 (g = lane / 4, t = lane % 4):
 //   A (16x16, row): {a0,a1} row g, cols 2t..2t+1; {a2,a3} row g+8; {a4,a5} row g, cols 2t+8..;
 //                   {a6,a7} row g+8, cols 2t+8..
 //   B (16x8, col):  {b0,b1} rows (k) 2t..2t+1, col (n) g; {b2,b3} rows 2t+8..2t+9
 //   C (16x8, f32):  c0,c1 row g, cols 2t..2t+1; c2,c3 row g+8
+//
+// FP8 KV: tiles travel to shared memory as e4m3 bytes (half the traffic and the footprint) and are
+// widened to q's 16-bit type pair by pair while B fragments are built; e4m3 -> f16/bf16 is exact,
+// so the products are those of the generic kernel's fp32 path up to accumulation order. k_scale is
+// folded into q_scale by the dispatcher (applied to the fp32 scores), v_scale into the final
+// normalization, exactly as the generic kernel applies them.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "attention_kernel.cuh"
 #include "attention_params.cuh"
 
 namespace kvc::cuda::detail {
 
-template <int kHeadDim>
+// Shared-memory row pitch: the row rounded up to an odd number of `unit`-byte units, so the 8 rows
+// one fragment load touches (g = 0..7) start in 8 different bank groups of that width.
+constexpr int odd_pitch(int row_bytes, int unit) {
+    const int units = (row_bytes + unit - 1) / unit;
+    return (units % 2 ? units : units + 1) * unit;
+}
+
+template <int kKvBytes, int kHeadDim>
 struct MmaShape {
-    static constexpr int kThreads = 128;            // 4 warps
-    static constexpr int kRows = 64;                // 16 per warp
-    static constexpr int kKeys = 64;                // keys per tile
-    static constexpr int kRowBytes = kHeadDim * 2;  // 16-bit elements
-    static constexpr int kChunksPerRow = kRowBytes / 16;
-    // +16 bytes: the 8 rows a fragment load touches (g = 0..7) start in 8 different bank quads.
-    static constexpr int kPitch = kRowBytes + 16;
+    static constexpr int kThreads = 128;  // 4 warps
+    static constexpr int kRows = 64;      // 16 per warp
+    // Keys per tile. At d = 256 a 64-key tile of 16-bit K+V in two stages plus Q is 165 KiB, over
+    // the 163 KiB a CTA may opt into on sm_80, and the S accumulators would add 32 registers to
+    // the 128 the O accumulators already hold; 32 keys keep both in bounds at the price of twice
+    // as many barriers and softmax rescales per key.
+    static constexpr int kKeys = kHeadDim > 128 ? 32 : 64;
+    static constexpr int kKvRowBytes = kHeadDim * kKvBytes;
+    static constexpr int kQRowBytes = kHeadDim * 2;  // q is always 16-bit here
+    static constexpr int kChunksPerRow = kKvRowBytes / 16;
+    static constexpr int kQChunksPerRow = kQRowBytes / 16;
+    // 16-bit KV: 32-bit fragment loads, pitches in odd multiples of 16 bytes. FP8 KV: K fragments
+    // are 32-bit loads of 4 bytes (odd multiples of 16 bytes again) and the Q fragments become
+    // 64-bit loads (a half-warp of 4 rows x 32 bytes: odd multiples of 32 bytes).
+    static constexpr int kKvPitch = odd_pitch(kKvRowBytes, 16);
+    static constexpr int kQPitch = odd_pitch(kQRowBytes, kKvBytes == 1 ? 32 : 16);
     static constexpr int kStages = 2;
-    static constexpr size_t kStageBytes = size_t(2) * kKeys * kPitch;
-    static constexpr size_t kQBytes = size_t(kRows) * kPitch;
+    static constexpr size_t kStageBytes = size_t(2) * kKeys * kKvPitch;  // K tile + V tile
+    static constexpr size_t kQBytes = size_t(kRows) * kQPitch;
     static constexpr size_t kSmemBytes = kStageBytes * kStages + kQBytes;
     static constexpr int kChunksPerTile = kKeys * kChunksPerRow;
     static constexpr int kChunksPerThread = (kChunksPerTile + kThreads - 1) / kThreads;
-    static constexpr int kQChunksPerThread = (kRows * kChunksPerRow + kThreads - 1) / kThreads;
+    static constexpr int kQChunksPerThread = (kRows * kQChunksPerRow + kThreads - 1) / kThreads;
+    static_assert(kKvRowBytes % 16 == 0, "KV rows travel in 16-byte cp.async chunks");
+    // The largest instantiation (16-bit, d = 256) must fit sm_80's opt-in limit (163 KiB).
+    static_assert(kSmemBytes <= 163 * 1024, "tile too large for one CTA's shared memory");
 };
 
 template <typename T> struct MmaOp;
@@ -71,10 +97,33 @@ template <> struct MmaOp<__nv_bfloat16> {
 
 __device__ __forceinline__ uint32_t lds32(const unsigned char *p) { return *reinterpret_cast<const uint32_t *>(p); }
 __device__ __forceinline__ uint32_t lds16(const unsigned char *p) { return *reinterpret_cast<const uint16_t *>(p); }
+__device__ __forceinline__ uint32_t lds8(const unsigned char *p) { return *p; }
+__device__ __forceinline__ uint2 lds64(const unsigned char *p) { return *reinterpret_cast<const uint2 *>(p); }
 
-template <typename T, int kHeadDim>
+// Two e4m3 values (low byte first, bits 0..15 of `two`) as a packed pair of T, low half first.
+template <typename T>
+__device__ __forceinline__ uint32_t widen_fp8x2(uint32_t two) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two & 0xffffu), __NV_E4M3);
+    if constexpr (std::is_same_v<T, __half>) {
+        return uint32_t(h.x) | (uint32_t(h.y) << 16);
+    } else {
+        // Exact: every e4m3 value is a bf16 value too (3 mantissa bits, exponents within range).
+        const float2 f = __half22float2(__half2(h));
+        return MmaOp<T>::pack(f.x, f.y);
+    }
+}
+
+// T: q/out and mma input type (__half or __nv_bfloat16); KV: T or fp8_t.
+//
+// d = 256 keeps one warp per 16 rows, so the O accumulators take 128 registers per thread (kNT =
+// 32). Splitting the dims over two warps would halve that but double the Q fragment and softmax
+// work per row and need a cross-warp row max/sum every tile; occupancy of two CTAs per SM (the
+// launch bound, up to 255 registers a thread) is what is kept instead.
+template <typename T, typename KV, int kHeadDim>
 __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p) {
-    using S = MmaShape<kHeadDim>;
+    constexpr bool kFp8 = sizeof(KV) == 1;
+    static_assert(sizeof(KV) == sizeof(T) || kFp8, "KV is q's 16-bit type or fp8");
+    using S = MmaShape<int(sizeof(KV)), kHeadDim>;
     using Op = MmaOp<T>;
     constexpr int kNT = kHeadDim / 8;     // output n-tiles (8 dims each)
     constexpr int kST = S::kKeys / 8;     // score n-tiles (8 keys each)
@@ -94,12 +143,12 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
 #pragma unroll
     for (int i = 0; i < S::kQChunksPerThread; ++i) {
         const int c = tid + i * S::kThreads;
-        if (c < S::kRows * S::kChunksPerRow) {
-            const int r = c / S::kChunksPerRow, ch = c - r * S::kChunksPerRow;
+        if (c < S::kRows * S::kQChunksPerRow) {
+            const int r = c / S::kQChunksPerRow, ch = c - r * S::kQChunksPerRow;
             const unsigned char *src = static_cast<const unsigned char *>(p.q);
             const bool valid = r < rows;
             if (valid) src += w.qo_offset(r, p, kHeadDim) * 2 + ch * 16;
-            cp_async16(q_smem + r * S::kPitch + ch * 16, src, valid);
+            cp_async16(q_smem + r * S::kQPitch + ch * 16, src, valid);
         }
     }
 
@@ -119,7 +168,7 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
     const unsigned char *head_base = p.layer_base + int64_t(w.kv_head) * p.head_stride;
     auto issue_tile = [&](int32_t tile, int stage) {
         unsigned char *k_dst = smem + stage * S::kStageBytes;
-        unsigned char *v_dst = k_dst + S::kKeys * S::kPitch;
+        unsigned char *v_dst = k_dst + S::kKeys * S::kKvPitch;
         const int32_t t0 = range_begin + tile * S::kKeys;
         int last_t = -1;
         const unsigned char *row_src = head_base;
@@ -137,8 +186,8 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
                     row_src = valid ? paged_k_row(p, table, head_base, pos) : head_base;
                 }
                 const unsigned char *src = valid ? row_src + chunk * 16 : head_base;
-                cp_async16(k_dst + t * S::kPitch + chunk * 16, src, valid);
-                cp_async16(v_dst + t * S::kPitch + chunk * 16, valid ? src + p.kv_stride : src, valid);
+                cp_async16(k_dst + t * S::kKvPitch + chunk * 16, src, valid);
+                cp_async16(v_dst + t * S::kKvPitch + chunk * 16, valid ? src + p.kv_stride : src, valid);
             }
         }
     };
@@ -154,8 +203,11 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
     if (num_tiles > 0) issue_tile(0, 0);
     cp_async_commit();  // the Q tile travels in this group too
 
-    const unsigned char *q_lo = q_smem + (warp * 16 + g) * S::kPitch + t4 * 4;
-    const unsigned char *q_hi = q_lo + 8 * S::kPitch;
+    // FP8: K fragments come from one 32-bit load of 4 consecutive dims (4t..4t+3 of each 16), so
+    // the k index of the mma is permuted: slots {2t, 2t+1, 2t+8, 2t+9} hold dims 4t..4t+3 for
+    // both operands; the dot product does not care. Q follows with 8 consecutive bytes.
+    const unsigned char *q_lo = q_smem + (warp * 16 + g) * S::kQPitch + t4 * (kFp8 ? 8 : 4);
+    const unsigned char *q_hi = q_lo + 8 * S::kQPitch;
 
     for (int32_t tile = 0; tile < num_tiles; ++tile) {
         if (tile + 1 < num_tiles) issue_tile(tile + 1, (tile + 1) & 1);
@@ -164,7 +216,7 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
         __syncthreads();
 
         const unsigned char *k_tile = smem + (tile & 1) * S::kStageBytes;
-        const unsigned char *v_tile = k_tile + S::kKeys * S::kPitch;
+        const unsigned char *v_tile = k_tile + S::kKeys * S::kKvPitch;
         const int32_t t0 = range_begin + tile * S::kKeys;
 
         // S = Q K^T (fp32 accumulators).
@@ -173,12 +225,22 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
         for (int j = 0; j < kST; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-            const uint32_t a[4] = {lds32(q_lo + kk * 32), lds32(q_hi + kk * 32), lds32(q_lo + kk * 32 + 16),
-                                   lds32(q_hi + kk * 32 + 16)};
+            if constexpr (kFp8) {
+                const uint2 lo = lds64(q_lo + kk * 32), hi = lds64(q_hi + kk * 32);
+                const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
 #pragma unroll
-            for (int j = 0; j < kST; ++j) {
-                const unsigned char *k_row = k_tile + (j * 8 + g) * S::kPitch + kk * 32 + t4 * 4;
-                Op::run(s[j], a, lds32(k_row), lds32(k_row + 16));
+                for (int j = 0; j < kST; ++j) {
+                    const uint32_t w4 = lds32(k_tile + (j * 8 + g) * S::kKvPitch + kk * 16 + t4 * 4);
+                    Op::run(s[j], a, widen_fp8x2<T>(w4), widen_fp8x2<T>(w4 >> 16));
+                }
+            } else {
+                const uint32_t a[4] = {lds32(q_lo + kk * 32), lds32(q_hi + kk * 32), lds32(q_lo + kk * 32 + 16),
+                                       lds32(q_hi + kk * 32 + 16)};
+#pragma unroll
+                for (int j = 0; j < kST; ++j) {
+                    const unsigned char *k_row = k_tile + (j * 8 + g) * S::kKvPitch + kk * 32 + t4 * 4;
+                    Op::run(s[j], a, lds32(k_row), lds32(k_row + 16));
+                }
             }
         }
 
@@ -238,12 +300,19 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
                 a[i] = Op::pack(pa[i][0], pa[i][1]);
                 a_lo[i] = Op::residual(pa[i][0], pa[i][1], a[i]);
             }
-            const unsigned char *v0 = v_tile + (kk * 16 + 2 * t4) * S::kPitch + g * 2;
+            constexpr int kP = S::kKvPitch;
+            const unsigned char *v0 = v_tile + (kk * 16 + 2 * t4) * kP + g * int(sizeof(KV));
 #pragma unroll
             for (int n = 0; n < kNT; ++n) {
-                const unsigned char *v = v0 + n * 16;
-                const uint32_t b0 = lds16(v) | (lds16(v + S::kPitch) << 16);
-                const uint32_t b1 = lds16(v + 8 * S::kPitch) | (lds16(v + 9 * S::kPitch) << 16);
+                const unsigned char *v = v0 + n * 8 * int(sizeof(KV));
+                uint32_t b0, b1;
+                if constexpr (kFp8) {  // keys 2t, 2t+1 (and 2t+8, 2t+9) of dim n * 8 + g, widened
+                    b0 = widen_fp8x2<T>(lds8(v) | (lds8(v + kP) << 8));
+                    b1 = widen_fp8x2<T>(lds8(v + 8 * kP) | (lds8(v + 9 * kP) << 8));
+                } else {
+                    b0 = lds16(v) | (lds16(v + kP) << 16);
+                    b1 = lds16(v + 8 * kP) | (lds16(v + 9 * kP) << 16);
+                }
                 Op::run(o[n], a, b0, b1);
                 if constexpr (Op::kSplitP) Op::run(o[n], a_lo, b0, b1);
             }
@@ -262,16 +331,16 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
     for (int h = 0; h < 2; ++h) {
         if (!row_ok[h]) continue;
         const int r = warp * 16 + g + 8 * h;
-        const float inv = l_run[h] > 0.0f ? 1.0f / l_run[h] : 0.0f;
+        const float inv = l_run[h] > 0.0f ? p.v_scale / l_run[h] : 0.0f;  // v_scale: 1 unless FP8 KV
         uint32_t *out = reinterpret_cast<uint32_t *>(static_cast<T *>(p.out) + w.qo_offset(r, p, kHeadDim) + 2 * t4);
 #pragma unroll
         for (int n = 0; n < kNT; ++n) out[n * 4] = Op::pack(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
     }
 }
 
-template <typename T, int kHeadDim>
+template <typename T, typename KV, int kHeadDim>
 cudaError_t launch_prefill_mma(const AttnParams &p, dim3 grid, cudaStream_t stream) {
-    using S = MmaShape<kHeadDim>;
+    using S = MmaShape<int(sizeof(KV)), kHeadDim>;
     // Above 48 KiB a kernel must opt in, once per device.
     static std::atomic<uint64_t> opted_in{0};
     int dev = 0;
@@ -279,12 +348,12 @@ cudaError_t launch_prefill_mma(const AttnParams &p, dim3 grid, cudaStream_t stre
     if (err != cudaSuccess) return err;
     const uint64_t bit = dev < 64 ? (uint64_t(1) << dev) : 0;
     if (!bit || !(opted_in.load(std::memory_order_relaxed) & bit)) {
-        err = cudaFuncSetAttribute(reinterpret_cast<const void *>(prefill_mma_kernel<T, kHeadDim>),
+        err = cudaFuncSetAttribute(reinterpret_cast<const void *>(prefill_mma_kernel<T, KV, kHeadDim>),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmemBytes));
         if (err != cudaSuccess) return err;
         opted_in.fetch_or(bit, std::memory_order_relaxed);
     }
-    auto *kernel = prefill_mma_kernel<T, kHeadDim>;
+    auto *kernel = prefill_mma_kernel<T, KV, kHeadDim>;
     KVC_LAUNCH(kernel, grid, S::kThreads, S::kSmemBytes, stream, p);
     return cudaGetLastError();
 }

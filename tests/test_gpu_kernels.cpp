@@ -286,6 +286,45 @@ void test_prefill_grid(void **) {
         }
 }
 
+// The tensor-core prefill's dtype pairs (q f16/bf16 x KV same or FP8 with scales) at the head dims
+// the grids above reach rarely for them: 64 (the smallest tile) and 256 (32-key tiles, 128
+// accumulator registers); GQA so rows span several heads; one FP8 case with every feature on.
+void test_prefill_tensor_core_dtypes(void **) {
+    REQUIRE_GPU();
+    int n = 0;
+    for (int32_t d : {64, 256})
+        for (int32_t qd : {KVC_DTYPE_F16, KVC_DTYPE_BF16})
+            for (bool fp8 : {false, true}) {
+                kvc_test::CaseSpec s;
+                s.block_size = n % 2 ? 16 : 3;
+                s.head_dim = d;
+                s.num_q_heads = 8;
+                s.num_kv_heads = 2;
+                s.q_dtype = qd;
+                s.kv_dtype = fp8 ? KVC_DTYPE_FP8_E4M3 : qd;
+                if (fp8) { s.k_scale = 0.75f; s.v_scale = 3.0f; }
+                s.seed = uint32_t(9100 + n++);
+                s.seqs = {{len(400) + 37, 37}, {21, 21}, {9, 1}};
+                check_case(s, {-1}, "tensor-core prefill");
+            }
+    kvc_test::CaseSpec s;
+    s.block_size = 16;
+    s.head_dim = 96;
+    s.num_q_heads = 8;
+    s.num_kv_heads = 4;
+    s.q_dtype = KVC_DTYPE_BF16;
+    s.kv_dtype = KVC_DTYPE_FP8_E4M3;
+    s.k_scale = 1.5f;
+    s.v_scale = 0.25f;
+    s.sliding_window = 50;
+    s.softcap = 5.0f;
+    s.alibi = true;
+    s.scale_mult = 4.0f;
+    s.seed = 9200;
+    s.seqs = {{len(500) + 70, 70}, {33, 33}};
+    check_case(s, {-1}, "tensor-core prefill fp8 features");
+}
+
 // Blocks shared after a fork (the same physical block in several tables) and a large GQA group
 // that needs several head chunks per KV head (64 query heads on 1 KV head).
 void test_shared_blocks_and_large_groups(void **) {
@@ -487,6 +526,7 @@ int main(void) {
         cmocka_unit_test(test_split_k),
         cmocka_unit_test(test_window_softcap_alibi),
         cmocka_unit_test(test_prefill_grid),
+        cmocka_unit_test(test_prefill_tensor_core_dtypes),
         cmocka_unit_test(test_shared_blocks_and_large_groups),
         cmocka_unit_test(test_attention_bad_input),
     };

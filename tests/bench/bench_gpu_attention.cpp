@@ -6,7 +6,8 @@
 //    reported in GB/s, as % of the H100 SXM HBM3 peak (3.35 TB/s) and as % of the measured copy.
 //    Headline shape: B=64, ctx=4096, 32 q / 8 kv heads, d=128, fp16, block 16; then a sweep over
 //    batch x context x block size.
-//  - Prefill: causal prompt of 2048 tokens per sequence, TFLOP/s (4 * visible q-k pairs * d * heads).
+//  - Prefill: causal prompt of 2048 tokens per sequence, TFLOP/s (4 * visible q-k pairs * d * heads);
+//    fp16 q with fp16 or FP8 (e4m3) KV, head dim 128 or 256 (all on the tensor-core prefill kernel).
 //
 // Kernel time comes from CUDA events when cuda_runtime.h is on the include path (tests/gpu/
 // run_on_device.sh puts it there), else from the host clock around a synchronized batch of launches.
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -90,10 +92,13 @@ double time_launches(F &&launch, int reps) {
 }
 
 // Random fp16 values in [-1, 1) (bit patterns built directly: sign, small exponent, mantissa).
+// Mantissa bits 3 and 6 stay clear so every byte is also a finite e4m3 value below 1 in magnitude
+// (the FP8 cases read the same storage): the low byte's e4m3 exponent is at most 6, the high
+// byte's is 5 or 6.
 std::vector<uint16_t> random_halves(size_t n, uint32_t seed) {
     std::mt19937 rng(seed);
     std::vector<uint16_t> v(n);
-    for (auto &x : v) x = uint16_t((rng() & 0x83ffu) | ((10u + rng() % 4u) << 10));  // |x| in [2^-5, 1)
+    for (auto &x : v) x = uint16_t((rng() & 0x83b7u) | ((10u + rng() % 4u) << 10));  // |x| in [2^-5, 1)
     return v;
 }
 
@@ -127,11 +132,12 @@ struct AttentionCase {
     kvc::AttentionArgs args;
     double kv_bytes = 0, qo_bytes = 0, flops = 0;
 
-    AttentionCase(int32_t num_seqs, int32_t ctx_len, int32_t q_len, int32_t block_size, int32_t partition) {
-        const int32_t hq = 32, hkv = 8, d = 128;
+    AttentionCase(int32_t num_seqs, int32_t ctx_len, int32_t q_len, int32_t block_size, int32_t partition,
+                  int32_t kv_dtype = KVC_DTYPE_F16, int32_t d = 128) {
+        const int32_t hq = 32, hkv = 8;
         const int32_t blocks_per_seq = (ctx_len + block_size - 1) / block_size;
         const int64_t num_blocks = int64_t(num_seqs) * blocks_per_seq;
-        layout.init(num_blocks, block_size, 1, hkv, d, KVC_DTYPE_F16);
+        layout.init(num_blocks, block_size, 1, hkv, d, kv_dtype);
         void *base = g_storage.get(size_t(layout.total_bytes));
         std::vector<int32_t> ids(static_cast<size_t>(num_blocks));
         std::iota(ids.begin(), ids.end(), 0);
@@ -154,7 +160,7 @@ struct AttentionCase {
         args.out = out.p;
         args.q_dtype = KVC_DTYPE_F16;
         args.num_q_heads = hq;
-        args.scale = 0.088388f;
+        args.scale = 1.0f / std::sqrt(float(d));
         args.partition_size = partition;
         args.num_seqs = num_seqs;
         args.num_tokens = int64_t(num_seqs) * q_len;
@@ -168,7 +174,7 @@ struct AttentionCase {
         args.workspace = workspace.p;
         args.workspace_bytes = ws;
 
-        kv_bytes = double(num_seqs) * ctx_len * hkv * d * 2.0 * 2.0;
+        kv_bytes = double(num_seqs) * ctx_len * hkv * d * 2.0 * double(layout.elem_bytes);
         qo_bytes = 2.0 * double(q_elems) * 2.0;
         // Causal: query j (of q_len, at the end of ctx_len) sees ctx_len - q_len + j + 1 keys.
         const double pairs = double(q_len) * (ctx_len - q_len) + double(q_len) * (q_len + 1) / 2.0;
@@ -209,7 +215,8 @@ void BM_Decode(benchmark::State &state) {
 
 void BM_Prefill(benchmark::State &state) {
     const int32_t batch = int32_t(state.range(0)), q_len = int32_t(state.range(1)), prefix = int32_t(state.range(2));
-    AttentionCase c(batch, prefix + q_len, q_len, 16, -1);
+    const int32_t kv_dtype = int32_t(state.range(3)), d = int32_t(state.range(4));
+    AttentionCase c(batch, prefix + q_len, q_len, 16, -1, kv_dtype, d);
     double sec = 0;
     for (auto _ : state) {
         sec = time_launches([&] { BENCH_CHECK(kvc::cuda::attention(c.args, nullptr)); }, 3);
@@ -240,9 +247,15 @@ int main(int argc, char **argv) {
                 benchmark::RegisterBenchmark("Decode/sweep", BM_Decode)
                     ->Args({b, ctx, bs, 0})->ArgNames({"B", "ctx", "bs", "part"})->UseManualTime()->Iterations(3);
             }
-    for (int64_t prefix : {0, 2048})
-        benchmark::RegisterBenchmark("Prefill", BM_Prefill)
-            ->Args({4, 2048, prefix})->ArgNames({"B", "q_len", "prefix"})->UseManualTime()->Iterations(2);
+    // kv: KVC_DTYPE_* (F16 or FP8_E4M3); q is always fp16.
+    for (int64_t kv : {KVC_DTYPE_F16, KVC_DTYPE_FP8_E4M3})
+        for (int64_t d : {128, 256})
+            for (int64_t prefix : {0, 2048}) {
+                if (d == 256 && prefix > 0) continue;
+                benchmark::RegisterBenchmark(kv == KVC_DTYPE_F16 ? "Prefill/f16" : "Prefill/fp8", BM_Prefill)
+                    ->Args({4, 2048, prefix, kv, d})->ArgNames({"B", "q_len", "prefix", "kv", "d"})
+                    ->UseManualTime()->Iterations(2);
+            }
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     return 0;
