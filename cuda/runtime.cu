@@ -144,4 +144,18 @@ kvc_status stream_sync(void *stream) {
     return KVC_OK;
 }
 
+kvc_status use_device(int32_t device, const char *what) {
+    if (query_device_count() == 1 && device == 0) return KVC_OK;  // the only device is always current
+    return set_device(device, what);
+}
+
+kvc_status event_create_on(int32_t device, void **out_event) {
+    if (kvc_status st = set_device(device, "cuda event create"); st != KVC_OK) return st;
+    cudaEvent_t e = nullptr;
+    // Timing disabled: the event only orders work, and such events are the cheapest to record/sync.
+    KVC_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cuda event create");
+    *out_event = e;
+    return KVC_OK;
+}
+
 }  // namespace kvc::cuda

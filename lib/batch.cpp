@@ -8,11 +8,13 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 
 #include "cpu/cpu_backend.hpp"
 #include "cuda_api.hpp"
 #include "error.hpp"
 #include "pool_access.hpp"
+#include "tier_cuda.hpp"
 
 namespace kvc {
 namespace {
@@ -23,9 +25,9 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 bool on_device(const kvc_batch *b) { return b->backend == KVC_BACKEND_CUDA; }
 
-// Copies host -> batch "device" memory: cudaMemcpyAsync from pageable memory on the batch's stream
-// on CUDA (the source may still be read after the call: upload_staging synchronizes at the end),
-// memcpy otherwise.
+// Copies host -> batch "device" memory: cudaMemcpyAsync from the pinned host buffer on the batch's
+// stream on CUDA (the DMA reads the source when the stream gets there: see fence_staging), memcpy
+// otherwise.
 kvc_status upload(const kvc_batch *b, void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return KVC_OK;
     if (on_device(b)) return cuda::memcpy_h2d(dst, src, bytes, b->stream);
@@ -49,21 +51,99 @@ kvc_status alloc_backend(kvc_batch *b, size_t bytes, void **out) {
     return KVC_OK;
 }
 
-void reserve_host(BatchHostArrays &h, int32_t max_seqs, int64_t max_tokens, int64_t max_indices) {
-    h.seq_lens.resize(size_t(max_seqs));
-    h.query_start_loc.resize(size_t(max_seqs) + 1);
-    h.kv_indptr.resize(size_t(max_seqs) + 1);
-    h.kv_indices.resize(size_t(max_indices));
-    h.kv_last_page_len.resize(size_t(max_seqs));
-    h.slot_mapping.resize(size_t(max_tokens));
-    h.seq_ids.resize(size_t(max_seqs));
+// Places the arrays of one host buffer at aligned offsets of `mem` and returns the bytes they span
+// (with mem == nullptr: only the size).
+size_t place_host_arrays(BatchHostArrays &h, char *mem, int32_t max_seqs, int64_t max_tokens, int64_t table_elems) {
+    const size_t n = size_t(max_seqs), t = size_t(table_elems);
+    size_t at = 0;
+    auto take = [&](auto &arr, size_t count) {
+        using T = std::remove_reference_t<decltype(*arr.ptr)>;
+        if (mem) arr.ptr = reinterpret_cast<T *>(mem + at);
+        at += align_up(count * sizeof(T));
+    };
+    take(h.tables, t);
+    take(h.seq_lens, n);
+    take(h.query_start_loc, n + 1);
+    take(h.kv_indptr, n + 1);
+    take(h.kv_indices, t);
+    take(h.kv_last_page_len, n);
+    take(h.slot_mapping, size_t(max_tokens));
+    take(h.seq_ids, n);
+    return at;
 }
 
-// Uploads the staging build: dirty block-table rows (coalesced into runs) and the used part of
-// every other array, and on CUDA waits for the batch's stream, so the copies have read the staging
-// arrays (which the next build rewrites) and landed before the build returns. Returns the number
-// of table rows sent in *rows.
-kvc_status upload_staging(kvc_batch *b, int32_t *rows) {
+// One host buffer: pinned memory and its upload event on CUDA (the copies read it asynchronously),
+// plain memory on CPU and for metadata-only pools.
+kvc_status alloc_host_arrays(kvc_batch *b, BatchHostArrays &h, int64_t table_elems) {
+    const size_t bytes = place_host_arrays(h, nullptr, b->max_seqs, b->max_tokens, table_elems);
+    void *mem = nullptr;
+    if (on_device(b)) {
+        if (kvc_status st = cuda::malloc_pinned(bytes, &mem); st != KVC_OK) return st;
+        h.memory = mem;
+        if (kvc_status st = cuda::event_create_on(b->device, &h.upload_done); st != KVC_OK) return st;
+    } else {
+        mem = std::aligned_alloc(kAlign, bytes);
+        if (!mem) return fail(KVC_ERR_NO_MEMORY, "kvc_batch_create: cannot allocate %zu bytes", bytes);
+        h.memory = mem;
+    }
+    std::memset(mem, 0, bytes);
+    place_host_arrays(h, static_cast<char *>(mem), b->max_seqs, b->max_tokens, table_elems);
+    return KVC_OK;
+}
+
+// Waits (if needed) for the copies that last read `h`, and frees it. Errors are ignored: the memory
+// must go either way, and after a device error no copy runs any more.
+void free_host_arrays(int32_t backend, BatchHostArrays &h) {
+    if (backend == KVC_BACKEND_CUDA) {
+        if (h.upload_pending) (void)cuda::event_sync(h.upload_done);
+        cuda::event_destroy(h.upload_done);
+        (void)cuda::free_pinned(h.memory);
+    } else {
+        std::free(h.memory);
+    }
+    h = BatchHostArrays();
+}
+
+// Before a build writes the staging buffer: on CUDA, waits until the copies that last read it
+// (normally those of the build before the previous one) have run. Off CUDA nothing is pending.
+kvc_status wait_staging_free(kvc_batch *b) {
+    BatchHostArrays &h = b->staging;
+    if (!h.upload_pending) return KVC_OK;
+    if (kvc_status st = cuda::event_sync(h.upload_done); st != KVC_OK) return st;
+    h.upload_pending = false;
+    return KVC_OK;
+}
+
+// After some or all of a build's copies were enqueued: records the staging buffer's event behind
+// them, so the next build that writes this buffer waits for exactly these copies (and nothing
+// enqueued later). If the event cannot be recorded (a device error), the stream is synchronized
+// instead, best effort, so the buffer is never rewritten under a pending copy.
+kvc_status fence_staging(kvc_batch *b) {
+    BatchHostArrays &h = b->staging;
+    if (kvc_status st = cuda::event_record(h.upload_done, b->stream); st != KVC_OK) {
+        (void)cuda::stream_sync(b->stream);
+        return st;
+    }
+    h.upload_pending = true;
+    b->last_upload_event = h.upload_done;
+    b->last_upload_stream = b->stream;
+    return KVC_OK;
+}
+
+// CUDA, before the first copy of a build: makes the pool's device current (the NULL stream is the
+// current device's) and, if the stream changed since the last upload, has the new stream wait on
+// the GPU for the last upload's copies: the incremental upload assumes the device table will hold
+// what those copies write before these run.
+kvc_status prepare_stream(kvc_batch *b) {
+    if (kvc_status st = cuda::use_device(b->device, "kvc_batch_build"); st != KVC_OK) return st;
+    if (b->last_upload_event && b->stream != b->last_upload_stream)
+        return cuda::stream_wait_event(b->stream, b->last_upload_event);
+    return KVC_OK;
+}
+
+// Enqueues the staging build: dirty block-table rows (coalesced into runs) and the used part of
+// every other array. Returns the number of table rows sent in *rows.
+kvc_status enqueue_copies(kvc_batch *b, int32_t *rows) {
     const BatchHostArrays &h = b->staging;
     const size_t row_bytes = size_t(b->width) * sizeof(int32_t);
     *rows = 0;
@@ -71,17 +151,19 @@ kvc_status upload_staging(kvc_batch *b, int32_t *rows) {
     while (r < h.num_seqs) {
         auto dirty = [&](int32_t i) {
             return !b->shadow_valid[size_t(i)] ||
-                   std::memcmp(&b->staging_tables[size_t(i) * b->width], &b->shadow_tables[size_t(i) * b->width],
+                   std::memcmp(&h.tables[size_t(i) * b->width], &b->shadow_tables[size_t(i) * b->width],
                                row_bytes) != 0;
         };
         if (!dirty(r)) { ++r; continue; }
         int32_t end = r + 1;
         while (end < h.num_seqs && dirty(end)) ++end;
         const size_t off = size_t(r) * b->width;
-        if (kvc_status st = upload(b, b->dev.block_tables + off, &b->staging_tables[off], row_bytes * size_t(end - r));
+        if (kvc_status st = upload(b, b->dev.block_tables + off, &h.tables[off], row_bytes * size_t(end - r));
             st != KVC_OK)
             return st;
-        std::memcpy(&b->shadow_tables[off], &b->staging_tables[off], row_bytes * size_t(end - r));
+        // The shadow follows the enqueued copies, not their completion: later copies on the same
+        // stream (or on a new stream made to wait, prepare_stream) land after these.
+        std::memcpy(&b->shadow_tables[off], &h.tables[off], row_bytes * size_t(end - r));
         std::fill(b->shadow_valid.begin() + r, b->shadow_valid.begin() + end, uint8_t(1));
         *rows += end - r;
         r = end;
@@ -98,8 +180,18 @@ kvc_status upload_staging(kvc_batch *b, int32_t *rows) {
     };
     for (const Piece &p : pieces)
         if (kvc_status st = upload(b, p.dst, p.src, p.bytes); st != KVC_OK) return st;
-    if (on_device(b)) return cuda::stream_sync(b->stream);
     return KVC_OK;
+}
+
+// Uploads the staging build. On CUDA nothing here waits for the stream: the copies are enqueued and
+// fenced by the staging buffer's event.
+kvc_status upload_staging(kvc_batch *b, int32_t *rows) {
+    *rows = 0;
+    if (!on_device(b)) return enqueue_copies(b, rows);
+    if (kvc_status st = prepare_stream(b); st != KVC_OK) return st;
+    const kvc_status copied = enqueue_copies(b, rows);
+    const kvc_status fenced = fence_staging(b);  // also after a failed copy: earlier ones may be pending
+    return copied != KVC_OK ? copied : fenced;
 }
 
 }  // namespace
@@ -118,7 +210,9 @@ kvc_status batch_create(kvc_pool *pool, int32_t max_seqs, int64_t max_tokens, in
         return fail(KVC_ERR_OVERFLOW, "%s: %d blocks of %d tokens exceeds the int32 length range", fn,
                     max_blocks_per_seq, L.block_size);
 
-    std::unique_ptr<kvc_batch> b(new kvc_batch());
+    // Every failure below frees what was made so far through batch_destroy (all of it null-safe).
+    struct Destroy { void operator()(kvc_batch *p) const { batch_destroy(p); } };
+    std::unique_ptr<kvc_batch, Destroy> b(new kvc_batch());
     b->pool = pool;
     b->backend = pool_backend(pool);
     b->device = pool_device(pool);
@@ -126,9 +220,8 @@ kvc_status batch_create(kvc_pool *pool, int32_t max_seqs, int64_t max_tokens, in
     b->max_seqs = max_seqs;
     b->max_tokens = max_tokens;
     b->width = max_blocks_per_seq;
-    reserve_host(b->staging, max_seqs, max_tokens, table_elems);
-    reserve_host(b->committed, max_seqs, max_tokens, table_elems);
-    b->staging_tables.assign(size_t(table_elems), -1);
+    for (BatchHostArrays *h : {&b->staging, &b->committed})
+        if (kvc_status st = alloc_host_arrays(b.get(), *h, table_elems); st != KVC_OK) return st;
     b->shadow_tables.assign(size_t(table_elems), -1);
     b->shadow_valid.assign(size_t(max_seqs), 0);
     b->sort_scratch.resize(size_t(max_seqs));
@@ -158,11 +251,7 @@ kvc_status batch_create(kvc_pool *pool, int32_t max_seqs, int64_t max_tokens, in
     if (b->backend == KVC_BACKEND_CUDA) ws = cuda::attention_workspace_bytes(max_seqs, nqh, L.head_dim, context);
     else if (b->backend == KVC_BACKEND_CPU) ws = cpu_attention_workspace_bytes(max_seqs, nqh, L.head_dim, context);
     if (ws > 0) {
-        if (kvc_status st = alloc_backend(b.get(), ws, &b->workspace); st != KVC_OK) {
-            free_backend(b->backend, b->device, mem);
-            b->dev.memory = nullptr;
-            return st;
-        }
+        if (kvc_status st = alloc_backend(b.get(), ws, &b->workspace); st != KVC_OK) return st;
         b->workspace_bytes = ws;
     }
     *out = b.release();
@@ -170,6 +259,9 @@ kvc_status batch_create(kvc_pool *pool, int32_t max_seqs, int64_t max_tokens, in
 }
 
 void batch_destroy(kvc_batch *b) {
+    // Host buffers first: freeing one waits for the copies still reading it.
+    free_host_arrays(b->backend, b->staging);
+    free_host_arrays(b->backend, b->committed);
     free_backend(b->backend, b->device, b->workspace);
     free_backend(b->backend, b->device, b->dev.memory);
     delete b;
@@ -196,6 +288,9 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
             return fail(KVC_ERR_INVALID_ARG, "%s: sequence %llu appears twice", fn,
                         (unsigned long long)b->sort_scratch[size_t(i)]);
 
+    // The staging buffer may still be the source of an earlier build's copies: wait for them before
+    // writing it (and before taking the pool lock, which never covers a device wait).
+    if (kvc_status st = wait_staging_free(b); st != KVC_OK) return st;
     BatchHostArrays &h = b->staging;
     const int32_t bs = b->block_size, W = b->width;
     uint64_t generation;
@@ -222,7 +317,7 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
             if (nb > s.num_blocks)
                 return fail(KVC_ERR_INTERNAL, "%s: sequence %llu has %lld tokens but only %lld blocks", fn,
                             (unsigned long long)seq_ids[i], (long long)s.num_tokens, (long long)s.num_blocks);
-            int32_t *row = &b->staging_tables[size_t(i) * W];
+            int32_t *row = &h.tables[size_t(i) * W];
             std::copy(s.blocks, s.blocks + nb, row);
             std::fill(row + nb, row + W, -1);
             h.seq_lens[size_t(i)] = int32_t(s.num_tokens);
@@ -240,7 +335,7 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
     for (int32_t i = 0; i < num_seqs; ++i) {
         const int64_t L = h.seq_lens[size_t(i)], Q = q_lens[i];
         const int64_t nb = (L + bs - 1) / bs;
-        const int32_t *row = &b->staging_tables[size_t(i) * W];
+        const int32_t *row = &h.tables[size_t(i) * W];
         for (int64_t p = L - Q; p < L; ++p) h.slot_mapping[size_t(tok++)] = int64_t(row[p / bs]) * bs + p % bs;
         std::copy(row, row + nb, &h.kv_indices[size_t(idx)]);
         idx += nb;
@@ -262,7 +357,7 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
         b->built = false;
         return st;
     }
-    std::swap(b->staging, b->committed);  // commit: O(1) vector swaps, no allocation
+    std::swap(b->staging, b->committed);  // commit: O(1), pointers and events trade places
     b->rows_uploaded = rows;
     b->generation.store(generation, std::memory_order_relaxed);
     b->built = true;

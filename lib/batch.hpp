@@ -1,26 +1,36 @@
 // Batch metadata for one forward step (kvc_batch_*): the object behind the opaque kvc_batch handle.
 //
-// Fixed capacity, everything allocated in create: host arrays for the step being built ("staging")
-// and for the last successful build ("committed"), and one backend allocation holding every array
-// the kernels read ("device" arrays: device memory on CUDA; a host allocation on CPU and for
-// metadata-only pools, so the addresses in kvc_batch_info never change either way).
+// Fixed capacity, everything allocated in create: two host buffers of every array the kernels read
+// (BatchHostArrays: one holds the last successful build, "committed", the other is "staging" for
+// the next), a host mirror of the device block table ("shadow"), and one backend allocation holding
+// every array the kernels read ("device" arrays: device memory on CUDA; a host allocation on CPU
+// and for metadata-only pools, so the addresses in kvc_batch_info never change either way).
 //
-// Build = validate, copy the sequences' tables under the pool lock, fill the derived arrays into
-// staging, upload what changed, then commit by swapping staging and committed (O(1), no
+// Build = validate, copy the sequences' tables under the pool lock into staging, fill the derived
+// arrays, upload what changed, then commit by swapping staging and committed (O(1), no
 // allocation). A failed validation touches neither the committed arrays nor the device arrays.
-// Block-table rows are uploaded only when they differ from what the device already holds
-// (shadow_tables mirrors the device table), in as few contiguous copies as there are dirty runs.
+// Block-table rows are uploaded only when they differ from what the device will hold when the
+// upload runs (shadow_tables mirrors it), in as few contiguous copies as there are dirty runs.
 //
-// CUDA ordering: uploads are cudaMemcpyAsync from the pageable staging arrays on the batch's stream
-// (kvc_batch_set_stream; NULL = the legacy default stream), so they start after the work already on
-// that stream (the previous step's kernels reading these arrays). The build then synchronizes that
-// stream: a pageable-source cudaMemcpyAsync is not documented to have read its source when it
-// returns (older CUDA documentation says a worker thread may stage it later), and the next build
-// rewrites staging_tables and, after the swap, the staging arrays. So when a build returns the
-// device arrays are complete, whatever stream the caller launches on next.
+// CUDA ordering (no host wait for the stream):
+//  - The host buffers are pinned (cudaMallocHost), so each cudaMemcpyAsync is a DMA that reads its
+//    source when the stream reaches it, possibly long after the build returned. After a build's
+//    copies, an event is recorded on the batch's stream into the buffer they read (upload_done).
+//  - A build first waits for its staging buffer's event (cudaEventSynchronize), i.e. for the copies
+//    of the last build that read that buffer, and only then writes it. Because commits alternate
+//    the two buffers, that is normally the build before the previous one: its copies ran ahead of
+//    the previous step's kernels, so the wait is normally already satisfied. A single buffer would
+//    instead wait for the previous build's copies, which sit behind the previous step's kernels on
+//    the stream, and cap the host at one step ahead of the GPU; the derived arrays were double
+//    already for the O(1) commit, so the second buffer costs only one more pinned table.
+//  - The copies go onto the stream after the work already there (the previous step's kernels that
+//    read the device arrays) and before any later work (this step's kernels). When the stream
+//    changes between builds (kvc_batch_set_stream), the new stream first waits on the GPU for the
+//    previous build's event, so uploads never overtake each other and the shadow stays exact.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -28,17 +38,32 @@
 
 namespace kvc {
 
-// The arrays of one build, on the host.
+// A fixed array inside a BatchHostArrays allocation (not owning). data()/[] like the std::vector
+// it replaces, so readers of the committed arrays do not care where the memory comes from.
+template <class T>
+struct HostArray {
+    T *ptr = nullptr;
+    T *data() const { return ptr; }
+    T &operator[](size_t i) const { return ptr[i]; }
+};
+
+// The arrays of one build, on the host, in one allocation: pinned memory on CUDA (copies read it
+// asynchronously), plain memory otherwise.
 struct BatchHostArrays {
-    std::vector<int32_t> seq_lens, query_start_loc, kv_indptr, kv_indices, kv_last_page_len;
-    std::vector<int64_t> slot_mapping;
-    std::vector<uint64_t> seq_ids;
+    HostArray<int32_t> tables;  // [max_seqs][width], -1 padded
+    HostArray<int32_t> seq_lens, query_start_loc, kv_indptr, kv_indices, kv_last_page_len;
+    HostArray<int64_t> slot_mapping;
+    HostArray<uint64_t> seq_ids;
     int32_t num_seqs = 0;
     int64_t num_tokens = 0;
     int32_t max_q_len = 0;
     int64_t max_seq_len = 0;
     int64_t num_indices = 0;
     bool is_decode = false;
+
+    void *memory = nullptr;       // the allocation holding every array above
+    void *upload_done = nullptr;  // CUDA: cudaEvent_t recorded after the last copies reading it
+    bool upload_pending = false;  // upload_done was recorded and not waited for since
 };
 
 // Device-side array pointers, all inside one backend allocation.
@@ -61,15 +86,20 @@ struct kvc_batch {
     int64_t max_tokens = 0;
     int32_t width = 0;  // max_blocks_per_seq
 
+    // Commit swaps the two structs whole: each keeps its memory and its event.
     kvc::BatchHostArrays staging, committed;
-    std::vector<int32_t> staging_tables;  // [max_seqs][width]
-    std::vector<int32_t> shadow_tables;   // [max_seqs][width]: what the device table holds
-    std::vector<uint8_t> shadow_valid;    // per row: shadow_tables row is known to be on the device
-    std::vector<uint64_t> sort_scratch;   // duplicate-id check without allocation
+    std::vector<int32_t> shadow_tables;  // [max_seqs][width]: what the device table holds (or will,
+                                         // once the copies already enqueued have run)
+    std::vector<uint8_t> shadow_valid;   // per row: shadow_tables row is known to be on the device
+    std::vector<uint64_t> sort_scratch;  // duplicate-id check without allocation
     kvc::BatchDeviceArrays dev;
     void *workspace = nullptr;  // split-K partials (backend memory)
     size_t workspace_bytes = 0;
     void *stream = nullptr;     // cudaStream_t of the uploads (kvc_batch_set_stream); unused off CUDA
+    // CUDA: the event recorded after the most recent build's copies (either buffer's upload_done,
+    // or null before the first upload) and the stream they went to.
+    void *last_upload_event = nullptr;
+    void *last_upload_stream = nullptr;
 
     bool built = false;
     int32_t rows_uploaded = 0;

@@ -23,6 +23,12 @@ kvc_status memcpy_h2d(void *dst, const void *src, size_t bytes, void *stream);
 kvc_status memcpy_d2h(void *dst, const void *src, size_t bytes, void *stream);
 kvc_status memcpy_d2d(void *dst, const void *src, size_t bytes, void *stream);
 kvc_status stream_sync(void *stream);
+// Makes `device` current for the calling thread when the process sees more than one GPU (nothing to
+// do with one), so that the legacy default stream (stream NULL) and new events are that device's.
+kvc_status use_device(int32_t device, const char *what);
+// A cudaEvent_t (timing disabled) created on `device`. Record / synchronize / wait / destroy it with
+// the event functions of tier_cuda.hpp; an event can only be recorded on a stream of its device.
+kvc_status event_create_on(int32_t device, void **out_event);
 
 kvc_status cache_write(const CacheWriteArgs &a, void *stream);
 kvc_status copy_blocks(const CopyBlocksArgs &a, void *stream);

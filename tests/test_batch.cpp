@@ -1,6 +1,8 @@
 // Batch metadata (kvc_batch_*): padded tables, seq_lens, query_start_loc, slot mapping and CSR
 // form against what the pool reports per sequence; incremental upload row counts; failed builds
-// keep the previous step's metadata; capacity and argument errors; kvc_batch_set_stream off CUDA.
+// keep the previous step's metadata; many builds in a row through the two alternating host
+// buffers; capacity and argument errors; kvc_batch_set_stream off CUDA.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -219,6 +221,61 @@ void test_failed_build_keeps_previous(void **) {
     check_metadata(f.pool, f.batch, ids, q);
 }
 
+// Thirty builds in a row with the batch changing every step (sequences join, leave, grow across
+// blocks, change rows), a failed build every third step: the build alternates two host buffers
+// and keeps a mirror of the device table, so this checks every array after every build, and that
+// rows_uploaded is exactly the number of rows that differ from what the device table holds (a
+// model of it kept here: a failed validation uploads nothing).
+void test_many_builds_alternating_buffers(void **) {
+    Fixture f(KVC_BACKEND_CPU);
+    std::vector<uint64_t> live;
+    std::vector<std::vector<int32_t>> device_rows(kMaxSeqs);  // what the "device" table row holds
+    uint64_t next_id = 100;
+    for (int step = 0; step < 30; ++step) {
+        // Sequences finish: the oldest every fourth step, and any about to outgrow the batch rows.
+        for (size_t i = live.size(); i-- > 0;) {
+            int64_t len = 0;
+            OK(kvc_seq_num_tokens(f.pool, live[i], &len));
+            if (len >= kBs * kWidth - 2 || (i == 0 && step % 4 == 3)) {
+                OK(kvc_free(f.pool, live[i]));
+                live.erase(live.begin() + long(i));
+            }
+        }
+        std::vector<int64_t> q;
+        for (uint64_t id : live) {
+            OK(kvc_append(f.pool, id, nullptr, 1, 0, nullptr));
+            q.push_back(1);
+        }
+        if (live.size() < size_t(kMaxSeqs) && step % 3 != 1) {  // a new sequence with its prompt
+            const int64_t len = 1 + (step * 5) % 8;
+            OK(kvc_alloc(f.pool, next_id, nullptr, len, nullptr, nullptr));
+            live.push_back(next_id++);
+            q.push_back(len);
+        }
+        // Rows move: rotate the order (and the q_lens with it).
+        const size_t by = size_t(step) % live.size();
+        std::rotate(live.begin(), live.begin() + by, live.end());
+        std::rotate(q.begin(), q.begin() + by, q.end());
+        if (step % 3 == 2) {
+            std::vector<uint64_t> bad = live;
+            bad.back() = 99999;  // unknown: fails after the earlier rows were staged
+            EXPECT_ERR(kvc_batch_build(f.batch, bad.data(), q.data(), int32_t(bad.size())), KVC_ERR_UNKNOWN_SEQ);
+        }
+        OK(kvc_batch_build(f.batch, live.data(), q.data(), int32_t(live.size())));
+        check_metadata(f.pool, f.batch, live, q);
+
+        std::vector<int32_t> tables(live.size() * kWidth);
+        OK(kvc_batch_copy_block_tables(f.batch, tables.data(), int64_t(tables.size())));
+        int32_t changed = 0;
+        for (size_t r = 0; r < live.size(); ++r) {
+            std::vector<int32_t> row(tables.begin() + long(r * kWidth), tables.begin() + long((r + 1) * kWidth));
+            if (row != device_rows[r]) ++changed;
+            device_rows[r] = row;
+        }
+        assert_int_equal(info_of(f.batch).rows_uploaded, changed);
+    }
+}
+
 void test_batch_api_errors(void **) {
     Fixture f(KVC_BACKEND_CPU);
     kvc_batch *b = nullptr;
@@ -311,6 +368,7 @@ int main(void) {
         cmocka_unit_test(test_metadata_matches_pool),
         cmocka_unit_test(test_incremental_upload),
         cmocka_unit_test(test_failed_build_keeps_previous),
+        cmocka_unit_test(test_many_builds_alternating_buffers),
         cmocka_unit_test(test_batch_api_errors),
         cmocka_unit_test(test_set_stream_ignored_off_cuda),
         cmocka_unit_test(test_set_stream_errors),

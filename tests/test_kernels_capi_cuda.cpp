@@ -1,8 +1,9 @@
 // The C API glue on the CUDA backend, end to end: a CUDA pool, batch metadata uploaded to the
 // device (incremental rows), kvc_cache_write from device buffers through the batch's device slot
 // mapping, kvc_copy_pending after a fork, kvc_storage_copy_blocks, kvc_launch_attention (also with
-// everything on a non-blocking stream set by kvc_batch_set_stream); outputs compared with the dense
-// reference. Without a usable GPU every test reports SKIPPED.
+// everything on a non-blocking stream set by kvc_batch_set_stream, and many asynchronous builds in a
+// row while the batch changes shape); outputs compared with the dense reference. Without a usable
+// GPU every test reports SKIPPED.
 extern "C" {
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@ extern "C" {
 #include <cmocka.h>
 }
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -78,25 +80,25 @@ struct CudaWorld {
     }
 
     // One forward step of layer kLayer: build, write the new tokens' K/V, attention, compared with the
-    // dense reference. `stream` carries the cache write and the launch; the build uploads on
-    // whatever stream the batch was given (kvc_batch_set_stream).
+    // dense reference. `stream` carries the cache write and the launch and must be the batch's
+    // stream (kvc_batch_set_stream): the build only enqueues its upload there.
     void step(const std::vector<uint64_t> &ids, const std::vector<int64_t> &q_lens, int32_t q_dtype,
               int32_t partition_size, void *stream = nullptr) {
         OK(kvc_batch_build(batch, ids.data(), q_lens.data(), int32_t(ids.size())));
         kvc_batch_info info;
         info.struct_size = sizeof info;
         OK(kvc_batch_get_info(batch, &info));
-        // The device arrays hold what the host copies report, read on the legacy default stream
-        // without waiting for the batch's stream: the build returns with its upload complete.
+        // The device arrays hold what the host copies report once the upload has run: read them
+        // back on the batch's stream, which orders the reads after the build's copies.
         std::vector<int64_t> slots(size_t(info.num_tokens)), dslots(slots.size());
         OK(kvc_batch_copy_slot_mapping(batch, slots.data(), int64_t(slots.size())));
         OK(kvc::cuda::memcpy_d2h(dslots.data(), reinterpret_cast<void *>(uintptr_t(info.slot_mapping)),
-                                 slots.size() * 8, nullptr));
+                                 slots.size() * 8, stream));
         std::vector<int32_t> tables(size_t(info.num_seqs) * size_t(info.max_blocks_per_seq)), dtables(tables.size());
         OK(kvc_batch_copy_block_tables(batch, tables.data(), int64_t(tables.size())));
         OK(kvc::cuda::memcpy_d2h(dtables.data(), reinterpret_cast<void *>(uintptr_t(info.block_tables)),
-                                 tables.size() * 4, nullptr));
-        OK(kvc::cuda::stream_sync(nullptr));
+                                 tables.size() * 4, stream));
+        OK(kvc::cuda::stream_sync(stream));
         assert_memory_equal(slots.data(), dslots.data(), slots.size() * 8);
         assert_memory_equal(tables.data(), dtables.data(), tables.size() * 4);
 
@@ -231,6 +233,63 @@ void test_cuda_nonblocking_stream(void **) {
     kvc::cuda::tier_stream_destroy(stream);
 }
 
+// Many builds in a row on a non-blocking stream while the batch changes every step (sequences join
+// with a prefill, leave, cross block boundaries, change rows), a failed build every third step, and
+// a switch to the default stream and back: the uploads are asynchronous copies from two
+// alternating pinned buffers, incremental against a mirror of the device table, so every step's
+// device arrays must still equal the host mirrors and its attention the dense reference.
+void test_cuda_many_async_builds(void **) {
+    REQUIRE_GPU();
+    void *stream = nullptr;
+    OK(kvc::cuda::tier_stream_create(0, &stream));
+    {
+        CudaWorld w(16, 2, 8, 64, KVC_DTYPE_F16, 96, 0);
+        OK(kvc_batch_set_stream(w.batch, stream));
+        void *current = stream;
+        std::vector<uint64_t> live;
+        uint64_t next_id = 40;
+        for (int s = 0; s < 24; ++s) {
+            std::vector<int64_t> q;
+            for (uint64_t id : live) {
+                OK(kvc_append(w.pool, id, nullptr, 1, 0, nullptr));
+                q.push_back(1);
+            }
+            if (live.size() < 6 && s % 3 != 1) {
+                const int64_t len = 5 + (s * 13) % 40;
+                OK(kvc_alloc(w.pool, next_id, nullptr, len, nullptr, nullptr));
+                live.push_back(next_id++);
+                q.push_back(len);
+            }
+            if (s % 4 == 3) {  // the oldest sequence finishes
+                OK(kvc_free(w.pool, live.front()));
+                w.k.erase(live.front());
+                w.v.erase(live.front());
+                live.erase(live.begin());
+                q.erase(q.begin());
+            }
+            const size_t by = size_t(s) % live.size();
+            std::rotate(live.begin(), live.begin() + by, live.end());
+            std::rotate(q.begin(), q.begin() + by, q.end());
+            if (s % 3 == 2) {
+                std::vector<uint64_t> bad = live;
+                bad.back() = 77777;
+                assert_int_equal(kvc_batch_build(w.batch, bad.data(), q.data(), int32_t(bad.size())),
+                                 KVC_ERR_UNKNOWN_SEQ);
+            }
+            if (s == 10 || s == 17) {  // to the default stream and back
+                current = current ? nullptr : stream;
+                OK(kvc_batch_set_stream(w.batch, current));
+            }
+            w.step(live, q, s % 2 ? KVC_DTYPE_BF16 : KVC_DTYPE_F16, s % 5 == 0 ? 16 : 0, current);
+            kvc_batch_info info;
+            info.struct_size = sizeof info;
+            OK(kvc_batch_get_info(w.batch, &info));
+            assert_true(info.rows_uploaded <= int32_t(live.size()));
+        }
+    }
+    kvc::cuda::tier_stream_destroy(stream);
+}
+
 // Head dims the CUDA kernels are not built for are refused before anything is launched.
 void test_cuda_unsupported_head_dim(void **) {
     REQUIRE_GPU();
@@ -258,6 +317,7 @@ int main(void) {
         cmocka_unit_test(test_cuda_fork_copy_pending_and_storage_copy),
         cmocka_unit_test(test_cuda_unsupported_head_dim),
         cmocka_unit_test(test_cuda_nonblocking_stream),
+        cmocka_unit_test(test_cuda_many_async_builds),
     };
     const int rc = cmocka_run_group_tests(tests, nullptr, nullptr);
     int32_t n = 0;

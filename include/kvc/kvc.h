@@ -473,24 +473,39 @@ KVC_API kvc_status kvc_batch_destroy(kvc_batch *batch);
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_seqs < 1 or > capacity, q_len < 1 or >
  *  tokens, duplicate id), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out),
  *  KVC_ERR_BUFFER_TOO_SMALL (tokens or table width over capacity), KVC_ERR_DEVICE.
- *  On failure the previous step's metadata stays intact. On CUDA the upload runs on the batch's
- *  stream (kvc_batch_set_stream) and has completed when the call returns. */
+ *  On failure the previous step's metadata stays intact. On CUDA the upload is enqueued on the
+ *  batch's stream (kvc_batch_set_stream), ordered before any later work on that stream, and the
+ *  call returns without waiting for it or for earlier work on the stream (see
+ *  kvc_batch_set_stream for the exact ordering). */
 KVC_API kvc_status kvc_batch_build(kvc_batch *batch, const uint64_t *seq_ids, const int64_t *q_lens,
                                    int32_t num_seqs);
 
 /** Sets the CUDA stream (a cudaStream_t passed as void*) on which subsequent kvc_batch_build calls
- *  upload the metadata; NULL is the default stream, the initial setting. The stream must belong to
- *  the pool's device and stay alive while builds use it. Accepted and ignored on the CPU backend
- *  and for metadata-only pools. kvc_batch_copy_slot_mapping / kvc_batch_copy_block_tables read the
+ *  upload the metadata; NULL is the legacy default stream, the initial setting (with several GPUs a
+ *  build makes the pool's device current, so NULL is that device's). The stream must belong to the
+ *  pool's device and stay alive while builds use it. Accepted and ignored on the CPU backend and
+ *  for metadata-only pools. kvc_batch_copy_slot_mapping / kvc_batch_copy_block_tables read the
  *  library's host copies and use no stream.
- *  Ordering: kvc_batch_build enqueues the upload on the stream, after the work already enqueued
- *  there (e.g. the previous step's attention reading the same arrays), then synchronizes the stream
- *  before returning: cudaMemcpyAsync from pageable host memory is not documented to have read its
- *  source when it returns, and the next build rewrites that host staging. So when the build returns
- *  the device arrays hold the new step for every stream, and earlier work on this stream has
- *  finished; the build blocks the host for that long. Do not build while the stream is being
- *  captured into a CUDA graph (synchronizing a capturing stream is illegal): build before
- *  launching or replaying; the graph reads the fixed addresses of kvc_batch_info.
+ *  Ordering: kvc_batch_build enqueues the upload (asynchronous copies from pinned host memory the
+ *  library owns) on the stream, after the work already enqueued there (e.g. the previous step's
+ *  attention reading the same arrays), and returns without waiting for that work or the upload.
+ *  - Work enqueued later on the same stream sees the new arrays. Work on another stream must first
+ *    be ordered after the build (cudaEventRecord on this stream after the build, cudaStreamWaitEvent
+ *    on the other): kvc_cache_write and kvc_launch_attention take their own stream argument.
+ *  - Work that reads the arrays (the previous step's kernels) must be enqueued on this stream, or
+ *    ordered before it, before the next build: that build's copies overwrite the arrays in place.
+ *  - After a stream change, the next upload is ordered on the GPU after the previous upload, not
+ *    after other work on the old stream: order that work before the new stream yourself.
+ *  - The host waits only when a build would overwrite host memory that an earlier upload has not
+ *    read yet. Builds alternate two host buffers, so a build waits at most for the upload of the
+ *    build before the previous one (and the work enqueued before it), never for the previous
+ *    build's upload or the previous step's kernels (after a build failed with KVC_ERR_DEVICE, the
+ *    next one waits for that build's copies).
+ *  CUDA graphs: do not build while the stream is being captured. The copies would be recorded into
+ *  the graph instead of run (the device arrays would not change, while the library's host copies
+ *  would), and a later build would wait on an event recorded during capture, which CUDA refuses
+ *  (KVC_ERR_DEVICE). Build before launching or replaying; the graph reads the fixed addresses of
+ *  kvc_batch_info, and a replay on the batch's stream is ordered after the upload.
  *  Like kvc_batch_build, it must not run concurrently with other calls on the same batch.
  *  Errors: KVC_ERR_NULL_ARG (batch NULL). */
 KVC_API kvc_status kvc_batch_set_stream(kvc_batch *batch, void *stream);
