@@ -110,9 +110,11 @@ func (b *Batch) Build(seqIDs []uint64, qLens []int64) error {
 }
 
 // SetStream sets the CUDA stream later Builds upload on (kvc_batch_set_stream); 0 is the default
-// stream, the initial setting. Each Build then waits for that stream before returning, so the
-// uploaded arrays are complete for any stream. The caller keeps the stream alive while Builds use
-// it and never builds while it is capturing a CUDA graph. Ignored on the CPU backend.
+// stream, the initial setting. A Build enqueues its upload there and returns without waiting for
+// the stream: later work on the same stream sees the new arrays, work on another stream must be
+// ordered after it by the caller (kvc_batch_set_stream in kvc.h). The caller keeps the stream
+// alive while Builds use it and never builds while it is capturing a CUDA graph. Ignored on the
+// CPU backend.
 func (b *Batch) SetStream(stream Stream) error {
 	return b.use("Batch.SetStream", true, func(_ raw.Struct_SS_kvc_pool, bh raw.Struct_SS_kvc_batch) raw.Enum_SS_kvc_status {
 		return raw.Kvc_batch_set_stream(bh, uintptr(stream))

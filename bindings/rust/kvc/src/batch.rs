@@ -103,9 +103,10 @@ impl<'p> Batch<'p> {
     }
 
     /// Sets the CUDA stream later builds upload on (`kvc_batch_set_stream`); 0 is the default
-    /// stream, the initial setting. Each build then waits for that stream before returning, so the
-    /// uploaded arrays are complete for any stream; ignored on the CPU backend and for
-    /// metadata-only pools.
+    /// stream, the initial setting. A build enqueues its upload there and returns without waiting
+    /// for the stream: later work on the same stream sees the new arrays, work on another stream
+    /// must be ordered after it by the caller (`kvc_batch_set_stream` in kvc.h); ignored on the CPU
+    /// backend and for metadata-only pools.
     ///
     /// # Safety
     /// `stream` must be 0 or a live `cudaStream_t` of the pool's device that stays alive while

@@ -121,10 +121,11 @@ public final class Batch implements AutoCloseable {
 
     /**
      * Sets the CUDA stream (a cudaStream_t as a long; 0 = the default stream, the initial setting)
-     * later builds upload on (kvc_batch_set_stream). Each build then waits for that stream before
-     * returning, so the uploaded arrays are complete for any stream. The caller keeps the stream
-     * alive while builds use it and never builds while it is capturing a CUDA graph. Ignored on
-     * the CPU backend.
+     * later builds upload on (kvc_batch_set_stream). A build enqueues its upload there and returns
+     * without waiting for the stream: later work on the same stream sees the new arrays, work on
+     * another stream must be ordered after it by the caller (kvc_batch_set_stream in kvc.h). The
+     * caller keeps the stream alive while builds use it and never builds while it is capturing a
+     * CUDA graph. Ignored on the CPU backend.
      */
     public void setStream(long stream) {
         with("kvc_batch_set_stream", true, (h, b) -> KvcNative.kvc_batch_set_stream(b, stream));
