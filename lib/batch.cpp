@@ -78,6 +78,9 @@ kvc_status alloc_host_arrays(kvc_batch *b, BatchHostArrays &h, int64_t table_ele
     const size_t bytes = place_host_arrays(h, nullptr, b->max_seqs, b->max_tokens, table_elems);
     void *mem = nullptr;
     if (on_device(b)) {
+        // Pinned while the pool's device is current (with unified addressing every device may DMA
+        // from it anyway); the event must belong to that device to be recorded on its streams.
+        if (kvc_status st = cuda::use_device(b->device, "kvc_batch_create"); st != KVC_OK) return st;
         if (kvc_status st = cuda::malloc_pinned(bytes, &mem); st != KVC_OK) return st;
         h.memory = mem;
         if (kvc_status st = cuda::event_create_on(b->device, &h.upload_done); st != KVC_OK) return st;
