@@ -223,7 +223,12 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
         float s[kST][4];
 #pragma unroll
         for (int j = 0; j < kST; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
+        // Fully unrolled at d = 256, ptxas hoists the Q fragment loads of many k-steps while the 128
+        // O registers are live and spills (CUDA 13, sm_90, bf16: 76 bytes a thread); two k-steps
+        // per iteration bring that to 4. s[] is indexed by j only, so it stays in registers either
+        // way. (sm_80 bf16 d = 256 still spills ~68 bytes, not from this loop.)
+        [[maybe_unused]] constexpr int kQkUnroll = kHeadDim > 128 ? 2 : kHeadDim / 16;  // host builds: no pragma
+#pragma unroll kQkUnroll
         for (int kk = 0; kk < kHeadDim / 16; ++kk) {
             if constexpr (kFp8) {
                 const uint2 lo = lds64(q_lo + kk * 32), hi = lds64(q_hi + kk * 32);
