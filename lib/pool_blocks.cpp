@@ -107,15 +107,15 @@ void hash_next_block(kvc_pool *p, Sequence *s, const int32_t *head, int64_t n_he
     s->num_hashed = i + 1;
 }
 
-}  // namespace
-
-void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n) {
+// pool_hash_full_blocks() for everything but a single id that completes no block. Kept out of
+// line so that the decode step, which only adds that id to the tail, runs without its register
+// saves.
+__attribute__((noinline)) void add_tokens(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n) {
     const int64_t bs = p->block_size;
-    std::vector<int32_t> &tail = s->tail;  // capacity >= bs: never reallocates below
+    std::vector<int32_t> &tail = s->tail;  // capacity >= bs: never reallocates
     const int64_t have = int64_t(tail.size());
-    if (have + n < bs) {  // the common decode step: no block filled
-        if (n == 1) tail.push_back(src[0]);
-        else tail.insert(tail.end(), src, src + n);
+    if (have + n < bs) {  // no block filled
+        tail.insert(tail.end(), src, src + n);
         return;
     }
     // The first block filled continues the tail; the ones after it come from src alone.
@@ -126,6 +126,17 @@ void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t
     // ids usually left a call to memmove (what assign() does) costs more than the copy.
     tail.clear();
     for (; i < n; ++i) tail.push_back(src[i]);
+}
+
+}  // namespace
+
+void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n) {
+    std::vector<int32_t> &tail = s->tail;
+    if (n == 1 && int64_t(tail.size()) + 1 < p->block_size) {  // the common decode step
+        tail.push_back(src[0]);
+        return;
+    }
+    add_tokens(p, s, src, n);
 }
 
 PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
