@@ -82,28 +82,8 @@ __global__ void __launch_bounds__(kAttnThreads, 4) paged_attention_kernel(const 
     // Issues the cp.async copies of tile `tile` (K and V) into pipeline stage `stage`.
     auto issue_tile = [&](int32_t tile, int stage) {
         unsigned char *k_dst = kv_smem + stage * S::kStageBytes;
-        unsigned char *v_dst = k_dst + T * S::kRowPitch;
-        const int32_t t0 = range_begin + tile * T;
-        int last_t = -1;
-        const unsigned char *row_src = head_base;
-        bool valid = false;
-#pragma unroll
-        for (int i = 0; i < S::kChunksPerThread; ++i) {
-            const int c = tid * S::kChunksPerThread + i;
-            if (c < S::kChunksPerTile) {
-                const int t = c / kChunks;
-                const int chunk = c - t * kChunks;
-                if (t != last_t) {
-                    last_t = t;
-                    const int32_t pos = t0 + t;
-                    valid = pos < range_end;
-                    row_src = valid ? paged_k_row(p, table, head_base, pos) : head_base;
-                }
-                const unsigned char *src = valid ? row_src + chunk * 16 : head_base;
-                cp_async16(k_dst + t * S::kRowPitch + chunk * 16, src, valid);
-                cp_async16(v_dst + t * S::kRowPitch + chunk * 16, valid ? src + p.kv_stride : src, valid);
-            }
-        }
+        issue_kv_tile<S::kChunksPerThread, S::kChunksPerTile, kChunks>(
+            p, table, head_base, range_begin + tile * T, range_end, k_dst, k_dst + T * S::kRowPitch, S::kRowPitch, tid);
     };
 
     const int32_t span = range_end - range_begin;

@@ -1,4 +1,5 @@
-// What one CTA of the paged attention kernels works on, and where a cached token's K row lives.
+// What one CTA of the paged attention kernels works on, where a cached token's K row lives, and the
+// copy of a tile of paged K/V rows into shared memory.
 // Shared by the generic kernel (attention_kernel.cuh) and the tensor-core prefill
 // (prefill_mma_kernel.cuh) so both read the grid and the paged layout the same way.
 //
@@ -12,6 +13,7 @@
 #include <cstdint>
 
 #include "attention_params.cuh"
+#include "device_primitives.cuh"
 
 namespace kvc::cuda::detail {
 
@@ -65,6 +67,36 @@ __device__ __forceinline__ const unsigned char *paged_k_row(const AttnParams &p,
     const int32_t blk_idx = pos / p.block_size;
     const int64_t block = table[blk_idx];
     return head_base + block * p.block_stride + int64_t(pos - blk_idx * p.block_size) * p.token_stride;
+}
+
+// Issues this thread's share of the cp.async copies of one K/V tile: keys t0 .. t0 + tile rows of
+// one KV head into k_dst / v_dst (row r at r * pitch). A tile is kChunksPerTile 16-byte chunks,
+// kChunksPerRow per key; thread tid takes kChunksPerThread consecutive ones, so it looks up a key's
+// block only when it reaches a new key. Keys at or past range_end are zero-filled without a read.
+template <int kChunksPerThread, int kChunksPerTile, int kChunksPerRow>
+__device__ __forceinline__ void issue_kv_tile(const AttnParams &p, const int32_t *table, const unsigned char *head_base,
+                                              int32_t t0, int32_t range_end, unsigned char *k_dst,
+                                              unsigned char *v_dst, int pitch, int tid) {
+    int last_t = -1;
+    const unsigned char *row_src = head_base;
+    bool valid = false;
+#pragma unroll
+    for (int i = 0; i < kChunksPerThread; ++i) {
+        const int c = tid * kChunksPerThread + i;
+        if (c < kChunksPerTile) {
+            const int t = c / kChunksPerRow;
+            const int chunk = c - t * kChunksPerRow;
+            if (t != last_t) {
+                last_t = t;
+                const int32_t pos = t0 + t;
+                valid = pos < range_end;
+                row_src = valid ? paged_k_row(p, table, head_base, pos) : head_base;
+            }
+            const unsigned char *src = valid ? row_src + chunk * 16 : head_base;
+            cp_async16(k_dst + t * pitch + chunk * 16, src, valid);
+            cp_async16(v_dst + t * pitch + chunk * 16, valid ? src + p.kv_stride : src, valid);
+        }
+    }
 }
 
 }  // namespace kvc::cuda::detail

@@ -168,28 +168,9 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
     const unsigned char *head_base = p.layer_base + int64_t(w.kv_head) * p.head_stride;
     auto issue_tile = [&](int32_t tile, int stage) {
         unsigned char *k_dst = smem + stage * S::kStageBytes;
-        unsigned char *v_dst = k_dst + S::kKeys * S::kKvPitch;
-        const int32_t t0 = range_begin + tile * S::kKeys;
-        int last_t = -1;
-        const unsigned char *row_src = head_base;
-        bool valid = false;
-#pragma unroll
-        for (int i = 0; i < S::kChunksPerThread; ++i) {
-            const int c = tid * S::kChunksPerThread + i;
-            if (c < S::kChunksPerTile) {
-                const int t = c / S::kChunksPerRow;
-                const int chunk = c - t * S::kChunksPerRow;
-                if (t != last_t) {
-                    last_t = t;
-                    const int32_t pos = t0 + t;
-                    valid = pos < range_end;
-                    row_src = valid ? paged_k_row(p, table, head_base, pos) : head_base;
-                }
-                const unsigned char *src = valid ? row_src + chunk * 16 : head_base;
-                cp_async16(k_dst + t * S::kKvPitch + chunk * 16, src, valid);
-                cp_async16(v_dst + t * S::kKvPitch + chunk * 16, valid ? src + p.kv_stride : src, valid);
-            }
-        }
+        issue_kv_tile<S::kChunksPerThread, S::kChunksPerTile, S::kChunksPerRow>(
+            p, table, head_base, range_begin + tile * S::kKeys, range_end, k_dst, k_dst + S::kKeys * S::kKvPitch,
+            S::kKvPitch, tid);
     };
 
     const int32_t span = range_end - range_begin;
