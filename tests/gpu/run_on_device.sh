@@ -2,7 +2,9 @@
 # On a GPU machine: build libkvc with CUDA and run the GPU tests (kernel grid, C API glue on a CUDA
 # pool), the same tests under compute-sanitizer memcheck, the demo on the CUDA backend
 # (kvc_serve --backend cuda: every token checked against a dense reference), and the GPU benchmarks
-# (attention, tiers). Needs only the CUDA driver; cmocka,
+# (attention, tiers), then prefill attention against PyTorch SDPA in the same process
+# (tests/bench/prefill_vs_sdpa.py through ctypes: a failed correctness check fails the run; without
+# torch it is skipped and logged). Needs only the CUDA driver; cmocka,
 # Google Benchmark, xxhash and pkg-config come from .gpu/ (tests/gpu/prepare_carry.sh). Without
 # cmake or nvcc on the machine it runs the binaries prebuilt into .gpu/bin instead.
 # Results (logs, benchmark JSON) go to $OUT when set (the device tool returns that folder), else
@@ -29,6 +31,7 @@ command -v pkg-config >/dev/null || export PATH="$PREFIX/bin:$PATH"
 status=0
 BIN=""
 SERVE=""
+KVC_LIB_DIR=""
 if command -v cmake >/dev/null && command -v nvcc >/dev/null; then
     BUILD="$ROOT/build-gpu"
     CUDA_INC="$(dirname "$(dirname "$(command -v nvcc)")")/include"
@@ -36,9 +39,10 @@ if command -v cmake >/dev/null && command -v nvcc >/dev/null; then
         -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$PREFIX" \
         -Dbenchmark_DIR="$PREFIX/lib/$MULTIARCH/cmake/benchmark" \
         -DCMAKE_CXX_FLAGS="-isystem $CUDA_INC" >"$RESULTS/configure.log" 2>&1 &&
-        cmake --build "$BUILD" -j"$(nproc)" --target test_gpu_kernels test_kernels_capi_cuda bench_gpu_attention \
+        cmake --build "$BUILD" -j"$(nproc)" --target kvc test_gpu_kernels test_kernels_capi_cuda bench_gpu_attention \
             bench_tiers kvc_serve >"$RESULTS/build.log" 2>&1; then
         BIN="$BUILD/tests"
+        KVC_LIB_DIR="$BUILD/lib"
         SERVE="$BUILD/examples/serve/kvc_serve"
         # LD_LIBRARY_PATH beats RUNPATH: the fresh libkvc.so.0 must come before the carried one.
         export LD_LIBRARY_PATH="$BUILD/lib:$LD_LIBRARY_PATH"
@@ -55,6 +59,7 @@ if [ -z "$BIN" ]; then
     fi
     BIN="$CARRY/bin"
     SERVE="$CARRY/bin/kvc_serve"
+    KVC_LIB_DIR="$CARRY/bin"
     echo "using prebuilt binaries from $(head -1 "$CARRY/bin/BUILT_FROM_COMMIT")" | tee -a "$RESULTS/device.txt"
 fi
 
@@ -103,4 +108,27 @@ for b in bench_gpu_attention bench_tiers; do
     [ -x "$BIN/$b" ] || { echo "$b not built"; continue; }
     "$BIN/$b" --benchmark_out="$RESULTS/$b.json" --benchmark_out_format=json 2>&1 | tee "$RESULTS/$b.log"
 done
+
+echo "=== prefill attention vs PyTorch SDPA (tests/bench/prefill_vs_sdpa.py) ==="
+# The first interpreter that has torch; without any, python3 runs it and it reports SKIPPED (77).
+PY=python3
+for candidate in python3 /usr/bin/python3 /opt/conda/bin/python3; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c "import torch" 2>/dev/null; then
+        PY="$candidate"
+        break
+    fi
+done
+if [ -f "$KVC_LIB_DIR/libkvc.so.0" ]; then
+    KVC_LIB="$KVC_LIB_DIR" PYTHONDONTWRITEBYTECODE=1 "$PY" "$ROOT/tests/bench/prefill_vs_sdpa.py" \
+        --out "$RESULTS/prefill_vs_sdpa.json" 2>&1 | tee "$RESULTS/prefill_vs_sdpa.log"
+    rc=${PIPESTATUS[0]}
+    case "$rc" in
+        0) ;;
+        77) echo "prefill_vs_sdpa skipped (exit 77): not counted as a failure" | tee -a "$RESULTS/prefill_vs_sdpa.log" ;;
+        *) echo "prefill_vs_sdpa failed (exit $rc)" | tee -a "$RESULTS/prefill_vs_sdpa.log"; status=1 ;;
+    esac
+else
+    echo "no libkvc.so.0 in '$KVC_LIB_DIR' (prebuilt carry dropped it?): prefill_vs_sdpa not run" |
+        tee "$RESULTS/prefill_vs_sdpa.log"
+fi
 exit $status
