@@ -171,7 +171,12 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
 
     // Split-K for decode: the keys of the longest sequence (its window, if any) in partitions.
     if (decode && a.partition_size >= 0) {
-        int64_t span = a.max_seq_len;
+        // A launch captured into a CUDA graph replays with this plan while the contexts grow: plan
+        // for the batch's capacity then, so the partitions cover any context a replay can see (the
+        // partitions past a sequence's end exit at once).
+        bool capturing = false;
+        if (kvc_status st = stream_capturing(stream, &capturing); st != KVC_OK) return st;
+        int64_t span = capturing ? int64_t(a.max_blocks_per_seq) * L.block_size : a.max_seq_len;
         if (a.sliding_window > 0) span = std::min<int64_t>(span, a.sliding_window);
         int64_t part = 0;
         if (a.partition_size > 0) {

@@ -144,6 +144,23 @@ kvc_status stream_sync(void *stream) {
     return KVC_OK;
 }
 
+kvc_status stream_capturing(void *stream, bool *out) {
+    *out = false;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaError_t err = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status);
+    if (err == cudaErrorStreamCaptureImplicit) {
+        // The legacy default stream while a blocking stream captures: using it would join that
+        // capture, so treat it as capturing. The error is not sticky; clear it for the next check.
+        (void)cudaGetLastError();
+        *out = true;
+        return KVC_OK;
+    }
+    KVC_CUDA_TRY(err, "cuda stream capture query");
+    // An invalidated capture still records (and refuses) work until it is ended: still capturing.
+    *out = status != cudaStreamCaptureStatusNone;
+    return KVC_OK;
+}
+
 kvc_status use_device(int32_t device, const char *what) {
     if (query_device_count() == 1 && device == 0) return KVC_OK;  // the only device is always current
     return set_device(device, what);

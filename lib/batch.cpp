@@ -137,8 +137,12 @@ kvc_status fence_staging(kvc_batch *b) {
 // current device's) and, if the stream changed since the last upload, has the new stream wait on
 // the GPU for the last upload's copies: the incremental upload assumes the device table will hold
 // what those copies write before these run.
+// Also orders the stream after the pool's tier copies (swap-in, restore, spill), so a CUDA graph
+// replayed on it after the build sees them done: launches inside a capture cannot wait for them
+// themselves (pool_tier_barrier skips capturing streams).
 kvc_status prepare_stream(kvc_batch *b) {
     if (kvc_status st = cuda::use_device(b->device, "kvc_batch_build"); st != KVC_OK) return st;
+    if (kvc_status st = pool_tier_barrier(b->pool, b->stream); st != KVC_OK) return st;
     if (b->last_upload_event && b->stream != b->last_upload_stream)
         return cuda::stream_wait_event(b->stream, b->last_upload_event);
     return KVC_OK;
@@ -290,6 +294,17 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
         if (b->sort_scratch[size_t(i)] == b->sort_scratch[size_t(i - 1)])
             return fail(KVC_ERR_INVALID_ARG, "%s: sequence %llu appears twice", fn,
                         (unsigned long long)b->sort_scratch[size_t(i)]);
+
+    if (on_device(b)) {
+        // Copies recorded into a graph would not run now: the device arrays would not change while
+        // the host mirrors did, and the fence event would belong to the capture.
+        bool capturing = false;
+        if (kvc_status st = cuda::stream_capturing(b->stream, &capturing); st != KVC_OK) return st;
+        if (capturing)
+            return fail(KVC_ERR_STATE,
+                        "%s: the batch's stream is being captured into a CUDA graph; build before capturing or "
+                        "replaying (the graph reads the batch's fixed device arrays)", fn);
+    }
 
     // The staging buffer may still be the source of an earlier build's copies: wait for them before
     // writing it (and before taking the pool lock, which never covers a device wait).

@@ -151,6 +151,25 @@ KVC_API kvc_status kvc_copy_pending(kvc_pool *pool, void *stream, int64_t *out_c
         const char *fn = "kvc_copy_pending";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         if (kvc_status st = require_storage(pool, fn); st != KVC_OK) return st;
+        if (pool_backend(pool) == KVC_BACKEND_CUDA) {
+            // The pairs differ every step, and the pair upload reads a host buffer the next call
+            // rewrites: a graph replaying this copy would copy the wrong blocks. Refuse, pool unchanged.
+            bool capturing = false;
+            if (kvc_status st = cuda::stream_capturing(stream, &capturing); st != KVC_OK) return st;
+            if (capturing) {
+                int64_t pending;
+                {
+                    std::lock_guard<std::mutex> lk(pool_mutex(pool));
+                    pending = pool_pending_copy_count(pool);
+                }
+                if (pending > 0)
+                    return fail(KVC_ERR_STATE,
+                                "%s: %lld copy-on-write pairs are pending and the stream is being captured into a "
+                                "CUDA graph; copy them before capturing or replaying", fn, (long long)pending);
+                if (out_copied) *out_copied = 0;
+                return KVC_OK;
+            }
+        }
         if (kvc_status st = pool_tier_barrier(pool, stream); st != KVC_OK) return st;
         std::unique_lock<std::mutex> tier_exec = pool_tier_exec_lock(pool);  // see pool_access.hpp
         CopyBlocksArgs a;

@@ -23,6 +23,10 @@ kvc_status memcpy_h2d(void *dst, const void *src, size_t bytes, void *stream);
 kvc_status memcpy_d2h(void *dst, const void *src, size_t bytes, void *stream);
 kvc_status memcpy_d2d(void *dst, const void *src, size_t bytes, void *stream);
 kvc_status stream_sync(void *stream);
+// *out = true when work enqueued on `stream` now would be recorded into a CUDA graph instead of run:
+// the stream is being captured (cudaStreamBeginCapture), or it is the legacy default stream while a
+// blocking stream captures (using it would join that capture). A host call, no synchronization.
+kvc_status stream_capturing(void *stream, bool *out);
 // Makes `device` current for the calling thread when the process sees more than one GPU (nothing to
 // do with one), so that the legacy default stream (stream NULL) and new events are that device's.
 kvc_status use_device(int32_t device, const char *what);

@@ -22,6 +22,10 @@ kvc_status memcpy_d2h(void *, const void *, size_t, void *) { return no_cuda("me
 kvc_status memcpy_d2d(void *, const void *, size_t, void *) { return no_cuda("memcpy"); }
 kvc_status stream_sync(void *) { return no_cuda("stream sync"); }
 kvc_status use_device(int32_t, const char *what) { return no_cuda(what); }
+kvc_status stream_capturing(void *, bool *out) {
+    *out = false;  // without CUDA nothing is ever captured
+    return KVC_OK;
+}
 kvc_status event_create_on(int32_t, void **) { return no_cuda("cuda event"); }
 kvc_status cache_write(const CacheWriteArgs &, void *) { return no_cuda("cache write"); }
 kvc_status copy_blocks(const CopyBlocksArgs &, void *) { return no_cuda("copy blocks"); }

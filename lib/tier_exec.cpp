@@ -212,6 +212,15 @@ void tier_run_pending(kvc_pool *p) {
 kvc_status tier_barrier(kvc_pool *p, void *stream) {
     Tiers *t = p->tiers.load(std::memory_order_acquire);
     if (!t) return KVC_OK;
+    if (p->backend == KVC_BACKEND_CUDA) {
+        // Inside a CUDA graph capture, neither run jobs (they may synchronize, which a capture refuses)
+        // nor wait on the copy stream's event (a capture refuses events recorded outside it, and the
+        // graph would keep waiting on a stale one). Replays are ordered after the tier copies by the
+        // kvc_batch_build that precedes them on the batch's stream instead (batch.cpp, prepare_stream).
+        bool capturing = false;
+        if (kvc_status st = cuda::stream_capturing(stream, &capturing); st != KVC_OK) return st;
+        if (capturing) return KVC_OK;
+    }
     if (t->inflight.load(std::memory_order_acquire) > 0) tier_run_pending(p);
     if (p->backend != KVC_BACKEND_CUDA) return KVC_OK;
     std::lock_guard<std::mutex> lk(t->cuda_mu);

@@ -23,6 +23,9 @@ extern "C" {
 
 #include "dense_reference.hpp"
 #include "gpu/device_buffer.hpp"
+#if KVC_TEST_CUDA_GRAPHS
+#include "gpu/cuda_graph.hpp"
+#endif
 #include "kvc/kvc.h"
 #include "tier_cuda.hpp"
 
@@ -79,13 +82,26 @@ struct CudaWorld {
         kvc_pool_destroy(pool);
     }
 
-    // One forward step of layer kLayer: build, write the new tokens' K/V, attention, compared with the
-    // dense reference. `stream` carries the cache write and the launch and must be the batch's
-    // stream (kvc_batch_set_stream): the build only enqueues its upload there.
-    void step(const std::vector<uint64_t> &ids, const std::vector<int64_t> &q_lens, int32_t q_dtype,
-              int32_t partition_size, void *stream = nullptr) {
-        OK(kvc_batch_build(batch, ids.data(), q_lens.data(), int32_t(ids.size())));
+    // The host side of one forward step of layer kLayer: the new tokens' K/V (f32) and the queries,
+    // the dense reference problem, and what kvc_attention_params the launch takes.
+    struct StepInputs {
         kvc_batch_info info;
+        std::vector<float> ksrc, vsrc;
+        std::vector<uint8_t> q;
+        std::vector<float> qref;
+        kvc_ref::Problem P;
+        std::vector<uint64_t> ids;
+        kvc_attention_params ap;
+    };
+
+    // Builds the batch on `stream` (the batch's stream: kvc_batch_set_stream), checks its device
+    // arrays against the host copies, and draws the step's K/V and queries.
+    StepInputs prepare(const std::vector<uint64_t> &ids, const std::vector<int64_t> &q_lens, int32_t q_dtype,
+                       int32_t partition_size, void *stream) {
+        StepInputs in;
+        in.ids = ids;
+        OK(kvc_batch_build(batch, ids.data(), q_lens.data(), int32_t(ids.size())));
+        kvc_batch_info &info = in.info;
         info.struct_size = sizeof info;
         OK(kvc_batch_get_info(batch, &info));
         // The device arrays hold what the host copies report once the upload has run: read them
@@ -103,9 +119,10 @@ struct CudaWorld {
         assert_memory_equal(tables.data(), dtables.data(), tables.size() * 4);
 
         const int64_t row = int64_t(nkv) * d;
-        std::vector<float> ksrc(size_t(info.num_tokens * row)), vsrc(ksrc.size());
+        in.ksrc.resize(size_t(info.num_tokens * row));
+        in.vsrc.resize(in.ksrc.size());
         std::uniform_real_distribution<float> uni(-1.f, 1.f);
-        kvc_ref::Problem P;
+        kvc_ref::Problem &P = in.P;
         P.num_q_heads = nqh;
         P.num_kv_heads = nkv;
         P.head_dim = d;
@@ -120,47 +137,66 @@ struct CudaWorld {
             V.resize(size_t(L * row));
             for (int64_t p = L - q_lens[i]; p < L; ++p, ++tok)
                 for (int64_t e = 0; e < row; ++e) {
-                    ksrc[size_t(tok * row + e)] = uni(rng);
-                    vsrc[size_t(tok * row + e)] = uni(rng);
-                    K[size_t(p * row + e)] = kvc_ref::round_to(ksrc[size_t(tok * row + e)], kv_dtype);
-                    V[size_t(p * row + e)] = kvc_ref::round_to(vsrc[size_t(tok * row + e)], kv_dtype);
+                    in.ksrc[size_t(tok * row + e)] = uni(rng);
+                    in.vsrc[size_t(tok * row + e)] = uni(rng);
+                    K[size_t(p * row + e)] = kvc_ref::round_to(in.ksrc[size_t(tok * row + e)], kv_dtype);
+                    V[size_t(p * row + e)] = kvc_ref::round_to(in.vsrc[size_t(tok * row + e)], kv_dtype);
                 }
         }
-        DeviceBuffer dk(ksrc.size() * 4), dv(vsrc.size() * 4);
-        OK(dk.upload(ksrc.data(), ksrc.size() * 4));
-        OK(dv.upload(vsrc.data(), vsrc.size() * 4));
-        OK(kvc_cache_write(pool, kLayer, reinterpret_cast<const int64_t *>(uintptr_t(info.slot_mapping)),
-                           info.num_tokens, dk.get(), dv.get(), KVC_DTYPE_F32, 1.0f, 1.0f, stream));
-
         const int64_t qn = info.num_tokens * nqh * d;
-        const int qb = kvc_ref::dtype_size(q_dtype);
-        std::vector<uint8_t> q(size_t(qn * qb)), out(q.size());
-        std::vector<float> qref(static_cast<size_t>(qn));
+        in.q.resize(size_t(qn * kvc_ref::dtype_size(q_dtype)));
+        in.qref.resize(size_t(qn));
         for (int64_t i = 0; i < qn; ++i) {
-            qref[size_t(i)] = kvc_ref::round_to(uni(rng), q_dtype);
-            kvc_ref::encode_exact(q.data(), i, q_dtype, qref[size_t(i)]);
+            in.qref[size_t(i)] = kvc_ref::round_to(uni(rng), q_dtype);
+            kvc_ref::encode_exact(in.q.data(), i, q_dtype, in.qref[size_t(i)]);
         }
-        DeviceBuffer dq(q.size()), dout(out.size());
-        OK(dq.upload(q.data(), q.size()));
-        kvc_attention_params ap;
-        OK(kvc_attention_params_default(&ap));
-        ap.q_dtype = q_dtype;
-        ap.scale = float(P.scale);
-        ap.partition_size = partition_size;
-        OK(kvc_launch_attention(pool, batch, kLayer, dq.get(), dout.get(), &ap, stream));
-        OK(kvc::cuda::stream_sync(stream));  // a non-blocking stream does not order with download's
-        OK(dout.download(out.data(), out.size()));
+        OK(kvc_attention_params_default(&in.ap));
+        in.ap.q_dtype = q_dtype;
+        in.ap.scale = float(P.scale);
+        in.ap.partition_size = partition_size;
+        return in;
+    }
 
+    // The step's work on the device: cache write of the new K/V, then attention (what a CUDA graph
+    // captures). The buffers must hold the step's inputs.
+    void launch(const StepInputs &in, const DeviceBuffer &dk, const DeviceBuffer &dv, const DeviceBuffer &dq,
+                const DeviceBuffer &dout, void *stream) {
+        OK(kvc_cache_write(pool, kLayer, reinterpret_cast<const int64_t *>(uintptr_t(in.info.slot_mapping)),
+                           in.info.num_tokens, dk.get(), dv.get(), KVC_DTYPE_F32, 1.0f, 1.0f, stream));
+        OK(kvc_launch_attention(pool, batch, kLayer, dq.get(), dout.get(), &in.ap, stream));
+    }
+
+    // The attention output against the dense reference (double precision).
+    void check(const StepInputs &in, const std::vector<uint8_t> &out) {
+        const int32_t q_dtype = in.ap.q_dtype;
+        const int64_t qn = int64_t(in.qref.size());
         std::vector<const float *> kp, vp;
-        for (uint64_t id : ids) { kp.push_back(k[id].data()); vp.push_back(v[id].data()); }
+        for (uint64_t id : in.ids) { kp.push_back(k[id].data()); vp.push_back(v[id].data()); }
         std::vector<double> ref(static_cast<size_t>(qn));
-        kvc_ref::dense_attention(P, qref.data(), kp, vp, ref.data());
+        kvc_ref::dense_attention(in.P, in.qref.data(), kp, vp, ref.data());
         const double rel = kvc_ref::output_rounding(q_dtype);
         for (int64_t i = 0; i < qn; ++i) {
             float got = kvc_ref::decode(out.data(), i, q_dtype);
             if (!(std::fabs(double(got) - ref[size_t(i)]) <= 1e-3 + rel * std::fabs(ref[size_t(i)])))
                 fail_msg("out[%lld] = %.7g, reference %.7g", (long long)i, double(got), ref[size_t(i)]);
         }
+    }
+
+    // One forward step of layer kLayer: build, write the new tokens' K/V, attention, compared with the
+    // dense reference. `stream` carries the cache write and the launch and must be the batch's
+    // stream (kvc_batch_set_stream): the build only enqueues its upload there.
+    void step(const std::vector<uint64_t> &ids, const std::vector<int64_t> &q_lens, int32_t q_dtype,
+              int32_t partition_size, void *stream = nullptr) {
+        StepInputs in = prepare(ids, q_lens, q_dtype, partition_size, stream);
+        DeviceBuffer dk(in.ksrc.size() * 4), dv(in.vsrc.size() * 4), dq(in.q.size()), dout(in.q.size());
+        OK(dk.upload(in.ksrc.data(), in.ksrc.size() * 4));
+        OK(dv.upload(in.vsrc.data(), in.vsrc.size() * 4));
+        OK(dq.upload(in.q.data(), in.q.size()));
+        launch(in, dk, dv, dq, dout, stream);
+        OK(kvc::cuda::stream_sync(stream));  // a non-blocking stream does not order with download's
+        std::vector<uint8_t> out(in.q.size());
+        OK(dout.download(out.data(), out.size()));
+        check(in, out);
     }
 };
 
@@ -290,6 +326,96 @@ void test_cuda_many_async_builds(void **) {
     kvc::cuda::tier_stream_destroy(stream);
 }
 
+#if KVC_TEST_CUDA_GRAPHS
+#define CUDA_OK(call)                                                                            \
+    do {                                                                                         \
+        int err_ = (call);                                                                       \
+        if (err_ != 0) fail_msg("%s -> %s", #call, kvc_gpu_test::cuda_error_name(err_));          \
+    } while (0)
+
+// A decode step captured once into a CUDA graph (cache write + attention on the batch's
+// non-blocking stream), then replayed for many steps, each after a kvc_batch_build outside the
+// capture: the contexts grow far past the captured ones and cross block boundaries (forced split-K,
+// so the partition plan must cover the batch's capacity, not the capture-time lengths), and one
+// sequence is swapped out and back in without waiting (the build orders the replay after that
+// tier copy). During the capture, building the batch and copying pending copy-on-write pairs are
+// refused with KVC_ERR_STATE and change nothing, while a pool with an attached host tier (whose
+// copy-stream event a capture could not wait on) still captures cleanly.
+void test_cuda_graph_capture_replay(void **) {
+    REQUIRE_GPU();
+    void *stream = nullptr;
+    OK(kvc::cuda::tier_stream_create(0, &stream));  // cudaStreamNonBlocking
+    void *exec = nullptr;
+    {
+        CudaWorld w(16, 2, 8, 64, KVC_DTYPE_F16, 64, 0);
+        OK(kvc_batch_set_stream(w.batch, stream));
+        OK(kvc_tier_attach_host(w.pool, 16));
+        const std::vector<uint64_t> ids = {3, 7, 5};
+        const std::vector<int64_t> lens = {20, 47, 9};
+        for (size_t i = 0; i < ids.size(); ++i) OK(kvc_alloc(w.pool, ids[i], nullptr, lens[i], nullptr, nullptr));
+        w.step(ids, lens, KVC_DTYPE_F16, -1, stream);  // prefill, not captured
+        // A tier copy before the capture, so the launches have a copy-stream event they must not wait on.
+        uint64_t op = 0;
+        OK(kvc_swap_out(w.pool, 5, &op));
+        OK(kvc_swap_in(w.pool, 5, &op));
+
+        const std::vector<int64_t> ones(ids.size(), 1);
+        const size_t kv_bytes = ids.size() * size_t(w.nkv) * size_t(w.d) * 4;
+        const size_t q_bytes = ids.size() * size_t(w.nqh) * size_t(w.d) * 2;
+        DeviceBuffer dk(kv_bytes), dv(kv_bytes), dq(q_bytes), dout(q_bytes);
+        std::vector<uint8_t> out(q_bytes);
+        const int kSteps = 40;  // contexts 21..60, 48..87, 10..49: several block boundaries each
+        for (int s = 0; s < kSteps; ++s) {
+            if (s == 25) {  // swapped out and straight back in: no kvc_op_wait, the build orders it
+                OK(kvc_swap_out(w.pool, 7, &op));
+                OK(kvc_swap_in(w.pool, 7, &op));
+            }
+            for (uint64_t id : ids) OK(kvc_append(w.pool, id, nullptr, 1, 0, nullptr));
+            CudaWorld::StepInputs in = w.prepare(ids, ones, KVC_DTYPE_F16, 16, stream);
+            OK(dk.upload(in.ksrc.data(), kv_bytes));
+            OK(dv.upload(in.vsrc.data(), kv_bytes));
+            OK(dq.upload(in.q.data(), q_bytes));
+            if (s == 0) {
+                // A forked sequence's append leaves one copy-on-write pair pending.
+                OK(kvc_fork(w.pool, 3, 99));
+                OK(kvc_append(w.pool, 99, nullptr, 1, 0, nullptr));
+                kvc_stats st;
+                st.struct_size = sizeof st;
+                OK(kvc_pool_stats(w.pool, &st));
+                assert_int_equal(st.pending_copies, 1);
+
+                CUDA_OK(kvc_gpu_test::begin_capture(stream));
+                assert_int_equal(kvc_batch_build(w.batch, ids.data(), ones.data(), int32_t(ids.size())),
+                                 KVC_ERR_STATE);
+                assert_non_null(std::strstr(kvc_last_error(), "captured into a CUDA graph"));
+                int64_t copied = -1;
+                assert_int_equal(kvc_copy_pending(w.pool, stream, &copied), KVC_ERR_STATE);
+                assert_non_null(std::strstr(kvc_last_error(), "1 copy-on-write pairs are pending"));
+                OK(kvc_pool_stats(w.pool, &st));
+                assert_int_equal(st.pending_copies, 1);
+                w.launch(in, dk, dv, dq, dout, stream);
+                CUDA_OK(kvc_gpu_test::end_capture(stream, &exec));  // fails if the capture was invalidated
+
+                OK(kvc_copy_pending(w.pool, stream, &copied));
+                assert_int_equal(copied, 1);
+                OK(kvc_free(w.pool, 99));
+            }
+            // The refused build inside the capture left the batch as the last good build made it.
+            kvc_batch_info info;
+            info.struct_size = sizeof info;
+            OK(kvc_batch_get_info(w.batch, &info));
+            assert_int_equal(info.num_tokens, int64_t(ids.size()));
+            CUDA_OK(kvc_gpu_test::graph_launch(exec, stream));
+            OK(kvc::cuda::stream_sync(stream));
+            OK(dout.download(out.data(), q_bytes));
+            w.check(in, out);
+        }
+    }
+    kvc_gpu_test::graph_destroy(exec);
+    kvc::cuda::tier_stream_destroy(stream);
+}
+#endif
+
 // Head dims the CUDA kernels are not built for are refused before anything is launched.
 void test_cuda_unsupported_head_dim(void **) {
     REQUIRE_GPU();
@@ -318,6 +444,9 @@ int main(void) {
         cmocka_unit_test(test_cuda_unsupported_head_dim),
         cmocka_unit_test(test_cuda_nonblocking_stream),
         cmocka_unit_test(test_cuda_many_async_builds),
+#if KVC_TEST_CUDA_GRAPHS
+        cmocka_unit_test(test_cuda_graph_capture_replay),
+#endif
     };
     const int rc = cmocka_run_group_tests(tests, nullptr, nullptr);
     int32_t n = 0;

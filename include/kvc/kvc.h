@@ -427,7 +427,8 @@ KVC_API kvc_status kvc_storage_get_info(kvc_pool *pool, kvc_storage_info *out);
  *  [num_tokens, num_kv_heads, head_dim] in src_dtype (F32/F16/BF16), in backend memory (device
  *  memory on CUDA); slot_mapping has num_tokens entries in backend memory; slot < 0 = padding,
  *  skipped. FP8 caches quantize with k_scale / v_scale (stored = value / scale). stream: a
- *  cudaStream_t on CUDA (NULL = default stream), ignored on CPU.
+ *  cudaStream_t on CUDA (NULL = default stream), ignored on CPU. Can be captured into a CUDA graph
+ *  (see kvc_launch_attention).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, num_tokens < 0, scales <= 0, a slot past
  *  the pool on CPU), KVC_ERR_UNSUPPORTED, KVC_ERR_STATE (metadata-only pool), KVC_ERR_DEVICE. */
 KVC_API kvc_status kvc_cache_write(kvc_pool *pool, int32_t layer, const int64_t *slot_mapping,
@@ -436,8 +437,10 @@ KVC_API kvc_status kvc_cache_write(kvc_pool *pool, int32_t layer, const int64_t 
 
 /** Drains the pending copy-on-write pairs and copies those blocks (all layers, K and V) in one
  *  launch. *out_copied (may be NULL) receives the number of pairs copied. On the CUDA backend the
- *  copy is ordered on `stream`.
- *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_STATE (metadata-only pool), KVC_ERR_DEVICE. */
+ *  copy is ordered on `stream`. The pairs change every step, so this is not for CUDA graphs: while
+ *  `stream` is being captured it copies nothing and fails if pairs are pending.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_STATE (metadata-only pool; pairs pending while `stream` is
+ *  being captured into a CUDA graph: nothing is drained), KVC_ERR_DEVICE. */
 KVC_API kvc_status kvc_copy_pending(kvc_pool *pool, void *stream, int64_t *out_copied);
 
 /** Copies raw bytes of `count` whole blocks between the pool storage and host memory, for tests,
@@ -471,8 +474,9 @@ KVC_API kvc_status kvc_batch_destroy(kvc_batch *batch);
  *  form (kv_indptr [num_seqs + 1], kv_indices, kv_last_page_len), then uploads what changed (rows
  *  equal to the previous step's are not re-sent) — once per step, reused by every layer.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_seqs < 1 or > capacity, q_len < 1 or >
- *  tokens, duplicate id), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out),
- *  KVC_ERR_BUFFER_TOO_SMALL (tokens or table width over capacity), KVC_ERR_DEVICE.
+ *  tokens, duplicate id), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out; the batch's
+ *  stream is being captured into a CUDA graph), KVC_ERR_BUFFER_TOO_SMALL (tokens or table width
+ *  over capacity), KVC_ERR_DEVICE.
  *  On failure the previous step's metadata stays intact. On CUDA the upload is enqueued on the
  *  batch's stream (kvc_batch_set_stream), ordered before any later work on that stream, and the
  *  call returns without waiting for it or for earlier work on the stream (see
@@ -501,11 +505,11 @@ KVC_API kvc_status kvc_batch_build(kvc_batch *batch, const uint64_t *seq_ids, co
  *    build before the previous one (and the work enqueued before it), never for the previous
  *    build's upload or the previous step's kernels (after a build failed with KVC_ERR_DEVICE, the
  *    next one waits for that build's copies).
- *  CUDA graphs: do not build while the stream is being captured. The copies would be recorded into
- *  the graph instead of run (the device arrays would not change, while the library's host copies
- *  would), and a later build would wait on an event recorded during capture, which CUDA refuses
- *  (KVC_ERR_DEVICE). Build before launching or replaying; the graph reads the fixed addresses of
- *  kvc_batch_info, and a replay on the batch's stream is ordered after the upload.
+ *  - A build also orders the stream after the pool's tier copies (swap-in, restore from the host
+ *    tier, spill): a CUDA graph replayed on the stream after the build sees them done.
+ *  CUDA graphs: a build while the stream is being captured fails with KVC_ERR_STATE (its copies
+ *  would be recorded into the graph instead of run). Build before each replay, on the stream the
+ *  graph is replayed on; the graph reads the fixed addresses of kvc_batch_info.
  *  Like kvc_batch_build, it must not run concurrently with other calls on the same batch.
  *  Errors: KVC_ERR_NULL_ARG (batch NULL). */
 KVC_API kvc_status kvc_batch_set_stream(kvc_batch *batch, void *stream);
@@ -568,6 +572,13 @@ KVC_API kvc_status kvc_attention_params_default(kvc_attention_params *p);
  *  backend memory. Decode (every q_len = 1) and prefill/append (causal: query token j of a sequence
  *  of length L with q_len Q sees positions <= L - Q + j) are dispatched automatically. The new tokens'
  *  K/V must already be written (kvc_cache_write). On CUDA the launch is asynchronous on `stream`.
+ *  CUDA graphs: this call and kvc_cache_write (with the batch's device slot_mapping) can be captured
+ *  and the graph replayed step after step, each replay preceded by a kvc_batch_build on the
+ *  replaying stream (which also orders it after tier copies: captured launches do not wait for
+ *  them). A replay keeps the captured launch shape: build the same number of sequences and no
+ *  longer query (decode: 1) than at capture; contexts may grow up to the batch's capacity
+ *  (max_blocks_per_seq x block_size), which a captured decode launch plans its split-K partitions
+ *  for.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, heads, scale), KVC_ERR_UNSUPPORTED (head
  *  dim / dtype / block size combination), KVC_ERR_STATE (batch never built, metadata-only pool,
  *  batch of another pool), KVC_ERR_DEVICE (launch failed). */

@@ -3,7 +3,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #if !defined(__x86_64__)
@@ -289,7 +292,82 @@ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b
     }
 }
 
-void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()> &body) {
+// ---- Streams, events and stream capture ---------------------------------------------------------
+// Work runs at issue, so an event has always happened once recorded. What is modelled is what CUDA
+// refuses while a stream is being captured into a graph, and the graph itself: captured launches
+// and copies are recorded in issue order and replayed by cudaGraphLaunch.
+struct EmuStream {
+    bool blocking;  // a blocking stream synchronizes with the legacy default stream
+};
+struct EmuEvent {
+    uint64_t capture_id = 0;  // the capture it was last recorded in; 0 = recorded outside any capture
+};
+struct Capture {
+    uint64_t id;
+    cudaStreamCaptureMode mode;
+    bool blocking;
+    bool invalidated = false;
+    std::vector<std::function<void()>> nodes;
+};
+struct EmuGraph {
+    std::vector<std::function<void()>> nodes;
+};
+
+static std::mutex g_capture_mu;
+static std::map<cudaStream_t, Capture> g_captures;  // open captures by stream
+static uint64_t g_next_capture_id = 1;
+static thread_local cudaError_t g_last_error = cudaSuccess;
+
+static bool is_legacy(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
+
+// The capture `s` belongs to, or nullptr. Caller holds g_capture_mu.
+static Capture *capture_of(cudaStream_t s) {
+    auto it = g_captures.find(s);
+    return it == g_captures.end() ? nullptr : &it->second;
+}
+
+// Use of the legacy stream while a blocking stream captures would be an implicit dependency on the
+// capture: CUDA refuses it and invalidates that capture. Caller holds g_capture_mu.
+static bool legacy_conflict() {
+    bool conflict = false;
+    for (auto &kv : g_captures)
+        if (kv.second.blocking) kv.second.invalidated = conflict = true;
+    return conflict;
+}
+
+// "Potentially unsafe" calls (allocation, synchronous copies) while a global-mode capture is open.
+// Caller holds g_capture_mu.
+static bool global_capture_conflict() {
+    bool conflict = false;
+    for (auto &kv : g_captures)
+        if (kv.second.mode == cudaStreamCaptureModeGlobal) kv.second.invalidated = conflict = true;
+    return conflict;
+}
+
+// Runs `work` now, or records it when `s` is capturing. Returns the error CUDA would report.
+static cudaError_t issue(cudaStream_t s, std::function<void()> work) {
+    {
+        std::lock_guard<std::mutex> lk(g_capture_mu);
+        if (Capture *c = capture_of(s)) {
+            if (c->invalidated) return cudaErrorStreamCaptureInvalidated;
+            c->nodes.push_back(std::move(work));
+            return cudaSuccess;
+        }
+        if (is_legacy(s) && legacy_conflict()) return cudaErrorStreamCaptureImplicit;
+    }
+    work();
+    return cudaSuccess;
+}
+
+static void run_grid(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()> &body);
+
+void launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, std::function<void()> body) {
+    // Launch errors surface through cudaGetLastError, as on the device.
+    cudaError_t err = issue(stream, [grid, block, smem_bytes, body] { run_grid(grid, block, smem_bytes, body); });
+    if (err != cudaSuccess) g_last_error = err;
+}
+
+static void run_grid(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()> &body) {
     const int threads = int(block.x * block.y * block.z);
     if (threads < 1 || threads > kMaxThreads) {
         std::fprintf(stderr, "kvc_emu: bad block size %d\n", threads);
@@ -369,6 +447,10 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     return cudaSuccess;
 }
 cudaError_t cudaMalloc(void **p, size_t bytes) {
+    {
+        std::lock_guard<std::mutex> lk(kvc_emu::g_capture_mu);
+        if (kvc_emu::global_capture_conflict()) return cudaErrorStreamCaptureUnsupported;
+    }
     if (bytes > (size_t(1) << 40)) return cudaErrorMemoryAllocation;
     // Exactly `bytes` (256-aligned like cudaMalloc): an access past the allocation is a bug the real
     // device may not fault on, and ASan builds of the emulator report it.
@@ -376,40 +458,157 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFree(void *p) {
+    {
+        std::lock_guard<std::mutex> lk(kvc_emu::g_capture_mu);
+        if (kvc_emu::global_capture_conflict()) return cudaErrorStreamCaptureUnsupported;
+    }
     std::free(p);
     return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
 cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind, cudaStream_t) {
-    std::memmove(dst, src, bytes);
-    return cudaSuccess;
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind, cudaStream_t stream) {
+    // A captured copy reads its source when the graph runs, not now.
+    return kvc_emu::issue(stream, [dst, src, bytes] { std::memmove(dst, src, bytes); });
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind) {
+    {
+        std::lock_guard<std::mutex> lk(kvc_emu::g_capture_mu);
+        if (kvc_emu::global_capture_conflict() || kvc_emu::legacy_conflict()) return cudaErrorStreamCaptureImplicit;
+    }
     std::memmove(dst, src, bytes);
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-const char *cudaGetErrorString(cudaError_t) { return "emulated CUDA error"; }
-const char *cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    std::lock_guard<std::mutex> lk(kvc_emu::g_capture_mu);
+    if (kvc_emu::Capture *c = kvc_emu::capture_of(stream)) {
+        c->invalidated = true;
+        return cudaErrorStreamCaptureUnsupported;
+    }
+    if (kvc_emu::is_legacy(stream) && kvc_emu::legacy_conflict()) return cudaErrorStreamCaptureImplicit;
+    return cudaSuccess;
+}
+cudaError_t cudaGetLastError(void) { return std::exchange(kvc_emu::g_last_error, cudaSuccess); }
+const char *cudaGetErrorString(cudaError_t err) {
+    switch (err) {
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorCapturedEvent: return "operation not permitted on an event last recorded in a capturing stream";
+    default: return "emulated CUDA error";
+    }
+}
+const char *cudaGetErrorName(cudaError_t err) {
+    switch (err) {
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
+    case cudaErrorCapturedEvent: return "cudaErrorCapturedEvent";
+    default: return "cudaErrorEmulated";
+    }
+}
 cudaError_t cudaFuncSetAttribute(const void *, enum cudaFuncAttribute, int) { return cudaSuccess; }
 
-// Streams and events: work completes at issue, so every event has already happened.
-static int g_handle_storage[2];
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int) {
-    *stream = reinterpret_cast<cudaStream_t>(&g_handle_storage[0]);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+    *stream = reinterpret_cast<cudaStream_t>(new kvc_emu::EmuStream{(flags & cudaStreamNonBlocking) == 0});
     return cudaSuccess;
 }
-cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    std::lock_guard<std::mutex> lk(kvc_emu::g_capture_mu);
+    if (kvc_emu::capture_of(stream)) return cudaErrorStreamCaptureUnsupported;
+    if (!kvc_emu::is_legacy(stream)) delete reinterpret_cast<kvc_emu::EmuStream *>(stream);
+    return cudaSuccess;
+}
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int) {
-    *event = reinterpret_cast<cudaEvent_t>(&g_handle_storage[1]);
+    *event = reinterpret_cast<cudaEvent_t>(new kvc_emu::EmuEvent);
     return cudaSuccess;
 }
-cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    delete reinterpret_cast<kvc_emu::EmuEvent *>(event);
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lk(kvc_emu::g_capture_mu);
+    kvc_emu::Capture *c = kvc_emu::capture_of(stream);
+    if (!c && kvc_emu::is_legacy(stream) && kvc_emu::legacy_conflict()) return cudaErrorStreamCaptureImplicit;
+    reinterpret_cast<kvc_emu::EmuEvent *>(event)->capture_id = c ? c->id : 0;
+    return cudaSuccess;
+}
+static cudaError_t host_wait_on(cudaEvent_t event) {
+    std::lock_guard<std::mutex> lk(kvc_emu::g_capture_mu);
+    return reinterpret_cast<kvc_emu::EmuEvent *>(event)->capture_id ? cudaErrorCapturedEvent : cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t event) { return host_wait_on(event); }
+cudaError_t cudaEventSynchronize(cudaEvent_t event) { return host_wait_on(event); }
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+    std::lock_guard<std::mutex> lk(kvc_emu::g_capture_mu);
+    const uint64_t recorded_in = reinterpret_cast<kvc_emu::EmuEvent *>(event)->capture_id;
+    if (kvc_emu::Capture *c = kvc_emu::capture_of(stream)) {
+        // Only events of the same capture join it; an event from outside needs cudaEventWaitExternal.
+        if (recorded_in == c->id || (recorded_in == 0 && (flags & cudaEventWaitExternal))) return cudaSuccess;
+        c->invalidated = true;
+        return cudaErrorStreamCaptureIsolation;
+    }
+    if (recorded_in != 0) return cudaErrorStreamCaptureIsolation;  // joining a capture from outside it
+    if (kvc_emu::is_legacy(stream) && kvc_emu::legacy_conflict()) return cudaErrorStreamCaptureImplicit;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+    std::lock_guard<std::mutex> lk(kvc_emu::g_capture_mu);
+    if (kvc_emu::is_legacy(stream)) return cudaErrorStreamCaptureUnsupported;
+    if (kvc_emu::capture_of(stream)) return cudaErrorIllegalState;
+    kvc_emu::Capture c{kvc_emu::g_next_capture_id++, mode, reinterpret_cast<kvc_emu::EmuStream *>(stream)->blocking, false, {}};
+    kvc_emu::g_captures.emplace(stream, std::move(c));
+    return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status) {
+    std::lock_guard<std::mutex> lk(kvc_emu::g_capture_mu);
+    if (kvc_emu::is_legacy(stream)) {
+        for (auto &kv : kvc_emu::g_captures)
+            if (kv.second.blocking) return cudaErrorStreamCaptureImplicit;  // not invalidated by a query
+        *status = cudaStreamCaptureStatusNone;
+        return cudaSuccess;
+    }
+    const kvc_emu::Capture *c = kvc_emu::capture_of(stream);
+    *status = !c ? cudaStreamCaptureStatusNone
+                 : c->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+    std::lock_guard<std::mutex> lk(kvc_emu::g_capture_mu);
+    auto it = kvc_emu::g_captures.find(stream);
+    if (it == kvc_emu::g_captures.end()) return cudaErrorIllegalState;
+    const bool invalidated = it->second.invalidated;
+    auto *g = new kvc_emu::EmuGraph{std::move(it->second.nodes)};
+    kvc_emu::g_captures.erase(it);
+    if (invalidated) {
+        delete g;
+        *graph = nullptr;
+        return cudaErrorStreamCaptureInvalidated;
+    }
+    *graph = reinterpret_cast<cudaGraph_t>(g);
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long) {
+    *exec = reinterpret_cast<cudaGraphExec_t>(new kvc_emu::EmuGraph(*reinterpret_cast<kvc_emu::EmuGraph *>(graph)));
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+    auto *g = reinterpret_cast<kvc_emu::EmuGraph *>(exec);
+    return kvc_emu::issue(stream, [g] {
+        for (auto &node : g->nodes) node();
+    });
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    delete reinterpret_cast<kvc_emu::EmuGraph *>(exec);
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    delete reinterpret_cast<kvc_emu::EmuGraph *>(graph);
+    return cudaSuccess;
+}
 
 }  // extern "C"
