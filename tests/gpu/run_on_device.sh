@@ -9,7 +9,15 @@
 # cmake or nvcc on the machine it runs the binaries prebuilt into .gpu/bin instead.
 # Results (logs, benchmark JSON) go to $OUT when set (the device tool returns that folder), else
 # to ./gpu-results. Exit status: nonzero if any test step failed.
+#
+# usage: run_on_device.sh [PHASE...]   PHASE: build test serve memcheck bench sdpa, or all (default)
+# The device tool limits one command to 10 minutes: run the phases as separate calls (the build
+# tree, build-gpu/, is git-ignored and stays on a warm machine between calls), e.g.
+#   run_on_device.sh build; run_on_device.sh test serve; run_on_device.sh memcheck; ... bench; ... sdpa
+# A phase after `build` reuses build-gpu/ when it holds the programs, else builds first.
 set -uo pipefail
+PHASES="${*:-all}"
+want() { case " $PHASES " in *" all "* | *" $1 "*) return 0 ;; esac; return 1; }
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 CARRY="$ROOT/.gpu"
 PREFIX="$CARRY/prefix"
@@ -32,8 +40,14 @@ status=0
 BIN=""
 SERVE=""
 KVC_LIB_DIR=""
-if command -v cmake >/dev/null && command -v nvcc >/dev/null; then
-    BUILD="$ROOT/build-gpu"
+BUILD="$ROOT/build-gpu"
+if [ -x "$BUILD/tests/test_gpu_kernels" ] && ! want build; then
+    BIN="$BUILD/tests"
+    KVC_LIB_DIR="$BUILD/lib"
+    SERVE="$BUILD/examples/serve/kvc_serve"
+    export LD_LIBRARY_PATH="$BUILD/lib:$LD_LIBRARY_PATH"
+    echo "reusing the device build in $BUILD (phases: $PHASES)" | tee -a "$RESULTS/device.txt"
+elif command -v cmake >/dev/null && command -v nvcc >/dev/null; then
     CUDA_INC="$(dirname "$(dirname "$(command -v nvcc)")")/include"
     if cmake -S "$ROOT" -B "$BUILD" -DKVC_CUDA=ON -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_EXAMPLES=ON \
         -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$PREFIX" \
@@ -63,72 +77,86 @@ if [ -z "$BIN" ]; then
     echo "using prebuilt binaries from $(head -1 "$CARRY/bin/BUILT_FROM_COMMIT")" | tee -a "$RESULTS/device.txt"
 fi
 
-for t in test_gpu_kernels test_kernels_capi_cuda; do
-    echo "=== GPU tests: $t ==="
-    "$BIN/$t" 2>&1 | tee "$RESULTS/$t.log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-    grep -q "SKIPPED" "$RESULTS/$t.log" && { echo "$t was skipped on a GPU machine" >&2; status=1; }
-done
-
-echo "=== demo on the CUDA backend (kvc_serve --backend cuda) ==="
-if [ -x "$SERVE" ]; then
-    "$SERVE" --backend cuda --quiet --svg "$RESULTS/serve_cuda.svg" 2>&1 | tee "$RESULTS/serve_cuda.log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-    "$SERVE" --backend cuda --kv-dtype f16 --requests 4 --seed 5 --blocks 20 --quiet \
-        --svg "$RESULTS/serve_cuda_small.svg" 2>&1 | tee "$RESULTS/serve_cuda_small.log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-else
-    echo "kvc_serve not built" | tee "$RESULTS/serve_cuda.log"
-    status=1
-fi
-
-echo "=== GPU tests under compute-sanitizer memcheck ==="
-SAN="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)"
-if [ -n "$SAN" ]; then
+if want test; then
     for t in test_gpu_kernels test_kernels_capi_cuda; do
-        "$SAN" --tool memcheck --error-exitcode 3 --leak-check full "$BIN/$t" >"$RESULTS/memcheck_$t.log" 2>&1
-        rc=$?
-        tail -25 "$RESULTS/memcheck_$t.log"
-        [ "$rc" -eq 0 ] || status=1
+        echo "=== GPU tests: $t ==="
+        "$BIN/$t" 2>&1 | tee "$RESULTS/$t.log"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+        grep -q "SKIPPED" "$RESULTS/$t.log" && { echo "$t was skipped on a GPU machine" >&2; status=1; }
     done
-    if [ -x "$SERVE" ]; then
-        "$SAN" --tool memcheck --error-exitcode 3 "$SERVE" --backend cuda --kv-dtype f16 --requests 4 --seed 5 \
-            --blocks 20 --quiet --svg "$RESULTS/serve_memcheck.svg" >"$RESULTS/memcheck_serve.log" 2>&1
-        rc=$?
-        tail -5 "$RESULTS/memcheck_serve.log"
-        [ "$rc" -eq 0 ] || status=1
-    fi
-else
-    echo "compute-sanitizer not found on this machine: memcheck NOT run" | tee "$RESULTS/memcheck.log"
-    status=1
 fi
 
-for b in bench_gpu_attention bench_tiers; do
-    echo "=== GPU benchmark: $b ==="
-    [ -x "$BIN/$b" ] || { echo "$b not built"; continue; }
-    "$BIN/$b" --benchmark_out="$RESULTS/$b.json" --benchmark_out_format=json 2>&1 | tee "$RESULTS/$b.log"
-done
-
-echo "=== prefill attention vs PyTorch SDPA (tests/bench/prefill_vs_sdpa.py) ==="
-# The first interpreter that has torch; without any, python3 runs it and it reports SKIPPED (77).
-PY=python3
-for candidate in python3 /usr/bin/python3 /opt/conda/bin/python3; do
-    if command -v "$candidate" >/dev/null && "$candidate" -c "import torch" 2>/dev/null; then
-        PY="$candidate"
-        break
+if want serve; then
+    echo "=== demo on the CUDA backend (kvc_serve --backend cuda) ==="
+    if [ -x "$SERVE" ]; then
+        "$SERVE" --backend cuda --quiet --svg "$RESULTS/serve_cuda.svg" 2>&1 | tee "$RESULTS/serve_cuda.log"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+        "$SERVE" --backend cuda --kv-dtype f16 --requests 4 --seed 5 --blocks 20 --quiet \
+            --svg "$RESULTS/serve_cuda_small.svg" 2>&1 | tee "$RESULTS/serve_cuda_small.log"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    else
+        echo "kvc_serve not built" | tee "$RESULTS/serve_cuda.log"
+        status=1
     fi
-done
-if [ -f "$KVC_LIB_DIR/libkvc.so.0" ]; then
-    KVC_LIB="$KVC_LIB_DIR" PYTHONDONTWRITEBYTECODE=1 "$PY" "$ROOT/tests/bench/prefill_vs_sdpa.py" \
-        --out "$RESULTS/prefill_vs_sdpa.json" 2>&1 | tee "$RESULTS/prefill_vs_sdpa.log"
-    rc=${PIPESTATUS[0]}
-    case "$rc" in
-        0) ;;
-        77) echo "prefill_vs_sdpa skipped (exit 77): not counted as a failure" | tee -a "$RESULTS/prefill_vs_sdpa.log" ;;
-        *) echo "prefill_vs_sdpa failed (exit $rc)" | tee -a "$RESULTS/prefill_vs_sdpa.log"; status=1 ;;
-    esac
-else
-    echo "no libkvc.so.0 in '$KVC_LIB_DIR' (prebuilt carry dropped it?): prefill_vs_sdpa not run" |
-        tee "$RESULTS/prefill_vs_sdpa.log"
+fi
+
+if want memcheck; then
+    echo "=== GPU tests under compute-sanitizer memcheck ==="
+    SAN="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)"
+    if [ -n "$SAN" ]; then
+        # The kernel grid in its quick size under memcheck (every kernel family, dtype, head dim and
+        # block-size class, fewer random cases), bounded so the phase fits one 10-minute device call.
+        for t in test_gpu_kernels test_kernels_capi_cuda; do
+            KVC_GPU_TEST_QUICK=1 timeout 420 "$SAN" --tool memcheck --error-exitcode 3 --leak-check full "$BIN/$t" \
+                >"$RESULTS/memcheck_$t.log" 2>&1
+            rc=$?
+            [ "$rc" -eq 124 ] && echo "memcheck of $t timed out after 420 s" | tee -a "$RESULTS/memcheck_$t.log"
+            tail -25 "$RESULTS/memcheck_$t.log"
+            [ "$rc" -eq 0 ] || status=1
+        done
+        if [ -x "$SERVE" ]; then
+            "$SAN" --tool memcheck --error-exitcode 3 "$SERVE" --backend cuda --kv-dtype f16 --requests 4 --seed 5 \
+                --blocks 20 --quiet --svg "$RESULTS/serve_memcheck.svg" >"$RESULTS/memcheck_serve.log" 2>&1
+            rc=$?
+            tail -5 "$RESULTS/memcheck_serve.log"
+            [ "$rc" -eq 0 ] || status=1
+        fi
+    else
+        echo "compute-sanitizer not found on this machine: memcheck NOT run" | tee "$RESULTS/memcheck.log"
+        status=1
+    fi
+fi
+
+if want bench; then
+    for b in bench_gpu_attention bench_tiers; do
+        echo "=== GPU benchmark: $b ==="
+        [ -x "$BIN/$b" ] || { echo "$b not built"; continue; }
+        "$BIN/$b" --benchmark_out="$RESULTS/$b.json" --benchmark_out_format=json 2>&1 | tee "$RESULTS/$b.log"
+    done
+fi
+
+if want sdpa; then
+    echo "=== prefill attention vs PyTorch SDPA (tests/bench/prefill_vs_sdpa.py) ==="
+    # The first interpreter that has torch; without any, python3 runs it and it reports SKIPPED (77).
+    PY=python3
+    for candidate in python3 /usr/bin/python3 /opt/conda/bin/python3; do
+        if command -v "$candidate" >/dev/null && "$candidate" -c "import torch" 2>/dev/null; then
+            PY="$candidate"
+            break
+        fi
+    done
+    if [ -f "$KVC_LIB_DIR/libkvc.so.0" ]; then
+        KVC_LIB="$KVC_LIB_DIR" PYTHONDONTWRITEBYTECODE=1 "$PY" "$ROOT/tests/bench/prefill_vs_sdpa.py" \
+            --out "$RESULTS/prefill_vs_sdpa.json" 2>&1 | tee "$RESULTS/prefill_vs_sdpa.log"
+        rc=${PIPESTATUS[0]}
+        case "$rc" in
+            0) ;;
+            77) echo "prefill_vs_sdpa skipped (exit 77): not counted as a failure" | tee -a "$RESULTS/prefill_vs_sdpa.log" ;;
+            *) echo "prefill_vs_sdpa failed (exit $rc)" | tee -a "$RESULTS/prefill_vs_sdpa.log"; status=1 ;;
+        esac
+    else
+        echo "no libkvc.so.0 in '$KVC_LIB_DIR' (prebuilt carry dropped it?): prefill_vs_sdpa not run" |
+            tee "$RESULTS/prefill_vs_sdpa.log"
+    fi
 fi
 exit $status
