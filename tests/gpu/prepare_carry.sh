@@ -4,8 +4,10 @@
 #   .gpu/prefix/  headers, shared libraries, relocatable .pc files and CMake package configs of
 #                 cmocka, libxxhash and benchmark (+ a pkg-config binary), for building there;
 #   .gpu/bin/     test_gpu_kernels, test_kernels_capi_cuda, bench_gpu_attention, bench_tiers and
-#                 kvc_serve (+ libkvc.so.0) prebuilt here with nvcc (sm_80 + sm_90, static cudart),
-#                 for running there when the machine cannot build.
+#                 kvc_serve (+ libkvc.so.0) prebuilt here with nvcc (sm_90 SASS only: H100/H200;
+#                 static cudart; stripped), for running there when the machine cannot build.
+#                 Each test program carries every kernel: for sm_80 + sm_90 + PTX they were 27 MB
+#                 apiece, and the three of them alone broke the 64 MiB limit.
 # Then: run(command="tests/gpu/run_on_device.sh", carry=[".gpu"]). Total stays well under 64 MiB.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -55,7 +57,8 @@ for lib in $(ldd "$(command -v pkg-config)" | awk '/libpkgconf/ {print $3}'); do
 # --- prebuilt test and benchmark binaries ------------------------------------------------------
 BUILD="$ROOT/build-gpu-carry"
 cmake -S "$ROOT" -B "$BUILD" -DKVC_CUDA=ON -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_EXAMPLES=ON \
-    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="-isystem /usr/local/cuda/include" >/dev/null
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real \
+    -DCMAKE_CXX_FLAGS="-isystem /usr/local/cuda/include" >/dev/null
 cmake --build "$BUILD" -j2 --target test_gpu_kernels test_kernels_capi_cuda bench_gpu_attention bench_tiers kvc_serve
 cp "$BUILD/tests/test_gpu_kernels" "$BUILD/tests/test_kernels_capi_cuda" "$BUILD/tests/bench_gpu_attention" \
     "$BUILD/tests/bench_tiers" "$OUT/bin/"
@@ -63,6 +66,8 @@ cp "$BUILD/tests/test_gpu_kernels" "$BUILD/tests/test_kernels_capi_cuda" "$BUILD
 cp "$BUILD/examples/serve/kvc_serve" "$OUT/bin/"
 cp -L "$BUILD/lib/libkvc.so.0" "$OUT/bin/"
 cp -L "$SYSLIB/libcmocka.so.0" "$SYSLIB/libbenchmark.so.1debian" "$OUT/bin/"
+strip --strip-unneeded "$OUT/bin/test_gpu_kernels" "$OUT/bin/test_kernels_capi_cuda" "$OUT/bin/bench_gpu_attention" \
+    "$OUT/bin/bench_tiers" "$OUT/bin/kvc_serve" "$OUT/bin/libkvc.so.0"
 git -C "$ROOT" rev-parse HEAD > "$OUT/bin/BUILT_FROM_COMMIT"
 git -C "$ROOT" status --porcelain -- cuda tests lib >> "$OUT/bin/BUILT_FROM_COMMIT" || true
 
@@ -74,4 +79,8 @@ for optional in bench_tiers kvc_serve libkvc.so.0; do
     rm -f "$OUT/bin/$optional"
 done
 du -sh "$OUT"
+if [ "$(du -sm "$OUT" | cut -f1)" -gt 63 ]; then
+    echo "prepare_carry: $OUT is over the device tool's 64 MiB carry limit" >&2
+    exit 1
+fi
 echo "ready: run tests/gpu/run_on_device.sh on the device with carry=[\".gpu\"]"
