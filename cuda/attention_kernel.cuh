@@ -270,10 +270,16 @@ __global__ void __launch_bounds__(kAttnThreads, 4) paged_attention_kernel(const 
 template <typename KV, int kHeadDim>
 cudaError_t launch_attention_kernel(const AttnParams &p, dim3 grid, cudaStream_t stream) {
     using S = TileShape<int(sizeof(KV)), kHeadDim>;
-    static_assert(S::kSmemBytes <= 48 * 1024, "tile shape must fit the default shared-memory limit");
+    static_assert(S::kSmemBytes <= kAttnSmemLimit, "tile shape must fit the kernel's shared-memory limit");
     static_assert(S::kRowBytes % 16 == 0, "rows must be whole 16-byte chunks");
     static_assert(S::kKvBytes >= size_t(kAttnThreads) * 8 * sizeof(float), "slice partials reuse the K/V stages");
     auto *kernel = paged_attention_kernel<KV, kHeadDim>;
+    if (S::kSmemBytes > 48 * 1024) {
+        static std::atomic<uint64_t> opted_in{0};
+        if (cudaError_t err = opt_in_dynamic_smem(reinterpret_cast<const void *>(kernel), S::kSmemBytes, opted_in);
+            err != cudaSuccess)
+            return err;
+    }
     KVC_LAUNCH(kernel, grid, kAttnThreads, S::kSmemBytes, stream, p);
     return cudaGetLastError();
 }

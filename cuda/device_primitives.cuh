@@ -7,6 +7,8 @@
 // that build these primitives forward to the emulator; nothing else in cuda/ changes.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #ifdef KVC_CUDA_EMULATION
@@ -21,6 +23,20 @@
 #endif
 
 namespace kvc::cuda::detail {
+
+// A kernel using more than 48 KiB of dynamic shared memory must opt in (cudaFuncSetAttribute),
+// once per device: `opted_in` is that kernel's bit set of devices already done.
+inline cudaError_t opt_in_dynamic_smem(const void *kernel, size_t bytes, std::atomic<uint64_t> &opted_in) {
+    if (bytes <= 48 * 1024) return cudaSuccess;
+    int dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err != cudaSuccess) return err;
+    const uint64_t bit = dev < 64 ? (uint64_t(1) << dev) : 0;
+    if (bit && (opted_in.load(std::memory_order_relaxed) & bit)) return cudaSuccess;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    if (err == cudaSuccess) opted_in.fetch_or(bit, std::memory_order_relaxed);
+    return err;
+}
 
 // 16-byte global -> shared copy, asynchronous (sm_80+); !valid zero-fills without reading memory.
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {

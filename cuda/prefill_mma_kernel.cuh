@@ -327,19 +327,11 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
 template <typename T, typename KV, int kHeadDim>
 cudaError_t launch_prefill_mma(const AttnParams &p, dim3 grid, cudaStream_t stream) {
     using S = MmaShape<int(sizeof(KV)), kHeadDim>;
-    // Above 48 KiB a kernel must opt in, once per device.
     static std::atomic<uint64_t> opted_in{0};
-    int dev = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    if (err != cudaSuccess) return err;
-    const uint64_t bit = dev < 64 ? (uint64_t(1) << dev) : 0;
-    if (!bit || !(opted_in.load(std::memory_order_relaxed) & bit)) {
-        err = cudaFuncSetAttribute(reinterpret_cast<const void *>(prefill_mma_kernel<T, KV, kHeadDim>),
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmemBytes));
-        if (err != cudaSuccess) return err;
-        opted_in.fetch_or(bit, std::memory_order_relaxed);
-    }
     auto *kernel = prefill_mma_kernel<T, KV, kHeadDim>;
+    if (cudaError_t err = opt_in_dynamic_smem(reinterpret_cast<const void *>(kernel), S::kSmemBytes, opted_in);
+        err != cudaSuccess)
+        return err;
     KVC_LAUNCH(kernel, grid, S::kThreads, S::kSmemBytes, stream, p);
     return cudaGetLastError();
 }
