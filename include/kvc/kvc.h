@@ -575,8 +575,9 @@ KVC_API kvc_status kvc_attention_params_default(kvc_attention_params *p);
  *  CUDA graphs: this call and kvc_cache_write (with the batch's device slot_mapping) can be captured
  *  and the graph replayed step after step, each replay preceded by a kvc_batch_build on the
  *  replaying stream (which also orders it after tier copies: captured launches do not wait for
- *  them). A replay keeps the captured launch shape: build the same number of sequences and no
- *  longer query (decode: 1) than at capture; contexts may grow up to the batch's capacity
+ *  them). A replay keeps the captured launch shape: build the same number of sequences (pad a
+ *  smaller step with one-token dummy sequences kept for the purpose) and no longer query
+ *  (decode: 1) than at capture; contexts may grow up to the batch's capacity
  *  (max_blocks_per_seq x block_size), which a captured decode launch plans its split-K partitions
  *  for.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, heads, scale), KVC_ERR_UNSUPPORTED (head
