@@ -18,6 +18,7 @@ extern "C" {
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -95,15 +96,22 @@ struct CudaWorld {
     };
 
     // Builds the batch on `stream` (the batch's stream: kvc_batch_set_stream), checks its device
-    // arrays against the host copies, and draws the step's K/V and queries.
+    // arrays against the host copies (which synchronizes the stream; verify = false leaves the
+    // build's upload queued), and draws the step's K/V and queries.
     StepInputs prepare(const std::vector<uint64_t> &ids, const std::vector<int64_t> &q_lens, int32_t q_dtype,
-                       int32_t partition_size, void *stream) {
+                       int32_t partition_size, void *stream, bool verify = true) {
         StepInputs in;
         in.ids = ids;
         OK(kvc_batch_build(batch, ids.data(), q_lens.data(), int32_t(ids.size())));
         kvc_batch_info &info = in.info;
         info.struct_size = sizeof info;
         OK(kvc_batch_get_info(batch, &info));
+        if (verify) verify_device_arrays(info, stream);
+        draw_inputs(in, ids, q_lens, q_dtype, partition_size);
+        return in;
+    }
+
+    void verify_device_arrays(const kvc_batch_info &info, void *stream) {
         // The device arrays hold what the host copies report once the upload has run: read them
         // back on the batch's stream, which orders the reads after the build's copies.
         std::vector<int64_t> slots(size_t(info.num_tokens)), dslots(slots.size());
@@ -117,7 +125,11 @@ struct CudaWorld {
         OK(kvc::cuda::stream_sync(stream));
         assert_memory_equal(slots.data(), dslots.data(), slots.size() * 8);
         assert_memory_equal(tables.data(), dtables.data(), tables.size() * 4);
+    }
 
+    void draw_inputs(StepInputs &in, const std::vector<uint64_t> &ids, const std::vector<int64_t> &q_lens,
+                     int32_t q_dtype, int32_t partition_size) {
+        const kvc_batch_info &info = in.info;
         const int64_t row = int64_t(nkv) * d;
         in.ksrc.resize(size_t(info.num_tokens * row));
         in.vsrc.resize(in.ksrc.size());
@@ -154,7 +166,6 @@ struct CudaWorld {
         in.ap.q_dtype = q_dtype;
         in.ap.scale = float(P.scale);
         in.ap.partition_size = partition_size;
-        return in;
     }
 
     // The step's work on the device: cache write of the new K/V, then attention (what a CUDA graph
@@ -416,6 +427,61 @@ void test_cuda_graph_capture_replay(void **) {
 }
 #endif
 
+// Steps queued back to back on a non-blocking stream with no host synchronization until the end:
+// each build's upload, cache write and attention stay queued behind the previous steps' (the
+// emulator runs work only when forced, so nothing has run when the next build rewrites its host
+// staging buffers). Rows change every step (joins with a prefill, block boundaries). Every step's
+// output, read at the end, must match its own reference: a build that reused a host buffer whose
+// upload had not run yet, or a missing stream ordering, shows up as a wrong step.
+void test_cuda_pipelined_steps_without_sync(void **) {
+    REQUIRE_GPU();
+    void *stream = nullptr;
+    OK(kvc::cuda::tier_stream_create(0, &stream));
+    {
+        CudaWorld w(16, 2, 8, 64, KVC_DTYPE_F16, 96, 0);
+        OK(kvc_batch_set_stream(w.batch, stream));
+        struct Pending {
+            CudaWorld::StepInputs in;
+            std::unique_ptr<DeviceBuffer> dk, dv, dq, dout;
+        };
+        std::vector<Pending> steps;
+        std::vector<uint64_t> live;
+        uint64_t next_id = 10;
+        for (int s = 0; s < 14; ++s) {
+            std::vector<int64_t> q;
+            for (uint64_t id : live) {
+                OK(kvc_append(w.pool, id, nullptr, 1, 0, nullptr));
+                q.push_back(1);
+            }
+            if (s % 4 == 0) {  // a sequence joins with its prompt: a prefill row among decode rows
+                const int64_t len = 7 + 9 * s;
+                OK(kvc_alloc(w.pool, next_id, nullptr, len, nullptr, nullptr));
+                live.push_back(next_id++);
+                q.push_back(len);
+            }
+            Pending p;
+            p.in = w.prepare(live, q, KVC_DTYPE_F16, s % 3 == 0 ? 16 : 0, stream, false);
+            p.dk.reset(new DeviceBuffer(p.in.ksrc.size() * 4));
+            p.dv.reset(new DeviceBuffer(p.in.vsrc.size() * 4));
+            p.dq.reset(new DeviceBuffer(p.in.q.size()));
+            p.dout.reset(new DeviceBuffer(p.in.q.size()));
+            // Pageable sources: staged at the call, so these may be reused at once.
+            OK(kvc::cuda::memcpy_h2d(p.dk->get(), p.in.ksrc.data(), p.in.ksrc.size() * 4, stream));
+            OK(kvc::cuda::memcpy_h2d(p.dv->get(), p.in.vsrc.data(), p.in.vsrc.size() * 4, stream));
+            OK(kvc::cuda::memcpy_h2d(p.dq->get(), p.in.q.data(), p.in.q.size(), stream));
+            w.launch(p.in, *p.dk, *p.dv, *p.dq, *p.dout, stream);
+            steps.push_back(std::move(p));
+        }
+        OK(kvc::cuda::stream_sync(stream));
+        for (Pending &p : steps) {
+            std::vector<uint8_t> out(p.in.q.size());
+            OK(p.dout->download(out.data(), out.size()));
+            w.check(p.in, out);
+        }
+    }
+    kvc::cuda::tier_stream_destroy(stream);
+}
+
 // Head dims the CUDA kernels are not built for are refused before anything is launched.
 void test_cuda_unsupported_head_dim(void **) {
     REQUIRE_GPU();
@@ -444,6 +510,7 @@ int main(void) {
         cmocka_unit_test(test_cuda_unsupported_head_dim),
         cmocka_unit_test(test_cuda_nonblocking_stream),
         cmocka_unit_test(test_cuda_many_async_builds),
+        cmocka_unit_test(test_cuda_pipelined_steps_without_sync),
 #if KVC_TEST_CUDA_GRAPHS
         cmocka_unit_test(test_cuda_graph_capture_replay),
 #endif

@@ -6,10 +6,12 @@
 // wrong result. cp.async copies are queued per thread and land only at cp.async.wait_group, like
 // the hardware's; shared memory starts as 0xff garbage (NaN in every float format). mma.sync is
 // computed from the PTX ISA fragment layouts. The CUDA runtime calls libkvc makes are served from
-// host memory (cuda_emulation.cpp), work completing at issue. Stream capture records launches and
-// copies into a graph that cudaGraphLaunch replays, and refuses what CUDA refuses while a capture
-// is open (waits on events from outside it, synchronization, allocation in global mode, the legacy
-// stream beside a capturing blocking stream). Slow (fibers, scalar math): use small problems.
+// host memory (cuda_runtime_emulation.cpp) with real stream semantics, as late as CUDA allows:
+// launches and asynchronous copies wait in their stream until something forces them (a
+// synchronization, an event wait, work on a stream ordered after them), so a missing wait or a
+// host buffer reused before its copy ran shows up as a wrong result. Stream capture records work
+// into a graph that cudaGraphLaunch replays, and refuses what CUDA refuses while a capture is
+// open. Slow (fibers, scalar math): use small problems.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -41,10 +43,12 @@ void cp_async_commit();
 void cp_async_wait(int pending);
 void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16);
 
-// Runs body once per thread of every CTA of the grid (CTAs one after another), now, or records the
-// launch into the graph when `stream` is being captured (cudaStreamBeginCapture). The body owns
-// copies of the kernel's arguments, so a recorded launch can be replayed later.
+// Queues a kernel launch on `stream` (cuda_runtime_emulation.cpp): it runs when the stream's work
+// is forced (a synchronization, or work that depends on it), or is recorded into the graph when
+// the stream is being captured. The body owns copies of the kernel's arguments.
 void launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, std::function<void()> body);
+// Runs body once per thread of every CTA of the grid (CTAs one after another), now.
+void run_grid(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()> &body);
 
 inline float int_as_float(int i) {
     float f;
