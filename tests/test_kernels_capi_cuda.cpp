@@ -53,6 +53,16 @@ namespace {
 
 constexpr int32_t kLayer = 1;
 
+// A cudaStreamNonBlocking stream (no implicit ordering with the legacy default stream), destroyed
+// at scope exit: declare it before the pool and batch that use it.
+struct NonBlockingStream {
+    void *stream = nullptr;
+    NonBlockingStream() { OK(kvc::cuda::tier_stream_create(0, &stream)); }
+    ~NonBlockingStream() { kvc::cuda::tier_stream_destroy(stream); }
+    NonBlockingStream(const NonBlockingStream &) = delete;
+    NonBlockingStream &operator=(const NonBlockingStream &) = delete;
+};
+
 struct CudaWorld {
     kvc_pool *pool = nullptr;
     kvc_batch *batch = nullptr;
@@ -260,8 +270,8 @@ void test_cuda_fork_copy_pending_and_storage_copy(void **) {
 // it, prefill then decode steps that reuse and change the device arrays; then back to NULL.
 void test_cuda_nonblocking_stream(void **) {
     REQUIRE_GPU();
-    void *stream = nullptr;
-    OK(kvc::cuda::tier_stream_create(0, &stream));  // cudaStreamCreateWithFlags(cudaStreamNonBlocking)
+    NonBlockingStream owner;
+    void *stream = owner.stream;
     {
         CudaWorld w(16, 4, 16, 128, KVC_DTYPE_BF16, 128, 0);
         OK(kvc_batch_set_stream(w.batch, stream));
@@ -277,7 +287,6 @@ void test_cuda_nonblocking_stream(void **) {
         for (uint64_t id : ids) OK(kvc_append(w.pool, id, nullptr, 1, 0, nullptr));
         w.step(ids, {1, 1, 1}, KVC_DTYPE_F16, 0, nullptr);
     }
-    kvc::cuda::tier_stream_destroy(stream);
 }
 
 // Many builds in a row on a non-blocking stream while the batch changes every step (sequences join
@@ -287,8 +296,8 @@ void test_cuda_nonblocking_stream(void **) {
 // device arrays must still equal the host mirrors and its attention the dense reference.
 void test_cuda_many_async_builds(void **) {
     REQUIRE_GPU();
-    void *stream = nullptr;
-    OK(kvc::cuda::tier_stream_create(0, &stream));
+    NonBlockingStream owner;
+    void *stream = owner.stream;
     {
         CudaWorld w(16, 2, 8, 64, KVC_DTYPE_F16, 96, 0);
         OK(kvc_batch_set_stream(w.batch, stream));
@@ -334,7 +343,6 @@ void test_cuda_many_async_builds(void **) {
             assert_true(info.rows_uploaded <= int32_t(live.size()));
         }
     }
-    kvc::cuda::tier_stream_destroy(stream);
 }
 
 #if KVC_TEST_CUDA_GRAPHS
@@ -354,8 +362,8 @@ void test_cuda_many_async_builds(void **) {
 // copy-stream event a capture could not wait on) still captures cleanly.
 void test_cuda_graph_capture_replay(void **) {
     REQUIRE_GPU();
-    void *stream = nullptr;
-    OK(kvc::cuda::tier_stream_create(0, &stream));  // cudaStreamNonBlocking
+    NonBlockingStream owner;
+    void *stream = owner.stream;
     void *exec = nullptr;
     {
         CudaWorld w(16, 2, 8, 64, KVC_DTYPE_F16, 64, 0);
@@ -423,7 +431,6 @@ void test_cuda_graph_capture_replay(void **) {
         }
     }
     kvc_gpu_test::graph_destroy(exec);
-    kvc::cuda::tier_stream_destroy(stream);
 }
 #endif
 
@@ -435,8 +442,8 @@ void test_cuda_graph_capture_replay(void **) {
 // upload had not run yet, or a missing stream ordering, shows up as a wrong step.
 void test_cuda_pipelined_steps_without_sync(void **) {
     REQUIRE_GPU();
-    void *stream = nullptr;
-    OK(kvc::cuda::tier_stream_create(0, &stream));
+    NonBlockingStream owner;
+    void *stream = owner.stream;
     {
         CudaWorld w(16, 2, 8, 64, KVC_DTYPE_F16, 96, 0);
         OK(kvc_batch_set_stream(w.batch, stream));
@@ -479,7 +486,6 @@ void test_cuda_pipelined_steps_without_sync(void **) {
             w.check(p.in, out);
         }
     }
-    kvc::cuda::tier_stream_destroy(stream);
 }
 
 // Head dims the CUDA kernels are not built for are refused before anything is launched.

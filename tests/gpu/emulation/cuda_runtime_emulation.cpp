@@ -72,8 +72,10 @@ struct Graph {
 
 std::recursive_mutex g_mu;
 Stream g_legacy;                        // the legacy default stream (NULL, cudaStreamLegacy)
-std::vector<Stream *> g_streams;        // every stream created; never freed (ordering points may
-                                        // name a destroyed stream, which is drained at destroy)
+// Every stream created. Neither the streams nor the list are ever freed: ordering points may name
+// a destroyed stream (drained at destroy), and the list must outlive static destruction so that the
+// leak checker still sees them reachable at exit.
+std::vector<Stream *> &g_streams = *new std::vector<Stream *>;
 std::map<cudaStream_t, Capture> g_captures;  // open captures by stream
 uint64_t g_next_capture_id = 1;
 std::map<uintptr_t, size_t> g_device_allocs, g_pinned_allocs;  // start -> bytes
