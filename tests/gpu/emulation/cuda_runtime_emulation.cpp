@@ -1,12 +1,15 @@
 // The CUDA runtime subset libkvc uses, served from host memory with CUDA's stream semantics.
 //
-// Work is as late as CUDA allows, never earlier: a launch or an asynchronous copy waits in its
-// stream's queue until something forces it — a synchronization of its stream, event or device,
+// By default work is as late as CUDA allows, never earlier: a launch or an asynchronous copy waits
+// in its stream's queue until something forces it — a synchronization of its stream, event or device,
 // an event query, a synchronous copy or free, or work on another stream ordered after it (an event
 // wait, the legacy default stream's implicit ordering with blocking streams). Then the stream runs
 // in order up to the forced point, each operation first forcing what it depends on. So a missing
 // stream wait, a result read before its synchronization, or a pinned host buffer rewritten before
 // the copy reading it has run produce wrong data, as they can on a GPU; the tests see them.
+// KVC_EMU_SCHEDULE picks other legal schedules: `eager` runs work at issue (a host that relies on
+// work not having run yet is caught), `random[:SEED]` lets queued work of random streams run at
+// random API calls, as a GPU progressing beside the host would.
 //
 // Copies follow cudaMemcpyAsync's documented host behaviour: from pageable host memory the source
 // is read at the call (staged), into pageable host memory the call waits for the stream and
@@ -24,6 +27,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -81,6 +85,35 @@ uint64_t g_next_capture_id = 1;
 std::map<uintptr_t, size_t> g_device_allocs, g_pinned_allocs;  // start -> bytes
 thread_local cudaError_t g_last_error = cudaSuccess;
 
+enum class Schedule { kLazy, kEager, kRandom };
+struct ScheduleConfig {
+    Schedule mode = Schedule::kLazy;
+    uint64_t state = 0x9e3779b97f4a7c15ull;  // xorshift state for kRandom
+};
+ScheduleConfig read_schedule() {
+    ScheduleConfig c;
+    const char *env = std::getenv("KVC_EMU_SCHEDULE");
+    if (!env || !*env || std::strcmp(env, "lazy") == 0) return c;
+    if (std::strcmp(env, "eager") == 0) {
+        c.mode = Schedule::kEager;
+    } else if (std::strncmp(env, "random", 6) == 0) {
+        c.mode = Schedule::kRandom;
+        if (env[6] == ':') c.state ^= std::strtoull(env + 7, nullptr, 10) * 0xff51afd7ed558ccdull;
+    } else {
+        std::fprintf(stderr, "kvc_emu: KVC_EMU_SCHEDULE=%s is not lazy, eager or random[:SEED]\n", env);
+        std::abort();
+    }
+    return c;
+}
+ScheduleConfig g_schedule = read_schedule();
+uint64_t next_random() {
+    uint64_t &x = g_schedule.state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+}
+
 bool is_legacy(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
 Stream *stream_of(cudaStream_t s) { return is_legacy(s) ? &g_legacy : reinterpret_cast<Stream *>(s); }
 
@@ -110,6 +143,20 @@ void drain_device() {
 }
 bool done(const Point &p) { return !p.stream || p.stream->executed >= p.seq; }
 
+// The device making progress beside the host, per KVC_EMU_SCHEDULE: nothing (lazy), everything just
+// queued on `s` (eager), or some queued operations of a random stream (random).
+void progress(Stream *s) {
+    if (g_schedule.mode == Schedule::kEager) {
+        drain_all(s);
+    } else if (g_schedule.mode == Schedule::kRandom && next_random() % 2 == 0) {
+        Stream *t = &g_legacy;
+        const size_t pick = size_t(next_random() % (g_streams.size() + 1));
+        if (pick < g_streams.size()) t = g_streams[pick];
+        const uint64_t pending = t->enqueued - t->executed;
+        if (pending > 0) drain(t, t->executed + 1 + next_random() % pending);
+    }
+}
+
 // Queues `work` on `s` behind `extra` and the legacy stream's implicit ordering: legacy work waits
 // for earlier work of every blocking stream, blocking streams' work for earlier legacy work.
 void enqueue(Stream *s, std::function<void()> work, Point extra = {}) {
@@ -123,6 +170,7 @@ void enqueue(Stream *s, std::function<void()> work, Point extra = {}) {
     }
     s->queue.push_back(std::move(op));
     ++s->enqueued;
+    progress(s);
 }
 
 Capture *capture_of(cudaStream_t s) {
