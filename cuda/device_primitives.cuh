@@ -15,7 +15,8 @@
 #include "cuda_emulation.hpp"  // tests/gpu/emulation/, on the include path of that build only
 #define KVC_DYNAMIC_SMEM(name) unsigned char *name = ::kvc_emu::dynamic_smem()
 #define KVC_LAUNCH(kernel, grid, block, smem_bytes, stream, ...) \
-    ::kvc_emu::launch(dim3(grid), dim3(block), size_t(smem_bytes), (stream), [=] { kernel(__VA_ARGS__); })
+    ::kvc_emu::launch(reinterpret_cast<const void *>(kernel), dim3(grid), dim3(block), size_t(smem_bytes), (stream), \
+                      [=] { kernel(__VA_ARGS__); })
 #else
 #define KVC_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 #define KVC_LAUNCH(kernel, grid, block, smem_bytes, stream, ...) \

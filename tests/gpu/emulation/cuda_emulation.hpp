@@ -45,8 +45,11 @@ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b
 
 // Queues a kernel launch on `stream` (cuda_runtime_emulation.cpp): it runs when the stream's work
 // is forced (a synchronization, or work that depends on it), or is recorded into the graph when
-// the stream is being captured. The body owns copies of the kernel's arguments.
-void launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, std::function<void()> body);
+// the stream is being captured. The body owns copies of the kernel's arguments. The launch is
+// refused as a real one would be (cudaGetLastError) when its configuration exceeds the device's
+// limits, e.g. more than 48 KiB of dynamic shared memory without cudaFuncSetAttribute opt-in.
+void launch(const void *kernel, dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+            std::function<void()> body);
 // Runs body once per thread of every CTA of the grid (CTAs one after another), now.
 void run_grid(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()> &body);
 

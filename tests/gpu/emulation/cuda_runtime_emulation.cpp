@@ -85,6 +85,11 @@ uint64_t g_next_capture_id = 1;
 std::map<uintptr_t, size_t> g_device_allocs, g_pinned_allocs;  // start -> bytes
 thread_local cudaError_t g_last_error = cudaSuccess;
 
+// Dynamic shared memory a launch may use: 48 KiB unless the kernel opted in to more
+// (cudaFuncAttributeMaxDynamicSharedMemorySize), up to the H100's 227 KiB per block.
+constexpr size_t kDefaultDynamicSmem = 48 * 1024, kMaxDynamicSmemOptIn = 227 * 1024;
+std::map<const void *, int> g_max_dynamic_smem;
+
 enum class Schedule { kLazy, kEager, kRandom };
 struct ScheduleConfig {
     Schedule mode = Schedule::kLazy;
@@ -228,9 +233,22 @@ cudaError_t release(void *p, std::map<uintptr_t, size_t> &allocs) {
 
 }  // namespace
 
-void launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, std::function<void()> body) {
+void launch(const void *kernel, dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+            std::function<void()> body) {
     std::lock_guard<std::recursive_mutex> lk(g_mu);
     // Launch errors surface through cudaGetLastError, as on the device.
+    const uint64_t threads = uint64_t(block.x) * block.y * block.z;
+    if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
+        grid.y > 65535 || grid.z > 65535) {
+        g_last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+    auto opted = g_max_dynamic_smem.find(kernel);
+    const size_t smem_limit = opted == g_max_dynamic_smem.end() ? kDefaultDynamicSmem : size_t(opted->second);
+    if (smem_bytes > smem_limit) {
+        g_last_error = cudaErrorInvalidValue;
+        return;
+    }
     cudaError_t err = issue(stream, [grid, block, smem_bytes, body] { run_grid(grid, block, smem_bytes, body); });
     if (err != cudaSuccess) g_last_error = err;
 }
@@ -332,6 +350,8 @@ cudaError_t cudaGetLastError(void) { return std::exchange(kvc_emu::g_last_error,
 const char *cudaGetErrorString(cudaError_t err) {
     switch (err) {
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     case cudaErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
@@ -343,6 +363,8 @@ const char *cudaGetErrorString(cudaError_t err) {
 const char *cudaGetErrorName(cudaError_t err) {
     switch (err) {
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
@@ -351,7 +373,13 @@ const char *cudaGetErrorName(cudaError_t err) {
     default: return "cudaErrorEmulated";
     }
 }
-cudaError_t cudaFuncSetAttribute(const void *, enum cudaFuncAttribute, int) { return cudaSuccess; }
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
+    Lock lk(g_mu);
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
+    if (value < 0 || size_t(value) > kvc_emu::kMaxDynamicSmemOptIn) return cudaErrorInvalidValue;
+    kvc_emu::g_max_dynamic_smem[func] = value;
+    return cudaSuccess;
+}
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
     Lock lk(g_mu);
