@@ -169,8 +169,11 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
     p.num_parts = 1;
     p.part_size = 0;
 
-    // Split-K for decode: the keys of the longest sequence (its window, if any) in partitions.
-    if (decode && a.partition_size >= 0) {
+    // Split-K for decode: the keys of the longest sequence (its window, if any) in partitions. Auto
+    // (partition_size 0) splits only when (sequence, KV head) CTAs cannot fill ~4 per SM.
+    const int64_t ctas = int64_t(a.num_seqs) * L.num_kv_heads * p.head_chunks;
+    const int64_t target = decode && a.partition_size == 0 ? 4 * int64_t(current_sm_count()) : 0;
+    if (decode && (a.partition_size > 0 || (a.partition_size == 0 && ctas < target))) {
         // A launch captured into a CUDA graph replays with this plan while the contexts grow: plan
         // for the batch's capacity then, so the partitions cover any context a replay can see (the
         // partitions past a sequence's end exit at once).
@@ -178,16 +181,9 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
         if (kvc_status st = stream_capturing(stream, &capturing); st != KVC_OK) return st;
         int64_t span = capturing ? int64_t(a.max_blocks_per_seq) * L.block_size : a.max_seq_len;
         if (a.sliding_window > 0) span = std::min<int64_t>(span, a.sliding_window);
-        int64_t part = 0;
-        if (a.partition_size > 0) {
-            part = a.partition_size;
-        } else {
-            // Auto: split only when (sequence, KV head) CTAs cannot fill ~4 per SM.
-            const int64_t ctas = int64_t(a.num_seqs) * L.num_kv_heads * p.head_chunks;
-            const int64_t target = 4 * int64_t(current_sm_count());
-            if (ctas < target) part = std::max(kMinPartition, ceil_div(span, ceil_div(target, ctas)));
-        }
-        if (part > 0 && part < span) {
+        int64_t part = a.partition_size > 0 ? int64_t(a.partition_size)
+                                            : std::max(kMinPartition, ceil_div(span, ceil_div(target, ctas)));
+        if (part < span) {
             // The workspace bounds the number of partitions: a partition grows rather than overflow it.
             const int64_t row_bytes = int64_t(L.head_dim + 2) * int64_t(sizeof(float));
             const int64_t cap = int64_t(a.workspace ? a.workspace_bytes : 0) / row_bytes /
