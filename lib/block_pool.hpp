@@ -5,6 +5,8 @@
 // States of a block:
 //   refcount > 0                 in use by >= 1 sequence table; in no free list
 //   refcount 0, pinned           held by kvc_prefix_pin; in no free list, never reused
+//   refcount 0, copy holds > 0   source of pending copy-on-write pairs; in no free list until the
+//                                copies have read it (counted as used)
 //   refcount 0, cached           in the LRU list of its priority (evicted lowest priority first)
 //   refcount 0, not cached       in the unhashed list (reused first)
 // Priority of a block = the priority of the request that most recently allocated or hit it.
@@ -25,6 +27,7 @@ public:
         pins_.assign(size_t(num_blocks), 0);
         priority_.assign(size_t(num_blocks), uint8_t(50));
         cached_.assign(size_t(num_blocks), 0);
+        holds_.assign(size_t(num_blocks), 0);
         free_.init(num_blocks);
         // Initially block ids are handed out in increasing order.
         for (int32_t b = 0; b < num_blocks; ++b) free_.push_tail(FreeQueues::kUnhashedList, b);
@@ -36,6 +39,8 @@ public:
     int32_t pins(int32_t b) const { return pins_[b]; }
     int32_t priority(int32_t b) const { return priority_[b]; }
     bool cached(int32_t b) const { return cached_[b] != 0; }
+    int32_t copy_holds(int32_t b) const { return holds_[b]; }
+    bool is_free(int32_t b) const { return free_.contains(b); }
     int64_t num_free() const { return free_.total(); }  // refcount 0 and not pinned
     int64_t num_cached_free() const { return free_.total() - free_.size(FreeQueues::kUnhashedList); }
     int64_t num_used() const { return used_; }
@@ -63,13 +68,33 @@ public:
 
     void set_priority(int32_t b, int32_t priority) { priority_[b] = uint8_t(priority); }
 
-    // Drops one reference; returns true when the refcount reached 0. Then a cached block goes to
-    // the LRU tail of its priority, an uncached one to the head of the unhashed list.
+    // Drops one reference; returns true when the refcount reached 0. Then, unless pinned or held
+    // by a pending copy, a cached block goes to the LRU tail of its priority, an uncached one to
+    // the head of the unhashed list.
     bool release(int32_t b) {
         if (--refcount_[b] != 0) return false;
+        if (holds_[b] == 0) {
+            --used_;
+            if (pins_[b] == 0) enqueue_free(b);
+        }
+        return true;
+    }
+
+    // A pending copy-on-write pair will read b: b keeps its bytes (no free list, no reuse) until
+    // unhold(), without counting as a sharer (a last holder still writes in place).
+    void hold(int32_t b) {
+        if (holds_[b]++ == 0 && refcount_[b] == 0) {
+            ++used_;
+            if (free_.contains(b)) free_.remove(b);
+        }
+    }
+
+    // The copy has read b; returns true when that was the last thing keeping b (it is free now).
+    bool unhold(int32_t b) {
+        if (--holds_[b] != 0 || refcount_[b] != 0) return false;
         --used_;
         if (pins_[b] == 0) enqueue_free(b);
-        return true;
+        return pins_[b] == 0;
     }
 
     void pin(int32_t b) {
@@ -82,7 +107,7 @@ public:
     void unpin(int32_t b) {
         if (--pins_[b] == 0) {
             --pinned_;
-            if (refcount_[b] == 0) enqueue_free(b);
+            if (refcount_[b] == 0 && holds_[b] == 0) enqueue_free(b);
         }
     }
 
@@ -115,6 +140,7 @@ private:
     std::vector<int32_t> pins_;
     std::vector<uint8_t> priority_;
     std::vector<uint8_t> cached_;
+    std::vector<int32_t> holds_;  // pending copy-on-write pairs reading the block
     FreeQueues free_;
     int64_t used_ = 0;
     int64_t pinned_ = 0;

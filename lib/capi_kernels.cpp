@@ -189,7 +189,13 @@ KVC_API kvc_status kvc_copy_pending(kvc_pool *pool, void *stream, int64_t *out_c
                 a.src = src;
                 a.dst = dst;
                 a.num_pairs = n;
-                if (kvc_status st = cpu_copy_blocks(a); st != KVC_OK) return st;
+                const kvc_status st = cpu_copy_blocks(a);
+                {
+                    // Copied: the sources may be reused now (the pairs held them until here).
+                    std::lock_guard<std::mutex> lk(pool_mutex(pool));
+                    pool_release_copy_sources(pool, src, n);
+                }
+                if (st != KVC_OK) return st;
                 copied += n;
             }
         } else {
@@ -215,6 +221,12 @@ KVC_API kvc_status kvc_copy_pending(kvc_pool *pool, void *stream, int64_t *out_c
                     st = cuda::copy_blocks(a, stream);
                 }
                 if (st == KVC_OK && (st = cuda::event_record(cs.last_use, stream)) == KVC_OK) cs.used = true;
+                {
+                    // The kernel is queued: the sources may be reused now. Work on this stream is
+                    // ordered after it, and tier copies wait for last_use (tier_exec.cpp).
+                    std::lock_guard<std::mutex> lk(pool_mutex(pool));
+                    pool_release_copy_sources(pool, cs.host.data(), copied);
+                }
                 if (st != KVC_OK) return st;
             }
         }

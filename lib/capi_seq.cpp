@@ -210,15 +210,25 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
                 if (p->blocks.refcount(src) <= 1) continue;
                 int32_t dst = kvc::pool_take_fresh_block(p, prio);
                 p->blocks.release(src);  // > 1 before: stays in use by the other sequences
+                // src keeps its bytes until the copy has read them, even if every other holder
+                // lets it go first (a tier restore would otherwise overwrite them at once).
+                p->blocks.hold(src);
                 p->copies.push(src, dst);
                 s->table[size_t(i)] = dst;
                 ++p->counters.cow_copies;
             }
             for (int64_t i = old_nb; i < new_nb; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, prio));
         }
+        // A block this sequence alone holds but that is still in the prefix cache (kvc_truncate cut
+        // into it) leaves the cache before it is written: a cached block never changes.
+        if (s->may_share_tail)
+            for (int64_t i = first_written; i < last_written; ++i) {
+                const int32_t b = s->table[size_t(i)];
+                if (p->blocks.cached(b)) kvc::pool_uncache_block(p, b);
+            }
         s->num_tokens = new_tokens;
         s->reserved_end = new_end;
-        if (p->caching && num_tokens > 0) kvc::pool_hash_full_blocks(p, s, tokens, num_tokens);
+        if (p->caching && num_tokens > 0 && !s->hash_stopped) kvc::pool_hash_full_blocks(p, s, tokens, num_tokens);
         ++p->counters.appends;
         p->counters.blocks_allocated += fresh;
         if (out_new_blocks) *out_new_blocks = int32_t(fresh);
@@ -228,6 +238,41 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
         // rather than costing a call per append.
         if (p->tiers.load(std::memory_order_acquire)) kvc::tier_run_pending(p);
         return st;
+    })
+}
+
+KVC_API kvc_status kvc_truncate(kvc_pool *pool, uint64_t seq_id, int64_t num_tokens, int32_t *out_freed_blocks) {
+    KVC_GUARD({
+        const char *fn = "kvc_truncate";
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (num_tokens < 1) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 1, got %lld", fn, (long long)num_tokens);
+        kvc_pool *p = pool;
+        std::lock_guard<std::mutex> lock(p->mu);
+        Sequence *s = p->seqs.find(seq_id);
+        if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
+        if (s->swapped_out)
+            return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
+        if (num_tokens > s->num_tokens)
+            return fail(KVC_ERR_INVALID_ARG, "%s: sequence %llu has %lld confirmed tokens, cannot keep %lld", fn,
+                        (unsigned long long)seq_id, (long long)s->num_tokens, (long long)num_tokens);
+        // ---- from here on nothing can fail (the table and tail only shrink) ----
+        const int64_t bs = p->block_size;
+        if (p->caching && !s->hash_stopped) kvc::pool_rewind_hashing(p, s, num_tokens);
+        const int64_t keep = kvc::pool_blocks_for(p, num_tokens);
+        const int64_t dropped = int64_t(s->table.size()) - keep;
+        for (int64_t i = int64_t(s->table.size()); i-- > keep;) kvc::pool_release_block(p, s->table[size_t(i)]);
+        s->table.resize(size_t(keep));
+        s->num_tokens = s->reserved_end = num_tokens;
+        if (num_tokens % bs != 0) {
+            // The new last block will be written again, and a cached block must never change: the
+            // append that writes it copies it if shared then, else takes it out of the cache. Until
+            // then it stays cached (its content still matches) -- the path may_share_tail enables.
+            const int32_t last = s->table.back();
+            if (p->blocks.refcount(last) > 1 || p->blocks.cached(last)) s->may_share_tail = true;
+        }
+        p->seq_generation.fetch_add(1, std::memory_order_relaxed);
+        if (out_freed_blocks) *out_freed_blocks = int32_t(dropped);
+        return KVC_OK;
     })
 }
 
@@ -260,6 +305,7 @@ KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_i
         c->reserved_end = parent->reserved_end;
         c->chain = parent->chain;
         c->num_hashed = parent->num_hashed;
+        c->hash_stopped = parent->hash_stopped;
         c->may_share_tail = parent->may_share_tail = true;
         for (int32_t b : c->table) p->blocks.add_ref(b);  // all in use already: no list changes
         ++p->counters.forks;
@@ -278,7 +324,7 @@ KVC_API kvc_status kvc_free(kvc_pool *pool, uint64_t seq_id) {
         // Reverse order: within one LRU list the deepest blocks of the prefix are evicted first.
         if (s->swapped_out) kvc::tier_release_swapped(p, s);
         for (auto it = s->table.rbegin(); it != s->table.rend(); ++it)
-            if (*it >= 0 && p->blocks.release(*it)) ++p->counters.blocks_freed;  // -1: was in a host slot
+            if (*it >= 0) kvc::pool_release_block(p, *it);  // -1: was in a host slot
         p->seqs.erase(s);
         p->seq_generation.fetch_add(1, std::memory_order_relaxed);
         ++p->counters.frees;
@@ -363,7 +409,14 @@ KVC_API kvc_status kvc_take_pending_copies(kvc_pool *pool, int32_t *src, int32_t
         if (cap < 0) return fail(KVC_ERR_INVALID_ARG, "%s: cap must be >= 0, got %lld", fn, (long long)cap);
         if (cap > 0 && (!src || !dst)) return fail(KVC_ERR_NULL_ARG, "%s: src or dst is NULL with cap %lld", fn, (long long)cap);
         std::lock_guard<std::mutex> lock(pool->mu);
-        *out_count = cap == 0 ? pool->copies.size() : pool->copies.take(src, dst, cap);
+        if (cap == 0) {
+            *out_count = pool->copies.size();
+            return KVC_OK;
+        }
+        const int64_t n = pool->copies.take(src, dst, cap);
+        // The caller copies them before its next call that can take a block (kvc.h).
+        kvc::pool_release_copy_sources(pool, src, n);
+        *out_count = n;
         return KVC_OK;
     })
 }

@@ -183,7 +183,7 @@ KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_o
                 kvc::tier_push_job(t, kvc::kJobSwapOut, b, slot, -1);
                 s->table[i] = -1;
                 // Freed now; reuse is ordered after the copy (FIFO jobs, tier_barrier on writes).
-                if (p->blocks.release(b)) ++p->counters.blocks_freed;
+                kvc::pool_release_block(p, b);
             }
             s->swapped_out = true;
             p->seq_generation.fetch_add(1, std::memory_order_relaxed);

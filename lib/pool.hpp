@@ -102,10 +102,28 @@ inline int64_t pool_blocks_for(const kvc_pool *p, int64_t tokens) {
 // Takes a fresh block with refcount 1 (caller checked capacity). Evicts its cache entry lazily.
 int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority);
 
+// Drops one table reference to block b. Returns true when b's refcount reached 0 (counted in
+// blocks_freed). If b is free then, pending copy-on-write pairs into b are cancelled (and their
+// holds on their sources dropped, which may free those in turn).
+bool pool_release_block(kvc_pool *p, int32_t b);
+
+// After n drained pairs were copied (or handed to the caller): drops the holds the pairs had on
+// their sources src[0..n).
+void pool_release_copy_sources(kvc_pool *p, const int32_t *src, int64_t n);
+
+// Takes cached block b out of the prefix cache (entry erased, KVC_EVENT_BLOCK_REMOVED sent) while
+// its content stays where it is: for an in-use block that is about to be written again.
+void pool_uncache_block(kvc_pool *p, int32_t b);
+
 // The sequence has just confirmed n tokens src[0..n) (s->num_tokens already counts them): hashes
 // every block they complete and enters it in the cache unless an equal block is already cached;
 // the rest goes to s->tail.
 void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n);
+
+// kvc_truncate's side of prefix hashing, before the table shrinks: puts s's hashing state (chain,
+// num_hashed, tail) back to what it was at n confirmed tokens (n <= s->num_tokens), or stops
+// hashing for s when the cut block's token ids cannot be trusted.
+void pool_rewind_hashing(kvc_pool *p, Sequence *s, int64_t n);
 
 // Walks the prompt's first max_blocks full blocks while they are cached and verified; hit ids go
 // to p->hit_scratch. With `lower` != kWalkDevice a block missing on the device is looked up in the

@@ -25,8 +25,12 @@ std::mutex &pool_mutex(kvc_pool *p);
 bool pool_find_seq(kvc_pool *p, uint64_t seq_id, SeqRef *out);
 
 // Under the lock: moves up to cap pending copy-on-write pairs (oldest first) into src/dst and
-// returns how many were moved. With cap == 0 returns 0 and moves nothing.
+// returns how many were moved. With cap == 0 returns 0 and moves nothing. The moved pairs still
+// hold each src (kept from reuse): drop the holds with pool_release_copy_sources once the copies
+// have read (or, on CUDA, been queued to read) the sources.
 int64_t pool_take_pending_copies(kvc_pool *p, int32_t *src, int32_t *dst, int64_t cap);
+// Under the lock: drops the holds drained pairs had on their sources src[0..n).
+void pool_release_copy_sources(kvc_pool *p, const int32_t *src, int64_t n);
 // Under the lock: number of pending pairs.
 int64_t pool_pending_copy_count(kvc_pool *p);
 

@@ -8,24 +8,61 @@
 
 namespace kvc {
 
+namespace {
+
+// Erases b's cache entry and tells event subscribers; the caller counts why.
+void drop_cache_entry(kvc_pool *p, int32_t b) {
+    EventRecord ev;
+    ev.type = KVC_EVENT_BLOCK_REMOVED;
+    ev.block_id = b;
+    ev.hash = p->cache.hash_of(b);
+    ev.parent = p->cache.parent_of(b);
+    p->cache.erase(b);
+    p->blocks.set_cached(b, false);
+    p->events.push(ev, nullptr);
+}
+
+}  // namespace
+
 int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
     int32_t b = p->blocks.next_victim();
     if (p->blocks.cached(b)) {
         // Lazy eviction: the block kept its cache entry while it waited in the LRU list. With a host
         // tier its content moves one tier down instead of being lost.
         if (p->tiers.load(std::memory_order_relaxed)) tier_spill_evicted(p, b);
-        EventRecord ev;
-        ev.type = KVC_EVENT_BLOCK_REMOVED;
-        ev.block_id = b;
-        ev.hash = p->cache.hash_of(b);
-        ev.parent = p->cache.parent_of(b);
-        p->cache.erase(b);
-        p->blocks.set_cached(b, false);
-        p->events.push(ev, nullptr);
+        drop_cache_entry(p, b);
         ++p->counters.evictions;
     }
     p->blocks.take_fresh(b, priority);
     return b;
+}
+
+void pool_uncache_block(kvc_pool *p, int32_t b) { drop_cache_entry(p, b); }
+
+namespace {
+
+// Block b has just become free: a pending pair copying into it would overwrite whatever its next
+// owner puts there (a tier restore writes at once), so those pairs are cancelled, and with them
+// their holds on their sources, which may free those in turn (depth bounded by the pending pairs).
+void cancel_copies_into(kvc_pool *p, int32_t b) {
+    for (int64_t i; p->copies.size() > 0 && (i = p->copies.find_dst(b)) >= 0;) {
+        const int32_t src = p->copies.remove_at(i);
+        if (p->blocks.unhold(src)) cancel_copies_into(p, src);
+    }
+}
+
+}  // namespace
+
+bool pool_release_block(kvc_pool *p, int32_t b) {
+    if (!p->blocks.release(b)) return false;
+    ++p->counters.blocks_freed;
+    if (p->copies.size() > 0 && p->blocks.is_free(b)) cancel_copies_into(p, b);
+    return true;
+}
+
+void pool_release_copy_sources(kvc_pool *p, const int32_t *src, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        if (p->blocks.unhold(src[i]) && p->copies.size() > 0) cancel_copies_into(p, src[i]);
 }
 
 namespace {
@@ -137,6 +174,36 @@ void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t
         return;
     }
     add_tokens(p, s, src, n);
+}
+
+void pool_rewind_hashing(kvc_pool *p, Sequence *s, int64_t n) {
+    const int64_t bs = p->block_size;
+    const int64_t m = n / bs;  // the first block not kept whole
+    if (m >= s->num_hashed) {  // the cut is inside the unhashed tail (then m == num_hashed)
+        s->tail.resize(size_t(n - m * bs));
+        return;
+    }
+    // Block m was hashed. Its record holds its parent hash and token ids, from which the chain and
+    // the tail continue -- when the record can be trusted. A cached block's can: it is what hits are
+    // verified against. An uncached block's record was staged when this sequence filled the block
+    // but may have been rewritten since (a swap-in takes fresh blocks), so it is trusted only for
+    // the last hashed block, whose hash the sequence still has to check it against.
+    const int32_t b = s->table[size_t(m)];
+    bool trusted = p->blocks.cached(b);
+    if (!trusted && m == s->num_hashed - 1) {
+        const void *input = p->cache.staged_input(b);
+        const Hash128 h = s->extra_keys ? p->hasher.hash_staged(input, m, s->keys).hash : p->hasher.hash_plain(input);
+        trusted = h == s->chain;
+    }
+    s->num_hashed = m;
+    s->tail.clear();  // capacity (block_size) kept: the assign below never allocates
+    if (!trusted) {
+        s->hash_stopped = true;
+        return;
+    }
+    s->chain = p->cache.parent_of(b);
+    const int32_t *ids = p->cache.tokens_of(b);
+    s->tail.assign(ids, ids + (n - m * bs));
 }
 
 PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,

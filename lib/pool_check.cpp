@@ -41,7 +41,11 @@ kvc_status pool_check_invariants(kvc_pool *p) {
         int64_t want = s->reserved_end == 0 ? 0 : (s->reserved_end - 1) / bs + 1;
         KVC_CHECK(int64_t(s->table.size()) == want, "sequence %llu has %zu blocks for %lld reserved slots",
                   (unsigned long long)s->id, s->table.size(), (long long)s->reserved_end);
-        if (p->caching) {
+        if (p->caching && s->hash_stopped) {
+            KVC_CHECK(s->tail.empty() && s->num_hashed <= s->num_tokens / bs,
+                      "sequence %llu stopped hashing but keeps %zu token ids, %lld hashed blocks of %lld tokens",
+                      (unsigned long long)s->id, s->tail.size(), (long long)s->num_hashed, (long long)s->num_tokens);
+        } else if (p->caching) {
             KVC_CHECK(int64_t(s->tail.size()) == s->num_tokens - s->num_hashed * bs,
                       "sequence %llu keeps %zu unhashed token ids for %lld tokens, %lld hashed blocks",
                       (unsigned long long)s->id, s->tail.size(), (long long)s->num_tokens, (long long)s->num_hashed);
@@ -57,14 +61,22 @@ kvc_status pool_check_invariants(kvc_pool *p) {
             ++refs[size_t(b)];
         }
     }
+    // A pending copy-on-write pair holds its source until the copy has read it.
+    std::vector<int64_t> holds(size_t(n), 0);
+    for (int64_t i = 0; i < p->copies.size(); ++i) {
+        const int32_t s = p->copies.src_at(i);
+        if (s >= 0 && s < n) ++holds[size_t(s)];
+    }
     int64_t used = 0, pinned = 0;
     for (int32_t b = 0; b < n; ++b) {
         KVC_CHECK(bp.refcount(b) == refs[size_t(b)], "block %d has refcount %d but %lld table references", b,
                   bp.refcount(b), (long long)refs[size_t(b)]);
+        KVC_CHECK(bp.copy_holds(b) == holds[size_t(b)], "block %d has %d copy holds but is the source of %lld pending pairs",
+                  b, bp.copy_holds(b), (long long)holds[size_t(b)]);
         KVC_CHECK(bp.pins(b) >= 0, "block %d has negative pin count %d", b, bp.pins(b));
         KVC_CHECK(bp.priority(b) >= KVC_PRIORITY_MIN && bp.priority(b) <= KVC_PRIORITY_MAX,
                   "block %d has priority %d", b, bp.priority(b));
-        if (bp.refcount(b) > 0) ++used;
+        if (bp.refcount(b) > 0 || bp.copy_holds(b) > 0) ++used;
         if (bp.pins(b) > 0) {
             ++pinned;
             KVC_CHECK(bp.cached(b), "block %d is pinned but not cached", b);
@@ -109,9 +121,9 @@ kvc_status pool_check_invariants(kvc_pool *p) {
     KVC_CHECK(listed == q.total(), "%lld blocks in free lists but the total says %lld", (long long)listed,
               (long long)q.total());
     for (int32_t b = 0; b < n; ++b) {
-        bool should = bp.refcount(b) == 0 && bp.pins(b) == 0;
-        KVC_CHECK(should == bool(seen[size_t(b)]), "block %d (refcount %d, pins %d) is %s the free lists", b,
-                  bp.refcount(b), bp.pins(b), seen[size_t(b)] ? "in" : "missing from");
+        bool should = bp.refcount(b) == 0 && bp.pins(b) == 0 && bp.copy_holds(b) == 0;
+        KVC_CHECK(should == bool(seen[size_t(b)]), "block %d (refcount %d, pins %d, copy holds %d) is %s the free lists",
+                  b, bp.refcount(b), bp.pins(b), bp.copy_holds(b), seen[size_t(b)] ? "in" : "missing from");
         KVC_CHECK(should == q.contains(b), "block %d list tag disagrees with its state", b);
     }
 
@@ -143,6 +155,8 @@ kvc_status pool_check_invariants(kvc_pool *p) {
     for (int64_t i = 0; i < p->copies.size(); ++i) {
         int32_t s = p->copies.src_at(i), d = p->copies.dst_at(i);
         KVC_CHECK(s >= 0 && s < n && d >= 0 && d < n && s != d, "pending copy %lld is (%d -> %d)", (long long)i, s, d);
+        // A pair into a free block would overwrite the block's next owner (it must be cancelled).
+        KVC_CHECK(!bp.is_free(d), "pending copy %lld writes into block %d, which is free", (long long)i, d);
     }
     return KVC_OK;
 }

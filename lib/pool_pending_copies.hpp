@@ -1,8 +1,12 @@
 // Pending copy-on-write pairs (src block -> dst block), drained oldest first by the caller
 // (kvc_take_pending_copies) or by the storage layer (kvc_copy_pending).
-// A ring preallocated for num_blocks pairs. It grows only if a caller lets more pairs pile up than
-// the pool has blocks; ensure_room() runs before an operation mutates anything, so growth failing
-// (bad_alloc) leaves the pool unchanged.
+// Lifetime rules (kept by the pool, pool_blocks.cpp): a pending pair holds its src (BlockPool::hold),
+// so the bytes it will copy cannot be reused (or overwritten by a tier restore) before the copy;
+// and a pair whose dst goes back to the free lists is cancelled, so a late copy cannot land in a
+// block that has a new owner.
+// A ring preallocated for num_blocks pairs. Every pending pair writes into its own live block, so
+// there are never more; ensure_room() stays as the guard that runs before an operation mutates
+// anything (growth failing with bad_alloc would leave the pool unchanged).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +58,26 @@ public:
         }
         count_ -= n;
         return n;
+    }
+
+    // Index (0 = oldest) of the oldest pending pair copying into dst, or -1. O(pending pairs),
+    // which is 0 almost always: only releases that end a block's life ask.
+    int64_t find_dst(int32_t dst) const {
+        for (int64_t i = 0; i < count_; ++i)
+            if (dst_at(i) == dst) return i;
+        return -1;
+    }
+
+    // Removes the i-th pending pair (order of the others kept) and returns its src.
+    int32_t remove_at(int64_t i) {
+        const int64_t ring = int64_t(src_.size());
+        const int32_t src = src_at(i);
+        for (int64_t k = i; k + 1 < count_; ++k) {
+            src_[size_t((head_ + k) % ring)] = src_[size_t((head_ + k + 1) % ring)];
+            dst_[size_t((head_ + k) % ring)] = dst_[size_t((head_ + k + 1) % ring)];
+        }
+        --count_;
+        return src;
     }
 
     // i-th pending pair (0 = oldest), for the invariant checker.

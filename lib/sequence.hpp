@@ -35,6 +35,9 @@ struct Sequence {
     bool extra_keys = false;
     int32_t priority = KVC_PRIORITY_DEFAULT;  // = keys.priority, kept here for the same reason
     int64_t num_hashed = 0;       // leading full blocks whose hash is known (cached or not)
+    // kvc_truncate cut into a block whose token ids it could not recover: the chain cannot go on,
+    // so blocks this sequence fills from now on are not entered in the cache (tail stays empty).
+    bool hash_stopped = false;
     // Confirmed token ids not yet in a hashed block: positions [num_hashed x bs, num_tokens), fewer
     // than block_size (hashing is incremental through `chain`, so older ids are never needed).
     // Capacity block_size, reserved at alloc. Empty when prefix caching is off.
@@ -62,6 +65,7 @@ struct Sequence {
         chain = kRootHash;
         swapped_out = false;
         may_share_tail = false;
+        hash_stopped = false;
         extra_keys = false;
         priority = KVC_PRIORITY_DEFAULT;
     }

@@ -69,6 +69,12 @@ void execute(kvc_pool *p, Tiers *t, PassTimes *times) {
             continue;
         }
         // Device copies: consecutive ones are timed together.
+        if (cuda && !any_device && p->copy_staging.used) {
+            // kvc_copy_pending drops the pairs' holds on their sources as soon as its kernel is queued,
+            // so a copy here may write a block that kernel has yet to read: order after it, on the
+            // GPU. The event is recorded under the exec lock, which this executor holds.
+            (void)cuda::stream_wait_event(t->stream, p->copy_staging.last_use);
+        }
         const Clock::time_point t0 = Clock::now();
         size_t e = i;
         for (; e < n && !is_disk_job(jobs[e].kind); ++e) {

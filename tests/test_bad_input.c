@@ -437,6 +437,16 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     X(kvc_append, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_NONE, kvc_append(F.C, SEQ_C1, NULL, 50, 0, &O.i32), 1)            \
     X(kvc_append, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_NONE, kvc_append(F.C, SEQ_C1, NULL, 0, 17 * BS, &O.i32), 1)       \
                                                                                                                        \
+    X(kvc_truncate, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_truncate(NULL, SEQ_A, 4, &O.i32), 1)                    \
+    X(kvc_truncate, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_truncate(F.P, SEQ_A, -1, &O.i32), 1)                    \
+    X(kvc_truncate, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_truncate(F.P, SEQ_A, 0, &O.i32), 1)                         \
+    X(kvc_truncate, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_truncate(F.P, SEQ_A, 11, &O.i32), 1)                       \
+    X(kvc_truncate, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_truncate(F.C, SEQ_C2, 6, &O.i32), 1)                       \
+    X(kvc_truncate, OVERFLOW, KVC_ERR_INVALID_ARG, F_NONE, kvc_truncate(F.C, SEQ_C1, INT64_MAX, &O.i32), 1)            \
+    X(kvc_truncate, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_truncate(F.P, SEQ_NONE, 1, &O.i32), 1)                \
+    X(kvc_truncate, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_truncate(F.P, SEQ_FREED, 1, &O.i32), 1)                 \
+    X(kvc_truncate, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_truncate(F.C, SEQ_CFREED, 1, &O.i32), 1)                \
+                                                                                                                       \
     X(kvc_fork, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_fork(NULL, SEQ_A, 50), 1)                                   \
     X(kvc_fork, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_fork(F.P, SEQ_A, SEQ_A), 1)                                    \
     X(kvc_fork, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_fork(F.P, SEQ_NONE, 50), 1)                               \
@@ -734,6 +744,7 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     /* A swapped-out sequence, a pending copy-on-write pair, a full device tier (pool T). */                           \
     X(kvc_append, STATE, KVC_ERR_STATE, F_NONE, kvc_append(F.T, SEQ_SWAPPED, F.tok_x, 1, 0, &O.i32), 1)                 \
     X(kvc_fork, STATE, KVC_ERR_STATE, F_NONE, kvc_fork(F.T, SEQ_SWAPPED, 50), 1)                                       \
+    X(kvc_truncate, STATE, KVC_ERR_STATE, F_NONE, kvc_truncate(F.T, SEQ_SWAPPED, 1, &O.i32), 1)                        \
     X(kvc_seq_slot_mapping, STATE, KVC_ERR_STATE, F_NONE, kvc_seq_slot_mapping(F.T, SEQ_SWAPPED, 0, 1, O.i64buf, 64), 1) \
     X(kvc_batch_build, STATE, KVC_ERR_STATE, F_NONE, kvc_batch_build(F.tbatch, ids2(SEQ_TCOW, SEQ_SWAPPED), q2(1, 1), 2), 1) \
     X(kvc_swap_out, STATE, KVC_ERR_STATE, F_NONE, kvc_swap_out(F.T, SEQ_SWAPPED, OP_OUT), 1)                           \
@@ -758,7 +769,8 @@ static const struct { const char *fn, *reason; } k_exempt[] = {
 /* Out-params documented "may be NULL" (or that only report an optional figure): no NULL_OUT row. */
 static const struct { const char *fn, *param; } k_nullable_out[] = {
     {"kvc_last_error_copy", "out_len"},       {"kvc_alloc", "out_cached_tokens"},
-    {"kvc_append", "out_new_blocks"},         {"kvc_prefix_pin", "out_pinned_tokens"},
+    {"kvc_append", "out_new_blocks"},         {"kvc_truncate", "out_freed_blocks"},
+    {"kvc_prefix_pin", "out_pinned_tokens"},
     {"kvc_prefix_unpin", "out_unpinned_tokens"}, {"kvc_copy_pending", "out_copied"},
     {"kvc_swap_out", "out_op"},                {"kvc_swap_in", "out_op"},
     {"kvc_preempt_recompute", "out_tokens_to_recompute"},

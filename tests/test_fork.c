@@ -170,30 +170,67 @@ static void test_cow_with_lookahead_and_out_of_blocks(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
-static void test_pending_ring_grows_without_drain(void **state) {
+static void test_free_cancels_pending_pairs_into_its_blocks(void **state) {
     (void)state;
-    /* More COW pairs than blocks pile up when the caller never drains: nothing is lost. */
+    /* A pair whose destination goes back to the free lists is cancelled: its copy would land in a
+     * block that may have a new owner by the time the pairs are drained. */
     kvc_pool *p = make_pool(4, 4, 0);
     OK(kvc_alloc(p, 1, NULL, 1, NULL, NULL));
-    int32_t want_dst[10];
     for (int i = 0; i < 10; ++i) {
         OK(kvc_fork(p, 1, 2));
-        OK(kvc_append(p, 2, NULL, 1, 0, NULL));
-        int32_t t[1];
-        table_of(p, 2, t, 1);
-        want_dst[i] = t[0];
+        OK(kvc_append(p, 2, NULL, 1, 0, NULL)); /* copy-on-write: pair (0 -> fresh) */
+        assert_int_equal(pending(p), 1);
         OK(kvc_free(p, 2));
         CHECK_POOL(p);
+        assert_int_equal(pending(p), 0);
+        assert_int_equal(stats_of(p).free_blocks, 3);
     }
-    assert_int_equal(pending(p), 10);
-    int32_t src[10], dst[10];
+    /* A live destination keeps its pair. */
+    OK(kvc_fork(p, 1, 2));
+    OK(kvc_append(p, 2, NULL, 1, 0, NULL));
+    OK(kvc_fork(p, 2, 3)); /* the destination is shared now: freeing one holder keeps it */
+    OK(kvc_free(p, 2));
+    CHECK_POOL(p);
+    assert_int_equal(pending(p), 1);
+    OK(kvc_pool_destroy(p));
+}
+
+static void test_pending_pair_holds_its_source(void **state) {
+    (void)state;
+    /* The source of a pending pair keeps its bytes until the pair is drained, even when its last
+     * holder lets it go: it is neither free nor reused. */
+    kvc_pool *p = make_pool(4, 3, 0);
+    OK(kvc_alloc(p, 1, NULL, 2, NULL, NULL)); /* block 0 */
+    OK(kvc_fork(p, 1, 2));
+    OK(kvc_append(p, 2, NULL, 1, 0, NULL)); /* pair (0 -> 1) */
+    int32_t t2[1];
+    table_of(p, 2, t2, 1);
+    assert_int_equal(t2[0], 1);
+    assert_int_equal(kvct_block_refcount(p, 0), 1); /* not a sharer: sequence 1 writes in place */
+    int32_t nb = -1;
+    OK(kvc_append(p, 1, NULL, 1, 0, &nb));
+    assert_int_equal(nb, 0);
+    OK(kvc_free(p, 1)); /* block 0 has no holder but the pair */
+    CHECK_POOL(p);
+    kvc_stats s = stats_of(p);
+    assert_int_equal(s.free_blocks, 1);
+    assert_int_equal(s.used_blocks, 2);
+    /* Only block 2 can be taken; block 0 is not handed out while the pair is pending. */
+    OK(kvc_alloc(p, 3, NULL, 1, NULL, NULL));
+    int32_t t3[1];
+    table_of(p, 3, t3, 1);
+    assert_int_equal(t3[0], 2);
+    EXPECT_ERR_UNCHANGED(p, kvc_alloc(p, 4, NULL, 1, NULL, NULL), KVC_ERR_OUT_OF_BLOCKS);
+    int32_t src[2], dst[2];
     int64_t n = 0;
-    OK(kvc_take_pending_copies(p, src, dst, 10, &n));
-    assert_int_equal(n, 10);
-    for (int i = 0; i < 10; ++i) {
-        assert_int_equal(src[i], 0);
-        assert_int_equal(dst[i], want_dst[i]);
-    }
+    OK(kvc_take_pending_copies(p, src, dst, 2, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(src[0], 0);
+    assert_int_equal(dst[0], 1);
+    CHECK_POOL(p);
+    assert_int_equal(stats_of(p).free_blocks, 1); /* drained: block 0 is free again */
+    OK(kvc_alloc(p, 4, NULL, 1, NULL, NULL));
+    CHECK_POOL(p);
     OK(kvc_pool_destroy(p));
 }
 
@@ -204,7 +241,8 @@ int main(void) {
         cmocka_unit_test(test_fork_of_fork_free_parent_first),
         cmocka_unit_test(test_cow_chain_of_children),
         cmocka_unit_test(test_cow_with_lookahead_and_out_of_blocks),
-        cmocka_unit_test(test_pending_ring_grows_without_drain),
+        cmocka_unit_test(test_free_cancels_pending_pairs_into_its_blocks),
+        cmocka_unit_test(test_pending_pair_holds_its_source),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -266,6 +266,26 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
 KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *tokens,
                               int64_t num_tokens, int64_t num_lookahead, int32_t *out_new_blocks);
 
+/** Rewinds seq_id to its first num_tokens confirmed tokens and drops its reserved lookahead slots:
+ *  the rollback of speculative decoding (append the draft tokens, verify them in one pass with
+ *  kvc_batch_build / kvc_launch_attention, keep the accepted ones) and of any other undo (a
+ *  beam dropping tokens, "regenerate"). 1 <= num_tokens <= kvc_seq_num_tokens; equal only drops
+ *  the lookahead. Blocks past the new end are released as kvc_free releases them (deepest first;
+ *  pending copy-on-write pairs into a block that becomes free are cancelled); the kept tokens' KV
+ *  is untouched. Blocks already entered in the prefix cache stay cached — their KV belongs to
+ *  their tokens, so a later prompt with the same tokens (a rejected draft included) still hits
+ *  them. A cached block is never written: if the new last block is partial and cached, this
+ *  sequence's next kvc_append into it first takes it out of the cache (sole holder) or copies it
+ *  (copy-on-write, shared). Prefix hashing of later blocks continues where it stopped; in the
+ *  rare case where the cut block's token ids can no longer be recovered (a deep cut into a
+ *  block that was never cached), this sequence's later blocks are not entered in the cache.
+ *  *out_freed_blocks (may be NULL) receives the number of blocks that left the sequence's table.
+ *  Bumps the pool's sequence generation (built batches re-validate).
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1 or > the confirmed count),
+ *  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out). */
+KVC_API kvc_status kvc_truncate(kvc_pool *pool, uint64_t seq_id, int64_t num_tokens,
+                                int32_t *out_freed_blocks);
+
 /** Creates child_id sharing every block of parent_id (refcount + 1 each; no data copied). The child
  *  starts with the parent's tokens, keys and priority.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ (parent), KVC_ERR_SEQ_EXISTS (child),
@@ -299,8 +319,13 @@ KVC_API kvc_status kvc_seq_slot_mapping(kvc_pool *pool, uint64_t seq_id, int64_t
 
 /** Drains up to cap pending copy-on-write pairs (src block -> dst block) into src[] / dst[], oldest
  *  first; *out_count receives the number drained. The caller must copy those blocks' KV before the
- *  next forward pass (or let the pool do it: kvc_copy_pending). With cap == 0 and NULL arrays it only
- *  reports the pending count and drains nothing.
+ *  next forward pass and before its next call that can take a block (kvc_alloc, kvc_append,
+ *  kvc_swap_in may reuse a drained src at once) — or let the pool do it: kvc_copy_pending. With
+ *  cap == 0 and NULL arrays it only reports the pending count and drains nothing.
+ *  While pending, a pair keeps its src block's bytes: even if every sequence lets the block go, it
+ *  is not reused, evicted or overwritten by a tier restore until the pair is drained (it does not
+ *  count as a sharer: a last holder still writes in place). A pair whose dst block is released
+ *  by its last holder (kvc_free, kvc_truncate) is cancelled.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (cap < 0). */
 KVC_API kvc_status kvc_take_pending_copies(kvc_pool *pool, int32_t *src, int32_t *dst,
                                            int64_t cap, int64_t *out_count);
