@@ -78,7 +78,7 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
                         w.hit_blocks == 0 ? " (it is not even cached)" : "");
         // Deepest block first, as kvc_free does: blocks returning to an LRU list in this order are
         // evicted from the end of the prefix backwards.
-        for (int64_t i = run - 1; i >= 0; --i) pool->blocks.unpin(pool->hit_scratch[size_t(i)]);
+        for (int64_t i = run - 1; i >= 0; --i) kvc::pool_unpin_block(pool, pool->hit_scratch[size_t(i)]);
         if (out_unpinned_tokens) *out_unpinned_tokens = run * pool->block_size;
         return KVC_OK;
     })

@@ -107,6 +107,10 @@ int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority);
 // holds on their sources dropped, which may free those in turn).
 bool pool_release_block(kvc_pool *p, int32_t b);
 
+// Drops one pin of block b; if b is free then, pending pairs into it are cancelled (a block
+// filled and pinned before its copy-on-write copy ran, whose holders all let it go).
+void pool_unpin_block(kvc_pool *p, int32_t b);
+
 // After n drained pairs were copied (or handed to the caller): drops the holds the pairs had on
 // their sources src[0..n).
 void pool_release_copy_sources(kvc_pool *p, const int32_t *src, int64_t n);

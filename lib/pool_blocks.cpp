@@ -60,6 +60,11 @@ bool pool_release_block(kvc_pool *p, int32_t b) {
     return true;
 }
 
+void pool_unpin_block(kvc_pool *p, int32_t b) {
+    p->blocks.unpin(b);
+    if (p->copies.size() > 0 && p->blocks.is_free(b)) cancel_copies_into(p, b);
+}
+
 void pool_release_copy_sources(kvc_pool *p, const int32_t *src, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
         if (p->blocks.unhold(src[i]) && p->copies.size() > 0) cancel_copies_into(p, src[i]);

@@ -234,6 +234,29 @@ static void test_pending_pair_holds_its_source(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+static void test_unpinned_destination_cancels_its_pair(void **state) {
+    (void)state;
+    /* The destination of a pending pair fills up (cached), gets pinned, loses its holder, then its
+     * pin: it is free at that moment, so the pair must go too. */
+    kvc_pool *p = make_pool(4, 8, 1);
+    int32_t t[8];
+    iota_tokens(t, 8, 10);
+    OK(kvc_alloc(p, 1, t, 6, NULL, NULL));
+    OK(kvc_fork(p, 1, 2));
+    OK(kvc_append(p, 2, t + 6, 2, 0, NULL)); /* copy-on-write, and the copy is full: cached */
+    assert_int_equal(pending(p), 1);
+    int64_t pinned = 0;
+    OK(kvc_prefix_pin(p, t, 8, NULL, &pinned));
+    assert_int_equal(pinned, 8);
+    OK(kvc_free(p, 2));
+    CHECK_POOL(p);
+    assert_int_equal(pending(p), 1); /* pinned: not free, its pair stays */
+    OK(kvc_prefix_unpin(p, t, 8, NULL, NULL));
+    CHECK_POOL(p);
+    assert_int_equal(pending(p), 0);
+    OK(kvc_pool_destroy(p));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fork_shares_blocks),
@@ -243,6 +266,7 @@ int main(void) {
         cmocka_unit_test(test_cow_with_lookahead_and_out_of_blocks),
         cmocka_unit_test(test_free_cancels_pending_pairs_into_its_blocks),
         cmocka_unit_test(test_pending_pair_holds_its_source),
+        cmocka_unit_test(test_unpinned_destination_cancels_its_pair),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
