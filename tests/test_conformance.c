@@ -280,6 +280,10 @@ static int run_line(interp *in, scenario_line *l) {
         if (st == KVC_OK) expect_i64(l, "new_blocks", new_blocks);
         free(tokens);
         free(t.v);
+    } else if (strcmp(op, "truncate") == 0) {
+        int32_t freed = -1;
+        st = kvc_truncate(pool, need_u64(l, "seq"), need_i64(l, "num_tokens"), &freed);
+        if (st == KVC_OK) expect_i64(l, "freed_blocks", freed);
     } else if (strcmp(op, "fork") == 0) {
         st = kvc_fork(pool, need_u64(l, "parent"), need_u64(l, "child"));
     } else if (strcmp(op, "free") == 0) {

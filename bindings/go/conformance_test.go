@@ -39,6 +39,7 @@ var opKeys = map[string][]string{
 	"can_alloc":      {"tokens", "verdict"},
 	"lookup":         {"tokens", "lora", "salt", "cached"},
 	"append":         {"seq", "tokens", "lookahead", "new_blocks"},
+	"truncate":       {"seq", "num_tokens", "freed_blocks"},
 	"fork":           {"parent", "child"},
 	"free":           {"seq"},
 	"table":          {"seq", "len", "blocks"},
@@ -290,6 +291,12 @@ func (r *conformanceRun) exec(l scenarioLine) (callErr error, mismatches []strin
 			return err, nil
 		}
 		want("new_blocks", int64(n))
+	case "truncate":
+		n, err := r.pool.Truncate(l.u64("seq"), l.i64("num_tokens"))
+		if err != nil {
+			return err, nil
+		}
+		want("freed_blocks", int64(n))
 	case "fork":
 		return r.pool.Fork(l.u64("parent"), l.u64("child")), nil
 	case "free":

@@ -74,6 +74,17 @@ func (p *Pool) AppendN(seq uint64, numTokens, lookahead int64) (newBlocks int32,
 	return n[0], err
 }
 
+// Truncate rolls seq back to its first numTokens confirmed tokens and drops its lookahead
+// (kvc_truncate): the rollback after speculative decoding rejects drafts. Blocks past the new end
+// leave the table (cached ones stay cached); it returns how many left.
+func (p *Pool) Truncate(seq uint64, numTokens int64) (freedBlocks int32, err error) {
+	var n [1]int32
+	err = p.do("Truncate", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+		return raw.Kvc_truncate(h, seq, numTokens, n[:])
+	})
+	return n[0], err
+}
+
 // Fork creates child sharing every block of parent (kvc_fork).
 func (p *Pool) Fork(parent, child uint64) error {
 	return p.do("Fork", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return raw.Kvc_fork(h, parent, child) })

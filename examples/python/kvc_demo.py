@@ -68,6 +68,7 @@ PROTOTYPES = {
     "kvc_can_alloc": (c_i32, [pool_p, P(c_i32), c_i64, keys_p, P(c_i32)]),
     "kvc_alloc": (c_i32, [pool_p, c_u64, P(c_i32), c_i64, keys_p, P(c_i64)]),
     "kvc_append": (c_i32, [pool_p, c_u64, P(c_i32), c_i64, c_i64, P(c_i32)]),
+    "kvc_truncate": (c_i32, [pool_p, c_u64, c_i64, P(c_i32)]),
     "kvc_fork": (c_i32, [pool_p, c_u64, c_u64]),
     "kvc_free": (c_i32, [pool_p, c_u64]),
     "kvc_seq_block_table": (c_i32, [pool_p, c_u64, P(c_i32), c_i64, P(c_i64)]),
@@ -176,6 +177,11 @@ class Kvc:
         new_blocks = c_i32()
         self.check(self.lib.kvc_append(pool, seq, self.tokens(toks), len(toks), lookahead, ctypes.byref(new_blocks)))
         return new_blocks.value
+
+    def truncate(self, pool, seq, num_tokens):
+        freed_blocks = c_i32()
+        self.check(self.lib.kvc_truncate(pool, seq, num_tokens, ctypes.byref(freed_blocks)))
+        return freed_blocks.value
 
     def fork(self, pool, parent, child):
         self.check(self.lib.kvc_fork(pool, parent, child))
@@ -335,6 +341,8 @@ def run_op(kvc, state, op, kv, used):
         compare("cached", with_keys(lambda k: kvc.lookup(pool, parse_list(get("tokens")), k)))
     elif op == "append":
         compare("new_blocks", kvc.append(pool, int(get("seq")), parse_list(get("tokens")), int(get("lookahead", 0))))
+    elif op == "truncate":
+        compare("freed_blocks", kvc.truncate(pool, int(get("seq")), int(get("num_tokens"))))
     elif op == "fork":
         kvc.fork(pool, int(get("parent")), int(get("child")))
     elif op == "free":

@@ -609,6 +609,31 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
+    #[doc = " Rewinds seq_id to its first num_tokens confirmed tokens and drops its reserved lookahead slots:"]
+    #[doc = "  the rollback of speculative decoding (append the draft tokens, verify them in one pass with"]
+    #[doc = "  kvc_batch_build / kvc_launch_attention, keep the accepted ones) and of any other undo (a"]
+    #[doc = "  beam dropping tokens, \"regenerate\"). 1 <= num_tokens <= kvc_seq_num_tokens; equal only drops"]
+    #[doc = "  the lookahead. Blocks past the new end are released as kvc_free releases them (deepest first;"]
+    #[doc = "  pending copy-on-write pairs into a block that becomes free are cancelled); the kept tokens' KV"]
+    #[doc = "  is untouched. Blocks already entered in the prefix cache stay cached — their KV belongs to"]
+    #[doc = "  their tokens, so a later prompt with the same tokens (a rejected draft included) still hits"]
+    #[doc = "  them. A cached block is never written: if the new last block is partial and cached, this"]
+    #[doc = "  sequence's next kvc_append into it first takes it out of the cache (sole holder) or copies it"]
+    #[doc = "  (copy-on-write, shared). Prefix hashing of later blocks continues where it stopped; in the"]
+    #[doc = "  rare case where the cut block's token ids can no longer be recovered (a deep cut into a"]
+    #[doc = "  block that was never cached), this sequence's later blocks are not entered in the cache."]
+    #[doc = "  *out_freed_blocks (may be NULL) receives the number of blocks that left the sequence's table."]
+    #[doc = "  Bumps the pool's sequence generation (built batches re-validate)."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1 or > the confirmed count),"]
+    #[doc = "  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out)."]
+    pub fn kvc_truncate(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        num_tokens: i64,
+        out_freed_blocks: *mut i32,
+    ) -> kvc_status;
+}
+extern "C" {
     #[doc = " Creates child_id sharing every block of parent_id (refcount + 1 each; no data copied). The child"]
     #[doc = "  starts with the parent's tokens, keys and priority."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ (parent), KVC_ERR_SEQ_EXISTS (child),"]
@@ -659,8 +684,13 @@ extern "C" {
 extern "C" {
     #[doc = " Drains up to cap pending copy-on-write pairs (src block -> dst block) into src[] / dst[], oldest"]
     #[doc = "  first; *out_count receives the number drained. The caller must copy those blocks' KV before the"]
-    #[doc = "  next forward pass (or let the pool do it: kvc_copy_pending). With cap == 0 and NULL arrays it only"]
-    #[doc = "  reports the pending count and drains nothing."]
+    #[doc = "  next forward pass and before its next call that can take a block (kvc_alloc, kvc_append,"]
+    #[doc = "  kvc_swap_in may reuse a drained src at once) — or let the pool do it: kvc_copy_pending. With"]
+    #[doc = "  cap == 0 and NULL arrays it only reports the pending count and drains nothing."]
+    #[doc = "  While pending, a pair keeps its src block's bytes: even if every sequence lets the block go, it"]
+    #[doc = "  is not reused, evicted or overwritten by a tier restore until the pair is drained (it does not"]
+    #[doc = "  count as a sharer: a last holder still writes in place). A pair whose dst block is released"]
+    #[doc = "  by its last holder (kvc_free, kvc_truncate) is cancelled."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (cap < 0)."]
     pub fn kvc_take_pending_copies(
         pool: *mut kvc_pool,

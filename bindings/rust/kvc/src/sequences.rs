@@ -61,6 +61,16 @@ impl Pool {
         Ok(new_blocks)
     }
 
+    /// Rolls `seq_id` back to its first `num_tokens` confirmed tokens and drops its lookahead: the
+    /// rollback after speculative decoding rejects drafts (`kvc_truncate`). Returns the number of
+    /// blocks that left the sequence's table; cached blocks stay cached.
+    pub fn truncate(&self, seq_id: u64, num_tokens: i64) -> Result<i32> {
+        let mut freed_blocks = 0;
+        // SAFETY: live pool; freed_blocks is a valid out-pointer.
+        check(unsafe { sys::kvc_truncate(self.raw(), seq_id, num_tokens, &mut freed_blocks) })?;
+        Ok(freed_blocks)
+    }
+
     /// Creates `child_id` sharing every block of `parent_id` (`kvc_fork`).
     pub fn fork(&self, parent_id: u64, child_id: u64) -> Result<()> {
         // SAFETY: live pool.

@@ -157,6 +157,10 @@ fn run(pool: &mut Option<Pool>, l: &Line) -> kvc::Result<()> {
             let new_blocks = p.append(l.need_u64("seq"), &l.tokens(), l.i64("lookahead").unwrap_or(0))?;
             l.expect_i64("new_blocks", new_blocks as i64);
         }
+        "truncate" => {
+            let freed_blocks = p.truncate(l.need_u64("seq"), l.need_i64("num_tokens"))?;
+            l.expect_i64("freed_blocks", freed_blocks as i64);
+        }
         "fork" => p.fork(l.need_u64("parent"), l.need_u64("child"))?,
         "free" => p.free(l.need_u64("seq"))?,
         "table" => {

@@ -84,6 +84,10 @@ fn sequence_errors_change_nothing() {
     assert!(err(pool.append(1, &[], 0)).is_invalid_arg());
     assert!(err(pool.append(1, &[1], -1)).is_invalid_arg());
     assert!(err(pool.append(1, &range(0, 7), 0)).is_max_len());
+    assert!(err(pool.truncate(9, 1)).is_unknown_seq());
+    assert!(err(pool.truncate(1, 0)).is_invalid_arg());
+    assert!(err(pool.truncate(1, 7)).is_invalid_arg(), "more than the 6 confirmed tokens");
+    assert!(err(pool.truncate(1, -3)).is_invalid_arg());
     assert!(err(pool.fork(9, 10)).is_unknown_seq());
     assert!(err(pool.fork(1, 1)).is_invalid_arg());
     assert!(err(pool.free(9)).is_unknown_seq());

@@ -51,6 +51,10 @@ fn null_handles_and_out_pointers() {
             sys::KVC_OK,
             "out may be NULL"
         );
+        assert_eq!(sys::kvc_truncate(null_mut(), 1, 1, &mut 0), sys::KVC_ERR_NULL_ARG);
+        assert_eq!(sys::kvc_truncate(pool, 1, 3, null_mut()), sys::KVC_OK, "out_freed_blocks may be NULL");
+        assert_eq!(sys::kvc_seq_num_tokens(pool, 1, &mut n), sys::KVC_OK);
+        assert_eq!(n, 3);
         assert_eq!(sys::kvc_seq_num_tokens(pool, 1, null_mut()), sys::KVC_ERR_NULL_ARG);
         assert_eq!(sys::kvc_seq_block_table(pool, 1, null_mut(), 0, null_mut()), sys::KVC_ERR_NULL_ARG);
         assert_eq!(sys::kvc_seq_block_table(pool, 1, null_mut(), 4, &mut n), sys::KVC_ERR_NULL_ARG);

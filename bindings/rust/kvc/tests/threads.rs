@@ -72,7 +72,9 @@ fn many_threads_share_one_pool() {
     assert_eq!(s.forks, (THREADS * ROUNDS) as i64);
     assert_eq!(s.prefix_hit_tokens, 8 * (THREADS * ROUNDS) as i64);
     assert_eq!(s.cow_copies, (THREADS * ROUNDS) as i64);
-    assert_eq!(pool.take_pending_copies().unwrap().len(), (THREADS * ROUNDS) as usize);
+    // Every pair's destination (the child's copied block) was freed with the child: a pair into a
+    // block released by its last holder is cancelled (kvc_take_pending_copies).
+    assert_eq!(pool.take_pending_copies().unwrap().len(), 0);
     pool.check().unwrap();
 }
 

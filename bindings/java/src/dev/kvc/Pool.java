@@ -209,6 +209,17 @@ public final class Pool implements AutoCloseable {
         return n[0];
     }
 
+    /**
+     * Rolls seqId back to its first numTokens confirmed tokens and drops its lookahead (kvc_truncate):
+     * the rollback after speculative decoding rejects drafts. Blocks past the new end leave the table
+     * (cached ones stay cached); returns how many left.
+     */
+    public int truncate(long seqId, long numTokens) {
+        int[] freed = new int[1];
+        with("kvc_truncate", h -> KvcNative.kvc_truncate(h, seqId, numTokens, freed));
+        return freed[0];
+    }
+
     /** Creates child sharing every block of parent (kvc_fork). */
     public void fork(long parentId, long childId) {
         with("kvc_fork", h -> KvcNative.kvc_fork(h, parentId, childId));

@@ -27,6 +27,7 @@ class ConformanceTest {
             Map.entry("can_alloc", Set.of("tokens", "verdict")),
             Map.entry("lookup", Set.of("tokens", "lora", "salt", "cached")),
             Map.entry("append", Set.of("seq", "tokens", "lookahead", "new_blocks")),
+            Map.entry("truncate", Set.of("seq", "num_tokens", "freed_blocks")),
             Map.entry("fork", Set.of("parent", "child")),
             Map.entry("free", Set.of("seq")),
             Map.entry("table", Set.of("seq", "len", "blocks")),
@@ -220,6 +221,9 @@ class ConformanceTest {
             }
             case "append":
                 want(l, "new_blocks", pool.append(l.u64("seq"), l.tokens(), l.has("lookahead") ? l.i64("lookahead") : 0));
+                break;
+            case "truncate":
+                want(l, "freed_blocks", pool.truncate(l.u64("seq"), l.i64("num_tokens")));
                 break;
             case "fork":
                 pool.fork(l.u64("parent"), l.u64("child"));
