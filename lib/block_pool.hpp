@@ -58,9 +58,10 @@ public:
         ++used_;
     }
 
-    // One more reference to b (a cache hit or a fork). A refcount-0 block leaves its free list.
+    // One more reference to b (a cache hit or a fork). A refcount-0 block leaves its free list (a
+    // held one is in none, and already counted as used).
     void add_ref(int32_t b) {
-        if (refcount_[b]++ == 0) {
+        if (refcount_[b]++ == 0 && holds_[b] == 0) {
             ++used_;
             if (free_.contains(b)) free_.remove(b);
         }

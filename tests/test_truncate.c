@@ -237,6 +237,41 @@ static void test_truncate_invalidates_built_batch(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* After a swap-in the sequence's blocks are fresh: their per-block records hold nothing of its
+ * tokens. A cut into the last hashed block then cannot recover the kept ids, so the sequence stops
+ * offering blocks to the cache rather than hash ids it does not have. */
+static void test_truncate_after_swap_in_stops_hashing(void **state) {
+    (void)state;
+    kvc_pool *p = tier_pool(16, 1);
+    OK(kvc_tier_attach_host(p, 8));
+    int32_t t[16];
+    prompt(t, 16, 3);
+    OK(kvc_alloc(p, 1, t, 9, NULL, NULL)); /* blocks 0, 1 full and cached; 2 partial */
+    OK(kvc_swap_out(p, 1, NULL));
+    OK(kvc_swap_in(p, 1, NULL)); /* fresh, never-used blocks */
+    int32_t table[8];
+    tier_table(p, 1, table);
+    assert_true(table[1] >= 3);
+    OK(kvc_truncate(p, 1, 5, NULL)); /* into block 1: uncached, its record is not this content */
+    CHECK_POOL(p);
+    const int32_t z[3] = {70, 71, 72};
+    OK(kvc_append(p, 1, z, 3, 0, NULL)); /* refills block 1: must not be entered in the cache */
+    CHECK_POOL(p);
+    const int64_t cached_before = stats_of(p).cached_free_blocks;
+    OK(kvc_free(p, 1));
+    /* Freed: block 0's copy (never cached after the swap-in), block 1 (hashing stopped) and the
+     * partial block go to the unhashed list; nothing new is cached. */
+    assert_int_equal(stats_of(p).cached_free_blocks, cached_before);
+    int32_t u[9];
+    memcpy(u, t, 5 * sizeof(int32_t));
+    memcpy(u + 5, z, sizeof z);
+    u[8] = 1;
+    int64_t cached = -1;
+    OK(kvc_prefix_lookup(p, u, 9, NULL, &cached));
+    assert_int_equal(cached, 4); /* only block 0's original, still cached from before the swap */
+    OK(kvc_pool_destroy(p));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_truncate_releases_tail_and_lookahead),
@@ -245,6 +280,7 @@ int main(void) {
         cmocka_unit_test(test_truncate_uncached_hashed_block),
         cmocka_unit_test(test_truncate_cancels_pending_copies_into_released_blocks),
         cmocka_unit_test(test_truncate_invalidates_built_batch),
+        cmocka_unit_test(test_truncate_after_swap_in_stops_hashing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

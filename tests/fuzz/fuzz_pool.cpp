@@ -252,7 +252,7 @@ void copy_pending_now(Session &s) {
     int64_t copied = -7;
     EXPECT_EQ("kvc_copy_pending status", kvc_copy_pending(s.pool, nullptr, &copied), KVC_OK);
     EXPECT_EQ("kvc_copy_pending pairs", copied, s.m.pending.size());
-    s.m.pending.clear();
+    s.m.drain_all();
 }
 
 // Every confirmed token of every resident sequence holds the bytes its position and token imply.
@@ -350,6 +350,22 @@ void op_fork(Input &in, Session &s) {
 void op_free(Input &in, Session &s) {
     uint64_t id = uint64_t(in.below(kMaxIds));
     EXPECT_EQ("kvc_free status", kvc_free(s.pool, id), s.m.free_seq(id));
+}
+
+// Rolls a sequence back (speculative decoding): mostly a few tokens, sometimes into earlier blocks,
+// now and then an invalid count.
+void op_truncate(Input &in, Session &s) {
+    uint64_t id = uint64_t(in.below(kMaxIds));
+    auto it = s.m.seqs.find(id);
+    const int64_t have = it == s.m.seqs.end() ? 4 : it->second.num_tokens;
+    int64_t n = in.below(2) ? have - in.below(s.m.bs + 2) : 1 + in.below(have + 1);
+    if (in.below(16) == 0) n = in.below(2) ? 0 : have + 1;
+    int32_t freed = -7;
+    kvc_status st = kvc_truncate(s.pool, id, n, &freed);
+    model::Result r = s.m.truncate(id, n);
+    EXPECT_EQ("kvc_truncate status", st, r.status);
+    if (st == KVC_OK) EXPECT_EQ("kvc_truncate freed blocks", freed, r.value);
+    else EXPECT_EQ("kvc_truncate wrote its out-param on failure", freed, -7);
 }
 
 void op_lookup(Input &in, Session &s) {
@@ -625,7 +641,7 @@ void op_tier_misc(Input &in, Session &s) {
             }
             EXPECT_EQ("kvc_copy_pending status", st, KVC_OK);
             EXPECT_EQ("kvc_copy_pending pairs", copied, s.m.pending.size());
-            s.m.pending.clear();
+            s.m.drain_all();
             break;
         }
     }
@@ -695,7 +711,9 @@ void run(const uint8_t *data, size_t size) {
             case 0: case 1: g_opname = "alloc"; op_alloc(in, s); break;
             case 2: case 3: g_opname = "append"; op_append(in, s); break;
             case 4: g_opname = "fork"; op_fork(in, s); break;
-            case 5: g_opname = "free"; op_free(in, s); break;
+            case 5: g_opname = in.below(2) ? "free" : "truncate";
+                if (g_opname[0] == 'f') op_free(in, s); else op_truncate(in, s);
+                break;
             case 6: g_opname = "lookup"; op_lookup(in, s); break;
             case 7: g_opname = "can_alloc"; op_can_alloc(in, s); break;
             case 8: g_opname = in.below(2) ? "pin" : "unpin"; op_pin(in, s, g_opname[0] == 'p'); break;

@@ -15,6 +15,17 @@
 //   - blocks are released deepest first (kvc_free, kvc_prefix_unpin);
 //   - a cache hit or a pin takes a refcount-0 block out of its list; initially 0..N-1 in order.
 //
+// Copy-on-write pairs: a pending pair holds its source (a refcount-0 source is in no free list until
+// the pair is drained; it is not a sharer); when a pair's destination becomes free (refcount, pins
+// and holds 0) the pair is cancelled and its hold on the source dropped (which may free that too).
+//
+// Truncate: blocks past the new end are released deepest first; a block being written that is still
+// cached (a truncate cut into it and this sequence holds it alone) leaves the cache first (event
+// BLOCK_REMOVED), after the copy-on-write and new blocks of the append. Hashing resumes at the cut
+// block when the library can trust that block's record: the block is cached, or it is the last
+// hashed block and its record (what was last staged in it: by filling it uncached, or by a restore)
+// is this sequence's content there; otherwise the sequence never offers blocks to the cache again.
+//
 // Host tier (kvc_tier_attach_host; CPU backend, so every copy has completed when a call returns):
 // H slots, each free, cached (an identity, in the LRU list of its priority) or held (a block of a
 // swapped-out sequence). A slot is taken from the free list's front, else from the front of the
@@ -88,6 +99,9 @@ inline Identity identity_of(const Keys &k, const std::vector<int32_t> &tokens, i
 struct Block {
     int32_t ref = 0;
     int32_t pins = 0;
+    int32_t holds = 0;  // pending copy-on-write pairs reading it
+    bool staged_valid = false;
+    Identity staged;    // the content the library's per-block record last received
     int32_t priority = KVC_PRIORITY_DEFAULT;
     bool cached = false;
     Identity id;  // valid while cached
@@ -100,6 +114,7 @@ struct Seq {
     std::vector<int32_t> tokens;  // confirmed tokens (kept even with caching off; unused then)
     Keys keys;
     int64_t num_hashed = 0;       // leading full blocks already offered to the cache
+    bool hash_stopped = false;    // a truncate could not resume hashing: no block is offered again
     bool swapped = false;
     std::vector<int32_t> swap_slots;  // per table entry: the held host slot, or -1
 };
@@ -187,12 +202,13 @@ public:
     // ---- derived counts ----
     int64_t num_free() const {
         int64_t n = 0;
-        for (const Block &b : blocks) n += (b.ref == 0 && b.pins == 0);
+        for (const Block &b : blocks) n += is_free(b);
         return n;
     }
+    static bool is_free(const Block &b) { return b.ref == 0 && b.pins == 0 && b.holds == 0; }
     int64_t num_used() const {
         int64_t n = 0;
-        for (const Block &b : blocks) n += b.ref > 0;
+        for (const Block &b : blocks) n += b.ref > 0 || b.holds > 0;
         return n;
     }
     int64_t num_pinned() const {
@@ -202,7 +218,7 @@ public:
     }
     int64_t num_cached_free() const {
         int64_t n = 0;
-        for (const Block &b : blocks) n += (b.ref == 0 && b.pins == 0 && b.cached);
+        for (const Block &b : blocks) n += is_free(b) && b.cached;
         return n;
     }
     static int64_t blocks_for(int64_t tokens, int32_t bs) { return tokens <= 0 ? 0 : (tokens - 1) / bs + 1; }
@@ -359,15 +375,50 @@ public:
     bool release(int32_t b) {
         Block &blk = blocks[size_t(b)];
         if (--blk.ref != 0) return false;
-        if (blk.pins == 0) enqueue_free(b);
+        if (is_free(blk)) became_free(b);
         return true;
     }
 
+    void became_free(int32_t b) {
+        enqueue_free(b);
+        // Pairs into a free block are cancelled, oldest first, each dropping its source's hold.
+        for (;;) {
+            auto it = std::find_if(pending.begin(), pending.end(), [b](const auto &pr) { return pr.second == b; });
+            if (it == pending.end()) return;
+            const int32_t src = it->first;
+            pending.erase(it);
+            unhold(src);
+        }
+    }
+
+    void unhold(int32_t b) {
+        Block &blk = blocks[size_t(b)];
+        --blk.holds;
+        if (is_free(blk)) became_free(b);
+    }
+
+    // Drains up to n pending pairs into out (may be null), then drops their holds in order.
+    void drain(int64_t n, std::vector<std::pair<int32_t, int32_t>> *out) {
+        std::vector<std::pair<int32_t, int32_t>> taken;
+        for (int64_t i = 0; i < n && !pending.empty(); ++i) {
+            taken.push_back(pending.front());
+            pending.pop_front();
+        }
+        for (const auto &pr : taken) unhold(pr.first);
+        if (out) out->insert(out->end(), taken.begin(), taken.end());
+    }
+    void drain_all() { drain(int64_t(pending.size()), nullptr); }
+
     void hash_full_blocks(Seq &s) {
+        if (s.hash_stopped) return;
         const int64_t full = s.num_tokens / bs;
         for (int64_t i = s.num_hashed; i < full; ++i) {
             Identity id = identity_of(s.keys, s.tokens, i, bs);
             int32_t b = s.table[size_t(i)];
+            if (!blocks[size_t(b)].cached) {  // the library stages an uncached block in its own record
+                blocks[size_t(b)].staged = id;
+                blocks[size_t(b)].staged_valid = true;
+            }
             if (!blocks[size_t(b)].cached && find_cached(id) < 0) {
                 blocks[size_t(b)].cached = true;
                 blocks[size_t(b)].id = id;
@@ -404,7 +455,7 @@ public:
         p.fresh = p.blocks - (int64_t(p.hits.size()) - p.host_hits);  // restores need fresh blocks
         int64_t free_hits = 0;
         for (int32_t b : p.hits)
-            if (b >= 0) free_hits += (blocks[size_t(b)].ref == 0 && blocks[size_t(b)].pins == 0);
+            if (b >= 0) free_hits += is_free(blocks[size_t(b)]);
         p.free_now = num_free() - free_hits;
         return p;
     }
@@ -450,6 +501,8 @@ public:
             Block &blk = blocks[size_t(b)];
             blk.cached = true;
             blk.id = hslots[size_t(v)].id;
+            blk.staged = blk.id;
+            blk.staged_valid = true;
             Event e;
             e.type = KVC_EVENT_BLOCK_STORED;
             e.block = b;
@@ -498,11 +551,21 @@ public:
             if (blocks[size_t(src)].ref <= 1) continue;
             int32_t dst = take_fresh(s.keys.priority);
             release(src);
+            ++blocks[size_t(src)].holds;
             pending.push_back({src, dst});
             s.table[size_t(i)] = dst;
             ++c.cow_copies;
         }
         for (int64_t i = old_nb; i < new_nb; ++i) s.table.push_back(take_fresh(s.keys.priority));
+        for (int64_t i = first; i < last; ++i) {  // still cached after a truncate: leaves the cache
+            Block &blk = blocks[size_t(s.table[size_t(i)])];
+            if (!blk.cached) continue;
+            blk.cached = false;
+            Event e;
+            e.type = KVC_EVENT_BLOCK_REMOVED;
+            e.block = s.table[size_t(i)];
+            push_event(e);
+        }
         if (tokens) s.tokens.insert(s.tokens.end(), tokens->begin(), tokens->begin() + nt);
         else s.tokens.insert(s.tokens.end(), size_t(nt), 0);
         s.num_tokens = new_tokens;
@@ -568,7 +631,7 @@ public:
         if (full > 0 && run == 0) return {KVC_ERR_STATE, 0};
         for (size_t i = run; i-- > 0;) {
             Block &blk = blocks[size_t(hits[i])];
-            if (--blk.pins == 0 && blk.ref == 0) enqueue_free(hits[i]);
+            if (--blk.pins == 0 && is_free(blk)) became_free(hits[i]);
         }
         return {KVC_OK, int64_t(run) * bs};
     }
@@ -677,11 +740,32 @@ public:
         if (cap < 0) return {KVC_ERR_INVALID_ARG, 0};
         if (cap == 0) return {KVC_OK, int64_t(pending.size())};
         int64_t n = std::min<int64_t>(cap, int64_t(pending.size()));
-        for (int64_t i = 0; i < n; ++i) {
-            out->push_back(pending.front());
-            pending.pop_front();
-        }
+        drain(n, out);
         return {KVC_OK, n};
+    }
+
+    Result truncate(uint64_t id, int64_t n) {
+        if (n < 1) return {KVC_ERR_INVALID_ARG, 0};
+        auto it = seqs.find(id);
+        if (it == seqs.end()) return {KVC_ERR_UNKNOWN_SEQ, 0};
+        Seq &s = it->second;
+        if (s.swapped) return {KVC_ERR_STATE, 0};
+        if (n > s.num_tokens) return {KVC_ERR_INVALID_ARG, 0};
+        const int64_t m = n / bs;
+        if (caching && !s.hash_stopped && m < s.num_hashed) {
+            const Block &blk = blocks[size_t(s.table[size_t(m)])];
+            bool trusted = blk.cached;
+            if (!trusted && m == s.num_hashed - 1)
+                trusted = blk.staged_valid && blk.staged == identity_of(s.keys, s.tokens, m, bs);
+            s.num_hashed = m;
+            if (!trusted) s.hash_stopped = true;
+        }
+        const int64_t keep = blocks_for(n, bs), dropped = int64_t(s.table.size()) - keep;
+        for (int64_t i = int64_t(s.table.size()); i-- > keep;) c.blocks_freed += release(s.table[size_t(i)]);
+        s.table.resize(size_t(keep));
+        s.tokens.resize(size_t(n));
+        s.num_tokens = s.reserved = n;
+        return {KVC_OK, dropped};
     }
 };
 
