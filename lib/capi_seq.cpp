@@ -188,13 +188,15 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
             return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu would need %lld blocks, the pool has only %d", fn,
                         (unsigned long long)seq_id, (long long)new_nb, p->num_blocks);
         // Existing blocks that receive writes: those overlapping [num_tokens, want_end). Shared ones
-        // (refcount > 1, e.g. after a fork) are copied first. A full block is never written.
+        // (refcount > 1, e.g. after a fork) are copied first, and so are pinned ones (a cut by
+        // kvc_truncate into a pinned prefix block): a pinned block's content must stay.
         const int64_t first_written = kvc::pool_block_of(p, s->num_tokens);
         const int64_t last_written = std::min(old_nb, kvc::pool_blocks_for(p, want_end));  // exclusive
+        const auto must_copy = [p](int32_t b) { return p->blocks.refcount(b) > 1 || p->blocks.pins(b) > 0; };
         int64_t cows = 0;
         if (s->may_share_tail)
             for (int64_t i = first_written; i < last_written; ++i)
-                if (p->blocks.refcount(s->table[size_t(i)]) > 1) ++cows;
+                if (must_copy(s->table[size_t(i)])) ++cows;
         const int64_t fresh = cows + (new_nb - old_nb);
         if (fresh > p->blocks.num_free())
             return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu needs %lld new blocks (%lld copy-on-write), "
@@ -207,9 +209,9 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
             const int32_t prio = s->priority;
             for (int64_t i = first_written; i < last_written && cows; ++i) {
                 int32_t src = s->table[size_t(i)];
-                if (p->blocks.refcount(src) <= 1) continue;
+                if (!must_copy(src)) continue;
                 int32_t dst = kvc::pool_take_fresh_block(p, prio);
-                p->blocks.release(src);  // > 1 before: stays in use by the other sequences
+                kvc::pool_release_block(p, src);  // shared or pinned: never becomes free here
                 // src keeps its bytes until the copy has read them, even if every other holder
                 // lets it go first (a tier restore would otherwise overwrite them at once).
                 p->blocks.hold(src);
@@ -219,8 +221,8 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
             }
             for (int64_t i = old_nb; i < new_nb; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, prio));
         }
-        // A block this sequence alone holds but that is still in the prefix cache (kvc_truncate cut
-        // into it) leaves the cache before it is written: a cached block never changes.
+        // A block this sequence alone holds, unpinned, but still in the prefix cache (kvc_truncate
+        // cut into it) leaves the cache before it is written: a cached block never changes.
         if (s->may_share_tail)
             for (int64_t i = first_written; i < last_written; ++i) {
                 const int32_t b = s->table[size_t(i)];
@@ -258,6 +260,7 @@ KVC_API kvc_status kvc_truncate(kvc_pool *pool, uint64_t seq_id, int64_t num_tok
         // ---- from here on nothing can fail (the table and tail only shrink) ----
         const int64_t bs = p->block_size;
         if (p->caching && !s->hash_stopped) kvc::pool_rewind_hashing(p, s, num_tokens);
+        else if (s->hash_stopped) s->num_hashed = std::min(s->num_hashed, num_tokens / bs);
         const int64_t keep = kvc::pool_blocks_for(p, num_tokens);
         const int64_t dropped = int64_t(s->table.size()) - keep;
         for (int64_t i = int64_t(s->table.size()); i-- > keep;) kvc::pool_release_block(p, s->table[size_t(i)]);

@@ -81,7 +81,7 @@ static void run_random(uint64_t seed, int32_t bs, int64_t num_blocks, int cachin
                 assert_int_not_equal(verdict, KVC_ALLOC_OK); /* watermark 0: OK means it fits */
                 expect_unchanged_failure(p, &before, st, KVC_ERR_OUT_OF_BLOCKS, "alloc");
             }
-        } else if (kind < 60 && nseq > 0) { /* append, sometimes with lookahead */
+        } else if (kind < 54 && nseq > 0) { /* append, sometimes with lookahead */
             shadow_seq *s = &seqs[rnd((uint32_t)nseq)];
             int64_t n = rnd(6);
             int64_t la = rnd(4) == 0 ? rnd(4) : 0;
@@ -103,6 +103,15 @@ static void run_random(uint64_t seed, int32_t bs, int64_t num_blocks, int cachin
             } else {
                 expect_unchanged_failure(p, &before, st, KVC_ERR_OUT_OF_BLOCKS, "append");
             }
+        } else if (kind < 60 && nseq > 0) { /* truncate: roll back a few tokens, now and then further */
+            shadow_seq *s = &seqs[rnd((uint32_t)nseq)];
+            const int64_t back = rnd(4) == 0 ? (int64_t)rnd((uint32_t)s->num_tokens) : (int64_t)rnd(3);
+            const int64_t n = s->num_tokens - back > 0 ? s->num_tokens - back : 1;
+            int32_t freed = -1;
+            OK(kvc_truncate(p, s->id, n, &freed));
+            assert_int_equal(freed, blocks_for(s->reserved_end, bs) - blocks_for(n, bs));
+            s->num_tokens = s->reserved_end = n;
+            ++successes;
         } else if (kind < 70 && nseq > 0 && nseq < MAX_SEQS) { /* fork */
             shadow_seq *parent = &seqs[rnd((uint32_t)nseq)];
             OK(kvc_fork(p, parent->id, next_id));
@@ -185,11 +194,11 @@ static void run_random(uint64_t seed, int32_t bs, int64_t num_blocks, int cachin
     assert_int_equal(end.free_blocks, num_blocks);
     assert_int_equal(end.pinned_blocks, 0);
     assert_true(event_gaps <= (uint64_t)end.events_dropped);
-    assert_true(successes > ops / 2); /* the mix really exercised the pool */
     print_message("seed %llx: %lld ok ops, %lld allocs, %lld appends, %lld forks, %lld cow, %lld hit tokens, "
                   "%lld evictions, %lld events dropped\n", (unsigned long long)seed, (long long)successes,
                   (long long)end.allocs, (long long)end.appends, (long long)end.forks, (long long)end.cow_copies,
                   (long long)end.prefix_hit_tokens, (long long)end.evictions, (long long)end.events_dropped);
+    assert_true(successes > ops / 2); /* the mix really exercised the pool */
     assert_true(end.cow_copies > 0);
     if (caching) assert_true(hits_seen > 0 && end.evictions > 0);
     OK(kvc_prefix_cache_reset(p));

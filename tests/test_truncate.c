@@ -272,6 +272,33 @@ static void test_truncate_after_swap_in_stops_hashing(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* A cut into a pinned prefix block: the block's content must stay (that is what the pin is for),
+ * so the next write copies it even though this sequence is its only holder. */
+static void test_truncate_into_pinned_block_copies(void **state) {
+    (void)state;
+    kvc_pool *p = make_pool(4, 16, 1);
+    int32_t t[12];
+    iota_tokens(t, 12, 400);
+    OK(kvc_alloc(p, 1, t, 9, NULL, NULL));
+    int64_t pinned = -1;
+    OK(kvc_prefix_pin(p, t, 8, NULL, &pinned));
+    assert_int_equal(pinned, 8);
+    OK(kvc_truncate(p, 1, 6, NULL));
+    const int32_t x = 999;
+    int32_t nb = -1;
+    OK(kvc_append(p, 1, &x, 1, 0, &nb));
+    CHECK_POOL(p);
+    assert_int_equal(nb, 1);
+    assert_int_equal(stats_of(p).pending_copies, 1);
+    assert_int_equal(cached_prefix(p, t, 9), 8); /* the pinned blocks are intact and cached */
+    OK(kvc_free(p, 1));
+    int64_t unpinned = -1;
+    OK(kvc_prefix_unpin(p, t, 8, NULL, &unpinned));
+    assert_int_equal(unpinned, 8);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_truncate_releases_tail_and_lookahead),
@@ -281,6 +308,7 @@ int main(void) {
         cmocka_unit_test(test_truncate_cancels_pending_copies_into_released_blocks),
         cmocka_unit_test(test_truncate_invalidates_built_batch),
         cmocka_unit_test(test_truncate_after_swap_in_stops_hashing),
+        cmocka_unit_test(test_truncate_into_pinned_block_copies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -275,10 +275,12 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
  *  is untouched. Blocks already entered in the prefix cache stay cached — their KV belongs to
  *  their tokens, so a later prompt with the same tokens (a rejected draft included) still hits
  *  them. A cached block is never written: if the new last block is partial and cached, this
- *  sequence's next kvc_append into it first takes it out of the cache (sole holder) or copies it
- *  (copy-on-write, shared). Prefix hashing of later blocks continues where it stopped; in the
- *  rare case where the cut block's token ids can no longer be recovered (a deep cut into a
- *  block that was never cached), this sequence's later blocks are not entered in the cache.
+ *  sequence's next kvc_append into it first copies it (copy-on-write: shared with another
+ *  sequence, or pinned by kvc_prefix_pin) or else takes it out of the cache. Prefix hashing of
+ *  later blocks continues where it stopped, except in the rare case where the cut block's token
+ *  ids cannot be recovered (a cut into a block that is not cached and not the last hashed one,
+ *  or whose record was lost, e.g. by a swap): then this sequence's later blocks are not entered
+ *  in the cache (their KV stays correct; they just cannot be hit).
  *  *out_freed_blocks (may be NULL) receives the number of blocks that left the sequence's table.
  *  Bumps the pool's sequence generation (built batches re-validate).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1 or > the confirmed count),

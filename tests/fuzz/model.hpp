@@ -20,8 +20,8 @@
 // and holds 0) the pair is cancelled and its hold on the source dropped (which may free that too).
 //
 // Truncate: blocks past the new end are released deepest first; a block being written that is still
-// cached (a truncate cut into it and this sequence holds it alone) leaves the cache first (event
-// BLOCK_REMOVED), after the copy-on-write and new blocks of the append. Hashing resumes at the cut
+// cached (a truncate cut into it) is copied if shared or pinned, else leaves the cache first (event
+// BLOCK_REMOVED, after the copy-on-write and new blocks of the append). Hashing resumes at the cut
 // block when the library can trust that block's record: the block is cached, or it is the last
 // hashed block and its record (what was last staged in it: by filling it uncached, or by a restore)
 // is this sequence's content there; otherwise the sequence never offers blocks to the cache again.
@@ -543,14 +543,17 @@ public:
         if (new_nb > num_blocks) return {KVC_ERR_OUT_OF_BLOCKS, 0};
         const int64_t first = s.num_tokens / bs, last = std::min(old_nb, blocks_for(want_end, bs));
         int64_t cows = 0;
-        for (int64_t i = first; i < last; ++i) cows += blocks[size_t(s.table[size_t(i)])].ref > 1;
+        // Shared or pinned blocks are copied (pins only ever sit on cached blocks, which only a
+        // truncate leaves in the written range).
+        auto must_copy = [this](int32_t b) { return blocks[size_t(b)].ref > 1 || blocks[size_t(b)].pins > 0; };
+        for (int64_t i = first; i < last; ++i) cows += must_copy(s.table[size_t(i)]);
         const int64_t fresh = cows + new_nb - old_nb;
         if (fresh > num_free()) return {KVC_ERR_OUT_OF_BLOCKS, 0};
         for (int64_t i = first; i < last; ++i) {
             int32_t src = s.table[size_t(i)];
-            if (blocks[size_t(src)].ref <= 1) continue;
+            if (!must_copy(src)) continue;
             int32_t dst = take_fresh(s.keys.priority);
-            release(src);
+            c.blocks_freed += release(src);
             ++blocks[size_t(src)].holds;
             pending.push_back({src, dst});
             s.table[size_t(i)] = dst;

@@ -111,7 +111,8 @@ static kvc_status racing_op(uint64_t *s, int32_t *toks) {
     uint64_t id = SHARED_BASE + (uint64_t)rnd(s, SHARED_IDS);
     int64_t n = 1 + rnd(s, MAX_TOKENS / 2);
     make_prompt(s, toks, n);
-    switch (rnd(s, 6)) {
+    switch (rnd(s, 7)) {
+        case 5: return kvc_truncate(g_pool, id, 1 + rnd(s, MAX_TOKENS), NULL);
         case 0: return kvc_alloc(g_pool, id, toks, n, NULL, NULL);
         case 1: return kvc_append(g_pool, id, toks, 1 + rnd(s, 3), rnd(s, 2), NULL);
         case 2: return kvc_fork(g_pool, id, SHARED_BASE + (uint64_t)rnd(s, SHARED_IDS));
