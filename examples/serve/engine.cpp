@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kvc_check.hpp"
+#include "ngram_draft.hpp"
 #include "paged_forward.hpp"
 #include "reference.hpp"
 #include "swap_tier.hpp"
@@ -28,6 +29,8 @@ struct Sample {
     int32_t index = 0;            // sample number within its request
     std::vector<int32_t> tokens;  // confirmed in the pool: prompt + appended outputs
     int32_t pending = -1;         // sampled, not yet appended (its KV is computed next step)
+    int64_t drafts = 0;           // this step's draft tokens: the newest `drafts` of `tokens`,
+                                  // appended to the pool to be verified, kept or truncated after it
     int64_t prompt_len = 0;
     int64_t generated = 0;        // outputs sampled so far
     std::vector<float> logits;    // [generated][vocab]: the rows the engine sampled from
@@ -66,8 +69,12 @@ public:
         const int32_t max_blocks_per_seq = int32_t((cfg.max_seq_len + cfg.block_size - 1) / cfg.block_size);
         // A lone prefill may exceed the per-step budget, up to a whole sequence.
         batch_capacity_ = cfg.max_batched_tokens + cfg.max_seq_len;
-        forward_ = std::make_unique<PagedForward>(m, pool_, cfg.backend, cfg.max_seqs, batch_capacity_, max_blocks_per_seq);
-        logits_.resize(size_t(cfg.max_seqs) * size_t(m.cfg.vocab));
+        // One logit row per sequence, plus one per draft token when speculating.
+        const int64_t max_logit_rows = int64_t(cfg.max_seqs) * (1 + int64_t(cfg.speculate));
+        forward_ = std::make_unique<PagedForward>(m, pool_, cfg.backend, cfg.max_seqs, batch_capacity_, max_logit_rows,
+                                                  max_blocks_per_seq);
+        logits_.resize(size_t(max_logit_rows) * size_t(m.cfg.vocab));
+        report_.speculate = cfg.speculate;
         reqs_.resize(w.requests.size());
         for (size_t i = 0; i < w.requests.size(); i++) reqs_[i].samples_left = w.requests[i].n;
         report_.timeline.total_blocks = cfg.num_blocks;
@@ -98,9 +105,15 @@ public:
                 if (!swapped_in && (!waiting_.empty() || !preempted_.empty() || !swapped_.empty()))
                     throw std::runtime_error("engine stalled at step " + std::to_string(step_) +
                                              ": nothing running and the next request cannot be admitted");
+                // Idle steps only wait for a later arrival; anything else repeating is a livelock.
+                const bool arrival_due = next_arrival_ < w_.requests.size() &&
+                                         w_.requests[next_arrival_].arrival_step > step_;
+                if (!arrival_due && ++idle_steps_ > 1000)
+                    throw std::runtime_error("engine made no progress for 1000 steps (step " + std::to_string(step_) + ")");
                 record_step(&util_sum);
                 continue;  // idle until the next arrival
             }
+            idle_steps_ = 0;
             forward_->run(entries_, logits_.data());
             after_forward();
             record_step(&util_sum);
@@ -150,6 +163,7 @@ private:
     std::vector<float> logits_;
     int64_t batch_tokens_ = 0;
     int64_t finished_samples_ = 0;
+    int64_t idle_steps_ = 0;  // consecutive steps without a forward pass
 
     void arrivals() {
         while (next_arrival_ < w_.requests.size() && w_.requests[next_arrival_].arrival_step <= step_)
@@ -168,9 +182,9 @@ private:
         blocked_.resize(keep);
     }
 
-    void add_entry(Sample *s, int64_t q_len) {
+    void add_entry(Sample *s, int64_t q_len, int64_t logit_rows = 1) {
         const int64_t len = int64_t(s->tokens.size());
-        entries_.push_back({s->seq_id, s->tokens.data() + (len - q_len), q_len, len - q_len});
+        entries_.push_back({s->seq_id, s->tokens.data() + (len - q_len), q_len, len - q_len, logit_rows});
         batch_samples_.push_back(s);
         batch_tokens_ += q_len;
     }
@@ -196,7 +210,36 @@ private:
         preempted_.push_front(std::move(victim));
     }
 
-    // Every running sample appends the token it sampled last step; 1 new query token each.
+    // A swapped-out sequence keeps its blocks shared with others (a fork's prompt, a prefix hit) on
+    // the device. When the lone running sample cannot grow, swapping it out and straight back in
+    // would repeat forever, so instead the most recently admitted swapped-out sample that still
+    // holds device blocks is preempted by recompute (kvc_free drops its references). Returns false
+    // when no swapped-out sample holds any.
+    bool release_swapped_holder() {
+        for (auto it = swapped_.rbegin(); it != swapped_.rend(); ++it) {
+            int64_t len = 0;
+            kvc_check(kvc_seq_block_table(pool_, (*it)->seq_id, nullptr, 0, &len), "kvc_seq_block_table");
+            table_.resize(size_t(len));
+            kvc_check(kvc_seq_block_table(pool_, (*it)->seq_id, table_.data(), len, &len), "kvc_seq_block_table");
+            if (std::none_of(table_.begin(), table_.end(), [](int32_t b) { return b >= 0; })) continue;
+            std::unique_ptr<Sample> victim = std::move(*it);
+            swapped_.erase(std::next(it).base());
+            kvc_check(kvc_free(pool_, victim->seq_id), "kvc_free");
+            if (victim->pending >= 0) {
+                victim->tokens.push_back(victim->pending);
+                victim->pending = -1;
+            }
+            report_.recompute_preemptions++;
+            preempted_.push_back(std::move(victim));
+            return true;
+        }
+        return false;
+    }
+    std::vector<int32_t> table_;
+
+    // Every running sample appends the token it sampled last step (preempting others when the pool
+    // is full), then, when speculating, its draft tokens; 1 + drafts new query tokens each. The two
+    // passes keep guesses from ever preempting a sequence: drafts only take blocks nobody needs now.
     void decode_appends() {
         for (size_t i = 0; i < running_.size(); i++) {
             Sample *s = running_[i].get();
@@ -205,6 +248,7 @@ private:
                 kvc_status st = kvc_append(pool_, s->seq_id, &s->pending, 1, 0, nullptr);
                 if (st == KVC_OK) break;
                 if (st != KVC_ERR_OUT_OF_BLOCKS) kvc_check(st, "kvc_append");
+                if (running_.size() == 1 && release_swapped_holder()) continue;
                 preempted_self = running_.back().get() == s;
                 preempt_last();
                 if (preempted_self) break;
@@ -212,9 +256,41 @@ private:
             if (preempted_self) break;  // it was the last one: everything after it is preempted too
             s->tokens.push_back(s->pending);
             s->pending = -1;
-            add_entry(s, 1);
         }
+        for (auto &s : running_) add_decode_entry(s.get());
     }
+
+    // Speculative decoding: the verify step's query is the pending token + the drafts (confirmed in
+    // the pool like any appended token, so they get K/V slots and causal attention over the cached
+    // prefix and each other: the prefill path). The logits at each of those positions are what plain
+    // decoding would have computed one step at a time, so after_forward samples the next token from
+    // each row in turn and stops at the first one that differs from the draft.
+    void add_decode_entry(Sample *s) {
+        int64_t k = 0;
+        if (cfg_.speculate > 0) {
+            // A step generates up to drafts + 1 tokens: never past max_new_tokens or the batch budget.
+            const Request &req = w_.requests[size_t(s->req)];
+            const int64_t room = std::min({int64_t(cfg_.speculate), req.max_new_tokens - s->generated - 1,
+                                           cfg_.max_batched_tokens - batch_tokens_ - 1});
+            propose_ngram_drafts(s->tokens, room, &drafts_);
+            const int64_t proposed = int64_t(drafts_.size());
+            k = proposed;
+            while (k > 0) {
+                kvc_status st = kvc_append(pool_, s->seq_id, drafts_.data(), k, 0, nullptr);
+                if (st == KVC_OK) break;
+                if (st != KVC_ERR_OUT_OF_BLOCKS) kvc_check(st, "kvc_append");
+                k /= 2;  // fewer drafts may fit in the blocks left; none = a plain decode step
+            }
+            if (k < proposed) report_.draft_cutbacks++;
+            s->tokens.insert(s->tokens.end(), drafts_.begin(), drafts_.begin() + k);
+        }
+        s->drafts = k;
+        report_.decode_steps++;
+        if (k > 0) report_.verify_steps++;
+        report_.drafted_tokens += k;
+        add_entry(s, 1 + k, 1 + k);
+    }
+    std::vector<int32_t> drafts_;
 
     // Room in this step's batch for q_len new tokens, and in later batches for `seqs` more samples
     // (a request with n samples forks into n running sequences after its prefill).
@@ -305,7 +381,13 @@ private:
     int32_t sample_token(const float *logits, std::mt19937_64 &rng) {
         const int32_t V = m_.cfg.vocab;
         float mx = logits[0];
-        for (int32_t i = 1; i < V; i++) mx = std::max(mx, logits[i]);
+        int32_t argmax = 0;
+        for (int32_t i = 1; i < V; i++)
+            if (logits[i] > mx) {
+                mx = logits[i];
+                argmax = i;
+            }
+        if (cfg_.temperature == 0.0f) return argmax;  // greedy: the RNG is not used
         probs_.resize(size_t(V));
         double sum = 0;
         for (int32_t i = 0; i < V; i++) sum += probs_[size_t(i)] = std::exp(double(logits[i] - mx) / cfg_.temperature);
@@ -326,14 +408,50 @@ private:
         report_.generated_tokens++;
     }
 
+    // Accepts the drafts of s while the token sampled from the verifier's row equals them; the first
+    // sampled token that differs (or the one after the last draft) becomes the pending token, and the
+    // pool is truncated to the accepted tokens. Each row is sampled with the sample's own RNG exactly
+    // once per generated token, as in plain decoding, so the outputs are the same tokens that plain
+    // decoding would produce (a deterministic draft is accepted with probability p(draft)), and every
+    // row used is recorded for the reference check.
+    void verify_drafts(Sample *s, const float *rows) {
+        const int32_t V = m_.cfg.vocab;
+        const int64_t k = s->drafts;
+        const int64_t first_draft = int64_t(s->tokens.size()) - k;
+        int64_t accepted = 0;
+        for (;;) {
+            take_token(s, rows + accepted * V);
+            if (accepted == k || s->pending != s->tokens[size_t(first_draft + accepted)]) break;
+            s->pending = -1;  // it is the draft, already confirmed in the pool
+            accepted++;
+        }
+        report_.accepted_tokens += accepted;
+        report_.verify_generated += accepted + 1;
+        s->drafts = 0;
+        if (accepted == k) {
+            report_.full_accepts++;
+            return;
+        }
+        // Rejected drafts leave the sequence; blocks they filled stay in the prefix cache (their KV
+        // is right for those tokens) and libkvc never writes into a cached block it cut.
+        const int64_t keep = first_draft + accepted;
+        int32_t freed = 0;
+        kvc_check(kvc_truncate(pool_, s->seq_id, keep, &freed), "kvc_truncate");
+        s->tokens.resize(size_t(keep));
+        report_.truncates++;
+        report_.truncate_freed_blocks += freed;
+    }
+
     void after_forward() {
         const int32_t V = m_.cfg.vocab;
         report_.batch_seqs_sum += int64_t(entries_.size());
         report_.batch_tokens_sum += batch_tokens_;
         std::vector<Sample *> forked;
+        size_t next_row = 0;
         for (size_t i = 0; i < batch_samples_.size(); i++) {
             Sample *s = batch_samples_[i];
-            const float *row = logits_.data() + i * size_t(V);
+            const float *row = logits_.data() + next_row * size_t(V);
+            next_row += size_t(entries_[i].logit_rows);
             const Request &req = w_.requests[size_t(s->req)];
             if (s->first_admission && s->generated == 0 && req.n > 1) {
                 // Parallel sampling: the prompt was prefilled once; every other sample forks it
@@ -354,7 +472,10 @@ private:
                 }
             }
             s->first_admission = false;
-            take_token(s, row);
+            if (s->drafts > 0)
+                verify_drafts(s, row);
+            else
+                take_token(s, row);
         }
         // Finish samples that have all their tokens (forked ones included).
         for (Sample *s : batch_samples_) maybe_finish(s);
@@ -373,6 +494,7 @@ private:
         all.push_back(s->pending);
         RequestState &rs = reqs_[size_t(s->req)];
         if (s->index == 0) rs.output.assign(all.begin() + s->prompt_len, all.end());
+        report_.output_digest += output_hash(*s, all);
         if (finished_samples_++ % cfg_.check_every == 0) check_against_reference(*s, all);
         report_.samples_done++;
         if (--rs.samples_left == 0) {
@@ -381,6 +503,22 @@ private:
         }
         for (auto &r : running_)
             if (r.get() == s) r.reset();
+    }
+
+    // FNV-1a over (request, sample, generated tokens); summed over samples, so the digest does not
+    // depend on the order in which samples finish.
+    static uint64_t output_hash(const Sample &s, const std::vector<int32_t> &all) {
+        uint64_t h = 0xcbf29ce484222325ull;
+        auto mix = [&h](int64_t v) {
+            for (int b = 0; b < 8; b++) {
+                h ^= uint64_t(v >> (8 * b)) & 0xffu;
+                h *= 0x100000001b3ull;
+            }
+        };
+        mix(s.req);
+        mix(s.index);
+        for (size_t i = size_t(s.prompt_len); i < all.size(); i++) mix(all[i]);
+        return h;
     }
 
     void check_against_reference(const Sample &s, const std::vector<int32_t> &all) {

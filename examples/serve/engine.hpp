@@ -27,9 +27,10 @@ struct EngineConfig {
     int64_t max_seq_len = 1024;
     int32_t check_every = 1;           // check every K-th finished sample against the reference
     double tolerance = 2e-3;           // max |logit difference| allowed
-    float temperature = 0.8f;
+    float temperature = 0.8f;          // 0 = greedy (argmax)
     uint64_t seed = 1;
     int64_t host_blocks = 128;         // swap tier size when libkvc has one; 0 = recompute only
+    int32_t speculate = 0;             // max n-gram draft tokens per decoding sample and step; 0 = off
     // Self-test: at this engine step (or the first later one with a running sequence) negate every
     // K/V element of one block of a running sequence, behind libkvc's back. The reference check must
     // then fail the run. -1 = off.
@@ -57,6 +58,16 @@ struct EngineReport {
     double max_abs_diff = 0;
     int64_t batch_tokens_sum = 0, batch_seqs_sum = 0;
     int64_t kv_bytes = 0, bytes_per_block = 0;
+    // Speculative decoding (--speculate). A decode step of one sample is a "verify step" when it
+    // carried at least one draft.
+    int32_t speculate = 0;
+    int64_t decode_steps = 0, verify_steps = 0;
+    int64_t verify_generated = 0;        // tokens the verify steps generated (accepted drafts + bonus)
+    int64_t drafted_tokens = 0, accepted_tokens = 0;
+    int64_t full_accepts = 0;            // verify steps that kept every draft (nothing to truncate)
+    int64_t draft_cutbacks = 0;          // verify steps whose drafts were cut because the pool was full
+    int64_t truncates = 0, truncate_freed_blocks = 0;
+    uint64_t output_digest = 0;          // order-independent hash of every sample's generated tokens
     Timeline timeline;
 };
 

@@ -79,9 +79,27 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
     else
         std::printf("tiers         bytes moved: device->host 0 B, host->device 0 B (no host tier)\n");
     std::printf("copy-on-write %lld block copies after %lld forks\n", (long long)r.cow_copies, (long long)r.forks);
+    if (r.speculate > 0) {
+        std::printf("speculation   up to %d n-gram drafts per sample-step: %lld drafted, %lld accepted (acceptance "
+                    "%.1f%%); %lld of %lld decode steps verified drafts, %lld kept all; %.2f tokens per verify step "
+                    "(%.2f per decode step); %lld draft cut-backs (pool full)\n",
+                    r.speculate, (long long)r.drafted_tokens, (long long)r.accepted_tokens,
+                    r.drafted_tokens ? 100.0 * double(r.accepted_tokens) / double(r.drafted_tokens) : 0.0,
+                    (long long)r.verify_steps, (long long)r.decode_steps, (long long)r.full_accepts,
+                    r.verify_steps ? double(r.verify_generated) / double(r.verify_steps) : 0.0,
+                    r.decode_steps ? double(r.decode_steps + r.accepted_tokens) / double(r.decode_steps) : 0.0,
+                    (long long)r.draft_cutbacks);
+        std::printf("rollback      %lld kvc_truncate calls freed %lld blocks\n", (long long)r.truncates,
+                    (long long)r.truncate_freed_blocks);
+    } else {
+        std::printf("speculation   off (--speculate K to draft up to K tokens per step)\n");
+    }
     std::printf("correctness   %lld generated tokens of %lld samples checked against a dense reference: max |logit "
                 "diff| %.2e (tolerance %.0e) -- OK\n",
                 (long long)r.checked_tokens, (long long)r.checked_samples, r.max_abs_diff, ec.tolerance);
+    std::printf("outputs       digest %016llx (every sample's generated tokens; same seed, same digest with or without "
+                "--speculate)\n",
+                (unsigned long long)r.output_digest);
 }
 
 }  // namespace
@@ -117,6 +135,8 @@ int main(int argc, char **argv) {
     ec.seed = o.seed;
     ec.corrupt_kv_at_step = o.corrupt_kv_at;
     ec.host_blocks = o.host_blocks;
+    ec.speculate = o.speculate;
+    ec.temperature = float(o.temperature);
     // f16 rounding is mirrored by the reference, so only summation order differs: same tolerance.
     ec.tolerance = 2e-3;
     Workload w = make_workload(o.requests, mc.vocab, o.seed, ec.max_seq_len);

@@ -22,6 +22,10 @@ const char *const kUsage =
     "  --backend B        cpu (default) or cuda (libkvc's CUDA backend: KV cache and attention on the\n"
     "                     GPU, head_dim 64; exits 77 with SKIPPED when there is no usable GPU)\n"
     "  --kv-dtype T       f32 (default) or f16 KV cache\n"
+    "  --speculate K      speculative decoding: each decoding sample proposes up to K draft tokens by\n"
+    "                     n-gram prompt lookup in its own history, verified in one pass, rejected\n"
+    "                     ones truncated (default 0 = off; at most 32)\n"
+    "  --temperature T    sampling temperature, seeded per sample (default 0.8; 0 = greedy)\n"
     "  --check-every K    check every K-th finished sample against the reference (default 1 = all)\n"
     "  --svg PATH         where the occupancy plot goes (default build/serve.svg)\n"
     "  --quiet            no progress bar\n"
@@ -87,6 +91,24 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
             i++;
         } else if (a == "--host-blocks") {
             if (!parse_int(a, val, 0, 1 << 24, &o->host_blocks, err)) return false;
+            i++;
+        } else if (a == "--speculate") {
+            if (!parse_int(a, val, 0, 32, &v, err)) return false;
+            o->speculate = int32_t(v);
+            i++;
+        } else if (a == "--temperature") {
+            if (!val) {
+                *err = a + " needs a value";
+                return false;
+            }
+            char *end = nullptr;
+            errno = 0;
+            const double t = std::strtod(val, &end);
+            if (*val == '\0' || *end != '\0' || errno == ERANGE || !(t >= 0.0 && t <= 100.0)) {
+                *err = a + ": '" + val + "' is not a number in [0, 100]";
+                return false;
+            }
+            o->temperature = t;
             i++;
         } else if (a == "--corrupt-kv-at") {
             if (!parse_int(a, val, 0, INT64_MAX, &o->corrupt_kv_at, err)) return false;

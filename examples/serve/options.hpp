@@ -17,6 +17,8 @@ struct Options {
     int32_t check_every = 1;
     int64_t host_blocks = 128;
     int64_t corrupt_kv_at = -1;
+    int32_t speculate = 0;
+    double temperature = 0.8;
     bool quiet = false;
     bool help = false;
 };

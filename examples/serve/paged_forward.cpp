@@ -8,8 +8,9 @@
 namespace serve {
 
 PagedForward::PagedForward(const Model &m, kvc_pool *pool, int32_t backend, int32_t max_seqs, int64_t max_tokens,
-                           int32_t max_blocks_per_seq)
-    : m_(m), pool_(pool), max_tokens_(max_tokens), on_device_(backend == KVC_BACKEND_CUDA) {
+                           int64_t max_logit_rows, int32_t max_blocks_per_seq)
+    : m_(m), pool_(pool), max_tokens_(max_tokens), max_logit_rows_(std::min(max_logit_rows, max_tokens)),
+      on_device_(backend == KVC_BACKEND_CUDA) {
     const ModelConfig &c = m.cfg;
     kvc_check(kvc_batch_create(pool, max_seqs, max_tokens, max_blocks_per_seq, &batch_), "kvc_batch_create");
     kvc_check(kvc_attention_params_default(&params_), "kvc_attention_params_default");
@@ -23,7 +24,7 @@ PagedForward::PagedForward(const Model &m, kvc_pool *pool, int32_t backend, int3
     v_.resize(T * size_t(c.kv_dim()));
     attn_.resize(T * size_t(c.q_dim()));
     scratch_.resize(2 * T * size_t(c.ffn_dim));
-    last_.resize(size_t(max_seqs) * size_t(c.d_model));
+    last_.resize(size_t(max_logit_rows_) * size_t(c.d_model));  // h_ (max_tokens rows) is lm_logits' scratch
     pos_.resize(T);
     ids_.reserve(size_t(max_seqs));
     if (on_device_) {
@@ -42,11 +43,17 @@ void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
     const int64_t d = c.d_model;
     ids_.clear();
     q_lens_.clear();
-    int64_t total = 0;
-    for (const BatchEntry &e : entries) total += e.q_len;
-    if (total > max_tokens_ || entries.size() > last_.size() / size_t(d))
+    int64_t total = 0, rows = 0;
+    for (const BatchEntry &e : entries) {
+        if (e.logit_rows < 1 || e.logit_rows > e.q_len)
+            throw std::runtime_error("batch entry wants " + std::to_string(e.logit_rows) + " logit rows of " +
+                                     std::to_string(e.q_len) + " new tokens");
+        total += e.q_len;
+        rows += e.logit_rows;
+    }
+    if (total > max_tokens_ || rows > max_logit_rows_)
         throw std::runtime_error("batch of " + std::to_string(entries.size()) + " sequences / " + std::to_string(total) +
-                                 " tokens exceeds the forward pass capacity");
+                                 " tokens / " + std::to_string(rows) + " logit rows exceeds the forward pass capacity");
     int64_t T = 0;
     for (const BatchEntry &e : entries) {
         ids_.push_back(e.seq_id);
@@ -77,13 +84,14 @@ void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
         rms_norm(x_.data(), w.mlp_norm.data(), h_.data(), T, c.d_model, c.rms_eps);
         mlp_add(w, c, h_.data(), x_.data(), T, scratch_.data());
     }
-    // Only each sequence's last token needs logits.
-    int64_t row = 0;
-    for (size_t i = 0; i < entries.size(); i++) {
-        row += entries[i].q_len;
-        std::copy_n(x_.data() + (row - 1) * d, d, last_.data() + int64_t(i) * d);
+    // Only each sequence's newest logit_rows tokens need logits (usually just the last one).
+    int64_t end = 0, out = 0;
+    for (const BatchEntry &e : entries) {
+        end += e.q_len;
+        std::copy_n(x_.data() + (end - e.logit_rows) * d, e.logit_rows * d, last_.data() + out * d);
+        out += e.logit_rows;
     }
-    lm_logits(m_, last_.data(), logits, int64_t(entries.size()), h_.data());
+    lm_logits(m_, last_.data(), logits, out, h_.data());
 }
 
 // The step's new K/V into the cache, then paged attention over it: directly on host buffers on the

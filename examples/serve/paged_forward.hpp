@@ -21,19 +21,23 @@ struct BatchEntry {
     const int32_t *new_tokens;  // the sequence's newest q_len tokens (already confirmed in the pool)
     int64_t q_len;
     int64_t first_pos;          // position of new_tokens[0] in the sequence
+    int64_t logit_rows = 1;     // logits wanted for the newest logit_rows tokens (1: the next token
+                                // only; a speculative verify step wants one per draft + the bonus)
 };
 
 class PagedForward {
 public:
-    // Scratch buffers are sized once for max_seqs sequences and max_tokens new tokens per step;
-    // backend is the pool's (KVC_BACKEND_CPU: libkvc reads the host buffers directly).
+    // Scratch buffers are sized once for max_seqs sequences, max_tokens new tokens and max_logit_rows
+    // logit rows per step; backend is the pool's (KVC_BACKEND_CPU: libkvc reads the host buffers
+    // directly).
     PagedForward(const Model &m, kvc_pool *pool, int32_t backend, int32_t max_seqs, int64_t max_tokens,
-                 int32_t max_blocks_per_seq);
+                 int64_t max_logit_rows, int32_t max_blocks_per_seq);
     ~PagedForward();
     PagedForward(const PagedForward &) = delete;
     PagedForward &operator=(const PagedForward &) = delete;
 
-    // Runs the step; writes the logits of each entry's last token to logits[i * vocab ...].
+    // Runs the step; writes the logits of each entry's newest logit_rows tokens, entry after entry
+    // (oldest token first within an entry), to consecutive rows of logits[row * vocab ...].
     void run(const std::vector<BatchEntry> &entries, float *logits);
 
 private:
@@ -41,7 +45,7 @@ private:
     kvc_pool *pool_;
     kvc_batch *batch_ = nullptr;
     kvc_attention_params params_;
-    int64_t max_tokens_;
+    int64_t max_tokens_, max_logit_rows_;
     std::vector<uint64_t> ids_;
     std::vector<int64_t> q_lens_, pos_;
     std::vector<float> x_, h_, q_, k_, v_, attn_, scratch_, last_;

@@ -1,0 +1,27 @@
+# Speculative decoding must not change what is generated: runs kvc_serve twice with the same
+# arguments, once as given (CMD) and once with --speculate K appended (SPECULATE), and passes only
+# when both exit 0, both report the same output digest (a hash of every sample's generated tokens)
+# and the speculative run's output matches REGEX (drafts were really verified and rolled back).
+#   cmake -DCMD="prog|arg1|arg2" -DSPECULATE=K -DREGEX="..." -P same_outputs.cmake
+string(REPLACE "|" ";" argv "${CMD}")
+set(digests "")
+foreach(k 0 ${SPECULATE})
+  execute_process(COMMAND ${argv} --speculate ${k} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message("--- --speculate ${k}:\n${out}${err}")
+  if(NOT rc STREQUAL "0")
+    message(FATAL_ERROR "--speculate ${k}: expected exit status 0, got '${rc}'")
+  endif()
+  if(NOT out MATCHES "outputs +digest ([0-9a-f]+)")
+    message(FATAL_ERROR "--speculate ${k}: no output digest in the report")
+  endif()
+  list(APPEND digests ${CMAKE_MATCH_1})
+endforeach()
+if(NOT out MATCHES "${REGEX}")
+  message(FATAL_ERROR "--speculate ${SPECULATE}: output does not match: ${REGEX}")
+endif()
+list(GET digests 0 plain)
+list(GET digests 1 speculative)
+if(NOT plain STREQUAL speculative)
+  message(FATAL_ERROR "generated tokens differ: digest ${plain} without speculation, ${speculative} with --speculate ${SPECULATE}")
+endif()
+message("same generated tokens with and without speculation (digest ${plain})")
