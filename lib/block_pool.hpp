@@ -28,6 +28,7 @@ public:
         priority_.assign(size_t(num_blocks), uint8_t(50));
         cached_.assign(size_t(num_blocks), 0);
         holds_.assign(size_t(num_blocks), 0);
+        total_holds_ = 0;
         free_.init(num_blocks);
         // Initially block ids are handed out in increasing order.
         for (int32_t b = 0; b < num_blocks; ++b) free_.push_tail(FreeQueues::kUnhashedList, b);
@@ -61,7 +62,7 @@ public:
     // One more reference to b (a cache hit or a fork). A refcount-0 block leaves its free list (a
     // held one is in none, and already counted as used).
     void add_ref(int32_t b) {
-        if (refcount_[b]++ == 0 && holds_[b] == 0) {
+        if (refcount_[b]++ == 0 && (total_holds_ == 0 || holds_[b] == 0)) {
             ++used_;
             if (free_.contains(b)) free_.remove(b);
         }
@@ -74,7 +75,8 @@ public:
     // the head of the unhashed list.
     bool release(int32_t b) {
         if (--refcount_[b] != 0) return false;
-        if (holds_[b] == 0) {
+        // Almost always no pair is pending: skip the holds array (one cache miss per block).
+        if (total_holds_ == 0 || holds_[b] == 0) {
             --used_;
             if (pins_[b] == 0) enqueue_free(b);
         }
@@ -84,6 +86,7 @@ public:
     // A pending copy-on-write pair will read b: b keeps its bytes (no free list, no reuse) until
     // unhold(), without counting as a sharer (a last holder still writes in place).
     void hold(int32_t b) {
+        ++total_holds_;
         if (holds_[b]++ == 0 && refcount_[b] == 0) {
             ++used_;
             if (free_.contains(b)) free_.remove(b);
@@ -92,6 +95,7 @@ public:
 
     // The copy has read b; returns true when that was the last thing keeping b (it is free now).
     bool unhold(int32_t b) {
+        --total_holds_;
         if (--holds_[b] != 0 || refcount_[b] != 0) return false;
         --used_;
         if (pins_[b] == 0) enqueue_free(b);
@@ -108,7 +112,7 @@ public:
     void unpin(int32_t b) {
         if (--pins_[b] == 0) {
             --pinned_;
-            if (refcount_[b] == 0 && holds_[b] == 0) enqueue_free(b);
+            if (refcount_[b] == 0 && (total_holds_ == 0 || holds_[b] == 0)) enqueue_free(b);
         }
     }
 
@@ -141,10 +145,12 @@ private:
     std::vector<int32_t> pins_;
     std::vector<uint8_t> priority_;
     std::vector<uint8_t> cached_;
-    std::vector<int32_t> holds_;  // pending copy-on-write pairs reading the block
     FreeQueues free_;
     int64_t used_ = 0;
     int64_t pinned_ = 0;
+    // Last: the fields above keep the offsets the hot paths were tuned with.
+    int64_t total_holds_ = 0;     // sum of holds_ (= pending pairs)
+    std::vector<int32_t> holds_;  // pending copy-on-write pairs reading the block
 };
 
 }  // namespace kvc

@@ -6,6 +6,7 @@
 
 #include "error.hpp"
 #include "pool.hpp"
+#include "pool_access.hpp"
 #include "tiers.hpp"
 
 namespace {
@@ -243,42 +244,6 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
     })
 }
 
-KVC_API kvc_status kvc_truncate(kvc_pool *pool, uint64_t seq_id, int64_t num_tokens, int32_t *out_freed_blocks) {
-    KVC_GUARD({
-        const char *fn = "kvc_truncate";
-        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
-        if (num_tokens < 1) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 1, got %lld", fn, (long long)num_tokens);
-        kvc_pool *p = pool;
-        std::lock_guard<std::mutex> lock(p->mu);
-        Sequence *s = p->seqs.find(seq_id);
-        if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
-        if (s->swapped_out)
-            return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
-        if (num_tokens > s->num_tokens)
-            return fail(KVC_ERR_INVALID_ARG, "%s: sequence %llu has %lld confirmed tokens, cannot keep %lld", fn,
-                        (unsigned long long)seq_id, (long long)s->num_tokens, (long long)num_tokens);
-        // ---- from here on nothing can fail (the table and tail only shrink) ----
-        const int64_t bs = p->block_size;
-        if (p->caching && !s->hash_stopped) kvc::pool_rewind_hashing(p, s, num_tokens);
-        else if (s->hash_stopped) s->num_hashed = std::min(s->num_hashed, num_tokens / bs);
-        const int64_t keep = kvc::pool_blocks_for(p, num_tokens);
-        const int64_t dropped = int64_t(s->table.size()) - keep;
-        for (int64_t i = int64_t(s->table.size()); i-- > keep;) kvc::pool_release_block(p, s->table[size_t(i)]);
-        s->table.resize(size_t(keep));
-        s->num_tokens = s->reserved_end = num_tokens;
-        if (num_tokens % bs != 0) {
-            // The new last block will be written again, and a cached block must never change: the
-            // append that writes it copies it if shared then, else takes it out of the cache. Until
-            // then it stays cached (its content still matches) -- the path may_share_tail enables.
-            const int32_t last = s->table.back();
-            if (p->blocks.refcount(last) > 1 || p->blocks.cached(last)) s->may_share_tail = true;
-        }
-        p->seq_generation.fetch_add(1, std::memory_order_relaxed);
-        if (out_freed_blocks) *out_freed_blocks = int32_t(dropped);
-        return KVC_OK;
-    })
-}
-
 KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_id) {
     KVC_GUARD({
         const char *fn = "kvc_fork";
@@ -416,7 +381,7 @@ KVC_API kvc_status kvc_take_pending_copies(kvc_pool *pool, int32_t *src, int32_t
             *out_count = pool->copies.size();
             return KVC_OK;
         }
-        const int64_t n = pool->copies.take(src, dst, cap);
+        const int64_t n = kvc::pool_take_pending_copies(pool, src, dst, cap);
         // The caller copies them before its next call that can take a block (kvc.h).
         kvc::pool_release_copy_sources(pool, src, n);
         *out_count = n;

@@ -102,10 +102,19 @@ inline int64_t pool_blocks_for(const kvc_pool *p, int64_t tokens) {
 // Takes a fresh block with refcount 1 (caller checked capacity). Evicts its cache entry lazily.
 int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority);
 
+// Block b has just become free: cancels the pending copy-on-write pairs into it (and drops their
+// holds on their sources, which may free those in turn). Out of line: pairs are rarely pending.
+void pool_cancel_copies_into(kvc_pool *p, int32_t b);
+
 // Drops one table reference to block b. Returns true when b's refcount reached 0 (counted in
-// blocks_freed). If b is free then, pending copy-on-write pairs into b are cancelled (and their
-// holds on their sources dropped, which may free those in turn).
-bool pool_release_block(kvc_pool *p, int32_t b);
+// blocks_freed). If b is free then, pending copy-on-write pairs into b are cancelled. Inline: it
+// runs once per block of every kvc_free.
+inline bool pool_release_block(kvc_pool *p, int32_t b) {
+    if (!p->blocks.release(b)) return false;
+    ++p->counters.blocks_freed;
+    if (p->copies.size() > 0 && p->blocks.is_free(b)) pool_cancel_copies_into(p, b);
+    return true;
+}
 
 // Drops one pin of block b; if b is free then, pending pairs into it are cancelled (a block
 // filled and pinned before its copy-on-write copy ran, whose holders all let it go).

@@ -21,7 +21,9 @@ bool pool_find_seq(kvc_pool *p, uint64_t seq_id, SeqRef *out) {
 
 int64_t pool_take_pending_copies(kvc_pool *p, int32_t *src, int32_t *dst, int64_t cap) {
     if (cap <= 0) return 0;
-    return p->copies.take(src, dst, cap);
+    const int64_t n = p->copies.take(src, dst, cap);
+    p->copies.in_flight += n;
+    return n;
 }
 
 int64_t pool_pending_copy_count(kvc_pool *p) { return p->copies.size(); }

@@ -39,35 +39,25 @@ int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
 
 void pool_uncache_block(kvc_pool *p, int32_t b) { drop_cache_entry(p, b); }
 
-namespace {
-
-// Block b has just become free: a pending pair copying into it would overwrite whatever its next
-// owner puts there (a tier restore writes at once), so those pairs are cancelled, and with them
-// their holds on their sources, which may free those in turn (depth bounded by the pending pairs).
-void cancel_copies_into(kvc_pool *p, int32_t b) {
+// A pending pair copying into a free block would overwrite whatever its next owner puts there (a
+// tier restore writes at once), so those pairs are cancelled, and with them their holds on their
+// sources, which may free those in turn (depth bounded by the pending pairs).
+void pool_cancel_copies_into(kvc_pool *p, int32_t b) {
     for (int64_t i; p->copies.size() > 0 && (i = p->copies.find_dst(b)) >= 0;) {
         const int32_t src = p->copies.remove_at(i);
-        if (p->blocks.unhold(src)) cancel_copies_into(p, src);
+        if (p->blocks.unhold(src)) pool_cancel_copies_into(p, src);
     }
-}
-
-}  // namespace
-
-bool pool_release_block(kvc_pool *p, int32_t b) {
-    if (!p->blocks.release(b)) return false;
-    ++p->counters.blocks_freed;
-    if (p->copies.size() > 0 && p->blocks.is_free(b)) cancel_copies_into(p, b);
-    return true;
 }
 
 void pool_unpin_block(kvc_pool *p, int32_t b) {
     p->blocks.unpin(b);
-    if (p->copies.size() > 0 && p->blocks.is_free(b)) cancel_copies_into(p, b);
+    if (p->copies.size() > 0 && p->blocks.is_free(b)) pool_cancel_copies_into(p, b);
 }
 
 void pool_release_copy_sources(kvc_pool *p, const int32_t *src, int64_t n) {
+    p->copies.in_flight -= n;
     for (int64_t i = 0; i < n; ++i)
-        if (p->blocks.unhold(src[i]) && p->copies.size() > 0) cancel_copies_into(p, src[i]);
+        if (p->blocks.unhold(src[i]) && p->copies.size() > 0) pool_cancel_copies_into(p, src[i]);
 }
 
 namespace {

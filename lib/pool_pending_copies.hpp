@@ -24,6 +24,10 @@ public:
 
     int64_t size() const { return count_; }
 
+    // Pairs drained (pool_take_pending_copies) whose source holds are not dropped yet: the copy is
+    // running outside the pool lock. Only the invariant checker reads it.
+    int64_t in_flight = 0;
+
     void ensure_room(int64_t extra) {
         int64_t cap = int64_t(src_.size());
         if (count_ + extra <= cap) return;

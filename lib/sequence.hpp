@@ -33,11 +33,12 @@ struct Sequence {
     // False when the keys add nothing to any block's hash (no LoRA id, salt or multimodal item):
     // filling a block then never reads `keys`, which sit several cache lines further on.
     bool extra_keys = false;
-    int32_t priority = KVC_PRIORITY_DEFAULT;  // = keys.priority, kept here for the same reason
-    int64_t num_hashed = 0;       // leading full blocks whose hash is known (cached or not)
     // kvc_truncate cut into a block whose token ids it could not recover: the chain cannot go on,
     // so blocks this sequence fills from now on are not entered in the cache (tail stays empty).
+    // (In the padding before `priority`: the first 64 bytes stay as they were.)
     bool hash_stopped = false;
+    int32_t priority = KVC_PRIORITY_DEFAULT;  // = keys.priority, kept here for the same reason
+    int64_t num_hashed = 0;       // leading full blocks whose hash is known (cached or not)
     // Confirmed token ids not yet in a hashed block: positions [num_hashed x bs, num_tokens), fewer
     // than block_size (hashing is incremental through `chain`, so older ids are never needed).
     // Capacity block_size, reserved at alloc. Empty when prefix caching is off.
