@@ -69,6 +69,13 @@ static inline kvc_stats stats_of(kvc_pool *p) {
         CHECK_POOL(p);                                                                             \
     } while (0)
 
+/* Tokens of the prompt's prefix that kvc_prefix_lookup reports cached. */
+static inline int64_t cached_tokens_of(kvc_pool *p, const int32_t *t, int64_t n, const kvc_keys *k) {
+    int64_t c = -1;
+    OK(kvc_prefix_lookup(p, t, n, k, &c));
+    return c;
+}
+
 static inline kvc_pool *make_pool_ex(int32_t block_size, int64_t num_blocks, int caching, double watermark,
                                      int64_t max_seq_len, int32_t event_capacity) {
     kvc_pool_config cfg;

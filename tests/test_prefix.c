@@ -2,12 +2,6 @@
  * pinning, keys (salt, LoRA, multimodal), forced collisions, reset. */
 #include "test_pool_helpers.h"
 
-static int64_t lookup(kvc_pool *p, const int32_t *t, int64_t n, const kvc_keys *k) {
-    int64_t c = -1;
-    OK(kvc_prefix_lookup(p, t, n, k, &c));
-    return c;
-}
-
 static int64_t alloc_cached(kvc_pool *p, uint64_t id, const int32_t *t, int64_t n, const kvc_keys *k) {
     int64_t c = -1;
     OK(kvc_alloc(p, id, t, n, k, &c));
@@ -30,7 +24,7 @@ static void test_shared_system_prompt(void **state) {
     memcpy(b, a, 64 * sizeof(int32_t));
     iota_tokens(b + 64, 20, 5000);
     assert_int_equal(alloc_cached(p, 1, a, 84, NULL), 0);
-    assert_int_equal(lookup(p, b, 84, NULL), 64);
+    assert_int_equal(cached_tokens_of(p, b, 84, NULL), 64);
     assert_int_equal(alloc_cached(p, 2, b, 84, NULL), 64);
     int32_t ta[8], tb[8];
     table_of(p, 1, ta, 8);
@@ -56,11 +50,11 @@ static void test_last_token_rule_and_duplicates(void **state) {
     int32_t t[49];
     iota_tokens(t, 49, 7);
     assert_int_equal(alloc_cached(p, 1, t, 48, NULL), 0); /* 3 full blocks enter the cache */
-    assert_int_equal(lookup(p, t, 48, NULL), 32);  /* never all of them */
-    assert_int_equal(lookup(p, t, 49, NULL), 48);
-    assert_int_equal(lookup(p, t, 33, NULL), 32);
-    assert_int_equal(lookup(p, t, 32, NULL), 16);
-    assert_int_equal(lookup(p, t, 1, NULL), 0);
+    assert_int_equal(cached_tokens_of(p, t, 48, NULL), 32);  /* never all of them */
+    assert_int_equal(cached_tokens_of(p, t, 49, NULL), 48);
+    assert_int_equal(cached_tokens_of(p, t, 33, NULL), 32);
+    assert_int_equal(cached_tokens_of(p, t, 32, NULL), 16);
+    assert_int_equal(cached_tokens_of(p, t, 1, NULL), 0);
     drain_events(p);
     assert_int_equal(alloc_cached(p, 2, t, 48, NULL), 32);
     int32_t t1[3], t2[3];
@@ -78,7 +72,7 @@ static void test_last_token_rule_and_duplicates(void **state) {
     /* Freeing the first owner keeps its entry; the duplicate goes to the unhashed list. */
     OK(kvc_free(p, 1));
     CHECK_POOL(p);
-    assert_int_equal(lookup(p, t, 49, NULL), 48);
+    assert_int_equal(cached_tokens_of(p, t, 49, NULL), 48);
     OK(kvc_pool_destroy(p));
 }
 
@@ -90,12 +84,12 @@ static void test_changed_block_invalidates_later_blocks(void **state) {
     memcpy(b, a, sizeof a);
     b[20] = 99999; /* block 1 differs; blocks 2, 3 hold equal tokens */
     assert_int_equal(alloc_cached(p, 1, a, 65, NULL), 0);
-    assert_int_equal(lookup(p, a, 65, NULL), 64);
-    assert_int_equal(lookup(p, b, 65, NULL), 16);
+    assert_int_equal(cached_tokens_of(p, a, 65, NULL), 64);
+    assert_int_equal(cached_tokens_of(p, b, 65, NULL), 16);
     assert_int_equal(alloc_cached(p, 2, b, 65, NULL), 16);
     b[20] = a[20];
     b[0] = -1; /* first block differs: nothing hits */
-    assert_int_equal(lookup(p, b, 65, NULL), 0);
+    assert_int_equal(cached_tokens_of(p, b, 65, NULL), 0);
     OK(kvc_pool_destroy(p));
 }
 
@@ -121,15 +115,15 @@ static void test_eviction_order_after_two_frees(void **state) {
     /* Reuse order: never-cached blocks first (2 unused + the two partial blocks), then A's cached
      * blocks deepest first (A freed earlier = least recently used), then B's. */
     assert_int_equal(alloc_cached(p, 3, c, 16, NULL), 0); /* 4 blocks: only uncached ones */
-    assert_int_equal(lookup(p, a, 13, NULL), 12);
-    assert_int_equal(lookup(p, b, 13, NULL), 12);
+    assert_int_equal(cached_tokens_of(p, a, 13, NULL), 12);
+    assert_int_equal(cached_tokens_of(p, b, 13, NULL), 12);
     assert_int_equal(stats_of(p).evictions, 0);
     drain_events(p); /* c's 4 BlockStored */
     OK(kvc_append(p, 3, c, 8, 0, NULL)); /* 2 more blocks: evicts A's block 2, then A's block 1 */
     CHECK_POOL(p);
     assert_int_equal(stats_of(p).evictions, 2);
-    assert_int_equal(lookup(p, a, 13, NULL), 4);
-    assert_int_equal(lookup(p, b, 13, NULL), 12);
+    assert_int_equal(cached_tokens_of(p, a, 13, NULL), 4);
+    assert_int_equal(cached_tokens_of(p, b, 13, NULL), 12);
     kvc_event ev;
     ev.struct_size = sizeof ev;
     int32_t toks[4], has = 0;
@@ -149,7 +143,7 @@ static void test_eviction_order_after_two_frees(void **state) {
     assert_int_equal(s.free_blocks, 0);
     assert_int_equal(s.evictions, 3);
     for (int i = 0; i < 3; ++i) assert_int_equal(kvct_block_refcount(p, tb[i]), 1);
-    assert_int_equal(lookup(p, a, 13, NULL), 0);
+    assert_int_equal(cached_tokens_of(p, a, 13, NULL), 0);
     OK(kvc_pool_destroy(p));
 }
 
@@ -164,18 +158,18 @@ static void test_salt_isolation(void **state) {
     int32_t t[17];
     iota_tokens(t, 17, 1);
     alloc_cached(p, 1, t, 17, ka);
-    assert_int_equal(lookup(p, t, 17, ka), 16);
-    assert_int_equal(lookup(p, t, 17, kb), 0);
-    assert_int_equal(lookup(p, t, 17, NULL), 0);
+    assert_int_equal(cached_tokens_of(p, t, 17, ka), 16);
+    assert_int_equal(cached_tokens_of(p, t, 17, kb), 0);
+    assert_int_equal(cached_tokens_of(p, t, 17, NULL), 0);
     assert_int_equal(alloc_cached(p, 2, t, 17, kb), 0);
     OK(kvc_keys_set_salt(kb, "tenant-a"));
-    assert_int_equal(lookup(p, t, 17, kb), 16);
+    assert_int_equal(cached_tokens_of(p, t, 17, kb), 16);
     OK(kvc_keys_set_salt(kb, "")); /* "" = no salt */
-    assert_int_equal(lookup(p, t, 17, kb), 0);
+    assert_int_equal(cached_tokens_of(p, t, 17, kb), 0);
     alloc_cached(p, 3, t, 17, NULL);
-    assert_int_equal(lookup(p, t, 17, kb), 16);
+    assert_int_equal(cached_tokens_of(p, t, 17, kb), 16);
     OK(kvc_keys_set_salt(kb, NULL));
-    assert_int_equal(lookup(p, t, 17, kb), 16);
+    assert_int_equal(cached_tokens_of(p, t, 17, kb), 16);
     OK(kvc_keys_destroy(ka));
     OK(kvc_keys_destroy(kb));
     OK(kvc_pool_destroy(p));
@@ -190,23 +184,23 @@ static void test_lora_separation_and_tagging(void **state) {
     iota_tokens(t, 9, 1);
     OK(kvc_keys_set_lora(k, 1));
     alloc_cached(p, 1, t, 9, k);
-    assert_int_equal(lookup(p, t, 9, k), 8);
+    assert_int_equal(cached_tokens_of(p, t, 9, k), 8);
     OK(kvc_keys_set_lora(k, 2));
-    assert_int_equal(lookup(p, t, 9, k), 0);
+    assert_int_equal(cached_tokens_of(p, t, 9, k), 0);
     OK(kvc_keys_set_lora(k, 0)); /* 0 = no adapter = same as no keys */
-    assert_int_equal(lookup(p, t, 9, k), 0);
+    assert_int_equal(cached_tokens_of(p, t, 9, k), 0);
     alloc_cached(p, 2, t, 9, NULL);
-    assert_int_equal(lookup(p, t, 9, k), 8);
+    assert_int_equal(cached_tokens_of(p, t, 9, k), 8);
     /* A salt whose bytes equal a LoRA id's bytes must not hit the LoRA's blocks (tagged keys). */
     uint64_t lora = 0x4141414141414141ull; /* "AAAAAAAA" */
     OK(kvc_keys_clear(k));
     OK(kvc_keys_set_lora(k, lora));
     int32_t u[5] = {5, 6, 7, 8, 9};
     alloc_cached(p, 3, u, 5, k);
-    assert_int_equal(lookup(p, u, 5, k), 4);
+    assert_int_equal(cached_tokens_of(p, u, 5, k), 4);
     OK(kvc_keys_clear(k));
     OK(kvc_keys_set_salt(k, "AAAAAAAA"));
-    assert_int_equal(lookup(p, u, 5, k), 0);
+    assert_int_equal(cached_tokens_of(p, u, 5, k), 0);
     OK(kvc_keys_destroy(k));
     OK(kvc_pool_destroy(p));
 }
@@ -224,12 +218,12 @@ static void test_multimodal_offsets(void **state) {
     OK(kvc_keys_add_mm(img2, 0x3333, 0x4444, 20, 8));
     OK(kvc_keys_add_mm(shifted, 0x1111, 0x2222, 24, 8));
     alloc_cached(p, 1, t, 65, img1);
-    assert_int_equal(lookup(p, t, 65, img1), 64);
-    assert_int_equal(lookup(p, t, 65, img2), 16);    /* block 1 overlaps a different image */
-    assert_int_equal(lookup(p, t, 65, shifted), 16); /* same image, other offset inside block 1 */
-    assert_int_equal(lookup(p, t, 65, NULL), 16);    /* no image at all */
+    assert_int_equal(cached_tokens_of(p, t, 65, img1), 64);
+    assert_int_equal(cached_tokens_of(p, t, 65, img2), 16);    /* block 1 overlaps a different image */
+    assert_int_equal(cached_tokens_of(p, t, 65, shifted), 16); /* same image, other offset inside block 1 */
+    assert_int_equal(cached_tokens_of(p, t, 65, NULL), 16);    /* no image at all */
     assert_int_equal(alloc_cached(p, 2, t, 65, img2), 16);
-    assert_int_equal(lookup(p, t, 65, img2), 64);
+    assert_int_equal(cached_tokens_of(p, t, 65, img2), 64);
     /* An item spanning blocks 1 and 2: both carry it; block 0 still hits. */
     kvc_keys *span;
     OK(kvc_keys_create(&span));
@@ -240,10 +234,10 @@ static void test_multimodal_offsets(void **state) {
     OK(kvc_keys_clear(span));
     OK(kvc_keys_add_mm(span, 0x5555, 0x6666, 30, 10));
     OK(kvc_keys_add_mm(span, 0x7777, 0x8888, 50, 2)); /* differs only in block 3 */
-    assert_int_equal(lookup(p, u, 65, span), 48);
+    assert_int_equal(cached_tokens_of(p, u, 65, span), 48);
     OK(kvc_keys_clear(span));
     OK(kvc_keys_add_mm(span, 0x5555, 0x6666, 30, 3)); /* other length: block 1 differs already */
-    assert_int_equal(lookup(p, u, 65, span), 16);
+    assert_int_equal(cached_tokens_of(p, u, 65, span), 16);
     OK(kvc_keys_destroy(span));
     OK(kvc_keys_destroy(img1));
     OK(kvc_keys_destroy(img2));
@@ -266,9 +260,9 @@ static void test_forced_collision_is_a_counted_miss(void **state) {
     iota_tokens(a, 9, 1);
     iota_tokens(b, 9, 500);
     alloc_cached(p, 1, a, 9, NULL);
-    assert_int_equal(lookup(p, a, 9, NULL), 4); /* block 1 collides with block 0: parent differs */
+    assert_int_equal(cached_tokens_of(p, a, 9, NULL), 4); /* block 1 collides with block 0: parent differs */
     kvc_stats before = stats_of(p);
-    assert_int_equal(lookup(p, b, 9, NULL), 0); /* hash matches, tokens differ */
+    assert_int_equal(cached_tokens_of(p, b, 9, NULL), 0); /* hash matches, tokens differ */
     kvc_stats after = stats_of(p);
     assert_memory_equal(&before, &after, sizeof after); /* lookup counts nothing */
     assert_int_equal(alloc_cached(p, 2, b, 9, NULL), 0);
@@ -309,7 +303,7 @@ static void test_failed_alloc_leaves_refcounts(void **state) {
     int32_t toks[16], has = -1;
     OK(kvc_event_pop(p, &ev, toks, 16, &has));
     assert_int_equal(has, 0); /* no event either */
-    assert_int_equal(lookup(p, t, 88, NULL), 48);
+    assert_int_equal(cached_tokens_of(p, t, 88, NULL), 48);
     OK(kvc_can_alloc(p, t, 68, NULL, &v));
     assert_int_equal(v, KVC_ALLOC_OK); /* 5 blocks, 3 hit: 2 fresh of 2 */
     assert_int_equal(alloc_cached(p, 3, t, 68, NULL), 48);
@@ -341,13 +335,13 @@ static void test_priority_beats_lru(void **state) {
     assert_int_equal(stats_of(p).evictions, 0);
     OK(kvc_append(p, 3, c, 1, 0, NULL)); /* needs one: the low-priority blocks go first despite LRU */
     CHECK_POOL(p);
-    assert_int_equal(lookup(p, a, 9, NULL), 8);
-    assert_int_equal(lookup(p, b, 9, NULL), 4); /* deepest block of b evicted */
+    assert_int_equal(cached_tokens_of(p, a, 9, NULL), 8);
+    assert_int_equal(cached_tokens_of(p, b, 9, NULL), 4); /* deepest block of b evicted */
     OK(kvc_append(p, 3, c, 4, 0, NULL));
-    assert_int_equal(lookup(p, b, 9, NULL), 0);
-    assert_int_equal(lookup(p, a, 9, NULL), 8);
+    assert_int_equal(cached_tokens_of(p, b, 9, NULL), 0);
+    assert_int_equal(cached_tokens_of(p, a, 9, NULL), 8);
     OK(kvc_append(p, 3, c, 4, 0, NULL));
-    assert_int_equal(lookup(p, a, 9, NULL), 4);
+    assert_int_equal(cached_tokens_of(p, a, 9, NULL), 4);
     /* A hit by a request of another priority re-prioritizes the block. */
     OK(kvc_free(p, 3));
     OK(kvc_keys_set_priority(lo, 5));
@@ -376,7 +370,7 @@ static void test_pinned_prefix_survives_pressure(void **state) {
     assert_int_equal(s.cached_free_blocks, 0);
     alloc_cached(p, 2, fill, 20, NULL); /* every free block */
     EXPECT_ERR_UNCHANGED(p, kvc_alloc(p, 3, fill, 1, NULL, NULL), KVC_ERR_OUT_OF_BLOCKS);
-    assert_int_equal(lookup(p, a, 13, NULL), 12);
+    assert_int_equal(cached_tokens_of(p, a, 13, NULL), 12);
     OK(kvc_prefix_pin(p, a, 13, NULL, &pinned)); /* nested */
     OK(kvc_prefix_unpin(p, a, 13, NULL, &unpinned));
     assert_int_equal(unpinned, 12);
@@ -389,7 +383,7 @@ static void test_pinned_prefix_survives_pressure(void **state) {
     assert_int_equal(s.cached_free_blocks, 3);
     EXPECT_ERR_UNCHANGED(p, kvc_prefix_unpin(p, a, 13, NULL, &unpinned), KVC_ERR_STATE);
     OK(kvc_append(p, 2, fill, 4, 0, NULL)); /* now the pressure evicts them */
-    assert_int_equal(lookup(p, a, 13, NULL), 8);
+    assert_int_equal(cached_tokens_of(p, a, 13, NULL), 8);
     /* Pinning a prefix whose first block is not cached pins nothing. */
     int32_t z[8] = {-1, -2, -3, -4, -5, -6, -7, -8};
     OK(kvc_prefix_pin(p, z, 8, NULL, &pinned));
@@ -410,12 +404,12 @@ static void test_reset_refused_then_allowed(void **state) {
     OK(kvc_prefix_pin(p, a, 9, NULL, NULL));
     OK(kvc_free(p, 1));
     EXPECT_ERR_UNCHANGED(p, kvc_prefix_cache_reset(p), KVC_ERR_BUSY); /* pinned */
-    assert_int_equal(lookup(p, a, 9, NULL), 8);
+    assert_int_equal(cached_tokens_of(p, a, 9, NULL), 8);
     OK(kvc_prefix_unpin(p, a, 9, NULL, NULL));
     drain_events(p);
     OK(kvc_prefix_cache_reset(p));
     CHECK_POOL(p);
-    assert_int_equal(lookup(p, a, 9, NULL), 0);
+    assert_int_equal(cached_tokens_of(p, a, 9, NULL), 0);
     kvc_stats s = stats_of(p);
     assert_int_equal(s.cached_free_blocks, 0);
     assert_int_equal(s.free_blocks, 8);
@@ -428,7 +422,7 @@ static void test_reset_refused_then_allowed(void **state) {
     EXPECT_ERR(kvc_prefix_cache_reset(NULL), KVC_ERR_NULL_ARG);
     /* The cache works again afterwards. */
     alloc_cached(p, 2, a, 9, NULL);
-    assert_int_equal(lookup(p, a, 9, NULL), 8);
+    assert_int_equal(cached_tokens_of(p, a, 9, NULL), 8);
     OK(kvc_pool_destroy(p));
 }
 
@@ -438,15 +432,15 @@ static void test_blocks_cached_as_decode_fills_them(void **state) {
     int32_t t[32];
     iota_tokens(t, 32, 1);
     alloc_cached(p, 1, t, 10, NULL); /* blocks 0, 1 cached; block 2 holds 2 tokens */
-    assert_int_equal(lookup(p, t, 13, NULL), 8);
+    assert_int_equal(cached_tokens_of(p, t, 13, NULL), 8);
     OK(kvc_append(p, 1, t + 10, 1, 0, NULL));
-    assert_int_equal(lookup(p, t, 13, NULL), 8);
+    assert_int_equal(cached_tokens_of(p, t, 13, NULL), 8);
     OK(kvc_append(p, 1, t + 11, 1, 3, NULL)); /* block 2 full; lookahead slots 12..14 */
     CHECK_POOL(p);
-    assert_int_equal(lookup(p, t, 13, NULL), 12);
-    assert_int_equal(lookup(p, t, 17, NULL), 12); /* lookahead is never cached */
+    assert_int_equal(cached_tokens_of(p, t, 13, NULL), 12);
+    assert_int_equal(cached_tokens_of(p, t, 17, NULL), 12); /* lookahead is never cached */
     OK(kvc_append(p, 1, t + 12, 4, 0, NULL));    /* confirms them: now block 3 is full */
-    assert_int_equal(lookup(p, t, 17, NULL), 16);
+    assert_int_equal(cached_tokens_of(p, t, 17, NULL), 16);
     /* A fork's copy-on-write block is cached with the child's own tokens. */
     OK(kvc_append(p, 1, t + 16, 2, 0, NULL)); /* 18 tokens: block 4 holds 2 */
     OK(kvc_fork(p, 1, 2));
@@ -460,8 +454,8 @@ static void test_blocks_cached_as_decode_fills_them(void **state) {
     u[18] = 777;
     u[19] = 778;
     u[20] = 0;
-    assert_int_equal(lookup(p, u, 21, NULL), 20);
-    assert_int_equal(lookup(p, t, 21, NULL), 20);
+    assert_int_equal(cached_tokens_of(p, u, 21, NULL), 20);
+    assert_int_equal(cached_tokens_of(p, t, 21, NULL), 20);
     OK(kvc_pool_destroy(p));
 }
 
@@ -477,7 +471,7 @@ static void test_lookup_has_no_side_effects(void **state) {
     OK(kvc_free(p, 2));
     int32_t victim = kvct_next_victim(p);
     kvc_stats before = stats_of(p);
-    for (int i = 0; i < 3; ++i) assert_int_equal(lookup(p, a, 9, NULL), 8);
+    for (int i = 0; i < 3; ++i) assert_int_equal(cached_tokens_of(p, a, 9, NULL), 8);
     int32_t v;
     OK(kvc_can_alloc(p, a, 9, NULL, &v));
     kvc_stats after = stats_of(p);
@@ -493,7 +487,7 @@ static void test_caching_off(void **state) {
     iota_tokens(a, 9, 1);
     OK(kvc_alloc(p, 1, a, 9, NULL, NULL));
     OK(kvc_free(p, 1));
-    assert_int_equal(lookup(p, a, 9, NULL), 0);
+    assert_int_equal(cached_tokens_of(p, a, 9, NULL), 0);
     int64_t c = -1;
     OK(kvc_alloc(p, 2, a, 9, NULL, &c));
     assert_int_equal(c, 0);

@@ -4,12 +4,6 @@
  * copy-on-write pairs into released blocks cancelled, built batches re-validated. */
 #include "test_tier_helpers.h"
 
-static int64_t cached_prefix(kvc_pool *p, const int32_t *tokens, int64_t n) {
-    int64_t cached = -1;
-    OK(kvc_prefix_lookup(p, tokens, n, NULL, &cached));
-    return cached;
-}
-
 static void test_truncate_releases_tail_and_lookahead(void **state) {
     (void)state;
     kvc_pool *p = make_pool(4, 16, 0);
@@ -65,14 +59,14 @@ static void test_truncate_speculative_rollback_keeps_cache_right(void **state) {
     memcpy(t + 8, drafts, sizeof drafts);         /* t = prompt | drafts */
     OK(kvc_alloc(p, 1, t, 8, NULL, NULL));
     OK(kvc_append(p, 1, drafts, 5, 0, NULL));     /* block 2 = drafts 0..3, full and cached */
-    assert_int_equal(cached_prefix(p, t, 13), 12);
+    assert_int_equal(cached_tokens_of(p, t, 13, NULL), 12);
 
     int32_t freed = -1;
     OK(kvc_truncate(p, 1, 10, &freed));           /* 2 drafts accepted */
     CHECK_POOL(p);
     assert_int_equal(freed, 1);
     /* The rejected drafts' block is still cached: its KV belongs to exactly those tokens. */
-    assert_int_equal(cached_prefix(p, t, 13), 12);
+    assert_int_equal(cached_tokens_of(p, t, 13, NULL), 12);
 
     /* Writing the corrected token takes the block out of the cache first (sole holder: no copy). */
     const int32_t fix[2] = {777, 778};
@@ -82,7 +76,7 @@ static void test_truncate_speculative_rollback_keeps_cache_right(void **state) {
     assert_int_equal(nb, 0);
     assert_int_equal(stats_of(p).cow_copies, 0);
     assert_int_equal(stats_of(p).pending_copies, 0);
-    assert_int_equal(cached_prefix(p, t, 13), 8);
+    assert_int_equal(cached_tokens_of(p, t, 13, NULL), 8);
 
     /* Hashing continues from the recovered tail [500, 501]: the refilled block is cached under
      * prompt | 500 501 777 778. */
@@ -93,7 +87,7 @@ static void test_truncate_speculative_rollback_keeps_cache_right(void **state) {
     u[10] = 777;
     u[11] = 778;
     u[12] = 9;
-    assert_int_equal(cached_prefix(p, u, 13), 12);
+    assert_int_equal(cached_tokens_of(p, u, 13, NULL), 12);
     OK(kvc_pool_destroy(p));
 }
 
@@ -126,14 +120,14 @@ static void test_truncate_into_shared_block(void **state) {
     int32_t t1_after[4];
     table_of(p, 1, t1_after, 4);
     assert_memory_equal(t1, t1_after, 2 * sizeof(int32_t));
-    assert_int_equal(cached_prefix(p, t, 9), 8); /* sequence 1's blocks still hit */
+    assert_int_equal(cached_tokens_of(p, t, 9, NULL), 8); /* sequence 1's blocks still hit */
     OK(kvc_append(p, 2, x + 1, 1, 0, NULL));
     int32_t u[9];
     memcpy(u, t, 6 * sizeof(int32_t));
     u[6] = 900;
     u[7] = 901;
     u[8] = 1;
-    assert_int_equal(cached_prefix(p, u, 9), 8); /* 2's own block, hashed from the recovered tail */
+    assert_int_equal(cached_tokens_of(p, u, 9, NULL), 8); /* 2's own block, hashed from the recovered tail */
 
     /* Sequence 3 shares block 1 and cuts into it; sequence 1 goes away before 3 writes. */
     OK(kvc_alloc(p, 3, t, 9, NULL, NULL));
@@ -148,7 +142,7 @@ static void test_truncate_into_shared_block(void **state) {
     CHECK_POOL(p);
     assert_int_equal(nb, 0);
     assert_int_equal(stats_of(p).cow_copies, cows);
-    assert_int_equal(cached_prefix(p, t, 9), 4);
+    assert_int_equal(cached_tokens_of(p, t, 9, NULL), 4);
     OK(kvc_pool_destroy(p));
 }
 
@@ -176,7 +170,7 @@ static void test_truncate_uncached_hashed_block(void **state) {
     memcpy(u, t, 13 * sizeof(int32_t));
     memcpy(u + 13, y, sizeof y);
     u[16] = 5;
-    assert_int_equal(cached_prefix(p, u, 17), 16);
+    assert_int_equal(cached_tokens_of(p, u, 17, NULL), 16);
 
     OK(kvc_alloc(p, 3, t, 16, NULL, NULL));
     OK(kvc_append(p, 3, t + 16, 4, 0, NULL)); /* block 4 is new content: cached */
@@ -189,12 +183,12 @@ static void test_truncate_uncached_hashed_block(void **state) {
     memcpy(v, t, 13 * sizeof(int32_t));
     memcpy(v + 13, z, sizeof z);
     v[20] = 5;
-    assert_int_equal(cached_prefix(p, v, 17), 12); /* not entered: hashing stopped */
+    assert_int_equal(cached_tokens_of(p, v, 17, NULL), 12); /* not entered: hashing stopped */
     OK(kvc_fork(p, 3, 4));                          /* the child inherits the stop */
     OK(kvc_append(p, 4, z + 3, 4, 0, NULL));
     OK(kvc_append(p, 3, z + 3, 4, 0, NULL));
     CHECK_POOL(p);
-    assert_int_equal(cached_prefix(p, v, 21), 12);
+    assert_int_equal(cached_tokens_of(p, v, 21, NULL), 12);
     OK(kvc_pool_destroy(p));
 }
 
@@ -290,7 +284,7 @@ static void test_truncate_into_pinned_block_copies(void **state) {
     CHECK_POOL(p);
     assert_int_equal(nb, 1);
     assert_int_equal(stats_of(p).pending_copies, 1);
-    assert_int_equal(cached_prefix(p, t, 9), 8); /* the pinned blocks are intact and cached */
+    assert_int_equal(cached_tokens_of(p, t, 9, NULL), 8); /* the pinned blocks are intact and cached */
     OK(kvc_free(p, 1));
     int64_t unpinned = -1;
     OK(kvc_prefix_unpin(p, t, 8, NULL, &unpinned));
