@@ -204,7 +204,6 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
                         "only %lld are free", fn, (unsigned long long)seq_id, (long long)fresh, (long long)cows,
                         (long long)p->blocks.num_free());
         reserve_geometric(s->table, new_nb);
-        if (cows) p->copies.ensure_room(cows);
         // ---- from here on nothing can fail ----
         if (fresh > 0) {
             const int32_t prio = s->priority;

@@ -120,12 +120,8 @@ inline bool pool_release_block(kvc_pool *p, int32_t b) {
 // filled and pinned before its copy-on-write copy ran, whose holders all let it go).
 void pool_unpin_block(kvc_pool *p, int32_t b);
 
-// After n drained pairs were copied (or handed to the caller): drops the holds the pairs had on
-// their sources src[0..n).
-void pool_release_copy_sources(kvc_pool *p, const int32_t *src, int64_t n);
-
 // Takes cached block b out of the prefix cache (entry erased, KVC_EVENT_BLOCK_REMOVED sent) while
-// its content stays where it is: for an in-use block that is about to be written again.
+// its content stays where it is: lazy eviction, and an in-use block about to be written again.
 void pool_uncache_block(kvc_pool *p, int32_t b);
 
 // The sequence has just confirmed n tokens src[0..n) (s->num_tokens already counts them): hashes

@@ -4,14 +4,12 @@
 #include <vector>
 
 #include "pool.hpp"
+#include "pool_access.hpp"
 #include "tiers.hpp"
 
 namespace kvc {
 
-namespace {
-
-// Erases b's cache entry and tells event subscribers; the caller counts why.
-void drop_cache_entry(kvc_pool *p, int32_t b) {
+void pool_uncache_block(kvc_pool *p, int32_t b) {
     EventRecord ev;
     ev.type = KVC_EVENT_BLOCK_REMOVED;
     ev.block_id = b;
@@ -22,22 +20,18 @@ void drop_cache_entry(kvc_pool *p, int32_t b) {
     p->events.push(ev, nullptr);
 }
 
-}  // namespace
-
 int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
     int32_t b = p->blocks.next_victim();
     if (p->blocks.cached(b)) {
         // Lazy eviction: the block kept its cache entry while it waited in the LRU list. With a host
         // tier its content moves one tier down instead of being lost.
         if (p->tiers.load(std::memory_order_relaxed)) tier_spill_evicted(p, b);
-        drop_cache_entry(p, b);
+        pool_uncache_block(p, b);
         ++p->counters.evictions;
     }
     p->blocks.take_fresh(b, priority);
     return b;
 }
-
-void pool_uncache_block(kvc_pool *p, int32_t b) { drop_cache_entry(p, b); }
 
 // A pending pair copying into a free block would overwrite whatever its next owner puts there (a
 // tier restore writes at once), so those pairs are cancelled, and with them their holds on their

@@ -4,9 +4,9 @@
 // so the bytes it will copy cannot be reused (or overwritten by a tier restore) before the copy;
 // and a pair whose dst goes back to the free lists is cancelled, so a late copy cannot land in a
 // block that has a new owner.
-// A ring preallocated for num_blocks pairs. Every pending pair writes into its own live block, so
-// there are never more; ensure_room() stays as the guard that runs before an operation mutates
-// anything (growth failing with bad_alloc would leave the pool unchanged).
+// A ring preallocated for num_blocks pairs, never resized: every pending pair writes into its own
+// live block (a pair whose destination is freed is cancelled), so there are never more pairs than
+// blocks.
 #pragma once
 
 #include <cstdint>
@@ -28,22 +28,7 @@ public:
     // running outside the pool lock. Only the invariant checker reads it.
     int64_t in_flight = 0;
 
-    void ensure_room(int64_t extra) {
-        int64_t cap = int64_t(src_.size());
-        if (count_ + extra <= cap) return;
-        int64_t new_cap = cap;
-        while (new_cap < count_ + extra) new_cap *= 2;
-        std::vector<int32_t> s(size_t(new_cap), -1), d(size_t(new_cap), -1);
-        for (int64_t i = 0; i < count_; ++i) {
-            s[size_t(i)] = src_[size_t((head_ + i) % cap)];
-            d[size_t(i)] = dst_[size_t((head_ + i) % cap)];
-        }
-        src_.swap(s);
-        dst_.swap(d);
-        head_ = 0;
-    }
-
-    // Room must have been ensured.
+    // Never full: see the header comment.
     void push(int32_t src, int32_t dst) {
         int64_t cap = int64_t(src_.size());
         int64_t slot = (head_ + count_) % cap;
