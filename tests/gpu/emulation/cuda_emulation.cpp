@@ -1,6 +1,7 @@
 // Fiber-based execution of emulated kernels (the CUDA runtime part: cuda_runtime_emulation.cpp).
 #include "cuda_emulation.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -119,6 +120,7 @@ struct Fiber {
     bool done = false;
     std::vector<Copy> open;                 // cp.async issued since the last commit
     std::vector<std::vector<Copy>> groups;  // committed, not yet landed
+    uint32_t copies_recorded = 0;           // cp_async16 calls recorded so far (the access audit's seq)
 };
 
 struct Cta {
@@ -140,6 +142,10 @@ struct Cta {
 Cta g_cta;
 std::unique_ptr<char[]> g_stacks;  // kMaxThreads stacks, left uninitialized (untouched pages cost nothing)
 uint64_t g_events = 0;  // barrier arrivals and thread exits: a scheduler pass without one is a deadlock
+
+// The access audit (access_audit.hpp): null unless recording, so cp_async16 pays one load.
+std::atomic<std::vector<AsyncCopyRecord> *> g_audit{nullptr};
+uint32_t g_audit_launch = 0;  // grid runs since access_audit_begin
 
 Fiber &me() { return g_cta.fibers[size_t(g_cta.current)]; }
 int my_index() { return g_cta.current; }
@@ -240,7 +246,26 @@ float shfl_xor(float v, int lane_mask) {
     return r;
 }
 
-void cp_async16(void *smem, const void *gmem, bool valid) { me().open.push_back({smem, gmem, valid}); }
+// noinline: the return address names the kernel's call site (one per unrolled copy instruction).
+__attribute__((noinline)) void cp_async16(void *smem, const void *gmem, bool valid) {
+    Fiber &f = me();
+    f.open.push_back({smem, gmem, valid});
+    if (std::vector<AsyncCopyRecord> *audit = g_audit.load(std::memory_order_relaxed)) {
+        const uint32_t t = uint32_t(my_index());
+        audit->push_back({reinterpret_cast<uintptr_t>(gmem), valid, g_audit_launch,
+                          {g_cta.block.x, g_cta.block.y, g_cta.block.z}, t, f.copies_recorded++,
+                          reinterpret_cast<uintptr_t>(__builtin_return_address(0))});
+    }
+}
+
+void access_audit_begin() {
+    delete g_audit.exchange(new std::vector<AsyncCopyRecord>(), std::memory_order_relaxed);
+    g_audit_launch = 0;
+}
+std::vector<AsyncCopyRecord> access_audit_end() {
+    std::unique_ptr<std::vector<AsyncCopyRecord>> audit(g_audit.exchange(nullptr, std::memory_order_relaxed));
+    return audit ? std::move(*audit) : std::vector<AsyncCopyRecord>{};
+}
 void cp_async_commit() {
     Fiber &f = me();
     f.groups.push_back(std::move(f.open));
@@ -338,6 +363,7 @@ void run_grid(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void
                 }
                 c.current = -1;
             }
+    if (g_audit.load(std::memory_order_relaxed)) ++g_audit_launch;
 }
 
 }  // namespace kvc_emu

@@ -25,6 +25,8 @@
 #include <cstring>
 #include <functional>
 
+#include "access_audit.hpp"  // opt-in recording of cp_async16 (kvc_emu::access_audit_begin/end)
+
 namespace kvc_emu {
 
 struct Index3 {
