@@ -312,10 +312,12 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
     BatchHostArrays &h = b->staging;
     const int32_t bs = b->block_size, W = b->width;
     uint64_t generation;
+    int64_t max_window = INT32_MAX;
     {
         // The only work under the pool lock: look up each sequence and copy its table row.
         std::lock_guard<std::mutex> lk(pool_mutex(b->pool));
         generation = pool_seq_generation(b->pool);
+        h.pool_window = pool_sliding_window(b->pool);
         for (int32_t i = 0; i < num_seqs; ++i) {
             SeqRef s;
             if (!pool_find_seq(b->pool, seq_ids[i], &s))
@@ -335,6 +337,16 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
             if (nb > s.num_blocks)
                 return fail(KVC_ERR_INTERNAL, "%s: sequence %llu has %lld tokens but only %lld blocks", fn,
                             (unsigned long long)seq_ids[i], (long long)s.num_tokens, (long long)s.num_blocks);
+            if (s.released_blocks > 0) {
+                // The first query sees keys from its position - window + 1: none may be released.
+                const int64_t first_query = s.num_tokens - q_lens[i], released_end = s.released_blocks * bs;
+                if (first_query < released_end)
+                    return fail(KVC_ERR_INVALID_ARG, "%s: q_lens[%d] = %lld starts at position %lld of sequence %llu, "
+                                "whose blocks before position %lld were released by the sliding window", fn, i,
+                                (long long)q_lens[i], (long long)first_query, (unsigned long long)seq_ids[i],
+                                (long long)released_end);
+                max_window = std::min(max_window, first_query - released_end + 1);
+            }
             int32_t *row = &h.tables[size_t(i) * W];
             std::copy(s.blocks, s.blocks + nb, row);
             std::fill(row + nb, row + W, -1);
@@ -366,6 +378,7 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
     }
     h.num_indices = idx;
     h.is_decode = h.max_q_len == 1;
+    h.max_window = int32_t(max_window);
 
     int32_t rows = 0;
     if (kvc_status st = upload_staging(b, &rows); st != KVC_OK) {

@@ -60,6 +60,10 @@ struct BatchHostArrays {
     int64_t max_seq_len = 0;
     int64_t num_indices = 0;
     bool is_decode = false;
+    // Sliding window (kvc_pool_set_sliding_window): the pool's window at build time (0 = off) and
+    // the widest launch window that reads no released block (INT32_MAX when none is released).
+    int32_t pool_window = 0;
+    int32_t max_window = 0;
 
     void *memory = nullptr;       // the allocation holding every array above
     void *upload_done = nullptr;  // CUDA: cudaEvent_t recorded after the last copies reading it

@@ -445,9 +445,17 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
         const int32_t backend = pool_backend(pool);
         if (kvc_status st = check_attention_supported(backend, L, fn); st != KVC_OK) return st;
         if (kvc_status st = batch_revalidate(batch, fn); st != KVC_OK) return st;
+        const BatchHostArrays &h = batch->committed;
+        // A window wider than the one blocks were released for would read entries that are -1.
+        const int32_t w = params->sliding_window;
+        if (h.pool_window > 0 && (w < 1 || w > h.pool_window))
+            return fail(KVC_ERR_INVALID_ARG, "%s: the pool releases blocks for a sliding window of %d; "
+                        "params->sliding_window must be 1..%d, got %d", fn, h.pool_window, h.pool_window, w);
+        if (h.max_window < INT32_MAX && (w < 1 || w > h.max_window))
+            return fail(KVC_ERR_INVALID_ARG, "%s: sliding_window %d reaches blocks the batch's sequences released; "
+                        "at most %d here", fn, w, h.max_window);
         if (kvc_status st = pool_tier_barrier(pool, stream); st != KVC_OK) return st;
 
-        const BatchHostArrays &h = batch->committed;
         AttentionArgs a;
         a.layout = L;
         a.base = pool_storage_base(pool);

@@ -228,6 +228,31 @@ KVC_API kvc_status kvc_pool_get_config(const kvc_pool *pool, kvc_pool_config *ou
     return KVC_OK;
 }
 
+KVC_API kvc_status kvc_pool_set_sliding_window(kvc_pool *pool, int32_t window) {
+    KVC_GUARD({
+        const char *fn = "kvc_pool_set_sliding_window";
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (window < 0) return fail(KVC_ERR_INVALID_ARG, "%s: window must be >= 0 (0 = off), got %d", fn, window);
+        std::lock_guard<std::mutex> lock(pool->mu);
+        // A sequence that lived under another window may already miss blocks a wider one reads.
+        if (pool->seqs.size() > 0)
+            return fail(KVC_ERR_STATE, "%s: the pool has %zu sequences; set the window before the first kvc_alloc",
+                        fn, pool->seqs.size());
+        pool->sliding_window = window;
+        return KVC_OK;
+    })
+}
+
+KVC_API kvc_status kvc_pool_get_sliding_window(kvc_pool *pool, int32_t *out_window) {
+    KVC_GUARD({
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_pool_get_sliding_window: pool is NULL");
+        if (!out_window) return fail(KVC_ERR_NULL_ARG, "kvc_pool_get_sliding_window: out_window is NULL");
+        std::lock_guard<std::mutex> lock(pool->mu);
+        *out_window = pool->sliding_window;
+        return KVC_OK;
+    })
+}
+
 KVC_API kvc_status kvc_pool_check(kvc_pool *pool) {
     KVC_GUARD({
         if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_pool_check: pool is NULL");

@@ -185,9 +185,15 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
         const int64_t old_nb = int64_t(s->table.size());
         // Most decode steps stay inside the reserved blocks: skip the division then.
         const int64_t new_nb = new_end <= old_nb * bs ? old_nb : kvc::pool_blocks_for(p, new_end);
-        if (new_nb > p->num_blocks)
+        // Sliding window: blocks before the first new token's window go first, and count as free.
+        int64_t release_to = 0, freeable = 0;
+        if (p->sliding_window > 0) {
+            release_to = kvc::pool_window_release_target(p, s);
+            if (release_to > s->released) freeable = kvc::pool_window_freeable(p, s, release_to);
+        }
+        if (new_nb - release_to > p->num_blocks)
             return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu would need %lld blocks, the pool has only %d", fn,
-                        (unsigned long long)seq_id, (long long)new_nb, p->num_blocks);
+                        (unsigned long long)seq_id, (long long)(new_nb - release_to), p->num_blocks);
         // Existing blocks that receive writes: those overlapping [num_tokens, want_end). Shared ones
         // (refcount > 1, e.g. after a fork) are copied first, and so are pinned ones (a cut by
         // kvc_truncate into a pinned prefix block): a pinned block's content must stay.
@@ -199,12 +205,13 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
             for (int64_t i = first_written; i < last_written; ++i)
                 if (must_copy(s->table[size_t(i)])) ++cows;
         const int64_t fresh = cows + (new_nb - old_nb);
-        if (fresh > p->blocks.num_free())
+        if (fresh > p->blocks.num_free() + freeable)
             return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu needs %lld new blocks (%lld copy-on-write), "
                         "only %lld are free", fn, (unsigned long long)seq_id, (long long)fresh, (long long)cows,
-                        (long long)p->blocks.num_free());
+                        (long long)(p->blocks.num_free() + freeable));
         reserve_geometric(s->table, new_nb);
         // ---- from here on nothing can fail ----
+        if (release_to > s->released) kvc::pool_window_release(p, s, release_to);
         if (fresh > 0) {
             const int32_t prio = s->priority;
             for (int64_t i = first_written; i < last_written && cows; ++i) {
@@ -273,8 +280,10 @@ KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_i
         c->chain = parent->chain;
         c->num_hashed = parent->num_hashed;
         c->hash_stopped = parent->hash_stopped;
+        c->released = parent->released;
         c->may_share_tail = parent->may_share_tail = true;
-        for (int32_t b : c->table) p->blocks.add_ref(b);  // all in use already: no list changes
+        for (size_t i = size_t(c->released); i < c->table.size(); ++i)
+            p->blocks.add_ref(c->table[i]);  // all in use already: no list changes
         ++p->counters.forks;
         return KVC_OK;
     })
@@ -291,7 +300,7 @@ KVC_API kvc_status kvc_free(kvc_pool *pool, uint64_t seq_id) {
         // Reverse order: within one LRU list the deepest blocks of the prefix are evicted first.
         if (s->swapped_out) kvc::tier_release_swapped(p, s);
         for (auto it = s->table.rbegin(); it != s->table.rend(); ++it)
-            if (*it >= 0) kvc::pool_release_block(p, *it);  // -1: was in a host slot
+            if (*it >= 0) kvc::pool_release_block(p, *it);  // -1: in a host slot, or released by the window
         p->seqs.erase(s);
         p->seq_generation.fetch_add(1, std::memory_order_relaxed);
         ++p->counters.frees;
@@ -355,6 +364,10 @@ KVC_API kvc_status kvc_seq_slot_mapping(kvc_pool *pool, uint64_t seq_id, int64_t
             return fail(KVC_ERR_INVALID_ARG, "%s: positions [%lld, +%lld) reach beyond the %lld reserved slots of "
                         "sequence %llu", fn, (long long)first_pos, (long long)count, (long long)s->reserved_end,
                         (unsigned long long)seq_id);
+        if (count > 0 && first_pos < s->released * pool->block_size)
+            return fail(KVC_ERR_INVALID_ARG, "%s: position %lld of sequence %llu is in a block the sliding window "
+                        "released (positions before %lld)", fn, (long long)first_pos, (unsigned long long)seq_id,
+                        (long long)(s->released * pool->block_size));
         if (cap < count)
             return fail(KVC_ERR_BUFFER_TOO_SMALL, "%s: %lld slots requested, buffer holds %lld", fn, (long long)count,
                         (long long)cap);

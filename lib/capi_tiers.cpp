@@ -42,7 +42,7 @@ kvc_status check_op(kvc_pool *pool, uint64_t op, const char *fn, Tiers **out) {
 // Host-tier slots a swap-out of s needs / blocks a swap-in needs.
 int64_t swap_out_blocks(const kvc_pool *p, const Sequence *s) {
     int64_t n = 0;
-    for (int32_t b : s->table) n += swappable(p, b) ? 1 : 0;
+    for (int32_t b : s->table) n += b >= 0 && swappable(p, b) ? 1 : 0;  // -1: released by the window
     return n;
 }
 int64_t held_blocks(const Sequence *s) {
@@ -176,7 +176,7 @@ KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_o
             // Deepest block first, as kvc_free: cached blocks re-enter the LRU in eviction order.
             for (size_t i = s->table.size(); i-- > 0;) {
                 const int32_t b = s->table[i];
-                if (!swappable(p, b)) continue;  // shared: stays on the device with our reference
+                if (b < 0 || !swappable(p, b)) continue;  // shared: stays on the device with our reference
                 const int32_t slot = kvc::tier_take_host_slot(t);
                 hs.hold(slot);
                 s->swap_slots[i] = slot;

@@ -25,6 +25,12 @@ KVC_API kvc_status kvc_truncate(kvc_pool *pool, uint64_t seq_id, int64_t num_tok
         if (num_tokens > s->num_tokens)
             return fail(KVC_ERR_INVALID_ARG, "%s: sequence %llu has %lld confirmed tokens, cannot keep %lld", fn,
                         (unsigned long long)seq_id, (long long)s->num_tokens, (long long)num_tokens);
+        // The next token (position num_tokens) attends from num_tokens - window + 1 on: those blocks
+        // must still be here.
+        if (s->released > 0 && num_tokens - p->sliding_window + 1 < s->released * p->block_size)
+            return fail(KVC_ERR_STATE, "%s: sequence %llu released its blocks before position %lld (sliding window "
+                        "%d); keeping %lld tokens would need them again", fn, (unsigned long long)seq_id,
+                        (long long)(s->released * p->block_size), p->sliding_window, (long long)num_tokens);
         // ---- from here on nothing can fail (the table and tail only shrink) ----
         const int64_t bs = p->block_size;
         if (p->caching && !s->hash_stopped) kvc::pool_rewind_hashing(p, s, num_tokens);

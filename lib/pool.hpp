@@ -64,6 +64,9 @@ struct kvc_pool {
     int32_t num_blocks = 0;
     int64_t watermark_blocks = 0;  // floor(watermark x num_blocks)
     bool caching = true;
+    // kvc_pool_set_sliding_window (0 = off): the one field here that changes after creation, under
+    // mu and only while no sequence exists. Next to block_size: kvc_append reads both.
+    int32_t sliding_window = 0;
     int32_t backend = KVC_BACKEND_NONE;
     int32_t device = -1;
     void *storage = nullptr;
@@ -115,6 +118,21 @@ inline bool pool_release_block(kvc_pool *p, int32_t b) {
     if (p->copies.size() > 0 && p->blocks.is_free(b)) pool_cancel_copies_into(p, b);
     return true;
 }
+
+// ---- Sliding window (kvc_pool_set_sliding_window); lock held, window > 0 ----------------------
+
+// How many leading blocks of s no query can read once its next token (position s->num_tokens)
+// is appended: those whose tokens all lie before that token's first key, num_tokens - window + 1.
+inline int64_t pool_window_release_target(const kvc_pool *p, const Sequence *s) {
+    const int64_t first_key = s->num_tokens - p->sliding_window + 1;
+    const int64_t target = first_key > 0 ? pool_block_of(p, first_key) : 0;
+    return target > s->released ? target : s->released;
+}
+// Of s's blocks [s->released, target), how many become free when released (capacity checks).
+int64_t pool_window_freeable(const kvc_pool *p, const Sequence *s, int64_t target);
+// Releases s's blocks [s->released, target) as kvc_free would (entries become -1) and bumps the
+// sequence generation (built batches re-validate).
+void pool_window_release(kvc_pool *p, Sequence *s, int64_t target);
 
 // Drops one pin of block b; if b is free then, pending pairs into it are cancelled (a block
 // filled and pinned before its copy-on-write copy ran, whose holders all let it go).

@@ -8,6 +8,8 @@ namespace kvc {
 
 std::mutex &pool_mutex(kvc_pool *p) { return p->mu; }
 
+int32_t pool_sliding_window(const kvc_pool *p) { return p->sliding_window; }
+
 bool pool_find_seq(kvc_pool *p, uint64_t seq_id, SeqRef *out) {
     const Sequence *s = p->seqs.find(seq_id);
     if (!s) return false;
@@ -16,6 +18,7 @@ bool pool_find_seq(kvc_pool *p, uint64_t seq_id, SeqRef *out) {
     out->num_tokens = s->num_tokens;
     out->reserved_tokens = s->reserved_end;
     out->swapped_out = s->swapped_out;
+    out->released_blocks = s->released;
     return true;
 }
 

@@ -16,6 +16,7 @@ struct SeqRef {
     int64_t num_tokens = 0;      // confirmed tokens (the context length)
     int64_t reserved_tokens = 0; // num_tokens + reserved lookahead slots
     bool swapped_out = false;    // not resident on the device tier: may not be used by a batch
+    int64_t released_blocks = 0; // leading table entries released by the sliding window (-1)
 };
 
 // The pool's lock. Hold it only for metadata work: never across I/O, GPU syncs or attention math.
@@ -34,6 +35,9 @@ void pool_release_copy_sources(kvc_pool *p, const int32_t *src, int64_t n);
 // Under the lock: number of pending pairs.
 int64_t pool_pending_copy_count(kvc_pool *p);
 
+// Under the lock: the pool's sliding window (kvc_pool_set_sliding_window), 0 when off.
+int32_t pool_sliding_window(const kvc_pool *p);
+
 // Immutable after kvc_pool_create: no lock needed.
 const KvLayout &pool_layout(const kvc_pool *p);  // num_blocks and shape always set
 int32_t pool_backend(const kvc_pool *p);         // resolved: NONE, CPU or CUDA
@@ -45,8 +49,9 @@ void *pool_storage_base(const kvc_pool *p);      // nullptr for metadata-only po
 struct CopyStaging;
 CopyStaging &pool_copy_staging(kvc_pool *p);
 
-// Bumped (under the lock) every time a sequence is freed or swapped out; a batch records it at
-// build time and re-validates its sequences at launch when it changed.
+// Bumped (under the lock) every time a sequence is freed, truncated, swapped out or has blocks
+// released by the sliding window; a batch records it at build time and re-validates its sequences
+// at launch when it changed.
 uint64_t pool_seq_generation(kvc_pool *p);
 
 // Before reading or writing KV storage (no lock held): tier copies issued earlier are complete

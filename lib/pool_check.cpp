@@ -55,7 +55,16 @@ kvc_status pool_check_invariants(kvc_pool *p) {
                       (unsigned long long)s->id, (long long)s->num_hashed, (long long)(s->num_tokens / bs));
         }
         if (kvc_status st = tier_check_sequence(p, s, &host_refs); st != KVC_OK) return st;
-        for (int32_t b : s->table) {
+        KVC_CHECK(s->released >= 0 && s->released <= int64_t(s->table.size()) &&
+                      (s->released == 0 || p->sliding_window > 0) &&
+                      (s->released == 0 || s->released * bs <= s->num_tokens - p->sliding_window + 1),
+                  "sequence %llu released %lld blocks of %zu (%lld tokens, window %d)", (unsigned long long)s->id,
+                  (long long)s->released, s->table.size(), (long long)s->num_tokens, p->sliding_window);
+        for (int64_t i = 0; i < s->released; ++i)
+            KVC_CHECK(s->table[size_t(i)] == -1, "sequence %llu released entry %lld still names block %d",
+                      (unsigned long long)s->id, (long long)i, s->table[size_t(i)]);
+        for (size_t i = size_t(s->released); i < s->table.size(); ++i) {
+            const int32_t b = s->table[i];
             if (b < 0 && s->swapped_out) continue;  // in a host tier slot (checked by tier_check)
             KVC_CHECK(b >= 0 && b < n, "sequence %llu references block %d outside [0, %d)", (unsigned long long)s->id, b, n);
             ++refs[size_t(b)];

@@ -39,6 +39,9 @@ struct Sequence {
     bool hash_stopped = false;
     int32_t priority = KVC_PRIORITY_DEFAULT;  // = keys.priority, kept here for the same reason
     int64_t num_hashed = 0;       // leading full blocks whose hash is known (cached or not)
+    // Leading table entries released by the pool's sliding window (kvc_append): -1, never read
+    // again. Read only when the pool has a window, so it lives outside the first 64 bytes.
+    int64_t released = 0;
     // Confirmed token ids not yet in a hashed block: positions [num_hashed x bs, num_tokens), fewer
     // than block_size (hashing is incremental through `chain`, so older ids are never needed).
     // Capacity block_size, reserved at alloc. Empty when prefix caching is off.
@@ -62,7 +65,7 @@ struct Sequence {
         tail.clear();
         keys.clear();
         swap_slots.clear();
-        num_tokens = reserved_end = num_hashed = 0;
+        num_tokens = reserved_end = num_hashed = released = 0;
         chain = kRootHash;
         swapped_out = false;
         may_share_tail = false;

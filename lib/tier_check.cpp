@@ -84,6 +84,11 @@ kvc_status tier_check_sequence(kvc_pool *p, const Sequence *s, std::vector<int32
                id, s->swap_slots.size(), s->table.size());
     for (size_t i = 0; i < s->table.size(); ++i) {
         const int32_t slot = s->swap_slots[i], b = s->table[i];
+        if (int64_t(i) < s->released) {  // released by the sliding window: neither here nor there
+            TIER_CHECK(b == -1 && slot == -1, "swapped-out sequence %llu released entry %zu: block %d, host slot %d",
+                       id, i, b, slot);
+            continue;
+        }
         TIER_CHECK((b < 0) == (slot >= 0) && slot < int32_t(refs->size()),
                    "swapped-out sequence %llu entry %zu: block %d, host slot %d", id, i, b, slot);
         if (slot >= 0) ++(*refs)[size_t(slot)];

@@ -388,6 +388,11 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     X(kvc_pool_get_config, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_get_config(NULL, &O.cfg), 1)                \
     X(kvc_pool_get_config, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_get_config(F.P, NULL), 1)                      \
     X(kvc_pool_check, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_check(NULL), 1)                                  \
+    X(kvc_pool_set_sliding_window, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_set_sliding_window(NULL, 8), 1)     \
+    X(kvc_pool_set_sliding_window, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_set_sliding_window(F.P, -1), 1)     \
+    X(kvc_pool_set_sliding_window, STATE, KVC_ERR_STATE, F_NONE, kvc_pool_set_sliding_window(F.P, 8), 1)               \
+    X(kvc_pool_get_sliding_window, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_get_sliding_window(NULL, &O.i32), 1) \
+    X(kvc_pool_get_sliding_window, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_get_sliding_window(F.P, NULL), 1)      \
                                                                                                                        \
     X(kvc_keys_create, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_keys_create(NULL), 1)                                   \
     X(kvc_keys_clear, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_keys_clear(NULL), 1)                                  \
@@ -854,6 +859,10 @@ static void compare_stats(const char *row_desc, const char *pool, kvc_pool *a, k
 #undef CMP_FIELD
     if (sa.utilization != sb.utilization || sa.prefix_hit_rate != sb.prefix_hit_rate)
         fail_msg("%s: pool %s utilization / hit rate changed", row_desc, pool);
+    int32_t wa = -1, wb = -1;
+    SETUP(kvc_pool_get_sliding_window(a, &wa));
+    SETUP(kvc_pool_get_sliding_window(b, &wb));
+    if (wa != wb) fail_msg("%s: pool %s sliding window is %d, expected %d", row_desc, pool, wa, wb);
 }
 
 /* Everything one can read about the sequences of a pool. */

@@ -44,6 +44,7 @@ struct World {
     kvc_pool *pool = nullptr;
     kvc_batch *batch = nullptr;
     int32_t bs, nkv, nqh, d, kv_dtype;
+    int32_t window = 0;  // the launches' sliding window (0 = none)
     std::mt19937 rng{5};
     // Dense K/V as stored (rounded), per sequence: [position][kv head][d].
     std::map<uint64_t, std::vector<float>> k, v;
@@ -98,6 +99,7 @@ struct World {
         P.num_kv_heads = nkv;
         P.head_dim = d;
         P.scale = 1.0 / std::sqrt(double(d)) * 2.0;
+        P.sliding_window = window;
         int64_t tok = 0;
         const bool fp8 = kv_dtype == KVC_DTYPE_FP8_E4M3;
         for (size_t i = 0; i < ids.size(); ++i) {
@@ -137,6 +139,7 @@ struct World {
         ap.k_scale = k_scale;
         ap.v_scale = v_scale;
         ap.partition_size = partition_size;
+        ap.sliding_window = window;
         OK(kvc_launch_attention(pool, batch, kLayer, q.data(), out.data(), &ap, nullptr));
 
         std::vector<const float *> kp, vp;
@@ -172,6 +175,71 @@ void test_e2e_prefill_then_decode(void **) {
     w.append(3, 50);
     w.append(7, 1);
     w.step({3, 7}, {50, 1}, KVC_DTYPE_F16, 0);
+    OK(kvc_pool_check(w.pool));
+}
+
+// Sliding window with block release (kvc_pool_set_sliding_window): three sequences decode far
+// past the window in a pool too small to hold them whole, so released blocks are reused by the
+// others (and by fresh sequences) while attention stays equal to the dense windowed reference.
+// Mixed steps (chunked prefill next to decode) and split-K partitions included; a fork shares
+// the released prefix.
+void test_e2e_sliding_window_releases_blocks(void **) {
+    constexpr int32_t kBs = 4, kWindow = 10, kBlocks = 24;
+    World w(kBs, 2, 8, 64, KVC_DTYPE_F16, kBlocks, 1);
+    OK(kvc_pool_set_sliding_window(w.pool, kWindow));
+    w.window = kWindow;
+    const std::vector<uint64_t> ids = {1, 2, 3};
+    std::vector<int32_t> t = w.tokens(13);
+    for (uint64_t id : ids) OK(kvc_alloc(w.pool, id, t.data() + id, 12, nullptr, nullptr));
+    w.step(ids, {12, 12, 12}, KVC_DTYPE_F16, -1);
+    for (int s = 0; s < 60; ++s) {  // 72 tokens each: 54 blocks unwindowed, the pool has 24
+        for (uint64_t id : ids) w.append(id, 1);
+        w.step(ids, {1, 1, 1}, s % 2 ? KVC_DTYPE_BF16 : KVC_DTYPE_F16, s % 3 == 0 ? 4 : 0);
+        if (s % 10 == 0) OK(kvc_pool_check(w.pool));
+    }
+    // Each holds only the blocks from (71 - 10 + 1) / 4 = 15 on: 3 of its 18 table entries.
+    for (uint64_t id : ids) {
+        int32_t table[32];
+        int64_t n = 0;
+        OK(kvc_seq_block_table(w.pool, id, table, 32, &n));
+        assert_int_equal(n, 18);
+        for (int64_t i = 0; i < n; ++i)
+            if ((table[i] < 0) != (i < 15)) fail_msg("sequence %llu entry %lld is %d", (unsigned long long)id, (long long)i, table[i]);
+    }
+    // A chunked prefill of 9 tokens next to decodes: its first query (position 72) sees from 63.
+    w.append(2, 9);
+    w.append(1, 1);
+    w.append(3, 1);
+    w.step({2, 1, 3}, {9, 1, 1}, KVC_DTYPE_F16, 0);
+    // A fork shares the released prefix and the window; both go on decoding.
+    OK(kvc_fork(w.pool, 3, 4));
+    w.k[4] = w.k[3];
+    w.v[4] = w.v[3];
+    int64_t pending = 0;
+    for (int s = 0; s < 12; ++s) {
+        w.append(3, 1);
+        w.append(4, 1);
+        OK(kvc_copy_pending(w.pool, nullptr, &pending));
+        w.step({3, 4}, {1, 1}, KVC_DTYPE_F16, s % 2 ? 4 : 0);
+    }
+    // Launch windows the released blocks forbid: none (0) and wider than the pool's.
+    std::vector<uint8_t> q(size_t(2 * 8 * 64 * 2)), out(q.size());
+    kvc_attention_params ap;
+    OK(kvc_attention_params_default(&ap));
+    ap.sliding_window = 0;
+    EXPECT_ERR(kvc_launch_attention(w.pool, w.batch, kLayer, q.data(), out.data(), &ap, nullptr), KVC_ERR_INVALID_ARG,
+               "kvc_launch_attention");
+    ap.sliding_window = kWindow + 1;
+    EXPECT_ERR(kvc_launch_attention(w.pool, w.batch, kLayer, q.data(), out.data(), &ap, nullptr), KVC_ERR_INVALID_ARG,
+               "kvc_launch_attention");
+    // A query reaching into released blocks is refused at build time: sequence 3 has 85 tokens,
+    // its last append (at 84) released the blocks before (84 - 10 + 1) / 4 = 18, i.e. position 72.
+    const uint64_t id3 = 3;
+    int64_t q_len = 13;  // starts at 72: its own slot is still there
+    OK(kvc_batch_build(w.batch, &id3, &q_len, 1));
+    q_len = 14;  // starts at 71
+    EXPECT_ERR(kvc_batch_build(w.batch, &id3, &q_len, 1), KVC_ERR_INVALID_ARG, "kvc_batch_build");
+    for (uint64_t id : {1, 2, 3, 4}) OK(kvc_free(w.pool, id));
     OK(kvc_pool_check(w.pool));
 }
 
@@ -402,6 +470,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_e2e_prefill_then_decode),
         cmocka_unit_test(test_e2e_fork_copy_on_write),
+        cmocka_unit_test(test_e2e_sliding_window_releases_blocks),
         cmocka_unit_test(test_e2e_fp8_and_long_context),
         cmocka_unit_test(test_storage_info_and_copy_blocks),
         cmocka_unit_test(test_bad_input_storage_calls),

@@ -191,6 +191,28 @@ KVC_API kvc_status kvc_pool_get_config(const kvc_pool *pool, kvc_pool_config *ou
  *  index, and the host slots held by swapped-out sequences. O(blocks). KVC_OK or KVC_ERR_INTERNAL with a message naming the first violation. */
 KVC_API kvc_status kvc_pool_check(kvc_pool *pool);
 
+/** Sliding-window attention (Mistral-style: every layer's query at position p sees only the keys
+ *  p - window + 1 .. p): from now on kvc_append releases, of the sequence it extends, every block
+ *  whose tokens all lie before position num_tokens - window + 1 (num_tokens counted before the
+ *  append: the first key its first new token sees), so a decoding sequence holds about
+ *  window / block_size + 2 blocks however long it grows. kvc_alloc releases nothing (a prompt's
+ *  prefill reads all of it): with chunked prefill through kvc_append, memory stays near the window.
+ *  A released block is let go as by kvc_free (a cached one stays in the prefix cache); its table
+ *  entry reads -1 in kvc_seq_block_table, in batch block tables and in kv_indices (your own kernels
+ *  must not read keys before a query's window). Checks that keep released blocks unread:
+ *  kvc_batch_build refuses a query whose own slot was released, kvc_launch_attention refuses a
+ *  params->sliding_window of 0 or wider than this window (or than a batch's released blocks
+ *  allow), kvc_truncate refuses to cut below what the next token attends to,
+ *  kvc_seq_slot_mapping refuses released positions (all KVC_ERR_INVALID_ARG / KVC_ERR_STATE,
+ *  before anything changes). Models that mix windowed and full-attention layers must leave this
+ *  off (every layer of a block is stored together). window = 0 turns it off (the default).
+ *  May be called only while the pool has no sequences.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (window < 0), KVC_ERR_STATE (sequences exist). */
+KVC_API kvc_status kvc_pool_set_sliding_window(kvc_pool *pool, int32_t window);
+
+/** *out_window receives the pool's sliding window (0 = off). Errors: KVC_ERR_NULL_ARG. */
+KVC_API kvc_status kvc_pool_get_sliding_window(kvc_pool *pool, int32_t *out_window);
+
 /* ------------------------------------------------------------------------------------------------
  * Cache keys: what besides token ids identifies a block's KV content
  * --------------------------------------------------------------------------------------------- */
@@ -258,8 +280,10 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
  *  in the length; a later append confirms them by writing into them). A block that becomes full of
  *  confirmed tokens is entered in the prefix cache. Writing into a block shared with another
  *  sequence (refcount > 1) first copies it: a fresh block replaces it in this sequence only and the
- *  (src, dst) pair is queued (see kvc_take_pending_copies). *out_new_blocks (may be NULL) receives
- *  the number of blocks taken (including copy-on-write blocks).
+ *  (src, dst) pair is queued (see kvc_take_pending_copies). With a sliding window set
+ *  (kvc_pool_set_sliding_window) the blocks before the window are released first, and count as
+ *  free for this call. *out_new_blocks (may be NULL) receives the number of blocks taken
+ *  (including copy-on-write blocks).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 0, num_lookahead < 0, both 0),
  *  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out), KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW,
  *  KVC_ERR_OUT_OF_BLOCKS, KVC_ERR_NO_MEMORY. */
@@ -284,7 +308,8 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
  *  *out_freed_blocks (may be NULL) receives the number of blocks that left the sequence's table.
  *  Bumps the pool's sequence generation (built batches re-validate).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1 or > the confirmed count),
- *  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out). */
+ *  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out; with a sliding window, the token at
+ *  num_tokens would attend to positions whose blocks were already released). */
 KVC_API kvc_status kvc_truncate(kvc_pool *pool, uint64_t seq_id, int64_t num_tokens,
                                 int32_t *out_freed_blocks);
 
@@ -315,7 +340,8 @@ KVC_API kvc_status kvc_seq_num_tokens(kvc_pool *pool, uint64_t seq_id, int64_t *
  *  Positions may reach into reserved lookahead slots. The slots of the newest n tokens are
  *  first_pos = num_tokens - n.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (first_pos < 0, count < 0, range beyond reserved
- *  slots), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_BUFFER_TOO_SMALL (cap < count). */
+ *  slots or into blocks released by the sliding window), KVC_ERR_UNKNOWN_SEQ,
+ *  KVC_ERR_BUFFER_TOO_SMALL (cap < count). */
 KVC_API kvc_status kvc_seq_slot_mapping(kvc_pool *pool, uint64_t seq_id, int64_t first_pos,
                                         int64_t count, int64_t *out, int64_t cap);
 
@@ -501,7 +527,7 @@ KVC_API kvc_status kvc_batch_destroy(kvc_batch *batch);
  *  form (kv_indptr [num_seqs + 1], kv_indices, kv_last_page_len), then uploads what changed (rows
  *  equal to the previous step's are not re-sent) — once per step, reused by every layer.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_seqs < 1 or > capacity, q_len < 1 or >
- *  tokens, duplicate id), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out; the batch's
+ *  tokens, duplicate id, a query position in a block released by the sliding window), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out; the batch's
  *  stream is being captured into a CUDA graph), KVC_ERR_BUFFER_TOO_SMALL (tokens or table width
  *  over capacity), KVC_ERR_DEVICE.
  *  On failure the previous step's metadata stays intact. On CUDA the upload is enqueued on the
@@ -607,7 +633,9 @@ KVC_API kvc_status kvc_attention_params_default(kvc_attention_params *p);
  *  (decode: 1) than at capture; contexts may grow up to the batch's capacity
  *  (max_blocks_per_seq x block_size), which a captured decode launch plans its split-K partitions
  *  for.
- *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, heads, scale), KVC_ERR_UNSUPPORTED (head
+ *  With a sliding window set on the pool (kvc_pool_set_sliding_window), params->sliding_window must
+ *  be between 1 and the pool's window, and no wider than the batch's released blocks allow.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, heads, scale, window), KVC_ERR_UNSUPPORTED (head
  *  dim / dtype / block size combination), KVC_ERR_STATE (batch never built, metadata-only pool,
  *  batch of another pool), KVC_ERR_DEVICE (launch failed). */
 KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, int32_t layer,
