@@ -284,6 +284,12 @@ static int run_line(interp *in, scenario_line *l) {
         int32_t freed = -1;
         st = kvc_truncate(pool, need_u64(l, "seq"), need_i64(l, "num_tokens"), &freed);
         if (st == KVC_OK) expect_i64(l, "freed_blocks", freed);
+    } else if (strcmp(op, "set_window") == 0) {
+        st = kvc_pool_set_sliding_window(pool, (int32_t)need_i64(l, "window"));
+    } else if (strcmp(op, "get_window") == 0) {
+        int32_t window = -1;
+        st = kvc_pool_get_sliding_window(pool, &window);
+        if (st == KVC_OK) expect_i64(l, "window", window);
     } else if (strcmp(op, "fork") == 0) {
         st = kvc_fork(pool, need_u64(l, "parent"), need_u64(l, "child"));
     } else if (strcmp(op, "free") == 0) {

@@ -40,6 +40,8 @@ var opKeys = map[string][]string{
 	"lookup":         {"tokens", "lora", "salt", "cached"},
 	"append":         {"seq", "tokens", "lookahead", "new_blocks"},
 	"truncate":       {"seq", "num_tokens", "freed_blocks"},
+	"set_window":     {"window"},
+	"get_window":     {"window"},
 	"fork":           {"parent", "child"},
 	"free":           {"seq"},
 	"table":          {"seq", "len", "blocks"},
@@ -297,6 +299,14 @@ func (r *conformanceRun) exec(l scenarioLine) (callErr error, mismatches []strin
 			return err, nil
 		}
 		want("freed_blocks", int64(n))
+	case "set_window":
+		return r.pool.SetSlidingWindow(int32(l.i64("window"))), nil
+	case "get_window":
+		w, err := r.pool.SlidingWindow()
+		if err != nil {
+			return err, nil
+		}
+		want("window", int64(w))
 	case "fork":
 		return r.pool.Fork(l.u64("parent"), l.u64("child")), nil
 	case "free":

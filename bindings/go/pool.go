@@ -98,6 +98,25 @@ func (p *Pool) Config() (PoolConfig, error) {
 	return configFromC(c), nil
 }
 
+// SetSlidingWindow turns on sliding-window attention for every sequence of the pool
+// (kvc_pool_set_sliding_window): from then on Append releases a sequence's blocks that lie wholly
+// before the window of its next token; their BlockTable entries read -1. 0 turns it off. Allowed
+// only while the pool has no sequences (ErrState otherwise); window < 0 is ErrInvalidArg.
+func (p *Pool) SetSlidingWindow(window int32) error {
+	return p.do("SetSlidingWindow", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+		return raw.Kvc_pool_set_sliding_window(h, int(window))
+	})
+}
+
+// SlidingWindow returns the pool's sliding window, 0 when off (kvc_pool_get_sliding_window).
+func (p *Pool) SlidingWindow() (int32, error) {
+	var w [1]int32
+	err := p.do("SlidingWindow", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+		return raw.Kvc_pool_get_sliding_window(h, w[:])
+	})
+	return w[0], err
+}
+
 // Check runs the library's invariant checker (kvc_pool_check); an error with status ErrInternal
 // names the first violation.
 func (p *Pool) Check() error {

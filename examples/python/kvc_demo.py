@@ -69,6 +69,8 @@ PROTOTYPES = {
     "kvc_alloc": (c_i32, [pool_p, c_u64, P(c_i32), c_i64, keys_p, P(c_i64)]),
     "kvc_append": (c_i32, [pool_p, c_u64, P(c_i32), c_i64, c_i64, P(c_i32)]),
     "kvc_truncate": (c_i32, [pool_p, c_u64, c_i64, P(c_i32)]),
+    "kvc_pool_set_sliding_window": (c_i32, [pool_p, c_i32]),
+    "kvc_pool_get_sliding_window": (c_i32, [pool_p, P(c_i32)]),
     "kvc_fork": (c_i32, [pool_p, c_u64, c_u64]),
     "kvc_free": (c_i32, [pool_p, c_u64]),
     "kvc_seq_block_table": (c_i32, [pool_p, c_u64, P(c_i32), c_i64, P(c_i64)]),
@@ -182,6 +184,14 @@ class Kvc:
         freed_blocks = c_i32()
         self.check(self.lib.kvc_truncate(pool, seq, num_tokens, ctypes.byref(freed_blocks)))
         return freed_blocks.value
+
+    def set_window(self, pool, window):
+        self.check(self.lib.kvc_pool_set_sliding_window(pool, window))
+
+    def get_window(self, pool):
+        window = c_i32()
+        self.check(self.lib.kvc_pool_get_sliding_window(pool, ctypes.byref(window)))
+        return window.value
 
     def fork(self, pool, parent, child):
         self.check(self.lib.kvc_fork(pool, parent, child))
@@ -343,6 +353,10 @@ def run_op(kvc, state, op, kv, used):
         compare("new_blocks", kvc.append(pool, int(get("seq")), parse_list(get("tokens")), int(get("lookahead", 0))))
     elif op == "truncate":
         compare("freed_blocks", kvc.truncate(pool, int(get("seq")), int(get("num_tokens"))))
+    elif op == "set_window":
+        kvc.set_window(pool, int(get("window")))
+    elif op == "get_window":
+        compare("window", kvc.get_window(pool))
     elif op == "fork":
         kvc.fork(pool, int(get("parent")), int(get("child")))
     elif op == "free":

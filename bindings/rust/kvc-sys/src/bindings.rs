@@ -501,6 +501,30 @@ extern "C" {
     #[doc = "  index, and the host slots held by swapped-out sequences. O(blocks). KVC_OK or KVC_ERR_INTERNAL with a message naming the first violation."]
     pub fn kvc_pool_check(pool: *mut kvc_pool) -> kvc_status;
 }
+extern "C" {
+    #[doc = " Sliding-window attention (Mistral-style: every layer's query at position p sees only the keys"]
+    #[doc = "  p - window + 1 .. p): from now on kvc_append releases, of the sequence it extends, every block"]
+    #[doc = "  whose tokens all lie before position num_tokens - window + 1 (num_tokens counted before the"]
+    #[doc = "  append: the first key its first new token sees), so a decoding sequence holds about"]
+    #[doc = "  window / block_size + 2 blocks however long it grows. kvc_alloc releases nothing (a prompt's"]
+    #[doc = "  prefill reads all of it): with chunked prefill through kvc_append, memory stays near the window."]
+    #[doc = "  A released block is let go as by kvc_free (a cached one stays in the prefix cache); its table"]
+    #[doc = "  entry reads -1 in kvc_seq_block_table, in batch block tables and in kv_indices (your own kernels"]
+    #[doc = "  must not read keys before a query's window). Checks that keep released blocks unread:"]
+    #[doc = "  kvc_batch_build refuses a query whose own slot was released, kvc_launch_attention refuses a"]
+    #[doc = "  params->sliding_window of 0 or wider than this window (or than a batch's released blocks"]
+    #[doc = "  allow), kvc_truncate refuses to cut below what the next token attends to,"]
+    #[doc = "  kvc_seq_slot_mapping refuses released positions (all KVC_ERR_INVALID_ARG / KVC_ERR_STATE,"]
+    #[doc = "  before anything changes). Models that mix windowed and full-attention layers must leave this"]
+    #[doc = "  off (every layer of a block is stored together). window = 0 turns it off (the default)."]
+    #[doc = "  May be called only while the pool has no sequences."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (window < 0), KVC_ERR_STATE (sequences exist)."]
+    pub fn kvc_pool_set_sliding_window(pool: *mut kvc_pool, window: i32) -> kvc_status;
+}
+extern "C" {
+    #[doc = " *out_window receives the pool's sliding window (0 = off). Errors: KVC_ERR_NULL_ARG."]
+    pub fn kvc_pool_get_sliding_window(pool: *mut kvc_pool, out_window: *mut i32) -> kvc_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct kvc_keys {
@@ -594,8 +618,10 @@ extern "C" {
     #[doc = "  in the length; a later append confirms them by writing into them). A block that becomes full of"]
     #[doc = "  confirmed tokens is entered in the prefix cache. Writing into a block shared with another"]
     #[doc = "  sequence (refcount > 1) first copies it: a fresh block replaces it in this sequence only and the"]
-    #[doc = "  (src, dst) pair is queued (see kvc_take_pending_copies). *out_new_blocks (may be NULL) receives"]
-    #[doc = "  the number of blocks taken (including copy-on-write blocks)."]
+    #[doc = "  (src, dst) pair is queued (see kvc_take_pending_copies). With a sliding window set"]
+    #[doc = "  (kvc_pool_set_sliding_window) the blocks before the window are released first, and count as"]
+    #[doc = "  free for this call. *out_new_blocks (may be NULL) receives the number of blocks taken"]
+    #[doc = "  (including copy-on-write blocks)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 0, num_lookahead < 0, both 0),"]
     #[doc = "  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out), KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW,"]
     #[doc = "  KVC_ERR_OUT_OF_BLOCKS, KVC_ERR_NO_MEMORY."]
@@ -627,7 +653,8 @@ extern "C" {
     #[doc = "  *out_freed_blocks (may be NULL) receives the number of blocks that left the sequence's table."]
     #[doc = "  Bumps the pool's sequence generation (built batches re-validate)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1 or > the confirmed count),"]
-    #[doc = "  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out)."]
+    #[doc = "  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out; with a sliding window, the token at"]
+    #[doc = "  num_tokens would attend to positions whose blocks were already released)."]
     pub fn kvc_truncate(
         pool: *mut kvc_pool,
         seq_id: u64,
@@ -673,7 +700,8 @@ extern "C" {
     #[doc = "  Positions may reach into reserved lookahead slots. The slots of the newest n tokens are"]
     #[doc = "  first_pos = num_tokens - n."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (first_pos < 0, count < 0, range beyond reserved"]
-    #[doc = "  slots), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_BUFFER_TOO_SMALL (cap < count)."]
+    #[doc = "  slots or into blocks released by the sliding window), KVC_ERR_UNKNOWN_SEQ,"]
+    #[doc = "  KVC_ERR_BUFFER_TOO_SMALL (cap < count)."]
     pub fn kvc_seq_slot_mapping(
         pool: *mut kvc_pool,
         seq_id: u64,
@@ -1749,7 +1777,7 @@ extern "C" {
     #[doc = "  form (kv_indptr [num_seqs + 1], kv_indices, kv_last_page_len), then uploads what changed (rows"]
     #[doc = "  equal to the previous step's are not re-sent) — once per step, reused by every layer."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_seqs < 1 or > capacity, q_len < 1 or >"]
-    #[doc = "  tokens, duplicate id), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out; the batch's"]
+    #[doc = "  tokens, duplicate id, a query position in a block released by the sliding window), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out; the batch's"]
     #[doc = "  stream is being captured into a CUDA graph), KVC_ERR_BUFFER_TOO_SMALL (tokens or table width"]
     #[doc = "  over capacity), KVC_ERR_DEVICE."]
     #[doc = "  On failure the previous step's metadata stays intact. On CUDA the upload is enqueued on the"]
@@ -2364,7 +2392,9 @@ extern "C" {
     #[doc = "  (decode: 1) than at capture; contexts may grow up to the batch's capacity"]
     #[doc = "  (max_blocks_per_seq x block_size), which a captured decode launch plans its split-K partitions"]
     #[doc = "  for."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, heads, scale), KVC_ERR_UNSUPPORTED (head"]
+    #[doc = "  With a sliding window set on the pool (kvc_pool_set_sliding_window), params->sliding_window must"]
+    #[doc = "  be between 1 and the pool's window, and no wider than the batch's released blocks allow."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, heads, scale, window), KVC_ERR_UNSUPPORTED (head"]
     #[doc = "  dim / dtype / block size combination), KVC_ERR_STATE (batch never built, metadata-only pool,"]
     #[doc = "  batch of another pool), KVC_ERR_DEVICE (launch failed)."]
     pub fn kvc_launch_attention(

@@ -68,6 +68,23 @@ impl Pool {
         &self.config
     }
 
+    /// Turns on sliding-window attention for every sequence (`kvc_pool_set_sliding_window`): from
+    /// then on `append` releases a sequence's blocks that lie wholly before the window of its next
+    /// token; their `block_table` entries read -1. 0 turns it off. Allowed only while the pool has
+    /// no sequences (`Status::STATE` otherwise); a negative window is `Status::INVALID_ARG`.
+    pub fn set_sliding_window(&self, window: i32) -> Result<()> {
+        // SAFETY: live pool.
+        check(unsafe { sys::kvc_pool_set_sliding_window(self.raw.as_ptr(), window) })
+    }
+
+    /// The pool's sliding window, 0 when off (`kvc_pool_get_sliding_window`).
+    pub fn sliding_window(&self) -> Result<i32> {
+        let mut window = 0;
+        // SAFETY: live pool, valid out-pointer.
+        check(unsafe { sys::kvc_pool_get_sliding_window(self.raw.as_ptr(), &mut window) })?;
+        Ok(window)
+    }
+
     /// Runs the internal invariant checker (`kvc_pool_check`).
     pub fn check(&self) -> Result<()> {
         // SAFETY: live pool.

@@ -161,6 +161,11 @@ fn run(pool: &mut Option<Pool>, l: &Line) -> kvc::Result<()> {
             let freed_blocks = p.truncate(l.need_u64("seq"), l.need_i64("num_tokens"))?;
             l.expect_i64("freed_blocks", freed_blocks as i64);
         }
+        "set_window" => {
+            let window = l.need_i64("window");
+            p.set_sliding_window(i32::try_from(window).unwrap_or_else(|_| l.fail("window is not an i32")))?
+        }
+        "get_window" => l.expect_i64("window", i64::from(p.sliding_window()?)),
         "fork" => p.fork(l.need_u64("parent"), l.need_u64("child"))?,
         "free" => p.free(l.need_u64("seq"))?,
         "table" => {

@@ -88,6 +88,8 @@ fn sequence_errors_change_nothing() {
     assert!(err(pool.truncate(1, 0)).is_invalid_arg());
     assert!(err(pool.truncate(1, 7)).is_invalid_arg(), "more than the 6 confirmed tokens");
     assert!(err(pool.truncate(1, -3)).is_invalid_arg());
+    assert!(err(pool.set_sliding_window(4)).is_state(), "the pool has a sequence");
+    assert_eq!(pool.sliding_window().unwrap(), 0);
     assert!(err(pool.fork(9, 10)).is_unknown_seq());
     assert!(err(pool.fork(1, 1)).is_invalid_arg());
     assert!(err(pool.free(9)).is_unknown_seq());

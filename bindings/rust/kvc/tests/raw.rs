@@ -56,6 +56,11 @@ fn null_handles_and_out_pointers() {
         assert_eq!(sys::kvc_seq_num_tokens(pool, 1, &mut n), sys::KVC_OK);
         assert_eq!(n, 3);
         assert_eq!(sys::kvc_seq_num_tokens(pool, 1, null_mut()), sys::KVC_ERR_NULL_ARG);
+        assert_eq!(sys::kvc_pool_set_sliding_window(null_mut(), 4), sys::KVC_ERR_NULL_ARG);
+        assert_eq!(sys::kvc_pool_get_sliding_window(null_mut(), &mut 0), sys::KVC_ERR_NULL_ARG);
+        assert_eq!(sys::kvc_pool_get_sliding_window(pool, null_mut()), sys::KVC_ERR_NULL_ARG);
+        let msg = std::ffi::CStr::from_ptr(sys::kvc_last_error()).to_string_lossy().into_owned();
+        assert!(msg.contains("kvc_pool_get_sliding_window"), "{}", msg);
         assert_eq!(sys::kvc_seq_block_table(pool, 1, null_mut(), 0, null_mut()), sys::KVC_ERR_NULL_ARG);
         assert_eq!(sys::kvc_seq_block_table(pool, 1, null_mut(), 4, &mut n), sys::KVC_ERR_NULL_ARG);
         assert_eq!(sys::kvc_pool_stats(pool, null_mut()), sys::KVC_ERR_NULL_ARG);

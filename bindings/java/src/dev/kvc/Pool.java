@@ -147,6 +147,23 @@ public final class Pool implements AutoCloseable {
         });
     }
 
+    /**
+     * Turns on sliding-window attention for every sequence (kvc_pool_set_sliding_window): from then
+     * on append releases a sequence's blocks that lie wholly before the window of its next token;
+     * their blockTable entries read -1. 0 turns it off. Allowed only while the pool has no sequences
+     * (status STATE otherwise); a negative window is INVALID_ARG.
+     */
+    public void setSlidingWindow(int window) {
+        with("kvc_pool_set_sliding_window", h -> KvcNative.kvc_pool_set_sliding_window(h, window));
+    }
+
+    /** The pool's sliding window, 0 when off (kvc_pool_get_sliding_window). */
+    public int slidingWindow() {
+        int[] w = new int[1];
+        with("kvc_pool_get_sliding_window", h -> KvcNative.kvc_pool_get_sliding_window(h, w));
+        return w[0];
+    }
+
     /** Runs the invariant checker (kvc_pool_check); throws with status INTERNAL on a violation. */
     public void check() {
         with("kvc_pool_check", KvcNative::kvc_pool_check);

@@ -28,6 +28,8 @@ class ConformanceTest {
             Map.entry("lookup", Set.of("tokens", "lora", "salt", "cached")),
             Map.entry("append", Set.of("seq", "tokens", "lookahead", "new_blocks")),
             Map.entry("truncate", Set.of("seq", "num_tokens", "freed_blocks")),
+            Map.entry("set_window", Set.of("window")),
+            Map.entry("get_window", Set.of("window")),
             Map.entry("fork", Set.of("parent", "child")),
             Map.entry("free", Set.of("seq")),
             Map.entry("table", Set.of("seq", "len", "blocks")),
@@ -224,6 +226,12 @@ class ConformanceTest {
                 break;
             case "truncate":
                 want(l, "freed_blocks", pool.truncate(l.u64("seq"), l.i64("num_tokens")));
+                break;
+            case "set_window":
+                pool.setSlidingWindow(Math.toIntExact(l.i64("window")));
+                break;
+            case "get_window":
+                want(l, "window", pool.slidingWindow());
                 break;
             case "fork":
                 pool.fork(l.u64("parent"), l.u64("child"));

@@ -1,0 +1,198 @@
+package kvc_test
+
+// Pool.SetSlidingWindow / Pool.SlidingWindow (kvc_pool_set_sliding_window,
+// kvc_pool_get_sliding_window): blocks before the window leave the sequence as it grows.
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"kvc.dev/kvc"
+)
+
+const (
+	windowBlockSize = 4 // smallConfig / cpuConfig
+	windowPoolSize  = 16
+	window          = 6
+)
+
+// releasedBefore is the rule of kvc_append: appending to a sequence of n tokens releases the
+// blocks whose tokens all lie before n - window + 1, the first key its first new token sees.
+func releasedBefore(n int64) int64 {
+	if first := n - window + 1; first > 0 {
+		return first / windowBlockSize
+	}
+	return 0
+}
+
+// growOneByOne appends tokens 1..n-1 to a 1-token sequence one at a time, checking after each
+// append the table's released (-1) prefix and the blocks that came back to the pool; onAppend
+// (may be nil) runs after each append with the new token's position.
+func growOneByOne(t *testing.T, p *kvc.Pool, seq uint64, n int64, onAppend func(pos int64)) {
+	t.Helper()
+	for pos := int64(1); pos < n; pos++ {
+		wantNew := int32(0)
+		if pos%windowBlockSize == 0 {
+			wantNew = 1
+		}
+		if got := mustV[int32](t)(p.Append(seq, []int32{int32(pos)}, 0)); got != wantNew {
+			t.Fatalf("append at position %d took %d blocks, want %d", pos, got, wantNew)
+		}
+		if onAppend != nil {
+			onAppend(pos)
+		}
+		released := releasedBefore(pos)
+		total := pos/windowBlockSize + 1
+		table := mustV[[]int32](t)(p.BlockTable(seq))
+		if int64(len(table)) != total {
+			t.Fatalf("after position %d: table %v, want %d entries", pos, table, total)
+		}
+		for i, b := range table {
+			if (int64(i) < released) != (b == -1) {
+				t.Fatalf("after position %d: table %v, want the first %d entries released (-1)", pos, table, released)
+			}
+		}
+		s := mustV[kvc.Stats](t)(p.Stats())
+		if held := total - released; s.UsedBlocks != held || s.FreeBlocks != windowPoolSize-held {
+			t.Fatalf("after position %d: used %d free %d, want used %d free %d", pos, s.UsedBlocks, s.FreeBlocks, held, windowPoolSize-held)
+		}
+	}
+}
+
+func TestSlidingWindowSetAndGet(t *testing.T) {
+	p := newPool(t, smallConfig())
+	if w := mustV[int32](t)(p.SlidingWindow()); w != 0 {
+		t.Fatalf("default sliding window %d, want 0 (off)", w)
+	}
+	must(t, p.SetSlidingWindow(window))
+	if w := mustV[int32](t)(p.SlidingWindow()); w != window {
+		t.Fatalf("SlidingWindow = %d after SetSlidingWindow(%d)", w, window)
+	}
+	err := p.SetSlidingWindow(-1)
+	wantStatus(t, err, kvc.ErrInvalidArg)
+	if w := mustV[int32](t)(p.SlidingWindow()); w != window {
+		t.Fatalf("a refused SetSlidingWindow(-1) changed the window to %d", w)
+	}
+
+	// Only while the pool has no sequences.
+	mustV[int64](t)(p.Alloc(1, span(0, 3), nil))
+	err = p.SetSlidingWindow(8)
+	wantStatus(t, err, kvc.ErrState)
+	if !strings.Contains(err.Error(), "kvc_pool_set_sliding_window") {
+		t.Fatalf("message does not name the function: %v", err)
+	}
+	err = p.SetSlidingWindow(0)
+	wantStatus(t, err, kvc.ErrState)
+	if w := mustV[int32](t)(p.SlidingWindow()); w != window {
+		t.Fatalf("a refused SetSlidingWindow changed the window to %d", w)
+	}
+	must(t, p.Free(1))
+	must(t, p.SetSlidingWindow(0))
+	if w := mustV[int32](t)(p.SlidingWindow()); w != 0 {
+		t.Fatalf("SlidingWindow = %d after turning it off", w)
+	}
+
+	p.Close()
+	if _, err := p.SlidingWindow(); !errors.Is(err, kvc.ErrClosed) {
+		t.Fatalf("SlidingWindow after Close: %v, want ErrClosed", err)
+	}
+	if err := p.SetSlidingWindow(window); !errors.Is(err, kvc.ErrClosed) {
+		t.Fatalf("SetSlidingWindow after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestSlidingWindowReleasesBlocks(t *testing.T) {
+	p := newPool(t, smallConfig())
+	must(t, p.SetSlidingWindow(window))
+	mustV[int64](t)(p.Alloc(1, []int32{0}, nil))
+	growOneByOne(t, p, 1, 20, nil)
+
+	// 20 tokens in 5 blocks (0..4); the last append (of position 19) released the blocks wholly
+	// before 19 - 6 + 1 = 14: blocks 0, 1, 2 (positions 0..11). They were full, so they stay in
+	// the prefix cache while back in the free queue.
+	if got := mustV[[]int32](t)(p.BlockTable(1)); !equalInts(got, []int32{-1, -1, -1, 3, 4}) {
+		t.Fatalf("table %v, want [-1 -1 -1 3 4]", got)
+	}
+	s := mustV[kvc.Stats](t)(p.Stats())
+	if s.UsedBlocks != 2 || s.FreeBlocks != 14 || s.CachedFreeBlocks != 3 {
+		t.Fatalf("stats %+v, want used 2, free 14, cached free 3", s)
+	}
+	if n := mustV[int64](t)(p.NumTokens(1)); n != 20 {
+		t.Fatalf("NumTokens = %d, want 20", n)
+	}
+	_, err := p.SlotMapping(1, 11, 1)
+	wantStatus(t, err, kvc.ErrInvalidArg)
+	if got := mustV[[]int64](t)(p.SlotMapping(1, 12, 8)); !equalInts(got, []int64{12, 13, 14, 15, 16, 17, 18, 19}) {
+		t.Fatalf("slots of positions 12..19 = %v", got)
+	}
+
+	// Truncate may not cut below what the next token attends to: to n the next token sees
+	// n - 5 .., and positions below 12 are gone, so n >= 17.
+	before := mustV[kvc.Stats](t)(p.Stats())
+	_, err = p.Truncate(1, 16)
+	wantStatus(t, err, kvc.ErrState)
+	if after := mustV[kvc.Stats](t)(p.Stats()); after != before {
+		t.Fatalf("a refused Truncate changed the pool: %+v -> %+v", before, after)
+	}
+	if n := mustV[int64](t)(p.NumTokens(1)); n != 20 {
+		t.Fatalf("a refused Truncate changed NumTokens to %d", n)
+	}
+	if freed := mustV[int32](t)(p.Truncate(1, 17)); freed != 0 {
+		t.Fatalf("Truncate to 17 freed %d blocks, want 0 (block 4 keeps position 16)", freed)
+	}
+	if got := mustV[[]int32](t)(p.BlockTable(1)); !equalInts(got, []int32{-1, -1, -1, 3, 4}) {
+		t.Fatalf("table after Truncate %v", got)
+	}
+
+	must(t, p.Free(1))
+	if s := mustV[kvc.Stats](t)(p.Stats()); s.UsedBlocks != 0 || s.FreeBlocks != windowPoolSize {
+		t.Fatalf("after Free: %+v", s)
+	}
+}
+
+func TestSlidingWindowAttentionCPU(t *testing.T) {
+	p := newPool(t, cpuConfig())
+	const qHeads, kvHeads, dim = 4, 2, 8
+	must(t, p.SetSlidingWindow(window))
+	mustV[int64](t)(p.Alloc(1, []int32{0}, nil))
+	writeSequence(t, p, 1, 0, 1)
+	// Each token's K/V is written right after its append, before its block can be released.
+	growOneByOne(t, p, 1, 20, func(pos int64) { writeSequence(t, p, 1, int(pos), 1) })
+	b := mustV[*kvc.Batch](t)(p.NewBatch(2, 32, 8))
+	defer b.Close()
+
+	// Decode of position 19 sees 14..19, all still held.
+	must(t, b.Build([]uint64{1}, []int64{1}))
+	tables := mustV[[]int32](t)(b.BlockTables())
+	if !equalInts(tables[:5], []int32{-1, -1, -1, 3, 4}) {
+		t.Fatalf("batch block table %v, want the released entries -1", tables)
+	}
+	params := kvc.DefaultAttentionParams()
+	params.QDType = kvc.DTypeF32
+	q := queryRows(1, qHeads, dim)
+	out := make([]float32, len(q))
+	for _, w := range []int32{window, 3} {
+		params.SlidingWindow = w
+		must(t, p.LaunchAttention(b, 1, kvc.Float32Bytes(q), kvc.Float32Bytes(out), params))
+		assertClose(t, "windowed decode", out, refAttention(q, 20, 1, qHeads, kvHeads, dim, params))
+	}
+	// A windowed pool needs 1 <= params.SlidingWindow <= its window.
+	for _, w := range []int32{0, window + 1} {
+		params.SlidingWindow = w
+		wantStatus(t, p.LaunchAttention(b, 1, kvc.Float32Bytes(q), kvc.Float32Bytes(out), params), kvc.ErrInvalidArg)
+	}
+
+	// A query at position 11 (q_len 9) would sit in released block 2.
+	wantStatus(t, b.Build([]uint64{1}, []int64{9}), kvc.ErrInvalidArg)
+	// Queries at 12..19 are held, but the one at 12 sees only itself through the window: a wider
+	// window would read released positions.
+	must(t, b.Build([]uint64{1}, []int64{8}))
+	q = queryRows(8, qHeads, dim)
+	out = make([]float32, len(q))
+	params.SlidingWindow = 2
+	wantStatus(t, p.LaunchAttention(b, 0, kvc.Float32Bytes(q), kvc.Float32Bytes(out), params), kvc.ErrInvalidArg)
+	params.SlidingWindow = 1
+	must(t, p.LaunchAttention(b, 0, kvc.Float32Bytes(q), kvc.Float32Bytes(out), params))
+	assertClose(t, "window 1 over 8 queries", out, refAttention(q, 20, 8, qHeads, kvHeads, dim, params))
+}
