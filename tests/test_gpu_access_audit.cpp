@@ -279,6 +279,19 @@ void expect_same_chunks(const std::map<uintptr_t, int64_t> &got, const std::map<
         if (!want.count(g.first)) report(g.first, g.second, 0);
 }
 
+// With a sliding window the pool may release the blocks wholly before every query's window (their
+// table entries become -1, see kvc.h): the kernels must never look them up. Blanking them here turns
+// any such load into an out-of-storage address, which summarize() reports.
+void release_blocks_before_window(kvc_test::PagedProblem *P) {
+    const int32_t W = P->spec.sliding_window, bs = P->layout.block_size;
+    if (W <= 0) return;
+    for (size_t s = 0; s < P->spec.seqs.size(); ++s) {
+        const int64_t first_query = P->spec.seqs[s].ctx_len - P->spec.seqs[s].q_len;
+        const int64_t keep_from = std::max<int64_t>(0, first_query - W + 1);
+        for (int64_t b = 0; (b + 1) * bs <= keep_from; ++b) P->tables[s * size_t(P->max_blocks_per_seq) + size_t(b)] = -1;
+    }
+}
+
 kvc_test::CaseSpec spec_of(int32_t bs, int32_t q_heads, int32_t kv_heads, std::vector<kvc_ref::Seq> seqs,
                            int32_t window, uint32_t seed) {
     kvc_test::CaseSpec s;
@@ -311,6 +324,7 @@ struct DecodeFigures {
 // Audits one decode launch (single pass when partition_size is -1, split-K when > 0).
 DecodeFigures audit_decode(const kvc_test::CaseSpec &spec, int32_t partition_size, const char *what) {
     kvc_test::PagedProblem P = kvc_test::make_problem(spec);
+    release_blocks_before_window(&P);
     DeviceProblem D(P, partition_size);
     const Geometry G(D);
     const std::vector<kvc_emu::AsyncCopyRecord> rec = D.run_recorded(partition_size);
@@ -373,7 +387,8 @@ void test_decode_reads_each_kv_byte_once(void **) {
 }
 
 // Sliding window: only the window's keys (a window of 40 over 150 keys starts mid-block at
-// every block size but 1), single pass and forced split-K partitions of 32 keys.
+// every block size but 1; the blocks wholly before it are released, -1), single pass and forced
+// split-K partitions of 32 keys.
 void test_decode_window_and_split_k(void **) {
     REQUIRE_AUDIT();
     uint32_t seed = 100;
@@ -400,6 +415,7 @@ void test_decode_large_group_reads_per_chunk(void **) {
 // off its own Q tile loads, and its expected K/V follow from them.
 void audit_prefill(const kvc_test::CaseSpec &spec, const char *what) {
     kvc_test::PagedProblem P = kvc_test::make_problem(spec);
+    release_blocks_before_window(&P);
     DeviceProblem D(P, -1);
     const Geometry G(D);
     const std::vector<kvc_emu::AsyncCopyRecord> rec = D.run_recorded(-1);
@@ -481,6 +497,8 @@ void test_prefill_loads_visible_tiles_only(void **) {
             audit_prefill(spec_of(bs, h.first, h.second, seqs, 0, seed++), "prefill");
 }
 
+// Window 24 over prompts and chunks: the blocks wholly before a sequence's first query's window are
+// released (-1).
 void test_prefill_window(void **) {
     REQUIRE_AUDIT();
     const std::vector<kvc_ref::Seq> seqs = {{40, 40}, {100, 36}, {75, 3}};
@@ -519,6 +537,8 @@ void test_decode_reads_each_kv_byte_once(void **) { REQUIRE_AUDIT(); }
 void test_decode_window_and_split_k(void **) { REQUIRE_AUDIT(); }
 void test_decode_large_group_reads_per_chunk(void **) { REQUIRE_AUDIT(); }
 void test_prefill_loads_visible_tiles_only(void **) { REQUIRE_AUDIT(); }
+// Window 24 over prompts and chunks: the blocks wholly before a sequence's first query's window are
+// released (-1).
 void test_prefill_window(void **) { REQUIRE_AUDIT(); }
 
 #endif
