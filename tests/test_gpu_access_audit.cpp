@@ -66,10 +66,10 @@ constexpr int64_t kSector = 32;  // bytes per DRAM/L2 sector
 // chunks (so a thread looks up a key's block once per tile), hence one warp instruction has its 32
 // lanes 16 bytes each at a stride of kChunksPerThread x 16 bytes (64 B decode, 128 B MMA prefill at
 // d = 128 / 16-bit): every lane touches its own sector and uses half of it, 50%. The other half is
-// requested by the same lane's next instruction, so each CTA still uses every byte of every sector
-// it touches (asserted separately: DRAM traffic is 1x when L2 keeps the sector between the two),
-// but L2 -> SM traffic is 2x. A lane-contiguous assignment (chunk = i * threads + tid) would reach
-// 100%; raise this floor when the kernel changes.
+// requested by the same lane's next K (resp. V) copy, two instructions later, so each CTA still
+// uses every byte of every sector it touches (asserted separately: DRAM traffic is 1x when L2
+// keeps the sector between the two), but L2 -> SM traffic is 2x. A lane-contiguous assignment
+// (chunk = i * threads + tid) would reach 100%; raise this floor when the kernel changes.
 constexpr double kKvSectorEfficiencyFloor = 0.5;
 
 // The device copy of a fixture problem (tests/test_kernels_fixture.hpp).
@@ -136,7 +136,9 @@ struct Geometry {
                 if (id >= 0) block_owner[id] = {int32_t(s), b};
             }
     }
-    bool in_storage(uintptr_t a) const { return a >= storage && a + kChunk <= storage + uintptr_t(P->layout.total_bytes); }
+    bool in_storage(uintptr_t a) const {
+        return a >= storage && a + kChunk <= storage + uintptr_t(P->layout.total_bytes);
+    }
     bool in_q(uintptr_t a) const { return a >= q && a + kChunk <= q + uintptr_t(q_bytes); }
     int64_t row_bytes() const { return int64_t(P->layout.head_dim) * P->layout.elem_bytes; }
     int32_t group() const { return P->spec.num_q_heads / P->spec.num_kv_heads; }
@@ -184,8 +186,11 @@ struct Summary {
     std::map<CtaKey, std::map<uintptr_t, int64_t>> kv_by_cta;
     std::map<CtaKey, std::vector<uintptr_t>> q_by_cta;
 
-    double kv_sector_efficiency() const { return kv_sectors ? double(kv_chunks * kChunk) / double(kv_sectors * kSector) : 1.0; }
-    double q_sector_efficiency() const { return q_sectors ? double(q_chunks * kChunk) / double(q_sectors * kSector) : 1.0; }
+    static double efficiency(int64_t chunks, int64_t sectors) {
+        return sectors ? double(chunks * kChunk) / double(sectors * kSector) : 1.0;
+    }
+    double kv_sector_efficiency() const { return efficiency(kv_chunks, kv_sectors); }
+    double q_sector_efficiency() const { return efficiency(q_chunks, q_sectors); }
 };
 
 // Classifies every record (bounds: (c)), groups lanes into warp requests and counts their sectors
@@ -202,7 +207,8 @@ Summary summarize(const std::vector<kvc_emu::AsyncCopyRecord> &rec, const Geomet
             continue;
         }
         const CtaKey cta{r.launch, r.block[2], r.block[1], r.block[0]};
-        if (r.gmem % kChunk != 0) fail_msg("%s: cp.async source %#lx is not 16-byte aligned", what, (unsigned long)r.gmem);
+        if (r.gmem % kChunk != 0)
+            fail_msg("%s: cp.async source %#lx is not 16-byte aligned", what, (unsigned long)r.gmem);
         if (G.in_storage(r.gmem)) {
             const KvSlot s = G.slot(r.gmem);
             if (s.layer != G.P->layer)
@@ -266,7 +272,8 @@ void expect_same_chunks(const std::map<uintptr_t, int64_t> &got, const std::map<
         const KvSlot s = G.slot(a);
         auto owner = G.block_owner.find(s.block);
         const int32_t seq = owner == G.block_owner.end() ? -1 : owner->second.first;
-        const int64_t pos = owner == G.block_owner.end() ? -1 : int64_t(owner->second.second) * G.P->layout.block_size + s.token;
+        const int64_t pos =
+            seq < 0 ? -1 : int64_t(owner->second.second) * G.P->layout.block_size + s.token;
         fail_msg("%s (%s): %s of sequence %d position %lld KV head %d chunk %d loaded %lld times, expected %lld",
                  what, scope, s.kv ? "V" : "K", seq, (long long)pos, s.head, s.chunk, (long long)g, (long long)w);
     };
@@ -288,7 +295,8 @@ void release_blocks_before_window(kvc_test::PagedProblem *P) {
     for (size_t s = 0; s < P->spec.seqs.size(); ++s) {
         const int64_t first_query = P->spec.seqs[s].ctx_len - P->spec.seqs[s].q_len;
         const int64_t keep_from = std::max<int64_t>(0, first_query - W + 1);
-        for (int64_t b = 0; (b + 1) * bs <= keep_from; ++b) P->tables[s * size_t(P->max_blocks_per_seq) + size_t(b)] = -1;
+        for (int64_t b = 0; (b + 1) * bs <= keep_from; ++b)
+            P->tables[s * size_t(P->max_blocks_per_seq) + size_t(b)] = -1;
     }
 }
 
@@ -448,7 +456,8 @@ void audit_prefill(const kvc_test::CaseSpec &spec, const char *what) {
             const int64_t token = r.first / H;
             const int32_t head = int32_t(r.first % H);
             if (token < q_begin || token >= q_begin + q_len)
-                fail_msg("%s: a CTA of sequence %u loads query token %lld of another sequence", what, seq, (long long)token);
+                fail_msg("%s: a CTA of sequence %u loads query token %lld of another sequence", what, seq,
+                         (long long)token);
             const int64_t pos = ctx - q_len + (token - q_begin);
             min_pos = std::min(min_pos, pos);
             max_pos = std::max(max_pos, pos);
