@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <unordered_set>
 
 #include "kvc_check.hpp"
 #include "ngram_draft.hpp"
@@ -62,6 +63,10 @@ public:
         pc.event_capacity = 0;
         kvc_check(kvc_bytes_per_block(&pc, &report_.bytes_per_block), "kvc_bytes_per_block");
         kvc_check(kvc_pool_create(&pc, &pool_), "kvc_pool_create");
+        // Before any sequence exists (libkvc refuses it later): from now on every kvc_append lets go
+        // of the blocks wholly before its first new token's window.
+        if (cfg.window > 0) kvc_check(kvc_pool_set_sliding_window(pool_, cfg.window), "kvc_pool_set_sliding_window");
+        report_.window = cfg.window;
         kvc_storage_info si;
         si.struct_size = sizeof si;
         kvc_check(kvc_storage_get_info(pool_, &si), "kvc_storage_get_info");
@@ -72,7 +77,7 @@ public:
         // One logit row per sequence, plus one per draft token when speculating.
         const int64_t max_logit_rows = int64_t(cfg.max_seqs) * (1 + int64_t(cfg.speculate));
         forward_ = std::make_unique<PagedForward>(m, pool_, cfg.backend, cfg.max_seqs, batch_capacity_, max_logit_rows,
-                                                  max_blocks_per_seq);
+                                                  max_blocks_per_seq, cfg.window);
         logits_.resize(size_t(max_logit_rows) * size_t(m.cfg.vocab));
         report_.speculate = cfg.speculate;
         reqs_.resize(w.requests.size());
@@ -273,6 +278,10 @@ private:
             const int64_t room = std::min({int64_t(cfg_.speculate), req.max_new_tokens - s->generated - 1,
                                            cfg_.max_batched_tokens - batch_tokens_ - 1});
             propose_ngram_drafts(s->tokens, room, &drafts_);
+            if (!drafts_.empty() && draft_append_releases_pending_key(*s)) {
+                report_.window_draft_skips++;
+                drafts_.clear();
+            }
             const int64_t proposed = int64_t(drafts_.size());
             k = proposed;
             while (k > 0) {
@@ -291,6 +300,19 @@ private:
         add_entry(s, 1 + k, 1 + k);
     }
     std::vector<int32_t> drafts_;
+
+    // With a sliding window, an append lets go of the blocks before ITS first new token's window.
+    // The pending token (position n, appended first) sees keys from n - W + 1; the drafts appended
+    // after it start at n + 1, so their append releases the blocks before n - W + 2 — one block
+    // more exactly when n - W + 2 starts a block, and that block holds the pending token's oldest
+    // key. libkvc would then refuse the step's attention with window W (kvc_launch_attention:
+    // "reaches blocks the batch's sequences released"), so that step decodes without drafts.
+    bool draft_append_releases_pending_key(const Sample &s) const {
+        if (cfg_.window <= 0) return false;
+        const int64_t n = int64_t(s.tokens.size()) - 1;  // the pending token's position
+        const int64_t oldest_key = n - cfg_.window + 1;
+        return oldest_key >= 0 && (oldest_key + 1) % cfg_.block_size == 0;
+    }
 
     // Room in this step's batch for q_len new tokens, and in later batches for `seqs` more samples
     // (a request with n samples forks into n running sequences after its prefill).
@@ -526,7 +548,8 @@ private:
         const int32_t V = m_.cfg.vocab;
         // Logits of positions prompt_len - 1 .. end - 2 produced the generated tokens.
         std::vector<float> ref;
-        reference_logits(m_, all.data(), int64_t(all.size()) - 1, s.prompt_len - 1, cfg_.kv_dtype == KVC_DTYPE_F16, &ref);
+        reference_logits(m_, all.data(), int64_t(all.size()) - 1, s.prompt_len - 1, cfg_.kv_dtype == KVC_DTYPE_F16,
+                         cfg_.window, &ref);
         for (int64_t g = 0; g < s.generated; g++) {
             double worst = 0;
             int32_t worst_at = 0;
@@ -562,7 +585,11 @@ private:
             kvc_check(kvc_seq_block_table(pool_, s->seq_id, nullptr, 0, &len), "kvc_seq_block_table");
             std::vector<int32_t> table(static_cast<size_t>(len));
             kvc_check(kvc_seq_block_table(pool_, s->seq_id, table.data(), len, &len), "kvc_seq_block_table");
-            int32_t block = table[0];
+            // The oldest block still held: the first one, or with a sliding window the one holding
+            // this step's oldest key (the blocks before it were released: -1).
+            const auto held = std::find_if(table.begin(), table.end(), [](int32_t b) { return b >= 0; });
+            if (held == table.end()) continue;
+            int32_t block = *held;
             kvc_storage_info si;
             si.struct_size = sizeof si;
             kvc_check(kvc_storage_get_info(pool_, &si), "kvc_storage_get_info");
@@ -593,7 +620,31 @@ private:
         smp.swap_preemptions = report_.swap_preemptions;
         smp.recompute_preemptions = report_.recompute_preemptions;
         report_.timeline.steps.push_back(smp);
+        if (cfg_.window > 0) record_window_span(st.used_blocks);
     }
+
+    // The blocks the running sequences' tables span, each identified by the token prefix it ends
+    // (a full block: its last token; the partial last block: the sequence's end), so blocks that
+    // forks and prefix hits would share without the window are counted once. Swapped-out sequences
+    // hold no device blocks of their own and are left out, as in the pool's used count.
+    void record_window_span(int64_t used_blocks) {
+        span_ids_.clear();
+        for (const auto &s : running_) {
+            if (!s) continue;
+            uint64_t h = 0xcbf29ce484222325ull;
+            const size_t n = s->tokens.size();
+            for (size_t t = 0; t < n; t++) {
+                h = (h ^ uint64_t(uint32_t(s->tokens[t]))) * 0x100000001b3ull;
+                if ((t + 1) % size_t(cfg_.block_size) == 0 || t + 1 == n) span_ids_.insert(h);
+            }
+        }
+        const int64_t span = int64_t(span_ids_.size());
+        report_.peak_used_blocks = std::max(report_.peak_used_blocks, used_blocks);
+        report_.peak_span_blocks = std::max(report_.peak_span_blocks, span);
+        report_.used_block_steps += used_blocks;
+        report_.span_block_steps += span;
+    }
+    std::unordered_set<uint64_t> span_ids_;
 };
 
 }  // namespace

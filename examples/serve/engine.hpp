@@ -31,6 +31,8 @@ struct EngineConfig {
     uint64_t seed = 1;
     int64_t host_blocks = 128;         // swap tier size when libkvc has one; 0 = recompute only
     int32_t speculate = 0;             // max n-gram draft tokens per decoding sample and step; 0 = off
+    int32_t window = 0;                // sliding-window attention (tokens) in every layer, and the
+                                       // pool releases the blocks before it; 0 = full attention
     // Self-test: at this engine step (or the first later one with a running sequence) negate every
     // K/V element of one block of a running sequence, behind libkvc's back. The reference check must
     // then fail the run. -1 = off.
@@ -68,6 +70,14 @@ struct EngineReport {
     int64_t draft_cutbacks = 0;          // verify steps whose drafts were cut because the pool was full
     int64_t truncates = 0, truncate_freed_blocks = 0;
     uint64_t output_digest = 0;          // order-independent hash of every sample's generated tokens
+    // Sliding window (--window). Per step: the pool's used blocks, and the distinct blocks the
+    // running sequences' tables span — every block of their tokens, identical token prefixes counted
+    // once (what they would hold without the window, with perfect prefix sharing).
+    int32_t window = 0;
+    int64_t peak_used_blocks = 0, peak_span_blocks = 0;
+    int64_t used_block_steps = 0, span_block_steps = 0;  // sums over steps, for the means
+    int64_t window_draft_skips = 0;      // verify steps given up: the draft append would release the
+                                         // block holding the pending token's oldest key
     Timeline timeline;
 };
 

@@ -94,6 +94,17 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
     } else {
         std::printf("speculation   off (--speculate K to draft up to K tokens per step)\n");
     }
+    if (r.window > 0) {
+        const double steps = r.steps > 0 ? double(r.steps) : 1.0;
+        std::printf("window        %d tokens in every layer, blocks before it released (kvc_pool_set_sliding_window): "
+                    "device blocks in use peak %lld, mean %.1f; the running sequences' tables spanned peak %lld, "
+                    "mean %.1f distinct blocks (what they would hold without the window); %lld verify steps "
+                    "decoded without drafts at a window block boundary\n",
+                    r.window, (long long)r.peak_used_blocks, double(r.used_block_steps) / steps,
+                    (long long)r.peak_span_blocks, double(r.span_block_steps) / steps, (long long)r.window_draft_skips);
+    } else {
+        std::printf("window        off (--window W for sliding-window attention with block release)\n");
+    }
     std::printf("correctness   %lld generated tokens of %lld samples checked against a dense reference: max |logit "
                 "diff| %.2e (tolerance %.0e) -- OK\n",
                 (long long)r.checked_tokens, (long long)r.checked_samples, r.max_abs_diff, ec.tolerance);
@@ -136,10 +147,11 @@ int main(int argc, char **argv) {
     ec.corrupt_kv_at_step = o.corrupt_kv_at;
     ec.host_blocks = o.host_blocks;
     ec.speculate = o.speculate;
+    ec.window = o.window;
     ec.temperature = float(o.temperature);
     // f16 rounding is mirrored by the reference, so only summation order differs: same tolerance.
     ec.tolerance = 2e-3;
-    Workload w = make_workload(o.requests, mc.vocab, o.seed, ec.max_seq_len);
+    Workload w = make_workload(o.requests, mc.vocab, o.seed, ec.max_seq_len, o.max_new_tokens);
     // The longest sequence must fit in the pool next to the 1% watermark, or it could never run.
     const int64_t need = (w.longest + o.block_size - 1) / o.block_size;
     if (double(o.blocks - need) < 0.01 * double(o.blocks) || need > o.blocks)
@@ -170,11 +182,12 @@ int main(int argc, char **argv) {
     bar.finish();
     print_report(o, mc, model.parameter_count(), w, ec, report);
 
-    char subtitle[256];
+    char subtitle[320];
     std::snprintf(subtitle, sizeof subtitle,
-                  "%d requests, %lld blocks x %d tokens, KV %s; preemptions: %lld swap, %lld recompute; %lld COW copies; "
+                  "%d requests, %lld blocks x %d tokens, KV %s%s; preemptions: %lld swap, %lld recompute; %lld COW copies; "
                   "hit rate %.1f%% at first admission",
                   o.requests, (long long)o.blocks, o.block_size, o.kv_dtype == KVC_DTYPE_F16 ? "f16" : "f32",
+                  o.window > 0 ? (", window " + std::to_string(o.window)).c_str() : "",
                   (long long)report.swap_preemptions, (long long)report.recompute_preemptions, (long long)report.cow_copies,
                   report.prompt_tokens ? 100.0 * double(report.hit_tokens) / double(report.prompt_tokens) : 0.0);
     std::string svg = render_occupancy_svg(report.timeline, "libkvc pool occupancy under kvc_serve", subtitle);

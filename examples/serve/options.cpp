@@ -25,6 +25,12 @@ const char *const kUsage =
     "  --speculate K      speculative decoding: each decoding sample proposes up to K draft tokens by\n"
     "                     n-gram prompt lookup in its own history, verified in one pass, rejected\n"
     "                     ones truncated (default 0 = off; at most 32)\n"
+    "  --window W         sliding-window attention: every layer's query at position p sees keys\n"
+    "                     p - W + 1 .. p, and the pool releases the blocks no query can see any more\n"
+    "                     (kvc_pool_set_sliding_window); the reference applies the same window\n"
+    "                     (default 0 = full attention)\n"
+    "  --max-new-tokens N each request generates between min(12, N) and N tokens (default 40; at most\n"
+    "                     800): long outputs run sequences far past a --window\n"
     "  --temperature T    sampling temperature, seeded per sample (default 0.8; 0 = greedy)\n"
     "  --check-every K    check every K-th finished sample against the reference (default 1 = all)\n"
     "  --svg PATH         where the occupancy plot goes (default build/serve.svg)\n"
@@ -95,6 +101,14 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
         } else if (a == "--speculate") {
             if (!parse_int(a, val, 0, 32, &v, err)) return false;
             o->speculate = int32_t(v);
+            i++;
+        } else if (a == "--window") {
+            if (!parse_int(a, val, 0, 1 << 20, &v, err)) return false;
+            o->window = int32_t(v);
+            i++;
+        } else if (a == "--max-new-tokens") {
+            if (!parse_int(a, val, 1, 800, &v, err)) return false;
+            o->max_new_tokens = int32_t(v);
             i++;
         } else if (a == "--temperature") {
             if (!val) {

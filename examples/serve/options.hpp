@@ -18,6 +18,8 @@ struct Options {
     int64_t host_blocks = 128;
     int64_t corrupt_kv_at = -1;
     int32_t speculate = 0;
+    int32_t window = 0;            // sliding-window attention in tokens; 0 = full attention
+    int32_t max_new_tokens = 40;   // each request generates min(12, N)..N tokens
     double temperature = 0.8;
     bool quiet = false;
     bool help = false;

@@ -8,7 +8,7 @@
 namespace serve {
 
 PagedForward::PagedForward(const Model &m, kvc_pool *pool, int32_t backend, int32_t max_seqs, int64_t max_tokens,
-                           int64_t max_logit_rows, int32_t max_blocks_per_seq)
+                           int64_t max_logit_rows, int32_t max_blocks_per_seq, int32_t window)
     : m_(m), pool_(pool), max_tokens_(max_tokens), max_logit_rows_(std::min(max_logit_rows, max_tokens)),
       on_device_(backend == KVC_BACKEND_CUDA) {
     const ModelConfig &c = m.cfg;
@@ -16,6 +16,7 @@ PagedForward::PagedForward(const Model &m, kvc_pool *pool, int32_t backend, int3
     kvc_check(kvc_attention_params_default(&params_), "kvc_attention_params_default");
     params_.num_q_heads = c.num_q_heads;
     params_.q_dtype = KVC_DTYPE_F32;  // activations are fp32; scale 0 = 1/sqrt(head_dim)
+    params_.sliding_window = window;  // the same for every layer (the pool stores all layers of a block)
     const size_t T = size_t(max_tokens);
     x_.resize(T * size_t(c.d_model));
     h_.resize(T * size_t(c.d_model));

@@ -29,9 +29,10 @@ class PagedForward {
 public:
     // Scratch buffers are sized once for max_seqs sequences, max_tokens new tokens and max_logit_rows
     // logit rows per step; backend is the pool's (KVC_BACKEND_CPU: libkvc reads the host buffers
-    // directly).
+    // directly). window > 0: every layer attends with that sliding window (the pool's, when it
+    // releases blocks for one); 0 = full attention.
     PagedForward(const Model &m, kvc_pool *pool, int32_t backend, int32_t max_seqs, int64_t max_tokens,
-                 int64_t max_logit_rows, int32_t max_blocks_per_seq);
+                 int64_t max_logit_rows, int32_t max_blocks_per_seq, int32_t window = 0);
     ~PagedForward();
     PagedForward(const PagedForward &) = delete;
     PagedForward &operator=(const PagedForward &) = delete;

@@ -8,7 +8,7 @@
 namespace serve {
 
 void reference_logits(const Model &m, const int32_t *tokens, int64_t num_tokens, int64_t first_pos,
-                      bool round_kv_to_half, std::vector<float> *logits) {
+                      bool round_kv_to_half, int32_t window, std::vector<float> *logits) {
     const ModelConfig &c = m.cfg;
     const int64_t L = num_tokens, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
     const int32_t group = c.num_q_heads / c.num_kv_heads;
@@ -33,12 +33,15 @@ void reference_logits(const Model &m, const int32_t *tokens, int64_t num_tokens,
             for (float &e : v) e = round_to_half(e);
         }
         // Causal softmax attention, one query at a time, GQA: query head qh reads KV head qh / group.
+        // With a window, keys before t - window + 1 are simply not looked at: the dense K/V are all
+        // still here, so agreement with the paged pass shows it never needed the blocks it released.
         for (int64_t t = 0; t < L; t++) {
+            const int64_t first = window > 0 ? std::max<int64_t>(0, t - window + 1) : 0;
             for (int32_t qh = 0; qh < c.num_q_heads; qh++) {
                 const float *qv = q.data() + t * qd + qh * hd;
                 const int64_t kvo = int64_t(qh / group) * hd;
                 double mx = -INFINITY;
-                for (int64_t j = 0; j <= t; j++) {
+                for (int64_t j = first; j <= t; j++) {
                     const float *kv = k.data() + j * kvd + kvo;
                     double s = 0;
                     for (int64_t e = 0; e < hd; e++) s += double(qv[e]) * double(kv[e]);
@@ -46,9 +49,9 @@ void reference_logits(const Model &m, const int32_t *tokens, int64_t num_tokens,
                     mx = std::max(mx, p[size_t(j)]);
                 }
                 double sum = 0;
-                for (int64_t j = 0; j <= t; j++) sum += p[size_t(j)] = std::exp(p[size_t(j)] - mx);
+                for (int64_t j = first; j <= t; j++) sum += p[size_t(j)] = std::exp(p[size_t(j)] - mx);
                 std::fill(acc.begin(), acc.end(), 0.0);
-                for (int64_t j = 0; j <= t; j++) {
+                for (int64_t j = first; j <= t; j++) {
                     const float *vv = v.data() + j * kvd + kvo;
                     for (int64_t e = 0; e < hd; e++) acc[size_t(e)] += p[size_t(j)] * double(vv[e]);
                 }

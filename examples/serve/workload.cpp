@@ -5,7 +5,8 @@
 
 namespace serve {
 
-Workload make_workload(int32_t num_requests, int32_t vocab, uint64_t seed, int64_t max_seq_len) {
+Workload make_workload(int32_t num_requests, int32_t vocab, uint64_t seed, int64_t max_seq_len,
+                       int64_t max_new_tokens) {
     std::mt19937_64 rng(seed ^ 0x5EEDF00Dull);
     auto uni = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
     auto tokens = [&](int64_t n) {
@@ -20,7 +21,7 @@ Workload make_workload(int32_t num_requests, int32_t vocab, uint64_t seed, int64
         Request r;
         r.index = i;
         r.user_turn = tokens(uni(8, 40));
-        r.max_new_tokens = uni(12, 40);
+        r.max_new_tokens = uni(std::min<int64_t>(12, max_new_tokens), max_new_tokens);
         r.arrival_step = step;
         step += uni(0, 3);
         // About a third continue an earlier conversation, if the result still fits max_seq_len.

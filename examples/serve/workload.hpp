@@ -28,6 +28,8 @@ struct Workload {
     int32_t follow_ups = 0, multi_sample = 0;
 };
 
-Workload make_workload(int32_t num_requests, int32_t vocab, uint64_t seed, int64_t max_seq_len);
+// Each request generates between min(12, max_new_tokens) and max_new_tokens tokens.
+Workload make_workload(int32_t num_requests, int32_t vocab, uint64_t seed, int64_t max_seq_len,
+                       int64_t max_new_tokens = 40);
 
 }  // namespace serve
