@@ -59,6 +59,7 @@ const char *g_opname = "";
 uint64_t g_total_ops = 0;  // over the whole fuzzing session (printed at exit)
 uint64_t g_total_runs = 0;
 uint64_t g_swaps = 0, g_host_hits = 0, g_host_runs = 0, g_spills = 0;  // tier coverage, printed at exit
+uint64_t g_window_released = 0;  // sliding-window coverage, printed at exit
 
 constexpr int kMaxIds = 8;       // sequence ids 0..7: collisions (exists / unknown) are frequent
 constexpr int kMaxPrompt = 40;
@@ -263,7 +264,7 @@ void check_kv(Session &s) {
     for (const auto &kv : s.m.seqs) {
         const model::Seq &q = kv.second;
         if (q.swapped) continue;
-        for (int64_t b = 0; b * bs < q.num_tokens; ++b) {
+        for (int64_t b = q.released; b * bs < q.num_tokens; ++b) {
             const int32_t id = q.table[size_t(b)];
             if (kvc_storage_copy_blocks(s.pool, &id, 1, block.data(), 1) != KVC_OK)
                 diverge("kvc_storage_copy_blocks failed: %s", kvc_last_error());
@@ -394,6 +395,15 @@ void op_pin(Input &in, Session &s, bool pin) {
     if (st == KVC_OK) EXPECT_EQ(pin ? "pinned tokens" : "unpinned tokens", got, r.value);
 }
 
+// kvc_pool_set_sliding_window (only while the pool has no sequences) and its getter.
+void op_window(Input &in, Session &s) {
+    const int32_t w = int32_t(in.below(12)) - (in.below(16) == 0 ? 12 : 0);
+    EXPECT_EQ("kvc_pool_set_sliding_window status", kvc_pool_set_sliding_window(s.pool, w), s.m.set_window(w));
+    int32_t got = -7;
+    EXPECT_EQ("kvc_pool_get_sliding_window status", kvc_pool_get_sliding_window(s.pool, &got), KVC_OK);
+    EXPECT_EQ("kvc_pool_get_sliding_window", got, s.m.window);
+}
+
 void op_reset(Input &, Session &s) { EXPECT_EQ("kvc_prefix_cache_reset status", kvc_prefix_cache_reset(s.pool), s.m.cache_reset()); }
 
 void op_take_pending(Input &in, Session &s) {
@@ -497,6 +507,7 @@ void op_read(Input &in, Session &s) {
     else if (it == s.m.seqs.end()) want = KVC_ERR_UNKNOWN_SEQ;
     else if (it->second.swapped) want = KVC_ERR_STATE;
     else if (first > it->second.reserved || count > it->second.reserved - first) want = KVC_ERR_INVALID_ARG;
+    else if (count > 0 && first < it->second.released * s.m.bs) want = KVC_ERR_INVALID_ARG;
     else if (slot_cap < count) want = KVC_ERR_BUFFER_TOO_SMALL;
     EXPECT_EQ("kvc_seq_slot_mapping status", st, want);
     if (st == KVC_OK)
@@ -535,6 +546,7 @@ void op_batch(Input &in, Session &s) {
         if (q[i] > sq.num_tokens) { want = KVC_ERR_INVALID_ARG; break; }
         int64_t nb = model::Pool::blocks_for(sq.num_tokens, s.m.bs);
         if (nb > s.batch_width) { want = KVC_ERR_BUFFER_TOO_SMALL; break; }
+        if (sq.num_tokens - q[i] < sq.released * s.m.bs) { want = KVC_ERR_INVALID_ARG; break; }
         for (int32_t c = 0; c < s.batch_width; ++c) tables.push_back(c < nb ? sq.table[size_t(c)] : -1);
         for (int64_t p = sq.num_tokens - q[i]; p < sq.num_tokens; ++p)
             slots.push_back(int64_t(sq.table[size_t(p / s.m.bs)]) * s.m.bs + p % s.m.bs);
@@ -698,6 +710,7 @@ void run(const uint8_t *data, size_t size) {
         Session &s;
         ~Tally() {
             g_host_hits += uint64_t(s.m.hc.hits);
+            g_window_released += uint64_t(s.m.window_released);
             kvc_tier_stats ts;
             std::memset(&ts, 0, sizeof ts);
             ts.struct_size = sizeof ts;
@@ -717,9 +730,14 @@ void run(const uint8_t *data, size_t size) {
             case 6: g_opname = "lookup"; op_lookup(in, s); break;
             case 7: g_opname = "can_alloc"; op_can_alloc(in, s); break;
             case 8: g_opname = in.below(2) ? "pin" : "unpin"; op_pin(in, s, g_opname[0] == 'p'); break;
-            case 9: g_opname = in.below(8) == 0 ? "cache_reset" : "take_pending";
-                if (g_opname[0] == 'c') op_reset(in, s); else op_take_pending(in, s);
+            case 9: {
+                const int64_t pick = in.below(8);
+                g_opname = pick == 0 ? "cache_reset" : pick <= 2 ? "set_window" : "take_pending";
+                if (pick == 0) op_reset(in, s);
+                else if (pick <= 2) op_window(in, s);
+                else op_take_pending(in, s);
                 break;
+            }
             case 10: g_opname = "event_pop"; op_event_pop(in, s); break;
             case 11: g_opname = "read"; op_read(in, s); break;
             case 12: g_opname = "batch_build"; op_batch(in, s); break;
@@ -739,8 +757,8 @@ void run(const uint8_t *data, size_t size) {
 void report_totals() {
     std::fprintf(stderr, "fuzz_pool: %" PRIu64 " inputs, %" PRIu64 " operations compared with the model, 0 divergences"
                  " (host-tier inputs %" PRIu64 ", swaps %" PRIu64 ", blocks into the host tier %" PRIu64
-                 ", host re-hits %" PRIu64 ")\n",
-                 g_total_runs, g_total_ops, g_host_runs, g_swaps, g_spills, g_host_hits);
+                 ", host re-hits %" PRIu64 ", blocks released by a sliding window %" PRIu64 ")\n",
+                 g_total_runs, g_total_ops, g_host_runs, g_swaps, g_spills, g_host_hits, g_window_released);
 }
 
 }  // namespace

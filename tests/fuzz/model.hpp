@@ -117,6 +117,7 @@ struct Seq {
     bool hash_stopped = false;    // a truncate could not resume hashing: no block is offered again
     bool swapped = false;
     std::vector<int32_t> swap_slots;  // per table entry: the held host slot, or -1
+    int64_t released = 0;         // leading table entries released by the sliding window (-1)
 };
 
 struct HostSlot {
@@ -159,6 +160,8 @@ public:
     int64_t max_seq_len = 0;
     int64_t watermark_blocks = 0;
     int32_t event_capacity = 0;
+    int32_t window = 0;  // kvc_pool_set_sliding_window
+    int64_t window_released = 0;  // blocks released by the window (coverage report only)
 
     std::vector<Block> blocks;
     std::deque<int32_t> unhashed;                 // front = reused first
@@ -540,7 +543,18 @@ public:
         if (max_seq_len > 0 && want_end > max_seq_len) return {KVC_ERR_MAX_LEN, 0};
         const int64_t new_end = std::max(s.reserved, want_end);
         const int64_t new_nb = blocks_for(new_end, bs), old_nb = int64_t(s.table.size());
-        if (new_nb > num_blocks) return {KVC_ERR_OUT_OF_BLOCKS, 0};
+        // Sliding window: the blocks wholly before the first new token's first key are released
+        // first and count as free for this append.
+        int64_t release_to = s.released, freeable = 0;
+        if (window > 0) {
+            const int64_t first_key = s.num_tokens - window + 1;
+            if (first_key > 0) release_to = std::max(release_to, first_key / bs);
+            for (int64_t i = s.released; i < release_to; ++i) {
+                const Block &blk = blocks[size_t(s.table[size_t(i)])];
+                freeable += blk.ref == 1 && blk.pins == 0 && blk.holds == 0;
+            }
+        }
+        if (new_nb - release_to > num_blocks) return {KVC_ERR_OUT_OF_BLOCKS, 0};
         const int64_t first = s.num_tokens / bs, last = std::min(old_nb, blocks_for(want_end, bs));
         int64_t cows = 0;
         // Shared or pinned blocks are copied (pins only ever sit on cached blocks, which only a
@@ -548,7 +562,13 @@ public:
         auto must_copy = [this](int32_t b) { return blocks[size_t(b)].ref > 1 || blocks[size_t(b)].pins > 0; };
         for (int64_t i = first; i < last; ++i) cows += must_copy(s.table[size_t(i)]);
         const int64_t fresh = cows + new_nb - old_nb;
-        if (fresh > num_free()) return {KVC_ERR_OUT_OF_BLOCKS, 0};
+        if (fresh > num_free() + freeable) return {KVC_ERR_OUT_OF_BLOCKS, 0};
+        for (int64_t i = s.released; i < release_to; ++i) {  // oldest first
+            c.blocks_freed += release(s.table[size_t(i)]);
+            s.table[size_t(i)] = -1;
+        }
+        window_released += release_to - s.released;
+        s.released = release_to;
         for (int64_t i = first; i < last; ++i) {
             int32_t src = s.table[size_t(i)];
             if (!must_copy(src)) continue;
@@ -586,7 +606,8 @@ public:
         if (seqs.count(child)) return KVC_ERR_SEQ_EXISTS;
         if (it->second.swapped) return KVC_ERR_STATE;
         Seq copy = it->second;
-        for (int32_t b : copy.table) add_ref(b);
+        for (int32_t b : copy.table)
+            if (b >= 0) add_ref(b);  // -1: released by the window
         seqs[child] = copy;
         ++c.forks;
         return KVC_OK;
@@ -637,6 +658,13 @@ public:
             if (--blk.pins == 0 && is_free(blk)) became_free(hits[i]);
         }
         return {KVC_OK, int64_t(run) * bs};
+    }
+
+    kvc_status set_window(int32_t w) {
+        if (w < 0) return KVC_ERR_INVALID_ARG;
+        if (!seqs.empty()) return KVC_ERR_STATE;
+        window = w;
+        return KVC_OK;
     }
 
     kvc_status cache_reset() {
@@ -754,6 +782,7 @@ public:
         Seq &s = it->second;
         if (s.swapped) return {KVC_ERR_STATE, 0};
         if (n > s.num_tokens) return {KVC_ERR_INVALID_ARG, 0};
+        if (s.released > 0 && n - window + 1 < s.released * bs) return {KVC_ERR_STATE, 0};
         const int64_t m = n / bs;
         if (caching && !s.hash_stopped && m < s.num_hashed) {
             const Block &blk = blocks[size_t(s.table[size_t(m)])];
