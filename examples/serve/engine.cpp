@@ -98,6 +98,7 @@ public:
         for (step_ = 0; report_.requests_done < int64_t(w_.requests.size()); step_++) {
             arrivals();
             entries_.clear();
+            forks_due_ = 0;
             batch_samples_.clear();
             batch_tokens_ = 0;
             decode_appends();
@@ -167,6 +168,7 @@ private:
     std::vector<Sample *> batch_samples_;            // entries_[i] belongs to batch_samples_[i]
     std::vector<float> logits_;
     int64_t batch_tokens_ = 0;
+    int64_t forks_due_ = 0;  // samples admitted this step will fork into this many more after it
     int64_t finished_samples_ = 0;
     int64_t idle_steps_ = 0;  // consecutive steps without a forward pass
 
@@ -316,8 +318,10 @@ private:
 
     // Room in this step's batch for q_len new tokens, and in later batches for `seqs` more samples
     // (a request with n samples forks into n running sequences after its prefill).
+    // Samples admitted this step fork after the forward pass (forks_due_ more sequences): counted
+    // too, or two multi-sample requests admitted in one step could overfill the next batch.
     bool budget_allows(int64_t q_len, int32_t seqs) const {
-        if (int64_t(running_.size()) + seqs > cfg_.max_seqs) return false;
+        if (int64_t(running_.size()) + forks_due_ + seqs > cfg_.max_seqs) return false;
         if (entries_.empty()) return q_len <= batch_capacity_;
         return batch_tokens_ + q_len <= cfg_.max_batched_tokens;
     }
@@ -372,6 +376,7 @@ private:
             if (cached < 0) return swapped_in;
             next_seq_id_++;
             waiting_.pop_front();
+            forks_due_ += req.n - 1;
             s->req = r;
             s->tokens = rs.prompt;
             s->prompt_len = int64_t(rs.prompt.size());
@@ -620,6 +625,7 @@ private:
         smp.swap_preemptions = report_.swap_preemptions;
         smp.recompute_preemptions = report_.recompute_preemptions;
         report_.timeline.steps.push_back(smp);
+        report_.peak_used_blocks = std::max(report_.peak_used_blocks, st.used_blocks);
         if (cfg_.window > 0) record_window_span(st.used_blocks);
     }
 
@@ -639,7 +645,6 @@ private:
             }
         }
         const int64_t span = int64_t(span_ids_.size());
-        report_.peak_used_blocks = std::max(report_.peak_used_blocks, used_blocks);
         report_.peak_span_blocks = std::max(report_.peak_span_blocks, span);
         report_.used_block_steps += used_blocks;
         report_.span_block_steps += span;

@@ -54,6 +54,7 @@ struct EngineReport {
     int64_t host_prefix_hits = 0;        // prefix blocks restored from the host tier
     int64_t cow_copies = 0, forks = 0, evictions = 0;
     double peak_utilization = 0, mean_utilization = 0;
+    int64_t peak_used_blocks = 0;
     double engine_seconds = 0;           // scheduling + forward passes
     double check_seconds = 0;            // dense reference recomputation
     int64_t checked_tokens = 0, checked_samples = 0;
@@ -74,7 +75,7 @@ struct EngineReport {
     // running sequences' tables span — every block of their tokens, identical token prefixes counted
     // once (what they would hold without the window, with perfect prefix sharing).
     int32_t window = 0;
-    int64_t peak_used_blocks = 0, peak_span_blocks = 0;
+    int64_t peak_span_blocks = 0;
     int64_t used_block_steps = 0, span_block_steps = 0;  // sums over steps, for the means
     int64_t window_draft_skips = 0;      // verify steps given up: the draft append would release the
                                          // block holding the pending token's oldest key

@@ -63,7 +63,8 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
                 "counter incl. re-admissions %.1f%%; %lld evictions\n",
                 r.prompt_tokens ? 100.0 * double(r.hit_tokens) / double(r.prompt_tokens) : 0.0, (long long)r.hit_tokens,
                 (long long)r.prompt_tokens, 100.0 * r.pool_hit_rate, (long long)r.evictions);
-    std::printf("blocks        utilization peak %.1f%%, mean %.1f%%\n", 100.0 * r.peak_utilization,
+    std::printf("blocks        utilization peak %.1f%% (%lld of %lld blocks in use), mean %.1f%%\n",
+                100.0 * r.peak_utilization, (long long)r.peak_used_blocks, (long long)ec.num_blocks,
                 100.0 * r.mean_utilization);
     if (r.swap_available)
         std::printf("preemptions   %lld swap, %lld recompute (%lld tokens recomputed)\n", (long long)r.swap_preemptions,
