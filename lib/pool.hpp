@@ -121,18 +121,14 @@ inline bool pool_release_block(kvc_pool *p, int32_t b) {
 
 // ---- Sliding window (kvc_pool_set_sliding_window); lock held, window > 0 ----------------------
 
-// How many leading blocks of s no query can read once its next token (position s->num_tokens)
-// is appended: those whose tokens all lie before that token's first key, num_tokens - window + 1.
-inline int64_t pool_window_release_target(const kvc_pool *p, const Sequence *s) {
-    const int64_t first_key = s->num_tokens - p->sliding_window + 1;
-    const int64_t target = first_key > 0 ? pool_block_of(p, first_key) : 0;
-    return target > s->released ? target : s->released;
-}
-// Of s's blocks [s->released, target), how many become free when released (capacity checks).
-int64_t pool_window_freeable(const kvc_pool *p, const Sequence *s, int64_t target);
-// Releases s's blocks [s->released, target) as kvc_free would (entries become -1) and bumps the
-// sequence generation (built batches re-validate).
-void pool_window_release(kvc_pool *p, Sequence *s, int64_t target);
+// kvc_append's plan, before anything changes: the number of leading blocks of s released once
+// its next token (position s->num_tokens) is appended -- those whose tokens all lie before that
+// token's first key, num_tokens - window + 1 -- and in *out_free how many of the newly released
+// ones become free (they count as free for that append).
+int64_t pool_window_plan(const kvc_pool *p, const Sequence *s, int64_t *out_free);
+// kvc_append's commit: releases the blocks the plan named as kvc_free would (entries become -1)
+// and, if any, bumps the sequence generation (built batches re-validate).
+void pool_window_release(kvc_pool *p, Sequence *s);
 
 // Drops one pin of block b; if b is free then, pending pairs into it are cancelled (a block
 // filled and pinned before its copy-on-write copy ran, whose holders all let it go).

@@ -4,18 +4,32 @@
 #include "pool.hpp"
 
 namespace kvc {
+namespace {
 
-int64_t pool_window_freeable(const kvc_pool *p, const Sequence *s, int64_t target) {
+// Leading blocks of s whose tokens all lie before the first key of the token at num_tokens.
+int64_t release_target(const kvc_pool *p, const Sequence *s) {
+    const int64_t first_key = s->num_tokens - p->sliding_window + 1;
+    const int64_t target = first_key > 0 ? pool_block_of(p, first_key) : 0;
+    return target > s->released ? target : s->released;
+}
+
+}  // namespace
+
+int64_t pool_window_plan(const kvc_pool *p, const Sequence *s, int64_t *out_free) {
+    const int64_t target = release_target(p, s);
     int64_t n = 0;
     for (int64_t i = s->released; i < target; ++i) {
         const int32_t b = s->table[size_t(i)];
         // The same condition under which BlockPool::release puts a block in a free list.
         n += p->blocks.refcount(b) == 1 && p->blocks.pins(b) == 0 && p->blocks.copy_holds(b) == 0;
     }
-    return n;
+    *out_free = n;
+    return target;
 }
 
-void pool_window_release(kvc_pool *p, Sequence *s, int64_t target) {
+void pool_window_release(kvc_pool *p, Sequence *s) {
+    const int64_t target = release_target(p, s);
+    if (target == s->released) return;
     // Oldest first: the LRU keeps them in the order the window left them, as they would have been
     // released one by one.
     for (int64_t i = s->released; i < target; ++i) {

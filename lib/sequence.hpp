@@ -39,9 +39,6 @@ struct Sequence {
     bool hash_stopped = false;
     int32_t priority = KVC_PRIORITY_DEFAULT;  // = keys.priority, kept here for the same reason
     int64_t num_hashed = 0;       // leading full blocks whose hash is known (cached or not)
-    // Leading table entries released by the pool's sliding window (kvc_append): -1, never read
-    // again. Read only when the pool has a window, so it lives outside the first 64 bytes.
-    int64_t released = 0;
     // Confirmed token ids not yet in a hashed block: positions [num_hashed x bs, num_tokens), fewer
     // than block_size (hashing is incremental through `chain`, so older ids are never needed).
     // Capacity block_size, reserved at alloc. Empty when prefix caching is off.
@@ -51,6 +48,10 @@ struct Sequence {
     // or -1 for a block that stayed on the device (shared). Empty while resident.
     std::vector<int32_t> swap_slots;
     KeySet keys;
+    // Leading table entries released by the pool's sliding window (kvc_append): -1, never read
+    // again. Read only when the pool has a window, so it comes last: the fields the decode step
+    // touches keep their offsets.
+    int64_t released = 0;
 
     // Takes the request's keys (may throw std::bad_alloc before changing anything).
     void set_keys(const KeySet &k) {
