@@ -131,6 +131,7 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         }
         for (int64_t i = restores; i < plan.fresh; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, ks.priority));
         s->num_tokens = s->reserved_end = num_tokens;
+        s->window_from = plan.walk.hit_blocks * p->block_size;  // where the prompt's queries start
         s->chain = plan.walk.chain;
         s->num_hashed = plan.walk.hit_blocks;
         if (p->caching) {
@@ -280,6 +281,7 @@ KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_i
         c->num_hashed = parent->num_hashed;
         c->hash_stopped = parent->hash_stopped;
         c->released = parent->released;
+        c->window_from = parent->window_from;
         c->may_share_tail = parent->may_share_tail = true;
         for (size_t i = size_t(c->released); i < c->table.size(); ++i)
             p->blocks.add_ref(c->table[i]);  // all in use already: no list changes

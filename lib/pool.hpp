@@ -121,13 +121,14 @@ inline bool pool_release_block(kvc_pool *p, int32_t b) {
 
 // ---- Sliding window (kvc_pool_set_sliding_window); lock held, window > 0 ----------------------
 
-// kvc_append's plan, before anything changes: the number of leading blocks of s released once
-// its next token (position s->num_tokens) is appended -- those whose tokens all lie before that
-// token's first key, num_tokens - window + 1 -- and in *out_free how many of the newly released
-// ones become free (they count as free for that append).
+// kvc_append's plan, before anything changes: the number of leading blocks of s released by
+// this append -- those whose tokens all lie before window_from - window + 1, the first key the
+// previous call's first token sees (Sequence::window_from) -- and in *out_free how many of the
+// newly released ones become free (they count as free for that append).
 int64_t pool_window_plan(const kvc_pool *p, const Sequence *s, int64_t *out_free);
-// kvc_append's commit: releases the blocks the plan named as kvc_free would (entries become -1)
-// and, if any, bumps the sequence generation (built batches re-validate).
+// kvc_append's commit (before s->num_tokens grows): releases the blocks the plan named as kvc_free
+// would (entries become -1), if any bumping the sequence generation (built batches re-validate),
+// and records this call's first position in s->window_from.
 void pool_window_release(kvc_pool *p, Sequence *s);
 
 // Drops one pin of block b; if b is free then, pending pairs into it are cancelled (a block

@@ -55,6 +55,8 @@ kvc_status pool_check_invariants(kvc_pool *p) {
                       (unsigned long long)s->id, (long long)s->num_hashed, (long long)(s->num_tokens / bs));
         }
         if (kvc_status st = tier_check_sequence(p, s, &host_refs); st != KVC_OK) return st;
+        KVC_CHECK(s->window_from >= 0 && s->window_from <= s->num_tokens, "sequence %llu: window_from %lld of %lld tokens",
+                  (unsigned long long)s->id, (long long)s->window_from, (long long)s->num_tokens);
         KVC_CHECK(s->released >= 0 && s->released <= int64_t(s->table.size()) &&
                       (s->released == 0 || p->sliding_window > 0) &&
                       (s->released == 0 || s->released * bs <= s->num_tokens - p->sliding_window + 1),

@@ -6,9 +6,10 @@
 namespace kvc {
 namespace {
 
-// Leading blocks of s whose tokens all lie before the first key of the token at num_tokens.
+// Leading blocks of s whose tokens all lie before the first key of the token at window_from: no
+// query of the previous call's tokens, or of any later one, sees them.
 int64_t release_target(const kvc_pool *p, const Sequence *s) {
-    const int64_t first_key = s->num_tokens - p->sliding_window + 1;
+    const int64_t first_key = s->window_from - p->sliding_window + 1;
     const int64_t target = first_key > 0 ? pool_block_of(p, first_key) : 0;
     return target > s->released ? target : s->released;
 }
@@ -29,6 +30,7 @@ int64_t pool_window_plan(const kvc_pool *p, const Sequence *s, int64_t *out_free
 
 void pool_window_release(kvc_pool *p, Sequence *s) {
     const int64_t target = release_target(p, s);
+    s->window_from = s->num_tokens;  // this call's first position, for the next one
     if (target == s->released) return;
     // Oldest first: the LRU keeps them in the order the window left them, as they would have been
     // released one by one.

@@ -48,10 +48,13 @@ struct Sequence {
     // or -1 for a block that stayed on the device (shared). Empty while resident.
     std::vector<int32_t> swap_slots;
     KeySet keys;
-    // Leading table entries released by the pool's sliding window (kvc_append): -1, never read
-    // again. Read only when the pool has a window, so it comes last: the fields the decode step
-    // touches keep their offsets.
+    // Sliding window (read only when the pool has one, so last: the fields the decode step touches
+    // keep their offsets). released: leading table entries released (-1), never read again.
+    // window_from: the first position the latest kvc_alloc (its first uncached one) or kvc_append
+    // added; the next append releases only what no query from there on can see, so a step may
+    // append its tokens in two calls before its launch.
     int64_t released = 0;
+    int64_t window_from = 0;
 
     // Takes the request's keys (may throw std::bad_alloc before changing anything).
     void set_keys(const KeySet &k) {
@@ -66,7 +69,7 @@ struct Sequence {
         tail.clear();
         keys.clear();
         swap_slots.clear();
-        num_tokens = reserved_end = num_hashed = released = 0;
+        num_tokens = reserved_end = num_hashed = released = window_from = 0;
         chain = kRootHash;
         swapped_out = false;
         may_share_tail = false;

@@ -197,7 +197,8 @@ void test_e2e_sliding_window_releases_blocks(void **) {
         w.step(ids, {1, 1, 1}, s % 2 ? KVC_DTYPE_BF16 : KVC_DTYPE_F16, s % 3 == 0 ? 4 : 0);
         if (s % 10 == 0) OK(kvc_pool_check(w.pool));
     }
-    // Each holds only the blocks from (71 - 10 + 1) / 4 = 15 on: 3 of its 18 table entries.
+    // Each holds only the blocks from (70 - 10 + 1) / 4 = 15 on (the append of token 71 releases
+    // what the previous call's token, 70, no longer sees): 3 of its 18 table entries.
     for (uint64_t id : ids) {
         int32_t table[32];
         int64_t n = 0;
@@ -233,7 +234,8 @@ void test_e2e_sliding_window_releases_blocks(void **) {
     EXPECT_ERR(kvc_launch_attention(w.pool, w.batch, kLayer, q.data(), out.data(), &ap, nullptr), KVC_ERR_INVALID_ARG,
                "kvc_launch_attention");
     // A query reaching into released blocks is refused at build time: sequence 3 has 85 tokens,
-    // its last append (at 84) released the blocks before (84 - 10 + 1) / 4 = 18, i.e. position 72.
+    // its last append (at 84, after one at 83) released the blocks before (83 - 10 + 1) / 4 = 18,
+    // i.e. position 72.
     const uint64_t id3 = 3;
     int64_t q_len = 13;  // starts at 72: its own slot is still there
     OK(kvc_batch_build(w.batch, &id3, &q_len, 1));

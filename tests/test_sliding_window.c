@@ -41,7 +41,8 @@ static void test_set_get_and_state(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
-/* Block size 4, window 6: the append at position P releases blocks before (P - 5) / 4. */
+/* Block size 4, window 6: an append releases the blocks before (f - 5) / 4, f = the first position
+ * the previous call added (the alloc's first uncached one: 0 here). */
 static void test_decode_releases_exact_blocks(void **state) {
     (void)state;
     kvc_pool *p = make_pool(4, 16, 0);
@@ -52,7 +53,7 @@ static void test_decode_releases_exact_blocks(void **state) {
     for (int64_t pos = 9; pos < 40; ++pos) {
         int32_t taken = -1;
         OK(kvc_append(p, 1, NULL, 1, 0, &taken));
-        const int64_t first_key = pos - 6 + 1;
+        const int64_t first_key = (pos == 9 ? 0 : pos - 1) - 6 + 1;
         const int64_t want_released = first_key > 0 ? first_key / 4 : 0;
         const int64_t blocks = (pos + 1 + 3) / 4;
         assert_int_equal(released_of(p, 1), want_released);
@@ -61,12 +62,17 @@ static void test_decode_releases_exact_blocks(void **state) {
         assert_int_equal(stats_of(p).free_blocks, 16 - (blocks - want_released));
         CHECK_POOL(p);
     }
-    /* Held: blocks 8 and 9 (positions 32..39; first key of the next token is 35). */
+    /* Held: blocks 8 and 9 (positions 32..39; the previous call's token, 38, sees from 33). */
     assert_int_equal(16 - stats_of(p).free_blocks, 2);
-    /* Chunked prefill through append: 10 tokens at 40 release up to (40 - 5) / 4 = 8 first. */
+    /* Chunked prefill through append: 10 tokens at 40 release up to (39 - 5) / 4 = 8 first; the
+     * next call releases by this one's first token (40: from 35), not by its own. */
     OK(kvc_append(p, 1, NULL, 10, 0, NULL));
     assert_int_equal(released_of(p, 1), 8);
     assert_int_equal(table_len(p, 1), 13);
+    OK(kvc_append(p, 1, NULL, 1, 0, NULL));
+    assert_int_equal(released_of(p, 1), 8);
+    OK(kvc_append(p, 1, NULL, 1, 0, NULL)); /* previous call's token is 50: from 45 */
+    assert_int_equal(released_of(p, 1), 11);
     OK(kvc_free(p, 1));
     assert_int_equal(stats_of(p).free_blocks, 16);
     CHECK_POOL(p);
@@ -74,32 +80,35 @@ static void test_decode_releases_exact_blocks(void **state) {
 }
 
 /* A full pool: the released block pays for the new one; when even that is not enough, nothing
- * is released. */
+ * is released. Block size 4, window 4, a 4-block pool. */
 static void test_released_blocks_count_as_free(void **state) {
     (void)state;
     kvc_pool *p = make_pool(4, 4, 0);
     OK(kvc_pool_set_sliding_window(p, 4));
-    OK(kvc_alloc(p, 1, NULL, 16, NULL, NULL)); /* the whole pool */
+    OK(kvc_alloc(p, 1, NULL, 4, NULL, NULL));
+    OK(kvc_append(p, 1, NULL, 4, 0, NULL)); /* previous first position 0: nothing released */
+    OK(kvc_append(p, 1, NULL, 4, 0, NULL)); /* 4: from 1, nothing */
+    OK(kvc_append(p, 1, NULL, 4, 0, NULL)); /* 8: from 5, block 0 */
+    assert_int_equal(released_of(p, 1), 1);
+    OK(kvc_alloc(p, 2, NULL, 4, NULL, NULL)); /* the pool is full */
     assert_int_equal(stats_of(p).free_blocks, 0);
     int32_t taken = -1;
-    OK(kvc_append(p, 1, NULL, 1, 0, &taken)); /* releases blocks 0..2 ((16 - 3) / 4), takes one */
+    OK(kvc_append(p, 1, NULL, 1, 0, &taken)); /* 12: from 9, releases block 1 and takes one */
+    assert_int_equal(taken, 1);
+    assert_int_equal(released_of(p, 1), 2);
+    assert_int_equal(stats_of(p).free_blocks, 0);
+    CHECK_POOL(p);
+
+    /* 16: from 13 releases block 2 (one free block); 8 lookahead slots need two: refused whole. */
+    int32_t before[8], after[8];
+    const int64_t n = table_of(p, 1, before, 8);
+    EXPECT_ERR_UNCHANGED(p, kvc_append(p, 1, NULL, 1, 8, NULL), KVC_ERR_OUT_OF_BLOCKS);
+    assert_int_equal(table_of(p, 1, after, 8), n);
+    assert_memory_equal(before, after, (size_t)n * sizeof(int32_t));
+    OK(kvc_append(p, 1, NULL, 1, 3, &taken)); /* 21 slots: one new block, paid by block 2 */
     assert_int_equal(taken, 1);
     assert_int_equal(released_of(p, 1), 3);
-    assert_int_equal(stats_of(p).free_blocks, 2);
-    CHECK_POOL(p);
-    OK(kvc_free(p, 1));
-
-    /* Window 8 over 16 tokens of 4 blocks: 8 lookahead slots need 2 blocks, releasing gives 1. */
-    OK(kvc_pool_set_sliding_window(p, 8));
-    OK(kvc_alloc(p, 2, NULL, 16, NULL, NULL));
-    int32_t before[8], after[8];
-    const int64_t n = table_of(p, 2, before, 8);
-    EXPECT_ERR_UNCHANGED(p, kvc_append(p, 2, NULL, 1, 8, NULL), KVC_ERR_OUT_OF_BLOCKS);
-    assert_int_equal(table_of(p, 2, after, 8), n);
-    assert_memory_equal(before, after, (size_t)n * sizeof(int32_t));
-    OK(kvc_append(p, 2, NULL, 1, 3, &taken)); /* 20 slots: one new block, one released */
-    assert_int_equal(taken, 1);
-    assert_int_equal(released_of(p, 2), 2); /* (16 - 7) / 4 */
+    assert_int_equal(stats_of(p).free_blocks, 0);
     CHECK_POOL(p);
     OK(kvc_pool_destroy(p));
 }
@@ -135,29 +144,34 @@ static void test_fork_truncate_slot_mapping(void **state) {
     iota_tokens(t, 64, 7);
     OK(kvc_alloc(p, 1, t, 4, NULL, NULL));
     for (int64_t pos = 4; pos < 22; ++pos) OK(kvc_append(p, 1, t + pos, 1, 0, NULL));
-    assert_int_equal(released_of(p, 1), 4); /* (21 - 5) / 4 */
+    assert_int_equal(released_of(p, 1), 3); /* previous call's token 20: (20 - 5) / 4 */
     OK(kvc_fork(p, 1, 2));
-    assert_int_equal(released_of(p, 2), 4);
+    assert_int_equal(released_of(p, 2), 3);
     CHECK_POOL(p);
-    OK(kvc_append(p, 2, t, 1, 0, NULL)); /* copy-on-write of the shared partial block */
+    OK(kvc_append(p, 2, t, 1, 0, NULL)); /* copy-on-write of the shared partial block; the child
+                                            goes on from the parent's last call (21): releases 4 */
+    assert_int_equal(released_of(p, 2), 4);
+    assert_int_equal(released_of(p, 1), 3);
     int32_t src[4], dst[4];
     int64_t pairs = -1;
     OK(kvc_take_pending_copies(p, src, dst, 4, &pairs));
     assert_int_equal(pairs, 1);
 
-    /* Truncate: the next token at n sees from n - 5; released positions end at 16. */
-    EXPECT_ERR_UNCHANGED(p, kvc_truncate(p, 1, 20, NULL), KVC_ERR_STATE);
+    /* Truncate: the next token at n sees from n - 5; sequence 1's released positions end at 12,
+     * sequence 2's at 16. */
+    EXPECT_ERR_UNCHANGED(p, kvc_truncate(p, 1, 16, NULL), KVC_ERR_STATE);
     int32_t freed = -1;
-    OK(kvc_truncate(p, 1, 21, &freed));
-    assert_int_equal(freed, 0);
-    EXPECT_ERR_UNCHANGED(p, kvc_truncate(p, 2, 17, NULL), KVC_ERR_STATE);
+    OK(kvc_truncate(p, 1, 17, &freed));
+    assert_int_equal(freed, 1);
+    EXPECT_ERR_UNCHANGED(p, kvc_truncate(p, 2, 20, NULL), KVC_ERR_STATE);
+    OK(kvc_truncate(p, 2, 21, NULL));
 
     int64_t slots[4];
-    EXPECT_ERR_UNCHANGED(p, kvc_seq_slot_mapping(p, 1, 15, 2, slots, 4), KVC_ERR_INVALID_ARG);
-    OK(kvc_seq_slot_mapping(p, 1, 16, 4, slots, 4));
+    EXPECT_ERR_UNCHANGED(p, kvc_seq_slot_mapping(p, 1, 11, 2, slots, 4), KVC_ERR_INVALID_ARG);
+    OK(kvc_seq_slot_mapping(p, 1, 12, 4, slots, 4));
     int32_t table[16];
     table_of(p, 1, table, 16);
-    assert_int_equal(slots[0], (int64_t)table[4] * 4);
+    assert_int_equal(slots[0], (int64_t)table[3] * 4);
     OK(kvc_free(p, 1));
     OK(kvc_free(p, 2));
     CHECK_POOL(p);
@@ -172,68 +186,78 @@ static void test_swap_and_preemption_cost(void **state) {
     OK(kvc_tier_attach_host(p, 8));
     OK(kvc_pool_set_sliding_window(p, 6));
     OK(kvc_alloc(p, 1, NULL, 4, NULL, NULL));
-    for (int i = 0; i < 18; ++i) OK(kvc_append(p, 1, NULL, 1, 0, NULL)); /* 22 tokens, released 4 */
-    assert_int_equal(released_of(p, 1), 4);
+    for (int i = 0; i < 18; ++i) OK(kvc_append(p, 1, NULL, 1, 0, NULL)); /* 22 tokens, released 3 */
+    assert_int_equal(released_of(p, 1), 3);
     int32_t table[64];
     const int64_t n = tier_table(p, 1, table);
     assert_int_equal(n, 6);
-    /* Write the held blocks 4 and 5 (the pattern index is the table index). */
+    /* Write the held blocks 3..5 (the pattern index is the table index). */
     unsigned char buf[TBLOCK_BYTES];
-    for (int64_t i = 4; i < n; ++i) {
+    for (int64_t i = 3; i < n; ++i) {
         pattern(buf, 77, i);
         OK(kvc_storage_copy_blocks(p, &table[i], 1, buf, 0));
     }
     int64_t bytes = -1, recompute = -1;
     OK(kvc_preemption_cost(p, 1, &bytes, &recompute));
-    assert_int_equal(bytes, 2 * TBLOCK_BYTES);
+    assert_int_equal(bytes, 3 * TBLOCK_BYTES);
     assert_int_equal(recompute, 22);
     uint64_t op = 0;
     OK(kvc_swap_out(p, 1, &op));
     OK(kvc_op_wait(p, op));
     CHECK_POOL(p);
-    assert_int_equal(tier_stats(p, KVC_TIER_HOST).blocks_in, 2);
+    assert_int_equal(tier_stats(p, KVC_TIER_HOST).blocks_in, 3);
     churn(p, 12, 100); /* the freed device blocks are reused */
     OK(kvc_swap_in(p, 1, &op));
     OK(kvc_op_wait(p, op));
     CHECK_POOL(p);
-    assert_int_equal(released_of(p, 1), 4);
+    assert_int_equal(released_of(p, 1), 3);
     assert_int_equal(tier_table(p, 1, table), 6);
-    for (int64_t i = 4; i < n; ++i) {
+    for (int64_t i = 3; i < n; ++i) {
         unsigned char got[TBLOCK_BYTES];
         pattern(buf, 77, i);
         OK(kvc_storage_copy_blocks(p, &table[i], 1, got, 1));
         assert_memory_equal(buf, got, TBLOCK_BYTES);
     }
-    OK(kvc_append(p, 1, NULL, 1, 0, NULL)); /* decoding goes on: at 22 releases (22 - 5) / 4 = 4 */
+    OK(kvc_append(p, 1, NULL, 1, 0, NULL)); /* decoding goes on: from 21, (21 - 5) / 4 = 4 */
+    assert_int_equal(released_of(p, 1), 4);
     OK(kvc_free(p, 1));
     CHECK_POOL(p);
     assert_int_equal(stats_of(p).free_blocks, 12);
     OK(kvc_pool_destroy(p));
 }
 
-/* A pinned prefix block in the released range is let go by the sequence but stays pinned (and
- * is not counted as free for the append). */
+/* A pinned prefix block in the released range is let go by the sequence but stays pinned, and
+ * is not counted as free for the append. */
 static void test_pinned_block_released(void **state) {
     (void)state;
     kvc_pool *p = make_pool(4, 4, 1);
     OK(kvc_pool_set_sliding_window(p, 4));
     int32_t t[32];
     iota_tokens(t, 32, 90);
-    OK(kvc_alloc(p, 1, t, 16, NULL, NULL));
+    OK(kvc_alloc(p, 1, t, 4, NULL, NULL));
+    OK(kvc_append(p, 1, t + 4, 4, 0, NULL));
+    OK(kvc_append(p, 1, t + 8, 4, 0, NULL));
+    OK(kvc_append(p, 1, t + 12, 4, 0, NULL)); /* from 5: releases block 0 (cached, free) */
+    assert_int_equal(released_of(p, 1), 1);
     int64_t pinned = -1;
-    OK(kvc_prefix_pin(p, t, 8, NULL, &pinned));
+    OK(kvc_prefix_pin(p, t, 8, NULL, &pinned)); /* blocks 0 (out of the free list) and 1 */
     assert_int_equal(pinned, 8);
-    /* Releasing blocks 0..2 frees only block 2: the append needs one block and gets it. */
+    assert_int_equal(stats_of(p).free_blocks, 0);
+    /* 16 needs a block; from 9 it would release block 1, pinned: no credit, refused whole. */
+    EXPECT_ERR_UNCHANGED(p, kvc_append(p, 1, t + 16, 1, 0, NULL), KVC_ERR_OUT_OF_BLOCKS);
+    assert_int_equal(released_of(p, 1), 1);
+    int64_t unpinned = -1;
+    OK(kvc_prefix_unpin(p, t, 8, NULL, &unpinned));
+    assert_int_equal(stats_of(p).free_blocks, 1); /* block 0 */
     int32_t taken = -1;
     OK(kvc_append(p, 1, t + 16, 1, 0, &taken));
     assert_int_equal(taken, 1);
-    assert_int_equal(released_of(p, 1), 3);
-    assert_int_equal(stats_of(p).free_blocks, 0);
+    assert_int_equal(released_of(p, 1), 2);
+    assert_int_equal(stats_of(p).free_blocks, 1);
     CHECK_POOL(p);
-    OK(kvc_prefix_unpin(p, t, 8, NULL, NULL));
-    assert_int_equal(stats_of(p).free_blocks, 2);
     OK(kvc_free(p, 1));
     CHECK_POOL(p);
+    assert_int_equal(stats_of(p).free_blocks, 4);
     OK(kvc_pool_destroy(p));
 }
 

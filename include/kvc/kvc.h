@@ -193,10 +193,13 @@ KVC_API kvc_status kvc_pool_check(kvc_pool *pool);
 
 /** Sliding-window attention (Mistral-style: every layer's query at position p sees only the keys
  *  p - window + 1 .. p): from now on kvc_append releases, of the sequence it extends, every block
- *  whose tokens all lie before position num_tokens - window + 1 (num_tokens counted before the
- *  append: the first key its first new token sees), so a decoding sequence holds about
- *  window / block_size + 2 blocks however long it grows. kvc_alloc releases nothing (a prompt's
- *  prefill reads all of it): with chunked prefill through kvc_append, memory stays near the window.
+ *  whose tokens all lie before position f - window + 1, where f is the first position the
+ *  sequence's previous kvc_append added (for the first append after kvc_alloc: the prompt's first
+ *  uncached position). No query of the previous call's tokens or of later ones can see those
+ *  keys, so a step may append its tokens in one call or two (e.g. the pending token, then its
+ *  draft tokens) before its launch, and a decoding sequence holds about window / block_size + 2
+ *  blocks however long it grows. kvc_alloc releases nothing (a prompt's prefill reads all of it):
+ *  with chunked prefill through kvc_append, memory stays near the window.
  *  A released block is let go as by kvc_free (a cached one stays in the prefix cache); its table
  *  entry reads -1 in kvc_seq_block_table, in batch block tables and in kv_indices (your own kernels
  *  must not read keys before a query's window). Checks that keep released blocks unread:
@@ -281,8 +284,8 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
  *  confirmed tokens is entered in the prefix cache. Writing into a block shared with another
  *  sequence (refcount > 1) first copies it: a fresh block replaces it in this sequence only and the
  *  (src, dst) pair is queued (see kvc_take_pending_copies). With a sliding window set
- *  (kvc_pool_set_sliding_window) the blocks before the window are released first, and count as
- *  free for this call. *out_new_blocks (may be NULL) receives the number of blocks taken
+ *  (kvc_pool_set_sliding_window) the blocks no query can see any more are released first, and
+ *  count as free for this call. *out_new_blocks (may be NULL) receives the number of blocks taken
  *  (including copy-on-write blocks).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 0, num_lookahead < 0, both 0),
  *  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out), KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW,

@@ -118,6 +118,7 @@ struct Seq {
     bool swapped = false;
     std::vector<int32_t> swap_slots;  // per table entry: the held host slot, or -1
     int64_t released = 0;         // leading table entries released by the sliding window (-1)
+    int64_t window_from = 0;      // first position the latest alloc (first uncached) / append added
 };
 
 struct HostSlot {
@@ -521,6 +522,7 @@ public:
         for (int64_t i = p.host_hits; i < p.fresh; ++i) s.table.push_back(take_fresh(k.priority));
         s.num_tokens = s.reserved = n;
         s.num_hashed = int64_t(p.hits.size());
+        s.window_from = int64_t(p.hits.size()) * bs;
         if (caching) {
             hash_full_blocks(s);
             c.prefix_query_tokens += n;
@@ -547,7 +549,7 @@ public:
         // first and count as free for this append.
         int64_t release_to = s.released, freeable = 0;
         if (window > 0) {
-            const int64_t first_key = s.num_tokens - window + 1;
+            const int64_t first_key = s.window_from - window + 1;
             if (first_key > 0) release_to = std::max(release_to, first_key / bs);
             for (int64_t i = s.released; i < release_to; ++i) {
                 const Block &blk = blocks[size_t(s.table[size_t(i)])];
@@ -569,6 +571,7 @@ public:
         }
         window_released += release_to - s.released;
         s.released = release_to;
+        if (window > 0) s.window_from = s.num_tokens;
         for (int64_t i = first; i < last; ++i) {
             int32_t src = s.table[size_t(i)];
             if (!must_copy(src)) continue;
@@ -797,6 +800,7 @@ public:
         s.table.resize(size_t(keep));
         s.tokens.resize(size_t(n));
         s.num_tokens = s.reserved = n;
+        s.window_from = std::min(s.window_from, n);
         return {KVC_OK, dropped};
     }
 };
