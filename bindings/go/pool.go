@@ -100,8 +100,10 @@ func (p *Pool) Config() (PoolConfig, error) {
 
 // SetSlidingWindow turns on sliding-window attention for every sequence of the pool
 // (kvc_pool_set_sliding_window): from then on Append releases a sequence's blocks that lie wholly
-// before the window of its next token; their BlockTable entries read -1. 0 turns it off. Allowed
-// only while the pool has no sequences (ErrState otherwise); window < 0 is ErrInvalidArg.
+// before the window of the first token its previous call added (for the first Append after Alloc:
+// the prompt's first uncached position), so a step may append its pending token and its drafts in
+// two calls before one launch; their BlockTable entries read -1. 0 turns it off. Allowed only
+// while the pool has no sequences (ErrState otherwise); window < 0 is ErrInvalidArg.
 func (p *Pool) SetSlidingWindow(window int32) error {
 	return p.do("SetSlidingWindow", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
 		return raw.Kvc_pool_set_sliding_window(h, int(window))

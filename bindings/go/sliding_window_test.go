@@ -17,10 +17,12 @@ const (
 	window          = 6
 )
 
-// releasedBefore is the rule of kvc_append: appending to a sequence of n tokens releases the
-// blocks whose tokens all lie before n - window + 1, the first key its first new token sees.
-func releasedBefore(n int64) int64 {
-	if first := n - window + 1; first > 0 {
+// releasedBy is the rule of kvc_append: an append releases the blocks whose tokens all lie before
+// f - window + 1, where f is the first position the sequence's previous call added (the previous
+// append's, or for the first append after kvc_alloc the alloc's first uncached position). No query
+// of that call's tokens or of later ones sees those keys.
+func releasedBy(f int64) int64 {
+	if first := f - window + 1; first > 0 {
 		return first / windowBlockSize
 	}
 	return 0
@@ -42,7 +44,9 @@ func growOneByOne(t *testing.T, p *kvc.Pool, seq uint64, n int64, onAppend func(
 		if onAppend != nil {
 			onAppend(pos)
 		}
-		released := releasedBefore(pos)
+		// The previous call added position pos-1 first: the append of pos-1, or for pos 1 the
+		// alloc of the 1-token prompt (no prefix hit: first uncached position 0).
+		released := releasedBy(pos - 1)
 		total := pos/windowBlockSize + 1
 		table := mustV[[]int32](t)(p.BlockTable(seq))
 		if int64(len(table)) != total {
@@ -108,9 +112,9 @@ func TestSlidingWindowReleasesBlocks(t *testing.T) {
 	mustV[int64](t)(p.Alloc(1, []int32{0}, nil))
 	growOneByOne(t, p, 1, 20, nil)
 
-	// 20 tokens in 5 blocks (0..4); the last append (of position 19) released the blocks wholly
-	// before 19 - 6 + 1 = 14: blocks 0, 1, 2 (positions 0..11). They were full, so they stay in
-	// the prefix cache while back in the free queue.
+	// 20 tokens in 5 blocks (0..4); the last append (of position 19, after the one of 18) released
+	// the blocks wholly before 18 - 6 + 1 = 13: blocks 0, 1, 2 (positions 0..11). They were full,
+	// so they stay in the prefix cache while back in the free queue.
 	if got := mustV[[]int32](t)(p.BlockTable(1)); !equalInts(got, []int32{-1, -1, -1, 3, 4}) {
 		t.Fatalf("table %v, want [-1 -1 -1 3 4]", got)
 	}
@@ -195,4 +199,62 @@ func TestSlidingWindowAttentionCPU(t *testing.T) {
 	params.SlidingWindow = 1
 	must(t, p.LaunchAttention(b, 0, kvc.Float32Bytes(q), kvc.Float32Bytes(out), params))
 	assertClose(t, "window 1 over 8 queries", out, refAttention(q, 20, 8, qHeads, kvHeads, dim, params))
+}
+
+// A speculative step appends its pending token and its drafts in two calls, then builds one batch
+// with q_len 1 + drafts and launches with the pool's window. The drafts' append releases only what
+// the pending token's query no longer sees, so the launch goes through even at a block boundary.
+func TestSlidingWindowTwoAppendsInOneStep(t *testing.T) {
+	p := newPool(t, cpuConfig())
+	const qHeads, kvHeads, dim = 4, 2, 8
+	must(t, p.SetSlidingWindow(window))
+	mustV[int64](t)(p.Alloc(1, []int32{0}, nil))
+	writeSequence(t, p, 1, 0, 1)
+	growOneByOne(t, p, 1, 20, func(pos int64) { writeSequence(t, p, 1, int(pos), 1) })
+
+	// Pending token 20: the previous call added 19, so blocks before 19 - 5 = 14 go (0..2, as
+	// already); position 20 opens a block, the first uncached free one (5: 0..2 are cached).
+	if got := mustV[int32](t)(p.Append(1, []int32{20}, 0)); got != 1 {
+		t.Fatalf("pending append took %d blocks, want 1", got)
+	}
+	// Drafts 21..23: the previous call added 20, whose query sees 15..20, so only blocks before
+	// 15 go: nothing new. (By this call's own first position, 21, block 3 = positions 12..15 would
+	// go, and the pending token's key 15 with it.)
+	if got := mustV[int32](t)(p.Append(1, []int32{21, 22, 23}, 0)); got != 0 {
+		t.Fatalf("draft append took %d blocks, want 0", got)
+	}
+	if got := mustV[[]int32](t)(p.BlockTable(1)); !equalInts(got, []int32{-1, -1, -1, 3, 4, 5}) {
+		t.Fatalf("table %v, want [-1 -1 -1 3 4 5]", got)
+	}
+	if s := mustV[kvc.Stats](t)(p.Stats()); s.UsedBlocks != 3 || s.FreeBlocks != 13 {
+		t.Fatalf("stats %+v, want used 3, free 13", s)
+	}
+	writeSequence(t, p, 1, 20, 4)
+
+	b := mustV[*kvc.Batch](t)(p.NewBatch(2, 32, 8))
+	defer b.Close()
+	must(t, b.Build([]uint64{1}, []int64{4}))
+	params := kvc.DefaultAttentionParams()
+	params.QDType = kvc.DTypeF32
+	params.SlidingWindow = window
+	q := queryRows(4, qHeads, dim)
+	out := make([]float32, len(q))
+	must(t, p.LaunchAttention(b, 1, kvc.Float32Bytes(q), kvc.Float32Bytes(out), params))
+	assertClose(t, "pending token + 3 drafts, window 6", out, refAttention(q, 24, 4, qHeads, kvHeads, dim, params))
+
+	// Verification keeps the pending token and one draft: truncate to 22 (f stays 21, the drafts'
+	// first position). The next step's pending token (22) then releases the blocks before
+	// 21 - 5 = 16: block 3 as well.
+	if freed := mustV[int32](t)(p.Truncate(1, 22)); freed != 0 {
+		t.Fatalf("Truncate to 22 freed %d blocks, want 0", freed)
+	}
+	if got := mustV[int32](t)(p.Append(1, []int32{22}, 0)); got != 0 {
+		t.Fatalf("next pending append took %d blocks, want 0", got)
+	}
+	if got := mustV[[]int32](t)(p.BlockTable(1)); !equalInts(got, []int32{-1, -1, -1, -1, 4, 5}) {
+		t.Fatalf("table %v, want [-1 -1 -1 -1 4 5]", got)
+	}
+	if s := mustV[kvc.Stats](t)(p.Stats()); s.UsedBlocks != 2 || s.FreeBlocks != 14 {
+		t.Fatalf("stats %+v, want used 2, free 14", s)
+	}
 }

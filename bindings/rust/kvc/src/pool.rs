@@ -69,9 +69,12 @@ impl Pool {
     }
 
     /// Turns on sliding-window attention for every sequence (`kvc_pool_set_sliding_window`): from
-    /// then on `append` releases a sequence's blocks that lie wholly before the window of its next
-    /// token; their `block_table` entries read -1. 0 turns it off. Allowed only while the pool has
-    /// no sequences (`Status::STATE` otherwise); a negative window is `Status::INVALID_ARG`.
+    /// then on `append` releases a sequence's blocks that lie wholly before the window of the first
+    /// token its previous call added (for the first `append` after `alloc`: the prompt's first
+    /// uncached position), so a step may append its pending token and its drafts in two calls
+    /// before one launch; their `block_table` entries read -1. 0 turns it off. Allowed only while
+    /// the pool has no sequences (`Status::STATE` otherwise); a negative window is
+    /// `Status::INVALID_ARG`.
     pub fn set_sliding_window(&self, window: i32) -> Result<()> {
         // SAFETY: live pool.
         check(unsafe { sys::kvc_pool_set_sliding_window(self.raw.as_ptr(), window) })

@@ -14,10 +14,12 @@ const KV_HEADS: usize = 2;
 const Q_HEADS: usize = 4;
 const D: usize = 8;
 
-/// The rule of `kvc_append`: appending to a sequence of `n` tokens releases the blocks whose
-/// tokens all lie before `n - window + 1`, the first key its first new token sees.
-fn released_before(n: i64) -> i64 {
-    (n - WINDOW as i64 + 1).max(0) / BS
+/// The rule of `kvc_append`: an append releases the blocks whose tokens all lie before
+/// `f - window + 1`, where `f` is the first position the sequence's previous call added (the
+/// previous append's, or for the first append after `kvc_alloc` the alloc's first uncached
+/// position). No query of that call's tokens or of later ones sees those keys.
+fn released_by(f: i64) -> i64 {
+    (f - WINDOW as i64 + 1).max(0) / BS
 }
 
 /// Appends tokens 1..n to a 1-token sequence one at a time, checking after each append the
@@ -28,7 +30,9 @@ fn grow_one_by_one(pool: &Pool, seq: u64, n: i64, mut on_append: impl FnMut(i64)
         let want_new = i32::from(pos % BS == 0);
         assert_eq!(pool.append(seq, &[pos as i32], 0).unwrap(), want_new, "blocks taken at {}", pos);
         on_append(pos);
-        let released = released_before(pos);
+        // The previous call added position pos-1 first: the append of pos-1, or for pos 1 the
+        // alloc of the 1-token prompt (no prefix hit: first uncached position 0).
+        let released = released_by(pos - 1);
         let total = pos / BS + 1;
         let table = pool.block_table(seq).unwrap();
         assert_eq!(table.len() as i64, total, "table after position {}: {:?}", pos, table);
@@ -72,8 +76,8 @@ fn append_releases_blocks_before_the_window() {
     pool.alloc(1, &[0], None).unwrap();
     grow_one_by_one(&pool, 1, 20, |_| {});
 
-    // 20 tokens in 5 blocks (0..4); the append of position 19 released the blocks wholly before
-    // 19 - 6 + 1 = 14: blocks 0, 1, 2. Full, so they stay cached while free.
+    // 20 tokens in 5 blocks (0..4); the append of position 19, after the one of 18, released the
+    // blocks wholly before 18 - 6 + 1 = 13: blocks 0, 1, 2. Full, so they stay cached while free.
     assert_eq!(pool.block_table(1).unwrap(), vec![-1, -1, -1, 3, 4]);
     let s = pool.stats().unwrap();
     assert_eq!((s.used_blocks, s.free_blocks, s.cached_free_blocks), (2, 14, 3));
@@ -181,4 +185,53 @@ fn windowed_attention_on_the_cpu_backend() {
         let want = reference(&q8[j * row..(j + 1) * row], 12 + j as i64, 1);
         assert_close(&out8[j * row..(j + 1) * row], &want, &format!("window 1, query {}", j));
     }
+}
+
+/// A speculative step appends its pending token and its drafts in two calls, then builds one batch
+/// with q_len 1 + drafts and launches with the pool's window. The drafts' append releases only what
+/// the pending token's query no longer sees, so the launch goes through even at a block boundary.
+#[test]
+fn two_appends_in_one_step() {
+    let pool = Pool::new(&cpu_config(4, 16, KV_HEADS as i32, Q_HEADS as i32, D as i32)).unwrap();
+    pool.set_sliding_window(WINDOW).unwrap();
+    pool.alloc(1, &[0], None).unwrap();
+    write_position(&pool, 1, 0);
+    grow_one_by_one(&pool, 1, 20, |pos| write_position(&pool, 1, pos));
+
+    // Pending token 20: the previous call added 19, so blocks before 19 - 5 = 14 go (0..2, as
+    // already); position 20 opens a block, the first uncached free one (5: 0..2 are cached).
+    assert_eq!(pool.append(1, &[20], 0).unwrap(), 1, "pending append");
+    // Drafts 21..23: the previous call added 20, whose query sees 15..20, so only blocks before 15
+    // go: nothing new. (By this call's own first position, 21, block 3 = positions 12..15 would
+    // go, and the pending token's key 15 with it.)
+    assert_eq!(pool.append(1, &[21, 22, 23], 0).unwrap(), 0, "draft append");
+    assert_eq!(pool.block_table(1).unwrap(), vec![-1, -1, -1, 3, 4, 5]);
+    let s = pool.stats().unwrap();
+    assert_eq!((s.used_blocks, s.free_blocks), (3, 13));
+    for pos in 20..24 {
+        write_position(&pool, 1, pos);
+    }
+
+    let mut batch = pool.batch(2, 32, 8).unwrap();
+    batch.build(&[1], &[4]).unwrap();
+    let row = Q_HEADS * D;
+    let q: Vec<f32> = (0..4 * row).map(|i| ((i as f32) * 0.37).cos()).collect();
+    let mut out = vec![0.0f32; q.len()];
+    let params = AttentionParams { sliding_window: WINDOW, ..AttentionParams::default() };
+    batch.attention(1, &q, &mut out, &params, None).unwrap();
+    for j in 0..4 {
+        let want = reference(&q[j * row..(j + 1) * row], 20 + j as i64, WINDOW);
+        assert_close(&out[j * row..(j + 1) * row], &want, &format!("pending + drafts, query {}", j));
+    }
+    drop(batch);
+
+    // Verification keeps the pending token and one draft: truncate to 22 (f stays 21, the drafts'
+    // first position). The next pending token (22) releases the blocks before 21 - 5 = 16: block 3
+    // as well.
+    assert_eq!(pool.truncate(1, 22).unwrap(), 0);
+    assert_eq!(pool.append(1, &[22], 0).unwrap(), 0, "next pending append");
+    assert_eq!(pool.block_table(1).unwrap(), vec![-1, -1, -1, -1, 4, 5]);
+    let s = pool.stats().unwrap();
+    assert_eq!((s.used_blocks, s.free_blocks), (2, 14));
+    pool.check().unwrap();
 }

@@ -149,9 +149,11 @@ public final class Pool implements AutoCloseable {
 
     /**
      * Turns on sliding-window attention for every sequence (kvc_pool_set_sliding_window): from then
-     * on append releases a sequence's blocks that lie wholly before the window of its next token;
-     * their blockTable entries read -1. 0 turns it off. Allowed only while the pool has no sequences
-     * (status STATE otherwise); a negative window is INVALID_ARG.
+     * on append releases a sequence's blocks that lie wholly before the window of the first token
+     * its previous call added (for the first append after alloc: the prompt's first uncached
+     * position), so a step may append its pending token and its drafts in two calls before one
+     * launch; their blockTable entries read -1. 0 turns it off. Allowed only while the pool has no
+     * sequences (status STATE otherwise); a negative window is INVALID_ARG.
      */
     public void setSlidingWindow(int window) {
         with("kvc_pool_set_sliding_window", h -> KvcNative.kvc_pool_set_sliding_window(h, window));

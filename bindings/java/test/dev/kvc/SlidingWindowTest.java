@@ -26,11 +26,13 @@ class SlidingWindowTest {
     private static final int WINDOW = 6;
 
     /**
-     * The rule of kvc_append: appending to a sequence of n tokens releases the blocks whose tokens
-     * all lie before n - window + 1, the first key its first new token sees.
+     * The rule of kvc_append: an append releases the blocks whose tokens all lie before
+     * f - window + 1, where f is the first position the sequence's previous call added (the
+     * previous append's, or for the first append after kvc_alloc the alloc's first uncached
+     * position). No query of that call's tokens or of later ones sees those keys.
      */
-    private static int releasedBefore(int n) {
-        int first = n - WINDOW + 1;
+    private static int releasedBy(int f) {
+        int first = f - WINDOW + 1;
         return first > 0 ? first / BLOCK_SIZE : 0;
     }
 
@@ -42,7 +44,9 @@ class SlidingWindowTest {
         for (int pos = 1; pos < n; pos++) {
             assertEquals(pos % BLOCK_SIZE == 0 ? 1 : 0, p.append(seq, new int[] {pos}, 0), "blocks taken at " + pos);
             onAppend.accept(pos);
-            int released = releasedBefore(pos);
+            // The previous call added position pos-1 first: the append of pos-1, or for pos 1
+            // the alloc of the 1-token prompt (no prefix hit: first uncached position 0).
+            int released = releasedBy(pos - 1);
             int total = pos / BLOCK_SIZE + 1;
             int[] table = p.blockTable(seq);
             assertEquals(total, table.length, "table after position " + pos);
@@ -90,8 +94,9 @@ class SlidingWindowTest {
             p.alloc(1, new int[] {0}, null);
             growOneByOne(p, 1, 20, pos -> {});
 
-            // 20 tokens in 5 blocks (0..4); the append of position 19 released the blocks wholly
-            // before 19 - 6 + 1 = 14: blocks 0, 1, 2. Full, so they stay cached while free.
+            // 20 tokens in 5 blocks (0..4); the append of position 19, after the one of 18, released
+            // the blocks wholly before 18 - 6 + 1 = 13: blocks 0, 1, 2. Full, so they stay cached
+            // while free.
             assertArrayEquals(new int[] {-1, -1, -1, 3, 4}, p.blockTable(1));
             Stats s = p.stats();
             assertEquals(2, s.usedBlocks());
@@ -154,6 +159,51 @@ class SlidingWindowTest {
                 p.launchAttention(b, 0, q8, out8, params.clone().slidingWindow(1));
                 assertClose(reference(q8, 20, 8, 4, 2, 8, 0, 0, 1), out8);
             }
+        }
+    }
+
+    /**
+     * A speculative step appends its pending token and its drafts in two calls, then builds one
+     * batch with q_len 1 + drafts and launches with the pool's window. The drafts' append releases
+     * only what the pending token's query no longer sees, so the launch goes through even at a
+     * block boundary.
+     */
+    @Test
+    void twoAppendsInOneStep() {
+        try (Pool p = Pool.create(cpu())) {
+            p.setSlidingWindow(WINDOW);
+            p.alloc(1, new int[] {0}, null);
+            writeSequence(p, 1, 0, 1);
+            growOneByOne(p, 1, 20, pos -> writeSequence(p, 1, pos, 1));
+
+            // Pending token 20: the previous call added 19, so blocks before 19 - 5 = 14 go (0..2,
+            // as already); position 20 opens a block, the first uncached free one (5).
+            assertEquals(1, p.append(1, new int[] {20}, 0), "pending append");
+            // Drafts 21..23: the previous call added 20, whose query sees 15..20, so only blocks
+            // before 15 go: nothing new. (By this call's own first position, 21, block 3 =
+            // positions 12..15 would go, and the pending token's key 15 with it.)
+            assertEquals(0, p.append(1, new int[] {21, 22, 23}, 0), "draft append");
+            assertArrayEquals(new int[] {-1, -1, -1, 3, 4, 5}, p.blockTable(1));
+            assertEquals(3, p.stats().usedBlocks());
+            assertEquals(13, p.stats().freeBlocks());
+            writeSequence(p, 1, 20, 4);
+            try (Batch b = p.newBatch(2, 32, 8)) {
+                b.build(new long[] {1}, new long[] {4});
+                float[] q = queries(4 * 4 * 8);
+                float[] out = new float[q.length];
+                p.launchAttention(b, 1, q, out, AttentionParams.defaults().qDType(DType.F32).slidingWindow(WINDOW));
+                assertClose(reference(q, 24, 4, 4, 2, 8, 0, 0, WINDOW), out);
+            }
+
+            // Verification keeps the pending token and one draft: truncate to 22 (f stays 21, the
+            // drafts' first position). The next pending token (22) releases the blocks before
+            // 21 - 5 = 16: block 3 as well.
+            assertEquals(0, p.truncate(1, 22));
+            assertEquals(0, p.append(1, new int[] {22}, 0), "next pending append");
+            assertArrayEquals(new int[] {-1, -1, -1, -1, 4, 5}, p.blockTable(1));
+            assertEquals(2, p.stats().usedBlocks());
+            assertEquals(14, p.stats().freeBlocks());
+            p.check();
         }
     }
 }
