@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kAttnThreads, 4) paged_attention_kernel(const 
     // Issues the cp.async copies of tile `tile` (K and V) into pipeline stage `stage`.
     auto issue_tile = [&](int32_t tile, int stage) {
         unsigned char *k_dst = kv_smem + stage * S::kStageBytes;
-        issue_kv_tile<S::kChunksPerThread, S::kChunksPerTile, kChunks>(
+        issue_kv_tile<kAttnThreads, S::kChunksPerThread, S::kChunksPerTile, kChunks>(
             p, table, head_base, range_begin + tile * T, range_end, k_dst, k_dst + T * S::kRowPitch, S::kRowPitch, tid);
     };
 

@@ -56,8 +56,8 @@ struct TileShape {
     static constexpr int kTile = pick_tile();
     static constexpr int kRowPitch = row_pitch(kTile);
     static constexpr int kSlices = kAttnThreads / kTile;
-    // Loads: each thread copies kChunksPerThread consecutive chunks (mostly one token's), so the
-    // block-table lookup and division by the block size happen about once per thread and tile.
+    // Loads: thread tid copies chunks tid, tid + kAttnThreads, ... (lane-contiguous: whole sectors
+    // per warp request; see issue_kv_tile).
     static constexpr int kChunksPerTile = kTile * kChunksPerRow;
     static constexpr int kChunksPerThread = (kChunksPerTile + kAttnThreads - 1) / kAttnThreads;
     // Accumulation phase: item = (row, 8 consecutive dims).

@@ -71,28 +71,27 @@ __device__ __forceinline__ const unsigned char *paged_k_row(const AttnParams &p,
 
 // Issues this thread's share of the cp.async copies of one K/V tile: keys t0 .. t0 + tile rows of
 // one KV head into k_dst / v_dst (row r at r * pitch). A tile is kChunksPerTile 16-byte chunks,
-// kChunksPerRow per key; thread tid takes kChunksPerThread consecutive ones, so it looks up a key's
-// block only when it reaches a new key. Keys at or past range_end are zero-filled without a read.
-template <int kChunksPerThread, int kChunksPerTile, int kChunksPerRow>
+// kChunksPerRow per key; thread tid takes chunks tid, tid + kThreads, ... so that the 32 lanes of
+// a warp copy 32 consecutive chunks per instruction: a key's row is contiguous in its block (and
+// consecutive keys of a block are adjacent), so every 32-byte sector a warp request touches is
+// used whole (the emulated access audit, tests/test_gpu_access_audit.cpp, measures 1.0; a thread
+// taking consecutive chunks instead left every lane its own half-used sector, doubling L2->SM
+// traffic). The price is a block-table lookup per chunk instead of per key: integer work that
+// hides under the memory time of a bandwidth-bound kernel. Keys at or past range_end are
+// zero-filled without a read.
+template <int kThreads, int kChunksPerThread, int kChunksPerTile, int kChunksPerRow>
 __device__ __forceinline__ void issue_kv_tile(const AttnParams &p, const int32_t *table, const unsigned char *head_base,
                                               int32_t t0, int32_t range_end, unsigned char *k_dst,
                                               unsigned char *v_dst, int pitch, int tid) {
-    int last_t = -1;
-    const unsigned char *row_src = head_base;
-    bool valid = false;
 #pragma unroll
     for (int i = 0; i < kChunksPerThread; ++i) {
-        const int c = tid * kChunksPerThread + i;
+        const int c = i * kThreads + tid;
         if (c < kChunksPerTile) {
             const int t = c / kChunksPerRow;
             const int chunk = c - t * kChunksPerRow;
-            if (t != last_t) {
-                last_t = t;
-                const int32_t pos = t0 + t;
-                valid = pos < range_end;
-                row_src = valid ? paged_k_row(p, table, head_base, pos) : head_base;
-            }
-            const unsigned char *src = valid ? row_src + chunk * 16 : head_base;
+            const int32_t pos = t0 + t;
+            const bool valid = pos < range_end;
+            const unsigned char *src = valid ? paged_k_row(p, table, head_base, pos) + chunk * 16 : head_base;
             cp_async16(k_dst + t * pitch + chunk * 16, src, valid);
             cp_async16(v_dst + t * pitch + chunk * 16, valid ? src + p.kv_stride : src, valid);
         }

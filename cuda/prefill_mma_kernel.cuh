@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
     const unsigned char *head_base = p.layer_base + int64_t(w.kv_head) * p.head_stride;
     auto issue_tile = [&](int32_t tile, int stage) {
         unsigned char *k_dst = smem + stage * S::kStageBytes;
-        issue_kv_tile<S::kChunksPerThread, S::kChunksPerTile, S::kChunksPerRow>(
+        issue_kv_tile<S::kThreads, S::kChunksPerThread, S::kChunksPerTile, S::kChunksPerRow>(
             p, table, head_base, range_begin + tile * S::kKeys, range_end, k_dst, k_dst + S::kKeys * S::kKvPitch,
             S::kKvPitch, tid);
     };

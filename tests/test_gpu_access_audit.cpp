@@ -61,16 +61,11 @@ namespace {
 constexpr int64_t kChunk = 16;   // bytes per cp.async
 constexpr int64_t kSector = 32;  // bytes per DRAM/L2 sector
 
-// Measured floor of the K/V sector efficiency of a warp's cp.async instruction, both kernels.
-// issue_kv_tile (cuda/cta_work.cuh) gives each thread kChunksPerThread *consecutive* 16-byte
-// chunks (so a thread looks up a key's block once per tile), hence one warp instruction has its 32
-// lanes 16 bytes each at a stride of kChunksPerThread x 16 bytes (64 B decode, 128 B MMA prefill at
-// d = 128 / 16-bit): every lane touches its own sector and uses half of it, 50%. The other half is
-// requested by the same lane's next K (resp. V) copy, two instructions later, so each CTA still
-// uses every byte of every sector it touches (asserted separately: DRAM traffic is 1x when L2
-// keeps the sector between the two), but L2 -> SM traffic is 2x. A lane-contiguous assignment
-// (chunk = i * threads + tid) would reach 100%; raise this floor when the kernel changes.
-constexpr double kKvSectorEfficiencyFloor = 0.5;
+// K/V sector efficiency of a warp's cp.async instruction, both kernels: issue_kv_tile
+// (cuda/cta_work.cuh) gives lane l of a warp chunk l of 32 consecutive 16-byte chunks, so every
+// sector a request touches is used whole. (Until 2026-11-23 each thread took consecutive chunks:
+// lanes 64 / 128 bytes apart, half of every sector per request, 0.5 measured here.)
+constexpr double kKvSectorEfficiencyFloor = 1.0;
 
 // The device copy of a fixture problem (tests/test_kernels_fixture.hpp).
 struct DeviceProblem {
