@@ -128,12 +128,15 @@ void BM_Fork(benchmark::State &state) {
 
 // One decode step: append 1 token to each of 256 running sequences (context ~512-1500 tokens);
 // a new block is taken by 1 in 16 appends, and with caching the filled block is hashed.
-void BM_DecodeStep256(benchmark::State &state) {
+// With window > 0 the pool has a sliding window of that many tokens: every append also checks what
+// the window releases (and 1 in 16 releases a block), the cost kvc_pool_set_sliding_window adds.
+void decode_step_256(benchmark::State &state, int32_t window) {
     const int caching = int(state.range(0));
     constexpr int kRunning = 256;
     constexpr int64_t kPrompt = 512;
     constexpr int kStepsPerRound = 1024;
     kvc_pool *p = make_pool(kRunning * ((kPrompt + kStepsPerRound) / kBlockSize + 2), caching);
+    if (window > 0) check(kvc_pool_set_sliding_window(p, window), "window");
     auto start_round = [&] {
         if (caching) check(kvc_prefix_cache_reset(p), "reset");
         for (int s = 0; s < kRunning; ++s) {
@@ -161,6 +164,9 @@ void BM_DecodeStep256(benchmark::State &state) {
                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
     kvc_pool_destroy(p);
 }
+
+void BM_DecodeStep256(benchmark::State &state) { decode_step_256(state, 0); }
+void BM_DecodeStep256Window(benchmark::State &state) { decode_step_256(state, 256); }
 
 // kvc_prefix_lookup of a 64-block cached prompt (+1 token): hash + map probe + token verify per block.
 void BM_PrefixLookup(benchmark::State &state) {
@@ -221,6 +227,7 @@ KVC_BENCH(BM_Free)->Arg(0)->Arg(1);
 KVC_BENCH(BM_AppendBlock)->Arg(0)->Arg(1);
 KVC_BENCH(BM_Fork)->Arg(0)->Arg(1);
 KVC_BENCH(BM_DecodeStep256)->Arg(0)->Arg(1);
+KVC_BENCH(BM_DecodeStep256Window)->Arg(0)->Arg(1);
 KVC_BENCH(BM_PrefixLookup);
 KVC_BENCH(BM_AllocWithHits);
 
