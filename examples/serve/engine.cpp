@@ -64,7 +64,8 @@ public:
         kvc_check(kvc_bytes_per_block(&pc, &report_.bytes_per_block), "kvc_bytes_per_block");
         kvc_check(kvc_pool_create(&pc, &pool_), "kvc_pool_create");
         // Before any sequence exists (libkvc refuses it later): from now on every kvc_append lets go
-        // of the blocks wholly before its first new token's window.
+        // of the blocks wholly before the window of the first token the sequence's previous call
+        // added (a step's pending token, then its drafts, may go in two appends before one launch).
         if (cfg.window > 0) kvc_check(kvc_pool_set_sliding_window(pool_, cfg.window), "kvc_pool_set_sliding_window");
         report_.window = cfg.window;
         kvc_storage_info si;
@@ -279,11 +280,9 @@ private:
             const Request &req = w_.requests[size_t(s->req)];
             const int64_t room = std::min({int64_t(cfg_.speculate), req.max_new_tokens - s->generated - 1,
                                            cfg_.max_batched_tokens - batch_tokens_ - 1});
+            // Under a window the drafts' append releases only what the pending token's query (the
+            // previous call's first position) no longer sees, so the launch with W still goes through.
             propose_ngram_drafts(s->tokens, room, &drafts_);
-            if (!drafts_.empty() && draft_append_releases_pending_key(*s)) {
-                report_.window_draft_skips++;
-                drafts_.clear();
-            }
             const int64_t proposed = int64_t(drafts_.size());
             k = proposed;
             while (k > 0) {
@@ -302,19 +301,6 @@ private:
         add_entry(s, 1 + k, 1 + k);
     }
     std::vector<int32_t> drafts_;
-
-    // With a sliding window, an append lets go of the blocks before ITS first new token's window.
-    // The pending token (position n, appended first) sees keys from n - W + 1; the drafts appended
-    // after it start at n + 1, so their append releases the blocks before n - W + 2 — one block
-    // more exactly when n - W + 2 starts a block, and that block holds the pending token's oldest
-    // key. libkvc would then refuse the step's attention with window W (kvc_launch_attention:
-    // "reaches blocks the batch's sequences released"), so that step decodes without drafts.
-    bool draft_append_releases_pending_key(const Sample &s) const {
-        if (cfg_.window <= 0) return false;
-        const int64_t n = int64_t(s.tokens.size()) - 1;  // the pending token's position
-        const int64_t oldest_key = n - cfg_.window + 1;
-        return oldest_key >= 0 && (oldest_key + 1) % cfg_.block_size == 0;
-    }
 
     // Room in this step's batch for q_len new tokens, and in later batches for `seqs` more samples
     // (a request with n samples forks into n running sequences after its prefill).
@@ -585,16 +571,21 @@ private:
     void corrupt_one_block() {
         // The oldest running sequence that was in the pool before this step (its first block holds KV).
         for (const auto &s : running_) {
-            if (s->generated == 0) continue;
+            // Decoding this step (its pending token appended): its queries start at q0.
+            if (s->generated == 0 || s->pending >= 0) continue;
             int64_t len = 0;
             kvc_check(kvc_seq_block_table(pool_, s->seq_id, nullptr, 0, &len), "kvc_seq_block_table");
             std::vector<int32_t> table(static_cast<size_t>(len));
             kvc_check(kvc_seq_block_table(pool_, s->seq_id, table.data(), len, &len), "kvc_seq_block_table");
-            // The oldest block still held: the first one, or with a sliding window the one holding
-            // this step's oldest key (the blocks before it were released: -1).
-            const auto held = std::find_if(table.begin(), table.end(), [](int32_t b) { return b >= 0; });
-            if (held == table.end()) continue;
-            int32_t block = *held;
+            // The block holding the oldest key this step reads: the first one, or with a sliding
+            // window the one holding q0 - W + 1. Not simply the first held block: libkvc releases
+            // by the previous call's first token, so that block may hold only keys no query of
+            // this step sees.
+            const int64_t q0 = int64_t(s->tokens.size()) - 1 - s->drafts;
+            const int64_t oldest_key = cfg_.window > 0 ? std::max<int64_t>(0, q0 - cfg_.window + 1) : 0;
+            const int64_t index = oldest_key / cfg_.block_size;
+            if (index >= len || table[size_t(index)] < 0) continue;
+            int32_t block = table[size_t(index)];
             kvc_storage_info si;
             si.struct_size = sizeof si;
             kvc_check(kvc_storage_get_info(pool_, &si), "kvc_storage_get_info");

@@ -77,8 +77,6 @@ struct EngineReport {
     int32_t window = 0;
     int64_t peak_span_blocks = 0;
     int64_t used_block_steps = 0, span_block_steps = 0;  // sums over steps, for the means
-    int64_t window_draft_skips = 0;      // verify steps given up: the draft append would release the
-                                         // block holding the pending token's oldest key
     Timeline timeline;
 };
 

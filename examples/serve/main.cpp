@@ -99,10 +99,9 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
         const double steps = r.steps > 0 ? double(r.steps) : 1.0;
         std::printf("window        %d tokens in every layer, blocks before it released (kvc_pool_set_sliding_window): "
                     "device blocks in use peak %lld, mean %.1f; the running sequences' tables spanned peak %lld, "
-                    "mean %.1f distinct blocks (what they would hold without the window); %lld verify steps "
-                    "decoded without drafts at a window block boundary\n",
+                    "mean %.1f distinct blocks (what they would hold without the window)\n",
                     r.window, (long long)r.peak_used_blocks, double(r.used_block_steps) / steps,
-                    (long long)r.peak_span_blocks, double(r.span_block_steps) / steps, (long long)r.window_draft_skips);
+                    (long long)r.peak_span_blocks, double(r.span_block_steps) / steps);
     } else {
         std::printf("window        off (--window W for sliding-window attention with block release)\n");
     }
