@@ -195,7 +195,8 @@ KVC_API kvc_status kvc_pool_check(kvc_pool *pool);
  *  p - window + 1 .. p): from now on kvc_append releases, of the sequence it extends, every block
  *  whose tokens all lie before position f - window + 1, where f is the first position the
  *  sequence's previous kvc_append added (for the first append after kvc_alloc: the prompt's first
- *  uncached position). No query of the previous call's tokens or of later ones can see those
+ *  uncached position; kvc_truncate to n lowers f to n if it was higher; a fork starts with its
+ *  parent's f). No query of the previous call's tokens or of later ones can see those
  *  keys, so a step may append its tokens in one call or two (e.g. the pending token, then its
  *  draft tokens) before its launch, and a decoding sequence holds about window / block_size + 2
  *  blocks however long it grows. kvc_alloc releases nothing (a prompt's prefill reads all of it):
