@@ -186,7 +186,8 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
         const int64_t old_nb = int64_t(s->table.size());
         // Most decode steps stay inside the reserved blocks: skip the division then.
         const int64_t new_nb = new_end <= old_nb * bs ? old_nb : kvc::pool_blocks_for(p, new_end);
-        // Sliding window: blocks before the first new token's window go first, and count as free.
+        // Sliding window: the blocks no query from the previous call's first token on can see go
+        // first, and count as free.
         // Out of line and behind one test: the decode step of a pool without a window stays as it
         // was (measured: keeping the window's values live through this function cost ~10%).
         int64_t window_free = 0, held = new_nb;
