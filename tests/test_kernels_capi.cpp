@@ -189,7 +189,7 @@ void test_e2e_sliding_window_releases_blocks(void **) {
     OK(kvc_pool_set_sliding_window(w.pool, kWindow));
     w.window = kWindow;
     const std::vector<uint64_t> ids = {1, 2, 3};
-    std::vector<int32_t> t = w.tokens(13);
+    std::vector<int32_t> t = w.tokens(16);  // prompts t[id .. id + 12), id <= 3
     for (uint64_t id : ids) OK(kvc_alloc(w.pool, id, t.data() + id, 12, nullptr, nullptr));
     w.step(ids, {12, 12, 12}, KVC_DTYPE_F16, -1);
     for (int s = 0; s < 60; ++s) {  // 72 tokens each: 54 blocks unwindowed, the pool has 24
