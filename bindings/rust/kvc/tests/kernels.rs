@@ -3,7 +3,7 @@
 //! (valid on the CPU backend, whose backend memory is host memory).
 mod common;
 
-use common::{cpu_config, meta_pool, range};
+use common::{assert_close, cpu_config, meta_pool, range};
 use kvc::{AttentionParams, Backend, Batch, Dtype, Pool, Status};
 
 const BS: i32 = 4;
@@ -156,13 +156,6 @@ fn reference(seq: u64, q: &[f32], last: i64) -> Vec<f32> {
 
 fn query(n: usize, salt: f32) -> Vec<f32> {
     (0..n * Q_HEADS * D).map(|i| ((i as f32) * 0.13 + salt).cos()).collect()
-}
-
-fn assert_close(got: &[f32], want: &[f32], what: &str) {
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() < 1e-4, "{}: element {}: got {}, want {}", what, i, g, w);
-    }
 }
 
 #[test]

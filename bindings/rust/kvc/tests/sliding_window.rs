@@ -4,7 +4,7 @@
 //! window, and attention on the CPU backend reads only the window (checked against a reference).
 mod common;
 
-use common::{cpu_config, meta_pool, range};
+use common::{assert_close, cpu_config, meta_pool, range};
 use kvc::{AttentionParams, Pool};
 
 const BS: i64 = 4;
@@ -134,13 +134,6 @@ fn reference(q: &[f32], qpos: i64, window: i32) -> Vec<f32> {
         }
     }
     out
-}
-
-fn assert_close(got: &[f32], want: &[f32], what: &str) {
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() < 1e-4, "{}: element {}: got {}, want {}", what, i, g, w);
-    }
 }
 
 #[test]

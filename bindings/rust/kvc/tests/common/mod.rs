@@ -40,3 +40,11 @@ pub fn cpu_config(
 pub fn range(a: i32, b: i32) -> Vec<i32> {
     (a..b).collect()
 }
+
+/// Element-wise |got - want| < 1e-4 (attention outputs against the tests' f64 references).
+pub fn assert_close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() < 1e-4, "{}: element {}: got {}, want {}", what, i, g, w);
+    }
+}
