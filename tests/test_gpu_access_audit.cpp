@@ -49,14 +49,7 @@ namespace {
 
 #if KVC_TEST_ACCESS_AUDIT
 
-#define REQUIRE_AUDIT()                                                  \
-    do {                                                                 \
-        if (!kvc_gpu_test::gpu_available()) {                            \
-            print_message("no (emulated) CUDA device: test skipped\n");  \
-            skip();                                                      \
-            return;                                                      \
-        }                                                                \
-    } while (0)
+#define REQUIRE_AUDIT() KVC_REQUIRE_GPU("(emulated) CUDA")
 
 constexpr int64_t kChunk = 16;   // bytes per cp.async
 constexpr int64_t kSector = 32;  // bytes per DRAM/L2 sector

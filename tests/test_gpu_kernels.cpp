@@ -29,14 +29,7 @@ using kvc_gpu_test::upload_vector;
 
 namespace {
 
-#define REQUIRE_GPU()                                        \
-    do {                                                     \
-        if (!kvc_gpu_test::gpu_available()) {                \
-            print_message("no CUDA device: test skipped\n"); \
-            skip();                                          \
-            return;                                          \
-        }                                                    \
-    } while (0)
+#define REQUIRE_GPU() KVC_REQUIRE_GPU("CUDA")
 
 #define ASSERT_OK(expr)                                                                              \
     do {                                                                                             \

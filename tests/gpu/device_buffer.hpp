@@ -61,3 +61,14 @@ inline bool gpu_available() {
 }
 
 }  // namespace kvc_gpu_test
+
+// In a CMocka test: reports the test *skipped* (never passed) when there is no CUDA device (real
+// or emulated). `what` names the device the test wanted, for the message.
+#define KVC_REQUIRE_GPU(what)                                         \
+    do {                                                              \
+        if (!kvc_gpu_test::gpu_available()) {                         \
+            print_message("no " what " device: test skipped\n");      \
+            skip();                                                   \
+            return;                                                   \
+        }                                                             \
+    } while (0)
