@@ -30,7 +30,7 @@ extern "C" {
 #include <vector>
 
 #include "cuda_api.hpp"
-#include "gpu/device_buffer.hpp"
+#include "gpu/gpu_problem.hpp"
 #include "test_kernels_fixture.hpp"
 #if KVC_TEST_ACCESS_AUDIT
 #include "gpu/emulation/access_audit.hpp"
@@ -41,11 +41,6 @@ using kvc_gpu_test::upload_vector;
 
 namespace {
 
-#define ASSERT_OK(expr)                                                                              \
-    do {                                                                                             \
-        kvc_status st_ = (expr);                                                                     \
-        if (st_ != KVC_OK) fail_msg("%s -> %d: %s", #expr, int(st_), kvc_last_error());              \
-    } while (0)
 
 #if KVC_TEST_ACCESS_AUDIT
 
@@ -60,47 +55,28 @@ constexpr int64_t kSector = 32;  // bytes per DRAM/L2 sector
 // lanes 64 / 128 bytes apart, half of every sector per request, 0.5 measured here.)
 constexpr double kKvSectorEfficiencyFloor = 1.0;
 
-// The device copy of a fixture problem (tests/test_kernels_fixture.hpp).
-struct DeviceProblem {
-    kvc_test::PagedProblem *host;
-    DeviceBuffer storage, tables, seq_lens, qsl, q, out, workspace;
+using kvc_gpu_test::GpuProblem;
 
-    DeviceProblem(kvc_test::PagedProblem &P, int32_t partition_size) : host(&P) {
-        ASSERT_OK(storage.allocate(size_t(P.layout.total_bytes)));
-        ASSERT_OK(storage.upload(P.storage, size_t(P.layout.total_bytes)));
-        ASSERT_OK(upload_vector(tables, P.tables));
-        ASSERT_OK(upload_vector(seq_lens, P.seq_lens));
-        ASSERT_OK(upload_vector(qsl, P.query_start_loc));
-        ASSERT_OK(upload_vector(q, P.q));
-        ASSERT_OK(out.allocate(size_t(P.num_tokens) * P.spec.num_q_heads * P.spec.head_dim * 4));
-        // Room for every partition a forced partition size asks for (the dispatcher would otherwise
-        // grow the partitions to fit a smaller workspace).
-        const int64_t parts = partition_size > 0 ? (P.max_seq_len + partition_size - 1) / partition_size : 1;
-        ASSERT_OK(workspace.allocate(size_t(int64_t(P.spec.seqs.size()) * P.spec.num_q_heads * parts *
-                                            (P.spec.head_dim + 2) * int64_t(sizeof(float)))));
-    }
+// Workspace for every partition a forced partition size asks for (the dispatcher would otherwise
+// grow the partitions to fit a smaller workspace).
+size_t workspace_for(const kvc_test::PagedProblem &P, int32_t partition_size) {
+    const int64_t parts = partition_size > 0 ? (P.max_seq_len + partition_size - 1) / partition_size : 1;
+    return size_t(int64_t(P.spec.seqs.size()) * P.spec.num_q_heads * parts * (P.spec.head_dim + 2) *
+                  int64_t(sizeof(float)));
+}
 
-    // Runs the attention dispatcher with the recorder on; returns what the kernels loaded.
-    std::vector<kvc_emu::AsyncCopyRecord> run_recorded(int32_t partition_size) {
-        kvc::AttentionArgs a = host->args(nullptr, partition_size);
-        a.base = storage.get();
-        a.q = q.get();
-        a.out = out.get();
-        a.block_tables = tables.as<int32_t>();
-        a.seq_lens = seq_lens.as<int32_t>();
-        a.query_start_loc = qsl.as<int32_t>();
-        a.workspace = workspace.get();
-        a.workspace_bytes = workspace.bytes();
-        ASSERT_OK(kvc::cuda::stream_sync(nullptr));  // nothing else may run while recording
-        kvc_emu::access_audit_begin();
-        const kvc_status st = kvc::cuda::attention(a, nullptr);
-        const kvc_status sync = kvc::cuda::stream_sync(nullptr);
-        std::vector<kvc_emu::AsyncCopyRecord> rec = kvc_emu::access_audit_end();
-        ASSERT_OK(st);
-        ASSERT_OK(sync);
-        return rec;
-    }
-};
+// Runs the attention dispatcher on D with the recorder on; returns what the kernels loaded.
+std::vector<kvc_emu::AsyncCopyRecord> run_recorded(GpuProblem &D, int32_t partition_size) {
+    const kvc::AttentionArgs a = D.args(partition_size, SIZE_MAX);
+    ASSERT_OK(kvc::cuda::stream_sync(nullptr));  // nothing else may run while recording
+    kvc_emu::access_audit_begin();
+    const kvc_status st = kvc::cuda::attention(a, nullptr);
+    const kvc_status sync = kvc::cuda::stream_sync(nullptr);
+    std::vector<kvc_emu::AsyncCopyRecord> rec = kvc_emu::access_audit_end();
+    ASSERT_OK(st);
+    ASSERT_OK(sync);
+    return rec;
+}
 
 // A K/V chunk address taken apart with the storage layout (kv_layout.hpp).
 struct KvSlot {
@@ -115,7 +91,7 @@ struct Geometry {
     int64_t q_bytes;
     std::map<int64_t, std::pair<int32_t, int32_t>> block_owner;  // block id -> (sequence, logical block)
 
-    explicit Geometry(const DeviceProblem &D)
+    explicit Geometry(const GpuProblem &D)
         : P(D.host), storage(reinterpret_cast<uintptr_t>(D.storage.get())),
           q(reinterpret_cast<uintptr_t>(D.q.get())), q_bytes(int64_t(D.host->q.size())) {
         for (size_t s = 0; s < P->spec.seqs.size(); ++s)
@@ -321,9 +297,9 @@ struct DecodeFigures {
 DecodeFigures audit_decode(const kvc_test::CaseSpec &spec, int32_t partition_size, const char *what) {
     kvc_test::PagedProblem P = kvc_test::make_problem(spec);
     release_blocks_before_window(&P);
-    DeviceProblem D(P, partition_size);
+    GpuProblem D(P, workspace_for(P, partition_size));
     const Geometry G(D);
-    const std::vector<kvc_emu::AsyncCopyRecord> rec = D.run_recorded(partition_size);
+    const std::vector<kvc_emu::AsyncCopyRecord> rec = run_recorded(D, partition_size);
     const Summary S = summarize(rec, G, what);
 
     // Decode q is read with plain loads by the generic kernel: every cp.async is K/V.
@@ -412,9 +388,9 @@ void test_decode_large_group_reads_per_chunk(void **) {
 void audit_prefill(const kvc_test::CaseSpec &spec, const char *what) {
     kvc_test::PagedProblem P = kvc_test::make_problem(spec);
     release_blocks_before_window(&P);
-    DeviceProblem D(P, -1);
+    GpuProblem D(P);
     const Geometry G(D);
-    const std::vector<kvc_emu::AsyncCopyRecord> rec = D.run_recorded(-1);
+    const std::vector<kvc_emu::AsyncCopyRecord> rec = run_recorded(D, -1);
     const Summary S = summarize(rec, G, what);
     if (S.q_chunks == 0) fail_msg("%s: no Q tile loads: the tensor-core prefill did not run", what);
 
@@ -507,9 +483,9 @@ void test_prefill_window(void **) {
 void test_recorder_is_opt_in(void **) {
     REQUIRE_AUDIT();
     kvc_test::PagedProblem P = kvc_test::make_problem(spec_of(16, 8, 8, {{20, 1}}, 0, 9));
-    DeviceProblem D(P, -1);
+    GpuProblem D(P);
     assert_true(kvc_emu::access_audit_end().empty());  // nothing recorded outside begin/end
-    const std::vector<kvc_emu::AsyncCopyRecord> rec = D.run_recorded(-1);
+    const std::vector<kvc_emu::AsyncCopyRecord> rec = run_recorded(D, -1);
     // One decode CTA per KV head (8), 128 threads, one 32-key tile: 4 chunks x (K, V) per thread.
     assert_int_equal(rec.size(), 8 * 128 * 8);
     std::set<uint32_t> heads;

@@ -21,7 +21,7 @@ extern "C" {
 #include <vector>
 
 #include "cuda_api.hpp"
-#include "gpu/device_buffer.hpp"
+#include "gpu/gpu_problem.hpp"
 #include "test_kernels_fixture.hpp"
 
 using kvc_gpu_test::DeviceBuffer;
@@ -31,11 +31,6 @@ namespace {
 
 #define REQUIRE_GPU() KVC_REQUIRE_GPU("CUDA")
 
-#define ASSERT_OK(expr)                                                                              \
-    do {                                                                                             \
-        kvc_status st_ = (expr);                                                                     \
-        if (st_ != KVC_OK) fail_msg("%s -> %d: %s", #expr, int(st_), kvc_last_error());              \
-    } while (0)
 
 // KVC_GPU_TEST_QUICK=1 (the CPU emulator, tests/gpu/emulation/) shrinks contexts and prompts.
 bool quick_mode() {
@@ -55,44 +50,9 @@ const char *dtype_name(int32_t dt) {
 
 // ---- attention ---------------------------------------------------------------------------------
 
-// The fixture's host problem uploaded to the device.
-struct GpuProblem {
-    kvc_test::PagedProblem *host;
-    DeviceBuffer storage, tables, seq_lens, qsl, q, out, alibi, workspace;
-
-    explicit GpuProblem(kvc_test::PagedProblem &P) : host(&P) {
-        ASSERT_OK(storage.allocate(size_t(P.layout.total_bytes)));
-        ASSERT_OK(storage.upload(P.storage, size_t(P.layout.total_bytes)));
-        ASSERT_OK(upload_vector(tables, P.tables));
-        ASSERT_OK(upload_vector(seq_lens, P.seq_lens));
-        ASSERT_OK(upload_vector(qsl, P.query_start_loc));
-        ASSERT_OK(upload_vector(q, P.q));
-        ASSERT_OK(upload_vector(alibi, P.alibi));
-        ASSERT_OK(out.allocate(out_bytes()));
-        const int64_t max_context = int64_t(P.max_blocks_per_seq) * P.layout.block_size;
-        const size_t ws = kvc::cuda::attention_workspace_bytes(int32_t(P.spec.seqs.size()), P.spec.num_q_heads,
-                                                               P.spec.head_dim, max_context);
-        ASSERT_OK(workspace.allocate(ws));
-    }
-
-    size_t out_bytes() const {
-        return size_t(host->num_tokens) * size_t(host->spec.num_q_heads) * size_t(host->spec.head_dim) *
-               size_t(kvc_ref::dtype_size(host->spec.q_dtype));
-    }
-
-    kvc::AttentionArgs args(int32_t partition_size, size_t workspace_bytes) {
-        kvc::AttentionArgs a = host->args(nullptr, partition_size);
-        a.base = storage.get();
-        a.q = q.get();
-        a.out = out.get();
-        a.alibi_slopes = host->spec.alibi ? alibi.as<float>() : nullptr;
-        a.block_tables = tables.as<int32_t>();
-        a.seq_lens = seq_lens.as<int32_t>();
-        a.query_start_loc = qsl.as<int32_t>();
-        a.workspace = workspace.get();
-        a.workspace_bytes = std::min(workspace_bytes, workspace.bytes());
-        return a;
-    }
+// The fixture's host problem uploaded to the device, and run.
+struct GpuRun : kvc_gpu_test::GpuProblem {
+    using GpuProblem::GpuProblem;
 
     // Runs the GPU kernel and returns its output decoded to float.
     std::vector<float> run(int32_t partition_size, size_t workspace_bytes = SIZE_MAX) {
@@ -147,7 +107,7 @@ void check_case(const kvc_test::CaseSpec &spec, std::initializer_list<int32_t> p
     kvc_status st = KVC_OK;
     const std::vector<float> ref = P.run_cpu(-1, &st);
     assert_int_equal(st, KVC_OK);
-    GpuProblem G(P);
+    GpuRun G(P);
     for (int32_t part : partitions) expect_close(G.run(part, workspace_bytes), ref, spec, what);
 }
 
@@ -349,7 +309,7 @@ void test_attention_bad_input(void **) {
     kvc_test::CaseSpec s;
     s.seqs = {{100, 1}};
     kvc_test::PagedProblem P = kvc_test::make_problem(s);
-    GpuProblem G(P);
+    GpuRun G(P);
     kvc::AttentionArgs a = G.args(-1, SIZE_MAX);
     a.layout.head_dim = 72;
     assert_int_equal(kvc::cuda::attention(a, nullptr), KVC_ERR_UNSUPPORTED);

@@ -155,14 +155,20 @@ func TestSlidingWindowReleasesBlocks(t *testing.T) {
 	}
 }
 
-func TestSlidingWindowAttentionCPU(t *testing.T) {
+// A CPU pool with the window set and sequence 1 grown token by token to 20 tokens, each token's
+// K/V written right after its append (before its block can be released).
+func windowedSequence(t *testing.T) *kvc.Pool {
 	p := newPool(t, cpuConfig())
-	const qHeads, kvHeads, dim = 4, 2, 8
 	must(t, p.SetSlidingWindow(window))
 	mustV[int64](t)(p.Alloc(1, []int32{0}, nil))
 	writeSequence(t, p, 1, 0, 1)
-	// Each token's K/V is written right after its append, before its block can be released.
 	growOneByOne(t, p, 1, 20, func(pos int64) { writeSequence(t, p, 1, int(pos), 1) })
+	return p
+}
+
+func TestSlidingWindowAttentionCPU(t *testing.T) {
+	p := windowedSequence(t)
+	const qHeads, kvHeads, dim = 4, 2, 8
 	b := mustV[*kvc.Batch](t)(p.NewBatch(2, 32, 8))
 	defer b.Close()
 
@@ -205,12 +211,8 @@ func TestSlidingWindowAttentionCPU(t *testing.T) {
 // with q_len 1 + drafts and launches with the pool's window. The drafts' append releases only what
 // the pending token's query no longer sees, so the launch goes through even at a block boundary.
 func TestSlidingWindowTwoAppendsInOneStep(t *testing.T) {
-	p := newPool(t, cpuConfig())
+	p := windowedSequence(t)
 	const qHeads, kvHeads, dim = 4, 2, 8
-	must(t, p.SetSlidingWindow(window))
-	mustV[int64](t)(p.Alloc(1, []int32{0}, nil))
-	writeSequence(t, p, 1, 0, 1)
-	growOneByOne(t, p, 1, 20, func(pos int64) { writeSequence(t, p, 1, int(pos), 1) })
 
 	// Pending token 20: the previous call added 19, so blocks before 19 - 5 = 14 go (0..2, as
 	// already); position 20 opens a block, the first uncached free one (5: 0..2 are cached).

@@ -3,7 +3,7 @@
 //! (valid on the CPU backend, whose backend memory is host memory).
 mod common;
 
-use common::{assert_close, cpu_config, meta_pool, range};
+use common::{assert_close, cpu_config, dense_attention, meta_pool, range};
 use kvc::{AttentionParams, Backend, Batch, Dtype, Pool, Status};
 
 const BS: i32 = 4;
@@ -135,23 +135,7 @@ fn copy_on_write_copies_the_block() {
 /// Reference attention for query token `q` (row of Q_HEADS x D) of `seq` that sees positions
 /// `0..=last` of that sequence's K/V.
 fn reference(seq: u64, q: &[f32], last: i64) -> Vec<f32> {
-    let scale = 1.0 / (D as f32).sqrt();
-    let mut out = vec![0.0; Q_HEADS * D];
-    for h in 0..Q_HEADS {
-        let kvh = h / (Q_HEADS / KV_HEADS);
-        let qh = &q[h * D..(h + 1) * D];
-        let scores: Vec<f32> = (0..=last)
-            .map(|p| (0..D).map(|d| qh[d] * kv_value(seq, p, kvh, d, 1.0)).sum::<f32>() * scale)
-            .collect();
-        let max = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-        let w: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
-        let sum: f32 = w.iter().sum();
-        for d in 0..D {
-            out[h * D + d] =
-                (0..=last as usize).map(|p| w[p] * kv_value(seq, p as i64, kvh, d, -1.0)).sum::<f32>() / sum;
-        }
-    }
-    out
+    dense_attention(q, Q_HEADS, KV_HEADS, D, 0..=last, |p, h, d, sign| kv_value(seq, p, h, d, sign))
 }
 
 fn query(n: usize, salt: f32) -> Vec<f32> {

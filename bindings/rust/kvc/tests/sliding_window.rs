@@ -4,7 +4,7 @@
 //! window, and attention on the CPU backend reads only the window (checked against a reference).
 mod common;
 
-use common::{assert_close, cpu_config, meta_pool, range};
+use common::{assert_close, cpu_config, dense_attention, meta_pool, range};
 use kvc::{AttentionParams, Pool};
 
 const BS: i64 = 4;
@@ -116,24 +116,8 @@ fn write_position(pool: &Pool, seq: u64, pos: i64) {
 
 /// Reference attention of one query row (Q_HEADS x D) at position `qpos` over the window.
 fn reference(q: &[f32], qpos: i64, window: i32) -> Vec<f32> {
-    let scale = 1.0 / (D as f32).sqrt();
     let first = (qpos - window as i64 + 1).max(0);
-    let mut out = vec![0.0; Q_HEADS * D];
-    for h in 0..Q_HEADS {
-        let kvh = h / (Q_HEADS / KV_HEADS);
-        let qh = &q[h * D..(h + 1) * D];
-        let scores: Vec<f32> = (first..=qpos)
-            .map(|p| (0..D).map(|d| qh[d] * kv_value(p, kvh, d, 1.0)).sum::<f32>() * scale)
-            .collect();
-        let max = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-        let w: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
-        let sum: f32 = w.iter().sum();
-        for d in 0..D {
-            out[h * D + d] =
-                (first..=qpos).zip(&w).map(|(p, wp)| wp * kv_value(p, kvh, d, -1.0)).sum::<f32>() / sum;
-        }
-    }
-    out
+    dense_attention(q, Q_HEADS, KV_HEADS, D, first..=qpos, kv_value)
 }
 
 #[test]

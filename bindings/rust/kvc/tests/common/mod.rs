@@ -48,3 +48,31 @@ pub fn assert_close(got: &[f32], want: &[f32], what: &str) {
         assert!((g - w).abs() < 1e-4, "{}: element {}: got {}, want {}", what, i, g, w);
     }
 }
+
+/// Dense softmax attention of one query row (`q_heads` x `d`, scale 1/sqrt(d)) over the key
+/// positions `keys`, GQA (query head h reads KV head h / (q_heads / kv_heads)); `kv(pos, kv_head,
+/// dim, sign)` gives K (sign +1) and V (sign -1). The bindings' tests' reference.
+pub fn dense_attention(
+    q: &[f32],
+    q_heads: usize,
+    kv_heads: usize,
+    d: usize,
+    keys: std::ops::RangeInclusive<i64>,
+    kv: impl Fn(i64, usize, usize, f32) -> f32,
+) -> Vec<f32> {
+    let scale = 1.0 / (d as f32).sqrt();
+    let mut out = vec![0.0; q_heads * d];
+    for h in 0..q_heads {
+        let kvh = h / (q_heads / kv_heads);
+        let qh = &q[h * d..(h + 1) * d];
+        let scores: Vec<f32> =
+            keys.clone().map(|p| (0..d).map(|i| qh[i] * kv(p, kvh, i, 1.0)).sum::<f32>() * scale).collect();
+        let max = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        let w: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
+        let sum: f32 = w.iter().sum();
+        for i in 0..d {
+            out[h * d + i] = keys.clone().zip(&w).map(|(p, wp)| wp * kv(p, kvh, i, -1.0)).sum::<f32>() / sum;
+        }
+    }
+    out
+}
