@@ -35,8 +35,7 @@ KVC_API kvc_status kvc_prefix_lookup(kvc_pool *pool, const int32_t *tokens, int6
         }
         std::lock_guard<std::mutex> lock(pool->mu);
         // Lower-tier hits count too: kvc_alloc restores them (disk blocks after verifying them).
-        kvc::PrefixWalk w = kvc::pool_walk_prefix(pool, tokens, (num_tokens - 1) / pool->block_size, keys_or_empty(keys),
-                                                  kvc::kWalkHostDisk);
+        kvc::PrefixWalk w = kvc::pool_find_prompt_hit(pool, tokens, num_tokens, keys_or_empty(keys), kvc::kWalkHostDisk);
         *out_cached_tokens = w.hit_blocks * pool->block_size;
         return KVC_OK;
     })

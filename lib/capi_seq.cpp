@@ -25,6 +25,7 @@ const KeySet &keys_or_empty(const kvc_keys *keys) { return keys ? keys->set : Ke
 
 struct AllocPlan {
     int64_t blocks = 0;  // table length
+    int64_t held = 0;    // table entries the sequence holds (all but a windowed hit's leading ones)
     int64_t fresh = 0;   // blocks to take from the free queues
     int64_t free_now = 0;  // free blocks once refcount-0 hits are taken out
     kvc::PrefixWalk walk;
@@ -37,9 +38,13 @@ AllocPlan plan_alloc(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, con
                      kvc::WalkTiers lower = kvc::kWalkDevice) {
     AllocPlan plan;
     plan.blocks = kvc::pool_blocks_for(p, num_tokens);
-    if (p->caching && plan.blocks <= p->num_blocks)
-        plan.walk = kvc::pool_walk_prefix(p, tokens, kvc::pool_block_of(p, num_tokens - 1), keys, lower);
-    plan.fresh = plan.blocks - (plan.walk.hit_blocks - plan.walk.host_hits - plan.walk.disk_hits);
+    // Without a window a prompt longer than the pool can never be taken: no need to look. With one,
+    // a hit's leading blocks are not held, so it may fit.
+    if (p->caching && (plan.blocks <= p->num_blocks || p->sliding_window > 0))
+        plan.walk = kvc::pool_find_prompt_hit(p, tokens, num_tokens, keys, lower);
+    plan.held = plan.blocks - plan.walk.first_block;
+    // Held device hits are shared; lower-tier hits and the rest take fresh blocks.
+    plan.fresh = plan.held - (plan.walk.held() - plan.walk.host_hits - plan.walk.disk_hits);
     plan.free_now = p->blocks.num_free() - plan.walk.free_hits;
     return plan;
 }
@@ -70,7 +75,7 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
         // a hit for kvc_alloc, so it must be one here too, or the verdict can be NEVER for a fit.
         AllocPlan plan = plan_alloc(pool, tokens, num_tokens, keys_or_empty(keys), kvc::kWalkHost);
         const int64_t w = pool->watermark_blocks;
-        if (pool->num_blocks - plan.fresh < w) *out_verdict = KVC_ALLOC_NEVER;
+        if (pool->num_blocks - plan.fresh < w || plan.held > pool->num_blocks) *out_verdict = KVC_ALLOC_NEVER;
         else if (plan.free_now - plan.fresh >= w) *out_verdict = KVC_ALLOC_OK;
         else *out_verdict = KVC_ALLOC_LATER;
         return KVC_OK;
@@ -92,9 +97,9 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         if (p->seqs.find(seq_id))
             return fail(KVC_ERR_SEQ_EXISTS, "kvc_alloc: sequence %llu already exists", (unsigned long long)seq_id);
         AllocPlan plan = plan_alloc(p, tokens, num_tokens, ks, kvc::kWalkHost);
-        if (plan.blocks > p->num_blocks)
+        if (plan.held > p->num_blocks)
             return fail(KVC_ERR_OUT_OF_BLOCKS, "kvc_alloc: %lld tokens need %lld blocks, the pool has only %d",
-                        (long long)num_tokens, (long long)plan.blocks, p->num_blocks);
+                        (long long)num_tokens, (long long)plan.held, p->num_blocks);
         if (plan.fresh > plan.free_now)
             return fail(KVC_ERR_OUT_OF_BLOCKS,
                         "kvc_alloc: sequence %llu needs %lld new blocks (%lld cached), only %lld are free",
@@ -114,10 +119,14 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         }
         // ---- from here on nothing can fail ----
         s->keys.priority = s->priority = ks.priority;
+        // A windowed hit's blocks before the window start out released (never taken).
+        const int64_t skip = plan.walk.first_block, held_hits = plan.walk.held();
+        s->table.assign(size_t(skip), -1);
+        s->released = skip;
         // Device hits are referenced before any fresh block is taken, so eviction cannot take them.
         const int64_t restores = plan.walk.host_hits;
-        for (int64_t i = 0; i < plan.walk.hit_blocks; ++i) {
-            int32_t b = p->hit_scratch[size_t(i)];
+        for (int64_t j = 0; j < held_hits; ++j) {
+            int32_t b = p->hit_scratch[size_t(j)];
             if (b >= 0) {
                 p->blocks.add_ref(b);  // a refcount-0 hit leaves the free queue ("touch")
                 p->blocks.set_priority(b, ks.priority);
@@ -125,9 +134,9 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
             s->table.push_back(b);  // -1: a host-tier hit, restored below
         }
         if (restores) {
-            kvc::tier_pin_restore_sources(p, 0, plan.walk.hit_blocks);
-            for (int64_t i = 0; i < plan.walk.hit_blocks; ++i)
-                if (s->table[size_t(i)] < 0) s->table[size_t(i)] = kvc::tier_restore_hit(p, i, ks.priority);
+            kvc::tier_pin_restore_sources(p, 0, held_hits);
+            for (int64_t j = 0; j < held_hits; ++j)
+                if (s->table[size_t(skip + j)] < 0) s->table[size_t(skip + j)] = kvc::tier_restore_hit(p, j, ks.priority);
         }
         for (int64_t i = restores; i < plan.fresh; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, ks.priority));
         s->num_tokens = s->reserved_end = num_tokens;

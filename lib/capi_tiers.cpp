@@ -321,11 +321,12 @@ KVC_API kvc_status kvc_prefix_lookup_tiers(kvc_pool *pool, const int32_t *tokens
         kvc::PrefixWalk w;
         if (pool->caching) {
             std::lock_guard<std::mutex> lk(pool->mu);
-            w = kvc::pool_walk_prefix(pool, tokens, (num_tokens - 1) / pool->block_size,
-                                      keys ? keys->set : kvc::KeySet::empty(), kvc::kWalkHostDisk);
+            w = kvc::pool_find_prompt_hit(pool, tokens, num_tokens, keys ? keys->set : kvc::KeySet::empty(),
+                                          kvc::kWalkHostDisk);
         }
         const int64_t bs = pool->block_size;
-        if (out_device_tokens) *out_device_tokens = (w.hit_blocks - w.host_hits - w.disk_hits) * bs;
+        // A windowed hit's leading blocks (not held) count in no tier.
+        if (out_device_tokens) *out_device_tokens = (w.held() - w.host_hits - w.disk_hits) * bs;
         if (out_host_tokens) *out_host_tokens = w.host_hits * bs;
         if (out_disk_tokens) *out_disk_tokens = w.disk_hits * bs;
         return KVC_OK;

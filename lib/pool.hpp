@@ -38,14 +38,19 @@ struct PoolCounters {
     int64_t verify_misses = 0;
 };
 
-// Result of walking a prompt's leading full blocks through the cache.
+// Result of looking a prompt's full blocks up in the cache. The hit covers blocks [0, hit_blocks);
+// of those the sequence holds [first_block, hit_blocks) (first_block > 0 only with a sliding
+// window: the blocks before are outside the window of the first uncached token). Held block
+// first_block + j is kvc_pool::hit_scratch[j] (and the tiers' hit_tier/hit_slot[j]).
 struct PrefixWalk {
-    int64_t hit_blocks = 0;     // verified hits, ids in kvc_pool::hit_scratch[0..hit_blocks)
-    int64_t free_hits = 0;      // of those, blocks now in a free list (refcount 0, not pinned)
-    bool verify_miss = false;   // the walk stopped at a hash match whose content differed
+    int64_t hit_blocks = 0;     // blocks whose KV need not be computed
+    int64_t first_block = 0;    // leading ones of those the sequence does not hold (table -1)
+    int64_t free_hits = 0;      // of the held ones, blocks now in a free list (refcount 0, not pinned)
+    bool verify_miss = false;   // a hash matched a block whose content differed
     Hash128 chain = kRootHash;  // hash of the last hit block
-    int64_t host_hits = 0;      // of hit_blocks, found in the host tier (hit_scratch[i] == -1)
-    int64_t disk_hits = 0;      // of hit_blocks, found in the disk tier (hit_scratch[i] == -1)
+    int64_t host_hits = 0;      // of the held ones, found in the host tier (hit_scratch[j] == -1)
+    int64_t disk_hits = 0;      // of the held ones, found in the disk tier (hit_scratch[j] == -1)
+    int64_t held() const { return hit_blocks - first_block; }
 };
 
 struct Tiers;
@@ -82,6 +87,7 @@ struct kvc_pool {
     kvc::PendingCopies copies;
     kvc::PoolCounters counters;
     std::vector<int32_t> hit_scratch;  // num_blocks entries: block ids of a prefix walk
+    std::vector<kvc::BlockKey> walk_keys;  // a windowed hit search's block keys (grown, kept)
     std::atomic<uint64_t> seq_generation{0};
     // Memory tiers (tiers.hpp): set once by kvc_tier_attach_host, read without the lock by the
     // storage layer's ordering barrier, hence atomic.
@@ -155,6 +161,13 @@ void pool_rewind_hashing(kvc_pool *p, Sequence *s, int64_t n);
 // No side effects.
 PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
                             WalkTiers lower = kWalkDevice);
+
+// A prompt's prefix hit as kvc_alloc takes it (at most num_tokens - 1 tokens): the leading run of
+// pool_walk_prefix, or with a sliding window the longest prefix whose blocks from the window of its
+// first uncached token on are usable (pool_window_hit.cpp; first_block > 0 then). May throw
+// std::bad_alloc (the windowed search's key buffer grows) before anything changed. No side effects.
+PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
+                                WalkTiers lower = kWalkDevice);
 
 // Runs the invariant checker; KVC_OK or KVC_ERR_INTERNAL with a message (pool_check.cpp).
 kvc_status pool_check_invariants(kvc_pool *p);

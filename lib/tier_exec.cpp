@@ -240,17 +240,18 @@ void tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens,
     {
         std::lock_guard<std::mutex> lk(p->mu);
         if (!t->disk) return;
-        const int64_t max_blocks = (num_tokens - 1) / p->block_size;
-        if (max_blocks <= 0) return;
-        PrefixWalk w = pool_walk_prefix(p, tokens, max_blocks, keys, kWalkHostDisk);
+        if ((num_tokens - 1) / p->block_size <= 0) return;
+        // The hit kvc_alloc will look for; its held blocks are hit_scratch[0 .. held).
+        PrefixWalk w = pool_find_prompt_hit(p, tokens, num_tokens, keys, kWalkHostDisk);
         if (w.disk_hits == 0) return;
+        const int64_t held = w.held();
         TierSlots &hs = t->host->slots;
         DiskTier &d = *t->disk;
         // The prompt's host hits must survive the host slots taken below: pin them meanwhile.
-        for (int64_t i = 0; i < w.hit_blocks; ++i)
+        for (int64_t i = 0; i < held; ++i)
             if (p->hit_scratch[size_t(i)] < 0 && t->hit_tier[size_t(i)] == KVC_TIER_HOST)
                 hs.pin_cached(t->hit_slot[size_t(i)]);
-        for (int64_t i = 0; i < w.hit_blocks; ++i) {
+        for (int64_t i = 0; i < held; ++i) {
             if (p->hit_scratch[size_t(i)] >= 0 || t->hit_tier[size_t(i)] != KVC_TIER_DISK) continue;
             const int32_t ds = t->hit_slot[size_t(i)];
             const PrefixCache &ix = d.slots.index();
@@ -268,7 +269,7 @@ void tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens,
             hs.index_busy(v, ix.parent_of(ds), key, ix.tokens_of(ds), d.slots.priority(ds));
             tier_push_job(t, kJobPromote, -1, v, ds);
         }
-        for (int64_t i = 0; i < w.hit_blocks; ++i)
+        for (int64_t i = 0; i < held; ++i)
             if (p->hit_scratch[size_t(i)] < 0 && t->hit_tier[size_t(i)] == KVC_TIER_HOST)
                 hs.commit_cached(t->hit_slot[size_t(i)]);
     }

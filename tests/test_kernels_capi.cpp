@@ -245,6 +245,46 @@ void test_e2e_sliding_window_releases_blocks(void **) {
     OK(kvc_pool_check(w.pool));
 }
 
+// Window-aware prefix hit: a prompt whose leading blocks were evicted still hits through the
+// blocks its first uncached token's window reads (kvc_pool_set_sliding_window). Its table starts
+// with -1 entries and is longer than the pool; the prefill of its uncached tail, batched with the
+// first sequence's decode, must equal the dense windowed reference over the shared K/V.
+void test_e2e_window_prefix_hit(void **) {
+    constexpr int32_t kBs = 4, kWindow = 10, kBlocks = 12;
+    World w(kBs, 2, 8, 64, KVC_DTYPE_F16, kBlocks, 1);
+    OK(kvc_pool_set_sliding_window(w.pool, kWindow));
+    w.window = kWindow;
+    std::vector<int32_t> t = w.tokens(80);
+    OK(kvc_alloc(w.pool, 1, t.data(), 12, nullptr, nullptr));
+    w.step({1}, {12}, KVC_DTYPE_F16, -1);
+    for (int64_t pos = 12; pos < 60; ++pos) {  // 15 blocks in a 12-block pool: early ones evicted
+        OK(kvc_append(w.pool, 1, t.data() + pos, 1, 0, nullptr));
+        w.step({1}, {1}, KVC_DTYPE_F16, pos % 3 == 0 ? 4 : 0);
+    }
+    // 67 tokens: block 15 (60..63) is not cached, so the hit ends with block 14 (c = 60), whose
+    // window from 51 needs blocks 12..14 -- held by sequence 1. Block 0 is long gone.
+    int64_t cached = -1;
+    OK(kvc_alloc(w.pool, 2, t.data(), 67, nullptr, &cached));
+    assert_int_equal(cached, 60);
+    int32_t table[32];
+    int64_t n = 0;
+    OK(kvc_seq_block_table(w.pool, 2, table, 32, &n));
+    assert_int_equal(n, 17);
+    for (int64_t i = 0; i < n; ++i)
+        if ((table[i] < 0) != (i < 12)) fail_msg("entry %lld is %d", (long long)i, table[i]);
+    w.k[2] = w.k[1];  // positions 0..59 as sequence 1 wrote them (only 51.. are read)
+    w.v[2] = w.v[1];
+    OK(kvc_append(w.pool, 1, t.data() + 60, 1, 0, nullptr));
+    w.step({2, 1}, {7, 1}, KVC_DTYPE_F16, 0);
+    w.step({2, 1}, {7, 1}, KVC_DTYPE_BF16, 4);  // the same step again, split-K
+    for (int s = 0; s < 6; ++s) {
+        w.append(1, 1);
+        w.append(2, 1);
+        w.step({1, 2}, {1, 1}, KVC_DTYPE_F16, s % 2 ? 4 : 0);
+    }
+    OK(kvc_pool_check(w.pool));
+}
+
 // Prefix caching + fork: the child shares the parent's blocks; appending into the shared partial
 // block queues a copy-on-write pair, kvc_copy_pending copies it, and attention over the child is
 // still right (it reads the copied block).
@@ -473,6 +513,7 @@ int main(void) {
         cmocka_unit_test(test_e2e_prefill_then_decode),
         cmocka_unit_test(test_e2e_fork_copy_on_write),
         cmocka_unit_test(test_e2e_sliding_window_releases_blocks),
+        cmocka_unit_test(test_e2e_window_prefix_hit),
         cmocka_unit_test(test_e2e_fp8_and_long_context),
         cmocka_unit_test(test_storage_info_and_copy_blocks),
         cmocka_unit_test(test_bad_input_storage_calls),

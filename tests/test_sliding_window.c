@@ -124,11 +124,21 @@ static void test_released_blocks_stay_cached(void **state) {
     for (int64_t pos = 8; pos < 30; ++pos) OK(kvc_append(p, 1, t + pos, 1, 0, NULL));
     assert_int_equal(released_of(p, 1), 6); /* (29 - 4) / 4 */
     assert_int_equal(cached_tokens_of(p, t, 30, NULL), 28);
-    /* A second request with the same 30 tokens: its prefill starts after the 28 cached ones. */
+    /* A second request with the same 30 tokens: its prefill starts after the 28 cached ones, and
+     * reads no key before 28 - 5 + 1 = 24, so blocks 0..5 are not even taken: the table starts
+     * released, and shares block 6 (tokens 24..27) with sequence 1. */
     int64_t cached = -1;
+    const int64_t free_before = stats_of(p).free_blocks;
     OK(kvc_alloc(p, 2, t, 30, NULL, &cached));
     assert_int_equal(cached, 28);
-    assert_int_equal(released_of(p, 2), 0);
+    assert_int_equal(released_of(p, 2), 6);
+    int32_t t1[8], t2[8];
+    assert_int_equal(table_of(p, 1, t1, 8), 8);
+    assert_int_equal(table_of(p, 2, t2, 8), 8);
+    assert_int_equal(t2[5], -1);
+    assert_int_equal(t2[6], t1[6]);
+    assert_int_not_equal(t2[7], t1[7]); /* block 7 is partial in both: each its own */
+    assert_int_equal(stats_of(p).free_blocks, free_before - 1); /* only the fresh block 7 */
     CHECK_POOL(p);
     OK(kvc_free(p, 1));
     OK(kvc_free(p, 2));

@@ -199,8 +199,14 @@ KVC_API kvc_status kvc_pool_check(kvc_pool *pool);
  *  parent's f). No query of the previous call's tokens or of later ones can see those
  *  keys, so a step may append its tokens in one call or two (e.g. the pending token, then its
  *  draft tokens) before its launch, and a decoding sequence holds about window / block_size + 2
- *  blocks however long it grows. kvc_alloc releases nothing (a prompt's prefill reads all of it):
- *  with chunked prefill through kvc_append, memory stays near the window.
+ *  blocks however long it grows. With chunked prefill through kvc_append, memory stays near the
+ *  window.
+ *  Prefix hits become window-aware: a prompt's queries from its first uncached position c on see
+ *  no key before c - window + 1, so kvc_alloc (and kvc_can_alloc, kvc_prefix_lookup,
+ *  kvc_prefix_lookup_tiers) takes the largest block-aligned c <= num_tokens - 1 for which the full
+ *  blocks from the one holding position max(0, c - window + 1) through the one ending at c are all
+ *  cached (in any tier), even if earlier blocks were evicted. Blocks wholly before that are never
+ *  taken: they start out released (-1), cached or not, as if the first append had released them.
  *  A released block is let go as by kvc_free (a cached one stays in the prefix cache); its table
  *  entry reads -1 in kvc_seq_block_table, in batch block tables and in kv_indices (your own kernels
  *  must not read keys before a query's window). Checks that keep released blocks unread:
@@ -266,7 +272,10 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
 /** Creates sequence seq_id holding num_tokens prompt tokens. With prefix caching, the longest
  *  cached prefix (full blocks, verified token by token, at most num_tokens - 1 tokens) is shared
  *  (refcount + 1); the rest is allocated. *out_cached_tokens (may be NULL) receives the number of
- *  tokens whose KV is already present. Capacity is checked before anything changes.
+ *  tokens whose KV the prefill need not compute. With a sliding window (kvc_pool_set_sliding_window)
+ *  only the hit's blocks inside the window of the first uncached token need to be cached, and the
+ *  ones before it start out released (-1 in the table, not taken, not counted against capacity).
+ *  Capacity is checked before anything changes.
  *  With memory tiers (kvc_tier_attach_host) the cached prefix continues into the host and disk
  *  tiers: those blocks are copied into fresh device blocks (they count as cached tokens and as
  *  blocks to take in the capacity check), disk blocks only after their checksum and identity are
@@ -400,7 +409,9 @@ KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out);
  * --------------------------------------------------------------------------------------------- */
 
 /** How many leading tokens of this prompt are cached right now (full blocks, verified, at most
- *  num_tokens - 1 rounded down to a block boundary). No side effects: no refcount, LRU position or
+ *  num_tokens - 1 rounded down to a block boundary): what kvc_alloc would report. With a sliding
+ *  window, the window-aware count (see kvc_pool_set_sliding_window: blocks before the window of the
+ *  first uncached token need not be cached). No side effects: no refcount, LRU position or
  *  statistic changes. 0 when prefix caching is off. With memory tiers, blocks found in the host
  *  and disk tiers count too (kvc_alloc restores them; see kvc_prefix_lookup_tiers for the split).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_OVERFLOW. */
@@ -408,7 +419,8 @@ KVC_API kvc_status kvc_prefix_lookup(kvc_pool *pool, const int32_t *tokens, int6
                                      const kvc_keys *keys, int64_t *out_cached_tokens);
 
 /** Pins the cached full blocks of this prefix (all of its full blocks that are cached now, from the
- *  start, stopping at the first miss): a pinned block is never evicted until unpinned. Pins nest
+ *  start, stopping at the first miss; the same with a sliding window, where pinning the leading
+ *  blocks is more than a hit needs): a pinned block is never evicted until unpinned. Pins nest
  *  (a count per block). *out_pinned_tokens (may be NULL) receives the tokens covered.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG, KVC_ERR_UNSUPPORTED (caching off). */
 KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,
@@ -739,7 +751,9 @@ KVC_API kvc_status kvc_preemption_cost(kvc_pool *pool, uint64_t seq_id, int64_t 
 
 /** Like kvc_prefix_lookup, split by tier: the leading cached tokens found on the device, in the
  *  host tier and in the disk tier (each block counted in the highest tier holding it; the walk
- *  stops at the first block found in none). Disk hits are reported from the index; their bytes are
+ *  stops at the first block found in none). With a sliding window, the hit's blocks before the
+ *  window (kvc_alloc does not take them) are counted in no tier, so the three can sum to less
+ *  than kvc_prefix_lookup's count. Disk hits are reported from the index; their bytes are
  *  verified only when kvc_alloc reads them (a bad block then becomes a miss). Read-only. Any out
  *  pointer may be NULL. Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1). */
 KVC_API kvc_status kvc_prefix_lookup_tiers(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,

@@ -510,8 +510,14 @@ extern "C" {
     #[doc = "  parent's f). No query of the previous call's tokens or of later ones can see those"]
     #[doc = "  keys, so a step may append its tokens in one call or two (e.g. the pending token, then its"]
     #[doc = "  draft tokens) before its launch, and a decoding sequence holds about window / block_size + 2"]
-    #[doc = "  blocks however long it grows. kvc_alloc releases nothing (a prompt's prefill reads all of it):"]
-    #[doc = "  with chunked prefill through kvc_append, memory stays near the window."]
+    #[doc = "  blocks however long it grows. With chunked prefill through kvc_append, memory stays near the"]
+    #[doc = "  window."]
+    #[doc = "  Prefix hits become window-aware: a prompt's queries from its first uncached position c on see"]
+    #[doc = "  no key before c - window + 1, so kvc_alloc (and kvc_can_alloc, kvc_prefix_lookup,"]
+    #[doc = "  kvc_prefix_lookup_tiers) takes the largest block-aligned c <= num_tokens - 1 for which the full"]
+    #[doc = "  blocks from the one holding position max(0, c - window + 1) through the one ending at c are all"]
+    #[doc = "  cached (in any tier), even if earlier blocks were evicted. Blocks wholly before that are never"]
+    #[doc = "  taken: they start out released (-1), cached or not, as if the first append had released them."]
     #[doc = "  A released block is let go as by kvc_free (a cached one stays in the prefix cache); its table"]
     #[doc = "  entry reads -1 in kvc_seq_block_table, in batch block tables and in kv_indices (your own kernels"]
     #[doc = "  must not read keys before a query's window). Checks that keep released blocks unread:"]
@@ -597,7 +603,10 @@ extern "C" {
     #[doc = " Creates sequence seq_id holding num_tokens prompt tokens. With prefix caching, the longest"]
     #[doc = "  cached prefix (full blocks, verified token by token, at most num_tokens - 1 tokens) is shared"]
     #[doc = "  (refcount + 1); the rest is allocated. *out_cached_tokens (may be NULL) receives the number of"]
-    #[doc = "  tokens whose KV is already present. Capacity is checked before anything changes."]
+    #[doc = "  tokens whose KV the prefill need not compute. With a sliding window (kvc_pool_set_sliding_window)"]
+    #[doc = "  only the hit's blocks inside the window of the first uncached token need to be cached, and the"]
+    #[doc = "  ones before it start out released (-1 in the table, not taken, not counted against capacity)."]
+    #[doc = "  Capacity is checked before anything changes."]
     #[doc = "  With memory tiers (kvc_tier_attach_host) the cached prefix continues into the host and disk"]
     #[doc = "  tiers: those blocks are copied into fresh device blocks (they count as cached tokens and as"]
     #[doc = "  blocks to take in the capacity check), disk blocks only after their checksum and identity are"]
@@ -1173,7 +1182,9 @@ extern "C" {
 }
 extern "C" {
     #[doc = " How many leading tokens of this prompt are cached right now (full blocks, verified, at most"]
-    #[doc = "  num_tokens - 1 rounded down to a block boundary). No side effects: no refcount, LRU position or"]
+    #[doc = "  num_tokens - 1 rounded down to a block boundary): what kvc_alloc would report. With a sliding"]
+    #[doc = "  window, the window-aware count (see kvc_pool_set_sliding_window: blocks before the window of the"]
+    #[doc = "  first uncached token need not be cached). No side effects: no refcount, LRU position or"]
     #[doc = "  statistic changes. 0 when prefix caching is off. With memory tiers, blocks found in the host"]
     #[doc = "  and disk tiers count too (kvc_alloc restores them; see kvc_prefix_lookup_tiers for the split)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_OVERFLOW."]
@@ -1187,7 +1198,8 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Pins the cached full blocks of this prefix (all of its full blocks that are cached now, from the"]
-    #[doc = "  start, stopping at the first miss): a pinned block is never evicted until unpinned. Pins nest"]
+    #[doc = "  start, stopping at the first miss; the same with a sliding window, where pinning the leading"]
+    #[doc = "  blocks is more than a hit needs): a pinned block is never evicted until unpinned. Pins nest"]
     #[doc = "  (a count per block). *out_pinned_tokens (may be NULL) receives the tokens covered."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG, KVC_ERR_UNSUPPORTED (caching off)."]
     pub fn kvc_prefix_pin(
@@ -2493,7 +2505,9 @@ extern "C" {
 extern "C" {
     #[doc = " Like kvc_prefix_lookup, split by tier: the leading cached tokens found on the device, in the"]
     #[doc = "  host tier and in the disk tier (each block counted in the highest tier holding it; the walk"]
-    #[doc = "  stops at the first block found in none). Disk hits are reported from the index; their bytes are"]
+    #[doc = "  stops at the first block found in none). With a sliding window, the hit's blocks before the"]
+    #[doc = "  window (kvc_alloc does not take them) are counted in no tier, so the three can sum to less"]
+    #[doc = "  than kvc_prefix_lookup's count. Disk hits are reported from the index; their bytes are"]
     #[doc = "  verified only when kvc_alloc reads them (a bad block then becomes a miss). Read-only. Any out"]
     #[doc = "  pointer may be NULL. Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1)."]
     pub fn kvc_prefix_lookup_tiers(

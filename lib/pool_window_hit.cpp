@@ -1,0 +1,113 @@
+// Where a prompt's prefix hit is: the leading run of cached blocks, or with a sliding window the
+// longest prefix whose last `window` keys' blocks are cached (kvc_pool_set_sliding_window).
+//
+// A windowed model's prefill from position c on reads no key before c - window + 1, so the blocks
+// wholly before that need not be cached. vLLM's sliding-window manager searches for such a run
+// from the right; so do we, in one pass over the prompt's blocks (each looked up at most once).
+#include "pool.hpp"
+#include "tiers.hpp"
+
+namespace kvc {
+namespace {
+
+// Is block k of the prompt usable as a hit (cached on the device with the same content, or with
+// `lower` in a lower tier)? keys[] holds every block's key; keys[k - 1] is block k's parent.
+// *verify_miss is set when a device entry with block k's hash holds other tokens.
+bool usable(kvc_pool *p, const int32_t *tokens, const BlockKey *keys, int64_t k, WalkTiers lower,
+            bool *verify_miss) {
+    const Hash128 &parent = k > 0 ? keys[k - 1].hash : kRootHash;
+    const int32_t *toks = tokens + k * p->block_size;
+    const int32_t b = p->cache.find(keys[k].hash);
+    if (b >= 0) {
+        if (p->cache.verify(b, parent, keys[k], toks)) return true;
+        *verify_miss = true;
+        return false;
+    }
+    if (lower == kWalkDevice || !p->tiers.load(std::memory_order_relaxed)) return false;
+    int32_t slot = -1;
+    return tier_find_lower(p, parent, keys[k], toks, lower == kWalkHostDisk, &slot) >= 0;
+}
+
+// The first block a hit ending with block e must hold: the one with position c - window + 1,
+// c = (e + 1) x block_size being the first uncached position -- but at least the hit's last block,
+// so that a hit always rests on a cached block (window 1 would otherwise need none).
+int64_t first_needed(const kvc_pool *p, int64_t e) {
+    const int64_t first_key = (e + 1) * p->block_size - p->sliding_window + 1;
+    const int64_t f = first_key > 0 ? pool_block_of(p, first_key) : 0;
+    return f < e ? f : e;
+}
+
+PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
+                         WalkTiers lower) {
+    PrefixWalk w;
+    if (max_blocks <= 0) return w;
+    // Every block's key, left to right (each chains on its parent). Grown, never shrunk: steady
+    // state allocates nothing. A throw here happens before anything changed.
+    std::vector<BlockKey> &k = p->walk_keys;
+    if (int64_t(k.size()) < max_blocks) k.resize(size_t(max_blocks));
+    Hash128 chain = kRootHash;
+    for (int64_t i = 0; i < max_blocks; ++i) {
+        k[size_t(i)] = p->hasher.hash_block(chain, tokens + i * p->block_size, i, keys);
+        chain = k[size_t(i)].hash;
+    }
+    // Candidates e (the hit's last block) from the right. [lo, e] are known usable. When block u
+    // in [f(e), e] is not, no candidate in [u, e] can hold (f is non-decreasing in e, so each of
+    // them needs u): the next one is u - 1. A hit would need more blocks than the pool has
+    // (hit_scratch holds num_blocks ids) only with a window wider than the pool; kvc_alloc could
+    // not take it, nor any smaller one (those hold more of the table), so it is skipped.
+    int64_t e = max_blocks - 1, lo = max_blocks;
+    bool verify_miss = false;
+    while (e >= 0) {
+        const int64_t f = first_needed(p, e);
+        if (e - f + 1 > p->num_blocks) {
+            --e;
+            if (lo > e + 1) lo = e + 1;
+            continue;
+        }
+        while (lo > f && usable(p, tokens, k.data(), lo - 1, lower, &verify_miss)) --lo;
+        if (lo <= f) break;
+        e = lo - 2;
+        lo = e + 1;
+    }
+    w.verify_miss = verify_miss;
+    if (e < 0) return w;
+    // Record the hit's held blocks f..e as pool_walk_prefix does (ids, tier slots, counts).
+    const int64_t f = first_needed(p, e);
+    Tiers *t = lower != kWalkDevice ? p->tiers.load(std::memory_order_relaxed) : nullptr;
+    for (int64_t i = f; i <= e; ++i) {
+        const size_t j = size_t(i - f);
+        const int32_t b = p->cache.find(k[size_t(i)].hash);
+        if (b >= 0) {  // verified in the scan
+            p->hit_scratch[j] = b;
+            if (p->blocks.queues().contains(b)) ++w.free_hits;
+            continue;
+        }
+        int32_t slot = -1;
+        const Hash128 &parent = i > 0 ? k[size_t(i - 1)].hash : kRootHash;
+        const int32_t tier =
+            tier_find_lower(p, parent, k[size_t(i)], tokens + i * p->block_size, lower == kWalkHostDisk, &slot);
+        t->hit_tier[j] = uint8_t(tier);
+        t->hit_slot[j] = slot;
+        p->hit_scratch[j] = -1;
+        ++(tier == KVC_TIER_HOST ? w.host_hits : w.disk_hits);
+    }
+    w.first_block = f;
+    w.hit_blocks = e + 1;
+    w.chain = k[size_t(e)].hash;
+    return w;
+}
+
+}  // namespace
+
+PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
+                                WalkTiers lower) {
+    // At most num_tokens - 1 tokens hit: the prefill computes at least the last one.
+    const int64_t max_blocks = pool_block_of(p, num_tokens - 1);
+    if (p->sliding_window <= 0) return pool_walk_prefix(p, tokens, max_blocks, keys, lower);
+    // Nothing cached anywhere: skip hashing the whole prompt.
+    if (p->cache.size() == 0 && (lower == kWalkDevice || !p->tiers.load(std::memory_order_relaxed)))
+        return PrefixWalk{};
+    return walk_windowed(p, tokens, max_blocks, keys, lower);
+}
+
+}  // namespace kvc

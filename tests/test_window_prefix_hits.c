@@ -1,0 +1,188 @@
+/* Window-aware prefix hits (kvc_pool_set_sliding_window): a prompt hits as far as the blocks its
+ * first uncached token's window needs are cached, even when its leading blocks were evicted; the
+ * blocks before that window start out released (-1, never taken, not counted against capacity).
+ * kvc_alloc, kvc_can_alloc, kvc_prefix_lookup and kvc_prefix_lookup_tiers agree. Attention over
+ * such a hit is checked against the dense reference in test_kernels_capi
+ * (test_e2e_window_prefix_hit). */
+#include "test_tier_helpers.h"
+
+/* Leading -1 entries of seq's table (the rest must all be blocks). */
+static int64_t released_of(kvc_pool *p, uint64_t seq) {
+    int32_t t[64];
+    const int64_t n = table_of(p, seq, t, 64);
+    int64_t r = 0;
+    while (r < n && t[r] < 0) ++r;
+    for (int64_t i = r; i < n; ++i) assert_true(t[i] >= 0);
+    return r;
+}
+
+static int32_t can_alloc_of(kvc_pool *p, const int32_t *t, int64_t n) {
+    int32_t v = -1;
+    OK(kvc_can_alloc(p, t, n, NULL, &v));
+    return v;
+}
+
+/* Sequence `id` takes prompt t[0..first) and then decodes t[first..n) one token per call. */
+static void decode_to(kvc_pool *p, uint64_t id, const int32_t *t, int64_t first, int64_t n) {
+    OK(kvc_alloc(p, id, t, first, NULL, NULL));
+    for (int64_t pos = first; pos < n; ++pos) OK(kvc_append(p, id, t + pos, 1, 0, NULL));
+}
+
+/* Block size 4, window 6, 12 blocks. Sequence 1 decodes 24 tokens and holds blocks 4 and 5 (its
+ * appends released 0..3, cached, to the tail of the free queue in that order); sequence 2's
+ * 28-token prompt then takes the 6 never-used blocks and evicts block 0. */
+static void test_hit_after_leading_blocks_evicted(void **state) {
+    (void)state;
+    kvc_pool *p = make_pool(4, 12, 1);
+    OK(kvc_pool_set_sliding_window(p, 6));
+    int32_t t[32], other[28];
+    iota_tokens(t, 32, 100);
+    iota_tokens(other, 28, 5000);
+    decode_to(p, 1, t, 4, 24);
+    assert_int_equal(released_of(p, 1), 4); /* the last append's previous token, 22: (22-5)/4 */
+    OK(kvc_alloc(p, 2, other, 28, NULL, NULL));
+    assert_int_equal(stats_of(p).free_blocks, 3); /* 1h 2h 3h */
+
+    /* A 9-token prompt could hit 8 tokens, whose window (from position 3) needs block 0: gone.
+     * A hit of 4 would need block 0 too (a hit always ends on a cached block). */
+    assert_int_equal(cached_tokens_of(p, t, 9, NULL), 0);
+    /* 25 tokens: the first uncached position 24 sees from 19 on, i.e. blocks 4 and 5, both held
+     * by sequence 1. Without the window nothing would hit (block 0 is missing). */
+    assert_int_equal(cached_tokens_of(p, t, 25, NULL), 24);
+    int64_t dev = -1, host = -1, disk = -1;
+    lookup_tiers(p, t, 25, &dev, &host, &disk);
+    assert_int_equal(dev, 8); /* blocks 4, 5; the 16 tokens before them are in no tier */
+    assert_int_equal(host + disk, 0);
+    assert_int_equal(can_alloc_of(p, t, 25), KVC_ALLOC_OK); /* one fresh block of 3 free */
+
+    const kvc_stats before = stats_of(p);
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 3, t, 25, NULL, &cached));
+    assert_int_equal(cached, 24);
+    int32_t t1[8], t3[8];
+    assert_int_equal(table_of(p, 1, t1, 8), 6);
+    assert_int_equal(table_of(p, 3, t3, 8), 7);
+    for (int i = 0; i < 4; ++i) assert_int_equal(t3[i], -1);
+    assert_int_equal(t3[4], t1[4]);
+    assert_int_equal(t3[5], t1[5]);
+    assert_int_equal(t3[6], 1); /* the head of the free queue, 1h, evicted */
+    const kvc_stats after = stats_of(p);
+    assert_int_equal(after.free_blocks, before.free_blocks - 1);
+    assert_int_equal(after.prefix_hit_tokens - before.prefix_hit_tokens, 24);
+    /* The first append releases nothing more: its target is where the hit started. */
+    OK(kvc_append(p, 3, t + 25, 1, 0, NULL));
+    assert_int_equal(released_of(p, 3), 4);
+    CHECK_POOL(p);
+    OK(kvc_free(p, 1));
+    OK(kvc_free(p, 2));
+    OK(kvc_free(p, 3));
+    assert_int_equal(stats_of(p).free_blocks, 12);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+/* A prompt whose table is longer than the pool hits and fits: only the window's blocks are held.
+ * Block size 4, window 6, 8 blocks; sequence 1 decodes 60 tokens (15 table entries, 2 held). */
+static void test_prompt_longer_than_pool(void **state) {
+    (void)state;
+    kvc_pool *p = make_pool(4, 8, 1);
+    OK(kvc_pool_set_sliding_window(p, 6));
+    int32_t t[64], other[61];
+    iota_tokens(t, 64, 300);
+    iota_tokens(other, 61, 9000);
+    decode_to(p, 1, t, 4, 60);
+    assert_int_equal(released_of(p, 1), 13); /* previous token 58: (58 - 5) / 4 */
+
+    /* 61 tokens, 16 table entries: hit 60; from position 55 on, i.e. blocks 13, 14, are needed. */
+    assert_int_equal(cached_tokens_of(p, t, 61, NULL), 60);
+    assert_int_equal(can_alloc_of(p, t, 61), KVC_ALLOC_OK);
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 2, t, 61, NULL, &cached));
+    assert_int_equal(cached, 60);
+    assert_int_equal(table_len(p, 2), 16);
+    assert_int_equal(released_of(p, 2), 13);
+    assert_int_equal(stats_of(p).used_blocks, 3); /* 13, 14 shared; one fresh */
+
+    /* The same length without a hit needs 16 blocks of 8: never, and refused unchanged. */
+    assert_int_equal(can_alloc_of(p, other, 61), KVC_ALLOC_NEVER);
+    EXPECT_ERR_UNCHANGED(p, kvc_alloc(p, 3, other, 61, NULL, NULL), KVC_ERR_OUT_OF_BLOCKS);
+
+    /* A prompt that leaves sequence 1's path at position 50: blocks 12.. differ, so the largest
+     * usable hit ends with block 11 (c = 48, window from 43: blocks 10 and 11, released by
+     * sequence 1 and still cached -- the 7 blocks evicted so far were 0..6). */
+    int32_t fork_path[61];
+    memcpy(fork_path, t, sizeof fork_path);
+    fork_path[50] = -7;
+    assert_int_equal(cached_tokens_of(p, fork_path, 61, NULL), 48);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+/* The window's blocks found in the host tier are restored; the ones before it stay where they are. */
+static void test_window_hit_through_host_tier(void **state) {
+    (void)state;
+    kvc_pool *p = tier_pool(8, 1);
+    OK(kvc_tier_attach_host(p, 32));
+    OK(kvc_pool_set_sliding_window(p, 6));
+    int32_t t[32];
+    prompt(t, 32, 7);
+    decode_to(p, 1, t, 4, 24);
+    OK(kvc_free(p, 1));
+    churn(p, 8, 100); /* 8 fresh blocks: every cached device block spills to the host tier */
+    int64_t dev = -1, host = -1, disk = -1;
+    lookup_tiers(p, t, 25, &dev, &host, &disk);
+    assert_int_equal(dev, 0);
+    assert_int_equal(host, 8); /* blocks 4 and 5 only */
+    assert_int_equal(disk, 0);
+    assert_int_equal(cached_tokens_of(p, t, 25, NULL), 24);
+    const int64_t hits_before = tier_stats(p, KVC_TIER_HOST).hits;
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 2, t, 25, NULL, &cached));
+    assert_int_equal(cached, 24);
+    assert_int_equal(released_of(p, 2), 4);
+    assert_int_equal(tier_stats(p, KVC_TIER_HOST).hits - hits_before, 2);
+    assert_int_equal(stats_of(p).used_blocks, 3); /* two restored, one fresh */
+    CHECK_POOL(p);
+    OK(kvc_free(p, 2));
+    OK(kvc_pool_destroy(p));
+}
+
+/* The same pool history with and without a window: blocks 0..5 of a 24-token prompt cached,
+ * 2..5 pinned, 0 and 1 evicted. Returns kvc_prefix_lookup of the prompt's first 25 tokens. */
+static int64_t hit_after_evicting_blocks_0_1(int32_t window) {
+    kvc_pool *p = make_pool(4, 12, 1);
+    OK(kvc_pool_set_sliding_window(p, window));
+    int32_t t[32], other[32];
+    iota_tokens(t, 32, 100);
+    iota_tokens(other, 32, 5000);
+    OK(kvc_alloc(p, 1, t, 25, NULL, NULL)); /* blocks 0..5 full and cached, 6 partial */
+    int64_t n = 0;
+    OK(kvc_prefix_pin(p, t, 24, NULL, &n));
+    assert_int_equal(n, 24);
+    OK(kvc_prefix_unpin(p, t, 8, NULL, &n)); /* blocks 0 and 1 only */
+    assert_int_equal(n, 8);
+    OK(kvc_free(p, 1)); /* partial 6 to the head, 1h and 0h (unpinned) to the tail: [6..11 1h 0h] */
+    OK(kvc_alloc(p, 2, other, 32, NULL, NULL)); /* 8 blocks: 6..11, then 1h and 0h are evicted */
+    const int64_t hit = cached_tokens_of(p, t, 25, NULL);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+    return hit;
+}
+
+static void test_leading_blocks_needed_only_without_window(void **state) {
+    (void)state;
+    assert_int_equal(hit_after_evicting_blocks_0_1(0), 0);   /* the walk stops at block 0 */
+    assert_int_equal(hit_after_evicting_blocks_0_1(6), 24);  /* blocks 4, 5 suffice */
+    assert_int_equal(hit_after_evicting_blocks_0_1(12), 24); /* from position 13: blocks 3..5 */
+    assert_int_equal(hit_after_evicting_blocks_0_1(20), 0);  /* from 5: block 1 is gone; so down to 0 */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hit_after_leading_blocks_evicted),
+        cmocka_unit_test(test_prompt_longer_than_pool),
+        cmocka_unit_test(test_window_hit_through_host_tier),
+        cmocka_unit_test(test_leading_blocks_needed_only_without_window),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
