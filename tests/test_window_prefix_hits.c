@@ -147,6 +147,50 @@ static void test_window_hit_through_host_tier(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* Disk tier: only the window's blocks are read back (promoted through the host tier) and they
+ * carry the bytes written before; the blocks before the window stay on disk, unread. Device 8
+ * blocks, host 4 slots, disk 16; prompt P of 17 tokens (4 full blocks) pushed down to the disk by
+ * another prompt's blocks, as in test_tier_disk. Window 6: position 16 sees from 11, block 2 on. */
+static void test_window_hit_from_disk(void **state) {
+    (void)state;
+    char dir[128], path[256];
+    temp_path(dir, sizeof dir, path, sizeof path, "tier.bin");
+    kvc_pool *p = tier_pool(8, 1);
+    OK(kvc_tier_attach_host(p, 4));
+    OK(kvc_tier_attach_disk(p, path, 16, 0));
+    OK(kvc_pool_set_sliding_window(p, 6));
+    int32_t P[17], R[17];
+    prompt(P, 17, 1);
+    prompt(R, 17, 77);
+    alloc_free(p, 1, P, 17, KVC_PRIORITY_DEFAULT, 31);
+    churn(p, 8, 100);
+    alloc_free(p, 2, R, 17, KVC_PRIORITY_DEFAULT, 32);
+    churn(p, 8, 100);
+    int64_t dev = -1, host = -1, disk = -1;
+    lookup_tiers(p, P, 17, &dev, &host, &disk);
+    assert_int_equal(dev + host, 0);
+    assert_int_equal(disk, 8); /* blocks 2 and 3; blocks 0 and 1 are on disk too but not needed */
+    assert_int_equal(cached_tokens_of(p, P, 17, NULL), 16);
+    const int64_t reads_before = tier_stats(p, KVC_TIER_DISK).blocks_out;
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 3, P, 17, NULL, &cached));
+    assert_int_equal(cached, 16);
+    assert_int_equal(released_of(p, 3), 2);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).blocks_out - reads_before, 2);
+    int32_t table[8];
+    assert_int_equal(table_of(p, 3, table, 8), 5);
+    unsigned char want[TBLOCK_BYTES], got[TBLOCK_BYTES];
+    for (int64_t i = 2; i < 4; ++i) {
+        pattern(want, 31, i);
+        OK(kvc_storage_copy_blocks(p, &table[i], 1, got, 1));
+        assert_memory_equal(want, got, TBLOCK_BYTES);
+    }
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+    unlink(path);
+    rmdir(dir);
+}
+
 /* The same pool history with and without a window: blocks 0..5 of a 24-token prompt cached,
  * 2..5 pinned, 0 and 1 evicted. Returns kvc_prefix_lookup of the prompt's first 25 tokens. */
 static int64_t hit_after_evicting_blocks_0_1(int32_t window) {
@@ -182,6 +226,7 @@ int main(void) {
         cmocka_unit_test(test_hit_after_leading_blocks_evicted),
         cmocka_unit_test(test_prompt_longer_than_pool),
         cmocka_unit_test(test_window_hit_through_host_tier),
+        cmocka_unit_test(test_window_hit_from_disk),
         cmocka_unit_test(test_leading_blocks_needed_only_without_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
