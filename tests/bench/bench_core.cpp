@@ -1,5 +1,5 @@
 // Host-core costs: per-block alloc / append / fork / free, a 256-sequence decode step, prefix
-// lookup per block (hash + verify), and alloc with cache hits per block.
+// lookup per block (hash + verify), and alloc with cache hits per block (each also with a window).
 // Run: bench_core --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // "ns/block" (or "ns/step") is the figure to read; goals: <= 50 ns per block op, <= 10 us per
 // 256-sequence decode step, lookup <= 100 ns per block.
@@ -169,9 +169,12 @@ void BM_DecodeStep256(benchmark::State &state) { decode_step_256(state, 0); }
 void BM_DecodeStep256Window(benchmark::State &state) { decode_step_256(state, 256); }
 
 // kvc_prefix_lookup of a 64-block cached prompt (+1 token): hash + map probe + token verify per block.
+// Arg: the pool's sliding window (0 = none: the leading walk; 256 = the window-aware search, which
+// hashes all 64 blocks but probes only the last 17, those the window needs).
 void BM_PrefixLookup(benchmark::State &state) {
     constexpr int64_t kBlocks = 64;
     kvc_pool *p = make_pool(4096, 1);
+    check(kvc_pool_set_sliding_window(p, int32_t(state.range(0))), "set_sliding_window");
     // Fill the cache with other prompts too so the map is not trivially small.
     for (uint64_t s = 0; s < 60; ++s) {
         std::vector<int32_t> t = tokens_for(s + 10, kBlocks * kBlockSize);
@@ -189,12 +192,37 @@ void BM_PrefixLookup(benchmark::State &state) {
     kvc_pool_destroy(p);
 }
 
+// kvc_prefix_lookup of a 64-block prompt of which nothing is cached (the map holds 60 other
+// prompts). Arg: sliding window. Without one the walk stops at block 0; the window-aware search
+// must hash every block and probe each once before it knows there is no hit: the cost of
+// window-aware hits on a miss. ns/block divides by 64 either way.
+void BM_PrefixLookupMiss(benchmark::State &state) {
+    constexpr int64_t kBlocks = 64;
+    kvc_pool *p = make_pool(4096, 1);
+    check(kvc_pool_set_sliding_window(p, int32_t(state.range(0))), "set_sliding_window");
+    for (uint64_t s = 0; s < 60; ++s) {
+        std::vector<int32_t> t = tokens_for(s + 10, kBlocks * kBlockSize);
+        check(kvc_alloc(p, s + 10, t.data(), int64_t(t.size()), nullptr, nullptr), "alloc");
+    }
+    std::vector<int32_t> prompt = tokens_for(1, kBlocks * kBlockSize + 1);
+    int64_t cached = 0;
+    for (auto _ : state) {
+        check(kvc_prefix_lookup(p, prompt.data(), int64_t(prompt.size()), nullptr, &cached), "lookup");
+        benchmark::DoNotOptimize(cached);
+    }
+    if (cached != 0) state.SkipWithError("lookup hit");
+    per_block(state, kBlocks);
+    kvc_pool_destroy(p);
+}
+
 // kvc_alloc of a prompt whose 64 full blocks are all cached (refcount + 1 each, one fresh block):
-// 16 such allocs per timed batch, frees untimed.
+// 16 such allocs per timed batch, frees untimed. Arg: sliding window as in BM_PrefixLookup (with
+// 256, each alloc takes 17 hit blocks and leaves 47 entries released; ns/block still divides by 65).
 void BM_AllocWithHits(benchmark::State &state) {
     constexpr int64_t kBlocks = 64;
     constexpr int kAllocs = 16;
     kvc_pool *p = make_pool(4096, 1);
+    check(kvc_pool_set_sliding_window(p, int32_t(state.range(0))), "set_sliding_window");
     std::vector<int32_t> prompt = tokens_for(1, kBlocks * kBlockSize + 1);
     check(kvc_alloc(p, 1000, prompt.data(), int64_t(prompt.size()), nullptr, nullptr), "alloc");
     int64_t cached = 0;
@@ -228,7 +256,9 @@ KVC_BENCH(BM_AppendBlock)->Arg(0)->Arg(1);
 KVC_BENCH(BM_Fork)->Arg(0)->Arg(1);
 KVC_BENCH(BM_DecodeStep256)->Arg(0)->Arg(1);
 KVC_BENCH(BM_DecodeStep256Window)->Arg(0)->Arg(1);
-KVC_BENCH(BM_PrefixLookup);
-KVC_BENCH(BM_AllocWithHits);
+// Arg: sliding window 0 (none) / 256 tokens.
+KVC_BENCH(BM_PrefixLookup)->Arg(0)->Arg(256);
+KVC_BENCH(BM_PrefixLookupMiss)->Arg(0)->Arg(256);
+KVC_BENCH(BM_AllocWithHits)->Arg(0)->Arg(256);
 
 BENCHMARK_MAIN();
