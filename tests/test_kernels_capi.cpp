@@ -1,28 +1,11 @@
 // End-to-end through the public API on the CPU backend: pool -> alloc/append/fork -> batch build ->
 // kvc_cache_write -> kvc_launch_attention, compared with the dense reference; and every bad-input
 // status of the storage / batch / attention entry points.
-#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
-#include <random>
 #include <vector>
 
-#include "dense_reference.hpp"
-#include "kvc/kvc.h"
-
-extern "C" {
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <cmocka.h>
-}
-
-#define OK(call)                                                                                         \
-    do {                                                                                                 \
-        kvc_status st_ = (call);                                                                         \
-        if (st_ != KVC_OK) fail_msg("%s -> %s: %s", #call, kvc_status_str(st_), kvc_last_error());     \
-    } while (0)
+#include "kernels_world.hpp"
 
 // Fails unless `call` returns `code` with a fresh message naming `fn`.
 #define EXPECT_ERR(call, code, fn)                                                                       \
@@ -38,127 +21,9 @@ extern "C" {
 
 namespace {
 
-constexpr int kLayers = 2, kLayer = 1;
-
-struct World {
-    kvc_pool *pool = nullptr;
-    kvc_batch *batch = nullptr;
-    int32_t bs, nkv, nqh, d, kv_dtype;
-    int32_t window = 0;  // the launches' sliding window (0 = none)
-    std::mt19937 rng{5};
-    // Dense K/V as stored (rounded), per sequence: [position][kv head][d].
-    std::map<uint64_t, std::vector<float>> k, v;
-
-    World(int32_t block_size, int32_t kv_heads, int32_t q_heads, int32_t head_dim, int32_t dtype, int64_t blocks,
-          int32_t caching) : bs(block_size), nkv(kv_heads), nqh(q_heads), d(head_dim), kv_dtype(dtype) {
-        kvc_pool_config c;
-        OK(kvc_pool_config_default(&c));
-        c.block_size = block_size;
-        c.num_layers = kLayers;
-        c.num_kv_heads = kv_heads;
-        c.num_q_heads = q_heads;
-        c.head_dim = head_dim;
-        c.kv_dtype = dtype;
-        c.num_blocks = blocks;
-        c.backend = KVC_BACKEND_CPU;
-        c.prefix_caching = caching;
-        c.watermark = 0.0;
-        OK(kvc_pool_create(&c, &pool));
-        OK(kvc_batch_create(pool, 8, 4096, int32_t(std::max<int64_t>(64, blocks)), &batch));
-    }
-    ~World() {
-        kvc_batch_destroy(batch);
-        kvc_pool_destroy(pool);
-    }
-
-    std::vector<int32_t> tokens(int64_t n) {
-        std::vector<int32_t> t(static_cast<size_t>(n));
-        for (auto &x : t) x = int32_t(rng() % 30000);
-        return t;
-    }
-
-    // One forward step over `ids` with `q_lens` new tokens each (already confirmed in the pool):
-    // writes their K/V through the batch's slot mapping, runs attention and checks it.
-    void step(const std::vector<uint64_t> &ids, const std::vector<int64_t> &q_lens, int32_t q_dtype,
-              int32_t partition_size, float k_scale = 1.0f, float v_scale = 1.0f) {
-        OK(kvc_batch_build(batch, ids.data(), q_lens.data(), int32_t(ids.size())));
-        kvc_batch_info info;
-        info.struct_size = sizeof info;
-        OK(kvc_batch_get_info(batch, &info));
-        std::vector<int64_t> slots(static_cast<size_t>(info.num_tokens));
-        OK(kvc_batch_copy_slot_mapping(batch, slots.data(), int64_t(slots.size())));
-        // CPU backend: the "device" slot mapping is host memory holding the same values.
-        assert_memory_equal(reinterpret_cast<const int64_t *>(uintptr_t(info.slot_mapping)), slots.data(),
-                            slots.size() * 8);
-
-        const int64_t row = int64_t(nkv) * d;
-        std::vector<float> ksrc(static_cast<size_t>(info.num_tokens * row)), vsrc(ksrc.size());
-        std::uniform_real_distribution<float> uni(-1.f, 1.f);
-        kvc_ref::Problem P;
-        P.num_q_heads = nqh;
-        P.num_kv_heads = nkv;
-        P.head_dim = d;
-        P.scale = 1.0 / std::sqrt(double(d)) * 2.0;
-        P.sliding_window = window;
-        int64_t tok = 0;
-        const bool fp8 = kv_dtype == KVC_DTYPE_FP8_E4M3;
-        for (size_t i = 0; i < ids.size(); ++i) {
-            int64_t L;
-            OK(kvc_seq_num_tokens(pool, ids[i], &L));
-            P.seqs.push_back({L, q_lens[i]});
-            auto &K = k[ids[i]], &V = v[ids[i]];
-            K.resize(size_t(L * row));
-            V.resize(size_t(L * row));
-            for (int64_t p = L - q_lens[i]; p < L; ++p, ++tok)
-                for (int64_t e = 0; e < row; ++e) {
-                    float kx = uni(rng), vx = uni(rng);
-                    ksrc[size_t(tok * row + e)] = kx;
-                    vsrc[size_t(tok * row + e)] = vx;
-                    float kr = kvc_ref::round_to(fp8 ? kx / k_scale : kx, kv_dtype);
-                    float vr = kvc_ref::round_to(fp8 ? vx / v_scale : vx, kv_dtype);
-                    K[size_t(p * row + e)] = fp8 ? kr * k_scale : kr;
-                    V[size_t(p * row + e)] = fp8 ? vr * v_scale : vr;
-                }
-        }
-        OK(kvc_cache_write(pool, kLayer, slots.data(), info.num_tokens, ksrc.data(), vsrc.data(), KVC_DTYPE_F32,
-                           k_scale, v_scale, nullptr));
-
-        const int64_t qn = info.num_tokens * nqh * d;
-        const int qb = kvc_ref::dtype_size(q_dtype);
-        std::vector<uint8_t> q(static_cast<size_t>(qn * qb)), out(q.size());
-        std::vector<float> qref(static_cast<size_t>(qn));
-        for (int64_t i = 0; i < qn; ++i) {
-            float x = kvc_ref::round_to(uni(rng), q_dtype);
-            qref[size_t(i)] = x;
-            kvc_ref::encode_exact(q.data(), i, q_dtype, x);
-        }
-        kvc_attention_params ap;
-        OK(kvc_attention_params_default(&ap));
-        ap.q_dtype = q_dtype;
-        ap.scale = float(P.scale);
-        ap.k_scale = k_scale;
-        ap.v_scale = v_scale;
-        ap.partition_size = partition_size;
-        ap.sliding_window = window;
-        OK(kvc_launch_attention(pool, batch, kLayer, q.data(), out.data(), &ap, nullptr));
-
-        std::vector<const float *> kp, vp;
-        for (uint64_t id : ids) { kp.push_back(k[id].data()); vp.push_back(v[id].data()); }
-        std::vector<double> ref(static_cast<size_t>(qn));
-        kvc_ref::dense_attention(P, qref.data(), kp, vp, ref.data());
-        const double atol = fp8 ? 1e-2 : 1e-3, rel = kvc_ref::output_rounding(q_dtype);
-        for (int64_t i = 0; i < qn; ++i) {
-            float got = kvc_ref::decode(out.data(), i, q_dtype);
-            if (!(std::fabs(double(got) - ref[size_t(i)]) <= atol + rel * std::fabs(ref[size_t(i)])))
-                fail_msg("out[%lld] = %.7g, reference %.7g", (long long)i, double(got), ref[size_t(i)]);
-        }
-    }
-
-    void append(uint64_t id, int64_t n) {
-        std::vector<int32_t> t = tokens(n);
-        OK(kvc_append(pool, id, t.data(), n, 0, nullptr));
-    }
-};
+using kvc_test::kLayer;
+using kvc_test::kLayers;
+using kvc_test::World;
 
 // Prefill of three prompts, then decode steps; f16 cache, f16 and bf16 queries, split and not.
 void test_e2e_prefill_then_decode(void **) {
