@@ -145,7 +145,12 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         s->num_hashed = plan.walk.hit_blocks;
         if (p->caching) {
             const int64_t hashed_tokens = plan.walk.hit_blocks * p->block_size;
-            kvc::pool_hash_full_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens);
+            const int64_t known = plan.walk.num_keys - plan.walk.hit_blocks;  // > 0 only after a windowed search
+            if (known > 0)
+                kvc::pool_hash_prompt_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens,
+                                             plan.walk.keys + plan.walk.hit_blocks, known);
+            else
+                kvc::pool_hash_full_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens);
             p->counters.prefix_query_tokens += num_tokens;
             p->counters.prefix_hit_tokens += plan.walk.hit_blocks * p->block_size;
             p->counters.verify_misses += plan.walk.verify_miss ? 1 : 0;

@@ -50,6 +50,10 @@ struct PrefixWalk {
     Hash128 chain = kRootHash;  // hash of the last hit block
     int64_t host_hits = 0;      // of the held ones, found in the host tier (hit_scratch[j] == -1)
     int64_t disk_hits = 0;      // of the held ones, found in the disk tier (hit_scratch[j] == -1)
+    // The windowed search hashes every full block it looks at: keys of blocks [0, num_keys), valid
+    // until the next search (kvc_pool::walk_keys), so kvc_alloc need not hash them again.
+    const BlockKey *keys = nullptr;
+    int64_t num_keys = 0;
     int64_t held() const { return hit_blocks - first_block; }
 };
 
@@ -149,6 +153,12 @@ void pool_uncache_block(kvc_pool *p, int32_t b);
 // every block they complete and enters it in the cache unless an equal block is already cached;
 // the rest goes to s->tail.
 void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n);
+
+// pool_hash_full_blocks() for a new sequence's prompt (empty tail) when the keys of its first
+// num_known full blocks are known (PrefixWalk::keys past the hit): those are entered without
+// hashing them again.
+void pool_hash_prompt_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n, const BlockKey *known,
+                             int64_t num_known);
 
 // kvc_truncate's side of prefix hashing, before the table shrinks: puts s's hashing state (chain,
 // num_hashed, tail) back to what it was at n confirmed tokens (n <= s->num_tokens), or stops

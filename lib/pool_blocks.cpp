@@ -77,6 +77,31 @@ void stage_tokens(int32_t *row, const int32_t *head, int64_t n_head, const int32
     if (k < bs) row[k] = rest[k - n_head];
 }
 
+// Enters the sequence's next block b (index num_hashed), its token ids staged at `row`, under key:
+// in the cache unless an equal block is (or b is cached already), with its event; the chain moves
+// on. Always inlined: hash_next_block's key must stay in registers (see there).
+__attribute__((always_inline)) inline void enter_block(kvc_pool *p, Sequence *s, int32_t b, bool cached,
+                                                       const BlockKey key, const int32_t *row) {
+    uint64_t slot = 0;
+    if (!cached && p->cache.find_or_slot(key.hash, &slot) < 0) {
+        p->cache.insert_at(slot, b, key);
+        p->blocks.set_cached(b, true);
+        if (p->events.enabled()) {
+            EventRecord ev;
+            ev.type = KVC_EVENT_BLOCK_STORED;
+            ev.block_id = b;
+            ev.num_tokens = p->block_size;
+            ev.hash = key.hash;
+            ev.parent = s->chain;
+            ev.lora_id = key.lora_id;
+            ev.extras_digest = key.extras_digest;
+            p->events.push(ev, row);
+        }
+    }
+    s->chain = key.hash;
+    s->num_hashed += 1;
+}
+
 // Hashes the sequence's next block (index num_hashed) and caches it. Its token ids are
 // head[0..n_head) followed by rest[0..block_size - n_head): the ids held back in the sequence's
 // tail, then the new ones. They are laid out once, behind the parent hash, in the block's own cache
@@ -113,24 +138,7 @@ void hash_next_block(kvc_pool *p, Sequence *s, const int32_t *head, int64_t n_he
     key.hash.lo = lo;
     key.lora_id = lora;
     key.extras_digest = digest;
-    uint64_t slot = 0;
-    if (!cached && p->cache.find_or_slot(key.hash, &slot) < 0) {
-        p->cache.insert_at(slot, b, key);
-        p->blocks.set_cached(b, true);
-        if (p->events.enabled()) {
-            EventRecord ev;
-            ev.type = KVC_EVENT_BLOCK_STORED;
-            ev.block_id = b;
-            ev.num_tokens = p->block_size;
-            ev.hash = key.hash;
-            ev.parent = s->chain;
-            ev.lora_id = key.lora_id;
-            ev.extras_digest = key.extras_digest;
-            p->events.push(ev, row);
-        }
-    }
-    s->chain = key.hash;
-    s->num_hashed = i + 1;
+    enter_block(p, s, b, cached, key, row);
 }
 
 // pool_hash_full_blocks() for everything but a single id that completes no block. Kept out of
@@ -163,6 +171,22 @@ void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t
         return;
     }
     add_tokens(p, s, src, n);
+}
+
+void pool_hash_prompt_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n, const BlockKey *known,
+                             int64_t num_known) {
+    const int64_t bs = p->block_size;
+    int64_t i = 0;
+    // Blocks whose key the hit search computed: their token ids are staged in their cache record
+    // (what a hit verifies against) without hashing them again.
+    for (int64_t k = 0; k < num_known && n - i >= bs; ++k, i += bs) {
+        const int32_t b = s->table[size_t(s->num_hashed)];
+        const bool cached = p->blocks.cached(b);
+        int32_t *row = cached ? p->hasher.stage_in_scratch(s->chain) : p->cache.stage(b, s->chain);
+        copy_block_tokens(row, src + i, size_t(bs) * sizeof(int32_t));
+        enter_block(p, s, b, cached, known[k], row);
+    }
+    pool_hash_full_blocks(p, s, src + i, n - i);
 }
 
 void pool_rewind_hashing(kvc_pool *p, Sequence *s, int64_t n) {

@@ -70,6 +70,8 @@ PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks,
         lo = e + 1;
     }
     w.verify_miss = verify_miss;
+    w.keys = k.data();
+    w.num_keys = max_blocks;
     if (e < 0) return w;
     // Record the hit's held blocks f..e as pool_walk_prefix does (ids, tier slots, counts).
     const int64_t f = first_needed(p, e);

@@ -52,9 +52,12 @@ constexpr int kSeqs = 64;         // sequences per timed batch
 constexpr int64_t kBlocksPerSeq = 32;
 
 // kvc_alloc of 64 prompts of 32 blocks (fresh blocks only); frees are untimed.
+// Args: prefix caching off/on; sliding window (0 = none; 256: every prompt is first searched for a
+// window-aware hit, which hashes all of its blocks and finds none).
 void BM_Alloc(benchmark::State &state) {
     const int caching = int(state.range(0));
     kvc_pool *p = make_pool(kSeqs * kBlocksPerSeq + 16, caching);
+    check(kvc_pool_set_sliding_window(p, int32_t(state.range(1))), "set_sliding_window");
     std::vector<std::vector<int32_t>> prompts;
     for (int s = 0; s < kSeqs; ++s) prompts.push_back(tokens_for(uint64_t(s), kBlocksPerSeq * kBlockSize));
     for (auto _ : state) {
@@ -250,7 +253,7 @@ double min_of(const std::vector<double> &v) {
 #define KVC_BENCH(fn) BENCHMARK(fn)->ComputeStatistics("min", min_of)
 
 // Arg: prefix caching off (0) / on (1).
-KVC_BENCH(BM_Alloc)->Arg(0)->Arg(1);
+KVC_BENCH(BM_Alloc)->Args({0, 0})->Args({1, 0})->Args({1, 256});
 KVC_BENCH(BM_Free)->Arg(0)->Arg(1);
 KVC_BENCH(BM_AppendBlock)->Arg(0)->Arg(1);
 KVC_BENCH(BM_Fork)->Arg(0)->Arg(1);
