@@ -191,6 +191,64 @@ static void test_window_hit_from_disk(void **state) {
     rmdir(dir);
 }
 
+/* Hashes of the BLOCK_STORED events a fresh pool (window 0 or 6, another prompt cached first so
+ * that the windowed search runs) emits for a 40-token prompt with a LoRA id and a multimodal item;
+ * returns how many. With a window, kvc_alloc enters the blocks the search hashed under the
+ * search's keys without hashing them again: they must be the keys hashing gives. */
+static int stored_hashes(int32_t window, uint64_t *hi, uint64_t *lo, int cap) {
+    kvc_pool *p = make_pool(4, 32, 1);
+    OK(kvc_pool_set_sliding_window(p, window));
+    int32_t other[9], P[40];
+    iota_tokens(other, 9, 7000);
+    iota_tokens(P, 40, 3);
+    OK(kvc_alloc(p, 1, other, 9, NULL, NULL));
+    kvc_keys *k = NULL;
+    OK(kvc_keys_create(&k));
+    OK(kvc_keys_set_lora(k, 42));
+    OK(kvc_keys_add_mm(k, 0x1234, 0x5678, 10, 7));
+    kvc_event ev;
+    int32_t toks[4];
+    int32_t has = 1;
+    while (has) {
+        ev.struct_size = sizeof ev;
+        OK(kvc_event_pop(p, &ev, toks, 4, &has)); /* drop the first prompt's events */
+    }
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 2, P, 40, k, &cached));
+    assert_int_equal(cached, 0);
+    int n = 0;
+    for (;;) {
+        ev.struct_size = sizeof ev;
+        OK(kvc_event_pop(p, &ev, toks, 4, &has));
+        if (!has) break;
+        assert_int_equal(ev.type, KVC_EVENT_BLOCK_STORED);
+        assert_true(n < cap);
+        hi[n] = ev.hash_hi;
+        lo[n] = ev.hash_lo;
+        ++n;
+    }
+    /* And they hit: the same prompt again (a 41st token) is cached up to 40. */
+    int32_t P41[41];
+    memcpy(P41, P, sizeof P);
+    P41[40] = 1;
+    int64_t hit = -1;
+    OK(kvc_prefix_lookup(p, P41, 41, k, &hit));
+    assert_int_equal(hit, 40);
+    OK(kvc_keys_destroy(k));
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+    return n;
+}
+
+static void test_search_keys_equal_hashing(void **state) {
+    (void)state;
+    uint64_t hi0[16], lo0[16], hi6[16], lo6[16];
+    assert_int_equal(stored_hashes(0, hi0, lo0, 16), 10);
+    assert_int_equal(stored_hashes(6, hi6, lo6, 16), 10);
+    assert_memory_equal(hi0, hi6, sizeof(uint64_t) * 10);
+    assert_memory_equal(lo0, lo6, sizeof(uint64_t) * 10);
+}
+
 /* The same pool history with and without a window: blocks 0..5 of a 24-token prompt cached,
  * 2..5 pinned, 0 and 1 evicted. Returns kvc_prefix_lookup of the prompt's first 25 tokens. */
 static int64_t hit_after_evicting_blocks_0_1(int32_t window) {
@@ -227,6 +285,7 @@ int main(void) {
         cmocka_unit_test(test_prompt_longer_than_pool),
         cmocka_unit_test(test_window_hit_through_host_tier),
         cmocka_unit_test(test_window_hit_from_disk),
+        cmocka_unit_test(test_search_keys_equal_hashing),
         cmocka_unit_test(test_leading_blocks_needed_only_without_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
