@@ -214,8 +214,9 @@ KVC_API kvc_status kvc_pool_check(kvc_pool *pool);
  *  params->sliding_window of 0 or wider than this window (or than a batch's released blocks
  *  allow), kvc_truncate refuses to cut below what the next token attends to,
  *  kvc_seq_slot_mapping refuses released positions (all KVC_ERR_INVALID_ARG / KVC_ERR_STATE,
- *  before anything changes). Models that mix windowed and full-attention layers must leave this
- *  off (every layer of a block is stored together). window = 0 turns it off (the default).
+ *  before anything changes). The window applies to every layer of the pool (a block stores all
+ *  of them): models that mix windowed and full-attention layers use one pool per attention type
+ *  (README, "Hybrid models"). window = 0 turns it off (the default).
  *  May be called only while the pool has no sequences.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (window < 0), KVC_ERR_STATE (sequences exist). */
 KVC_API kvc_status kvc_pool_set_sliding_window(kvc_pool *pool, int32_t window);

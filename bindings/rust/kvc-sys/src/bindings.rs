@@ -525,8 +525,9 @@ extern "C" {
     #[doc = "  params->sliding_window of 0 or wider than this window (or than a batch's released blocks"]
     #[doc = "  allow), kvc_truncate refuses to cut below what the next token attends to,"]
     #[doc = "  kvc_seq_slot_mapping refuses released positions (all KVC_ERR_INVALID_ARG / KVC_ERR_STATE,"]
-    #[doc = "  before anything changes). Models that mix windowed and full-attention layers must leave this"]
-    #[doc = "  off (every layer of a block is stored together). window = 0 turns it off (the default)."]
+    #[doc = "  before anything changes). The window applies to every layer of the pool (a block stores all"]
+    #[doc = "  of them): models that mix windowed and full-attention layers use one pool per attention type"]
+    #[doc = "  (README, \"Hybrid models\"). window = 0 turns it off (the default)."]
     #[doc = "  May be called only while the pool has no sequences."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (window < 0), KVC_ERR_STATE (sequences exist)."]
     pub fn kvc_pool_set_sliding_window(pool: *mut kvc_pool, window: i32) -> kvc_status;
