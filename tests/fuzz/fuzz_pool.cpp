@@ -7,8 +7,10 @@
 // message (a crash for libFuzzer). Built with -fsanitize=fuzzer,address,undefined (tests/fuzz/run.sh).
 //
 // Input format (all bytes optional; missing bytes read as 0):
-//   config: block size, block count, caching, watermark, max_seq_len, event capacity, alphabet
+//   config: block size, block count, caching, watermark, max_seq_len, event capacity, alphabet (its
+//   high bits: a starting sliding window), tier mode
 //   then operations: one opcode byte followed by that operation's argument bytes.
+// KVC_FUZZ_TRACE=1 prints the model's state after every operation (for replaying one input).
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
@@ -55,11 +57,14 @@ void diverge(const char *fmt, ...) {
     } while (0)
 
 int g_op = 0;
+const bool g_trace = std::getenv("KVC_FUZZ_TRACE") != nullptr;  // replaying one input: print every op
 const char *g_opname = "";
 uint64_t g_total_ops = 0;  // over the whole fuzzing session (printed at exit)
 uint64_t g_total_runs = 0;
 uint64_t g_swaps = 0, g_host_hits = 0, g_host_runs = 0, g_spills = 0;  // tier coverage, printed at exit
 uint64_t g_window_released = 0;  // sliding-window coverage, printed at exit
+uint64_t g_window_ops = 0;  // operations run while a window was set
+uint64_t g_window_skip_allocs = 0, g_window_beyond_allocs = 0, g_window_beyond_lookups = 0;  // window-aware hits
 
 constexpr int kMaxIds = 8;       // sequence ids 0..7: collisions (exists / unknown) are frequent
 constexpr int kMaxPrompt = 40;
@@ -89,7 +94,17 @@ struct Session {
     };
     Recent recent[4];
     int recent_next = 0;
+    // Sequences freed lately (their prompt and every appended token, with their keys): a later prompt
+    // that repeats or extends one (the next turn of a chat) hits what is left of it in the cache —
+    // with a sliding window often only its later blocks, the early ones released and evicted.
+    struct Past {
+        std::vector<int32_t> toks;
+        model::Keys keys;
+    };
+    Past past[4];
+    int past_next = 0;
     int64_t block_bytes = 0;   // block_stride, for kvc_preemption_cost
+    int64_t other_tokens = 0;  // op_other_traffic's next token id (offset by 1000: no template uses them)
 
     ~Session() {
         kvc_batch_destroy(batch);
@@ -149,6 +164,70 @@ model::Keys read_keys(Input &in, Session &s, bool *use_null) {
     return k;
 }
 
+// Sets s.keys (library) to exactly k.
+void apply_keys(Session &s, const model::Keys &k) {
+    kvc_keys_clear(s.keys);
+    if (kvc_keys_set_lora(s.keys, k.lora) != KVC_OK) diverge("keys_set_lora failed");
+    if (kvc_keys_set_salt(s.keys, k.salt.empty() ? nullptr : k.salt.c_str()) != KVC_OK) diverge("keys_set_salt failed");
+    if (kvc_keys_set_priority(s.keys, k.priority) != KVC_OK) diverge("keys_set_priority failed");
+    for (const auto &m : k.mm)
+        if (kvc_keys_add_mm(s.keys, m.hi, m.lo, m.offset, m.length) != KVC_OK) diverge("keys_add_mm failed");
+}
+
+// A prompt that repeats a live or lately freed sequence's tokens, a few shorter or longer (the
+// extension continues template 0, as appends sometimes do); mostly with that sequence's keys.
+// The source is picked among those that exist (live sequences by id, then the freed ones), half the
+// time among the live ones a window has released blocks of (whose released blocks eviction may have
+// taken while their later ones stay cached); false when there is none.
+bool read_derived_prompt(Input &in, Session &s, std::vector<int32_t> *toks, int64_t *n, model::Keys *k,
+                         bool *use_source_keys) {
+    using Source = std::pair<const std::vector<int32_t> *, const model::Keys *>;
+    std::vector<Source> sources, windowed;
+    for (const auto &kv : s.m.seqs) {
+        sources.push_back({&kv.second.tokens, &kv.second.keys});
+        if (kv.second.released > 0) windowed.push_back(sources.back());
+    }
+    for (const auto &p : s.past)
+        if (!p.toks.empty()) sources.push_back({&p.toks, &p.keys});
+    const uint8_t pick = in.byte();
+    const int64_t delta = in.below(8) - 3;  // -3 .. +4 tokens
+    *use_source_keys = in.below(4) != 0;
+    if (sources.empty()) return false;
+    const Source &src = (pick & 1) && !windowed.empty() ? windowed[size_t(pick >> 1) % windowed.size()]
+                                                        : sources[size_t(pick >> 1) % sources.size()];
+    const std::vector<int32_t> *from = src.first;
+    *k = *src.second;
+    *n = std::max<int64_t>(1, int64_t(from->size()) + delta);
+    toks->assign(size_t(*n) + 8, 0);
+    for (int64_t i = 0; i < *n; ++i)
+        (*toks)[size_t(i)] = i < int64_t(from->size()) ? (*from)[size_t(i)] : template_token(0, i, s.alphabet);
+    return true;
+}
+
+// The prompt and keys of a query (can_alloc, lookup, lookup_tiers, pin/unpin): a fresh prompt, or a
+// quarter of the time one derived from a sequence (read_derived_prompt), so queries also meet
+// prompts whose early blocks a window released and eviction took.
+std::vector<int32_t> read_query(Input &in, Session &s, int64_t *n, model::Keys *k, bool *null_keys) {
+    std::vector<int32_t> toks = read_prompt(in, s.alphabet, n);
+    model::Keys source_keys;
+    bool use_source_keys = false;
+    const bool derived = in.below(4) == 0 && read_derived_prompt(in, s, &toks, n, &source_keys, &use_source_keys);
+    *k = read_keys(in, s, null_keys);
+    if (derived && use_source_keys) {
+        *k = source_keys;
+        *null_keys = false;
+        apply_keys(s, *k);
+    }
+    return toks;
+}
+
+void remember_seq(Session &s, uint64_t id) {
+    auto it = s.m.seqs.find(id);
+    if (it == s.m.seqs.end()) return;
+    s.past[s.past_next] = {it->second.tokens, it->second.keys};
+    s.past_next = (s.past_next + 1) % 4;
+}
+
 // ---- comparisons after every operation ---------------------------------------------------------
 
 void compare_stats(Session &s) {
@@ -194,7 +273,7 @@ void compare_stats(Session &s) {
     if (kvc_tier_get_stats(s.pool, KVC_TIER_DEVICE, &ts) != KVC_OK) diverge("kvc_tier_get_stats(device) failed");
     EXPECT_EQ("device.used_blocks", ts.used_blocks, m.num_used());
     EXPECT_EQ("device.cached_blocks", ts.cached_blocks, m.num_cached_free());
-    EXPECT_EQ("device.hits", ts.hits, m.c.prefix_hit_tokens / m.bs - m.hc.hits);
+    EXPECT_EQ("device.hits", ts.hits, m.c.device_hits);
 }
 
 void compare_seqs(Session &s) {
@@ -279,24 +358,46 @@ void check_kv(Session &s) {
     }
 }
 
+void op_other_traffic(Input &in, Session &s);
+
 void op_alloc(Input &in, Session &s) {
     uint64_t id = uint64_t(in.below(kMaxIds));
     int64_t n;
     std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
     const int64_t pick = in.below(8);
+    model::Keys source_keys;
+    bool use_source_keys = false, derived = false;
     if (pick < 4 && s.recent[pick].n > 0) {
         toks = s.recent[pick].toks;
         n = s.recent[pick].n;
+    } else if ((pick == 4 || pick == 5) && read_derived_prompt(in, s, &toks, &n, &source_keys, &use_source_keys)) {
+        derived = true;
+        // on a free id (if any), so that the new sequence is not refused for its id
+        for (uint64_t free_id = 0; s.m.seqs.count(id) && free_id < kMaxIds; ++free_id)
+            if (!s.m.seqs.count(free_id)) id = free_id;
+        // a quarter of the time other requests came and went since the source's turn
+        if (in.below(4) == 0) op_other_traffic(in, s);
     } else {
         s.recent[s.recent_next] = {toks, n};
         s.recent_next = (s.recent_next + 1) % 4;
     }
     bool null_keys;
     model::Keys k = read_keys(in, s, &null_keys);
+    if (derived && use_source_keys) {
+        k = source_keys;
+        null_keys = false;
+        apply_keys(s, k);
+    }
     uint8_t v = in.byte();
     if (v % 16 == 0) n = -int64_t(v / 16);  // invalid sizes now and then
     bool null_tokens = v % 16 == 1 || (!s.m.caching && v % 4 == 2);
     int64_t cached = -7;
+    if (g_trace) {
+        std::fprintf(stderr, "  alloc seq %" PRIu64 " n %" PRId64 " lora %" PRIu64 " salt '%s' mm %zu tokens", id, n,
+                     k.lora, k.salt.c_str(), k.mm.size());
+        for (int64_t i = 0; i < n && !null_tokens; ++i) std::fprintf(stderr, " %d", toks[size_t(i)]);
+        std::fprintf(stderr, "\n");
+    }
     kvc_status st = kvc_alloc(s.pool, id, null_tokens ? nullptr : toks.data(), n, null_keys ? nullptr : s.keys,
                               &cached);
     model::Result r = s.m.alloc(id, null_tokens ? nullptr : &toks, n, k);
@@ -308,9 +409,9 @@ void op_alloc(Input &in, Session &s) {
 
 void op_can_alloc(Input &in, Session &s) {
     int64_t n;
-    std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
     bool null_keys;
-    model::Keys k = read_keys(in, s, &null_keys);
+    model::Keys k;
+    std::vector<int32_t> toks = read_query(in, s, &n, &k, &null_keys);
     int32_t verdict = -7;
     kvc_status st = kvc_can_alloc(s.pool, toks.data(), n, null_keys ? nullptr : s.keys, &verdict);
     model::Result r = s.m.can_alloc(&toks, n, k);
@@ -350,6 +451,7 @@ void op_fork(Input &in, Session &s) {
 
 void op_free(Input &in, Session &s) {
     uint64_t id = uint64_t(in.below(kMaxIds));
+    remember_seq(s, id);
     EXPECT_EQ("kvc_free status", kvc_free(s.pool, id), s.m.free_seq(id));
 }
 
@@ -371,9 +473,9 @@ void op_truncate(Input &in, Session &s) {
 
 void op_lookup(Input &in, Session &s) {
     int64_t n;
-    std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
     bool null_keys;
-    model::Keys k = read_keys(in, s, &null_keys);
+    model::Keys k;
+    std::vector<int32_t> toks = read_query(in, s, &n, &k, &null_keys);
     int64_t cached = -7;
     kvc_status st = kvc_prefix_lookup(s.pool, toks.data(), n, null_keys ? nullptr : s.keys, &cached);
     model::Result r = s.m.lookup(&toks, n, k);
@@ -383,9 +485,9 @@ void op_lookup(Input &in, Session &s) {
 
 void op_pin(Input &in, Session &s, bool pin) {
     int64_t n;
-    std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
     bool null_keys;
-    model::Keys k = read_keys(in, s, &null_keys);
+    model::Keys k;
+    std::vector<int32_t> toks = read_query(in, s, &n, &k, &null_keys);
     if (in.below(32) == 0) n = 0;
     int64_t got = -7;
     kvc_status st = pin ? kvc_prefix_pin(s.pool, toks.data(), n, null_keys ? nullptr : s.keys, &got)
@@ -396,12 +498,47 @@ void op_pin(Input &in, Session &s, bool pin) {
 }
 
 // kvc_pool_set_sliding_window (only while the pool has no sequences) and its getter.
+// Half the time the pool is drained first (every sequence freed, lowest id first), as an engine
+// would before reconfiguring: otherwise a window could only be set on a pool that happens to be
+// empty, and windowed runs would be rare.
 void op_window(Input &in, Session &s) {
     const int32_t w = int32_t(in.below(12)) - (in.below(16) == 0 ? 12 : 0);
+    if (in.below(2)) {
+        std::vector<uint64_t> ids;
+        for (const auto &kv : s.m.seqs) ids.push_back(kv.first);
+        for (uint64_t id : ids) {
+            remember_seq(s, id);
+            EXPECT_EQ("kvc_free status (draining for set_window)", kvc_free(s.pool, id), s.m.free_seq(id));
+        }
+    }
     EXPECT_EQ("kvc_pool_set_sliding_window status", kvc_pool_set_sliding_window(s.pool, w), s.m.set_window(w));
     int32_t got = -7;
     EXPECT_EQ("kvc_pool_get_sliding_window status", kvc_pool_get_sliding_window(s.pool, &got), KVC_OK);
     EXPECT_EQ("kvc_pool_get_sliding_window", got, s.m.window);
+}
+
+// An unrelated request passes through: a prompt of tokens no other prompt uses, on a free id, taking
+// up to the whole pool, then freed at once. Its fresh blocks come from the free lists' fronts, so it
+// evicts the oldest cached blocks first: with a window, the leading blocks sequences released,
+// leaving their later blocks cached (what window-aware hits then find).
+void op_other_traffic(Input &in, Session &s) {
+    const int64_t nb = 1 + in.below(s.m.num_blocks);
+    uint64_t id = 0;
+    while (id < kMaxIds && s.m.seqs.count(id)) ++id;
+    if (id == kMaxIds) return;
+    const int64_t n = nb * s.m.bs;
+    std::vector<int32_t> toks(static_cast<size_t>(n));
+    for (auto &t : toks) t = 1000 + int32_t(s.other_tokens++ % 1000000);
+    bool null_keys;
+    model::Keys k = read_keys(in, s, &null_keys);
+    int64_t cached = -7;
+    kvc_status st = kvc_alloc(s.pool, id, toks.data(), n, null_keys ? nullptr : s.keys, &cached);
+    model::Result r = s.m.alloc(id, &toks, n, k);
+    s.m.finish_call();  // its host-tier copies complete with the call (it may run inside another op)
+    EXPECT_EQ("kvc_alloc status (other traffic)", st, r.status);
+    if (st != KVC_OK) return;
+    EXPECT_EQ("kvc_alloc cached tokens (other traffic)", cached, 0);
+    EXPECT_EQ("kvc_free status (other traffic)", kvc_free(s.pool, id), s.m.free_seq(id));
 }
 
 void op_reset(Input &, Session &s) { EXPECT_EQ("kvc_prefix_cache_reset status", kvc_prefix_cache_reset(s.pool), s.m.cache_reset()); }
@@ -623,6 +760,7 @@ void op_tier_misc(Input &in, Session &s) {
             auto it = s.m.seqs.find(id);
             int64_t want_tokens = it == s.m.seqs.end() ? -7 : it->second.num_tokens;
             int64_t tokens = -7;
+            remember_seq(s, id);
             kvc_status st = kvc_preempt_recompute(s.pool, id, &tokens);
             EXPECT_EQ("kvc_preempt_recompute status", st, s.m.free_seq(id));
             EXPECT_EQ("kvc_preempt_recompute tokens", tokens, want_tokens);
@@ -631,9 +769,9 @@ void op_tier_misc(Input &in, Session &s) {
         case 1: {
             g_opname = "lookup_tiers";
             int64_t n;
-            std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
             bool null_keys;
-            model::Keys k = read_keys(in, s, &null_keys);
+            model::Keys k;
+            std::vector<int32_t> toks = read_query(in, s, &n, &k, &null_keys);
             int64_t dev = -7, host = -7, disk = -7;
             kvc_status st = kvc_prefix_lookup_tiers(s.pool, toks.data(), n, null_keys ? nullptr : s.keys, &dev, &host, &disk);
             EXPECT_EQ("kvc_prefix_lookup_tiers status", st, KVC_OK);
@@ -659,6 +797,28 @@ void op_tier_misc(Input &in, Session &s) {
     }
 }
 
+// The model's state after an operation (KVC_FUZZ_TRACE=1 when replaying one input): its sequences
+// and free lists (LRU entries with their block's depth in its prompt).
+void trace_state(Session &s) {
+    const model::Pool &m = s.m;
+    std::fprintf(stderr, "#%d %s (bs %d, blocks %d, window %d, host slots %zu)\n", g_op, g_opname, m.bs, m.num_blocks,
+                 m.window, m.hslots.size());
+    for (const auto &kv : m.seqs) {
+        std::fprintf(stderr, "  seq %" PRIu64 ": %" PRId64 " tokens, released %" PRId64 ", table", kv.first,
+                     kv.second.num_tokens, kv.second.released);
+        for (int32_t b : kv.second.table) std::fprintf(stderr, " %d", b);
+        std::fprintf(stderr, "\n");
+    }
+    std::fprintf(stderr, "  free: unhashed");
+    for (int32_t b : m.unhashed) std::fprintf(stderr, " %d", b);
+    for (size_t p = 0; p < m.lru.size(); ++p)
+        if (!m.lru[p].empty()) {
+            std::fprintf(stderr, " | lru[%zu]", p);
+            for (int32_t b : m.lru[p]) std::fprintf(stderr, " %d(depth %zu)", b, m.blocks[size_t(b)].id.tokens.size() / size_t(m.bs) - 1);
+        }
+    std::fprintf(stderr, "\n");
+}
+
 // ---- one input -------------------------------------------------------------------------------
 
 bool setup(Input &in, Session &s) {
@@ -672,7 +832,11 @@ bool setup(Input &in, Session &s) {
     const double wm = watermarks[in.below(4)];
     const int64_t max_len = max_lens[in.below(4)];
     const int32_t ev_cap = event_caps[in.below(4)];
-    s.alphabet = int32_t(1 + in.below(4));
+    // The alphabet byte's high bits pick a starting sliding window for half of the inputs (so a
+    // windowed pool need not wait for a set_window op on an empty pool).
+    const uint8_t alphabet_byte = in.byte();
+    s.alphabet = int32_t(1 + alphabet_byte % 4);
+    const int32_t start_window = (alphabet_byte >> 2) & 1 ? int32_t((alphabet_byte >> 3) % 12) : 0;
     // A third of the inputs: KV storage on the CPU backend, mostly with a host tier.
     const int64_t tier_mode = in.below(6);
     s.cpu = tier_mode < 3;
@@ -699,6 +863,10 @@ bool setup(Input &in, Session &s) {
         diverge("kvc_batch_create failed: %s", kvc_last_error());
     s.m.init(bs, n, caching, max_len, wm, ev_cap);
     if (host_slots > 0) s.m.attach_host(host_slots);
+    if (start_window > 0) {
+        EXPECT_EQ("kvc_pool_set_sliding_window status (setup)", kvc_pool_set_sliding_window(s.pool, start_window),
+                  s.m.set_window(start_window));
+    }
     return true;
 }
 
@@ -711,6 +879,9 @@ void run(const uint8_t *data, size_t size) {
         ~Tally() {
             g_host_hits += uint64_t(s.m.hc.hits);
             g_window_released += uint64_t(s.m.window_released);
+            g_window_skip_allocs += uint64_t(s.m.window_skip_allocs);
+            g_window_beyond_allocs += uint64_t(s.m.window_beyond_allocs);
+            g_window_beyond_lookups += uint64_t(s.m.window_beyond_lookups);
             kvc_tier_stats ts;
             std::memset(&ts, 0, sizeof ts);
             ts.struct_size = sizeof ts;
@@ -732,9 +903,10 @@ void run(const uint8_t *data, size_t size) {
             case 8: g_opname = in.below(2) ? "pin" : "unpin"; op_pin(in, s, g_opname[0] == 'p'); break;
             case 9: {
                 const int64_t pick = in.below(8);
-                g_opname = pick == 0 ? "cache_reset" : pick <= 2 ? "set_window" : "take_pending";
+                g_opname = pick == 0 ? "cache_reset" : pick <= 2 ? "set_window" : pick <= 4 ? "other_traffic" : "take_pending";
                 if (pick == 0) op_reset(in, s);
                 else if (pick <= 2) op_window(in, s);
+                else if (pick <= 4) op_other_traffic(in, s);
                 else op_take_pending(in, s);
                 break;
             }
@@ -745,8 +917,10 @@ void run(const uint8_t *data, size_t size) {
             default: op_swap(in, s); break;       // swap_out / swap_in / preemption_cost
         }
         s.m.finish_call();
+        if (g_trace) trace_state(s);
         check_kv(s);
         if (s.m.host && g_op == 0) ++g_host_runs;
+        g_window_ops += s.m.window > 0;
         ++g_total_ops;
         compare_stats(s);
         compare_seqs(s);
@@ -757,8 +931,11 @@ void run(const uint8_t *data, size_t size) {
 void report_totals() {
     std::fprintf(stderr, "fuzz_pool: %" PRIu64 " inputs, %" PRIu64 " operations compared with the model, 0 divergences"
                  " (host-tier inputs %" PRIu64 ", swaps %" PRIu64 ", blocks into the host tier %" PRIu64
-                 ", host re-hits %" PRIu64 ", blocks released by a sliding window %" PRIu64 ")\n",
-                 g_total_runs, g_total_ops, g_host_runs, g_swaps, g_spills, g_host_hits, g_window_released);
+                 ", host re-hits %" PRIu64 ", operations under a sliding window %" PRIu64
+                 ", blocks released by one %" PRIu64 ", window-aware hits: allocs starting released %" PRIu64 ", allocs beyond the leading run %" PRIu64
+                 ", lookups beyond the leading run %" PRIu64 ")\n",
+                 g_total_runs, g_total_ops, g_host_runs, g_swaps, g_spills, g_host_hits, g_window_ops, g_window_released,
+                 g_window_skip_allocs, g_window_beyond_allocs, g_window_beyond_lookups);
 }
 
 }  // namespace

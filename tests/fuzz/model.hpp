@@ -39,6 +39,16 @@
 //     kvc_can_alloc count host hits (a restore still takes a fresh block); pin/unpin look at the device.
 //   - Swap out: refcount-1 unpinned blocks go to held slots (deepest first); the table shows -1 there.
 //     Swap in: fresh device blocks in table order; the held slots are freed.
+//
+// Sliding window W (kvc_pool_set_sliding_window) with prefix caching: a prompt's queries from its
+// first uncached position c on see no key before c - W + 1, so a hit needs only the blocks from the
+// one holding max(0, c - W + 1) (but at least the last one, so W = 1 still needs one) through the
+// one ending at c. The hit is the largest block-aligned c <= n - 1 whose needed blocks are all
+// available (device, or host where the call looks there), found by trying every candidate from
+// the top: a block missing below the window does not stop the search, and a later candidate can
+// fail where an earlier one holds. Blocks wholly before the window start out released (-1): not
+// taken, not counted against capacity, a cached one left where it is. Without a window the hit is
+// the leading run of available blocks, as before.
 #pragma once
 
 #include <algorithm>
@@ -145,6 +155,7 @@ struct Event {
 struct Counters {
     int64_t allocs = 0, frees = 0, forks = 0, appends = 0, blocks_allocated = 0, blocks_freed = 0,
             cow_copies = 0, prefix_query_tokens = 0, prefix_hit_tokens = 0, evictions = 0;
+    int64_t device_hits = 0;  // hit blocks kvc_alloc found on the device (tier stats' device hits)
 };
 
 // Result of a call: the status and the out-values the library reports.
@@ -163,6 +174,9 @@ public:
     int32_t event_capacity = 0;
     int32_t window = 0;  // kvc_pool_set_sliding_window
     int64_t window_released = 0;  // blocks released by the window (coverage report only)
+    int64_t window_skip_allocs = 0;    // allocs whose hit starts past block 0 (coverage only)
+    int64_t window_beyond_allocs = 0;  // allocs whose hit exceeds the leading run (coverage only)
+    int64_t window_beyond_lookups = 0; // the same for kvc_prefix_lookup (coverage only)
 
     std::vector<Block> blocks;
     std::deque<int32_t> unhashed;                 // front = reused first
@@ -271,22 +285,63 @@ public:
         return -1;
     }
 
-    // Leading full blocks of the prompt that are cached now (at most max_blocks). With use_host, a
-    // block missing on the device may be found in the host tier: its entry is -2 - slot.
+    // Where full block i of the prompt is available: its device block, else (with use_host) -2 - its
+    // host slot, else -1.
+    int32_t locate(const std::vector<int32_t> &tokens, int64_t i, const Keys &k, bool use_host) const {
+        Identity id = identity_of(k, tokens, i, bs);
+        int32_t b = find_cached(id);
+        if (b < 0 && use_host && host) {
+            int32_t v = host_find_usable(id);
+            if (v >= 0) b = -2 - v;
+        }
+        return b;
+    }
+
+    // Leading full blocks of the prompt that are cached now (at most max_blocks), as locate() gives them.
     std::vector<int32_t> walk(const std::vector<int32_t> &tokens, int64_t max_blocks, const Keys &k,
                               bool use_host = false) const {
         std::vector<int32_t> hits;
         for (int64_t i = 0; i < max_blocks && i < num_blocks; ++i) {
-            Identity id = identity_of(k, tokens, i, bs);
-            int32_t b = find_cached(id);
-            if (b < 0 && use_host && host) {
-                int32_t v = host_find_usable(id);
-                if (v >= 0) b = -2 - v;
-            }
+            int32_t b = locate(tokens, i, k, use_host);
             if (b == -1) break;
             hits.push_back(b);
         }
         return hits;
+    }
+
+    // A prompt's prefix hit: its first `skip` blocks are not needed (sliding window), blocks
+    // skip .. skip + blocks.size() - 1 are taken (locate()'s entries); cached tokens =
+    // (skip + blocks.size()) x bs.
+    struct Hit {
+        int64_t skip = 0;
+        std::vector<int32_t> blocks;
+        int64_t tokens(int32_t block_size) const { return (skip + int64_t(blocks.size())) * block_size; }
+    };
+
+    // The hit of a prompt of n tokens (see the header comment). Without a window: the leading run.
+    Hit find_hit(const std::vector<int32_t> &tokens, int64_t n, const Keys &k, bool use_host) const {
+        Hit h;
+        const int64_t max_blocks = (n - 1) / bs;  // c <= n - 1
+        if (window <= 0) {
+            h.blocks = walk(tokens, max_blocks, k, use_host);
+            return h;
+        }
+        for (int64_t e = max_blocks - 1; e >= 0; --e) {
+            const int64_t first_uncached = (e + 1) * bs;
+            const int64_t first_key = std::max<int64_t>(0, first_uncached - window + 1);
+            const int64_t f = std::min(first_key / bs, e);
+            std::vector<int32_t> got;
+            for (int64_t i = f; i <= e; ++i) {
+                int32_t b = locate(tokens, i, k, use_host);
+                if (b == -1) break;
+                got.push_back(b);
+            }
+            if (int64_t(got.size()) != e - f + 1) continue;
+            h.skip = f;
+            h.blocks = got;
+            return h;
+        }
+        return h;  // no candidate: no hit
     }
 
     // ---- host tier ----
@@ -447,16 +502,25 @@ public:
         return KVC_OK;
     }
 
+    // What kvc_alloc would do: table entries `blocks`, of which the first `skip` start released,
+    // `hits` taken from the cache (host ones restored into fresh blocks), `fresh` blocks to take.
     struct Plan {
-        int64_t blocks = 0, fresh = 0, free_now = 0, host_hits = 0;
+        int64_t blocks = 0, fresh = 0, free_now = 0, host_hits = 0, skip = 0;
         std::vector<int32_t> hits;
+        int64_t held() const { return blocks - skip; }  // entries the sequence holds: the capacity rule
     };
     Plan plan(const std::vector<int32_t> *tokens, int64_t n, const Keys &k, bool use_host = false) const {
         Plan p;
         p.blocks = blocks_for(n, bs);
-        if (caching && p.blocks <= num_blocks) p.hits = walk(*tokens, (n - 1) / bs, k, use_host);
+        // Without a window a prompt longer than the pool can never fit; with one it may, when
+        // enough of it lies before the window of its hit.
+        if (caching && (window > 0 || p.blocks <= num_blocks)) {
+            Hit h = find_hit(*tokens, n, k, use_host);
+            p.skip = h.skip;
+            p.hits = h.blocks;
+        }
         for (int32_t b : p.hits) p.host_hits += b < 0;
-        p.fresh = p.blocks - (int64_t(p.hits.size()) - p.host_hits);  // restores need fresh blocks
+        p.fresh = p.held() - (int64_t(p.hits.size()) - p.host_hits);  // restores need fresh blocks
         int64_t free_hits = 0;
         for (int32_t b : p.hits)
             if (b >= 0) free_hits += is_free(blocks[size_t(b)]);
@@ -468,7 +532,7 @@ public:
         Result r;
         if ((r.status = prompt_args(tokens, n)) != KVC_OK) return r;
         Plan p = plan(tokens, n, k, true);  // what kvc_alloc would take: host hits need fresh blocks
-        if (num_blocks - p.fresh < watermark_blocks) r.value = KVC_ALLOC_NEVER;
+        if (p.held() > num_blocks || num_blocks - p.fresh < watermark_blocks) r.value = KVC_ALLOC_NEVER;
         else if (p.free_now - p.fresh >= watermark_blocks) r.value = KVC_ALLOC_OK;
         else r.value = KVC_ALLOC_LATER;
         return r;
@@ -479,15 +543,21 @@ public:
         if ((r.status = prompt_args(tokens, n)) != KVC_OK) return r;
         if (seqs.count(id)) return {KVC_ERR_SEQ_EXISTS, 0};
         Plan p = plan(tokens, n, k, true);
-        if (p.blocks > num_blocks || p.fresh > p.free_now) return {KVC_ERR_OUT_OF_BLOCKS, 0};
+        if (p.held() > num_blocks || p.fresh > p.free_now) return {KVC_ERR_OUT_OF_BLOCKS, 0};
+        if (window > 0 && caching && p.skip + int64_t(p.hits.size()) > 0) {  // coverage only
+            window_skip_allocs += p.skip > 0;
+            window_beyond_allocs += int64_t(walk(*tokens, (n - 1) / bs, k, true).size()) < p.skip + int64_t(p.hits.size());
+        }
         Seq &s = seqs[id];
         s.keys = k;
         if (tokens) s.tokens.assign(tokens->begin(), tokens->begin() + n);
         else s.tokens.assign(size_t(n), 0);  // NULL tokens (caching off): ids unknown, 0 stands for them
+        s.table.assign(size_t(p.skip), -1);  // before the window: never taken, a cached one left alone
         for (int32_t b : p.hits) {
             if (b >= 0) {
                 add_ref(b);
                 blocks[size_t(b)].priority = k.priority;
+                ++c.device_hits;
             }
             s.table.push_back(b);
         }
@@ -498,9 +568,10 @@ public:
                 host_unlink(-2 - b);
                 hslots[size_t(-2 - b)].state = HostSlot::kBusy;
             }
-        for (size_t i = 0; i < p.hits.size(); ++i) {
-            if (p.hits[i] >= 0) continue;
-            const int32_t v = -2 - p.hits[i];
+        for (size_t j = 0; j < p.hits.size(); ++j) {
+            if (p.hits[j] >= 0) continue;
+            const int32_t v = -2 - p.hits[j];
+            const size_t i = size_t(p.skip) + j;  // table index = block index in the prompt
             const int32_t b = take_fresh(k.priority);
             Block &blk = blocks[size_t(b)];
             blk.cached = true;
@@ -520,17 +591,19 @@ public:
             s.table[i] = b;
         }
         for (int64_t i = p.host_hits; i < p.fresh; ++i) s.table.push_back(take_fresh(k.priority));
+        const int64_t hit_blocks = p.skip + int64_t(p.hits.size());
         s.num_tokens = s.reserved = n;
-        s.num_hashed = int64_t(p.hits.size());
-        s.window_from = int64_t(p.hits.size()) * bs;
+        s.num_hashed = hit_blocks;
+        s.released = p.skip;
+        s.window_from = hit_blocks * bs;
         if (caching) {
             hash_full_blocks(s);
             c.prefix_query_tokens += n;
-            c.prefix_hit_tokens += int64_t(p.hits.size()) * bs;
+            c.prefix_hit_tokens += hit_blocks * bs;
         }
         ++c.allocs;
         c.blocks_allocated += p.fresh;
-        r.value = int64_t(p.hits.size()) * bs;
+        r.value = hit_blocks * bs;
         return r;
     }
 
@@ -629,11 +702,14 @@ public:
         return KVC_OK;
     }
 
-    Result lookup(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) const {
+    Result lookup(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
         if (!tokens) return {KVC_ERR_NULL_ARG, 0};
         if (n < 1) return {KVC_ERR_INVALID_ARG, 0};
         if (!caching) return {KVC_OK, 0};
-        return {KVC_OK, int64_t(walk(*tokens, (n - 1) / bs, k, true).size()) * bs};
+        const int64_t got = find_hit(*tokens, n, k, true).tokens(bs);
+        if (window > 0)  // coverage only
+            window_beyond_lookups += int64_t(walk(*tokens, (n - 1) / bs, k, true).size()) * bs < got;
+        return {KVC_OK, got};
     }
 
     Result pin(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
@@ -755,10 +831,11 @@ public:
         return {KVC_OK, n};
     }
 
-    // kvc_prefix_lookup_tiers: (device blocks, host blocks) of the walk.
+    // kvc_prefix_lookup_tiers: (device blocks, host blocks) of the hit; the blocks before a
+    // window are in neither.
     std::pair<int64_t, int64_t> lookup_tiers(const std::vector<int32_t> &tokens, int64_t n, const Keys &k) const {
         if (!caching) return {0, 0};
-        std::vector<int32_t> hits = walk(tokens, (n - 1) / bs, k, true);
+        std::vector<int32_t> hits = find_hit(tokens, n, k, true).blocks;
         int64_t h = 0;
         for (int32_t b : hits) h += b < 0;
         return {int64_t(hits.size()) - h, h};
