@@ -9,11 +9,11 @@
 #include <string>
 #include <unordered_set>
 
+#include "kv_store.hpp"
 #include "kvc_check.hpp"
 #include "ngram_draft.hpp"
 #include "paged_forward.hpp"
 #include "reference.hpp"
-#include "swap_tier.hpp"
 
 namespace serve {
 
@@ -37,6 +37,7 @@ struct Sample {
     std::vector<float> logits;    // [generated][vocab]: the rows the engine sampled from
     std::mt19937_64 rng;
     bool first_admission = true;
+    int64_t appends_since_alloc = 0;  // decode steps appended since the sequence was (re)allocated
 };
 
 struct RequestState {
@@ -49,48 +50,49 @@ struct RequestState {
 class Engine {
 public:
     Engine(const Model &m, const Workload &w, const EngineConfig &cfg) : m_(m), w_(w), cfg_(cfg) {
-        kvc_pool_config pc;
-        kvc_check(kvc_pool_config_default(&pc), "kvc_pool_config_default");
-        pc.block_size = cfg.block_size;
-        pc.num_blocks = cfg.num_blocks;
-        pc.num_layers = m.cfg.num_layers;
-        pc.num_kv_heads = m.cfg.num_kv_heads;
-        pc.num_q_heads = m.cfg.num_q_heads;
-        pc.head_dim = m.cfg.head_dim;
-        pc.kv_dtype = cfg.kv_dtype;
-        pc.max_seq_len = cfg.max_seq_len;
-        pc.backend = cfg.backend;
-        pc.event_capacity = 0;
-        kvc_check(kvc_bytes_per_block(&pc, &report_.bytes_per_block), "kvc_bytes_per_block");
-        kvc_check(kvc_pool_create(&pc, &pool_), "kvc_pool_create");
-        // Before any sequence exists (libkvc refuses it later): from now on every kvc_append lets go
-        // of the blocks wholly before the window of the first token the sequence's previous call
-        // added (a step's pending token, then its drafts, may go in two appends before one launch).
-        if (cfg.window > 0) kvc_check(kvc_pool_set_sliding_window(pool_, cfg.window), "kvc_pool_set_sliding_window");
+        KvStoreConfig kc;
+        kc.block_size = cfg.block_size;
+        kc.num_blocks = cfg.num_blocks;
+        kc.kv_dtype = cfg.kv_dtype;
+        kc.backend = cfg.backend;
+        kc.max_seq_len = cfg.max_seq_len;
+        kc.host_blocks = cfg.host_blocks;
+        kc.window = cfg.window;
+        kc.hybrid = cfg.hybrid;
+        kv_ = std::make_unique<KvStore>(m.cfg, kc, &report_.swap_unavailable);
         report_.window = cfg.window;
-        kvc_storage_info si;
-        si.struct_size = sizeof si;
-        kvc_check(kvc_storage_get_info(pool_, &si), "kvc_storage_get_info");
-        report_.kv_bytes = si.total_bytes;
+        report_.hybrid = cfg.hybrid;
+        for (const PoolGroup &g : kv_->groups()) {
+            report_.bytes_per_block += g.bytes_per_block;
+            report_.kv_bytes += g.kv_bytes;
+            PoolReport pr;
+            pr.name = g.name;
+            pr.window = g.window;
+            pr.layers = g.layers;
+            pr.bytes_per_block = g.bytes_per_block;
+            report_.pools.push_back(pr);
+        }
+        layer_windows_ = layer_windows(m.cfg.num_layers, cfg.window, cfg.hybrid);
+        if (cfg.corrupt_kv_group < 0 || cfg.corrupt_kv_group >= int32_t(kv_->groups().size()))
+            throw std::runtime_error("no pool " + std::to_string(cfg.corrupt_kv_group) + " to corrupt");
         const int32_t max_blocks_per_seq = int32_t((cfg.max_seq_len + cfg.block_size - 1) / cfg.block_size);
         // A lone prefill may exceed the per-step budget, up to a whole sequence.
         batch_capacity_ = cfg.max_batched_tokens + cfg.max_seq_len;
         // One logit row per sequence, plus one per draft token when speculating.
         const int64_t max_logit_rows = int64_t(cfg.max_seqs) * (1 + int64_t(cfg.speculate));
-        forward_ = std::make_unique<PagedForward>(m, pool_, cfg.backend, cfg.max_seqs, batch_capacity_, max_logit_rows,
-                                                  max_blocks_per_seq, cfg.window);
+        forward_ = std::make_unique<PagedForward>(m, *kv_, cfg.backend, cfg.max_seqs, batch_capacity_, max_logit_rows,
+                                                  max_blocks_per_seq);
         logits_.resize(size_t(max_logit_rows) * size_t(m.cfg.vocab));
         report_.speculate = cfg.speculate;
         reqs_.resize(w.requests.size());
         for (size_t i = 0; i < w.requests.size(); i++) reqs_[i].samples_left = w.requests[i].n;
-        report_.timeline.total_blocks = cfg.num_blocks;
-        swap_ = make_swap_tier(pool_, cfg.host_blocks, &report_.swap_unavailable);
-        report_.swap_available = swap_ != nullptr;
+        // Under --hybrid the plot shows both pools together (their blocks are the same size).
+        report_.timeline.total_blocks = cfg.num_blocks * int64_t(kv_->groups().size());
+        report_.swap_available = kv_->has_swap();
     }
     ~Engine() {
-        swap_.reset();
-        forward_.reset();
-        kvc_pool_destroy(pool_);
+        forward_.reset();  // its batches before the pools
+        kv_.reset();
     }
 
     EngineReport run(const std::function<void(int64_t, int64_t, const EngineReport &)> &progress) {
@@ -103,9 +105,7 @@ public:
             batch_samples_.clear();
             batch_tokens_ = 0;
             decode_appends();
-            int64_t copied = 0;
-            kvc_check(kvc_copy_pending(pool_, nullptr, &copied), "kvc_copy_pending");  // COW before writes
-            report_.cow_copies += copied;
+            report_.cow_copies += kv_->copy_pending();  // COW before writes
             bool swapped_in = admit();
             if (cfg_.corrupt_kv_at_step >= 0 && step_ >= cfg_.corrupt_kv_at_step) corrupt_one_block();
             if (entries_.empty()) {
@@ -126,22 +126,28 @@ public:
             record_step(&util_sum);
             if (progress) progress(report_.requests_done, int64_t(w_.requests.size()), report_);
         }
-        kvc_check(kvc_pool_check(pool_), "kvc_pool_check");
-        kvc_stats st;
-        st.struct_size = sizeof st;
-        kvc_check(kvc_pool_stats(pool_, &st), "kvc_pool_stats");
-        if (st.used_blocks != 0 || st.num_seqs != 0)
-            throw std::runtime_error("pool not empty after the run: " + std::to_string(st.used_blocks) + " blocks in use");
+        kv_->check_empty();
         report_.steps = step_;
         report_.mean_utilization = step_ ? util_sum / double(step_) : 0;
-        report_.pool_hit_rate = st.prefix_hit_rate;
-        report_.forks = st.forks;
-        report_.evictions = st.evictions;
+        for (size_t g = 0; g < kv_->groups().size(); g++) {
+            kvc_stats st;
+            st.struct_size = sizeof st;
+            kvc_check(kvc_pool_stats(kv_->groups()[g].pool, &st), "kvc_pool_stats");
+            PoolReport &pr = report_.pools[g];
+            pr.hit_rate = st.prefix_hit_rate;
+            pr.evictions = st.evictions;
+            // The first pool's counters are the headline (the pools fork the same sequences).
+            if (g == 0) {
+                report_.pool_hit_rate = st.prefix_hit_rate;
+                report_.forks = st.forks;
+            }
+            report_.evictions += st.evictions;
+        }
         report_.engine_seconds = seconds_since(t0_) - report_.check_seconds;
-        if (swap_) {
-            report_.bytes_to_host = swap_->bytes_to_host();
-            report_.bytes_to_device = swap_->bytes_to_device();
-            report_.host_prefix_hits = swap_->prefix_hits();
+        if (kv_->has_swap()) {
+            report_.bytes_to_host = kv_->bytes_to_host();
+            report_.bytes_to_device = kv_->bytes_to_device();
+            report_.host_prefix_hits = kv_->host_prefix_hits();
         }
         return report_;
     }
@@ -150,9 +156,9 @@ private:
     const Model &m_;
     const Workload &w_;
     EngineConfig cfg_;
-    kvc_pool *pool_ = nullptr;
+    std::unique_ptr<KvStore> kv_;                    // the pool, or pools L and G under --hybrid
     std::unique_ptr<PagedForward> forward_;
-    std::unique_ptr<SwapTier> swap_;                 // null: recompute preemption only
+    std::vector<int32_t> layer_windows_;             // each layer's window, for the reference
     int64_t batch_capacity_ = 0;
     EngineReport report_;
     Clock::time_point t0_;
@@ -203,12 +209,12 @@ private:
     void preempt_last() {
         std::unique_ptr<Sample> victim = std::move(running_.back());
         running_.pop_back();
-        if (swap_ && swap_->swap_out(victim->seq_id)) {
+        if (kv_->swap_out(victim->seq_id)) {
             report_.swap_preemptions++;
             swapped_.push_front(std::move(victim));
             return;
         }
-        kvc_check(kvc_free(pool_, victim->seq_id), "kvc_free");
+        kv_->free(victim->seq_id);
         if (victim->pending >= 0) {
             // The sampled-but-unwritten token becomes part of what is recomputed.
             victim->tokens.push_back(victim->pending);
@@ -225,14 +231,10 @@ private:
     // when no swapped-out sample holds any.
     bool release_swapped_holder() {
         for (auto it = swapped_.rbegin(); it != swapped_.rend(); ++it) {
-            int64_t len = 0;
-            kvc_check(kvc_seq_block_table(pool_, (*it)->seq_id, nullptr, 0, &len), "kvc_seq_block_table");
-            table_.resize(size_t(len));
-            kvc_check(kvc_seq_block_table(pool_, (*it)->seq_id, table_.data(), len, &len), "kvc_seq_block_table");
-            if (std::none_of(table_.begin(), table_.end(), [](int32_t b) { return b >= 0; })) continue;
+            if (!kv_->holds_device_blocks((*it)->seq_id)) continue;
             std::unique_ptr<Sample> victim = std::move(*it);
             swapped_.erase(std::next(it).base());
-            kvc_check(kvc_free(pool_, victim->seq_id), "kvc_free");
+            kv_->free(victim->seq_id);
             if (victim->pending >= 0) {
                 victim->tokens.push_back(victim->pending);
                 victim->pending = -1;
@@ -243,7 +245,6 @@ private:
         }
         return false;
     }
-    std::vector<int32_t> table_;
 
     // Every running sample appends the token it sampled last step (preempting others when the pool
     // is full), then, when speculating, its draft tokens; 1 + drafts new query tokens each. The two
@@ -253,15 +254,15 @@ private:
             Sample *s = running_[i].get();
             bool preempted_self = false;
             for (;;) {
-                kvc_status st = kvc_append(pool_, s->seq_id, &s->pending, 1, 0, nullptr);
-                if (st == KVC_OK) break;
-                if (st != KVC_ERR_OUT_OF_BLOCKS) kvc_check(st, "kvc_append");
+                // All pools or none: a pool short of blocks preempts, whichever it is.
+                if (kv_->append(s->seq_id, &s->pending, 1) == KVC_OK) break;
                 if (running_.size() == 1 && release_swapped_holder()) continue;
                 preempted_self = running_.back().get() == s;
                 preempt_last();
                 if (preempted_self) break;
             }
             if (preempted_self) break;  // it was the last one: everything after it is preempted too
+            s->appends_since_alloc++;
             s->tokens.push_back(s->pending);
             s->pending = -1;
         }
@@ -286,9 +287,7 @@ private:
             const int64_t proposed = int64_t(drafts_.size());
             k = proposed;
             while (k > 0) {
-                kvc_status st = kvc_append(pool_, s->seq_id, drafts_.data(), k, 0, nullptr);
-                if (st == KVC_OK) break;
-                if (st != KVC_ERR_OUT_OF_BLOCKS) kvc_check(st, "kvc_append");
+                if (kv_->append(s->seq_id, drafts_.data(), k) == KVC_OK) break;
                 k /= 2;  // fewer drafts may fit in the blocks left; none = a plain decode step
             }
             if (k < proposed) report_.draft_cutbacks++;
@@ -312,31 +311,37 @@ private:
         return batch_tokens_ + q_len <= cfg_.max_batched_tokens;
     }
 
-    // Allocates `tokens` as a new sequence if the pool (watermark rule) and the step budget allow.
-    // Returns the cached token count, or -1 to stop admitting this step.
-    int64_t try_alloc(uint64_t id, const std::vector<int32_t> &tokens, int32_t req, int32_t seqs) {
-        int64_t cached = 0;
-        kvc_check(kvc_prefix_lookup(pool_, tokens.data(), int64_t(tokens.size()), nullptr, &cached), "kvc_prefix_lookup");
+    // Allocates `tokens` as a new sequence if the pools (watermark rule, every pool) and the step
+    // budget allow. Returns the cached token count, or -1 to stop admitting this step.
+    // first_admission: count each pool's own hit for the report (before the alloc changes them).
+    int64_t try_alloc(uint64_t id, const std::vector<int32_t> &tokens, int32_t req, int32_t seqs,
+                      bool first_admission = false) {
+        int64_t cached = kv_->common_hit(tokens);
         if (!budget_allows(int64_t(tokens.size()) - cached, seqs)) return -1;
-        int32_t verdict = 0;
-        kvc_check(kvc_can_alloc(pool_, tokens.data(), int64_t(tokens.size()), nullptr, &verdict), "kvc_can_alloc");
+        const int32_t verdict = kv_->can_alloc(tokens, cached);
         if (verdict == KVC_ALLOC_NEVER)
             throw std::runtime_error("request " + std::to_string(req) + " (" + std::to_string(tokens.size()) +
                                      " tokens) can never fit in a pool of " + std::to_string(cfg_.num_blocks) +
                                      " blocks; use more --blocks");
         if (verdict != KVC_ALLOC_OK) return -1;
-        kvc_status st = kvc_alloc(pool_, id, tokens.data(), int64_t(tokens.size()), nullptr, &cached);
-        if (st == KVC_ERR_OUT_OF_BLOCKS) return -1;
-        kvc_check(st, "kvc_alloc");
+        if (first_admission && kv_->hybrid()) kv_->own_hits(tokens, &own_hits_);
+        if (kv_->alloc(id, tokens, cached, &cached) != KVC_OK) {
+            report_.alloc_rollbacks++;
+            return -1;
+        }
+        if (first_admission && kv_->hybrid())
+            for (size_t g = 0; g < own_hits_.size(); g++) report_.pools[g].own_hit_tokens += own_hits_[g];
         return cached;
     }
+
+    std::vector<int64_t> own_hits_;
 
     // Returns true if a swapped-out sample came back (it decodes from the next step on: its pending
     // token is appended then).
     bool admit() {
         bool swapped_in = false;
         while (!swapped_.empty()) {
-            if (int64_t(running_.size()) + 1 > cfg_.max_seqs || !swap_->swap_in(swapped_.front()->seq_id))
+            if (int64_t(running_.size()) + 1 > cfg_.max_seqs || !kv_->swap_in(swapped_.front()->seq_id))
                 return swapped_in;  // FIFO: nothing overtakes a swapped-out sample
             running_.push_back(std::move(swapped_.front()));
             swapped_.pop_front();
@@ -347,6 +352,7 @@ private:
             int64_t cached = try_alloc(s->seq_id, s->tokens, s->req, 1);
             if (cached < 0) return swapped_in;  // FIFO: nothing overtakes a preempted sample
             report_.recomputed_tokens += int64_t(s->tokens.size()) - cached;
+            s->appends_since_alloc = 0;
             running_.push_back(std::move(preempted_.front()));
             preempted_.pop_front();
             add_entry(s, int64_t(s->tokens.size()) - cached);
@@ -358,7 +364,7 @@ private:
             if (rs.prompt.empty()) build_prompt(req, &rs.prompt);
             auto s = std::make_unique<Sample>();
             s->seq_id = next_seq_id_;
-            int64_t cached = try_alloc(s->seq_id, rs.prompt, r, req.n);
+            int64_t cached = try_alloc(s->seq_id, rs.prompt, r, req.n, true);
             if (cached < 0) return swapped_in;
             next_seq_id_++;
             waiting_.pop_front();
@@ -448,8 +454,7 @@ private:
         // Rejected drafts leave the sequence; blocks they filled stay in the prefix cache (their KV
         // is right for those tokens) and libkvc never writes into a cached block it cut.
         const int64_t keep = first_draft + accepted;
-        int32_t freed = 0;
-        kvc_check(kvc_truncate(pool_, s->seq_id, keep, &freed), "kvc_truncate");
+        const int32_t freed = kv_->truncate(s->seq_id, keep);
         s->tokens.resize(size_t(keep));
         report_.truncates++;
         report_.truncate_freed_blocks += freed;
@@ -472,7 +477,7 @@ private:
                 for (int32_t k = 1; k < req.n; k++) {
                     auto c = std::make_unique<Sample>();
                     c->seq_id = next_seq_id_++;
-                    kvc_check(kvc_fork(pool_, s->seq_id, c->seq_id), "kvc_fork");
+                    kv_->fork(s->seq_id, c->seq_id);
                     c->req = s->req;
                     c->index = k;
                     c->tokens = s->tokens;
@@ -502,7 +507,7 @@ private:
     void maybe_finish(Sample *s) {
         const Request &req = w_.requests[size_t(s->req)];
         if (s->generated < req.max_new_tokens) return;
-        kvc_check(kvc_free(pool_, s->seq_id), "kvc_free");
+        kv_->free(s->seq_id);
         std::vector<int32_t> all = s->tokens;
         all.push_back(s->pending);
         RequestState &rs = reqs_[size_t(s->req)];
@@ -540,7 +545,7 @@ private:
         // Logits of positions prompt_len - 1 .. end - 2 produced the generated tokens.
         std::vector<float> ref;
         reference_logits(m_, all.data(), int64_t(all.size()) - 1, s.prompt_len - 1, cfg_.kv_dtype == KVC_DTYPE_F16,
-                         cfg_.window, &ref);
+                         layer_windows_, &ref);
         for (int64_t g = 0; g < s.generated; g++) {
             double worst = 0;
             int32_t worst_at = 0;
@@ -568,40 +573,62 @@ private:
         report_.check_seconds += seconds_since(t);
     }
 
+    // Under --hybrid the block is in pool cfg_.corrupt_kv_group (L or G), so a run shows that each
+    // pool's KV is checked.
     void corrupt_one_block() {
+        const PoolGroup &g = kv_->groups()[size_t(cfg_.corrupt_kv_group)];
+        kvc_pool *pool = g.pool;
         // The oldest running sequence that was in the pool before this step (its first block holds KV).
         for (const auto &s : running_) {
             // Decoding this step (its pending token appended): its queries start at q0.
             if (s->generated == 0 || s->pending >= 0) continue;
             int64_t len = 0;
-            kvc_check(kvc_seq_block_table(pool_, s->seq_id, nullptr, 0, &len), "kvc_seq_block_table");
+            kvc_check(kvc_seq_block_table(pool, s->seq_id, nullptr, 0, &len), "kvc_seq_block_table");
             std::vector<int32_t> table(static_cast<size_t>(len));
-            kvc_check(kvc_seq_block_table(pool_, s->seq_id, table.data(), len, &len), "kvc_seq_block_table");
+            kvc_check(kvc_seq_block_table(pool, s->seq_id, table.data(), len, &len), "kvc_seq_block_table");
             // The block holding the oldest key this step reads: the first one, or with a sliding
             // window the one holding q0 - W + 1. Not simply the first held block: libkvc releases
             // by the previous call's first token, so that block may hold only keys no query of
             // this step sees.
             const int64_t q0 = int64_t(s->tokens.size()) - 1 - s->drafts;
-            const int64_t oldest_key = cfg_.window > 0 ? std::max<int64_t>(0, q0 - cfg_.window + 1) : 0;
+            const int64_t oldest_key = g.window > 0 ? std::max<int64_t>(0, q0 - g.window + 1) : 0;
             const int64_t index = oldest_key / cfg_.block_size;
             if (index >= len || table[size_t(index)] < 0) continue;
             int32_t block = table[size_t(index)];
             kvc_storage_info si;
             si.struct_size = sizeof si;
-            kvc_check(kvc_storage_get_info(pool_, &si), "kvc_storage_get_info");
+            kvc_check(kvc_storage_get_info(pool, &si), "kvc_storage_get_info");
             std::vector<unsigned char> bytes(size_t(si.block_stride));
-            kvc_check(kvc_storage_copy_blocks(pool_, &block, 1, bytes.data(), 1), "kvc_storage_copy_blocks");
+            kvc_check(kvc_storage_copy_blocks(pool, &block, 1, bytes.data(), 1), "kvc_storage_copy_blocks");
             for (size_t i = size_t(si.elem_bytes) - 1; i < bytes.size(); i += size_t(si.elem_bytes)) bytes[i] ^= 0x80;
-            kvc_check(kvc_storage_copy_blocks(pool_, &block, 1, bytes.data(), 0), "kvc_storage_copy_blocks");
+            kvc_check(kvc_storage_copy_blocks(pool, &block, 1, bytes.data(), 0), "kvc_storage_copy_blocks");
             cfg_.corrupt_kv_at_step = -1;
             return;
         }
     }
 
+    // The plot and the utilization figures take all pools together (one pool unless --hybrid).
     void record_step(double *util_sum) {
-        kvc_stats st;
-        st.struct_size = sizeof st;
-        kvc_check(kvc_pool_stats(pool_, &st), "kvc_pool_stats");
+        kvc_stats st{};
+        int64_t used_first = 0;
+        for (size_t g = 0; g < kv_->groups().size(); g++) {
+            kvc_stats ps;
+            ps.struct_size = sizeof ps;
+            kvc_check(kvc_pool_stats(kv_->groups()[g].pool, &ps), "kvc_pool_stats");
+            if (g == 0) {
+                st = ps;
+                used_first = ps.used_blocks;
+            } else {
+                st.used_blocks += ps.used_blocks;
+                st.cached_free_blocks += ps.cached_free_blocks;
+                st.free_blocks += ps.free_blocks;
+                st.total_blocks += ps.total_blocks;
+                st.utilization = double(st.used_blocks) / double(st.total_blocks);
+            }
+            PoolReport &pr = report_.pools[g];
+            pr.peak_used_blocks = std::max(pr.peak_used_blocks, ps.used_blocks);
+            pr.used_block_steps += ps.used_blocks;
+        }
         *util_sum += st.utilization;
         report_.peak_utilization = std::max(report_.peak_utilization, st.utilization);
         StepSample smp;
@@ -617,8 +644,28 @@ private:
         smp.recompute_preemptions = report_.recompute_preemptions;
         report_.timeline.steps.push_back(smp);
         report_.peak_used_blocks = std::max(report_.peak_used_blocks, st.used_blocks);
-        if (cfg_.window > 0) record_window_span(st.used_blocks);
+        // The windowed pool is the first one (the only one without --hybrid).
+        if (cfg_.window > 0) record_window_span(used_first);
+        if (kv_->hybrid()) record_window_holding();
     }
+
+    // Blocks of pool L each running sequence holds, once it has appended twice since its (re)alloc:
+    // by then libkvc releases by a decode token's position, so it holds about W / block_size + 2.
+    void record_window_holding() {
+        kvc_pool *pool = kv_->groups()[0].pool;
+        for (const auto &s : running_) {
+            if (!s || s->appends_since_alloc < 2) continue;
+            int64_t len = 0;
+            kvc_check(kvc_seq_block_table(pool, s->seq_id, nullptr, 0, &len), "kvc_seq_block_table");
+            held_table_.resize(size_t(len));
+            kvc_check(kvc_seq_block_table(pool, s->seq_id, held_table_.data(), len, &len), "kvc_seq_block_table");
+            const int64_t held = std::count_if(held_table_.begin(), held_table_.end(), [](int32_t b) { return b >= 0; });
+            report_.window_held_peak = std::max(report_.window_held_peak, held);
+            report_.window_held_sum += held;
+            report_.window_held_samples++;
+        }
+    }
+    std::vector<int32_t> held_table_;
 
     // The blocks the running sequences' tables span, each identified by the token prefix it ends
     // (a full block: its last token; the partial last block: the sequence's end), so blocks that

@@ -1,4 +1,5 @@
-// The continuous-batching engine: admits requests into a libkvc pool (prefix hits skip prefill),
+// The continuous-batching engine: admits requests into a libkvc pool, or two under --hybrid (see
+// kv_store.hpp; prefix hits skip prefill),
 // runs mixed prefill/decode batches through PagedForward, forks parallel samples, preempts by
 // recompute when the pool runs out, and checks every generated token's logits against the dense
 // reference when the sample finishes.
@@ -10,6 +11,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "model.hpp"
 #include "timeline.hpp"
@@ -33,10 +35,26 @@ struct EngineConfig {
     int32_t speculate = 0;             // max n-gram draft tokens per decoding sample and step; 0 = off
     int32_t window = 0;                // sliding-window attention (tokens) in every layer, and the
                                        // pool releases the blocks before it; 0 = full attention
+    bool hybrid = false;               // the window only in the even layers (pool L), the odd ones
+                                       // full attention (pool G); needs window > 0
     // Self-test: at this engine step (or the first later one with a running sequence) negate every
     // K/V element of one block of a running sequence, behind libkvc's back. The reference check must
     // then fail the run. -1 = off.
     int64_t corrupt_kv_at_step = -1;
+    int32_t corrupt_kv_group = 0;      // which pool's block: 0 (the only pool, or L), 1 = G
+};
+
+// One pool's figures (a single pool, or L and G under --hybrid).
+struct PoolReport {
+    std::string name;
+    int32_t window = 0;
+    std::vector<int32_t> layers;          // the model layers it stores
+    int64_t bytes_per_block = 0;
+    int64_t peak_used_blocks = 0, used_block_steps = 0;  // per step; the sum gives the mean
+    double hit_rate = 0;                  // the pool's prefix hit counter (tokens)
+    int64_t own_hit_tokens = 0;           // --hybrid: prompt tokens this pool alone would have hit at
+                                          // first admission (the admission uses the common hit)
+    int64_t evictions = 0;
 };
 
 struct EngineReport {
@@ -60,7 +78,7 @@ struct EngineReport {
     int64_t checked_tokens = 0, checked_samples = 0;
     double max_abs_diff = 0;
     int64_t batch_tokens_sum = 0, batch_seqs_sum = 0;
-    int64_t kv_bytes = 0, bytes_per_block = 0;
+    int64_t kv_bytes = 0, bytes_per_block = 0;  // over all pools
     // Speculative decoding (--speculate). A decode step of one sample is a "verify step" when it
     // carried at least one draft.
     int32_t speculate = 0;
@@ -77,6 +95,14 @@ struct EngineReport {
     int32_t window = 0;
     int64_t peak_span_blocks = 0;
     int64_t used_block_steps = 0, span_block_steps = 0;  // sums over steps, for the means
+    // Hybrid (--hybrid): each pool's figures, the blocks of pool L a running sequence holds once it
+    // has appended twice since its (re)alloc (peak, and sum / samples for the mean over steps and
+    // sequences), and admissions undone because one pool ran short after the other took the prompt
+    // (kv_store.hpp's can_alloc makes that rare).
+    bool hybrid = false;
+    std::vector<PoolReport> pools;
+    int64_t window_held_peak = 0, window_held_sum = 0, window_held_samples = 0;
+    int64_t alloc_rollbacks = 0;
     Timeline timeline;
 };
 

@@ -44,9 +44,15 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
                 "RoPE; %.2f M random parameters (seed %llu)\n",
                 mc.vocab, mc.d_model, mc.num_layers, mc.num_q_heads, mc.num_kv_heads, mc.head_dim, mc.ffn_dim,
                 double(params) / 1e6, (unsigned long long)o.seed);
-    std::printf("pool          %lld blocks x %d tokens = %lld token slots, %s per block, %s of KV storage\n",
-                (long long)ec.num_blocks, ec.block_size, (long long)(ec.num_blocks * ec.block_size),
-                bytes_str(double(r.bytes_per_block)).c_str(), bytes_str(double(r.kv_bytes)).c_str());
+    if (r.hybrid)
+        std::printf("pools         L and G, %lld blocks x %d tokens each, %s per block (%s per block in each), %s "
+                    "of KV storage in all\n",
+                    (long long)ec.num_blocks, ec.block_size, bytes_str(double(r.bytes_per_block)).c_str(),
+                    bytes_str(double(r.pools[0].bytes_per_block)).c_str(), bytes_str(double(r.kv_bytes)).c_str());
+    else
+        std::printf("pool          %lld blocks x %d tokens = %lld token slots, %s per block, %s of KV storage\n",
+                    (long long)ec.num_blocks, ec.block_size, (long long)(ec.num_blocks * ec.block_size),
+                    bytes_str(double(r.bytes_per_block)).c_str(), bytes_str(double(r.kv_bytes)).c_str());
     std::printf("workload      %zu requests over %zu system prompts: %d multi-turn follow-ups, %d with 2-3 parallel "
                 "samples; longest %lld tokens\n",
                 w.requests.size(), w.system_prompts.size(), w.follow_ups, w.multi_sample, (long long)w.longest);
@@ -59,12 +65,19 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
     std::printf("batches       mean %.1f sequences, %.1f new tokens per step\n",
                 r.steps ? double(r.batch_seqs_sum) / double(r.steps) : 0.0,
                 r.steps ? double(r.batch_tokens_sum) / double(r.steps) : 0.0);
-    std::printf("prefix cache  hit rate %.1f%% (%lld of %lld prompt tokens at first admission not recomputed); pool "
-                "counter incl. re-admissions %.1f%%; %lld evictions\n",
-                r.prompt_tokens ? 100.0 * double(r.hit_tokens) / double(r.prompt_tokens) : 0.0, (long long)r.hit_tokens,
-                (long long)r.prompt_tokens, 100.0 * r.pool_hit_rate, (long long)r.evictions);
-    std::printf("blocks        utilization peak %.1f%% (%lld of %lld blocks in use), mean %.1f%%\n",
-                100.0 * r.peak_utilization, (long long)r.peak_used_blocks, (long long)ec.num_blocks,
+    if (r.hybrid)
+        std::printf("prefix cache  hit rate %.1f%% (%lld of %lld prompt tokens at first admission not recomputed, the "
+                    "hit common to pools L and G); %lld evictions in both\n",
+                    r.prompt_tokens ? 100.0 * double(r.hit_tokens) / double(r.prompt_tokens) : 0.0,
+                    (long long)r.hit_tokens, (long long)r.prompt_tokens, (long long)r.evictions);
+    else
+        std::printf("prefix cache  hit rate %.1f%% (%lld of %lld prompt tokens at first admission not recomputed); pool "
+                    "counter incl. re-admissions %.1f%%; %lld evictions\n",
+                    r.prompt_tokens ? 100.0 * double(r.hit_tokens) / double(r.prompt_tokens) : 0.0,
+                    (long long)r.hit_tokens, (long long)r.prompt_tokens, 100.0 * r.pool_hit_rate, (long long)r.evictions);
+    std::printf("blocks        utilization peak %.1f%% (%lld of %lld blocks in use%s), mean %.1f%%\n",
+                100.0 * r.peak_utilization, (long long)r.peak_used_blocks,
+                (long long)(ec.num_blocks * int64_t(r.pools.size())), r.hybrid ? " in pools L + G" : "",
                 100.0 * r.mean_utilization);
     if (r.swap_available)
         std::printf("preemptions   %lld swap, %lld recompute (%lld tokens recomputed)\n", (long long)r.swap_preemptions,
@@ -95,8 +108,39 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
     } else {
         std::printf("speculation   off (--speculate K to draft up to K tokens per step)\n");
     }
-    if (r.window > 0) {
-        const double steps = r.steps > 0 ? double(r.steps) : 1.0;
+    const double steps = r.steps > 0 ? double(r.steps) : 1.0;
+    if (r.hybrid) {
+        const PoolReport &l = r.pools[0], &g = r.pools[1];
+        auto layer_list = [](const PoolReport &p) {
+            std::string s;
+            for (int32_t x : p.layers) s += (s.empty() ? "" : ", ") + std::to_string(x);
+            return s;
+        };
+        std::printf("window        %d tokens in layers %s (pool L; layers %s attend to everything, pool G), blocks "
+                    "before it released in pool L: its device blocks in use peak %lld, mean %.1f; the running "
+                    "sequences' tables spanned peak %lld, mean %.1f distinct blocks (what pool L would hold without "
+                    "the window)\n",
+                    r.window, layer_list(l).c_str(), layer_list(g).c_str(), (long long)l.peak_used_blocks,
+                    double(l.used_block_steps) / steps, (long long)r.peak_span_blocks, double(r.span_block_steps) / steps);
+        // The pools' own hit counters see only the c + 1 tokens kvc_alloc gets (c hit), so the
+        // report gives what each pool alone would have hit at first admission instead.
+        auto own = [&r](const PoolReport &p) {
+            return r.prompt_tokens ? 100.0 * double(p.own_hit_tokens) / double(r.prompt_tokens) : 0.0;
+        };
+        std::printf("hybrid        pool L (window %d): device blocks peak %lld, mean %.1f; alone it would have hit "
+                    "%.1f%% of the prompt tokens; %lld evictions; a decoding sequence held at most %lld of its blocks "
+                    "(mean %.1f; window / block size + 2 = %d)\n",
+                    l.window, (long long)l.peak_used_blocks, double(l.used_block_steps) / steps, own(l),
+                    (long long)l.evictions, (long long)r.window_held_peak,
+                    r.window_held_samples ? double(r.window_held_sum) / double(r.window_held_samples) : 0.0,
+                    r.window / ec.block_size + 2);
+        std::printf("hybrid        pool G (full attention): device blocks peak %lld, mean %.1f; alone it would have "
+                    "hit %.1f%%; %lld evictions; both started every prompt at their common hit (%.1f%%); %lld "
+                    "admissions undone (one pool short after the other took the prompt)\n",
+                    (long long)g.peak_used_blocks, double(g.used_block_steps) / steps, own(g), (long long)g.evictions,
+                    r.prompt_tokens ? 100.0 * double(r.hit_tokens) / double(r.prompt_tokens) : 0.0,
+                    (long long)r.alloc_rollbacks);
+    } else if (r.window > 0) {
         std::printf("window        %d tokens in every layer, blocks before it released (kvc_pool_set_sliding_window): "
                     "device blocks in use peak %lld, mean %.1f; the running sequences' tables spanned peak %lld, "
                     "mean %.1f distinct blocks (what they would hold without the window)\n",
@@ -148,6 +192,8 @@ int main(int argc, char **argv) {
     ec.host_blocks = o.host_blocks;
     ec.speculate = o.speculate;
     ec.window = o.window;
+    ec.hybrid = o.hybrid;
+    ec.corrupt_kv_group = o.corrupt_kv_pool == "G" ? 1 : 0;
     ec.temperature = float(o.temperature);
     // f16 rounding is mirrored by the reference, so only summation order differs: same tolerance.
     ec.tolerance = 2e-3;
@@ -187,7 +233,8 @@ int main(int argc, char **argv) {
                   "%d requests, %lld blocks x %d tokens, KV %s%s; preemptions: %lld swap, %lld recompute; %lld COW copies; "
                   "hit rate %.1f%% at first admission",
                   o.requests, (long long)o.blocks, o.block_size, o.kv_dtype == KVC_DTYPE_F16 ? "f16" : "f32",
-                  o.window > 0 ? (", window " + std::to_string(o.window)).c_str() : "",
+                  o.window > 0 ? ((o.hybrid ? ", hybrid: pools L + G, window " : ", window ") + std::to_string(o.window)).c_str()
+                               : "",
                   (long long)report.swap_preemptions, (long long)report.recompute_preemptions, (long long)report.cow_copies,
                   report.prompt_tokens ? 100.0 * double(report.hit_tokens) / double(report.prompt_tokens) : 0.0);
     std::string svg = render_occupancy_svg(report.timeline, "libkvc pool occupancy under kvc_serve", subtitle);

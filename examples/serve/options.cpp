@@ -29,6 +29,9 @@ const char *const kUsage =
     "                     p - W + 1 .. p, and the pool releases the blocks no query can see any more\n"
     "                     (kvc_pool_set_sliding_window); the reference applies the same window\n"
     "                     (default 0 = full attention)\n"
+    "  --hybrid           hybrid model (Gemma 2 / GPT-OSS style): layers 0, 2 use the sliding window\n"
+    "                     of --window W (required), layers 1, 3 full attention; served as two libkvc\n"
+    "                     pools, L (windowed, releases blocks) and G (global), --blocks blocks each\n"
     "  --max-new-tokens N each request generates between min(12, N) and N tokens (default 40; at most\n"
     "                     800): long outputs run sequences far past a --window\n"
     "  --temperature T    sampling temperature, seeded per sample (default 0.8; 0 = greedy)\n"
@@ -37,6 +40,7 @@ const char *const kUsage =
     "  --quiet            no progress bar\n"
     "  --corrupt-kv-at S  self-test: at engine step S, negate the KV of one block of a running\n"
     "                     sequence behind libkvc's back; the correctness check must fail the run\n"
+    "  --corrupt-kv-pool P with --hybrid: corrupt a block of pool L (default) or G\n"
     "  --help             this text\n";
 
 namespace {
@@ -76,6 +80,16 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
             o->help = true;
         } else if (a == "--quiet") {
             o->quiet = true;
+        } else if (a == "--hybrid") {
+            o->hybrid = true;
+        } else if (a == "--corrupt-kv-pool") {
+            if (!need_value()) return false;
+            o->corrupt_kv_pool = val;
+            i++;
+            if (o->corrupt_kv_pool != "L" && o->corrupt_kv_pool != "G") {
+                *err = "--corrupt-kv-pool: '" + o->corrupt_kv_pool + "' is not L or G";
+                return false;
+            }
         } else if (a == "--requests") {
             if (!parse_int(a, val, 1, 100000, &v, err)) return false;
             o->requests = int32_t(v);
@@ -157,6 +171,14 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
             *err = "unknown flag '" + a + "'";
             return false;
         }
+    }
+    if (o->hybrid && o->window <= 0) {
+        *err = "--hybrid needs --window W > 0 (the window of its sliding-window layers)";
+        return false;
+    }
+    if (!o->corrupt_kv_pool.empty() && !o->hybrid) {
+        *err = "--corrupt-kv-pool needs --hybrid (without it there is one pool)";
+        return false;
     }
     return true;
 }

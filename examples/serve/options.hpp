@@ -19,6 +19,9 @@ struct Options {
     int64_t corrupt_kv_at = -1;
     int32_t speculate = 0;
     int32_t window = 0;            // sliding-window attention in tokens; 0 = full attention
+    bool hybrid = false;           // window only in the even layers (pool L), full attention in the
+                                   // odd ones (pool G); needs --window
+    std::string corrupt_kv_pool;   // --hybrid: "L" or "G" (default L)
     int32_t max_new_tokens = 40;   // each request generates min(12, N)..N tokens
     double temperature = 0.8;
     bool quiet = false;

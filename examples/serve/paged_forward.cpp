@@ -7,16 +7,22 @@
 
 namespace serve {
 
-PagedForward::PagedForward(const Model &m, kvc_pool *pool, int32_t backend, int32_t max_seqs, int64_t max_tokens,
-                           int64_t max_logit_rows, int32_t max_blocks_per_seq, int32_t window)
-    : m_(m), pool_(pool), max_tokens_(max_tokens), max_logit_rows_(std::min(max_logit_rows, max_tokens)),
-      on_device_(backend == KVC_BACKEND_CUDA) {
+PagedForward::PagedForward(const Model &m, const KvStore &store, int32_t backend, int32_t max_seqs, int64_t max_tokens,
+                           int64_t max_logit_rows, int32_t max_blocks_per_seq)
+    : m_(m), placement_(store.placement()), max_tokens_(max_tokens),
+      max_logit_rows_(std::min(max_logit_rows, max_tokens)), on_device_(backend == KVC_BACKEND_CUDA) {
     const ModelConfig &c = m.cfg;
-    kvc_check(kvc_batch_create(pool, max_seqs, max_tokens, max_blocks_per_seq, &batch_), "kvc_batch_create");
-    kvc_check(kvc_attention_params_default(&params_), "kvc_attention_params_default");
-    params_.num_q_heads = c.num_q_heads;
-    params_.q_dtype = KVC_DTYPE_F32;  // activations are fp32; scale 0 = 1/sqrt(head_dim)
-    params_.sliding_window = window;  // the same for every layer (the pool stores all layers of a block)
+    groups_.resize(store.groups().size());
+    for (size_t i = 0; i < groups_.size(); i++) {
+        Group &g = groups_[i];
+        g.pool = store.groups()[i].pool;
+        kvc_check(kvc_batch_create(g.pool, max_seqs, max_tokens, max_blocks_per_seq, &g.batch), "kvc_batch_create");
+        kvc_check(kvc_attention_params_default(&g.params), "kvc_attention_params_default");
+        g.params.num_q_heads = c.num_q_heads;
+        g.params.q_dtype = KVC_DTYPE_F32;  // activations are fp32; scale 0 = 1/sqrt(head_dim)
+        // The same for every layer of the pool (it stores all of them per block): the pool's own.
+        g.params.sliding_window = store.groups()[i].window;
+    }
     const size_t T = size_t(max_tokens);
     x_.resize(T * size_t(c.d_model));
     h_.resize(T * size_t(c.d_model));
@@ -37,7 +43,9 @@ PagedForward::PagedForward(const Model &m, kvc_pool *pool, int32_t backend, int3
     q_lens_.reserve(size_t(max_seqs));
 }
 
-PagedForward::~PagedForward() { kvc_batch_destroy(batch_); }
+PagedForward::~PagedForward() {
+    for (Group &g : groups_) kvc_batch_destroy(g.batch);
+}
 
 void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
     const ModelConfig &c = m_.cfg;
@@ -65,13 +73,16 @@ void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
             T++;
         }
     }
-    kvc_check(kvc_batch_build(batch_, ids_.data(), q_lens_.data(), int32_t(entries.size())), "kvc_batch_build");
-    kvc_batch_info info;
-    info.struct_size = sizeof info;
-    kvc_check(kvc_batch_get_info(batch_, &info), "kvc_batch_get_info");
-    // The batch's arrays live in the backend's memory (device memory on CUDA); the slot mapping built
-    // once per step is reused by every layer's cache write.
-    const int64_t *slots = reinterpret_cast<const int64_t *>(static_cast<uintptr_t>(info.slot_mapping));
+    // Every pool holds every sequence, so each builds a batch of the same sequences and query lengths
+    // (its own block tables and slots). The batch's arrays live in the backend's memory (device
+    // memory on CUDA); the slot mapping built once per step is reused by every layer's cache write.
+    for (Group &g : groups_) {
+        kvc_check(kvc_batch_build(g.batch, ids_.data(), q_lens_.data(), int32_t(entries.size())), "kvc_batch_build");
+        kvc_batch_info info;
+        info.struct_size = sizeof info;
+        kvc_check(kvc_batch_get_info(g.batch, &info), "kvc_batch_get_info");
+        g.slots = reinterpret_cast<const int64_t *>(static_cast<uintptr_t>(info.slot_mapping));
+    }
     for (int32_t l = 0; l < c.num_layers; l++) {
         const LayerWeights &w = m_.layers[size_t(l)];
         rms_norm(x_.data(), w.attn_norm.data(), h_.data(), T, c.d_model, c.rms_eps);
@@ -80,7 +91,7 @@ void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
         matmul(h_.data(), w.wv.data(), v_.data(), T, d, c.kv_dim());
         apply_rope(q_.data(), pos_.data(), T, c.num_q_heads, c.head_dim, m_.rope_inv_freq.data());
         apply_rope(k_.data(), pos_.data(), T, c.num_kv_heads, c.head_dim, m_.rope_inv_freq.data());
-        attention(l, T, slots);
+        attention(l, T);
         matmul_add(attn_.data(), w.wo.data(), x_.data(), T, c.q_dim(), d);
         rms_norm(x_.data(), w.mlp_norm.data(), h_.data(), T, c.d_model, c.rms_eps);
         mlp_add(w, c, h_.data(), x_.data(), T, scratch_.data());
@@ -98,11 +109,14 @@ void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
 // The step's new K/V into the cache, then paged attention over it: directly on host buffers on the
 // CPU backend; through device buffers on CUDA (synchronous copies on the default stream, the stream
 // libkvc launches on when given NULL, so no extra synchronization is needed).
-void PagedForward::attention(int32_t layer, int64_t T, const int64_t *slots) {
+void PagedForward::attention(int32_t model_layer, int64_t T) {
+    const LayerPlacement &at = placement_[size_t(model_layer)];
+    const Group &g = groups_[size_t(at.group)];
+    const int32_t layer = at.pool_layer;
     if (!on_device_) {
-        kvc_check(kvc_cache_write(pool_, layer, slots, T, k_.data(), v_.data(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr),
+        kvc_check(kvc_cache_write(g.pool, layer, g.slots, T, k_.data(), v_.data(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr),
                   "kvc_cache_write");
-        kvc_check(kvc_launch_attention(pool_, batch_, layer, q_.data(), attn_.data(), &params_, nullptr),
+        kvc_check(kvc_launch_attention(g.pool, g.batch, layer, q_.data(), attn_.data(), &g.params, nullptr),
                   "kvc_launch_attention");
         return;
     }
@@ -112,9 +126,9 @@ void PagedForward::attention(int32_t layer, int64_t T, const int64_t *slots) {
     dq_.upload(q_.data(), q_bytes);
     dk_.upload(k_.data(), kv_bytes);
     dv_.upload(v_.data(), kv_bytes);
-    kvc_check(kvc_cache_write(pool_, layer, slots, T, dk_.get(), dv_.get(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr),
+    kvc_check(kvc_cache_write(g.pool, layer, g.slots, T, dk_.get(), dv_.get(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr),
               "kvc_cache_write");
-    kvc_check(kvc_launch_attention(pool_, batch_, layer, dq_.get(), dattn_.get(), &params_, nullptr),
+    kvc_check(kvc_launch_attention(g.pool, g.batch, layer, dq_.get(), dattn_.get(), &g.params, nullptr),
               "kvc_launch_attention");
     dattn_.download(attn_.data(), q_bytes);
 }

@@ -1,6 +1,7 @@
-// One forward step of the model over a batch of sequences whose KV cache lives in a libkvc pool:
-// kvc_batch_build once per step, then per layer kvc_cache_write for the new tokens' K/V and
-// kvc_launch_attention. Prefill (many new tokens, possibly after a prefix hit) and decode (one new
+// One forward step of the model over a batch of sequences whose KV cache lives in libkvc pools (one,
+// or two for a hybrid model: see kv_store.hpp): kvc_batch_build once per step and pool, then per
+// layer kvc_cache_write for the new tokens' K/V and kvc_launch_attention against the pool and batch
+// of the layer's group, with that group's window. Prefill (many new tokens, possibly after a prefix hit) and decode (one new
 // token) sequences may be mixed in one batch. The model itself runs on the host; on libkvc's CUDA
 // backend each layer's q/k/v go to device buffers for the two libkvc calls and the attention output
 // comes back (the demo shows libkvc's side of a GPU step, not a GPU transformer).
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "device_memory.hpp"
+#include "kv_store.hpp"
 #include "model.hpp"
 
 namespace serve {
@@ -28,11 +30,10 @@ struct BatchEntry {
 class PagedForward {
 public:
     // Scratch buffers are sized once for max_seqs sequences, max_tokens new tokens and max_logit_rows
-    // logit rows per step; backend is the pool's (KVC_BACKEND_CPU: libkvc reads the host buffers
-    // directly). window > 0: every layer attends with that sliding window (the pool's, when it
-    // releases blocks for one); 0 = full attention.
-    PagedForward(const Model &m, kvc_pool *pool, int32_t backend, int32_t max_seqs, int64_t max_tokens,
-                 int64_t max_logit_rows, int32_t max_blocks_per_seq, int32_t window = 0);
+    // logit rows per step; backend is the pools' (KVC_BACKEND_CPU: libkvc reads the host buffers
+    // directly). Each layer attends with its group's window (0 = full attention).
+    PagedForward(const Model &m, const KvStore &store, int32_t backend, int32_t max_seqs, int64_t max_tokens,
+                 int64_t max_logit_rows, int32_t max_blocks_per_seq);
     ~PagedForward();
     PagedForward(const PagedForward &) = delete;
     PagedForward &operator=(const PagedForward &) = delete;
@@ -42,10 +43,16 @@ public:
     void run(const std::vector<BatchEntry> &entries, float *logits);
 
 private:
+    // Per pool: its batch (built once per step), attention parameters and the step's slot mapping.
+    struct Group {
+        kvc_pool *pool = nullptr;
+        kvc_batch *batch = nullptr;
+        kvc_attention_params params;
+        const int64_t *slots = nullptr;
+    };
     const Model &m_;
-    kvc_pool *pool_;
-    kvc_batch *batch_ = nullptr;
-    kvc_attention_params params_;
+    std::vector<Group> groups_;
+    std::vector<LayerPlacement> placement_;
     int64_t max_tokens_, max_logit_rows_;
     std::vector<uint64_t> ids_;
     std::vector<int64_t> q_lens_, pos_;
@@ -53,7 +60,7 @@ private:
     bool on_device_ = false;
     DeviceBuffer dq_, dk_, dv_, dattn_;  // CUDA backend only
 
-    void attention(int32_t layer, int64_t T, const int64_t *slots);
+    void attention(int32_t layer, int64_t T);
 };
 
 }  // namespace serve

@@ -8,7 +8,7 @@
 namespace serve {
 
 void reference_logits(const Model &m, const int32_t *tokens, int64_t num_tokens, int64_t first_pos,
-                      bool round_kv_to_half, int32_t window, std::vector<float> *logits) {
+                      bool round_kv_to_half, const std::vector<int32_t> &layer_windows, std::vector<float> *logits) {
     const ModelConfig &c = m.cfg;
     const int64_t L = num_tokens, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
     const int32_t group = c.num_q_heads / c.num_kv_heads;
@@ -21,7 +21,9 @@ void reference_logits(const Model &m, const int32_t *tokens, int64_t num_tokens,
         pos[size_t(t)] = t;
         std::copy_n(m.embedding.data() + int64_t(tokens[t]) * d, d, x.data() + t * d);
     }
-    for (const LayerWeights &w : m.layers) {
+    for (size_t l = 0; l < m.layers.size(); l++) {
+        const LayerWeights &w = m.layers[l];
+        const int32_t window = layer_windows.at(l);
         rms_norm(x.data(), w.attn_norm.data(), h.data(), L, c.d_model, c.rms_eps);
         matmul(h.data(), w.wq.data(), q.data(), L, d, qd);
         matmul(h.data(), w.wk.data(), k.data(), L, d, kvd);

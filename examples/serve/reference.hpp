@@ -13,9 +13,9 @@ namespace serve {
 
 // Logits for positions [first_pos, num_tokens) of `tokens`, row-major [num_tokens - first_pos][vocab].
 // round_kv_to_half: store K/V rounded to binary16 first, as an F16 KV cache does.
-// window > 0: sliding-window attention, the query at position t sees keys max(0, t - window + 1) .. t
-// (every layer); 0 = full causal attention.
+// layer_windows[l] > 0: layer l uses sliding-window attention, the query at position t sees keys
+// max(0, t - window + 1) .. t; 0 = full causal attention (one entry per layer, see layer_windows()).
 void reference_logits(const Model &m, const int32_t *tokens, int64_t num_tokens, int64_t first_pos,
-                      bool round_kv_to_half, int32_t window, std::vector<float> *logits);
+                      bool round_kv_to_half, const std::vector<int32_t> &layer_windows, std::vector<float> *logits);
 
 }  // namespace serve

@@ -1,0 +1,274 @@
+#include "kv_store.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kvc_check.hpp"
+
+namespace serve {
+
+namespace {
+
+// Gemma 2 / GPT-OSS alternate local and global attention layer by layer, local first.
+bool windowed_layer(int32_t layer, int32_t window, bool hybrid) { return window > 0 && (!hybrid || layer % 2 == 0); }
+
+int64_t lookup(kvc_pool *pool, const std::vector<int32_t> &tokens, int64_t n) {
+    int64_t cached = 0;
+    kvc_check(kvc_prefix_lookup(pool, tokens.data(), n, nullptr, &cached), "kvc_prefix_lookup");
+    return cached;
+}
+
+}  // namespace
+
+std::vector<int32_t> layer_windows(int32_t num_layers, int32_t window, bool hybrid) {
+    std::vector<int32_t> w(size_t(num_layers), 0);
+    for (int32_t l = 0; l < num_layers; l++)
+        if (windowed_layer(l, window, hybrid)) w[size_t(l)] = window;
+    return w;
+}
+
+KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *swap_unavailable) {
+    if (cfg.hybrid && cfg.window <= 0) throw std::runtime_error("a hybrid model needs a sliding window");
+    groups_.resize(cfg.hybrid ? 2 : 1);
+    if (cfg.hybrid) {
+        groups_[0].name = "L";
+        groups_[0].window = cfg.window;
+        groups_[1].name = "G";
+    } else {
+        groups_[0].name = "pool";
+        groups_[0].window = cfg.window;
+    }
+    placement_.resize(size_t(mc.num_layers));
+    for (int32_t l = 0; l < mc.num_layers; l++) {
+        const int32_t g = cfg.hybrid && !windowed_layer(l, cfg.window, true) ? 1 : 0;
+        placement_[size_t(l)] = {g, int32_t(groups_[size_t(g)].layers.size())};
+        groups_[size_t(g)].layers.push_back(l);
+    }
+    for (PoolGroup &g : groups_) {
+        kvc_pool_config pc;
+        kvc_check(kvc_pool_config_default(&pc), "kvc_pool_config_default");
+        pc.block_size = cfg.block_size;
+        pc.num_blocks = cfg.num_blocks;
+        pc.num_layers = int32_t(g.layers.size());
+        pc.num_kv_heads = mc.num_kv_heads;
+        pc.num_q_heads = mc.num_q_heads;
+        pc.head_dim = mc.head_dim;
+        pc.kv_dtype = cfg.kv_dtype;
+        pc.max_seq_len = cfg.max_seq_len;
+        pc.backend = cfg.backend;
+        pc.event_capacity = 0;
+        kvc_check(kvc_bytes_per_block(&pc, &g.bytes_per_block), "kvc_bytes_per_block");
+        kvc_check(kvc_pool_create(&pc, &g.pool), "kvc_pool_create");
+        // Before any sequence exists (libkvc refuses it later): from now on every kvc_append lets go
+        // of the blocks wholly before the window of the first token the sequence's previous call
+        // added (a step's pending token, then its drafts, may go in two appends before one launch).
+        if (g.window > 0) kvc_check(kvc_pool_set_sliding_window(g.pool, g.window), "kvc_pool_set_sliding_window");
+        kvc_storage_info si;
+        si.struct_size = sizeof si;
+        kvc_check(kvc_storage_get_info(g.pool, &si), "kvc_storage_get_info");
+        g.kv_bytes = si.total_bytes;
+        g.swap = make_swap_tier(g.pool, cfg.host_blocks, swap_unavailable);
+    }
+}
+
+KvStore::~KvStore() {
+    for (PoolGroup &g : groups_) {
+        g.swap.reset();
+        kvc_pool_destroy(g.pool);
+    }
+}
+
+int64_t KvStore::common_hit(const std::vector<int32_t> &tokens) const {
+    const int64_t n = int64_t(tokens.size());
+    if (!hybrid()) return lookup(groups_[0].pool, tokens, n);
+    int64_t c = n - 1;
+    for (;;) {
+        const int64_t before = c;
+        for (const PoolGroup &g : groups_) c = lookup(g.pool, tokens, c + 1);
+        if (c == before) return c;
+    }
+}
+
+int32_t KvStore::can_alloc(const std::vector<int32_t> &tokens, int64_t c) const {
+    // With two pools a pool's own hit can exceed the common one, and kvc_can_alloc of the prompt
+    // would count on it. The probe's token c is one no prompt has (-1), so its block c / bs misses
+    // and each pool's hit is exactly c (its largest valid hit <= c, which common_hit established):
+    // the verdict is the one for this admission.
+    const std::vector<int32_t> *probe = &tokens;
+    if (hybrid()) {
+        probe_ = tokens;
+        probe_[size_t(c)] = -1;
+        probe = &probe_;
+    }
+    int32_t worst = KVC_ALLOC_OK;
+    for (const PoolGroup &g : groups_) {
+        int32_t verdict = KVC_ALLOC_OK;
+        kvc_check(kvc_can_alloc(g.pool, probe->data(), int64_t(probe->size()), nullptr, &verdict), "kvc_can_alloc");
+        worst = std::max(worst, verdict);  // OK < LATER < NEVER
+    }
+    return worst;
+}
+
+void KvStore::own_hits(const std::vector<int32_t> &tokens, std::vector<int64_t> *out) const {
+    out->clear();
+    for (const PoolGroup &g : groups_) out->push_back(lookup(g.pool, tokens, int64_t(tokens.size())));
+}
+
+kvc_status KvStore::alloc(uint64_t id, const std::vector<int32_t> &tokens, int64_t c, int64_t *cached) {
+    const int64_t n = int64_t(tokens.size());
+    if (!hybrid()) {
+        kvc_status st = kvc_alloc(groups_[0].pool, id, tokens.data(), n, nullptr, cached);
+        if (st != KVC_ERR_OUT_OF_BLOCKS) kvc_check(st, "kvc_alloc");
+        return st;
+    }
+    size_t done = 0;
+    kvc_status st = KVC_OK;
+    for (; done < groups_.size(); done++) {
+        int64_t hit = -1;
+        st = kvc_alloc(groups_[done].pool, id, tokens.data(), c + 1, nullptr, &hit);
+        if (st == KVC_ERR_OUT_OF_BLOCKS) break;
+        kvc_check(st, "kvc_alloc");
+        if (hit != c)
+            throw std::runtime_error("pool " + groups_[done].name + " hit " + std::to_string(hit) +
+                                     " tokens where the common hit is " + std::to_string(c));
+    }
+    // The rest of the prompt, as a chunked prefill would append it.
+    if (st == KVC_OK && n > c + 1) st = append(id, tokens.data() + c + 1, n - c - 1);
+    if (st != KVC_OK) {
+        for (size_t g = 0; g < done; g++) kvc_check(kvc_free(groups_[g].pool, id), "kvc_free");
+        return st;
+    }
+    *cached = c;
+    return KVC_OK;
+}
+
+kvc_status KvStore::append(uint64_t id, const int32_t *tokens, int64_t n) {
+    if (!hybrid()) {
+        kvc_status st = kvc_append(groups_[0].pool, id, tokens, n, 0, nullptr);
+        if (st != KVC_ERR_OUT_OF_BLOCKS) kvc_check(st, "kvc_append");
+        return st;
+    }
+    // All or nothing without undoing a confirmed append: kvc_append enters the blocks it fills in
+    // the prefix cache before the forward pass writes their KV, so taking tokens back with
+    // kvc_truncate would leave cached blocks whose KV was never computed (a later prompt hitting
+    // them reads garbage; a first version did that and the reference check caught it). So pool G
+    // first reserves the slots as lookahead (taken, not cached), then pool L appends for real, then
+    // G confirms its reservation, which takes no block and cannot run short. G has no window: a
+    // lookahead-only append moves where a windowed pool releases from, so L is never asked to.
+    kvc_pool *l = groups_[0].pool, *g = groups_[1].pool;
+    kvc_status st = kvc_append(g, id, nullptr, 0, n, nullptr);
+    if (st == KVC_ERR_OUT_OF_BLOCKS) return st;
+    kvc_check(st, "kvc_append (pool G, reserve)");
+    st = kvc_append(l, id, tokens, n, 0, nullptr);
+    if (st == KVC_ERR_OUT_OF_BLOCKS) {
+        int64_t len = 0;
+        kvc_check(kvc_seq_num_tokens(g, id, &len), "kvc_seq_num_tokens");
+        kvc_check(kvc_truncate(g, id, len, nullptr), "kvc_truncate (pool G, drop the reservation)");
+        return st;
+    }
+    kvc_check(st, "kvc_append (pool L)");
+    kvc_check(kvc_append(g, id, tokens, n, 0, nullptr), "kvc_append (pool G, confirm)");
+    return KVC_OK;
+}
+
+int32_t KvStore::truncate(uint64_t id, int64_t keep) {
+    int32_t total = 0;
+    for (PoolGroup &g : groups_) {
+        int32_t freed = 0;
+        kvc_check(kvc_truncate(g.pool, id, keep, &freed), "kvc_truncate");
+        total += freed;
+    }
+    return total;
+}
+
+void KvStore::fork(uint64_t parent, uint64_t child) {
+    for (PoolGroup &g : groups_) kvc_check(kvc_fork(g.pool, parent, child), "kvc_fork");
+}
+
+void KvStore::free(uint64_t id) {
+    for (PoolGroup &g : groups_) kvc_check(kvc_free(g.pool, id), "kvc_free");
+}
+
+bool KvStore::swap_out(uint64_t id) {
+    if (!has_swap()) return false;
+    for (size_t g = 0; g < groups_.size(); g++) {
+        if (groups_[g].swap->swap_out(id)) continue;
+        // No host room in this pool's tier: bring the others back (their device blocks were just
+        // freed, so they fit).
+        for (size_t u = 0; u < g; u++)
+            if (!groups_[u].swap->swap_in(id))
+                throw std::runtime_error("pool " + groups_[u].name + ": cannot swap sequence " + std::to_string(id) +
+                                         " back in after a partial swap-out");
+        return false;
+    }
+    return true;
+}
+
+bool KvStore::swap_in(uint64_t id) {
+    if (!has_swap()) return false;
+    for (size_t g = 0; g < groups_.size(); g++) {
+        if (groups_[g].swap->swap_in(id)) continue;
+        for (size_t u = 0; u < g; u++)
+            if (!groups_[u].swap->swap_out(id))
+                throw std::runtime_error("pool " + groups_[u].name + ": cannot swap sequence " + std::to_string(id) +
+                                         " back out after a partial swap-in");
+        return false;
+    }
+    return true;
+}
+
+bool KvStore::holds_device_blocks(uint64_t id) {
+    for (PoolGroup &g : groups_) {
+        int64_t len = 0;
+        kvc_check(kvc_seq_block_table(g.pool, id, nullptr, 0, &len), "kvc_seq_block_table");
+        table_.resize(size_t(len));
+        kvc_check(kvc_seq_block_table(g.pool, id, table_.data(), len, &len), "kvc_seq_block_table");
+        if (std::any_of(table_.begin(), table_.end(), [](int32_t b) { return b >= 0; })) return true;
+    }
+    return false;
+}
+
+int64_t KvStore::copy_pending() {
+    int64_t total = 0;
+    for (PoolGroup &g : groups_) {
+        int64_t copied = 0;
+        kvc_check(kvc_copy_pending(g.pool, nullptr, &copied), "kvc_copy_pending");
+        total += copied;
+    }
+    return total;
+}
+
+void KvStore::check_empty() {
+    for (PoolGroup &g : groups_) {
+        kvc_check(kvc_pool_check(g.pool), "kvc_pool_check");
+        kvc_stats st;
+        st.struct_size = sizeof st;
+        kvc_check(kvc_pool_stats(g.pool, &st), "kvc_pool_stats");
+        if (st.used_blocks != 0 || st.num_seqs != 0)
+            throw std::runtime_error("pool " + g.name + " not empty after the run: " + std::to_string(st.used_blocks) +
+                                     " blocks in use");
+    }
+}
+
+int64_t KvStore::bytes_to_host() const {
+    int64_t b = 0;
+    for (const PoolGroup &g : groups_)
+        if (g.swap) b += g.swap->bytes_to_host();
+    return b;
+}
+
+int64_t KvStore::bytes_to_device() const {
+    int64_t b = 0;
+    for (const PoolGroup &g : groups_)
+        if (g.swap) b += g.swap->bytes_to_device();
+    return b;
+}
+
+int64_t KvStore::host_prefix_hits() const {
+    int64_t h = 0;
+    for (const PoolGroup &g : groups_)
+        if (g.swap) h += g.swap->prefix_hits();
+    return h;
+}
+
+}  // namespace serve

@@ -1,0 +1,109 @@
+// The engine's KV cache: one libkvc pool, or under --hybrid two — pool L for the sliding-window
+// layers (kvc_pool_set_sliding_window) and pool G for the full-attention ones (a window applies to
+// every layer of a pool, so a model mixing both needs one pool per attention type). Every sequence
+// lives in all pools under the same id; each operation here is applied to every pool and is
+// all-or-nothing across them (a failure in one pool undoes what the others did), so the engine
+// schedules as if there were one pool. See the README of libkvc, "Hybrid models".
+#pragma once
+
+#include <kvc/kvc.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model.hpp"
+#include "swap_tier.hpp"
+
+namespace serve {
+
+struct KvStoreConfig {
+    int32_t block_size = 16;
+    int64_t num_blocks = 128;  // per pool
+    int32_t kv_dtype = KVC_DTYPE_F32;
+    int32_t backend = KVC_BACKEND_CPU;
+    int64_t max_seq_len = 1024;
+    int64_t host_blocks = 0;   // per pool; 0 = no swap tier
+    int32_t window = 0;        // sliding window in tokens; 0 = full attention everywhere
+    bool hybrid = false;       // window only on the even model layers (Gemma 2 / GPT-OSS style)
+};
+
+// One pool and the model layers whose KV it stores (model layer layers[i] is the pool's layer i).
+struct PoolGroup {
+    std::string name;            // "L" (windowed) / "G" (global) under --hybrid, else "pool"
+    kvc_pool *pool = nullptr;
+    int32_t window = 0;          // the pool's window and the layers' attention window
+    std::vector<int32_t> layers;
+    std::unique_ptr<SwapTier> swap;
+    int64_t bytes_per_block = 0, kv_bytes = 0;
+};
+
+// Where a model layer's KV lives.
+struct LayerPlacement {
+    int32_t group;       // index into KvStore::groups()
+    int32_t pool_layer;  // the layer index inside that pool
+};
+
+// The attention window of each model layer (0 = full attention): what the dense reference applies.
+std::vector<int32_t> layer_windows(int32_t num_layers, int32_t window, bool hybrid);
+
+class KvStore {
+public:
+    // *swap_unavailable says why there is no swap tier, when there is none.
+    KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *swap_unavailable);
+    ~KvStore();
+    KvStore(const KvStore &) = delete;
+    KvStore &operator=(const KvStore &) = delete;
+
+    std::vector<PoolGroup> &groups() { return groups_; }
+    const std::vector<PoolGroup> &groups() const { return groups_; }
+    const std::vector<LayerPlacement> &placement() const { return placement_; }
+    bool hybrid() const { return groups_.size() > 1; }
+    bool has_swap() const { return groups_.front().swap != nullptr; }
+
+    // The prefix hit a prompt starts at: the largest one valid in every pool. With one pool its own
+    // kvc_prefix_lookup; with two, alternate the pools' lookups of the first c + 1 tokens from
+    // c = n - 1 until c stops changing (each reports its largest valid hit <= c, so c only steps
+    // down and stops at the largest hit both accept).
+    int64_t common_hit(const std::vector<int32_t> &tokens) const;
+    // kvc_can_alloc in every pool for a start at the common hit c: the worst verdict (NEVER before
+    // LATER before OK).
+    int32_t can_alloc(const std::vector<int32_t> &tokens, int64_t c) const;
+    // Each pool's own prefix hit for the whole prompt (what it alone would skip), for the report.
+    void own_hits(const std::vector<int32_t> &tokens, std::vector<int64_t> *out) const;
+    // Creates the sequence in every pool starting at the common hit c (from common_hit): one pool
+    // allocates the whole prompt; two allocate its first c + 1 tokens (each pool then hits exactly
+    // c) and append the rest. KVC_OK with *cached = c, or KVC_ERR_OUT_OF_BLOCKS with nothing changed
+    // (other errors throw).
+    kvc_status alloc(uint64_t id, const std::vector<int32_t> &tokens, int64_t c, int64_t *cached);
+    // kvc_append in every pool. KVC_OK, or KVC_ERR_OUT_OF_BLOCKS with the sequence as it was in
+    // every pool (see kv_store.cpp for how, without ever undoing a confirmed append).
+    kvc_status append(uint64_t id, const int32_t *tokens, int64_t n);
+    // kvc_truncate in every pool; the blocks freed, summed.
+    int32_t truncate(uint64_t id, int64_t keep);
+    void fork(uint64_t parent, uint64_t child);
+    void free(uint64_t id);
+    // Swap through every pool's host tier; false with nothing changed when one has no room.
+    bool swap_out(uint64_t id);
+    bool swap_in(uint64_t id);
+    // Whether the sequence still holds a device block in some pool (a swapped-out one keeps the
+    // blocks it shares).
+    bool holds_device_blocks(uint64_t id);
+    // kvc_copy_pending in every pool (before the step's K/V writes); the copies made.
+    int64_t copy_pending();
+    // Every pool's invariant check, and that no sequence or used block is left.
+    void check_empty();
+    // Bytes moved to / from the host tiers, and prefix blocks re-hit there, summed over the pools.
+    int64_t bytes_to_host() const;
+    int64_t bytes_to_device() const;
+    int64_t host_prefix_hits() const;
+
+private:
+    std::vector<PoolGroup> groups_;
+    std::vector<LayerPlacement> placement_;
+    std::vector<int32_t> table_;          // scratch for holds_device_blocks
+    mutable std::vector<int32_t> probe_;  // scratch for can_alloc
+};
+
+}  // namespace serve
