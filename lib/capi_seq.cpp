@@ -153,6 +153,7 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
                 kvc::pool_hash_full_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens);
             p->counters.prefix_query_tokens += num_tokens;
             p->counters.prefix_hit_tokens += plan.walk.hit_blocks * p->block_size;
+            p->counters.device_hits += held_hits - restores;
             p->counters.verify_misses += plan.walk.verify_miss ? 1 : 0;
         }
         ++p->counters.allocs;

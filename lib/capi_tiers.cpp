@@ -356,7 +356,7 @@ KVC_API kvc_status kvc_tier_get_stats(kvc_pool *pool, int32_t tier, kvc_tier_sta
             o.cached_blocks = pool->blocks.num_cached_free();
             o.bytes_used = o.used_blocks * stride;
             o.evictions = pool->counters.evictions;
-            o.hits = pool->counters.prefix_hit_tokens / pool->block_size - (t ? t->host->stats.hits : 0);
+            o.hits = pool->counters.device_hits;
         } else if (tier == KVC_TIER_HOST && t) {
             fill_counters(t->host->stats, &o);
             fill_slots(t->host->slots, stride, &o);

@@ -34,6 +34,7 @@ struct PoolCounters {
     int64_t cow_copies = 0;
     int64_t prefix_query_tokens = 0;
     int64_t prefix_hit_tokens = 0;
+    int64_t device_hits = 0;  // hit blocks kvc_alloc took from the device (not a windowed hit's skipped ones)
     int64_t evictions = 0;
     int64_t verify_misses = 0;
 };

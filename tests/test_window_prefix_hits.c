@@ -68,6 +68,8 @@ static void test_hit_after_leading_blocks_evicted(void **state) {
     assert_int_equal(t3[6], 1); /* the head of the free queue, 1h, evicted */
     const kvc_stats after = stats_of(p);
     assert_int_equal(after.free_blocks, before.free_blocks - 1);
+    /* The device tier found 2 blocks (4 and 5), not the 6 the 24 cached tokens span. */
+    assert_int_equal(tier_stats(p, KVC_TIER_DEVICE).hits, 2);
     assert_int_equal(after.prefix_hit_tokens - before.prefix_hit_tokens, 24);
     /* The first append releases nothing more: its target is where the hit started. */
     OK(kvc_append(p, 3, t + 25, 1, 0, NULL));
@@ -141,6 +143,7 @@ static void test_window_hit_through_host_tier(void **state) {
     assert_int_equal(cached, 24);
     assert_int_equal(released_of(p, 2), 4);
     assert_int_equal(tier_stats(p, KVC_TIER_HOST).hits - hits_before, 2);
+    assert_int_equal(tier_stats(p, KVC_TIER_DEVICE).hits, 0); /* the 4 skipped blocks are no hits */
     assert_int_equal(stats_of(p).used_blocks, 3); /* two restored, one fresh */
     CHECK_POOL(p);
     OK(kvc_free(p, 2));
