@@ -53,6 +53,7 @@ public:
         KvStoreConfig kc;
         kc.block_size = cfg.block_size;
         kc.num_blocks = cfg.num_blocks;
+        kc.window_blocks = cfg.window_blocks;
         kc.kv_dtype = cfg.kv_dtype;
         kc.backend = cfg.backend;
         kc.max_seq_len = cfg.max_seq_len;
@@ -62,6 +63,7 @@ public:
         kv_ = std::make_unique<KvStore>(m.cfg, kc, &report_.swap_unavailable);
         report_.window = cfg.window;
         report_.hybrid = cfg.hybrid;
+        int64_t total_blocks = 0;
         for (const PoolGroup &g : kv_->groups()) {
             report_.bytes_per_block += g.bytes_per_block;
             report_.kv_bytes += g.kv_bytes;
@@ -70,6 +72,8 @@ public:
             pr.window = g.window;
             pr.layers = g.layers;
             pr.bytes_per_block = g.bytes_per_block;
+            pr.num_blocks = g.num_blocks;
+            total_blocks += g.num_blocks;
             report_.pools.push_back(pr);
         }
         layer_windows_ = layer_windows(m.cfg.num_layers, cfg.window, cfg.hybrid);
@@ -87,7 +91,7 @@ public:
         reqs_.resize(w.requests.size());
         for (size_t i = 0; i < w.requests.size(); i++) reqs_[i].samples_left = w.requests[i].n;
         // Under --hybrid the plot shows both pools together (their blocks are the same size).
-        report_.timeline.total_blocks = cfg.num_blocks * int64_t(kv_->groups().size());
+        report_.timeline.total_blocks = total_blocks;
         report_.swap_available = kv_->has_swap();
     }
     ~Engine() {
@@ -319,10 +323,13 @@ private:
         int64_t cached = kv_->common_hit(tokens);
         if (!budget_allows(int64_t(tokens.size()) - cached, seqs)) return -1;
         const int32_t verdict = kv_->can_alloc(tokens, cached);
-        if (verdict == KVC_ALLOC_NEVER)
+        if (verdict == KVC_ALLOC_NEVER) {
+            std::string sizes = std::to_string(cfg_.num_blocks) + " blocks";
+            if (kv_->hybrid()) sizes += " (pool G) and " + std::to_string(kv_->groups()[0].num_blocks) + " (pool L)";
             throw std::runtime_error("request " + std::to_string(req) + " (" + std::to_string(tokens.size()) +
-                                     " tokens) can never fit in a pool of " + std::to_string(cfg_.num_blocks) +
-                                     " blocks; use more --blocks");
+                                     " tokens) can never fit in " + (kv_->hybrid() ? "pools of " : "a pool of ") +
+                                     sizes + "; use more --blocks");
+        }
         if (verdict != KVC_ALLOC_OK) return -1;
         if (first_admission && kv_->hybrid()) kv_->own_hits(tokens, &own_hits_);
         if (kv_->alloc(id, tokens, cached, &cached) != KVC_OK) {

@@ -22,6 +22,7 @@ namespace serve {
 struct EngineConfig {
     int32_t block_size = 16;
     int64_t num_blocks = 128;
+    int64_t window_blocks = 0;         // --hybrid: blocks of pool L (0 = num_blocks)
     int32_t kv_dtype = KVC_DTYPE_F32;
     int32_t backend = KVC_BACKEND_CPU;  // the pool's; CUDA moves activations through device buffers
     int32_t max_seqs = 16;             // sequences per batch
@@ -49,7 +50,7 @@ struct PoolReport {
     std::string name;
     int32_t window = 0;
     std::vector<int32_t> layers;          // the model layers it stores
-    int64_t bytes_per_block = 0;
+    int64_t num_blocks = 0, bytes_per_block = 0;
     int64_t peak_used_blocks = 0, used_block_steps = 0;  // per step; the sum gives the mean
     double hit_rate = 0;                  // the pool's prefix hit counter (tokens)
     int64_t own_hit_tokens = 0;           // --hybrid: prompt tokens this pool alone would have hit at

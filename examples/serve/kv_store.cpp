@@ -48,7 +48,10 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
         kvc_pool_config pc;
         kvc_check(kvc_pool_config_default(&pc), "kvc_pool_config_default");
         pc.block_size = cfg.block_size;
-        pc.num_blocks = cfg.num_blocks;
+        // Pool L needs fewer blocks than G (it lets go of what its window left behind), so under
+        // --hybrid it can be given its own size and the same KV memory buys G more blocks.
+        g.num_blocks = cfg.hybrid && g.window > 0 && cfg.window_blocks > 0 ? cfg.window_blocks : cfg.num_blocks;
+        pc.num_blocks = g.num_blocks;
         pc.num_layers = int32_t(g.layers.size());
         pc.num_kv_heads = mc.num_kv_heads;
         pc.num_q_heads = mc.num_q_heads;

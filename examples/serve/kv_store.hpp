@@ -21,6 +21,7 @@ namespace serve {
 struct KvStoreConfig {
     int32_t block_size = 16;
     int64_t num_blocks = 128;  // per pool
+    int64_t window_blocks = 0; // --hybrid: pool L's blocks instead (0 = num_blocks)
     int32_t kv_dtype = KVC_DTYPE_F32;
     int32_t backend = KVC_BACKEND_CPU;
     int64_t max_seq_len = 1024;
@@ -36,7 +37,7 @@ struct PoolGroup {
     int32_t window = 0;          // the pool's window and the layers' attention window
     std::vector<int32_t> layers;
     std::unique_ptr<SwapTier> swap;
-    int64_t bytes_per_block = 0, kv_bytes = 0;
+    int64_t num_blocks = 0, bytes_per_block = 0, kv_bytes = 0;
 };
 
 // Where a model layer's KV lives.

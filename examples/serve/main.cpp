@@ -45,10 +45,12 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
                 mc.vocab, mc.d_model, mc.num_layers, mc.num_q_heads, mc.num_kv_heads, mc.head_dim, mc.ffn_dim,
                 double(params) / 1e6, (unsigned long long)o.seed);
     if (r.hybrid)
-        std::printf("pools         L and G, %lld blocks x %d tokens each, %s per block (%s per block in each), %s "
-                    "of KV storage in all\n",
-                    (long long)ec.num_blocks, ec.block_size, bytes_str(double(r.bytes_per_block)).c_str(),
-                    bytes_str(double(r.pools[0].bytes_per_block)).c_str(), bytes_str(double(r.kv_bytes)).c_str());
+        std::printf("pools         L %lld blocks and G %lld blocks x %d tokens, %s per block in each (%s per token "
+                    "position in both), %s of KV storage in all\n",
+                    (long long)r.pools[0].num_blocks, (long long)r.pools[1].num_blocks, ec.block_size,
+                    bytes_str(double(r.pools[0].bytes_per_block)).c_str(),
+                    bytes_str(double(r.bytes_per_block) / double(ec.block_size)).c_str(),
+                    bytes_str(double(r.kv_bytes)).c_str());
     else
         std::printf("pool          %lld blocks x %d tokens = %lld token slots, %s per block, %s of KV storage\n",
                     (long long)ec.num_blocks, ec.block_size, (long long)(ec.num_blocks * ec.block_size),
@@ -77,7 +79,7 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
                     (long long)r.hit_tokens, (long long)r.prompt_tokens, 100.0 * r.pool_hit_rate, (long long)r.evictions);
     std::printf("blocks        utilization peak %.1f%% (%lld of %lld blocks in use%s), mean %.1f%%\n",
                 100.0 * r.peak_utilization, (long long)r.peak_used_blocks,
-                (long long)(ec.num_blocks * int64_t(r.pools.size())), r.hybrid ? " in pools L + G" : "",
+                (long long)r.timeline.total_blocks, r.hybrid ? " in pools L + G" : "",
                 100.0 * r.mean_utilization);
     if (r.swap_available)
         std::printf("preemptions   %lld swap, %lld recompute (%lld tokens recomputed)\n", (long long)r.swap_preemptions,
@@ -185,6 +187,7 @@ int main(int argc, char **argv) {
     }
     ec.block_size = o.block_size;
     ec.num_blocks = o.blocks;
+    ec.window_blocks = o.window_blocks;
     ec.kv_dtype = o.kv_dtype;
     ec.check_every = o.check_every;
     ec.seed = o.seed;
@@ -204,6 +207,14 @@ int main(int argc, char **argv) {
         return usage_error("--blocks " + std::to_string(o.blocks) + " is too small: the longest request (" +
                            std::to_string(w.longest) + " tokens) needs " + std::to_string(need) +
                            " blocks of " + std::to_string(o.block_size) + " plus the 1% watermark");
+    // Pool L too: a prompt (or a preempted sequence's recompute) is allocated whole before its
+    // first decode step releases anything.
+    const int64_t l_blocks = o.window_blocks;
+    if (l_blocks > 0 && (double(l_blocks - need) < 0.01 * double(l_blocks) || need > l_blocks))
+        return usage_error("--window-blocks " + std::to_string(l_blocks) + " is too small: the longest request (" +
+                           std::to_string(w.longest) + " tokens) needs " + std::to_string(need) +
+                           " blocks of " + std::to_string(o.block_size) + " plus the 1% watermark, all at once in a "
+                           "prefill");
 
     Model model = Model::random(mc, o.seed);
     ProgressBar bar(!o.quiet);

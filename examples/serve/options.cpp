@@ -18,7 +18,7 @@ const char *const kUsage =
     "  --blocks N         KV blocks in the pool (default 64: small enough that preemption happens)\n"
     "  --block-size N     tokens per block (default 16)\n"
     "  --host-blocks N    host-tier blocks for swap preemption when libkvc has tiers (default 128;\n"
-    "                     0 = preempt by recompute only)\n"
+    "                     0 = preempt by recompute only; each pool's under --hybrid)\n"
     "  --backend B        cpu (default) or cuda (libkvc's CUDA backend: KV cache and attention on the\n"
     "                     GPU, head_dim 64; exits 77 with SKIPPED when there is no usable GPU)\n"
     "  --kv-dtype T       f32 (default) or f16 KV cache\n"
@@ -32,6 +32,8 @@ const char *const kUsage =
     "  --hybrid           hybrid model (Gemma 2 / GPT-OSS style): layers 0, 2 use the sliding window\n"
     "                     of --window W (required), layers 1, 3 full attention; served as two libkvc\n"
     "                     pools, L (windowed, releases blocks) and G (global), --blocks blocks each\n"
+    "  --window-blocks N  with --hybrid: blocks of pool L instead of --blocks (pool L needs about\n"
+    "                     W / block size + 2 per decoding sequence, so the same memory buys G more)\n"
     "  --max-new-tokens N each request generates between min(12, N) and N tokens (default 40; at most\n"
     "                     800): long outputs run sequences far past a --window\n"
     "  --temperature T    sampling temperature, seeded per sample (default 0.8; 0 = greedy)\n"
@@ -100,6 +102,9 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
             i++;
         } else if (a == "--blocks") {
             if (!parse_int(a, val, 1, 1 << 24, &o->blocks, err)) return false;
+            i++;
+        } else if (a == "--window-blocks") {
+            if (!parse_int(a, val, 1, 1 << 24, &o->window_blocks, err)) return false;
             i++;
         } else if (a == "--block-size") {
             if (!parse_int(a, val, 1, 256, &v, err)) return false;
@@ -174,6 +179,10 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
     }
     if (o->hybrid && o->window <= 0) {
         *err = "--hybrid needs --window W > 0 (the window of its sliding-window layers)";
+        return false;
+    }
+    if (o->window_blocks > 0 && !o->hybrid) {
+        *err = "--window-blocks needs --hybrid (without it there is one pool: --blocks)";
         return false;
     }
     if (!o->corrupt_kv_pool.empty() && !o->hybrid) {

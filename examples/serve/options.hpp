@@ -10,6 +10,7 @@ struct Options {
     int32_t requests = 40;
     uint64_t seed = 1;
     int64_t blocks = 64;
+    int64_t window_blocks = 0;     // --hybrid: pool L's blocks (0 = --blocks)
     int32_t block_size = 16;
     std::string backend = "cpu";
     std::string svg = "build/serve.svg";
