@@ -219,13 +219,18 @@ private:
             return;
         }
         kv_->free(victim->seq_id);
-        if (victim->pending >= 0) {
+        recompute_later(victim.get());
+        preempted_.push_front(std::move(victim));
+    }
+
+    // A sample whose sequence was freed, to be re-admitted and re-prefilled.
+    void recompute_later(Sample *s) {
+        if (s->pending >= 0) {
             // The sampled-but-unwritten token becomes part of what is recomputed.
-            victim->tokens.push_back(victim->pending);
-            victim->pending = -1;
+            s->tokens.push_back(s->pending);
+            s->pending = -1;
         }
         report_.recompute_preemptions++;
-        preempted_.push_front(std::move(victim));
     }
 
     // A swapped-out sequence keeps its blocks shared with others (a fork's prompt, a prefix hit) on
@@ -239,11 +244,7 @@ private:
             std::unique_ptr<Sample> victim = std::move(*it);
             swapped_.erase(std::next(it).base());
             kv_->free(victim->seq_id);
-            if (victim->pending >= 0) {
-                victim->tokens.push_back(victim->pending);
-                victim->pending = -1;
-            }
-            report_.recompute_preemptions++;
+            recompute_later(victim.get());
             preempted_.push_back(std::move(victim));
             return true;
         }
@@ -348,11 +349,18 @@ private:
     bool admit() {
         bool swapped_in = false;
         while (!swapped_.empty()) {
-            if (int64_t(running_.size()) + 1 > cfg_.max_seqs || !kv_->swap_in(swapped_.front()->seq_id))
-                return swapped_in;  // FIFO: nothing overtakes a swapped-out sample
-            running_.push_back(std::move(swapped_.front()));
+            if (int64_t(running_.size()) + 1 > cfg_.max_seqs) return swapped_in;
+            const SwapIn got = kv_->swap_in(swapped_.front()->seq_id);
+            if (got == SwapIn::not_yet) return swapped_in;  // FIFO: nothing overtakes a swapped-out sample
+            std::unique_ptr<Sample> s = std::move(swapped_.front());
             swapped_.pop_front();
             swapped_in = true;
+            if (got == SwapIn::dropped) {  // --hybrid only: freed in both pools, recomputed instead
+                recompute_later(s.get());
+                preempted_.push_back(std::move(s));
+                continue;
+            }
+            running_.push_back(std::move(s));
         }
         while (!preempted_.empty()) {
             Sample *s = preempted_.front().get();

@@ -70,6 +70,7 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
         si.struct_size = sizeof si;
         kvc_check(kvc_storage_get_info(g.pool, &si), "kvc_storage_get_info");
         g.kv_bytes = si.total_bytes;
+        g.block_stride = si.block_stride;
         g.swap = make_swap_tier(g.pool, cfg.host_blocks, swap_unavailable);
     }
 }
@@ -194,30 +195,37 @@ void KvStore::free(uint64_t id) {
 
 bool KvStore::swap_out(uint64_t id) {
     if (!has_swap()) return false;
-    for (size_t g = 0; g < groups_.size(); g++) {
-        if (groups_[g].swap->swap_out(id)) continue;
-        // No host room in this pool's tier: bring the others back (their device blocks were just
-        // freed, so they fit).
-        for (size_t u = 0; u < g; u++)
-            if (!groups_[u].swap->swap_in(id))
-                throw std::runtime_error("pool " + groups_[u].name + ": cannot swap sequence " + std::to_string(id) +
-                                         " back in after a partial swap-out");
-        return false;
-    }
+    for (PoolGroup &g : groups_)
+        if (!g.swap->swap_out(id)) return false;
     return true;
 }
 
-bool KvStore::swap_in(uint64_t id) {
-    if (!has_swap()) return false;
+SwapIn KvStore::swap_in(uint64_t id) {
+    if (!has_swap()) return SwapIn::not_yet;
+    if (hybrid())
+        for (PoolGroup &g : groups_) {
+            int64_t bytes = 0;
+            kvc_check(kvc_preemption_cost(g.pool, id, &bytes, nullptr), "kvc_preemption_cost");
+            kvc_stats st;
+            st.struct_size = sizeof st;
+            kvc_check(kvc_pool_stats(g.pool, &st), "kvc_pool_stats");
+            if (bytes / g.block_stride > st.free_blocks) return SwapIn::not_yet;
+        }
     for (size_t g = 0; g < groups_.size(); g++) {
         if (groups_[g].swap->swap_in(id)) continue;
+        if (g == 0) return SwapIn::not_yet;
+        // Swapping the earlier pools back out can fail: blocks that were shared at swap-out and
+        // stayed on the device may be this sequence's alone now and need host slots too. A
+        // seen failure (serve_hybrid's run with --host-blocks 4), so the sequence is recomputed
+        // instead.
         for (size_t u = 0; u < g; u++)
-            if (!groups_[u].swap->swap_out(id))
-                throw std::runtime_error("pool " + groups_[u].name + ": cannot swap sequence " + std::to_string(id) +
-                                         " back out after a partial swap-in");
-        return false;
+            if (!groups_[u].swap->swap_out(id)) {
+                free(id);
+                return SwapIn::dropped;
+            }
+        return SwapIn::not_yet;
     }
-    return true;
+    return SwapIn::done;
 }
 
 bool KvStore::holds_device_blocks(uint64_t id) {

@@ -38,6 +38,14 @@ struct PoolGroup {
     std::vector<int32_t> layers;
     std::unique_ptr<SwapTier> swap;
     int64_t num_blocks = 0, bytes_per_block = 0, kv_bytes = 0;
+    int64_t block_stride = 0;    // bytes of one block in the pool's storage
+};
+
+enum class SwapIn {
+    done,     // back on the device in every pool
+    not_yet,  // nothing changed: some pool has no device room yet
+    dropped,  // a pool failed half way and could not be undone: the sequence was freed in every
+              // pool, and the caller recomputes it
 };
 
 // Where a model layer's KV lives.
@@ -85,9 +93,13 @@ public:
     int32_t truncate(uint64_t id, int64_t keep);
     void fork(uint64_t parent, uint64_t child);
     void free(uint64_t id);
-    // Swap through every pool's host tier; false with nothing changed when one has no room.
+    // Swap out through every pool's host tier. false when a pool's tier has no room: the sequence
+    // may then be swapped out in the pools before it, and the caller frees it (recompute
+    // preemption; kvc_free takes swapped-out sequences). Swapping those pools back in would only
+    // take device blocks that the preemption is meant to free.
     bool swap_out(uint64_t id);
-    bool swap_in(uint64_t id);
+    // Swap in through every pool, after checking each has the device blocks (kvc_preemption_cost).
+    SwapIn swap_in(uint64_t id);
     // Whether the sequence still holds a device block in some pool (a swapped-out one keeps the
     // blocks it shares).
     bool holds_device_blocks(uint64_t id);
