@@ -152,6 +152,8 @@ public:
             report_.bytes_to_host = kv_->bytes_to_host();
             report_.bytes_to_device = kv_->bytes_to_device();
             report_.host_prefix_hits = kv_->host_prefix_hits();
+            report_.partial_swap_outs = kv_->partial_swap_outs();
+            report_.dropped_swap_ins = kv_->dropped_swap_ins();
         }
         return report_;
     }

@@ -104,6 +104,7 @@ struct EngineReport {
     std::vector<PoolReport> pools;
     int64_t window_held_peak = 0, window_held_sum = 0, window_held_samples = 0;
     int64_t alloc_rollbacks = 0;
+    int64_t partial_swap_outs = 0, dropped_swap_ins = 0;  // see KvStore
     Timeline timeline;
 };
 

@@ -195,8 +195,11 @@ void KvStore::free(uint64_t id) {
 
 bool KvStore::swap_out(uint64_t id) {
     if (!has_swap()) return false;
-    for (PoolGroup &g : groups_)
-        if (!g.swap->swap_out(id)) return false;
+    for (size_t g = 0; g < groups_.size(); g++)
+        if (!groups_[g].swap->swap_out(id)) {
+            partial_swap_outs_ += g > 0;
+            return false;
+        }
     return true;
 }
 
@@ -221,6 +224,7 @@ SwapIn KvStore::swap_in(uint64_t id) {
         for (size_t u = 0; u < g; u++)
             if (!groups_[u].swap->swap_out(id)) {
                 free(id);
+                dropped_swap_ins_++;
                 return SwapIn::dropped;
             }
         return SwapIn::not_yet;

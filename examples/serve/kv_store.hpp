@@ -111,12 +111,16 @@ public:
     int64_t bytes_to_host() const;
     int64_t bytes_to_device() const;
     int64_t host_prefix_hits() const;
+    // Swap-outs that stopped half way (some pool's tier full) and swap-ins that had to be dropped.
+    int64_t partial_swap_outs() const { return partial_swap_outs_; }
+    int64_t dropped_swap_ins() const { return dropped_swap_ins_; }
 
 private:
     std::vector<PoolGroup> groups_;
     std::vector<LayerPlacement> placement_;
     std::vector<int32_t> table_;          // scratch for holds_device_blocks
     mutable std::vector<int32_t> probe_;  // scratch for can_alloc
+    int64_t partial_swap_outs_ = 0, dropped_swap_ins_ = 0;
 };
 
 }  // namespace serve

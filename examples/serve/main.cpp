@@ -138,10 +138,11 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
                     r.window / ec.block_size + 2);
         std::printf("hybrid        pool G (full attention): device blocks peak %lld, mean %.1f; alone it would have "
                     "hit %.1f%%; %lld evictions; both started every prompt at their common hit (%.1f%%); %lld "
-                    "admissions undone (one pool short after the other took the prompt)\n",
+                    "admissions undone (one pool short after the other took the prompt); %lld swap-outs stopped half "
+                    "way and %lld swap-ins dropped (recomputed instead)\n",
                     (long long)g.peak_used_blocks, double(g.used_block_steps) / steps, own(g), (long long)g.evictions,
                     r.prompt_tokens ? 100.0 * double(r.hit_tokens) / double(r.prompt_tokens) : 0.0,
-                    (long long)r.alloc_rollbacks);
+                    (long long)r.alloc_rollbacks, (long long)r.partial_swap_outs, (long long)r.dropped_swap_ins);
     } else if (r.window > 0) {
         std::printf("window        %d tokens in every layer, blocks before it released (kvc_pool_set_sliding_window): "
                     "device blocks in use peak %lld, mean %.1f; the running sequences' tables spanned peak %lld, "
