@@ -265,7 +265,9 @@ KVC_API kvc_status kvc_keys_set_priority(kvc_keys *keys, int32_t priority);
 
 /** Would kvc_alloc of this prompt succeed? Cache hits are taken into account; refcount-0 hits
  *  are not counted as free. With W = watermark x num_blocks and `needed` the blocks to take:
- *  NEVER if num_blocks - needed < W; OK if free - needed >= W; else LATER. Read-only.
+ *  NEVER if num_blocks - needed < W or the sequence would hold more blocks than the pool has
+ *  (its table minus a windowed hit's released entries); OK if free - needed >= W; else LATER.
+ *  Read-only.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW. */
 KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,
                                  const kvc_keys *keys, int32_t *out_verdict);

@@ -590,7 +590,9 @@ extern "C" {
 extern "C" {
     #[doc = " Would kvc_alloc of this prompt succeed? Cache hits are taken into account; refcount-0 hits"]
     #[doc = "  are not counted as free. With W = watermark x num_blocks and `needed` the blocks to take:"]
-    #[doc = "  NEVER if num_blocks - needed < W; OK if free - needed >= W; else LATER. Read-only."]
+    #[doc = "  NEVER if num_blocks - needed < W or the sequence would hold more blocks than the pool has"]
+    #[doc = "  (its table minus a windowed hit's released entries); OK if free - needed >= W; else LATER."]
+    #[doc = "  Read-only."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW."]
     pub fn kvc_can_alloc(
         pool: *mut kvc_pool,
