@@ -90,4 +90,13 @@ KVC_API kvc_status kvc_keys_set_priority(kvc_keys *keys, int32_t priority) {
     return KVC_OK;
 }
 
+KVC_API kvc_status kvc_keys_set_max_cached_tokens(kvc_keys *keys, int64_t max_tokens) {
+    if (!keys) return kvc::fail(KVC_ERR_NULL_ARG, "kvc_keys_set_max_cached_tokens: keys is NULL");
+    if (max_tokens < -1)
+        return kvc::fail(KVC_ERR_INVALID_ARG, "kvc_keys_set_max_cached_tokens: max_tokens must be >= 0 or -1 (no cap), got %lld",
+                         (long long)max_tokens);
+    keys->set.max_cached_tokens = max_tokens;
+    return KVC_OK;
+}
+
 }  // extern "C"

@@ -1,5 +1,5 @@
 // What besides token ids identifies a block's KV content (kvc_keys), plus the request's retention
-// priority. A sequence keeps its own copy (taken at kvc_alloc, copied by kvc_fork) because blocks
+// priority and its cap on prefix hits. A sequence keeps its own copy (taken at kvc_alloc, copied by kvc_fork) because blocks
 // are hashed later, as decode fills them.
 #pragma once
 
@@ -22,6 +22,7 @@ struct KeySet {
     uint64_t lora_id = 0;
     int32_t salt_len = 0;
     int32_t priority = KVC_PRIORITY_DEFAULT;
+    int64_t max_cached_tokens = -1;  // kvc_keys_set_max_cached_tokens; -1: no cap
     char salt[KVC_MAX_SALT_LEN] = {};
     std::vector<MmItem> mm;  // increasing, non-overlapping offsets
 
@@ -29,6 +30,7 @@ struct KeySet {
         lora_id = 0;
         salt_len = 0;
         priority = KVC_PRIORITY_DEFAULT;
+        max_cached_tokens = -1;
         mm.clear();
     }
 
@@ -40,6 +42,7 @@ struct KeySet {
         lora_id = o.lora_id;
         salt_len = o.salt_len;
         priority = o.priority;
+        max_cached_tokens = o.max_cached_tokens;
         if (o.salt_len > 0) std::memcpy(salt, o.salt, size_t(o.salt_len));
         mm.assign(o.mm.begin(), o.mm.end());
     }

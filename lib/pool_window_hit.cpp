@@ -103,8 +103,11 @@ PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks,
 
 PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
                                 WalkTiers lower) {
-    // At most num_tokens - 1 tokens hit: the prefill computes at least the last one.
-    const int64_t max_blocks = pool_block_of(p, num_tokens - 1);
+    // At most num_tokens - 1 tokens hit: the prefill computes at least the last one. The request
+    // may cap it further (kvc_keys_set_max_cached_tokens).
+    int64_t max_blocks = pool_block_of(p, num_tokens - 1);
+    if (keys.max_cached_tokens >= 0 && keys.max_cached_tokens / p->block_size < max_blocks)
+        max_blocks = keys.max_cached_tokens / p->block_size;
     if (p->sliding_window <= 0) return pool_walk_prefix(p, tokens, max_blocks, keys, lower);
     // Nothing cached anywhere: skip hashing the whole prompt.
     if (p->cache.size() == 0 && (lower == kWalkDevice || !p->tiers.load(std::memory_order_relaxed)))

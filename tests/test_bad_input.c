@@ -408,6 +408,8 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     X(kvc_keys_set_priority, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_keys_set_priority(NULL, 10), 1)                \
     X(kvc_keys_set_priority, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_keys_set_priority(F.K, -1), 1)                 \
     X(kvc_keys_set_priority, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_keys_set_priority(F.K, KVC_PRIORITY_MAX + 1), 1)  \
+    X(kvc_keys_set_max_cached_tokens, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_keys_set_max_cached_tokens(NULL, 8), 1) \
+    X(kvc_keys_set_max_cached_tokens, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_keys_set_max_cached_tokens(F.K, -2), 1) \
                                                                                                                        \
     X(kvc_can_alloc, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_can_alloc(NULL, F.tok_x, 8, NULL, &O.i32), 1)          \
     X(kvc_can_alloc, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_can_alloc(F.P, NULL, 8, NULL, &O.i32), 1)                  \

@@ -28,9 +28,20 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
     return x ^ (x >> 31);
 }
 
-int64_t lookup(World &w, const std::vector<int32_t> &prompt, int64_t num_tokens) {
+// Keys capping the prefix hit at max_tokens (kvc_keys_set_max_cached_tokens; -1: no cap).
+struct HitCap {
+    kvc_keys *keys = nullptr;
+    explicit HitCap(int64_t max_tokens) {
+        OK(kvc_keys_create(&keys));
+        OK(kvc_keys_set_max_cached_tokens(keys, max_tokens));
+    }
+    ~HitCap() { kvc_keys_destroy(keys); }
+};
+
+int64_t lookup(World &w, const std::vector<int32_t> &prompt, int64_t num_tokens, int64_t cap = -1) {
+    HitCap k(cap);
     int64_t cached = -1;
-    OK(kvc_prefix_lookup(w.pool, prompt.data(), num_tokens, nullptr, &cached));
+    OK(kvc_prefix_lookup(w.pool, prompt.data(), num_tokens, k.keys, &cached));
     return cached;
 }
 
@@ -88,38 +99,43 @@ struct Hybrid {
         }
     }
 
-    // The largest prefix hit valid in both pools. kvc_prefix_lookup of the first c + 1 tokens
-    // reports the pool's largest valid hit <= c (window-aware in L, the leading run in G), so
-    // alternating the two from c = n - 1 only ever steps down, never past a hit both accept, and
-    // stops at the largest one.
+    // The largest prefix hit valid in both pools. A lookup capped at c
+    // (kvc_keys_set_max_cached_tokens) reports the pool's largest valid hit <= c (window-aware in
+    // L, the leading run in G), so alternating the two from c = n - 1 only ever steps down, never
+    // past a hit both accept, and stops at the largest one. Cross-check: a lookup of the first
+    // c + 1 tokens without a cap reports the same in each pool.
     int64_t common_hit(const std::vector<int32_t> &prompt) {
         rounds.clear();
-        int64_t c = int64_t(prompt.size()) - 1;
+        const int64_t n = int64_t(prompt.size());
+        int64_t c = n - 1;
         for (;;) {
             const int64_t before = c;
-            c = lookup(local, prompt, c + 1);
+            c = lookup(local, prompt, n, c);
             rounds.push_back(c);
-            c = lookup(global, prompt, c + 1);
+            c = lookup(global, prompt, n, c);
             rounds.push_back(c);
-            if (c == before) return c;
+            if (c == before) break;
         }
+        for (World *w : {&local, &global})
+            if (lookup(*w, prompt, c + 1) != c) fail_msg("common hit %lld: a lookup of %lld tokens disagrees", (long long)c, (long long)(c + 1));
+        return c;
     }
 
-    // Starts sequence `id` at the common hit c: kvc_alloc of the first c + 1 tokens (each pool then
-    // hits exactly c), then kvc_append of the prompt up to c + chunk (chunked prefill; the rest is
-    // appended by later steps). Returns c; the step's query for it is min(n, c + chunk) - c tokens.
+    // Starts sequence `id` at the common hit c: kvc_alloc, under the cap c, of the prompt up to
+    // c + chunk (chunked prefill; the rest is appended by later steps) -- each pool then hits
+    // exactly c. Returns c; the step's query for it is min(n, c + chunk) - c tokens.
     int64_t admit(uint64_t id, const std::vector<int32_t> &prompt, int64_t chunk) {
         const int64_t n = int64_t(prompt.size());
         const int64_t c = common_hit(prompt);
+        const int64_t placed = std::max(c + 1, std::min(n, c + chunk));
+        HitCap cap(c);
         for (World *w : {&local, &global}) {
             int64_t cached = -1;
-            OK(kvc_alloc(w->pool, id, prompt.data(), c + 1, nullptr, &cached));
+            OK(kvc_alloc(w->pool, id, prompt.data(), placed, cap.keys, &cached));
             if (cached != c) fail_msg("sequence %llu: %s pool hit %lld, common hit %lld", (unsigned long long)id,
                                       w == &local ? "windowed" : "global", (long long)cached, (long long)c);
         }
-        record(id, prompt.data(), c + 1);
-        const int64_t placed = std::max(c + 1, std::min(n, c + chunk));
-        if (placed > c + 1) append(id, std::vector<int32_t>(prompt.begin() + c + 1, prompt.begin() + placed));
+        record(id, prompt.data(), placed);
         return c;
     }
 

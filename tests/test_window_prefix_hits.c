@@ -252,6 +252,56 @@ static void test_search_keys_equal_hashing(void **state) {
     assert_memory_equal(lo0, lo6, sizeof(uint64_t) * 10);
 }
 
+/* kvc_keys_set_max_cached_tokens caps the hit (rounded down to a block) in kvc_prefix_lookup,
+ * kvc_can_alloc and kvc_alloc, with a window the largest valid hit below the cap. */
+static void test_max_cached_tokens(void **state) {
+    (void)state;
+    kvc_keys *k = NULL;
+    OK(kvc_keys_create(&k));
+    int32_t t[32];
+    iota_tokens(t, 32, 100);
+    /* No window: a cached 24-token prefix. */
+    kvc_pool *p = make_pool(4, 16, 1);
+    OK(kvc_alloc(p, 1, t, 24, NULL, NULL));
+    assert_int_equal(cached_tokens_of(p, t, 25, k), 24);
+    OK(kvc_keys_set_max_cached_tokens(k, 10));
+    assert_int_equal(cached_tokens_of(p, t, 25, k), 8);
+    OK(kvc_keys_set_max_cached_tokens(k, 0));
+    assert_int_equal(cached_tokens_of(p, t, 25, k), 0);
+    OK(kvc_keys_set_max_cached_tokens(k, 10));
+    const int64_t free_before = stats_of(p).free_blocks;
+    int32_t v = -1;
+    OK(kvc_can_alloc(p, t, 25, k, &v));
+    assert_int_equal(v, KVC_ALLOC_OK);
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 2, t, 25, k, &cached));
+    assert_int_equal(cached, 8);
+    assert_int_equal(stats_of(p).free_blocks, free_before - 5); /* blocks 2..6 fresh */
+    int32_t t1[8], t2[8];
+    table_of(p, 1, t1, 8);
+    table_of(p, 2, t2, 8);
+    assert_int_equal(t2[1], t1[1]);
+    assert_int_not_equal(t2[2], t1[2]); /* block 2 is recomputed, not shared */
+    OK(kvc_keys_clear(k));               /* clears the cap too */
+    assert_int_equal(cached_tokens_of(p, t, 25, k), 24);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+
+    /* Window 6: sequence 1 decodes 24 tokens (blocks 0..3 released, still cached). */
+    p = make_pool(4, 16, 1);
+    OK(kvc_pool_set_sliding_window(p, 6));
+    decode_to(p, 1, t, 4, 24);
+    OK(kvc_keys_set_max_cached_tokens(k, 23));
+    assert_int_equal(cached_tokens_of(p, t, 25, k), 20); /* window from 15: blocks 3, 4 */
+    OK(kvc_keys_set_max_cached_tokens(k, 17));
+    OK(kvc_alloc(p, 2, t, 25, k, &cached));
+    assert_int_equal(cached, 16); /* window from 11: blocks 2, 3 */
+    assert_int_equal(released_of(p, 2), 2);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+    OK(kvc_keys_destroy(k));
+}
+
 /* The same pool history with and without a window: blocks 0..5 of a 24-token prompt cached,
  * 2..5 pinned, 0 and 1 evicted. Returns kvc_prefix_lookup of the prompt's first 25 tokens. */
 static int64_t hit_after_evicting_blocks_0_1(int32_t window) {
@@ -289,6 +339,7 @@ int main(void) {
         cmocka_unit_test(test_window_hit_through_host_tier),
         cmocka_unit_test(test_window_hit_from_disk),
         cmocka_unit_test(test_search_keys_equal_hashing),
+        cmocka_unit_test(test_max_cached_tokens),
         cmocka_unit_test(test_leading_blocks_needed_only_without_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

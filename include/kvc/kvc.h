@@ -229,7 +229,7 @@ KVC_API kvc_status kvc_pool_get_sliding_window(kvc_pool *pool, int32_t *out_wind
  * --------------------------------------------------------------------------------------------- */
 typedef struct kvc_keys kvc_keys;
 
-/** Creates an empty key set (no LoRA, no salt, no multimodal items, priority default).
+/** Creates an empty key set (no LoRA, no salt, no multimodal items, priority default, no hit cap).
  *  Release with kvc_keys_destroy. Errors: KVC_ERR_NULL_ARG, KVC_ERR_NO_MEMORY. */
 KVC_API kvc_status kvc_keys_create(kvc_keys **out);
 /** Destroys a key set. NULL is a no-op. */
@@ -253,6 +253,17 @@ KVC_API kvc_status kvc_keys_add_mm(kvc_keys *keys, uint64_t hash_hi, uint64_t ha
  *  these keys: refcount-0 cached blocks of lower priority are evicted first (LRU within one
  *  priority). Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG. */
 KVC_API kvc_status kvc_keys_set_priority(kvc_keys *keys, int32_t priority);
+/** Caps the prefix hit of requests using these keys at max_tokens tokens (rounded down to a block
+ *  boundary): kvc_can_alloc, kvc_alloc, kvc_prefix_lookup and kvc_prefix_lookup_tiers then take
+ *  the longest hit of at most that many tokens (with a sliding window, the largest valid one
+ *  below the cap), and the rest of the prompt is computed. For a model served from several pools
+ *  (one per attention type, README "Hybrid models"), whose prefill must start at one position in
+ *  all of them: look up each pool under the cap, lower the cap to the result, repeat until it
+ *  stops changing, then allocate in every pool under that cap. Also for a caller that wants a
+ *  suffix recomputed. -1 removes the cap (the default; kvc_keys_clear resets it). Does not affect
+ *  kvc_prefix_pin / kvc_prefix_unpin (pass fewer tokens there).
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (max_tokens < -1). */
+KVC_API kvc_status kvc_keys_set_max_cached_tokens(kvc_keys *keys, int64_t max_tokens);
 
 /* ------------------------------------------------------------------------------------------------
  * Sequences

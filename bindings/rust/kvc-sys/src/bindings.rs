@@ -542,7 +542,7 @@ pub struct kvc_keys {
     _unused: [u8; 0],
 }
 extern "C" {
-    #[doc = " Creates an empty key set (no LoRA, no salt, no multimodal items, priority default)."]
+    #[doc = " Creates an empty key set (no LoRA, no salt, no multimodal items, priority default, no hit cap)."]
     #[doc = "  Release with kvc_keys_destroy. Errors: KVC_ERR_NULL_ARG, KVC_ERR_NO_MEMORY."]
     pub fn kvc_keys_create(out: *mut *mut kvc_keys) -> kvc_status;
 }
@@ -586,6 +586,19 @@ extern "C" {
     #[doc = "  these keys: refcount-0 cached blocks of lower priority are evicted first (LRU within one"]
     #[doc = "  priority). Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG."]
     pub fn kvc_keys_set_priority(keys: *mut kvc_keys, priority: i32) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Caps the prefix hit of requests using these keys at max_tokens tokens (rounded down to a block"]
+    #[doc = "  boundary): kvc_can_alloc, kvc_alloc, kvc_prefix_lookup and kvc_prefix_lookup_tiers then take"]
+    #[doc = "  the longest hit of at most that many tokens (with a sliding window, the largest valid one"]
+    #[doc = "  below the cap), and the rest of the prompt is computed. For a model served from several pools"]
+    #[doc = "  (one per attention type, README \"Hybrid models\"), whose prefill must start at one position in"]
+    #[doc = "  all of them: look up each pool under the cap, lower the cap to the result, repeat until it"]
+    #[doc = "  stops changing, then allocate in every pool under that cap. Also for a caller that wants a"]
+    #[doc = "  suffix recomputed. -1 removes the cap (the default; kvc_keys_clear resets it). Does not affect"]
+    #[doc = "  kvc_prefix_pin / kvc_prefix_unpin (pass fewer tokens there)."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (max_tokens < -1)."]
+    pub fn kvc_keys_set_max_cached_tokens(keys: *mut kvc_keys, max_tokens: i64) -> kvc_status;
 }
 extern "C" {
     #[doc = " Would kvc_alloc of this prompt succeed? Cache hits are taken into account; refcount-0 hits"]
