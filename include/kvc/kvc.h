@@ -305,7 +305,10 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
 /** Decode/extend step: appends num_tokens confirmed tokens (ids in `tokens`) and reserves
  *  num_lookahead further slots for speculative tokens (reserved slots are not cached and not counted
  *  in the length; a later append confirms them by writing into them). A block that becomes full of
- *  confirmed tokens is entered in the prefix cache. Writing into a block shared with another
+ *  confirmed tokens is entered in the prefix cache right away, before its KV exists: write it
+ *  (kvc_cache_write) in the step's forward pass before any other sequence's attention reads the
+ *  block (a prompt that hits it and runs in the same batch is fine: every layer writes before it
+ *  attends). Writing into a block shared with another
  *  sequence (refcount > 1) first copies it: a fresh block replaces it in this sequence only and the
  *  (src, dst) pair is queued (see kvc_take_pending_copies). With a sliding window set
  *  (kvc_pool_set_sliding_window) the blocks no query can see any more are released first, and
@@ -323,9 +326,12 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
  *  beam dropping tokens, "regenerate"). 1 <= num_tokens <= kvc_seq_num_tokens; equal only drops
  *  the lookahead. Blocks past the new end are released as kvc_free releases them (deepest first;
  *  pending copy-on-write pairs into a block that becomes free are cancelled); the kept tokens' KV
- *  is untouched. Blocks already entered in the prefix cache stay cached — their KV belongs to
- *  their tokens, so a later prompt with the same tokens (a rejected draft included) still hits
- *  them. A cached block is never written: if the new last block is partial and cached, this
+ *  is untouched. Blocks already entered in the prefix cache stay cached — their KV is taken to
+ *  belong to their tokens, so a later prompt with the same tokens (a rejected draft included)
+ *  still hits them. So truncate after the forward pass that wrote the cut tokens' KV (as
+ *  speculative decoding does): undoing an append before then would leave cached blocks whose KV
+ *  was never written. For tokens that may not stay, reserve lookahead slots (kvc_append's
+ *  num_lookahead) instead: those are not cached until an append confirms them. A cached block is never written: if the new last block is partial and cached, this
  *  sequence's next kvc_append into it first copies it (copy-on-write: shared with another
  *  sequence, or pinned by kvc_prefix_pin) or else takes it out of the cache. Prefix hashing of
  *  later blocks continues where it stopped, except in the rare case where the cut block's token
