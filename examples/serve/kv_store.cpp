@@ -12,9 +12,9 @@ namespace {
 // Gemma 2 / GPT-OSS alternate local and global attention layer by layer, local first.
 bool windowed_layer(int32_t layer, int32_t window, bool hybrid) { return window > 0 && (!hybrid || layer % 2 == 0); }
 
-int64_t lookup(kvc_pool *pool, const std::vector<int32_t> &tokens, int64_t n) {
+int64_t lookup(kvc_pool *pool, const std::vector<int32_t> &tokens, const kvc_keys *keys) {
     int64_t cached = 0;
-    kvc_check(kvc_prefix_lookup(pool, tokens.data(), n, nullptr, &cached), "kvc_prefix_lookup");
+    kvc_check(kvc_prefix_lookup(pool, tokens.data(), int64_t(tokens.size()), keys, &cached), "kvc_prefix_lookup");
     return cached;
 }
 
@@ -38,6 +38,7 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
         groups_[0].name = "pool";
         groups_[0].window = cfg.window;
     }
+    kvc_check(kvc_keys_create(&cap_keys_), "kvc_keys_create");
     placement_.resize(size_t(mc.num_layers));
     for (int32_t l = 0; l < mc.num_layers; l++) {
         const int32_t g = cfg.hybrid && !windowed_layer(l, cfg.window, true) ? 1 : 0;
@@ -75,7 +76,13 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
     }
 }
 
+kvc_keys *KvStore::capped(int64_t c) const {
+    kvc_check(kvc_keys_set_max_cached_tokens(cap_keys_, c), "kvc_keys_set_max_cached_tokens");
+    return cap_keys_;
+}
+
 KvStore::~KvStore() {
+    kvc_keys_destroy(cap_keys_);
     for (PoolGroup &g : groups_) {
         g.swap.reset();
         kvc_pool_destroy(g.pool);
@@ -83,31 +90,24 @@ KvStore::~KvStore() {
 }
 
 int64_t KvStore::common_hit(const std::vector<int32_t> &tokens) const {
-    const int64_t n = int64_t(tokens.size());
-    if (!hybrid()) return lookup(groups_[0].pool, tokens, n);
-    int64_t c = n - 1;
+    if (!hybrid()) return lookup(groups_[0].pool, tokens, nullptr);
+    int64_t c = int64_t(tokens.size()) - 1;
     for (;;) {
         const int64_t before = c;
-        for (const PoolGroup &g : groups_) c = lookup(g.pool, tokens, c + 1);
+        for (const PoolGroup &g : groups_) c = lookup(g.pool, tokens, capped(c));
         if (c == before) return c;
     }
 }
 
 int32_t KvStore::can_alloc(const std::vector<int32_t> &tokens, int64_t c) const {
     // With two pools a pool's own hit can exceed the common one, and kvc_can_alloc of the prompt
-    // would count on it. The probe's token c is one no prompt has (-1), so its block c / bs misses
-    // and each pool's hit is exactly c (its largest valid hit <= c, which common_hit established):
-    // the verdict is the one for this admission.
-    const std::vector<int32_t> *probe = &tokens;
-    if (hybrid()) {
-        probe_ = tokens;
-        probe_[size_t(c)] = -1;
-        probe = &probe_;
-    }
+    // would count on it: capped at c, each pool's hit is exactly c (its largest valid hit <= c,
+    // which common_hit established), so the verdict is the one for this admission.
+    kvc_keys *keys = hybrid() ? capped(c) : nullptr;
     int32_t worst = KVC_ALLOC_OK;
     for (const PoolGroup &g : groups_) {
         int32_t verdict = KVC_ALLOC_OK;
-        kvc_check(kvc_can_alloc(g.pool, probe->data(), int64_t(probe->size()), nullptr, &verdict), "kvc_can_alloc");
+        kvc_check(kvc_can_alloc(g.pool, tokens.data(), int64_t(tokens.size()), keys, &verdict), "kvc_can_alloc");
         worst = std::max(worst, verdict);  // OK < LATER < NEVER
     }
     return worst;
@@ -115,7 +115,7 @@ int32_t KvStore::can_alloc(const std::vector<int32_t> &tokens, int64_t c) const 
 
 void KvStore::own_hits(const std::vector<int32_t> &tokens, std::vector<int64_t> *out) const {
     out->clear();
-    for (const PoolGroup &g : groups_) out->push_back(lookup(g.pool, tokens, int64_t(tokens.size())));
+    for (const PoolGroup &g : groups_) out->push_back(lookup(g.pool, tokens, nullptr));
 }
 
 kvc_status KvStore::alloc(uint64_t id, const std::vector<int32_t> &tokens, int64_t c, int64_t *cached) {
@@ -127,17 +127,16 @@ kvc_status KvStore::alloc(uint64_t id, const std::vector<int32_t> &tokens, int64
     }
     size_t done = 0;
     kvc_status st = KVC_OK;
+    kvc_keys *keys = capped(c);
     for (; done < groups_.size(); done++) {
         int64_t hit = -1;
-        st = kvc_alloc(groups_[done].pool, id, tokens.data(), c + 1, nullptr, &hit);
+        st = kvc_alloc(groups_[done].pool, id, tokens.data(), n, keys, &hit);
         if (st == KVC_ERR_OUT_OF_BLOCKS) break;
         kvc_check(st, "kvc_alloc");
         if (hit != c)
             throw std::runtime_error("pool " + groups_[done].name + " hit " + std::to_string(hit) +
                                      " tokens where the common hit is " + std::to_string(c));
     }
-    // The rest of the prompt, as a chunked prefill would append it.
-    if (st == KVC_OK && n > c + 1) st = append(id, tokens.data() + c + 1, n - c - 1);
     if (st != KVC_OK) {
         for (size_t g = 0; g < done; g++) kvc_check(kvc_free(groups_[g].pool, id), "kvc_free");
         return st;

@@ -72,19 +72,18 @@ public:
     bool has_swap() const { return groups_.front().swap != nullptr; }
 
     // The prefix hit a prompt starts at: the largest one valid in every pool. With one pool its own
-    // kvc_prefix_lookup; with two, alternate the pools' lookups of the first c + 1 tokens from
-    // c = n - 1 until c stops changing (each reports its largest valid hit <= c, so c only steps
-    // down and stops at the largest hit both accept).
+    // kvc_prefix_lookup; with two, alternate the pools' lookups capped at c
+    // (kvc_keys_set_max_cached_tokens) from c = n - 1 until c stops changing (each reports its
+    // largest valid hit <= c, so c only steps down and stops at the largest hit both accept).
     int64_t common_hit(const std::vector<int32_t> &tokens) const;
     // kvc_can_alloc in every pool for a start at the common hit c: the worst verdict (NEVER before
     // LATER before OK).
     int32_t can_alloc(const std::vector<int32_t> &tokens, int64_t c) const;
     // Each pool's own prefix hit for the whole prompt (what it alone would skip), for the report.
     void own_hits(const std::vector<int32_t> &tokens, std::vector<int64_t> *out) const;
-    // Creates the sequence in every pool starting at the common hit c (from common_hit): one pool
-    // allocates the whole prompt; two allocate its first c + 1 tokens (each pool then hits exactly
-    // c) and append the rest. KVC_OK with *cached = c, or KVC_ERR_OUT_OF_BLOCKS with nothing changed
-    // (other errors throw).
+    // Creates the sequence in every pool starting at the common hit c (from common_hit): each pool
+    // allocates the whole prompt with its hit capped at c (so each hits exactly c). KVC_OK with
+    // *cached = c, or KVC_ERR_OUT_OF_BLOCKS with nothing changed (other errors throw).
     kvc_status alloc(uint64_t id, const std::vector<int32_t> &tokens, int64_t c, int64_t *cached);
     // kvc_append in every pool. KVC_OK, or KVC_ERR_OUT_OF_BLOCKS with the sequence as it was in
     // every pool (see kv_store.cpp for how, without ever undoing a confirmed append).
@@ -119,7 +118,10 @@ private:
     std::vector<PoolGroup> groups_;
     std::vector<LayerPlacement> placement_;
     std::vector<int32_t> table_;          // scratch for holds_device_blocks
-    mutable std::vector<int32_t> probe_;  // scratch for can_alloc
+    // Keys whose only setting is the hit cap of common_hit / can_alloc / alloc (reused, so no
+    // allocation per request).
+    kvc_keys *cap_keys_ = nullptr;
+    kvc_keys *capped(int64_t c) const;
     int64_t partial_swap_outs_ = 0, dropped_swap_ins_ = 0;
 };
 
