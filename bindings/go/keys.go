@@ -9,7 +9,7 @@ import (
 )
 
 // Keys is a kvc_keys: what besides token ids identifies a block's KV content (LoRA adapter, cache
-// salt, multimodal items) and the retention priority. Pass nil where no keys are needed. Safe for
+// salt, multimodal items), the retention priority and the prefix hit cap. Pass nil where no keys are needed. Safe for
 // concurrent use: setters are serialised against the pool calls reading the keys.
 type Keys struct {
 	mu sync.RWMutex
@@ -86,6 +86,20 @@ func (k *Keys) AddMultimodal(hash Hash128, offset, length int64) error {
 func (k *Keys) SetPriority(priority int32) error {
 	return k.set("Keys.SetPriority", func(h raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status {
 		return raw.Kvc_keys_set_priority(h, int(priority))
+	})
+}
+
+// SetMaxCachedTokens caps the prefix hit of requests using these keys at maxTokens tokens, rounded
+// down to a block boundary (kvc_keys_set_max_cached_tokens): CanAlloc, Alloc, PrefixLookup and
+// PrefixLookupTiers take the longest hit of at most that many tokens (with a sliding window, the
+// largest valid one below the cap) and the rest of the prompt is computed. For a model served
+// from several pools, whose prefill must start at one position in all of them: look up each pool
+// under the cap, lower the cap to the result until it stops changing, then allocate in every pool
+// under it. -1 removes the cap (the default; Clear resets it). PrefixPin and PrefixUnpin ignore
+// it. Values below -1 give ErrInvalidArg.
+func (k *Keys) SetMaxCachedTokens(maxTokens int64) error {
+	return k.set("Keys.SetMaxCachedTokens", func(h raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status {
+		return raw.Kvc_keys_set_max_cached_tokens(h, maxTokens)
 	})
 }
 

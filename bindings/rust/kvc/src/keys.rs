@@ -1,5 +1,5 @@
 //! Cache keys: what besides token ids identifies a block's KV content (LoRA, salt, multimodal
-//! items) and the retention priority of a request's blocks.
+//! items), the retention priority of a request's blocks and the cap on a request's prefix hit.
 use std::ffi::CString;
 use std::ptr::NonNull;
 
@@ -27,7 +27,7 @@ impl std::fmt::Debug for Keys {
 }
 
 impl Keys {
-    /// An empty key set: no LoRA, no salt, no multimodal items, default priority.
+    /// An empty key set: no LoRA, no salt, no multimodal items, default priority, no hit cap.
     pub fn new() -> Result<Keys> {
         let mut raw = std::ptr::null_mut();
         // SAFETY: raw is a valid out-pointer.
@@ -71,6 +71,27 @@ impl Keys {
     pub fn set_priority(&mut self, priority: i32) -> Result<()> {
         // SAFETY: live object.
         check(unsafe { sys::kvc_keys_set_priority(self.raw.as_ptr(), priority) })
+    }
+
+    /// Caps the prefix hit of requests using these keys at `max_tokens` tokens, rounded down to a
+    /// block boundary: [`Pool::can_alloc`], [`Pool::alloc`], [`Pool::prefix_lookup`] and
+    /// [`Pool::prefix_lookup_tiers`] take the longest hit of at most that many tokens (with a
+    /// sliding window, the largest valid one below the cap) and the rest of the prompt is
+    /// computed. For a model served from several pools, whose prefill must start at one position
+    /// in all of them: look up each pool under the cap, lower the cap to the result until it stops
+    /// changing, then allocate in every pool under it. -1 removes the cap (the default;
+    /// [`Keys::clear`] resets it). [`Pool::prefix_pin`] and [`Pool::prefix_unpin`] ignore it.
+    /// Values below -1 give INVALID_ARG.
+    ///
+    /// [`Pool::can_alloc`]: crate::Pool::can_alloc
+    /// [`Pool::alloc`]: crate::Pool::alloc
+    /// [`Pool::prefix_lookup`]: crate::Pool::prefix_lookup
+    /// [`Pool::prefix_lookup_tiers`]: crate::Pool::prefix_lookup_tiers
+    /// [`Pool::prefix_pin`]: crate::Pool::prefix_pin
+    /// [`Pool::prefix_unpin`]: crate::Pool::prefix_unpin
+    pub fn set_max_cached_tokens(&mut self, max_tokens: i64) -> Result<()> {
+        // SAFETY: live object.
+        check(unsafe { sys::kvc_keys_set_max_cached_tokens(self.raw.as_ptr(), max_tokens) })
     }
 
     pub(crate) fn as_ptr(&self) -> *const sys::kvc_keys {

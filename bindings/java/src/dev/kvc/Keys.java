@@ -6,7 +6,7 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
  * Cache keys (kvc_keys): what besides token ids identifies a block's KV content (LoRA adapter, cache
- * salt, multimodal items) plus the retention priority. Pass null where none are needed. Safe for
+ * salt, multimodal items) plus the retention priority and the prefix hit cap. Pass null where none are needed. Safe for
  * use from several threads: setters are serialised against the pool calls that read the keys.
  */
 public final class Keys implements AutoCloseable {
@@ -112,5 +112,19 @@ public final class Keys implements AutoCloseable {
     /** Retention priority in [PRIORITY_MIN, PRIORITY_MAX] (kvc_keys_set_priority). */
     public void setPriority(int priority) {
         set("Keys.setPriority", h -> KvcNative.kvc_keys_set_priority(h, priority));
+    }
+
+    /**
+     * Caps the prefix hit of requests using these keys at maxTokens tokens, rounded down to a block
+     * boundary (kvc_keys_set_max_cached_tokens): canAlloc, alloc, prefixLookup and the per-tier
+     * lookup take the longest hit of at most that many tokens (with a sliding window, the largest
+     * valid one below the cap) and the rest of the prompt is computed. For a model served from
+     * several pools, whose prefill must start at one position in all of them: look up each pool
+     * under the cap, lower the cap to the result until it stops changing, then allocate in every
+     * pool under it. -1 removes the cap (the default; {@link #clear} resets it). prefixPin and
+     * prefixUnpin ignore it. Values below -1 throw INVALID_ARG.
+     */
+    public void setMaxCachedTokens(long maxTokens) {
+        set("Keys.setMaxCachedTokens", h -> KvcNative.kvc_keys_set_max_cached_tokens(h, maxTokens));
     }
 }
