@@ -204,8 +204,8 @@ KVC_API kvc_status kvc_pool_check(kvc_pool *pool);
  *  Prefix hits become window-aware: a prompt's queries from its first uncached position c on see
  *  no key before c - window + 1, so kvc_alloc (and kvc_can_alloc, kvc_prefix_lookup,
  *  kvc_prefix_lookup_tiers) takes the largest block-aligned c <= num_tokens - 1 for which the full
- *  blocks from the one holding position max(0, c - window + 1) through the one ending at c are all
- *  cached (in any tier), even if earlier blocks were evicted. Blocks wholly before that are never
+ *  blocks from the one holding position max(0, c - window + 1) through the one ending at c (at
+ *  least that last one) are all cached (in any tier), even if earlier blocks were evicted. Blocks wholly before that are never
  *  taken: they start out released (-1), cached or not, as if the first append had released them.
  *  A released block is let go as by kvc_free (a cached one stays in the prefix cache); its table
  *  entry reads -1 in kvc_seq_block_table, in batch block tables and in kv_indices (your own kernels
@@ -331,7 +331,8 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
  *  still hits them. So truncate after the forward pass that wrote the cut tokens' KV (as
  *  speculative decoding does): undoing an append before then would leave cached blocks whose KV
  *  was never written. For tokens that may not stay, reserve lookahead slots (kvc_append's
- *  num_lookahead) instead: those are not cached until an append confirms them. A cached block is never written: if the new last block is partial and cached, this
+ *  num_lookahead) instead: those are not cached until an append confirms them.
+ *  A cached block is never written: if the new last block is partial and cached, this
  *  sequence's next kvc_append into it first copies it (copy-on-write: shared with another
  *  sequence, or pinned by kvc_prefix_pin) or else takes it out of the cache. Prefix hashing of
  *  later blocks continues where it stopped, except in the rare case where the cut block's token
