@@ -205,8 +205,9 @@ KVC_API kvc_status kvc_pool_check(kvc_pool *pool);
  *  no key before c - window + 1, so kvc_alloc (and kvc_can_alloc, kvc_prefix_lookup,
  *  kvc_prefix_lookup_tiers) takes the largest block-aligned c <= num_tokens - 1 for which the full
  *  blocks from the one holding position max(0, c - window + 1) through the one ending at c (at
- *  least that last one) are all cached (in any tier), even if earlier blocks were evicted. Blocks wholly before that are never
- *  taken: they start out released (-1), cached or not, as if the first append had released them.
+ *  least that last one) are all cached (in any tier), even if earlier blocks were evicted. Blocks
+ *  wholly before that are never taken: they start out released (-1), cached or not, as if the
+ *  first append had released them.
  *  A released block is let go as by kvc_free (a cached one stays in the prefix cache); its table
  *  entry reads -1 in kvc_seq_block_table, in batch block tables and in kv_indices (your own kernels
  *  must not read keys before a query's window). Checks that keep released blocks unread:
