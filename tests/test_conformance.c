@@ -183,12 +183,14 @@ static void expect_list(scenario_line *l, const char *key, const int64_t *actual
     free(want.v);
 }
 
-/* The keys of lora/salt/priority, or NULL when the line gives none (the API's "no keys"). */
+/* The keys of lora/salt/priority/max_cached, or NULL when the line gives none (the API's
+ * "no keys"). */
 static kvc_keys *make_keys(scenario_line *l) {
     const char *lora = find_key(l, "lora");
     const char *salt = find_key(l, "salt");
     const char *priority = find_key(l, "priority");
-    if (!lora && !salt && !priority) return NULL;
+    const char *max_cached = find_key(l, "max_cached");
+    if (!lora && !salt && !priority && !max_cached) return NULL;
     kvc_keys *keys = NULL;
     assert_int_equal(kvc_keys_create(&keys), KVC_OK);
     if (lora) assert_int_equal(kvc_keys_set_lora(keys, parse_u64(l, "lora", lora)), KVC_OK);
@@ -196,6 +198,9 @@ static kvc_keys *make_keys(scenario_line *l) {
     if (priority)
         assert_int_equal(kvc_keys_set_priority(keys, (int32_t)parse_i64(l, "priority", priority)),
                          KVC_OK);
+    if (max_cached)
+        assert_int_equal(
+            kvc_keys_set_max_cached_tokens(keys, parse_i64(l, "max_cached", max_cached)), KVC_OK);
     return keys;
 }
 

@@ -35,9 +35,9 @@ var statusNames = map[string]kvc.Status{
 // Keys each op accepts besides expect=.
 var opKeys = map[string][]string{
 	"pool":           {"block_size", "num_blocks", "watermark", "prefix_caching", "max_seq_len"},
-	"alloc":          {"seq", "tokens", "lora", "salt", "priority", "cached"},
-	"can_alloc":      {"tokens", "verdict"},
-	"lookup":         {"tokens", "lora", "salt", "cached"},
+	"alloc":          {"seq", "tokens", "lora", "salt", "priority", "max_cached", "cached"},
+	"can_alloc":      {"tokens", "lora", "salt", "priority", "max_cached", "verdict"},
+	"lookup":         {"tokens", "lora", "salt", "max_cached", "cached"},
 	"append":         {"seq", "tokens", "lookahead", "new_blocks"},
 	"truncate":       {"seq", "num_tokens", "freed_blocks"},
 	"set_window":     {"window"},
@@ -186,7 +186,7 @@ func (r *conformanceRun) close() {
 }
 
 func keysFor(l scenarioLine) (*kvc.Keys, error) {
-	if !l.has("lora") && !l.has("salt") && !l.has("priority") {
+	if !l.has("lora") && !l.has("salt") && !l.has("priority") && !l.has("max_cached") {
 		return nil, nil
 	}
 	k, err := kvc.NewKeys()
@@ -201,6 +201,9 @@ func keysFor(l scenarioLine) (*kvc.Keys, error) {
 	}
 	if err == nil && l.has("priority") {
 		err = k.SetPriority(int32(l.i64("priority")))
+	}
+	if err == nil && l.has("max_cached") {
+		err = k.SetMaxCachedTokens(l.i64("max_cached"))
 	}
 	if err != nil {
 		k.Close()
@@ -263,7 +266,14 @@ func (r *conformanceRun) exec(l scenarioLine) (callErr error, mismatches []strin
 		}
 		want("cached", cached)
 	case "can_alloc":
-		v, err := r.pool.CanAlloc(l.tokens(), nil)
+		keys, err := keysFor(l)
+		if err != nil {
+			return err, nil
+		}
+		v, err := r.pool.CanAlloc(l.tokens(), keys)
+		if keys != nil {
+			keys.Close()
+		}
 		if err != nil {
 			return err, nil
 		}

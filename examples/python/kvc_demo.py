@@ -65,6 +65,7 @@ PROTOTYPES = {
     "kvc_keys_set_lora": (c_i32, [keys_p, c_u64]),
     "kvc_keys_set_salt": (c_i32, [keys_p, ctypes.c_char_p]),
     "kvc_keys_set_priority": (c_i32, [keys_p, c_i32]),
+    "kvc_keys_set_max_cached_tokens": (c_i32, [keys_p, c_i64]),
     "kvc_can_alloc": (c_i32, [pool_p, P(c_i32), c_i64, keys_p, P(c_i32)]),
     "kvc_alloc": (c_i32, [pool_p, c_u64, P(c_i32), c_i64, keys_p, P(c_i64)]),
     "kvc_append": (c_i32, [pool_p, c_u64, P(c_i32), c_i64, c_i64, P(c_i32)]),
@@ -135,8 +136,8 @@ class Kvc:
         self.check(self.lib.kvc_pool_create(ctypes.byref(cfg), ctypes.byref(handle)))
         return handle
 
-    def keys(self, lora=None, salt=None, priority=None):
-        if lora is None and salt is None and priority is None:
+    def keys(self, lora=None, salt=None, priority=None, max_cached=None):
+        if lora is None and salt is None and priority is None and max_cached is None:
             return None
         k = keys_p()
         self.check(self.lib.kvc_keys_create(ctypes.byref(k)))
@@ -147,6 +148,8 @@ class Kvc:
                 self.check(self.lib.kvc_keys_set_salt(k, salt.encode()))
             if priority is not None:
                 self.check(self.lib.kvc_keys_set_priority(k, priority))
+            if max_cached is not None:
+                self.check(self.lib.kvc_keys_set_max_cached_tokens(k, max_cached))
         except KvcError:
             self.lib.kvc_keys_destroy(k)
             raise
@@ -321,7 +324,8 @@ def run_op(kvc, state, op, kv, used):
 
     def with_keys(fn):
         keys = kvc.keys(lora=int(get("lora")) if "lora" in kv else None, salt=get("salt"),
-                        priority=int(get("priority")) if "priority" in kv else None)
+                        priority=int(get("priority")) if "priority" in kv else None,
+                        max_cached=int(get("max_cached")) if "max_cached" in kv else None)
         try:
             return fn(keys)
         finally:

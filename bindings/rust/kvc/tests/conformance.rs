@@ -73,10 +73,12 @@ impl Line {
             }
         }
     }
-    /// Keys from lora/salt/priority, or None when the line gives none (the API's "no keys").
+    /// Keys from lora/salt/priority/max_cached, or None when the line gives none (the API's
+    /// "no keys").
     fn keys(&self) -> Option<Keys> {
         let (lora, salt, priority) = (self.get("lora"), self.get("salt"), self.get("priority"));
-        if lora.is_none() && salt.is_none() && priority.is_none() {
+        let max_cached = self.i64("max_cached");
+        if lora.is_none() && salt.is_none() && priority.is_none() && max_cached.is_none() {
             return None;
         }
         let mut keys = Keys::new().unwrap();
@@ -88,6 +90,9 @@ impl Line {
         }
         if let Some(p) = priority {
             keys.set_priority(p.parse().unwrap_or_else(|_| self.fail("bad priority"))).unwrap();
+        }
+        if let Some(m) = max_cached {
+            keys.set_max_cached_tokens(m).unwrap();
         }
         Some(keys)
     }

@@ -23,9 +23,9 @@ import org.junit.jupiter.api.Test;
 class ConformanceTest {
     private static final Map<String, Set<String>> OP_KEYS = Map.ofEntries(
             Map.entry("pool", Set.of("block_size", "num_blocks", "watermark", "prefix_caching", "max_seq_len")),
-            Map.entry("alloc", Set.of("seq", "tokens", "lora", "salt", "priority", "cached")),
-            Map.entry("can_alloc", Set.of("tokens", "verdict")),
-            Map.entry("lookup", Set.of("tokens", "lora", "salt", "cached")),
+            Map.entry("alloc", Set.of("seq", "tokens", "lora", "salt", "priority", "max_cached", "cached")),
+            Map.entry("can_alloc", Set.of("tokens", "lora", "salt", "priority", "max_cached", "verdict")),
+            Map.entry("lookup", Set.of("tokens", "lora", "salt", "max_cached", "cached")),
             Map.entry("append", Set.of("seq", "tokens", "lookahead", "new_blocks")),
             Map.entry("truncate", Set.of("seq", "num_tokens", "freed_blocks")),
             Map.entry("set_window", Set.of("window")),
@@ -147,7 +147,7 @@ class ConformanceTest {
     }
 
     private static Keys keysFor(Line l) {
-        if (!l.has("lora") && !l.has("salt") && !l.has("priority")) {
+        if (!l.has("lora") && !l.has("salt") && !l.has("priority") && !l.has("max_cached")) {
             return null;
         }
         Keys k = Keys.create();
@@ -160,6 +160,9 @@ class ConformanceTest {
             }
             if (l.has("priority")) {
                 k.setPriority(Math.toIntExact(l.i64("priority")));
+            }
+            if (l.has("max_cached")) {
+                k.setMaxCachedTokens(l.i64("max_cached"));
             }
             return k;
         } catch (RuntimeException e) {
@@ -204,9 +207,16 @@ class ConformanceTest {
                 break;
             }
             case "can_alloc": {
-                AllocVerdict v = pool.canAlloc(l.tokens(), null);
-                if (l.has("verdict") && !v.name().equals(l.args.get("verdict"))) {
-                    mismatches.add("line " + l.num + ": verdict " + v + ", want " + l.args.get("verdict"));
+                Keys k = keysFor(l);
+                try {
+                    AllocVerdict v = pool.canAlloc(l.tokens(), k);
+                    if (l.has("verdict") && !v.name().equals(l.args.get("verdict"))) {
+                        mismatches.add("line " + l.num + ": verdict " + v + ", want " + l.args.get("verdict"));
+                    }
+                } finally {
+                    if (k != null) {
+                        k.close();
+                    }
                 }
                 break;
             }
