@@ -132,6 +132,13 @@ inline bool pool_release_block(kvc_pool *p, int32_t b) {
 
 // ---- Sliding window (kvc_pool_set_sliding_window); lock held, window > 0 ----------------------
 
+// The block holding the first key the query at position pos sees (pos - window + 1, or 0): every
+// block before it is invisible to that query and to every later one.
+inline int64_t pool_window_first_block(const kvc_pool *p, int64_t pos) {
+    const int64_t first_key = pos - p->sliding_window + 1;
+    return first_key > 0 ? pool_block_of(p, first_key) : 0;
+}
+
 // kvc_append's plan, before anything changes: the number of leading blocks of s released by
 // this append -- those whose tokens all lie before window_from - window + 1, the first key the
 // previous call's first token sees (Sequence::window_from) -- and in *out_free how many of the
@@ -179,6 +186,11 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
 // std::bad_alloc (the windowed search's key buffer grows) before anything changed. No side effects.
 PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
                                 WalkTiers lower = kWalkDevice);
+
+// A prefix search's record of held hit block j (pool_walk_prefix, the windowed search): a device
+// block b, or a block found in a lower tier (`tier`, `slot`) that kvc_alloc restores.
+void pool_record_device_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t b);
+void pool_record_lower_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t tier, int32_t slot);
 
 // Runs the invariant checker; KVC_OK or KVC_ERR_INTERNAL with a message (pool_check.cpp).
 kvc_status pool_check_invariants(kvc_pool *p);

@@ -219,6 +219,19 @@ void pool_rewind_hashing(kvc_pool *p, Sequence *s, int64_t n) {
     s->tail.assign(ids, ids + (n - m * bs));
 }
 
+void pool_record_device_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t b) {
+    p->hit_scratch[size_t(j)] = b;
+    if (p->blocks.queues().contains(b)) ++w->free_hits;
+}
+
+void pool_record_lower_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t tier, int32_t slot) {
+    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    t->hit_tier[size_t(j)] = uint8_t(tier);
+    t->hit_slot[size_t(j)] = slot;
+    p->hit_scratch[size_t(j)] = -1;
+    ++(tier == KVC_TIER_HOST ? w->host_hits : w->disk_hits);
+}
+
 PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
                             WalkTiers lower) {
     PrefixWalk w;
@@ -233,10 +246,7 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
             int32_t slot = -1;
             const int32_t tier = tier_find_lower(p, w.chain, key, toks, lower == kWalkHostDisk, &slot);
             if (tier < 0) break;
-            t->hit_tier[size_t(i)] = uint8_t(tier);
-            t->hit_slot[size_t(i)] = slot;
-            p->hit_scratch[size_t(i)] = -1;
-            ++(tier == KVC_TIER_HOST ? w.host_hits : w.disk_hits);
+            pool_record_lower_hit(p, &w, i, tier, slot);
             w.chain = key.hash;
             w.hit_blocks = i + 1;
             continue;
@@ -246,8 +256,7 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
             w.verify_miss = true;
             break;
         }
-        p->hit_scratch[size_t(i)] = b;
-        if (p->blocks.queues().contains(b)) ++w.free_hits;
+        pool_record_device_hit(p, &w, i, b);
         w.chain = key.hash;
         w.hit_blocks = i + 1;
     }

@@ -32,8 +32,7 @@ bool usable(kvc_pool *p, const int32_t *tokens, const BlockKey *keys, int64_t k,
 // c = (e + 1) x block_size being the first uncached position -- but at least the hit's last block,
 // so that a hit always rests on a cached block (window 1 would otherwise need none).
 int64_t first_needed(const kvc_pool *p, int64_t e) {
-    const int64_t first_key = (e + 1) * p->block_size - p->sliding_window + 1;
-    const int64_t f = first_key > 0 ? pool_block_of(p, first_key) : 0;
+    const int64_t f = pool_window_first_block(p, (e + 1) * p->block_size);
     return f < e ? f : e;
 }
 
@@ -75,23 +74,17 @@ PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks,
     if (e < 0) return w;
     // Record the hit's held blocks f..e as pool_walk_prefix does (ids, tier slots, counts).
     const int64_t f = first_needed(p, e);
-    Tiers *t = lower != kWalkDevice ? p->tiers.load(std::memory_order_relaxed) : nullptr;
     for (int64_t i = f; i <= e; ++i) {
-        const size_t j = size_t(i - f);
         const int32_t b = p->cache.find(k[size_t(i)].hash);
         if (b >= 0) {  // verified in the scan
-            p->hit_scratch[j] = b;
-            if (p->blocks.queues().contains(b)) ++w.free_hits;
+            pool_record_device_hit(p, &w, i - f, b);
             continue;
         }
         int32_t slot = -1;
         const Hash128 &parent = i > 0 ? k[size_t(i - 1)].hash : kRootHash;
         const int32_t tier =
             tier_find_lower(p, parent, k[size_t(i)], tokens + i * p->block_size, lower == kWalkHostDisk, &slot);
-        t->hit_tier[j] = uint8_t(tier);
-        t->hit_slot[j] = slot;
-        p->hit_scratch[j] = -1;
-        ++(tier == KVC_TIER_HOST ? w.host_hits : w.disk_hits);
+        pool_record_lower_hit(p, &w, i - f, tier, slot);
     }
     w.first_block = f;
     w.hit_blocks = e + 1;
