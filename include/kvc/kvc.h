@@ -27,12 +27,15 @@
  *    function of the calls made on it, in order, with their arguments, and of block_size,
  *    num_blocks, prefix_caching, watermark, max_seq_len, event_capacity, the sliding window and the
  *    tiers' slot counts. It does not depend on num_layers, the head counts, head_dim, kv_dtype,
- *    backend, device, addresses or timing. So tensor-parallel ranks, each with a pool of the same
- *    num_blocks holding its shard of the KV heads, stay in lockstep when each makes the same calls
- *    (README, "Tensor parallelism"). Not covered: byte counts and times (they scale with the
- *    shard), kvc_op_query's answer (it reports the copies' progress), calls made concurrently
- *    from several threads (their order is the scheduler's), and disk tier I/O or checksum failures
- *    (a rank's own disk decides those; kvc_tier_stats counts them).
+ *    device, addresses or timing, nor on the backend among pools with KV storage (CPU, CUDA; a
+ *    metadata-only pool decides alike but refuses tiers and storage calls). So tensor-parallel
+ *    ranks, each with a pool of the same num_blocks holding its shard of the KV heads, stay in
+ *    lockstep when each makes the same calls (README, "Tensor parallelism"). Not covered: byte
+ *    counts and times (they scale with the shard), kvc_op_query's answer (it reports the copies'
+ *    progress), the storage and kernel calls' own failures (a launch refused for a head dim is the
+ *    rank's shape), calls made concurrently from several threads (their order is the
+ *    scheduler's), and disk tier I/O or checksum failures (a rank's own disk decides those;
+ *    kvc_tier_stats counts them).
  */
 #ifndef KVC_KVC_H
 #define KVC_KVC_H
