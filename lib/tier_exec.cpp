@@ -251,16 +251,26 @@ void tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens,
         for (int64_t i = 0; i < held; ++i)
             if (p->hit_scratch[size_t(i)] < 0 && t->hit_tier[size_t(i)] == KVC_TIER_HOST)
                 hs.pin_cached(t->hit_slot[size_t(i)]);
+        // And so must its disk hits: each host slot taken below may evict a host block whose disk
+        // spill claims a disk slot, which could otherwise be a later disk hit of this prompt.
+        auto disk_hit = [&](int64_t i) {
+            return p->hit_scratch[size_t(i)] < 0 && t->hit_tier[size_t(i)] == KVC_TIER_DISK;
+        };
+        for (int64_t i = 0; i < held; ++i)
+            if (disk_hit(i)) d.slots.pin_cached(t->hit_slot[size_t(i)]);
+        bool promoting = true;
         for (int64_t i = 0; i < held; ++i) {
-            if (p->hit_scratch[size_t(i)] >= 0 || t->hit_tier[size_t(i)] != KVC_TIER_DISK) continue;
+            if (!disk_hit(i)) continue;
             const int32_t ds = t->hit_slot[size_t(i)];
             const PrefixCache &ix = d.slots.index();
-            if (hs.find(ix.hash_of(ds)) >= 0) break;  // the same block is on its way up already
-            d.slots.pin_cached(ds);  // first, so the host victim's disk spill cannot take it
-            const int32_t v = tier_take_host_slot(t);
+            // The same block on its way up already, or no host slot: the hit ends here, and this
+            // and the later disk hits go back to their LRU lists.
+            promoting = promoting && hs.find(ix.hash_of(ds)) < 0;
+            const int32_t v = promoting ? tier_take_host_slot(t) : -1;
             if (v < 0) {
+                promoting = false;
                 d.slots.commit_cached(ds);
-                break;
+                continue;
             }
             BlockKey key;
             key.hash = ix.hash_of(ds);

@@ -156,6 +156,48 @@ static void test_disk_eviction_order(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* Promotion of several disk hits when each host slot it takes spills a host block to disk: that
+ * spill must not take a later disk hit of the same prompt (it once claimed one, and promoting that
+ * slot next corrupted the disk tier's lists). Host of 1 slot, disk of 2: A's two blocks on disk
+ * (A1 evicted first), X on the host. Promoting A0 evicts X, whose spill finds every disk slot
+ * pinned and is dropped; A1 finds no host slot left and stays on disk (this prompt's fresh block
+ * for A1's tokens is computed by its prefill). */
+static void test_promotion_keeps_later_disk_hits(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = tier_pool(4, 1);
+    OK(kvc_tier_attach_host(p, 1));
+    OK(kvc_tier_attach_disk(p, f->path, 2, 0));
+    int32_t A[9], X[5];
+    prompt(A, 9, 20);
+    prompt(X, 5, 21);
+    alloc_free(p, 1, A, 9, KVC_PRIORITY_DEFAULT, 5);
+    churn(p, 4, 100);  /* A1 then A0 leave the device: disk {A1}, host {A0} */
+    alloc_free(p, 2, X, 5, KVC_PRIORITY_DEFAULT, 6);
+    churn(p, 4, 100);  /* X to host, A0 to disk: disk {A1, A0} */
+    int64_t dev = -1, host = -1, disk = -1;
+    lookup_tiers(p, A, 9, &dev, &host, &disk);
+    assert_int_equal(dev + host, 0);
+    assert_int_equal(disk, 8);
+    lookup_tiers(p, X, 5, &dev, &host, &disk);
+    assert_int_equal(host, 4);
+    const kvc_tier_stats before = tier_stats(p, KVC_TIER_DISK);
+
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 3, A, 9, NULL, &cached));
+    CHECK_POOL(p);
+    assert_int_equal(cached, 4);  /* A0, through the host slot X left */
+    expect_blocks(p, 3, 1, 5);
+    const kvc_tier_stats after = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(after.blocks_out - before.blocks_out, 1);
+    assert_int_equal(after.evictions, before.evictions); /* X's spill took nothing */
+    assert_int_equal(after.cached_blocks, 2);            /* A0 and A1 stay on disk */
+    assert_int_equal(tier_stats(p, KVC_TIER_HOST).cached_blocks, 1); /* A0 replaced X */
+    lookup_tiers(p, X, 5, &dev, &host, &disk);
+    assert_int_equal(dev + host + disk, 0);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
 /* A persistent disk tier finds its blocks again after the pool is destroyed and re-created; a
  * different layout or a non-persistent attach finds nothing. */
 static void test_persistence(void **state) {
@@ -380,6 +422,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_rehit_from_disk_sync_io, setup, teardown),
         cmocka_unit_test_setup_teardown(test_direct_io_flag, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_eviction_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_keeps_later_disk_hits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persistent_file_corruption_is_a_miss, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_enospc, setup, teardown),
