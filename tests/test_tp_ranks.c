@@ -114,8 +114,11 @@ static void agree_i64(ranks *r, const char *op, const char *field, const int64_t
         }                                                                                           \
     } while (0)
 
-/* After every call: each tracked sequence's table, the pool counters, the tiers' block counts. */
+/* After every call: each rank passes the invariant checker (tier slots against their lists
+ * included), and the ranks agree on each tracked sequence's table, the pool counters and the
+ * tiers' block counts. */
 static void compare_state(ranks *r) {
+    for (int i = 0; i < NR; ++i) CHECK_POOL(r->p[i]);
     for (uint64_t id = 1; id <= MAX_IDS; ++id) {
         int32_t t[NR][TABLE_CAP];
         int64_t len[NR];
@@ -299,7 +302,6 @@ static void run_ranks(ranks *r, uint64_t seed, int ops) {
         one_op(r);
         compare_state(r);
     }
-    for (int i = 0; i < NR; ++i) CHECK_POOL(r->p[i]);
 }
 
 static void expect_lockstep(int32_t window) {
