@@ -60,18 +60,22 @@ public:
         kc.host_blocks = cfg.host_blocks;
         kc.window = cfg.window;
         kc.hybrid = cfg.hybrid;
+        kc.tp = cfg.tp;
         kv_ = std::make_unique<KvStore>(m.cfg, kc, &report_.swap_unavailable);
         report_.window = cfg.window;
         report_.hybrid = cfg.hybrid;
+        report_.tp = cfg.tp;
         int64_t total_blocks = 0;
         for (const PoolGroup &g : kv_->groups()) {
-            report_.bytes_per_block += g.bytes_per_block;
-            report_.kv_bytes += g.kv_bytes;
+            // Over all ranks: the whole model's KV, whatever --tp.
+            report_.bytes_per_block += g.bytes_per_block * cfg.tp;
+            report_.kv_bytes += g.kv_bytes * cfg.tp;
+            report_.rank_kv_bytes += g.kv_bytes;
             PoolReport pr;
             pr.name = g.name;
             pr.window = g.window;
             pr.layers = g.layers;
-            pr.bytes_per_block = g.bytes_per_block;
+            pr.bytes_per_block = g.bytes_per_block * cfg.tp;
             pr.num_blocks = g.num_blocks;
             total_blocks += g.num_blocks;
             report_.pools.push_back(pr);
@@ -103,6 +107,8 @@ public:
         t0_ = Clock::now();
         double util_sum = 0;
         for (step_ = 0; report_.requests_done < int64_t(w_.requests.size()); step_++) {
+            kv_->set_step(step_);
+            if (cfg_.tp_skew_at_step >= 0 && step_ >= cfg_.tp_skew_at_step) skew_last_rank();
             arrivals();
             entries_.clear();
             forks_due_ = 0;
@@ -122,21 +128,21 @@ public:
                 if (!arrival_due && ++idle_steps_ > 1000)
                     throw std::runtime_error("engine made no progress for 1000 steps (step " + std::to_string(step_) + ")");
                 record_step(&util_sum);
+                check_lockstep();
                 continue;  // idle until the next arrival
             }
             idle_steps_ = 0;
             forward_->run(entries_, logits_.data());
             after_forward();
             record_step(&util_sum);
+            check_lockstep();
             if (progress) progress(report_.requests_done, int64_t(w_.requests.size()), report_);
         }
         kv_->check_empty();
         report_.steps = step_;
         report_.mean_utilization = step_ ? util_sum / double(step_) : 0;
         for (size_t g = 0; g < kv_->groups().size(); g++) {
-            kvc_stats st;
-            st.struct_size = sizeof st;
-            kvc_check(kvc_pool_stats(kv_->groups()[g].pool, &st), "kvc_pool_stats");
+            const kvc_stats st = kv_->groups()[g].pool->stats();
             PoolReport &pr = report_.pools[g];
             pr.hit_rate = st.prefix_hit_rate;
             pr.evictions = st.evictions;
@@ -155,6 +161,7 @@ public:
             report_.partial_swap_outs = kv_->partial_swap_outs();
             report_.dropped_swap_ins = kv_->dropped_swap_ins();
         }
+        report_.fanned_calls = kv_->fanned_calls();
         return report_;
     }
 
@@ -594,15 +601,13 @@ private:
     // pool's KV is checked.
     void corrupt_one_block() {
         const PoolGroup &g = kv_->groups()[size_t(cfg_.corrupt_kv_group)];
-        kvc_pool *pool = g.pool;
+        kvc_pool *pool = g.pool->rank(0);  // under --tp, rank 0's shard: its heads' logits go wrong
         // The oldest running sequence that was in the pool before this step (its first block holds KV).
         for (const auto &s : running_) {
             // Decoding this step (its pending token appended): its queries start at q0.
             if (s->generated == 0 || s->pending >= 0) continue;
-            int64_t len = 0;
-            kvc_check(kvc_seq_block_table(pool, s->seq_id, nullptr, 0, &len), "kvc_seq_block_table");
-            std::vector<int32_t> table(static_cast<size_t>(len));
-            kvc_check(kvc_seq_block_table(pool, s->seq_id, table.data(), len, &len), "kvc_seq_block_table");
+            const std::vector<int32_t> table = g.pool->block_table(s->seq_id);
+            const int64_t len = int64_t(table.size());
             // The block holding the oldest key this step reads: the first one, or with a sliding
             // window the one holding q0 - W + 1. Not simply the first held block: libkvc releases
             // by the previous call's first token, so that block may hold only keys no query of
@@ -629,9 +634,7 @@ private:
         kvc_stats st{};
         int64_t used_first = 0;
         for (size_t g = 0; g < kv_->groups().size(); g++) {
-            kvc_stats ps;
-            ps.struct_size = sizeof ps;
-            kvc_check(kvc_pool_stats(kv_->groups()[g].pool, &ps), "kvc_pool_stats");
+            const kvc_stats ps = kv_->groups()[g].pool->stats();
             if (g == 0) {
                 st = ps;
                 used_first = ps.used_blocks;
@@ -669,20 +672,41 @@ private:
     // Blocks of pool L each running sequence holds, once it has appended twice since its (re)alloc:
     // by then libkvc releases by a decode token's position, so it holds about W / block_size + 2.
     void record_window_holding() {
-        kvc_pool *pool = kv_->groups()[0].pool;
+        ReplicatedPool &pool = *kv_->groups()[0].pool;
         for (const auto &s : running_) {
             if (!s || s->appends_since_alloc < 2) continue;
-            int64_t len = 0;
-            kvc_check(kvc_seq_block_table(pool, s->seq_id, nullptr, 0, &len), "kvc_seq_block_table");
-            held_table_.resize(size_t(len));
-            kvc_check(kvc_seq_block_table(pool, s->seq_id, held_table_.data(), len, &len), "kvc_seq_block_table");
-            const int64_t held = std::count_if(held_table_.begin(), held_table_.end(), [](int32_t b) { return b >= 0; });
+            const std::vector<int32_t> &table = pool.block_table(s->seq_id);
+            const int64_t held = std::count_if(table.begin(), table.end(), [](int32_t b) { return b >= 0; });
             report_.window_held_peak = std::max(report_.window_held_peak, held);
             report_.window_held_sum += held;
             report_.window_held_samples++;
         }
     }
-    std::vector<int32_t> held_table_;
+
+    // --tp: after every step the block table of every sequence the pools hold (running and swapped
+    // out) and every pool's block counters are the same on every rank.
+    void check_lockstep() {
+        if (kv_->ranks() == 1) return;
+        lockstep_ids_.clear();
+        for (const auto &s : running_) lockstep_ids_.push_back(s->seq_id);
+        for (const auto &s : swapped_) lockstep_ids_.push_back(s->seq_id);
+        kv_->check_lockstep(lockstep_ids_);
+    }
+    std::vector<uint64_t> lockstep_ids_;
+
+    // Self-test of the lockstep check (--tp-skew-at): the last rank alone, behind the replicated
+    // pool's back, allocates a one-token sequence (a fresh block: one token is never a prefix hit)
+    // and keeps it. From then on that rank has one block fewer to give, so its decisions must part
+    // from the others' and the run must fail. Retried each step until that rank has a free block.
+    void skew_last_rank() {
+        kvc_pool *last = kv_->groups()[0].pool->rank(kv_->ranks() - 1);
+        const int32_t token = 0;
+        int64_t cached = 0;
+        const kvc_status st = kvc_alloc(last, UINT64_MAX, &token, 1, nullptr, &cached);
+        if (st == KVC_ERR_OUT_OF_BLOCKS) return;
+        kvc_check(st, "kvc_alloc (--tp-skew-at)");
+        cfg_.tp_skew_at_step = -1;
+    }
 
     // The blocks the running sequences' tables span, each identified by the token prefix it ends
     // (a full block: its last token; the partial last block: the sequence's end), so blocks that

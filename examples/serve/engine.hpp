@@ -43,6 +43,11 @@ struct EngineConfig {
     // then fail the run. -1 = off.
     int64_t corrupt_kv_at_step = -1;
     int32_t corrupt_kv_group = 0;      // which pool's block: 0 (the only pool, or L), 1 = G
+    int32_t tp = 1;                    // tensor-parallel ranks: every pool's KV heads sharded over tp
+                                       // pools given the same calls, their decisions compared
+    // Self-test of that comparison: from this step on (once it can), the last rank alone allocates
+    // one extra block; the run must then fail with a LockstepError. -1 = off.
+    int64_t tp_skew_at_step = -1;
 };
 
 // One pool's figures (a single pool, or L and G under --hybrid).
@@ -105,6 +110,11 @@ struct EngineReport {
     int64_t window_held_peak = 0, window_held_sum = 0, window_held_samples = 0;
     int64_t alloc_rollbacks = 0;
     int64_t partial_swap_outs = 0, dropped_swap_ins = 0;  // see KvStore
+    // Tensor parallelism (--tp): ranks, libkvc calls fanned out to every rank (each compared), and
+    // one rank's KV storage (kv_bytes is all ranks').
+    int32_t tp = 1;
+    int64_t fanned_calls = 0;
+    int64_t rank_kv_bytes = 0;
     Timeline timeline;
 };
 

@@ -12,9 +12,9 @@ namespace {
 // Gemma 2 / GPT-OSS alternate local and global attention layer by layer, local first.
 bool windowed_layer(int32_t layer, int32_t window, bool hybrid) { return window > 0 && (!hybrid || layer % 2 == 0); }
 
-int64_t lookup(kvc_pool *pool, const std::vector<int32_t> &tokens, const kvc_keys *keys) {
+int64_t lookup(ReplicatedPool &pool, const std::vector<int32_t> &tokens, const kvc_keys *keys) {
     int64_t cached = 0;
-    kvc_check(kvc_prefix_lookup(pool, tokens.data(), int64_t(tokens.size()), keys, &cached), "kvc_prefix_lookup");
+    kvc_check(pool.prefix_lookup(tokens.data(), int64_t(tokens.size()), keys, &cached), "kvc_prefix_lookup");
     return cached;
 }
 
@@ -29,6 +29,9 @@ std::vector<int32_t> layer_windows(int32_t num_layers, int32_t window, bool hybr
 
 KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *swap_unavailable) {
     if (cfg.hybrid && cfg.window <= 0) throw std::runtime_error("a hybrid model needs a sliding window");
+    if (cfg.tp < 1 || mc.num_kv_heads % cfg.tp != 0)
+        throw std::runtime_error("--tp " + std::to_string(cfg.tp) + " does not divide the model's " +
+                                 std::to_string(mc.num_kv_heads) + " KV heads");
     groups_.resize(cfg.hybrid ? 2 : 1);
     if (cfg.hybrid) {
         groups_[0].name = "L";
@@ -54,25 +57,22 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
         g.num_blocks = cfg.hybrid && g.window > 0 && cfg.window_blocks > 0 ? cfg.window_blocks : cfg.num_blocks;
         pc.num_blocks = g.num_blocks;
         pc.num_layers = int32_t(g.layers.size());
-        pc.num_kv_heads = mc.num_kv_heads;
-        pc.num_q_heads = mc.num_q_heads;
+        // One rank's shard: whole KV heads, each with its GQA group of query heads.
+        pc.num_kv_heads = mc.num_kv_heads / cfg.tp;
+        pc.num_q_heads = mc.num_q_heads / cfg.tp;
         pc.head_dim = mc.head_dim;
         pc.kv_dtype = cfg.kv_dtype;
         pc.max_seq_len = cfg.max_seq_len;
         pc.backend = cfg.backend;
         pc.event_capacity = 0;
         kvc_check(kvc_bytes_per_block(&pc, &g.bytes_per_block), "kvc_bytes_per_block");
-        kvc_check(kvc_pool_create(&pc, &g.pool), "kvc_pool_create");
+        g.pool = std::make_unique<ReplicatedPool>(g.name, pc, cfg.tp);
         // Before any sequence exists (libkvc refuses it later): from now on every kvc_append lets go
         // of the blocks wholly before the window of the first token the sequence's previous call
         // added (a step's pending token, then its drafts, may go in two appends before one launch).
-        if (g.window > 0) kvc_check(kvc_pool_set_sliding_window(g.pool, g.window), "kvc_pool_set_sliding_window");
-        kvc_storage_info si;
-        si.struct_size = sizeof si;
-        kvc_check(kvc_storage_get_info(g.pool, &si), "kvc_storage_get_info");
-        g.kv_bytes = si.total_bytes;
-        g.block_stride = si.block_stride;
-        g.swap = make_swap_tier(g.pool, cfg.host_blocks, swap_unavailable);
+        if (g.window > 0) kvc_check(g.pool->set_sliding_window(g.window), "kvc_pool_set_sliding_window");
+        g.kv_bytes = g.pool->rank_bytes();
+        g.swap = make_swap_tier(*g.pool, cfg.host_blocks, swap_unavailable);
     }
 }
 
@@ -85,43 +85,57 @@ KvStore::~KvStore() {
     kvc_keys_destroy(cap_keys_);
     for (PoolGroup &g : groups_) {
         g.swap.reset();
-        kvc_pool_destroy(g.pool);
+        g.pool.reset();
     }
 }
 
-int64_t KvStore::common_hit(const std::vector<int32_t> &tokens) const {
-    if (!hybrid()) return lookup(groups_[0].pool, tokens, nullptr);
+int64_t KvStore::fanned_calls() const {
+    int64_t n = 0;
+    for (const PoolGroup &g : groups_) n += g.pool->calls();
+    return n;
+}
+
+void KvStore::set_step(int64_t step) {
+    for (PoolGroup &g : groups_) g.pool->set_step(step);
+}
+
+void KvStore::check_lockstep(const std::vector<uint64_t> &seqs) {
+    for (PoolGroup &g : groups_) g.pool->check_lockstep(seqs);
+}
+
+int64_t KvStore::common_hit(const std::vector<int32_t> &tokens) {
+    if (!hybrid()) return lookup(*groups_[0].pool, tokens, nullptr);
     int64_t c = int64_t(tokens.size()) - 1;
     for (;;) {
         const int64_t before = c;
-        for (const PoolGroup &g : groups_) c = lookup(g.pool, tokens, capped(c));
+        for (PoolGroup &g : groups_) c = lookup(*g.pool, tokens, capped(c));
         if (c == before) return c;
     }
 }
 
-int32_t KvStore::can_alloc(const std::vector<int32_t> &tokens, int64_t c) const {
+int32_t KvStore::can_alloc(const std::vector<int32_t> &tokens, int64_t c) {
     // With two pools a pool's own hit can exceed the common one, and kvc_can_alloc of the prompt
     // would count on it: capped at c, each pool's hit is exactly c (its largest valid hit <= c,
     // which common_hit established), so the verdict is the one for this admission.
     kvc_keys *keys = hybrid() ? capped(c) : nullptr;
     int32_t worst = KVC_ALLOC_OK;
-    for (const PoolGroup &g : groups_) {
+    for (PoolGroup &g : groups_) {
         int32_t verdict = KVC_ALLOC_OK;
-        kvc_check(kvc_can_alloc(g.pool, tokens.data(), int64_t(tokens.size()), keys, &verdict), "kvc_can_alloc");
+        kvc_check(g.pool->can_alloc(tokens.data(), int64_t(tokens.size()), keys, &verdict), "kvc_can_alloc");
         worst = std::max(worst, verdict);  // OK < LATER < NEVER
     }
     return worst;
 }
 
-void KvStore::own_hits(const std::vector<int32_t> &tokens, std::vector<int64_t> *out) const {
+void KvStore::own_hits(const std::vector<int32_t> &tokens, std::vector<int64_t> *out) {
     out->clear();
-    for (const PoolGroup &g : groups_) out->push_back(lookup(g.pool, tokens, nullptr));
+    for (PoolGroup &g : groups_) out->push_back(lookup(*g.pool, tokens, nullptr));
 }
 
 kvc_status KvStore::alloc(uint64_t id, const std::vector<int32_t> &tokens, int64_t c, int64_t *cached) {
     const int64_t n = int64_t(tokens.size());
     if (!hybrid()) {
-        kvc_status st = kvc_alloc(groups_[0].pool, id, tokens.data(), n, nullptr, cached);
+        kvc_status st = groups_[0].pool->alloc(id, tokens.data(), n, nullptr, cached);
         if (st != KVC_ERR_OUT_OF_BLOCKS) kvc_check(st, "kvc_alloc");
         return st;
     }
@@ -130,7 +144,7 @@ kvc_status KvStore::alloc(uint64_t id, const std::vector<int32_t> &tokens, int64
     kvc_keys *keys = capped(c);
     for (; done < groups_.size(); done++) {
         int64_t hit = -1;
-        st = kvc_alloc(groups_[done].pool, id, tokens.data(), n, keys, &hit);
+        st = groups_[done].pool->alloc(id, tokens.data(), n, keys, &hit);
         if (st == KVC_ERR_OUT_OF_BLOCKS) break;
         kvc_check(st, "kvc_alloc");
         if (hit != c)
@@ -138,7 +152,7 @@ kvc_status KvStore::alloc(uint64_t id, const std::vector<int32_t> &tokens, int64
                                      " tokens where the common hit is " + std::to_string(c));
     }
     if (st != KVC_OK) {
-        for (size_t g = 0; g < done; g++) kvc_check(kvc_free(groups_[g].pool, id), "kvc_free");
+        for (size_t g = 0; g < done; g++) kvc_check(groups_[g].pool->free(id), "kvc_free");
         return st;
     }
     *cached = c;
@@ -147,7 +161,7 @@ kvc_status KvStore::alloc(uint64_t id, const std::vector<int32_t> &tokens, int64
 
 kvc_status KvStore::append(uint64_t id, const int32_t *tokens, int64_t n) {
     if (!hybrid()) {
-        kvc_status st = kvc_append(groups_[0].pool, id, tokens, n, 0, nullptr);
+        kvc_status st = groups_[0].pool->append(id, tokens, n, 0);
         if (st != KVC_ERR_OUT_OF_BLOCKS) kvc_check(st, "kvc_append");
         return st;
     }
@@ -158,19 +172,19 @@ kvc_status KvStore::append(uint64_t id, const int32_t *tokens, int64_t n) {
     // first reserves the slots as lookahead (taken, not cached), then pool L appends for real, then
     // G confirms its reservation, which takes no block and cannot run short. G has no window: a
     // lookahead-only append moves where a windowed pool releases from, so L is never asked to.
-    kvc_pool *l = groups_[0].pool, *g = groups_[1].pool;
-    kvc_status st = kvc_append(g, id, nullptr, 0, n, nullptr);
+    ReplicatedPool &l = *groups_[0].pool, &g = *groups_[1].pool;
+    kvc_status st = g.append(id, nullptr, 0, n);
     if (st == KVC_ERR_OUT_OF_BLOCKS) return st;
     kvc_check(st, "kvc_append (pool G, reserve)");
-    st = kvc_append(l, id, tokens, n, 0, nullptr);
+    st = l.append(id, tokens, n, 0);
     if (st == KVC_ERR_OUT_OF_BLOCKS) {
         int64_t len = 0;
-        kvc_check(kvc_seq_num_tokens(g, id, &len), "kvc_seq_num_tokens");
-        kvc_check(kvc_truncate(g, id, len, nullptr), "kvc_truncate (pool G, drop the reservation)");
+        kvc_check(g.seq_num_tokens(id, &len), "kvc_seq_num_tokens");
+        kvc_check(g.truncate(id, len, nullptr), "kvc_truncate (pool G, drop the reservation)");
         return st;
     }
     kvc_check(st, "kvc_append (pool L)");
-    kvc_check(kvc_append(g, id, tokens, n, 0, nullptr), "kvc_append (pool G, confirm)");
+    kvc_check(g.append(id, tokens, n, 0), "kvc_append (pool G, confirm)");
     return KVC_OK;
 }
 
@@ -178,18 +192,18 @@ int32_t KvStore::truncate(uint64_t id, int64_t keep) {
     int32_t total = 0;
     for (PoolGroup &g : groups_) {
         int32_t freed = 0;
-        kvc_check(kvc_truncate(g.pool, id, keep, &freed), "kvc_truncate");
+        kvc_check(g.pool->truncate(id, keep, &freed), "kvc_truncate");
         total += freed;
     }
     return total;
 }
 
 void KvStore::fork(uint64_t parent, uint64_t child) {
-    for (PoolGroup &g : groups_) kvc_check(kvc_fork(g.pool, parent, child), "kvc_fork");
+    for (PoolGroup &g : groups_) kvc_check(g.pool->fork(parent, child), "kvc_fork");
 }
 
 void KvStore::free(uint64_t id) {
-    for (PoolGroup &g : groups_) kvc_check(kvc_free(g.pool, id), "kvc_free");
+    for (PoolGroup &g : groups_) kvc_check(g.pool->free(id), "kvc_free");
 }
 
 bool KvStore::swap_out(uint64_t id) {
@@ -206,12 +220,9 @@ SwapIn KvStore::swap_in(uint64_t id) {
     if (!has_swap()) return SwapIn::not_yet;
     if (hybrid())
         for (PoolGroup &g : groups_) {
-            int64_t bytes = 0;
-            kvc_check(kvc_preemption_cost(g.pool, id, &bytes, nullptr), "kvc_preemption_cost");
-            kvc_stats st;
-            st.struct_size = sizeof st;
-            kvc_check(kvc_pool_stats(g.pool, &st), "kvc_pool_stats");
-            if (bytes / g.block_stride > st.free_blocks) return SwapIn::not_yet;
+            int64_t blocks = 0;
+            kvc_check(g.pool->swap_cost_blocks(id, &blocks), "kvc_preemption_cost");
+            if (blocks > g.pool->stats().free_blocks) return SwapIn::not_yet;
         }
     for (size_t g = 0; g < groups_.size(); g++) {
         if (groups_[g].swap->swap_in(id)) continue;
@@ -233,11 +244,8 @@ SwapIn KvStore::swap_in(uint64_t id) {
 
 bool KvStore::holds_device_blocks(uint64_t id) {
     for (PoolGroup &g : groups_) {
-        int64_t len = 0;
-        kvc_check(kvc_seq_block_table(g.pool, id, nullptr, 0, &len), "kvc_seq_block_table");
-        table_.resize(size_t(len));
-        kvc_check(kvc_seq_block_table(g.pool, id, table_.data(), len, &len), "kvc_seq_block_table");
-        if (std::any_of(table_.begin(), table_.end(), [](int32_t b) { return b >= 0; })) return true;
+        const std::vector<int32_t> &table = g.pool->block_table(id);
+        if (std::any_of(table.begin(), table.end(), [](int32_t b) { return b >= 0; })) return true;
     }
     return false;
 }
@@ -246,7 +254,7 @@ int64_t KvStore::copy_pending() {
     int64_t total = 0;
     for (PoolGroup &g : groups_) {
         int64_t copied = 0;
-        kvc_check(kvc_copy_pending(g.pool, nullptr, &copied), "kvc_copy_pending");
+        kvc_check(g.pool->copy_pending(&copied), "kvc_copy_pending");
         total += copied;
     }
     return total;
@@ -254,10 +262,8 @@ int64_t KvStore::copy_pending() {
 
 void KvStore::check_empty() {
     for (PoolGroup &g : groups_) {
-        kvc_check(kvc_pool_check(g.pool), "kvc_pool_check");
-        kvc_stats st;
-        st.struct_size = sizeof st;
-        kvc_check(kvc_pool_stats(g.pool, &st), "kvc_pool_stats");
+        kvc_check(g.pool->check(), "kvc_pool_check");
+        const kvc_stats st = g.pool->stats();
         if (st.used_blocks != 0 || st.num_seqs != 0)
             throw std::runtime_error("pool " + g.name + " not empty after the run: " + std::to_string(st.used_blocks) +
                                      " blocks in use");

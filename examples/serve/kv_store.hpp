@@ -4,6 +4,8 @@
 // lives in all pools under the same id; each operation here is applied to every pool and is
 // all-or-nothing across them (a failure in one pool undoes what the others did), so the engine
 // schedules as if there were one pool. See the README of libkvc, "Hybrid models".
+// Under --tp N each pool is a ReplicatedPool: N tensor-parallel ranks, each holding its shard of the
+// KV heads, given the same calls and checked to decide the same (replicated_pool.hpp).
 #pragma once
 
 #include <kvc/kvc.h>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "model.hpp"
+#include "replicated_pool.hpp"
 #include "swap_tier.hpp"
 
 namespace serve {
@@ -28,17 +31,18 @@ struct KvStoreConfig {
     int64_t host_blocks = 0;   // per pool; 0 = no swap tier
     int32_t window = 0;        // sliding window in tokens; 0 = full attention everywhere
     bool hybrid = false;       // window only on the even model layers (Gemma 2 / GPT-OSS style)
+    int32_t tp = 1;            // tensor-parallel ranks: each pool's KV heads sharded over tp pools
 };
 
 // One pool and the model layers whose KV it stores (model layer layers[i] is the pool's layer i).
 struct PoolGroup {
     std::string name;            // "L" (windowed) / "G" (global) under --hybrid, else "pool"
-    kvc_pool *pool = nullptr;
+    std::unique_ptr<ReplicatedPool> pool;  // its tensor-parallel ranks (one without --tp)
     int32_t window = 0;          // the pool's window and the layers' attention window
     std::vector<int32_t> layers;
     std::unique_ptr<SwapTier> swap;
-    int64_t num_blocks = 0, bytes_per_block = 0, kv_bytes = 0;
-    int64_t block_stride = 0;    // bytes of one block in the pool's storage
+    int64_t num_blocks = 0;
+    int64_t bytes_per_block = 0, kv_bytes = 0;  // one rank's
 };
 
 enum class SwapIn {
@@ -70,17 +74,25 @@ public:
     const std::vector<LayerPlacement> &placement() const { return placement_; }
     bool hybrid() const { return groups_.size() > 1; }
     bool has_swap() const { return groups_.front().swap != nullptr; }
+    int32_t ranks() const { return groups_.front().pool->ranks(); }
+    // Calls fanned out to every rank, over the pools.
+    int64_t fanned_calls() const;
+    // The engine step, for the messages of a disagreement.
+    void set_step(int64_t step);
+    // After an engine step, with several ranks: these sequences' block tables and every pool's block
+    // counters are the same on every rank (LockstepError otherwise).
+    void check_lockstep(const std::vector<uint64_t> &seqs);
 
     // The prefix hit a prompt starts at: the largest one valid in every pool. With one pool its own
     // kvc_prefix_lookup; with two, alternate the pools' lookups capped at c
     // (kvc_keys_set_max_cached_tokens) from c = n - 1 until c stops changing (each reports its
     // largest valid hit <= c, so c only steps down and stops at the largest hit both accept).
-    int64_t common_hit(const std::vector<int32_t> &tokens) const;
+    int64_t common_hit(const std::vector<int32_t> &tokens);
     // kvc_can_alloc in every pool for a start at the common hit c: the worst verdict (NEVER before
     // LATER before OK).
-    int32_t can_alloc(const std::vector<int32_t> &tokens, int64_t c) const;
+    int32_t can_alloc(const std::vector<int32_t> &tokens, int64_t c);
     // Each pool's own prefix hit for the whole prompt (what it alone would skip), for the report.
-    void own_hits(const std::vector<int32_t> &tokens, std::vector<int64_t> *out) const;
+    void own_hits(const std::vector<int32_t> &tokens, std::vector<int64_t> *out);
     // Creates the sequence in every pool starting at the common hit c (from common_hit): each pool
     // allocates the whole prompt with its hit capped at c (so each hits exactly c). KVC_OK with
     // *cached = c, or KVC_ERR_OUT_OF_BLOCKS with nothing changed (other errors throw).
@@ -106,7 +118,8 @@ public:
     int64_t copy_pending();
     // Every pool's invariant check, and that no sequence or used block is left.
     void check_empty();
-    // Bytes moved to / from the host tiers, and prefix blocks re-hit there, summed over the pools.
+    // Bytes moved to / from the host tiers (summed over the ranks too), and prefix blocks re-hit
+    // there, summed over the pools.
     int64_t bytes_to_host() const;
     int64_t bytes_to_device() const;
     int64_t host_prefix_hits() const;
@@ -117,7 +130,6 @@ public:
 private:
     std::vector<PoolGroup> groups_;
     std::vector<LayerPlacement> placement_;
-    std::vector<int32_t> table_;          // scratch for holds_device_blocks
     // Keys whose only setting is the hit cap of common_hit / can_alloc / alloc (reused, so no
     // allocation per request).
     kvc_keys *cap_keys_ = nullptr;

@@ -11,6 +11,7 @@
 #include "model.hpp"
 #include "options.hpp"
 #include "progress.hpp"
+#include "replicated_pool.hpp"
 #include "svg_plot.hpp"
 #include "workload.hpp"
 
@@ -152,11 +153,18 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
     } else {
         std::printf("window        off (--window W for sliding-window attention with block release)\n");
     }
+    if (r.tp > 1)
+        std::printf("tensor parallel %d ranks (%d KV head%s each): %lld calls fanned out, every decision identical; "
+                    "per-rank KV storage %s\n",
+                    r.tp, mc.num_kv_heads / r.tp, mc.num_kv_heads / r.tp == 1 ? "" : "s", (long long)r.fanned_calls,
+                    bytes_str(double(r.rank_kv_bytes)).c_str());
+    else
+        std::printf("tensor parallel off (--tp N: the KV heads sharded over N lockstep pools)\n");
     std::printf("correctness   %lld generated tokens of %lld samples checked against a dense reference: max |logit "
                 "diff| %.2e (tolerance %.0e) -- OK\n",
                 (long long)r.checked_tokens, (long long)r.checked_samples, r.max_abs_diff, ec.tolerance);
     std::printf("outputs       digest %016llx (every sample's generated tokens; same seed, same digest with or without "
-                "--speculate)\n",
+                "--speculate, for any --tp)\n",
                 (unsigned long long)r.output_digest);
 }
 
@@ -198,6 +206,12 @@ int main(int argc, char **argv) {
     ec.window = o.window;
     ec.hybrid = o.hybrid;
     ec.corrupt_kv_group = o.corrupt_kv_pool == "G" ? 1 : 0;
+    if (o.tp > mc.num_kv_heads || mc.num_kv_heads % o.tp != 0)
+        return usage_error("--tp " + std::to_string(o.tp) + ": the model has " + std::to_string(mc.num_kv_heads) +
+                           " KV heads, so each rank needs a whole number of them: --tp must divide " +
+                           std::to_string(mc.num_kv_heads));
+    ec.tp = o.tp;
+    ec.tp_skew_at_step = o.tp_skew_at;
     ec.temperature = float(o.temperature);
     // f16 rounding is mirrored by the reference, so only summation order differs: same tolerance.
     ec.tolerance = 2e-3;
@@ -228,6 +242,10 @@ int main(int argc, char **argv) {
             bar.update(done, total, secs > 0 ? double(r.generated_tokens) / secs : 0.0, util,
                        r.recompute_preemptions + r.swap_preemptions);
         });
+    } catch (const LockstepError &e) {
+        bar.finish();
+        std::fprintf(stderr, "kvc_serve: TENSOR-PARALLEL RANKS DISAGREE: %s\nkvc_serve: no plot written\n", e.what());
+        return 1;
     } catch (const CorrectnessError &e) {
         bar.finish();
         std::fprintf(stderr, "kvc_serve: CORRECTNESS CHECK FAILED: %s\nkvc_serve: no plot written\n", e.what());

@@ -34,6 +34,10 @@ const char *const kUsage =
     "                     pools, L (windowed, releases blocks) and G (global), --blocks blocks each\n"
     "  --window-blocks N  with --hybrid: blocks of pool L instead of --blocks (pool L needs about\n"
     "                     W / block size + 2 per decoding sequence, so the same memory buys G more)\n"
+    "  --tp N             tensor parallelism: every pool's KV heads sharded over N ranks (N must\n"
+    "                     divide the model's 2 KV heads), each rank a libkvc pool of the same size\n"
+    "                     holding its heads and given the same calls; every decision (statuses,\n"
+    "                     block tables, slot mappings, counters) is compared across ranks (default 1)\n"
     "  --max-new-tokens N each request generates between min(12, N) and N tokens (default 40; at most\n"
     "                     800): long outputs run sequences far past a --window\n"
     "  --temperature T    sampling temperature, seeded per sample (default 0.8; 0 = greedy)\n"
@@ -43,6 +47,8 @@ const char *const kUsage =
     "  --corrupt-kv-at S  self-test: at engine step S, negate the KV of one block of a running\n"
     "                     sequence behind libkvc's back; the correctness check must fail the run\n"
     "  --corrupt-kv-pool P with --hybrid: corrupt a block of pool L (default) or G\n"
+    "  --tp-skew-at S     self-test (with --tp 2 or more): from engine step S the last rank alone\n"
+    "                     allocates one extra block; the rank comparison must fail the run\n"
     "  --help             this text\n";
 
 namespace {
@@ -125,6 +131,13 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
             if (!parse_int(a, val, 0, 1 << 20, &v, err)) return false;
             o->window = int32_t(v);
             i++;
+        } else if (a == "--tp") {
+            if (!parse_int(a, val, 1, 64, &v, err)) return false;
+            o->tp = int32_t(v);
+            i++;
+        } else if (a == "--tp-skew-at") {
+            if (!parse_int(a, val, 0, INT64_MAX, &o->tp_skew_at, err)) return false;
+            i++;
         } else if (a == "--max-new-tokens") {
             if (!parse_int(a, val, 1, 800, &v, err)) return false;
             o->max_new_tokens = int32_t(v);
@@ -183,6 +196,10 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
     }
     if (o->window_blocks > 0 && !o->hybrid) {
         *err = "--window-blocks needs --hybrid (without it there is one pool: --blocks)";
+        return false;
+    }
+    if (o->tp_skew_at >= 0 && o->tp < 2) {
+        *err = "--tp-skew-at needs --tp 2 or more (it makes one rank differ from the others)";
         return false;
     }
     if (!o->corrupt_kv_pool.empty() && !o->hybrid) {

@@ -23,6 +23,8 @@ struct Options {
     bool hybrid = false;           // window only in the even layers (pool L), full attention in the
                                    // odd ones (pool G); needs --window
     std::string corrupt_kv_pool;   // --hybrid: "L" or "G" (default L)
+    int32_t tp = 1;                // tensor-parallel ranks (a divisor of the model's KV heads)
+    int64_t tp_skew_at = -1;       // self-test: the last rank alone takes a block at this step
     int32_t max_new_tokens = 40;   // each request generates min(12, N)..N tokens
     double temperature = 0.8;
     bool quiet = false;

@@ -15,10 +15,10 @@ PagedForward::PagedForward(const Model &m, const KvStore &store, int32_t backend
     groups_.resize(store.groups().size());
     for (size_t i = 0; i < groups_.size(); i++) {
         Group &g = groups_[i];
-        g.pool = store.groups()[i].pool;
-        kvc_check(kvc_batch_create(g.pool, max_seqs, max_tokens, max_blocks_per_seq, &g.batch), "kvc_batch_create");
+        g.pool = store.groups()[i].pool.get();
+        g.batch = std::make_unique<ReplicatedBatch>(*g.pool, max_seqs, max_tokens, max_blocks_per_seq);
         kvc_check(kvc_attention_params_default(&g.params), "kvc_attention_params_default");
-        g.params.num_q_heads = c.num_q_heads;
+        g.params.num_q_heads = c.num_q_heads / g.pool->ranks();
         g.params.q_dtype = KVC_DTYPE_F32;  // activations are fp32; scale 0 = 1/sqrt(head_dim)
         // The same for every layer of the pool (it stores all of them per block): the pool's own.
         g.params.sliding_window = store.groups()[i].window;
@@ -30,6 +30,12 @@ PagedForward::PagedForward(const Model &m, const KvStore &store, int32_t backend
     k_.resize(T * size_t(c.kv_dim()));
     v_.resize(T * size_t(c.kv_dim()));
     attn_.resize(T * size_t(c.q_dim()));
+    if (store.ranks() > 1) {
+        q_shard_.resize(q_.size() / size_t(store.ranks()));
+        k_shard_.resize(k_.size() / size_t(store.ranks()));
+        v_shard_.resize(v_.size() / size_t(store.ranks()));
+        attn_shard_.resize(attn_.size() / size_t(store.ranks()));
+    }
     scratch_.resize(2 * T * size_t(c.ffn_dim));
     last_.resize(size_t(max_logit_rows_) * size_t(c.d_model));  // h_ (max_tokens rows) is lm_logits' scratch
     pos_.resize(T);
@@ -43,9 +49,7 @@ PagedForward::PagedForward(const Model &m, const KvStore &store, int32_t backend
     q_lens_.reserve(size_t(max_seqs));
 }
 
-PagedForward::~PagedForward() {
-    for (Group &g : groups_) kvc_batch_destroy(g.batch);
-}
+PagedForward::~PagedForward() = default;
 
 void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
     const ModelConfig &c = m_.cfg;
@@ -76,13 +80,7 @@ void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
     // Every pool holds every sequence, so each builds a batch of the same sequences and query lengths
     // (its own block tables and slots). The batch's arrays live in the backend's memory (device
     // memory on CUDA); the slot mapping built once per step is reused by every layer's cache write.
-    for (Group &g : groups_) {
-        kvc_check(kvc_batch_build(g.batch, ids_.data(), q_lens_.data(), int32_t(entries.size())), "kvc_batch_build");
-        kvc_batch_info info;
-        info.struct_size = sizeof info;
-        kvc_check(kvc_batch_get_info(g.batch, &info), "kvc_batch_get_info");
-        g.slots = reinterpret_cast<const int64_t *>(static_cast<uintptr_t>(info.slot_mapping));
-    }
+    for (Group &g : groups_) g.batch->build(ids_.data(), q_lens_.data(), int32_t(entries.size()));
     for (int32_t l = 0; l < c.num_layers; l++) {
         const LayerWeights &w = m_.layers[size_t(l)];
         rms_norm(x_.data(), w.attn_norm.data(), h_.data(), T, c.d_model, c.rms_eps);
@@ -108,30 +106,59 @@ void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
 
 // The step's new K/V into the cache, then paged attention over it: directly on host buffers on the
 // CPU backend; through device buffers on CUDA (synchronous copies on the default stream, the stream
-// libkvc launches on when given NULL, so no extra synchronization is needed).
+// libkvc launches on when given NULL, so no extra synchronization is needed). Each rank gets its
+// heads' columns and its output goes back to the same columns of attn_.
 void PagedForward::attention(int32_t model_layer, int64_t T) {
     const LayerPlacement &at = placement_[size_t(model_layer)];
     const Group &g = groups_[size_t(at.group)];
     const int32_t layer = at.pool_layer;
-    if (!on_device_) {
-        kvc_check(kvc_cache_write(g.pool, layer, g.slots, T, k_.data(), v_.data(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr),
-                  "kvc_cache_write");
-        kvc_check(kvc_launch_attention(g.pool, g.batch, layer, q_.data(), attn_.data(), &g.params, nullptr),
-                  "kvc_launch_attention");
-        return;
-    }
     const ModelConfig &c = m_.cfg;
-    const size_t q_bytes = size_t(T) * size_t(c.q_dim()) * sizeof(float);
-    const size_t kv_bytes = size_t(T) * size_t(c.kv_dim()) * sizeof(float);
-    dq_.upload(q_.data(), q_bytes);
-    dk_.upload(k_.data(), kv_bytes);
-    dv_.upload(v_.data(), kv_bytes);
-    kvc_check(kvc_cache_write(g.pool, layer, g.slots, T, dk_.get(), dv_.get(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr),
+    const int32_t ranks = g.pool->ranks();
+    const int64_t q_width = c.q_dim() / ranks, kv_width = c.kv_dim() / ranks;
+    const size_t q_bytes = size_t(T * q_width) * sizeof(float), kv_bytes = size_t(T * kv_width) * sizeof(float);
+    kvc_check(g.pool->each_rank("kvc_cache_write", 0,
+                                [&](int32_t r) {
+                                    const void *k = shard(k_, T, c.kv_dim(), r, ranks, &k_shard_);
+                                    const void *v = shard(v_, T, c.kv_dim(), r, ranks, &v_shard_);
+                                    if (on_device_) {
+                                        dk_.upload(k, kv_bytes);
+                                        dv_.upload(v, kv_bytes);
+                                        k = dk_.get();
+                                        v = dv_.get();
+                                    }
+                                    return kvc_cache_write(g.pool->rank(r), layer, g.batch->slots(r), T, k, v,
+                                                           KVC_DTYPE_F32, 1.0f, 1.0f, nullptr);
+                                }),
               "kvc_cache_write");
-    kvc_check(kvc_launch_attention(g.pool, g.batch, layer, dq_.get(), dattn_.get(), &g.params, nullptr),
+    kvc_check(g.pool->each_rank("kvc_launch_attention", 0,
+                                [&](int32_t r) {
+                                    const void *q = shard(q_, T, c.q_dim(), r, ranks, &q_shard_);
+                                    float *host_out = ranks == 1 ? attn_.data() : attn_shard_.data();
+                                    void *out = host_out;
+                                    if (on_device_) {
+                                        dq_.upload(q, q_bytes);
+                                        q = dq_.get();
+                                        out = dattn_.get();
+                                    }
+                                    const kvc_status st = kvc_launch_attention(g.pool->rank(r), g.batch->rank(r), layer,
+                                                                               q, out, &g.params, nullptr);
+                                    if (st != KVC_OK) return st;
+                                    if (on_device_) dattn_.download(host_out, q_bytes);
+                                    if (ranks > 1)
+                                        for (int64_t t = 0; t < T; t++)
+                                            std::copy_n(host_out + t * q_width, q_width,
+                                                        attn_.data() + t * c.q_dim() + r * q_width);
+                                    return st;
+                                }),
               "kvc_launch_attention");
-    dattn_.download(attn_.data(), q_bytes);
+}
+
+const float *PagedForward::shard(const std::vector<float> &all, int64_t rows, int64_t width, int32_t r, int32_t ranks,
+                                 std::vector<float> *shard) const {
+    if (ranks == 1) return all.data();
+    const int64_t w = width / ranks;
+    for (int64_t t = 0; t < rows; t++) std::copy_n(all.data() + t * width + r * w, w, shard->data() + t * w);
+    return shard->data();
 }
 
 }  // namespace serve
-

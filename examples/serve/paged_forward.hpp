@@ -5,16 +5,21 @@
 // token) sequences may be mixed in one batch. The model itself runs on the host; on libkvc's CUDA
 // backend each layer's q/k/v go to device buffers for the two libkvc calls and the attention output
 // comes back (the demo shows libkvc's side of a GPU step, not a GPU transformer).
+// Under --tp N every libkvc call goes to each tensor-parallel rank of the pool: rank r writes the
+// K/V of its KV heads and attends with the query heads of their GQA groups, and the ranks' outputs
+// are put side by side by head — what tensor parallelism does before the o_proj all-reduce.
 #pragma once
 
 #include <kvc/kvc.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "device_memory.hpp"
 #include "kv_store.hpp"
 #include "model.hpp"
+#include "replicated_batch.hpp"
 
 namespace serve {
 
@@ -43,12 +48,11 @@ public:
     void run(const std::vector<BatchEntry> &entries, float *logits);
 
 private:
-    // Per pool: its batch (built once per step), attention parameters and the step's slot mapping.
+    // Per pool: its ranks' batches (built once per step) and attention parameters (one rank's).
     struct Group {
-        kvc_pool *pool = nullptr;
-        kvc_batch *batch = nullptr;
+        ReplicatedPool *pool = nullptr;
+        std::unique_ptr<ReplicatedBatch> batch;
         kvc_attention_params params;
-        const int64_t *slots = nullptr;
     };
     const Model &m_;
     std::vector<Group> groups_;
@@ -57,10 +61,15 @@ private:
     std::vector<uint64_t> ids_;
     std::vector<int64_t> q_lens_, pos_;
     std::vector<float> x_, h_, q_, k_, v_, attn_, scratch_, last_;
+    std::vector<float> q_shard_, k_shard_, v_shard_, attn_shard_;  // one rank's heads (--tp only)
     bool on_device_ = false;
     DeviceBuffer dq_, dk_, dv_, dattn_;  // CUDA backend only
 
     void attention(int32_t layer, int64_t T);
+    // Rank r's columns of rows x width activations (its heads' share of each row): the matrix itself
+    // with one rank, else copied into `shard`.
+    const float *shard(const std::vector<float> &all, int64_t rows, int64_t width, int32_t r, int32_t ranks,
+                       std::vector<float> *shard) const;
 };
 
 }  // namespace serve

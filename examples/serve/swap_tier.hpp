@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "replicated_pool.hpp"
+
 namespace serve {
 
 class SwapTier {
@@ -21,14 +23,15 @@ public:
     virtual bool swap_out(uint64_t seq_id) = 0;
     // Brings a swapped-out sequence back; false (nothing changed) when the device tier has no room yet.
     virtual bool swap_in(uint64_t seq_id) = 0;
-    virtual int64_t bytes_to_host() const = 0;    // device -> host, so far
-    virtual int64_t bytes_to_device() const = 0;  // host -> device, so far
+    virtual int64_t bytes_to_host() const = 0;    // device -> host, so far, summed over the ranks
+    virtual int64_t bytes_to_device() const = 0;  // host -> device, so far, summed over the ranks
     // Evicted prefix blocks that libkvc had spilled to the host tier and a later prompt re-hit.
     virtual int64_t prefix_hits() const = 0;
 };
 
-// A swap tier of host_blocks blocks attached to `pool`, or nullptr when this build has no tiers API
-// (*why explains) — then the engine uses recompute preemption only.
-std::unique_ptr<SwapTier> make_swap_tier(kvc_pool *pool, int64_t host_blocks, std::string *why);
+// A swap tier of host_blocks blocks attached to every rank of `pool` (the same size on each, so
+// their tiers decide alike), or nullptr when this build has no tiers API (*why explains) — then the
+// engine uses recompute preemption only.
+std::unique_ptr<SwapTier> make_swap_tier(ReplicatedPool &pool, int64_t host_blocks, std::string *why);
 
 }  // namespace serve
