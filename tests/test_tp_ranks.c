@@ -1,7 +1,8 @@
 /* The determinism contract (kvc.h, "Determinism (tensor parallelism)"): pools that share block_size,
  * num_blocks, the caching/watermark/length/event settings, the window and the tiers' slot counts,
  * but differ in everything a tensor-parallel rank's shard changes (KV heads, head_dim, layers,
- * dtype; disk files opened with and without O_DIRECT), make identical decisions when they receive
+ * dtype; disk files opened with and without O_DIRECT; CUDA storage where a device or the CUDA
+ * emulator is present), make identical decisions when they receive
  * the same calls. A seeded random mix of every pool-core call (sequences, prefix cache, pins, tiers,
  * preemption, batches, events, copy-on-write pairs) goes to three such "ranks"; after every call the
  * ranks' statuses and out-values must agree, and so must every live sequence's table and the block
@@ -48,6 +49,12 @@ static void note_divergence(ranks *r, const char *fmt, ...) {
     va_end(ap);
 }
 
+static int32_t cuda_devices(void) {
+    int32_t n = 0;
+    OK(kvc_cuda_device_count(&n));
+    return n;
+}
+
 static void open_ranks(ranks *r, int32_t window, int64_t extra_blocks_on_last_rank) {
     memset(r, 0, sizeof *r);
     OK(kvc_keys_create(&r->keys));
@@ -64,7 +71,9 @@ static void open_ranks(ranks *r, int32_t window, int64_t extra_blocks_on_last_ra
         cfg.watermark = 0.05;
         cfg.max_seq_len = 96;
         cfg.event_capacity = 32; /* small: drops happen, and must happen alike */
-        cfg.backend = KVC_BACKEND_CPU;
+        /* Backend independence: with a CUDA device (or the CUDA emulator, where this suite also
+         * runs) rank 1 keeps its KV in device memory and moves it with the tier stream. */
+        cfg.backend = i == 1 && cuda_devices() > 0 ? KVC_BACKEND_CUDA : KVC_BACKEND_CPU;
         OK(kvc_pool_create(&cfg, &r->p[i]));
         if (window) OK(kvc_pool_set_sliding_window(r->p[i], window));
         OK(kvc_tier_attach_host(r->p[i], 10));
@@ -326,6 +335,7 @@ static void expect_lockstep(int32_t window) {
 
 static void test_ranks_stay_in_lockstep(void **state) {
     (void)state;
+    print_message("rank 1 backend: %s\n", cuda_devices() > 0 ? "CUDA" : "CPU (no CUDA device)");
     expect_lockstep(0);
 }
 
