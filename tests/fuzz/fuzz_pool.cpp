@@ -6,10 +6,17 @@
 // metadata, and the full kvc_pool_stats — and runs kvc_pool_check. Any divergence aborts with a
 // message (a crash for libFuzzer). Built with -fsanitize=fuzzer,address,undefined (tests/fuzz/run.sh).
 //
+// Mirror rank (mirror.hpp): every call is also made, with the same arguments, on a second pool with
+// the same decision inputs but another shape, dtype and (where allowed) backend, and the two must
+// agree on everything kvc.h's determinism contract covers (tensor-parallel ranks stay in lockstep).
+// A disagreement is reported as "mirror rank diverges" with the field and the operation.
+//
 // Input format (all bytes optional; missing bytes read as 0):
 //   config: block size, block count, caching, watermark, max_seq_len, event capacity, alphabet (its
 //   high bits: a starting sliding window), tier mode
 //   then operations: one opcode byte followed by that operation's argument bytes.
+//   The mirror rank's shape, dtype and backend come from a hash of the whole input (no bytes are read
+//   for them, so the committed corpus decodes as before).
 // KVC_FUZZ_TRACE=1 prints the model's state after every operation (for replaying one input).
 #include <cinttypes>
 #include <cstdarg>
@@ -20,6 +27,7 @@
 #include <vector>
 
 #include "kvc/kvc.h"
+#include "mirror.hpp"
 #include "model.hpp"
 
 namespace {
@@ -65,6 +73,10 @@ uint64_t g_swaps = 0, g_host_hits = 0, g_host_runs = 0, g_spills = 0;  // tier c
 uint64_t g_window_released = 0;  // sliding-window coverage, printed at exit
 uint64_t g_window_ops = 0;  // operations run while a window was set
 uint64_t g_window_skip_allocs = 0, g_window_beyond_allocs = 0, g_window_beyond_lookups = 0;  // window-aware hits
+// Mirror ranks by backend (fuzzed pool -> mirror) and the mirror's operations with its own KV bytes.
+uint64_t g_mirror_none_cpu = 0, g_mirror_cpu_none = 0, g_mirror_cpu_cpu = 0, g_mirror_none_none = 0;
+uint64_t g_mirror_data_ops = 0;
+const char *g_mirror_desc = "";
 
 constexpr int kMaxIds = 8;       // sequence ids 0..7: collisions (exists / unknown) are frequent
 constexpr int kMaxPrompt = 40;
@@ -105,6 +117,9 @@ struct Session {
     int past_next = 0;
     int64_t block_bytes = 0;   // block_stride, for kvc_preemption_cost
     int64_t other_tokens = 0;  // op_other_traffic's next token id (offset by 1000: no template uses them)
+    uint64_t input_hash = 0;   // picks the mirror's shape and backend
+    std::vector<uint8_t> mirror_block;  // check_kv's buffer for one of the mirror's blocks
+    mirror::Rank mr;           // the mirror rank: every call below is made on mr.pool too
 
     ~Session() {
         kvc_batch_destroy(batch);
@@ -302,6 +317,20 @@ void check_pool(Session &s) {
     if (kvc_pool_check(s.pool) != KVC_OK) diverge("kvc_pool_check: %s (op #%d %s)", kvc_last_error(), g_op, g_opname);
 }
 
+// The mirror's own invariants, after setup and at the end of each input: between those its
+// metadata is compared with the fuzzed pool's after every operation, and a check per operation
+// would cost a third of the fuzzing speed.
+void check_mirror_pool(Session &s) {
+    if (kvc_pool_check(s.mr.pool) != KVC_OK) mirror::report("kvc_pool_check of the mirror: %s", kvc_last_error());
+}
+
+// The mirror's counters and sequences against the fuzzed pool's (after every operation).
+MIRROR_NO_COVERAGE void compare_mirror(Session &s) {
+    mirror::compare_stats(s.pool, s.mr.pool);
+    mirror::compare_tier_stats(s.pool, s.mr.pool);
+    mirror::compare_seqs(s.pool, s.mr.pool, kMaxIds);
+}
+
 // ---- operations ------------------------------------------------------------------------------
 
 // ---- KV bytes (CPU pools) ----------------------------------------------------------------------
@@ -313,6 +342,7 @@ void check_pool(Session &s) {
 
 float kv_value(const model::Seq &q, int64_t pos) { return float(pos * 8 + q.tokens[size_t(pos)]); }
 
+// The mirror writes the same tokens' K/V in its own shape (mirror.hpp) when it has data.
 void write_kv(Session &s, uint64_t id, int64_t first, int64_t count) {
     if (!s.cpu || count <= 0) return;
     const model::Seq &q = s.m.seqs.at(id);
@@ -325,6 +355,31 @@ void write_kv(Session &s, uint64_t id, int64_t first, int64_t count) {
     }
     if (kvc_cache_write(s.pool, 0, slots.data(), count, k.data(), v.data(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr) != KVC_OK)
         diverge("kvc_cache_write failed: %s", kvc_last_error());
+    if (s.mr.data) mirror::write_kv(s.mr, slots, q.tokens, first, count);
+}
+
+// The fuzzed pool copies its pending pairs. A storage mirror does the same; a metadata-only one
+// drains them with kvc_take_pending_copies (what an engine without library storage does), and they
+// must be the pairs the model says the fuzzed pool had.
+MIRROR_NO_COVERAGE void mirror_copy_pending(Session &s, int64_t pool_copied) {
+    if (s.mr.storage) {
+        int64_t copied = -7;
+        MIRROR_EQ("kvc_copy_pending status", KVC_OK, kvc_copy_pending(s.mr.pool, nullptr, &copied));
+        MIRROR_EQ("kvc_copy_pending pairs", pool_copied, copied);
+        return;
+    }
+    const size_t n = s.m.pending.size();
+    std::vector<int32_t> src(n + 1), dst(n + 1);
+    int64_t count = -7;
+    MIRROR_EQ("kvc_take_pending_copies status (for the pool's kvc_copy_pending)", KVC_OK,
+              kvc_take_pending_copies(s.mr.pool, src.data(), dst.data(), int64_t(n) + 1, &count));
+    MIRROR_EQ("kvc_take_pending_copies pairs (for the pool's kvc_copy_pending)", pool_copied, count);
+    size_t i = 0;
+    for (const auto &pair : s.m.pending) {
+        MIRROR_EQ("pending src (for the pool's kvc_copy_pending)", pair.first, src[i]);
+        MIRROR_EQ("pending dst (for the pool's kvc_copy_pending)", pair.second, dst[i]);
+        ++i;
+    }
 }
 
 void copy_pending_now(Session &s) {
@@ -332,6 +387,7 @@ void copy_pending_now(Session &s) {
     int64_t copied = -7;
     EXPECT_EQ("kvc_copy_pending status", kvc_copy_pending(s.pool, nullptr, &copied), KVC_OK);
     EXPECT_EQ("kvc_copy_pending pairs", copied, s.m.pending.size());
+    mirror_copy_pending(s, copied);
     s.m.drain_all();
 }
 
@@ -354,6 +410,9 @@ void check_kv(Session &s) {
                             "(op #%d %s)", kv.first, b * bs + t, id, double(block[size_t(t)]),
                             double(block[size_t(bs + t)]), double(want), g_op, g_opname);
             }
+            if (s.mr.data)
+                mirror::check_block(s.mr, id, q.tokens, b * bs, std::min<int64_t>(bs, q.num_tokens - b * bs),
+                                    &s.mirror_block, kv.first);
         }
     }
 }
@@ -403,6 +462,10 @@ void op_alloc(Input &in, Session &s) {
     model::Result r = s.m.alloc(id, null_tokens ? nullptr : &toks, n, k);
     EXPECT_EQ("kvc_alloc status", st, r.status);
     if (st == KVC_OK) EXPECT_EQ("kvc_alloc cached tokens", cached, r.value);
+    int64_t m_cached = -7;
+    MIRROR_EQ("kvc_alloc status", st, kvc_alloc(s.mr.pool, id, null_tokens ? nullptr : toks.data(), n,
+                                                  null_keys ? nullptr : s.keys, &m_cached));
+    MIRROR_EQ("kvc_alloc cached tokens", cached, m_cached);
     if (st == KVC_OK) write_kv(s, id, cached, n - cached);
     else EXPECT_EQ("kvc_alloc wrote its out-param on failure", cached, -7);
 }
@@ -417,6 +480,9 @@ void op_can_alloc(Input &in, Session &s) {
     model::Result r = s.m.can_alloc(&toks, n, k);
     EXPECT_EQ("kvc_can_alloc status", st, r.status);
     if (st == KVC_OK) EXPECT_EQ("kvc_can_alloc verdict", verdict, r.value);
+    int32_t m_verdict = -7;
+    MIRROR_EQ("kvc_can_alloc status", st, kvc_can_alloc(s.mr.pool, toks.data(), n, null_keys ? nullptr : s.keys, &m_verdict));
+    MIRROR_EQ("kvc_can_alloc verdict", verdict, m_verdict);
 }
 
 void op_append(Input &in, Session &s) {
@@ -437,6 +503,9 @@ void op_append(Input &in, Session &s) {
     model::Result r = s.m.append(id, null_tokens ? nullptr : &toks, nt, nl);
     EXPECT_EQ("kvc_append status", st, r.status);
     if (st == KVC_OK) EXPECT_EQ("kvc_append new blocks", fresh, r.value);
+    int32_t m_fresh = -7;
+    MIRROR_EQ("kvc_append status", st, kvc_append(s.mr.pool, id, null_tokens ? nullptr : toks.data(), nt, nl, &m_fresh));
+    MIRROR_EQ("kvc_append new blocks", fresh, m_fresh);
     if (st == KVC_OK) {
         copy_pending_now(s);
         write_kv(s, id, before, nt);
@@ -446,13 +515,17 @@ void op_append(Input &in, Session &s) {
 
 void op_fork(Input &in, Session &s) {
     uint64_t parent = uint64_t(in.below(kMaxIds)), child = uint64_t(in.below(kMaxIds));
-    EXPECT_EQ("kvc_fork status", kvc_fork(s.pool, parent, child), s.m.fork(parent, child));
+    const kvc_status st = kvc_fork(s.pool, parent, child);
+    EXPECT_EQ("kvc_fork status", st, s.m.fork(parent, child));
+    MIRROR_EQ("kvc_fork status", st, kvc_fork(s.mr.pool, parent, child));
 }
 
 void op_free(Input &in, Session &s) {
     uint64_t id = uint64_t(in.below(kMaxIds));
     remember_seq(s, id);
-    EXPECT_EQ("kvc_free status", kvc_free(s.pool, id), s.m.free_seq(id));
+    const kvc_status st = kvc_free(s.pool, id);
+    EXPECT_EQ("kvc_free status", st, s.m.free_seq(id));
+    MIRROR_EQ("kvc_free status", st, kvc_free(s.mr.pool, id));
 }
 
 // Rolls a sequence back (speculative decoding): mostly a few tokens, sometimes into earlier blocks,
@@ -469,6 +542,9 @@ void op_truncate(Input &in, Session &s) {
     EXPECT_EQ("kvc_truncate status", st, r.status);
     if (st == KVC_OK) EXPECT_EQ("kvc_truncate freed blocks", freed, r.value);
     else EXPECT_EQ("kvc_truncate wrote its out-param on failure", freed, -7);
+    int32_t m_freed = -7;
+    MIRROR_EQ("kvc_truncate status", st, kvc_truncate(s.mr.pool, id, n, &m_freed));
+    MIRROR_EQ("kvc_truncate freed blocks", freed, m_freed);
 }
 
 void op_lookup(Input &in, Session &s) {
@@ -481,6 +557,9 @@ void op_lookup(Input &in, Session &s) {
     model::Result r = s.m.lookup(&toks, n, k);
     EXPECT_EQ("kvc_prefix_lookup status", st, r.status);
     EXPECT_EQ("kvc_prefix_lookup cached tokens", cached, r.value);
+    int64_t m_cached = -7;
+    MIRROR_EQ("kvc_prefix_lookup status", st, kvc_prefix_lookup(s.mr.pool, toks.data(), n, null_keys ? nullptr : s.keys, &m_cached));
+    MIRROR_EQ("kvc_prefix_lookup cached tokens", cached, m_cached);
 }
 
 void op_pin(Input &in, Session &s, bool pin) {
@@ -495,6 +574,11 @@ void op_pin(Input &in, Session &s, bool pin) {
     model::Result r = pin ? s.m.pin(&toks, n, k) : s.m.unpin(&toks, n, k);
     EXPECT_EQ(pin ? "kvc_prefix_pin status" : "kvc_prefix_unpin status", st, r.status);
     if (st == KVC_OK) EXPECT_EQ(pin ? "pinned tokens" : "unpinned tokens", got, r.value);
+    int64_t m_got = -7;
+    const kvc_status m_st = pin ? kvc_prefix_pin(s.mr.pool, toks.data(), n, null_keys ? nullptr : s.keys, &m_got)
+                                : kvc_prefix_unpin(s.mr.pool, toks.data(), n, null_keys ? nullptr : s.keys, &m_got);
+    MIRROR_EQ(pin ? "kvc_prefix_pin status" : "kvc_prefix_unpin status", st, m_st);
+    MIRROR_EQ(pin ? "pinned tokens" : "unpinned tokens", got, m_got);
 }
 
 // kvc_pool_set_sliding_window (only while the pool has no sequences) and its getter.
@@ -508,13 +592,19 @@ void op_window(Input &in, Session &s) {
         for (const auto &kv : s.m.seqs) ids.push_back(kv.first);
         for (uint64_t id : ids) {
             remember_seq(s, id);
-            EXPECT_EQ("kvc_free status (draining for set_window)", kvc_free(s.pool, id), s.m.free_seq(id));
+            const kvc_status st = kvc_free(s.pool, id);
+            EXPECT_EQ("kvc_free status (draining for set_window)", st, s.m.free_seq(id));
+            MIRROR_EQ("kvc_free status (draining for set_window)", st, kvc_free(s.mr.pool, id));
         }
     }
-    EXPECT_EQ("kvc_pool_set_sliding_window status", kvc_pool_set_sliding_window(s.pool, w), s.m.set_window(w));
-    int32_t got = -7;
+    const kvc_status st = kvc_pool_set_sliding_window(s.pool, w);
+    EXPECT_EQ("kvc_pool_set_sliding_window status", st, s.m.set_window(w));
+    MIRROR_EQ("kvc_pool_set_sliding_window status", st, kvc_pool_set_sliding_window(s.mr.pool, w));
+    int32_t got = -7, m_got = -7;
     EXPECT_EQ("kvc_pool_get_sliding_window status", kvc_pool_get_sliding_window(s.pool, &got), KVC_OK);
     EXPECT_EQ("kvc_pool_get_sliding_window", got, s.m.window);
+    MIRROR_EQ("kvc_pool_get_sliding_window status", KVC_OK, kvc_pool_get_sliding_window(s.mr.pool, &m_got));
+    MIRROR_EQ("kvc_pool_get_sliding_window", got, m_got);
 }
 
 // An unrelated request passes through: a prompt of tokens no other prompt uses, on a free id, taking
@@ -536,12 +626,21 @@ void op_other_traffic(Input &in, Session &s) {
     model::Result r = s.m.alloc(id, &toks, n, k);
     s.m.finish_call();  // its host-tier copies complete with the call (it may run inside another op)
     EXPECT_EQ("kvc_alloc status (other traffic)", st, r.status);
+    int64_t m_cached = -7;
+    MIRROR_EQ("kvc_alloc status (other traffic)", st, kvc_alloc(s.mr.pool, id, toks.data(), n, null_keys ? nullptr : s.keys, &m_cached));
+    MIRROR_EQ("kvc_alloc cached tokens (other traffic)", cached, m_cached);
     if (st != KVC_OK) return;
     EXPECT_EQ("kvc_alloc cached tokens (other traffic)", cached, 0);
-    EXPECT_EQ("kvc_free status (other traffic)", kvc_free(s.pool, id), s.m.free_seq(id));
+    st = kvc_free(s.pool, id);
+    EXPECT_EQ("kvc_free status (other traffic)", st, s.m.free_seq(id));
+    MIRROR_EQ("kvc_free status (other traffic)", st, kvc_free(s.mr.pool, id));
 }
 
-void op_reset(Input &, Session &s) { EXPECT_EQ("kvc_prefix_cache_reset status", kvc_prefix_cache_reset(s.pool), s.m.cache_reset()); }
+void op_reset(Input &, Session &s) {
+    const kvc_status st = kvc_prefix_cache_reset(s.pool);
+    EXPECT_EQ("kvc_prefix_cache_reset status", st, s.m.cache_reset());
+    MIRROR_EQ("kvc_prefix_cache_reset status", st, kvc_prefix_cache_reset(s.mr.pool));
+}
 
 void op_take_pending(Input &in, Session &s) {
     if (s.cpu) {  // KV bytes are checked in these pools: the pool copies the pairs itself
@@ -555,6 +654,15 @@ void op_take_pending(Input &in, Session &s) {
     std::vector<std::pair<int32_t, int32_t>> want;
     model::Result r = s.m.take_pending(cap, &want);
     EXPECT_EQ("kvc_take_pending_copies status", st, r.status);
+    int32_t m_src[8], m_dst[8];
+    int64_t m_count = -7;
+    MIRROR_EQ("kvc_take_pending_copies status", st, kvc_take_pending_copies(s.mr.pool, cap > 0 ? m_src : nullptr,
+                                                                             cap > 0 ? m_dst : nullptr, cap, &m_count));
+    MIRROR_EQ("pending pairs taken", count, m_count);
+    for (int64_t i = 0; st == KVC_OK && i < count && i < cap; ++i) {
+        MIRROR_EQ("pending src", src[i], m_src[i]);
+        MIRROR_EQ("pending dst", dst[i], m_dst[i]);
+    }
     if (st != KVC_OK) return;
     EXPECT_EQ("pending pairs taken", count, r.value);
     for (size_t i = 0; i < want.size(); ++i) {
@@ -597,6 +705,16 @@ void op_event_pop(Input &in, Session &s) {
     ev.struct_size = sizeof ev;
     int32_t has = -7;
     kvc_status st = kvc_event_pop(s.pool, &ev, toks.data(), cap, &has);
+    {  // the mirror's event: equal in every field, hashes and block id included
+        std::vector<int32_t> m_toks(toks.size(), -9);
+        kvc_event m_ev;
+        std::memset(&m_ev, 0, sizeof m_ev);
+        m_ev.struct_size = sizeof m_ev;
+        int32_t m_has = -7;
+        MIRROR_EQ("kvc_event_pop status", st, kvc_event_pop(s.mr.pool, &m_ev, m_toks.data(), cap, &m_has));
+        MIRROR_EQ("kvc_event_pop has_event", has, m_has);
+        mirror::compare_event(ev, m_ev, toks.data(), m_toks.data(), int64_t(toks.size()));
+    }
     if (s.m.events.empty()) {
         EXPECT_EQ("kvc_event_pop status (none pending)", st, KVC_OK);
         EXPECT_EQ("kvc_event_pop has_event", has, 0);
@@ -634,6 +752,11 @@ void op_read(Input &in, Session &s) {
         EXPECT_EQ("kvc_seq_block_table status", st, cap == 0 || cap >= n ? KVC_OK : KVC_ERR_BUFFER_TOO_SMALL);
         EXPECT_EQ("kvc_seq_block_table length", len, n);
     }
+    int32_t m_table[8];
+    int64_t m_len = -7;
+    MIRROR_EQ("kvc_seq_block_table status", st, kvc_seq_block_table(s.mr.pool, id, cap ? m_table : nullptr, cap, &m_len));
+    MIRROR_EQ("kvc_seq_block_table length", len, m_len);
+    for (int64_t i = 0; st == KVC_OK && i < len && i < cap; ++i) MIRROR_EQ("kvc_seq_block_table entry", table[i], m_table[i]);
     // Slot mapping of a range that may run past the reserved slots.
     int64_t first = in.below(24), count = in.below(12);
     int64_t slots[16];
@@ -652,6 +775,39 @@ void op_read(Input &in, Session &s) {
             int64_t p = first + i;
             EXPECT_EQ("slot", slots[i], int64_t(it->second.table[size_t(p / s.m.bs)]) * s.m.bs + p % s.m.bs);
         }
+    int64_t m_slots[16];
+    MIRROR_EQ("kvc_seq_slot_mapping status", st, kvc_seq_slot_mapping(s.mr.pool, id, first, count, m_slots, slot_cap));
+    for (int64_t i = 0; st == KVC_OK && i < count; ++i) MIRROR_EQ("slot", slots[i], m_slots[i]);
+}
+
+// The mirror's batch (built with the same ids and query lengths) holds the fuzzed pool's block
+// tables, slot mapping and sizes. Not compared: the array addresses and rows_uploaded (how much of
+// it a device upload re-sent: a storage detail).
+MIRROR_NO_COVERAGE void compare_mirror_batch(Session &s) {
+    int32_t tables[2][3 * 6];
+    int64_t slots[2][24];
+    std::memset(tables, 0xab, sizeof tables);
+    std::memset(slots, 0xab, sizeof slots);
+    MIRROR_EQ("kvc_batch_copy_block_tables status", kvc_batch_copy_block_tables(s.batch, tables[0], 3 * 6),
+              kvc_batch_copy_block_tables(s.mr.batch, tables[1], 3 * 6));
+    MIRROR_EQ("kvc_batch_copy_slot_mapping status", kvc_batch_copy_slot_mapping(s.batch, slots[0], 24),
+              kvc_batch_copy_slot_mapping(s.mr.batch, slots[1], 24));
+    for (int i = 0; i < 3 * 6; ++i) MIRROR_EQ("batch table entry", tables[0][i], tables[1][i]);
+    for (int i = 0; i < 24; ++i) MIRROR_EQ("batch slot", slots[0][i], slots[1][i]);
+    kvc_batch_info a, b;
+    std::memset(&a, 0, sizeof a);
+    std::memset(&b, 0, sizeof b);
+    a.struct_size = b.struct_size = sizeof a;
+    const kvc_status st = kvc_batch_get_info(s.batch, &a);
+    MIRROR_EQ("kvc_batch_get_info status", st, kvc_batch_get_info(s.mr.batch, &b));
+    if (st != KVC_OK) return;
+    MIRROR_EQ("batch num_seqs", a.num_seqs, b.num_seqs);
+    MIRROR_EQ("batch num_tokens", a.num_tokens, b.num_tokens);
+    MIRROR_EQ("batch max_blocks_per_seq", a.max_blocks_per_seq, b.max_blocks_per_seq);
+    MIRROR_EQ("batch max_q_len", a.max_q_len, b.max_q_len);
+    MIRROR_EQ("batch max_seq_len", a.max_seq_len, b.max_seq_len);
+    MIRROR_EQ("batch num_indices", a.num_indices, b.num_indices);
+    MIRROR_EQ("batch is_decode", a.is_decode, b.is_decode);
 }
 
 // Builds the batch (metadata-only pool: host arrays) over up to 3 ids and compares what it holds.
@@ -664,6 +820,8 @@ void op_batch(Input &in, Session &s) {
         q[i] = 1 + in.below(8);
     }
     kvc_status st = kvc_batch_build(s.batch, ids, q, n);
+    MIRROR_EQ("kvc_batch_build status", st, kvc_batch_build(s.mr.batch, ids, q, n));
+    compare_mirror_batch(s);
     // The model's verdict, in the library's documented order.
     kvc_status want = KVC_OK;
     int64_t total = 0;
@@ -714,19 +872,24 @@ void op_batch(Input &in, Session &s) {
 
 void op_swap(Input &in, Session &s) {
     uint64_t id = uint64_t(in.below(kMaxIds));
-    uint64_t op = 0;
+    uint64_t op = 0, m_op = 0;
     switch (in.below(4)) {
         case 0:
         case 1: {
             g_opname = "swap_out";
             kvc_status st = kvc_swap_out(s.pool, id, &op);
             EXPECT_EQ("kvc_swap_out status", st, s.m.swap_out(id));
+            MIRROR_EQ("kvc_swap_out status", st, kvc_swap_out(s.mr.pool, id, &m_op));
+            MIRROR_EQ("kvc_swap_out op id", op, m_op);
             g_swaps += st == KVC_OK;
             if (st == KVC_OK) {
-                int32_t done = -1;
+                int32_t done = -1, m_done = -1;
                 EXPECT_EQ("kvc_op_query status", kvc_op_query(s.pool, op, &done), KVC_OK);
                 EXPECT_EQ("kvc_op_query done (CPU: complete on return)", done, 1);
+                // kvc_op_query's answer (copy progress) is outside the contract: only its status.
+                MIRROR_EQ("kvc_op_query status", KVC_OK, kvc_op_query(s.mr.pool, m_op, &m_done));
                 EXPECT_EQ("kvc_op_wait status", kvc_op_wait(s.pool, op), KVC_OK);
+                MIRROR_EQ("kvc_op_wait status", KVC_OK, kvc_op_wait(s.mr.pool, m_op));
             }
             break;
         }
@@ -734,19 +897,28 @@ void op_swap(Input &in, Session &s) {
             g_opname = "swap_in";
             kvc_status st = kvc_swap_in(s.pool, id, &op);
             EXPECT_EQ("kvc_swap_in status", st, s.m.swap_in(id));
+            MIRROR_EQ("kvc_swap_in status", st, kvc_swap_in(s.mr.pool, id, &m_op));
+            MIRROR_EQ("kvc_swap_in op id", op, m_op);
             g_swaps += st == KVC_OK;
-            if (st == KVC_OK) EXPECT_EQ("kvc_op_wait status", kvc_op_wait(s.pool, op), KVC_OK);
+            if (st == KVC_OK) {
+                EXPECT_EQ("kvc_op_wait status", kvc_op_wait(s.pool, op), KVC_OK);
+                MIRROR_EQ("kvc_op_wait status", KVC_OK, kvc_op_wait(s.mr.pool, m_op));
+            }
             break;
         }
         default: {
             g_opname = "preemption_cost";
-            int64_t bytes = -7, tokens = -7;
+            int64_t bytes = -7, tokens = -7, m_bytes = -7, m_tokens = -7;
             kvc_status st = kvc_preemption_cost(s.pool, id, &bytes, &tokens);
             model::Result r = s.m.swap_cost(id);
             EXPECT_EQ("kvc_preemption_cost status", st, r.status);
+            // Swap bytes scale with the shard (outside the contract): each pool's own block_stride.
+            MIRROR_EQ("kvc_preemption_cost status", st, kvc_preemption_cost(s.mr.pool, id, &m_bytes, &m_tokens));
+            MIRROR_EQ("kvc_preemption_cost recompute tokens", tokens, m_tokens);
             if (st != KVC_OK) break;
             EXPECT_EQ("kvc_preemption_cost swap bytes", bytes, r.value * s.block_bytes);
             EXPECT_EQ("kvc_preemption_cost recompute tokens", tokens, s.m.seqs[id].num_tokens);
+            EXPECT_EQ("mirror's kvc_preemption_cost swap bytes (its block_stride)", m_bytes, r.value * s.mr.block_bytes);
             break;
         }
     }
@@ -759,11 +931,13 @@ void op_tier_misc(Input &in, Session &s) {
             uint64_t id = uint64_t(in.below(kMaxIds));
             auto it = s.m.seqs.find(id);
             int64_t want_tokens = it == s.m.seqs.end() ? -7 : it->second.num_tokens;
-            int64_t tokens = -7;
+            int64_t tokens = -7, m_tokens = -7;
             remember_seq(s, id);
             kvc_status st = kvc_preempt_recompute(s.pool, id, &tokens);
             EXPECT_EQ("kvc_preempt_recompute status", st, s.m.free_seq(id));
             EXPECT_EQ("kvc_preempt_recompute tokens", tokens, want_tokens);
+            MIRROR_EQ("kvc_preempt_recompute status", st, kvc_preempt_recompute(s.mr.pool, id, &m_tokens));
+            MIRROR_EQ("kvc_preempt_recompute tokens", tokens, m_tokens);
             break;
         }
         case 1: {
@@ -772,13 +946,18 @@ void op_tier_misc(Input &in, Session &s) {
             bool null_keys;
             model::Keys k;
             std::vector<int32_t> toks = read_query(in, s, &n, &k, &null_keys);
-            int64_t dev = -7, host = -7, disk = -7;
+            int64_t dev = -7, host = -7, disk = -7, m_dev = -7, m_host = -7, m_disk = -7;
             kvc_status st = kvc_prefix_lookup_tiers(s.pool, toks.data(), n, null_keys ? nullptr : s.keys, &dev, &host, &disk);
             EXPECT_EQ("kvc_prefix_lookup_tiers status", st, KVC_OK);
             auto want = s.m.lookup_tiers(toks, n, k);
             EXPECT_EQ("lookup_tiers device tokens", dev, want.first * s.m.bs);
             EXPECT_EQ("lookup_tiers host tokens", host, want.second * s.m.bs);
             EXPECT_EQ("lookup_tiers disk tokens", disk, 0);
+            MIRROR_EQ("kvc_prefix_lookup_tiers status", st, kvc_prefix_lookup_tiers(s.mr.pool, toks.data(), n,
+                      null_keys ? nullptr : s.keys, &m_dev, &m_host, &m_disk));
+            MIRROR_EQ("lookup_tiers device tokens", dev, m_dev);
+            MIRROR_EQ("lookup_tiers host tokens", host, m_host);
+            MIRROR_EQ("lookup_tiers disk tokens", disk, m_disk);
             break;
         }
         default: {  // the pool copies its pending copy-on-write pairs itself
@@ -787,10 +966,18 @@ void op_tier_misc(Input &in, Session &s) {
             kvc_status st = kvc_copy_pending(s.pool, nullptr, &copied);
             if (!s.cpu) {
                 EXPECT_EQ("kvc_copy_pending status (metadata-only)", st, KVC_ERR_STATE);
+                // Refused on the metadata-only pool, which changed nothing: a metadata-only mirror is
+                // refused too; a storage mirror does not make this storage call (it would copy).
+                if (!s.mr.storage) {
+                    int64_t m_copied = -7;
+                    MIRROR_EQ("kvc_copy_pending status (metadata-only)", st, kvc_copy_pending(s.mr.pool, nullptr, &m_copied));
+                    MIRROR_EQ("kvc_copy_pending pairs (metadata-only)", copied, m_copied);
+                }
                 break;
             }
             EXPECT_EQ("kvc_copy_pending status", st, KVC_OK);
             EXPECT_EQ("kvc_copy_pending pairs", copied, s.m.pending.size());
+            mirror_copy_pending(s, copied);
             s.m.drain_all();
             break;
         }
@@ -820,6 +1007,43 @@ void trace_state(Session &s) {
 }
 
 // ---- one input -------------------------------------------------------------------------------
+
+// The mirror rank (mirror.hpp): the fuzzed pool's decision inputs, its own shape, dtype and backend,
+// the same host tier slots and batch capacities. KVC_FUZZ_MIRROR_SKEW makes it differ on purpose
+// (the self-test that the comparison can fail).
+void setup_mirror(Session &s, const kvc_pool_config &cfg, int32_t host_slots) {
+    mirror::Rank &r = s.mr;
+    r.cfg = mirror::choose_config(cfg, host_slots > 0, s.input_hash);
+    r.storage = r.cfg.backend == KVC_BACKEND_CPU;
+    r.data = r.storage && s.cpu;
+    r.value_range = r.cfg.kv_dtype == KVC_DTYPE_FP8_E4M3 ? 16 : 256;
+    const char *skew = std::getenv("KVC_FUZZ_MIRROR_SKEW");
+    if (skew && std::strcmp(skew, "blocks") == 0) r.cfg.num_blocks += 1;
+    mirror::describe(r);
+    g_mirror_desc = r.desc;
+    if (kvc_pool_create(&r.cfg, &r.pool) != KVC_OK) mirror::report("kvc_pool_create of the mirror failed: %s", kvc_last_error());
+    if (kvc_bytes_per_block(&r.cfg, &r.block_bytes) != KVC_OK) mirror::report("kvc_bytes_per_block of the mirror failed");
+    if (r.storage) {
+        r.info.struct_size = sizeof r.info;
+        if (kvc_storage_get_info(r.pool, &r.info) != KVC_OK) mirror::report("kvc_storage_get_info of the mirror failed");
+        if (r.info.block_stride != r.block_bytes) mirror::report("mirror block_stride %lld, kvc_bytes_per_block %lld",
+                                                                 (long long)r.info.block_stride, (long long)r.block_bytes);
+    }
+    if (host_slots > 0 && kvc_tier_attach_host(r.pool, host_slots) != KVC_OK)
+        mirror::report("kvc_tier_attach_host of the mirror failed: %s", kvc_last_error());
+    if (kvc_batch_create(r.pool, s.batch_max_seqs, s.batch_max_tokens, s.batch_width, &r.batch) != KVC_OK)
+        mirror::report("kvc_batch_create of the mirror failed: %s", kvc_last_error());
+    if (skew && std::strcmp(skew, "alloc") == 0) {  // one sequence (id kMaxIds) on the mirror only
+        const int32_t token = 0;
+        if (kvc_alloc(r.pool, kMaxIds, &token, 1, nullptr, nullptr) != KVC_OK)
+            mirror::report("the skewed mirror's extra kvc_alloc failed: %s", kvc_last_error());
+    } else if (skew && std::strcmp(skew, "blocks") != 0) {
+        std::fprintf(stderr, "KVC_FUZZ_MIRROR_SKEW=%s: unknown (blocks or alloc)\n", skew);
+        std::exit(2);
+    }
+    const bool pool_cpu = s.cpu;
+    (pool_cpu ? (r.storage ? g_mirror_cpu_cpu : g_mirror_cpu_none) : (r.storage ? g_mirror_none_cpu : g_mirror_none_none))++;
+}
 
 bool setup(Input &in, Session &s) {
     static const int32_t block_sizes[] = {1, 2, 3, 4, 8};
@@ -863,9 +1087,11 @@ bool setup(Input &in, Session &s) {
         diverge("kvc_batch_create failed: %s", kvc_last_error());
     s.m.init(bs, n, caching, max_len, wm, ev_cap);
     if (host_slots > 0) s.m.attach_host(host_slots);
+    setup_mirror(s, cfg, host_slots);
     if (start_window > 0) {
-        EXPECT_EQ("kvc_pool_set_sliding_window status (setup)", kvc_pool_set_sliding_window(s.pool, start_window),
-                  s.m.set_window(start_window));
+        const kvc_status st = kvc_pool_set_sliding_window(s.pool, start_window);
+        EXPECT_EQ("kvc_pool_set_sliding_window status (setup)", st, s.m.set_window(start_window));
+        MIRROR_EQ("kvc_pool_set_sliding_window status (setup)", st, kvc_pool_set_sliding_window(s.mr.pool, start_window));
     }
     return true;
 }
@@ -873,6 +1099,8 @@ bool setup(Input &in, Session &s) {
 void run(const uint8_t *data, size_t size) {
     Input in(data, size);
     Session s;
+    s.input_hash = mirror::input_hash(data, size);
+    g_opname = "setup";
     setup(in, s);
     struct Tally {  // host re-hits of this input, added to the session total when it ends
         Session &s;
@@ -890,6 +1118,8 @@ void run(const uint8_t *data, size_t size) {
     } tally{s};
     ++g_total_runs;
     check_pool(s);
+    check_mirror_pool(s);
+    compare_mirror(s);
     for (g_op = 0; !in.done() && g_op < 400; ++g_op) {
         switch (in.below(16)) {
             case 0: case 1: g_opname = "alloc"; op_alloc(in, s); break;
@@ -924,8 +1154,11 @@ void run(const uint8_t *data, size_t size) {
         ++g_total_ops;
         compare_stats(s);
         compare_seqs(s);
+        compare_mirror(s);
         check_pool(s);
+        g_mirror_data_ops += s.mr.data;
     }
+    check_mirror_pool(s);
 }
 
 void report_totals() {
@@ -936,6 +1169,10 @@ void report_totals() {
                  ", lookups beyond the leading run %" PRIu64 ")\n",
                  g_total_runs, g_total_ops, g_host_runs, g_swaps, g_spills, g_host_hits, g_window_ops, g_window_released,
                  g_window_skip_allocs, g_window_beyond_allocs, g_window_beyond_lookups);
+    std::fprintf(stderr, "fuzz_pool: mirror ranks in lockstep, 0 divergences (fuzzed pool -> mirror backend: NONE->CPU %"
+                 PRIu64 ", CPU->NONE %" PRIu64 ", CPU->CPU %" PRIu64 ", NONE->NONE %" PRIu64
+                 "; operations with the mirror's own KV bytes checked %" PRIu64 ")\n",
+                 g_mirror_none_cpu, g_mirror_cpu_none, g_mirror_cpu_cpu, g_mirror_none_none, g_mirror_data_ops);
 }
 
 }  // namespace
@@ -948,4 +1185,16 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     run(data, size);
     return 0;
+}
+
+// The mirror's failure path: the fuzzer's (a message, then abort), naming the operation and the mirror.
+void mirror::report(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::fprintf(stderr, "\n*** libkvc mirror rank diverges from the fuzzed pool: ");
+    std::vfprintf(stderr, fmt, ap);
+    std::fprintf(stderr, " (op #%d %s; %s)\n    (last library error: %s)\n", g_op, g_opname, g_mirror_desc,
+                 kvc_last_error());
+    va_end(ap);
+    std::abort();
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the differential fuzzer with clang (libFuzzer + ASan + UBSan, library instrumented for
-# coverage), replays the committed corpus, then fuzzes for a bounded time.
+# coverage), replays the committed corpus, checks that a skewed mirror rank is reported (the
+# determinism self-test, see mirror.hpp), then fuzzes for a bounded time.
 #
 #   tests/fuzz/run.sh [seconds]        default 60; 0 = replay only
 #   KVC_FUZZ_BUILD=dir                 build directory (default build/fuzz)
@@ -19,12 +20,22 @@ CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebI
   -DKVC_BUILD_TESTS=OFF -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_BENCH=OFF -DKVC_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build "$BUILD" -j"${KVC_JOBS:-2}" --target fuzz_pool >/dev/null
 FUZZ=$BUILD/tests/fuzz/fuzz_pool
+unset KVC_FUZZ_MIRROR_SKEW  # only the self-test below sets it
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 echo "fuzz: replaying $(ls "$CORPUS" | wc -l) corpus inputs"
 "$FUZZ" -runs=0 "$CORPUS" 2>&1 | grep -E '^fuzz_pool:|INITED|DONE|ERROR|diverges' || true
 "$FUZZ" -runs=0 "$CORPUS" >/dev/null 2>&1 || { echo "fuzz: corpus replay failed"; "$FUZZ" -runs=0 "$CORPUS"; exit 1; }
+
+# The mirror-rank comparison can fail: a mirror made to differ must be reported as a divergence.
+for skew in blocks alloc; do
+  out=$(KVC_FUZZ_MIRROR_SKEW=$skew "$FUZZ" -runs=0 -artifact_prefix="$BUILD/mirror-skew-$skew-" "$CORPUS" 2>&1 || true)
+  if ! grep -q 'mirror rank diverges from the fuzzed pool' <<<"$out"; then
+    echo "fuzz: self-test failed: a mirror skewed by '$skew' was not reported"; exit 1
+  fi
+  echo "fuzz: self-test: skewed mirror ($skew) reported: $(grep -m1 -o 'mirror rank diverges.*' <<<"$out")"
+done
 
 if [ "$SECONDS_TO_FUZZ" -gt 0 ]; then
   mkdir -p "$WORK"
