@@ -13,7 +13,11 @@
 
 #include "test_pool_helpers.h"
 
-enum { NR = 3, BS = 4, MAX_IDS = 24, MAX_PROMPT = 40, TABLE_CAP = 64, NUM_BLOCKS = 20 };
+enum { NR = 3, BS = 4, MAX_IDS = 24, MAX_PROMPT = 40, TABLE_CAP = 64 };
+
+/* Block-level sizes, varied per seed: tiny tiers reach the corners (a host tier of one slot, a
+ * full disk) that a roomy one never does. */
+typedef struct sizes { int64_t device, host, disk; } sizes;
 
 typedef struct ranks {
     kvc_pool *p[NR];
@@ -55,7 +59,7 @@ static int32_t cuda_devices(void) {
     return n;
 }
 
-static void open_ranks(ranks *r, int32_t window, int64_t extra_blocks_on_last_rank) {
+static void open_ranks(ranks *r, sizes z, int32_t window, int64_t extra_blocks_on_last_rank) {
     memset(r, 0, sizeof *r);
     OK(kvc_keys_create(&r->keys));
     for (int i = 0; i < NR; ++i) {
@@ -67,7 +71,7 @@ static void open_ranks(ranks *r, int32_t window, int64_t extra_blocks_on_last_ra
         cfg.num_q_heads = kShape[i].q_heads;
         cfg.head_dim = kShape[i].head_dim;
         cfg.kv_dtype = kShape[i].dtype;
-        cfg.num_blocks = NUM_BLOCKS + (i == NR - 1 ? extra_blocks_on_last_rank : 0);
+        cfg.num_blocks = z.device + (i == NR - 1 ? extra_blocks_on_last_rank : 0);
         cfg.watermark = 0.05;
         cfg.max_seq_len = 96;
         cfg.event_capacity = 32; /* small: drops happen, and must happen alike */
@@ -76,9 +80,9 @@ static void open_ranks(ranks *r, int32_t window, int64_t extra_blocks_on_last_ra
         cfg.backend = i == 1 && cuda_devices() > 0 ? KVC_BACKEND_CUDA : KVC_BACKEND_CPU;
         OK(kvc_pool_create(&cfg, &r->p[i]));
         if (window) OK(kvc_pool_set_sliding_window(r->p[i], window));
-        OK(kvc_tier_attach_host(r->p[i], 10));
+        OK(kvc_tier_attach_host(r->p[i], z.host));
         snprintf(r->disk_path[i], sizeof r->disk_path[i], "/tmp/kvc_tp_rank_%d_%d.bin", (int)getpid(), i);
-        OK(kvc_tier_attach_disk(r->p[i], r->disk_path[i], 12, kShape[i].disk_flags));
+        OK(kvc_tier_attach_disk(r->p[i], r->disk_path[i], z.disk, kShape[i].disk_flags));
         OK(kvc_batch_create(r->p[i], 6, 64, 32, &r->batch[i]));
     }
 }
@@ -314,9 +318,12 @@ static void run_ranks(ranks *r, uint64_t seed, int ops) {
 }
 
 static void expect_lockstep(int32_t window) {
-    for (uint64_t seed = 1; seed <= 3; ++seed) {
+    static const uint64_t kSeeds[] = {1, 2, 3, 12}; /* 12: a host tier of one slot */ /* 12: a host tier of one slot */
+    for (size_t si = 0; si < sizeof kSeeds / sizeof kSeeds[0]; ++si) {
+        const uint64_t seed = kSeeds[si];
         ranks r;
-        open_ranks(&r, window, 0);
+        const sizes z = {12 + (int64_t)(seed * 5 % 13), 1 + (int64_t)(seed * 7 % 12), 1 + (int64_t)(seed * 3 % 16)};
+        open_ranks(&r, z, window, 0);
         run_ranks(&r, seed * 0x9e3779b97f4a7c15ull, 2500);
         if (r.diverged) {
             print_error("seed %llu, window %d: %s\n", (unsigned long long)seed, window, r.what);
@@ -349,7 +356,8 @@ static void test_windowed_ranks_stay_in_lockstep(void **state) {
 static void test_different_pools_are_caught(void **state) {
     (void)state;
     ranks r;
-    open_ranks(&r, 0, 1);
+    const sizes z = {20, 10, 12};
+    open_ranks(&r, z, 0, 1);
     run_ranks(&r, 0x9e3779b97f4a7c15ull, 2500);
     assert_true(r.diverged);
     assert_non_null(strstr(r.what, "rank 2"));
