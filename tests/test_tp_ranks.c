@@ -318,7 +318,7 @@ static void run_ranks(ranks *r, uint64_t seed, int ops) {
 }
 
 static void expect_lockstep(int32_t window) {
-    static const uint64_t kSeeds[] = {1, 2, 3, 12}; /* 12: a host tier of one slot */ /* 12: a host tier of one slot */
+    static const uint64_t kSeeds[] = {1, 2, 3, 12}; /* 12: a host tier of one slot */
     for (size_t si = 0; si < sizeof kSeeds / sizeof kSeeds[0]; ++si) {
         const uint64_t seed = kSeeds[si];
         ranks r;
