@@ -11,9 +11,15 @@
 // agree on everything kvc.h's determinism contract covers (tensor-parallel ranks stay in lockstep).
 // A disagreement is reported as "mirror rank diverges" with the field and the operation.
 //
+// Disk tier: half of the host-tier inputs also get a disk tier (1-6 slots over 1-4 host slots),
+// each pool in a file of its own under KVC_FUZZ_DISK_DIR (default /tmp), unlinked right after it is
+// attached. The model (model.hpp) predicts spills, promotions, evictions, lookup_tiers' disk count
+// and the disk's kvc_tier_stats; the KV bytes of blocks that came back from disk are checked like
+// any other (check_kv). A sixteenth of the allocs on such a pool inject a disk fault (DiskFault).
+//
 // Input format (all bytes optional; missing bytes read as 0):
 //   config: block size, block count, caching, watermark, max_seq_len, event capacity, alphabet (its
-//   high bits: a starting sliding window), tier mode
+//   high bits: a starting sliding window), tier mode (its high bits: a disk tier)
 //   then operations: one opcode byte followed by that operation's argument bytes.
 //   The mirror rank's shape, dtype and backend come from a hash of the whole input (no bytes are read
 //   for them, so the committed corpus decodes as before).
@@ -24,11 +30,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "kvc/kvc.h"
 #include "mirror.hpp"
 #include "model.hpp"
+#include "testing.h"  // lib/: kvct_disk_fault, kvct_disk_force_sync_io
 
 namespace {
 
@@ -70,6 +80,10 @@ const char *g_opname = "";
 uint64_t g_total_ops = 0;  // over the whole fuzzing session (printed at exit)
 uint64_t g_total_runs = 0;
 uint64_t g_swaps = 0, g_host_hits = 0, g_host_runs = 0, g_spills = 0;  // tier coverage, printed at exit
+// Disk-tier coverage: inputs with a disk, blocks spilled to it, promotions (disk hits), disk
+// evictions, disk hits left on disk for want of a host slot, injected faults that failed a copy.
+uint64_t g_disk_runs = 0, g_disk_spills = 0, g_disk_hits = 0, g_disk_evictions = 0, g_disk_refused = 0;
+uint64_t g_disk_faults = 0, g_disk_lookup_hits = 0;
 uint64_t g_window_released = 0;  // sliding-window coverage, printed at exit
 uint64_t g_window_ops = 0;  // operations run while a window was set
 uint64_t g_window_skip_allocs = 0, g_window_beyond_allocs = 0, g_window_beyond_lookups = 0;  // window-aware hits
@@ -282,7 +296,25 @@ void compare_stats(Session &s) {
     EXPECT_EQ("host.busy slots after a call", m.host_count(model::HostSlot::kBusy), 0);
     EXPECT_EQ("host.hits", ts.hits, m.hc.hits);
     EXPECT_EQ("host.evictions", ts.evictions, m.hc.evictions);
-    EXPECT_EQ("host.failures", ts.failures, 0);
+    EXPECT_EQ("host.blocks_in", ts.blocks_in, m.hc.blocks_in);
+    EXPECT_EQ("host.blocks_out", ts.blocks_out, m.hc.blocks_out);
+    EXPECT_EQ("host.failures", ts.failures, m.hc.failures);
+    std::memset(&ts, 0, sizeof ts);
+    ts.struct_size = sizeof ts;
+    if (kvc_tier_get_stats(s.pool, KVC_TIER_DISK, &ts) != KVC_OK) diverge("kvc_tier_get_stats(disk) failed");
+    EXPECT_EQ("disk.capacity_blocks", ts.capacity_blocks, m.dslots.size());
+    EXPECT_EQ("disk.used_blocks", ts.used_blocks, int64_t(m.dslots.size()) - int64_t(m.dfree.size()));
+    EXPECT_EQ("disk.cached_blocks", ts.cached_blocks, m.disk_count(model::HostSlot::kCached));
+    EXPECT_EQ("disk.held_blocks", ts.held_blocks, 0);
+    EXPECT_EQ("disk.busy slots after a call", m.disk_count(model::HostSlot::kBusy), 0);
+    EXPECT_EQ("disk.blocks_in", ts.blocks_in, m.dc.blocks_in);
+    EXPECT_EQ("disk.blocks_out", ts.blocks_out, m.dc.blocks_out);
+    EXPECT_EQ("disk.hits", ts.hits, m.dc.hits);
+    EXPECT_EQ("disk.evictions", ts.evictions, m.dc.evictions);
+    EXPECT_EQ("disk.failures", ts.failures, m.dc.failures);
+    EXPECT_EQ("disk.io_errors", ts.io_errors, m.dc.io_errors);
+    EXPECT_EQ("disk.checksum_failures", ts.checksum_failures, m.dc.checksum_failures);
+    EXPECT_EQ("disk.recovered_blocks", ts.recovered_blocks, 0);
     std::memset(&ts, 0, sizeof ts);
     ts.struct_size = sizeof ts;
     if (kvc_tier_get_stats(s.pool, KVC_TIER_DEVICE, &ts) != KVC_OK) diverge("kvc_tier_get_stats(device) failed");
@@ -419,6 +451,23 @@ void check_kv(Session &s) {
 
 void op_other_traffic(Input &in, Session &s);
 
+// Disk fault injection (lib/testing.h) for one kvc_alloc: the next `count` disk writes (a host
+// victim's spill) or reads (a promotion) fail as `kind` says. The hook is process-wide and counts
+// I/O operations in the order they run. The mirror makes exactly the same disk I/O in the same
+// order (the determinism contract holds for disk tiers up to their I/O failures), so the fault is
+// armed again, identically, for the mirror's call: both fail the same copies and stay comparable
+// (a real rank's disk fails on its own; README, "Tensor parallelism").
+struct DiskFault {
+    int32_t kind = KVCT_FAULT_NONE, count = 0;
+    void arm() const { kvct_disk_fault(kind, count); }
+    static void disarm() { kvct_disk_fault(KVCT_FAULT_NONE, 0); }
+    void arm_model(model::Pool &m) const {
+        m.fault_write = kind == KVCT_FAULT_WRITE_ENOSPC || kind == KVCT_FAULT_WRITE_EIO;
+        m.fault_checksum = kind == KVCT_FAULT_READ_BITFLIP;
+        m.fault_left = count;
+    }
+};
+
 void op_alloc(Input &in, Session &s) {
     uint64_t id = uint64_t(in.below(kMaxIds));
     int64_t n;
@@ -450,6 +499,11 @@ void op_alloc(Input &in, Session &s) {
     uint8_t v = in.byte();
     if (v % 16 == 0) n = -int64_t(v / 16);  // invalid sizes now and then
     bool null_tokens = v % 16 == 1 || (!s.m.caching && v % 4 == 2);
+    DiskFault fault;  // a sixteenth of the allocs on a pool with a disk tier (the byte's high bits)
+    if (v % 16 == 15 && s.m.disk) {
+        fault.kind = KVCT_FAULT_WRITE_ENOSPC + (v / 16) % 5;
+        fault.count = 1 + (v / 80) % 2;
+    }
     int64_t cached = -7;
     if (g_trace) {
         std::fprintf(stderr, "  alloc seq %" PRIu64 " n %" PRId64 " lora %" PRIu64 " salt '%s' mm %zu tokens", id, n,
@@ -457,14 +511,19 @@ void op_alloc(Input &in, Session &s) {
         for (int64_t i = 0; i < n && !null_tokens; ++i) std::fprintf(stderr, " %d", toks[size_t(i)]);
         std::fprintf(stderr, "\n");
     }
+    fault.arm();
     kvc_status st = kvc_alloc(s.pool, id, null_tokens ? nullptr : toks.data(), n, null_keys ? nullptr : s.keys,
                               &cached);
+    fault.arm_model(s.m);  // consumed by the copies' commits (in alloc, and run()'s finish_call)
     model::Result r = s.m.alloc(id, null_tokens ? nullptr : &toks, n, k);
     EXPECT_EQ("kvc_alloc status", st, r.status);
     if (st == KVC_OK) EXPECT_EQ("kvc_alloc cached tokens", cached, r.value);
     int64_t m_cached = -7;
-    MIRROR_EQ("kvc_alloc status", st, kvc_alloc(s.mr.pool, id, null_tokens ? nullptr : toks.data(), n,
-                                                  null_keys ? nullptr : s.keys, &m_cached));
+    fault.arm();
+    const kvc_status m_st = kvc_alloc(s.mr.pool, id, null_tokens ? nullptr : toks.data(), n,
+                                      null_keys ? nullptr : s.keys, &m_cached);
+    DiskFault::disarm();
+    MIRROR_EQ("kvc_alloc status", st, m_st);
     MIRROR_EQ("kvc_alloc cached tokens", cached, m_cached);
     if (st == KVC_OK) write_kv(s, id, cached, n - cached);
     else EXPECT_EQ("kvc_alloc wrote its out-param on failure", cached, -7);
@@ -950,9 +1009,10 @@ void op_tier_misc(Input &in, Session &s) {
             kvc_status st = kvc_prefix_lookup_tiers(s.pool, toks.data(), n, null_keys ? nullptr : s.keys, &dev, &host, &disk);
             EXPECT_EQ("kvc_prefix_lookup_tiers status", st, KVC_OK);
             auto want = s.m.lookup_tiers(toks, n, k);
-            EXPECT_EQ("lookup_tiers device tokens", dev, want.first * s.m.bs);
-            EXPECT_EQ("lookup_tiers host tokens", host, want.second * s.m.bs);
-            EXPECT_EQ("lookup_tiers disk tokens", disk, 0);
+            EXPECT_EQ("lookup_tiers device tokens", dev, std::get<0>(want) * s.m.bs);
+            EXPECT_EQ("lookup_tiers host tokens", host, std::get<1>(want) * s.m.bs);
+            EXPECT_EQ("lookup_tiers disk tokens", disk, std::get<2>(want) * s.m.bs);
+            g_disk_lookup_hits += std::get<2>(want) > 0;
             MIRROR_EQ("kvc_prefix_lookup_tiers status", st, kvc_prefix_lookup_tiers(s.mr.pool, toks.data(), n,
                       null_keys ? nullptr : s.keys, &m_dev, &m_host, &m_disk));
             MIRROR_EQ("lookup_tiers device tokens", dev, m_dev);
@@ -988,8 +1048,8 @@ void op_tier_misc(Input &in, Session &s) {
 // and free lists (LRU entries with their block's depth in its prompt).
 void trace_state(Session &s) {
     const model::Pool &m = s.m;
-    std::fprintf(stderr, "#%d %s (bs %d, blocks %d, window %d, host slots %zu)\n", g_op, g_opname, m.bs, m.num_blocks,
-                 m.window, m.hslots.size());
+    std::fprintf(stderr, "#%d %s (bs %d, blocks %d, window %d, host slots %zu, disk slots %zu)\n", g_op, g_opname, m.bs,
+                 m.num_blocks, m.window, m.hslots.size(), m.dslots.size());
     for (const auto &kv : m.seqs) {
         std::fprintf(stderr, "  seq %" PRIu64 ": %" PRId64 " tokens, released %" PRId64 ", table", kv.first,
                      kv.second.num_tokens, kv.second.released);
@@ -1004,14 +1064,43 @@ void trace_state(Session &s) {
             for (int32_t b : m.lru[p]) std::fprintf(stderr, " %d(depth %zu)", b, m.blocks[size_t(b)].id.tokens.size() / size_t(m.bs) - 1);
         }
     std::fprintf(stderr, "\n");
+    auto tier = [&](const char *name, const std::deque<int32_t> &free_list, const std::vector<std::deque<int32_t>> &lrus,
+                    const std::vector<model::HostSlot> &slots) {
+        if (slots.empty()) return;
+        std::fprintf(stderr, "  %s: free", name);
+        for (int32_t v : free_list) std::fprintf(stderr, " %d", v);
+        for (size_t p = 0; p < lrus.size(); ++p)
+            if (!lrus[p].empty()) {
+                std::fprintf(stderr, " | lru[%zu]", p);
+                for (int32_t v : lrus[p]) std::fprintf(stderr, " %d(depth %zu)", v, slots[size_t(v)].id.tokens.size() / size_t(m.bs) - 1);
+            }
+        std::fprintf(stderr, "\n");
+    };
+    tier("host", m.hfree, m.hlru, m.hslots);
+    tier("disk", m.dfree, m.dlru, m.dslots);
 }
 
 // ---- one input -------------------------------------------------------------------------------
 
+// Attaches a disk tier of `slots` slots to `pool` in a file of its own: unique per process and pool
+// (KVC_FUZZ_DISK_DIR, else /tmp), unlinked as soon as it is attached (the tier keeps its descriptor),
+// so nothing is left behind, even by a crash. sync_io: pread/pwrite instead of io_uring (the I/O
+// mode is no decision input, so the mirror may use the other one).
+kvc_status attach_disk(kvc_pool *pool, int32_t slots, const char *who, bool sync_io) {
+    const char *dir = std::getenv("KVC_FUZZ_DISK_DIR");
+    const std::string path = std::string(dir && *dir ? dir : "/tmp") + "/kvc-fuzz-disk-" +
+                             std::to_string(long(getpid())) + "-" + who;
+    kvct_disk_force_sync_io(sync_io ? 1 : 0);
+    const kvc_status st = kvc_tier_attach_disk(pool, path.c_str(), slots, 0);
+    kvct_disk_force_sync_io(0);
+    ::unlink(path.c_str());
+    return st;
+}
+
 // The mirror rank (mirror.hpp): the fuzzed pool's decision inputs, its own shape, dtype and backend,
 // the same host tier slots and batch capacities. KVC_FUZZ_MIRROR_SKEW makes it differ on purpose
 // (the self-test that the comparison can fail).
-void setup_mirror(Session &s, const kvc_pool_config &cfg, int32_t host_slots) {
+void setup_mirror(Session &s, const kvc_pool_config &cfg, int32_t host_slots, int32_t disk_slots) {
     mirror::Rank &r = s.mr;
     r.cfg = mirror::choose_config(cfg, host_slots > 0, s.input_hash);
     r.storage = r.cfg.backend == KVC_BACKEND_CPU;
@@ -1031,6 +1120,9 @@ void setup_mirror(Session &s, const kvc_pool_config &cfg, int32_t host_slots) {
     }
     if (host_slots > 0 && kvc_tier_attach_host(r.pool, host_slots) != KVC_OK)
         mirror::report("kvc_tier_attach_host of the mirror failed: %s", kvc_last_error());
+    // Its own disk file of the same slot count; pread/pwrite for half of the inputs.
+    if (disk_slots > 0 && attach_disk(r.pool, disk_slots, "mirror", (s.input_hash >> 40) & 1) != KVC_OK)
+        mirror::report("kvc_tier_attach_disk of the mirror failed: %s", kvc_last_error());
     if (kvc_batch_create(r.pool, s.batch_max_seqs, s.batch_max_tokens, s.batch_width, &r.batch) != KVC_OK)
         mirror::report("kvc_batch_create of the mirror failed: %s", kvc_last_error());
     if (skew && std::strcmp(skew, "alloc") == 0) {  // one sequence (id kMaxIds) on the mirror only
@@ -1061,10 +1153,17 @@ bool setup(Input &in, Session &s) {
     const uint8_t alphabet_byte = in.byte();
     s.alphabet = int32_t(1 + alphabet_byte % 4);
     const int32_t start_window = (alphabet_byte >> 2) & 1 ? int32_t((alphabet_byte >> 3) % 12) : 0;
-    // A third of the inputs: KV storage on the CPU backend, mostly with a host tier.
-    const int64_t tier_mode = in.below(6);
+    // A third of the inputs: KV storage on the CPU backend, mostly with a host tier. The tier byte's
+    // high bits (byte / 6, unused before the disk tier) attach a disk tier to half of the host-tier
+    // inputs: 1-6 slots, over a host tier of 1-4 slots (tiny tiers are where the corner cases are:
+    // promotions that find no host slot, disk victims that are the prompt's own hits).
+    const uint8_t tier_byte = in.byte();
+    const int64_t tier_mode = tier_byte % 6;
     s.cpu = tier_mode < 3;
-    const int32_t host_slots = tier_mode < 2 ? int32_t(1 + in.below(12)) : 0;
+    int32_t host_slots = tier_mode < 2 ? int32_t(1 + in.below(12)) : 0;
+    const int32_t disk_code = tier_byte / 6;
+    const int32_t disk_slots = host_slots > 0 && (disk_code & 1) ? 1 + (disk_code >> 1) % 6 : 0;
+    if (disk_slots > 0) host_slots = 1 + (host_slots - 1) % 4;
     if (host_slots > 0) n = 2 + n % 8;  // small device tier: evictions (spills) and re-hits are common
 
     kvc_pool_config cfg;
@@ -1082,12 +1181,15 @@ bool setup(Input &in, Session &s) {
     if (kvc_bytes_per_block(&cfg, &s.block_bytes) != KVC_OK) diverge("kvc_bytes_per_block failed");
     if (host_slots > 0 && kvc_tier_attach_host(s.pool, host_slots) != KVC_OK)
         diverge("kvc_tier_attach_host failed: %s", kvc_last_error());
+    if (disk_slots > 0 && attach_disk(s.pool, disk_slots, "pool", false) != KVC_OK)
+        diverge("kvc_tier_attach_disk failed: %s", kvc_last_error());
     if (kvc_keys_create(&s.keys) != KVC_OK) diverge("kvc_keys_create failed");
     if (kvc_batch_create(s.pool, s.batch_max_seqs, s.batch_max_tokens, s.batch_width, &s.batch) != KVC_OK)
         diverge("kvc_batch_create failed: %s", kvc_last_error());
     s.m.init(bs, n, caching, max_len, wm, ev_cap);
     if (host_slots > 0) s.m.attach_host(host_slots);
-    setup_mirror(s, cfg, host_slots);
+    if (disk_slots > 0) s.m.attach_disk(disk_slots);
+    setup_mirror(s, cfg, host_slots, disk_slots);
     if (start_window > 0) {
         const kvc_status st = kvc_pool_set_sliding_window(s.pool, start_window);
         EXPECT_EQ("kvc_pool_set_sliding_window status (setup)", st, s.m.set_window(start_window));
@@ -1114,6 +1216,12 @@ void run(const uint8_t *data, size_t size) {
             std::memset(&ts, 0, sizeof ts);
             ts.struct_size = sizeof ts;
             if (s.m.host && kvc_tier_get_stats(s.pool, KVC_TIER_HOST, &ts) == KVC_OK) g_spills += uint64_t(ts.blocks_in);
+            g_disk_runs += s.m.disk;
+            g_disk_spills += uint64_t(s.m.dc.blocks_in);
+            g_disk_hits += uint64_t(s.m.dc.hits);
+            g_disk_evictions += uint64_t(s.m.dc.evictions);
+            g_disk_refused += uint64_t(s.m.promotions_refused);
+            g_disk_faults += uint64_t(s.m.dc.failures);
         }
     } tally{s};
     ++g_total_runs;
@@ -1147,6 +1255,7 @@ void run(const uint8_t *data, size_t size) {
             default: op_swap(in, s); break;       // swap_out / swap_in / preemption_cost
         }
         s.m.finish_call();
+        s.m.fault_left = 0;  // an injected fault lasts one call (op_alloc disarms the library's)
         if (g_trace) trace_state(s);
         check_kv(s);
         if (s.m.host && g_op == 0) ++g_host_runs;
@@ -1169,6 +1278,11 @@ void report_totals() {
                  ", lookups beyond the leading run %" PRIu64 ")\n",
                  g_total_runs, g_total_ops, g_host_runs, g_swaps, g_spills, g_host_hits, g_window_ops, g_window_released,
                  g_window_skip_allocs, g_window_beyond_allocs, g_window_beyond_lookups);
+    std::fprintf(stderr, "fuzz_pool: disk tier: inputs %" PRIu64 ", blocks spilled to disk %" PRIu64 ", disk hits promoted %"
+                 PRIu64 ", disk evictions %" PRIu64 ", disk hits without a host slot %" PRIu64
+                 ", lookup_tiers with disk blocks %" PRIu64 ", copies failed by injected faults %" PRIu64 "\n",
+                 g_disk_runs, g_disk_spills, g_disk_hits, g_disk_evictions, g_disk_refused, g_disk_lookup_hits,
+                 g_disk_faults);
     std::fprintf(stderr, "fuzz_pool: mirror ranks in lockstep, 0 divergences (fuzzed pool -> mirror backend: NONE->CPU %"
                  PRIu64 ", CPU->NONE %" PRIu64 ", CPU->CPU %" PRIu64 ", NONE->NONE %" PRIu64
                  "; operations with the mirror's own KV bytes checked %" PRIu64 ")\n",

@@ -13,10 +13,12 @@
 // instead), times, kvc_op_query's answer, and kvc_tier_stats.transfers (how copies are batched).
 // kvc_pool_check runs on the mirror after setup and at the end of each input; in between, the
 // comparisons after every operation do the checking.
-// Disk tier: the fuzzer attaches none, so the contract's last exclusion (disk I/O and checksum
-// failures, which a rank's own disk decides) cannot arise here. A disk tier added later needs the
-// mirror to get its own file and the same injected faults, or no comparison of the calls a fault
-// touched (their statuses, hits and the disk's fault counters).
+// Disk tier: where the fuzzed pool has one, the mirror gets its own file of the same slot count (and
+// the other I/O mode, io_uring or pread/pwrite, for half of the inputs). The contract's last
+// exclusion (disk I/O and checksum failures, which a rank's own disk decides) is met by giving the
+// mirror the same failures: the fault hook (lib/testing.h) counts I/O operations, both pools make
+// the same ones in the same order, and the driver arms the same fault for the mirror's call as for
+// the pool's (fuzz_pool.cpp, DiskFault), so every field stays comparable, fault counters included.
 //
 // KV bytes: the mirror plays its own forward pass when both pools have storage (its own shape: every
 // layer, head and dimension gets a value from position, token, layer, head and dimension, exact in
@@ -154,7 +156,7 @@ MIRROR_NO_COVERAGE inline void compare_stats(kvc_pool *pool, kvc_pool *mir) {
 
 // The block counts of each tier. Not compared: bytes_used / bytes_in / bytes_out (they scale with
 // the shard), transfer_seconds and bandwidth (times), transfers (how copies are batched is the
-// backend's), and the disk's I/O flags and fault counters (no disk tier here).
+// backend's), and the disk's I/O flags (direct_io, io_uring: a property of each rank's file).
 MIRROR_NO_COVERAGE inline void compare_tier_stats(kvc_pool *pool, kvc_pool *mir) {
     static const char *names[] = {"device", "host", "disk"};
     for (int32_t tier = KVC_TIER_DEVICE; tier <= KVC_TIER_DISK; ++tier) {
@@ -177,6 +179,8 @@ MIRROR_NO_COVERAGE inline void compare_tier_stats(kvc_pool *pool, kvc_pool *mir)
         MIRROR_TIER_EQ(hits);
         MIRROR_TIER_EQ(evictions);
         MIRROR_TIER_EQ(failures);
+        MIRROR_TIER_EQ(checksum_failures);
+        MIRROR_TIER_EQ(io_errors);
         MIRROR_TIER_EQ(recovered_blocks);
 #undef MIRROR_TIER_EQ
     }

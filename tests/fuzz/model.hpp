@@ -39,6 +39,42 @@
 //     kvc_can_alloc count host hits (a restore still takes a fresh block); pin/unpin look at the device.
 //   - Swap out: refcount-1 unpinned blocks go to held slots (deepest first); the table shows -1 there.
 //     Swap in: fresh device blocks in table order; the held slots are freed.
+//   - Counts (kvc_tier_stats): blocks_in = spills + swap-outs (+ promotions, below), blocks_out =
+//     restores + swap-ins; hits = restores; evictions = cached slots taken for new content.
+//
+// Disk tier (kvc_tier_attach_disk, below the host tier): D slots, each free, cached or busy (never
+// held), with the host tier's lists: free front first, else the LRU front of the lowest priority.
+//   - Spill: a cached host slot taken for new content (by a device spill, a swap-out or a promotion)
+//     first has its block copied to a disk slot, keeping its identity and retention priority, unless
+//     the disk holds that identity already (in any state) or every disk slot is busy (then it is
+//     dropped). A cached disk slot taken so is an eviction. kvc.h/README say "a host victim goes to
+//     the disk keeping its identity"; the "already there" and "all busy" cases and the priority
+//     carried are lib/tier_plan.cpp's (spill_host_slot_to_disk).
+//   - Lookups: kvc_prefix_lookup and kvc_prefix_lookup_tiers continue host -> disk (a block is
+//     counted in the highest tier holding it). kvc_can_alloc walks device and host only (lib/
+//     capi_seq.cpp): disk hits are not counted there, so a device block behind a disk hit is not a
+//     hit for it, although kvc_alloc's promotion may make it one (reported as a doubt: kvc.h's "would
+//     kvc_alloc succeed?" is then pessimistic). Pin/unpin look at the device only, as before.
+//   - Promotion (kvc_alloc, after its argument checks and before the sequence-exists and capacity
+//     checks, so a refused kvc_alloc promotes too -- lib/capi_seq.cpp, tier_exec.cpp's
+//     tier_promote_prefix; kvc.h says only that disk blocks are verified before they are restored):
+//     when the prompt's hit (the same search, host -> disk) has disk blocks, its host and disk
+//     blocks are kept from eviction; each disk block in prompt order takes a host slot (the host
+//     victim's own disk spill cannot take a kept disk slot) and gets the disk slot's identity and
+//     priority; where no host slot can be taken (all held or kept) or the host holds that identity
+//     already (a copy in flight), this and every later disk block of the hit go back to the back of
+//     their disk LRU lists (touched) and the hit ends there. Then the kept host blocks go back to
+//     the back of their LRU lists, in prompt order, and the copies complete in order: each disk
+//     slot stays cached (back of its list), its host slot becomes cached (back of its list); disk
+//     hits, disk blocks_out and host blocks_in count it. kvc_alloc's own walk then sees the promoted
+//     blocks as host hits (restored as above).
+//   - Counts: blocks_in = disk spills, blocks_out = hits = promotions, evictions as above.
+//   - kvc_prefix_cache_reset frees every cached host and disk slot (lowest priority list first,
+//     each list front first, each freed slot to the front of the free list).
+//   - Injected faults (lib/testing.h kvct_disk_fault, kvc.h's kvc_tier_get_stats doc): the next
+//     `count` disk writes (or reads) fail, in the order the copies were planned. A failed write
+//     drops the block (its disk slot freed, to the front); a failed read is a miss -- both the disk
+//     slot and the host slot it was read into are freed; each counts one failure (and no hit).
 //
 // Sliding window W (kvc_pool_set_sliding_window) with prefix caching: a prompt's queries from its
 // first uncached position c on see no key before c - W + 1, so a hit needs only the blocks from the
@@ -139,9 +175,21 @@ struct HostSlot {
     int32_t priority = KVC_PRIORITY_DEFAULT;
 };
 
+// A lower tier's block counts (kvc_tier_stats; failures only with injected disk faults).
 struct HostCounters {
-    int64_t hits = 0, evictions = 0;
+    int64_t hits = 0, evictions = 0, blocks_in = 0, blocks_out = 0, failures = 0;
+    int64_t io_errors = 0, checksum_failures = 0;  // disk
 };
+
+// A copy planned during a call (tiers.hpp's TierJob kinds); finish_call() commits them in order.
+struct Job {
+    enum Kind { kSpill, kRestore, kSwapIn, kDiskSpill, kPromote };
+    Kind kind = kSpill;
+    int32_t host = -1, disk = -1;
+};
+
+// Where the prefix walk looks past the device (lib/pool.hpp's WalkTiers).
+enum Lower { kDeviceOnly = 0, kHostTier = 1, kHostDisk = 2 };
 
 struct Event {
     int32_t type = 0;
@@ -193,8 +241,21 @@ public:
     std::vector<HostSlot> hslots;
     std::deque<int32_t> hfree;                // front = taken first
     std::vector<std::deque<int32_t>> hlru;    // per priority; front = evicted first
-    std::vector<std::pair<bool, int32_t>> hjobs;  // this call's copies: (commit as cached?, slot)
+    std::vector<Job> jobs;                    // this call's copies, in the order planned
     HostCounters hc;
+
+    // Disk tier (empty when not attached): the same slot states but kHeld, lists and counters.
+    bool disk = false;
+    std::vector<HostSlot> dslots;
+    std::deque<int32_t> dfree;                // front = taken first
+    std::vector<std::deque<int32_t>> dlru;    // per priority; front = evicted first
+    HostCounters dc;
+    // Injected disk faults (kvct_disk_fault): the next fault_left reads (read kind) or writes
+    // (write kind) fail, consumed in the order the copies run (= planned).
+    bool fault_write = false;
+    bool fault_checksum = false;  // a read fault that corrupts the bytes (else an I/O error)
+    int32_t fault_left = 0;
+    int64_t promotions_refused = 0;  // disk hits that found no host slot (coverage only)
 
     void attach_host(int32_t slots) {
         host = true;
@@ -202,6 +263,14 @@ public:
         hfree.clear();
         for (int32_t i = 0; i < slots; ++i) hfree.push_back(i);
         hlru.assign(KVC_PRIORITY_MAX + 1, {});
+    }
+
+    void attach_disk(int32_t slots) {
+        disk = true;
+        dslots.assign(size_t(slots), HostSlot{});
+        dfree.clear();
+        for (int32_t i = 0; i < slots; ++i) dfree.push_back(i);
+        dlru.assign(KVC_PRIORITY_MAX + 1, {});
     }
 
     void init(int32_t bs_, int32_t n, bool caching_, int64_t max_len, double watermark, int32_t ev_cap) {
@@ -285,24 +354,28 @@ public:
         return -1;
     }
 
-    // Where full block i of the prompt is available: its device block, else (with use_host) -2 - its
-    // host slot, else -1.
-    int32_t locate(const std::vector<int32_t> &tokens, int64_t i, const Keys &k, bool use_host) const {
+    // Where full block i of the prompt is available: its device block, else (lower >= kHostTier)
+    // -2 - its host slot, else (lower == kHostDisk) -2 - host slots - its disk slot, else -1.
+    int32_t locate(const std::vector<int32_t> &tokens, int64_t i, const Keys &k, int lower) const {
         Identity id = identity_of(k, tokens, i, bs);
         int32_t b = find_cached(id);
-        if (b < 0 && use_host && host) {
+        if (b < 0 && lower >= kHostTier && host) {
             int32_t v = host_find_usable(id);
             if (v >= 0) b = -2 - v;
+            else if (lower == kHostDisk && disk && (v = disk_find_usable(id)) >= 0) b = disk_ref(v);
         }
         return b;
     }
+    int32_t disk_ref(int32_t ds) const { return -2 - int32_t(hslots.size()) - ds; }
+    bool is_disk_ref(int32_t b) const { return b <= -2 - int32_t(hslots.size()); }
+    int32_t disk_slot_of(int32_t b) const { return -2 - int32_t(hslots.size()) - b; }
 
     // Leading full blocks of the prompt that are cached now (at most max_blocks), as locate() gives them.
     std::vector<int32_t> walk(const std::vector<int32_t> &tokens, int64_t max_blocks, const Keys &k,
-                              bool use_host = false) const {
+                              int lower = kDeviceOnly) const {
         std::vector<int32_t> hits;
         for (int64_t i = 0; i < max_blocks && i < num_blocks; ++i) {
-            int32_t b = locate(tokens, i, k, use_host);
+            int32_t b = locate(tokens, i, k, lower);
             if (b == -1) break;
             hits.push_back(b);
         }
@@ -319,11 +392,11 @@ public:
     };
 
     // The hit of a prompt of n tokens (see the header comment). Without a window: the leading run.
-    Hit find_hit(const std::vector<int32_t> &tokens, int64_t n, const Keys &k, bool use_host) const {
+    Hit find_hit(const std::vector<int32_t> &tokens, int64_t n, const Keys &k, int lower) const {
         Hit h;
         const int64_t max_blocks = (n - 1) / bs;  // c <= n - 1
         if (window <= 0) {
-            h.blocks = walk(tokens, max_blocks, k, use_host);
+            h.blocks = walk(tokens, max_blocks, k, lower);
             return h;
         }
         for (int64_t e = max_blocks - 1; e >= 0; --e) {
@@ -332,7 +405,7 @@ public:
             const int64_t f = std::min(first_key / bs, e);
             std::vector<int32_t> got;
             for (int64_t i = f; i <= e; ++i) {
-                int32_t b = locate(tokens, i, k, use_host);
+                int32_t b = locate(tokens, i, k, lower);
                 if (b == -1) break;
                 got.push_back(b);
             }
@@ -371,7 +444,10 @@ public:
                 if (!l.empty()) { v = l.front(); break; }
         if (v < 0) return -1;
         HostSlot &hs = hslots[size_t(v)];
-        if (hs.state == HostSlot::kCached) ++hc.evictions;
+        if (hs.state == HostSlot::kCached) {
+            if (disk) disk_spill(v);
+            ++hc.evictions;
+        }
         host_unlink(v);
         hs.indexed = false;
         hs.state = HostSlot::kBusy;
@@ -383,18 +459,142 @@ public:
         hs.state = HostSlot::kFree;
         hfree.push_front(v);
     }
-    // The end of a call: its copies complete in the order they were planned.
+    void host_commit_cached(int32_t v) {
+        hslots[size_t(v)].state = HostSlot::kCached;
+        hlru[size_t(hslots[size_t(v)].priority)].push_back(v);
+    }
+    // The end of a call: its copies complete in the order they were planned (disk faults, where
+    // injected, hit the disk copies in that order too).
     void finish_call() {
-        for (auto &j : hjobs) {
-            HostSlot &hs = hslots[size_t(j.second)];
-            if (j.first) {
-                hs.state = HostSlot::kCached;
-                hlru[size_t(hs.priority)].push_back(j.second);
-            } else {
-                host_release(j.second);
+        for (const Job &j : jobs) {
+            switch (j.kind) {
+                case Job::kSpill: host_commit_cached(j.host); ++hc.blocks_in; break;
+                case Job::kRestore: host_commit_cached(j.host); ++hc.blocks_out; break;
+                case Job::kSwapIn: host_release(j.host); ++hc.blocks_out; break;
+                case Job::kDiskSpill:
+                    if (take_fault(true)) {  // a failed write drops the block
+                        disk_release(j.disk);
+                        ++dc.failures;
+                        ++dc.io_errors;
+                    } else {
+                        disk_commit_cached(j.disk);
+                        ++dc.blocks_in;
+                    }
+                    break;
+                case Job::kPromote:
+                    if (take_fault(false)) {  // a bad read is a miss: neither copy is kept
+                        disk_release(j.disk);
+                        host_release(j.host);
+                        ++dc.failures;
+                        ++(fault_checksum ? dc.checksum_failures : dc.io_errors);
+                    } else {
+                        disk_commit_cached(j.disk);
+                        host_commit_cached(j.host);
+                        ++dc.blocks_out;
+                        ++hc.blocks_in;
+                        ++dc.hits;
+                    }
+                    break;
             }
         }
-        hjobs.clear();
+        jobs.clear();
+    }
+    bool take_fault(bool write) {
+        if (fault_left == 0 || fault_write != write) return false;
+        --fault_left;
+        return true;
+    }
+
+    // ---- disk tier ----
+    int32_t disk_find_indexed(const Identity &id) const {
+        for (size_t i = 0; i < dslots.size(); ++i)
+            if (dslots[i].indexed && dslots[i].id == id) return int32_t(i);
+        return -1;
+    }
+    int32_t disk_find_usable(const Identity &id) const {
+        int32_t ds = disk_find_indexed(id);
+        return ds >= 0 && dslots[size_t(ds)].state == HostSlot::kCached ? ds : -1;
+    }
+    void disk_unlink(int32_t ds) {
+        auto rm = [ds](std::deque<int32_t> &l) {
+            auto it = std::find(l.begin(), l.end(), ds);
+            if (it != l.end()) l.erase(it);
+        };
+        rm(dfree);
+        for (auto &l : dlru) rm(l);
+    }
+    void disk_release(int32_t ds) {
+        dslots[size_t(ds)].indexed = false;
+        dslots[size_t(ds)].state = HostSlot::kFree;
+        dfree.push_front(ds);
+    }
+    void disk_commit_cached(int32_t ds) {
+        dslots[size_t(ds)].state = HostSlot::kCached;
+        dlru[size_t(dslots[size_t(ds)].priority)].push_back(ds);
+    }
+    int64_t disk_count(HostSlot::State st) const {
+        int64_t n = 0;
+        for (const HostSlot &d : dslots) n += d.state == st;
+        return n;
+    }
+    // Host slot v (cached) is being reused: its block goes to a disk slot (free first, then the
+    // lowest-priority LRU head, evicted) keeping its identity and priority, unless the disk has that
+    // identity already (in any state) or every disk slot is busy.
+    void disk_spill(int32_t v) {
+        const HostSlot &hs = hslots[size_t(v)];
+        if (disk_find_indexed(hs.id) >= 0) return;
+        int32_t ds = -1;
+        if (!dfree.empty()) ds = dfree.front();
+        else
+            for (const auto &l : dlru)
+                if (!l.empty()) { ds = l.front(); break; }
+        if (ds < 0) return;
+        HostSlot &d = dslots[size_t(ds)];
+        if (d.state == HostSlot::kCached) ++dc.evictions;
+        disk_unlink(ds);
+        d.state = HostSlot::kBusy;
+        d.indexed = true;
+        d.id = hs.id;
+        d.priority = hs.priority;
+        jobs.push_back({Job::kDiskSpill, v, ds});
+    }
+    // kvc_alloc's first step (see the header comment, "Promotion"): the prompt's disk hits are read
+    // up into host slots, and those copies complete, before the allocation itself.
+    void promote(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
+        if (!disk || !caching || (n - 1) / bs <= 0) return;
+        const Hit h = find_hit(*tokens, n, k, kHostDisk);
+        if (std::none_of(h.blocks.begin(), h.blocks.end(), [this](int32_t b) { return is_disk_ref(b); })) return;
+        auto host_hit = [this](int32_t b) { return b < 0 && !is_disk_ref(b); };
+        for (int32_t b : h.blocks) {  // the hit's host and disk blocks are kept from eviction meanwhile
+            if (host_hit(b)) {
+                host_unlink(-2 - b);
+                hslots[size_t(-2 - b)].state = HostSlot::kBusy;
+            } else if (is_disk_ref(b)) {
+                disk_unlink(disk_slot_of(b));
+                dslots[size_t(disk_slot_of(b))].state = HostSlot::kBusy;
+            }
+        }
+        bool promoting = true;
+        for (int32_t b : h.blocks) {
+            if (!is_disk_ref(b)) continue;
+            const int32_t ds = disk_slot_of(b);
+            promoting = promoting && host_find_indexed(dslots[size_t(ds)].id) < 0;
+            const int32_t v = promoting ? host_take_slot() : -1;
+            if (v < 0) {  // no host slot: the hit ends here; this and later disk hits are touched
+                promotions_refused += promoting;
+                promoting = false;
+                disk_commit_cached(ds);
+                continue;
+            }
+            HostSlot &hs = hslots[size_t(v)];
+            hs.indexed = true;
+            hs.id = dslots[size_t(ds)].id;
+            hs.priority = dslots[size_t(ds)].priority;
+            jobs.push_back({Job::kPromote, v, ds});
+        }
+        for (int32_t b : h.blocks)
+            if (host_hit(b)) host_commit_cached(-2 - b);
+        finish_call();
     }
     void spill(int32_t b) {
         const Block &blk = blocks[size_t(b)];
@@ -405,7 +605,7 @@ public:
         hs.indexed = true;
         hs.id = blk.id;
         hs.priority = blk.priority;
-        hjobs.push_back({true, v});
+        jobs.push_back({Job::kSpill, v});
     }
 
     int32_t take_fresh(int32_t priority) {
@@ -509,13 +709,13 @@ public:
         std::vector<int32_t> hits;
         int64_t held() const { return blocks - skip; }  // entries the sequence holds: the capacity rule
     };
-    Plan plan(const std::vector<int32_t> *tokens, int64_t n, const Keys &k, bool use_host = false) const {
+    Plan plan(const std::vector<int32_t> *tokens, int64_t n, const Keys &k, int lower = kDeviceOnly) const {
         Plan p;
         p.blocks = blocks_for(n, bs);
         // Without a window a prompt longer than the pool can never fit; with one it may, when
         // enough of it lies before the window of its hit.
         if (caching && (window > 0 || p.blocks <= num_blocks)) {
-            Hit h = find_hit(*tokens, n, k, use_host);
+            Hit h = find_hit(*tokens, n, k, lower);
             p.skip = h.skip;
             p.hits = h.blocks;
         }
@@ -531,7 +731,9 @@ public:
     Result can_alloc(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) const {
         Result r;
         if ((r.status = prompt_args(tokens, n)) != KVC_OK) return r;
-        Plan p = plan(tokens, n, k, true);  // what kvc_alloc would take: host hits need fresh blocks
+        // What kvc_alloc would take: host hits need fresh blocks. The walk stops at disk hits (lib/
+        // capi_seq.cpp walks the host tier only here; see the header comment, "can_alloc").
+        Plan p = plan(tokens, n, k, kHostTier);
         if (p.held() > num_blocks || num_blocks - p.fresh < watermark_blocks) r.value = KVC_ALLOC_NEVER;
         else if (p.free_now - p.fresh >= watermark_blocks) r.value = KVC_ALLOC_OK;
         else r.value = KVC_ALLOC_LATER;
@@ -541,12 +743,13 @@ public:
     Result alloc(uint64_t id, const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
         Result r;
         if ((r.status = prompt_args(tokens, n)) != KVC_OK) return r;
+        promote(tokens, n, k);  // even when the call is refused below (see the header comment)
         if (seqs.count(id)) return {KVC_ERR_SEQ_EXISTS, 0};
-        Plan p = plan(tokens, n, k, true);
+        Plan p = plan(tokens, n, k, kHostTier);
         if (p.held() > num_blocks || p.fresh > p.free_now) return {KVC_ERR_OUT_OF_BLOCKS, 0};
         if (window > 0 && caching && p.skip + int64_t(p.hits.size()) > 0) {  // coverage only
             window_skip_allocs += p.skip > 0;
-            window_beyond_allocs += int64_t(walk(*tokens, (n - 1) / bs, k, true).size()) < p.skip + int64_t(p.hits.size());
+            window_beyond_allocs += int64_t(walk(*tokens, (n - 1) / bs, k, kHostTier).size()) < p.skip + int64_t(p.hits.size());
         }
         Seq &s = seqs[id];
         s.keys = k;
@@ -587,7 +790,7 @@ public:
             push_event(e);
             hslots[size_t(v)].priority = k.priority;
             ++hc.hits;
-            hjobs.push_back({true, v});
+            jobs.push_back({Job::kRestore, v});
             s.table[i] = b;
         }
         for (int64_t i = p.host_hits; i < p.fresh; ++i) s.table.push_back(take_fresh(k.priority));
@@ -706,9 +909,9 @@ public:
         if (!tokens) return {KVC_ERR_NULL_ARG, 0};
         if (n < 1) return {KVC_ERR_INVALID_ARG, 0};
         if (!caching) return {KVC_OK, 0};
-        const int64_t got = find_hit(*tokens, n, k, true).tokens(bs);
+        const int64_t got = find_hit(*tokens, n, k, kHostDisk).tokens(bs);
         if (window > 0)  // coverage only
-            window_beyond_lookups += int64_t(walk(*tokens, (n - 1) / bs, k, true).size()) * bs < got;
+            window_beyond_lookups += int64_t(walk(*tokens, (n - 1) / bs, k, kHostDisk).size()) * bs < got;
         return {KVC_OK, got};
     }
 
@@ -763,6 +966,13 @@ public:
                 host_release(v);
             }
         }
+        for (auto &l : dlru) {  // the disk's cached blocks are forgotten the same way
+            std::deque<int32_t> copy = l;
+            for (int32_t ds : copy) {
+                disk_unlink(ds);
+                disk_release(ds);
+            }
+        }
         Event e;
         e.type = KVC_EVENT_ALL_BLOCKS_CLEARED;
         push_event(e);
@@ -790,6 +1000,7 @@ public:
             if (!swappable(b)) continue;
             const int32_t v = host_take_slot();
             hslots[size_t(v)].state = HostSlot::kHeld;
+            ++hc.blocks_in;
             s.swap_slots[i] = v;
             s.table[i] = -1;
             c.blocks_freed += release(b);
@@ -811,7 +1022,7 @@ public:
             if (v < 0) continue;
             s.table[i] = take_fresh(s.keys.priority);
             hslots[size_t(v)].state = HostSlot::kBusy;
-            hjobs.push_back({false, v});
+            jobs.push_back({Job::kSwapIn, v});
         }
         s.swap_slots.clear();
         s.swapped = false;
@@ -831,14 +1042,18 @@ public:
         return {KVC_OK, n};
     }
 
-    // kvc_prefix_lookup_tiers: (device blocks, host blocks) of the hit; the blocks before a
-    // window are in neither.
-    std::pair<int64_t, int64_t> lookup_tiers(const std::vector<int32_t> &tokens, int64_t n, const Keys &k) const {
-        if (!caching) return {0, 0};
-        std::vector<int32_t> hits = find_hit(tokens, n, k, true).blocks;
-        int64_t h = 0;
-        for (int32_t b : hits) h += b < 0;
-        return {int64_t(hits.size()) - h, h};
+    // kvc_prefix_lookup_tiers: (device, host, disk) blocks of the hit, each block in the highest
+    // tier holding it; the blocks before a window are in none.
+    std::tuple<int64_t, int64_t, int64_t> lookup_tiers(const std::vector<int32_t> &tokens, int64_t n,
+                                                       const Keys &k) const {
+        if (!caching) return {0, 0, 0};
+        std::vector<int32_t> hits = find_hit(tokens, n, k, kHostDisk).blocks;
+        int64_t h = 0, d = 0;
+        for (int32_t b : hits) {
+            d += is_disk_ref(b);
+            h += b < 0 && !is_disk_ref(b);
+        }
+        return {int64_t(hits.size()) - h - d, h, d};
     }
 
     int64_t host_count(HostSlot::State st) const {

@@ -7,6 +7,8 @@
 #   KVC_FUZZ_BUILD=dir                 build directory (default build/fuzz)
 #   KVC_FUZZ_WORK=dir                  where new inputs go (default <build>/corpus-new; the committed
 #                                      corpus is read, never written)
+#   KVC_FUZZ_DISK_DIR=dir              where the inputs' disk tier files are made (default /tmp); each
+#                                      is unlinked as soon as it is attached, so none is left behind
 # Exit status non-zero on a build failure, a crash or a divergence from the model.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
