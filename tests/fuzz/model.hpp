@@ -53,8 +53,9 @@
 //   - Lookups: kvc_prefix_lookup and kvc_prefix_lookup_tiers continue host -> disk (a block is
 //     counted in the highest tier holding it). kvc_can_alloc walks device and host only (lib/
 //     capi_seq.cpp): disk hits are not counted there, so a device block behind a disk hit is not a
-//     hit for it, although kvc_alloc's promotion may make it one (reported as a doubt: kvc.h's "would
-//     kvc_alloc succeed?" is then pessimistic). Pin/unpin look at the device only, as before.
+//     hit for it, although kvc_alloc's promotion makes it one: kvc_can_alloc can then answer NEVER
+//     for a prompt kvc_alloc admits (modelled as the library does it, reported to the lead as a
+//     library defect against kvc.h's "would kvc_alloc succeed?"). Pin/unpin look at the device only.
 //   - Promotion (kvc_alloc, after its argument checks and before the sequence-exists and capacity
 //     checks, so a refused kvc_alloc promotes too -- lib/capi_seq.cpp, tier_exec.cpp's
 //     tier_promote_prefix; kvc.h says only that disk blocks are verified before they are restored):
