@@ -60,6 +60,33 @@ kvc_status check_prompt_args(kvc_pool *pool, const int32_t *tokens, int64_t num_
     return KVC_OK;
 }
 
+// kvc_alloc's refusals that depend on the pool's state (lock held).
+kvc_status check_alloc(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, const AllocPlan &plan) {
+    if (p->seqs.find(seq_id))
+        return fail(KVC_ERR_SEQ_EXISTS, "kvc_alloc: sequence %llu already exists", (unsigned long long)seq_id);
+    if (plan.held > p->num_blocks)
+        return fail(KVC_ERR_OUT_OF_BLOCKS, "kvc_alloc: %lld tokens need %lld blocks, the pool has only %d",
+                    (long long)num_tokens, (long long)plan.held, p->num_blocks);
+    if (plan.fresh > plan.free_now)
+        return fail(KVC_ERR_OUT_OF_BLOCKS, "kvc_alloc: sequence %llu needs %lld new blocks (%lld cached), only %lld are free",
+                    (unsigned long long)seq_id, (long long)plan.fresh, (long long)plan.walk.hit_blocks,
+                    (long long)plan.free_now);
+    return KVC_OK;
+}
+
+// With a disk tier, kvc_alloc promotes the prompt's disk hits into the host tier before it plans
+// (which moves blocks and may evict host blocks to disk): it refuses what it would refuse after
+// the promotion first, so that a refused call changes nothing. The plan through the disk tier
+// counts disk hits as restores, as the plan after a complete promotion does.
+kvc_status check_alloc_before_promotion(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
+                                        const KeySet &keys) {
+    const kvc::Tiers *t = p->tiers.load(std::memory_order_acquire);
+    if (!t) return KVC_OK;  // no tiers: nothing to promote, and no second lock on the hot path
+    std::lock_guard<std::mutex> lock(p->mu);
+    if (!t->disk) return KVC_OK;
+    return check_alloc(p, seq_id, num_tokens, plan_alloc(p, tokens, num_tokens, keys, kvc::kWalkHostDisk));
+}
+
 }  // namespace
 
 extern "C" {
@@ -71,9 +98,10 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
         if (st != KVC_OK) return st;
         if (!out_verdict) return fail(KVC_ERR_NULL_ARG, "kvc_can_alloc: out_verdict is NULL");
         std::lock_guard<std::mutex> lock(pool->mu);
-        // The same walk as kvc_alloc (through the host tier): a device hit behind a host-tier hit is
-        // a hit for kvc_alloc, so it must be one here too, or the verdict can be NEVER for a fit.
-        AllocPlan plan = plan_alloc(pool, tokens, num_tokens, keys_or_empty(keys), kvc::kWalkHost);
+        // The walk kvc_alloc ends up making (through the host tier, after it has promoted the disk
+        // tier's hits): a device hit behind a lower-tier hit is a hit for kvc_alloc, so it must be
+        // one here too, or the verdict can be NEVER for a prompt kvc_alloc admits.
+        AllocPlan plan = plan_alloc(pool, tokens, num_tokens, keys_or_empty(keys), kvc::kWalkHostDisk);
         const int64_t w = pool->watermark_blocks;
         if (pool->num_blocks - plan.fresh < w || plan.held > pool->num_blocks) *out_verdict = KVC_ALLOC_NEVER;
         else if (plan.free_now - plan.fresh >= w) *out_verdict = KVC_ALLOC_OK;
@@ -91,20 +119,15 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         kvc_pool *p = pool;
         // Disk-tier hits are read and verified first (outside the lock), so that what follows only
         // sees hits it can trust. No-op without a disk tier.
+        if (p->caching) {
+            st = check_alloc_before_promotion(p, seq_id, tokens, num_tokens, ks);
+            if (st != KVC_OK) return st;
+        }
         kvc::tier_promote_prefix(p, tokens, num_tokens, ks);
         st = [&]() -> kvc_status {
         std::lock_guard<std::mutex> lock(p->mu);
-        if (p->seqs.find(seq_id))
-            return fail(KVC_ERR_SEQ_EXISTS, "kvc_alloc: sequence %llu already exists", (unsigned long long)seq_id);
         AllocPlan plan = plan_alloc(p, tokens, num_tokens, ks, kvc::kWalkHost);
-        if (plan.held > p->num_blocks)
-            return fail(KVC_ERR_OUT_OF_BLOCKS, "kvc_alloc: %lld tokens need %lld blocks, the pool has only %d",
-                        (long long)num_tokens, (long long)plan.held, p->num_blocks);
-        if (plan.fresh > plan.free_now)
-            return fail(KVC_ERR_OUT_OF_BLOCKS,
-                        "kvc_alloc: sequence %llu needs %lld new blocks (%lld cached), only %lld are free",
-                        (unsigned long long)seq_id, (long long)plan.fresh, (long long)plan.walk.hit_blocks,
-                        (long long)plan.free_now);
+        if (kvc_status refused = check_alloc(p, seq_id, num_tokens, plan); refused != KVC_OK) return refused;
 
         Sequence *s = p->seqs.create(seq_id);
         try {

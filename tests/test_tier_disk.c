@@ -198,6 +198,93 @@ static void test_promotion_keeps_later_disk_hits(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* A pool of 1-token blocks whose prompt P = 1..5 has block 0 on disk and blocks 1-3 on the device
+ * (block 0's priority was lowered by a shorter prompt sharing it, so it left first). Host tier of
+ * 1 slot, disk of 2. With hold_one, a sixth block is held by sequence 9 throughout. */
+static kvc_pool *disk_behind_device_pool(const char *path, int hold_one) {
+    kvc_pool_config c;
+    OK(kvc_pool_config_default(&c));
+    c.block_size = 1;
+    c.num_blocks = hold_one ? 6 : 5;
+    c.watermark = 0.2;
+    c.head_dim = 1;
+    c.backend = KVC_BACKEND_CPU;
+    kvc_pool *p = NULL;
+    OK(kvc_pool_create(&c, &p));
+    OK(kvc_tier_attach_host(p, 1));
+    OK(kvc_tier_attach_disk(p, path, 2, 0));
+    const int32_t P[5] = {1, 2, 3, 4, 5}, B[2] = {1, 7}, S[1] = {300};
+    if (hold_one) OK(kvc_alloc(p, 9, S, 1, NULL, NULL));
+    kvc_keys *k = NULL;
+    OK(kvc_keys_create(&k));
+    OK(kvc_keys_set_priority(k, 90));
+    OK(kvc_alloc(p, 1, P, 5, k, NULL));
+    OK(kvc_free(p, 1));
+    OK(kvc_keys_set_priority(k, 10));
+    OK(kvc_alloc(p, 2, B, 2, k, NULL));
+    OK(kvc_free(p, 2));
+    OK(kvc_keys_set_priority(k, 50));
+    for (int32_t t = 100; t < 103; ++t) {
+        OK(kvc_alloc(p, 3, &t, 1, k, NULL));
+        OK(kvc_free(p, 3));
+    }
+    OK(kvc_keys_destroy(k));
+    int64_t dev = -1, host = -1, disk = -1;
+    lookup_tiers(p, P, 5, &dev, &host, &disk); /* block 0 on disk, 1-3 on the device */
+    assert_int_equal(dev, 3);
+    assert_int_equal(host, 0);
+    assert_int_equal(disk, 1);
+    return p;
+}
+
+/* kvc_can_alloc walks the disk tier as kvc_alloc (after its promotion) does: the device blocks
+ * behind P's disk block are hits for both. It once walked the host tier only and answered NEVER
+ * (5 blocks to take, watermark 1, 5 blocks) for a prompt kvc_alloc then admitted with 4 cached. */
+static void test_can_alloc_counts_disk_hits(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = disk_behind_device_pool(f->path, 0);
+    const int32_t P[5] = {1, 2, 3, 4, 5};
+    int32_t verdict = -1;
+    OK(kvc_can_alloc(p, P, 5, NULL, &verdict));
+    assert_int_not_equal(verdict, KVC_ALLOC_NEVER);
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 4, P, 5, NULL, &cached));
+    assert_int_equal(cached, 4);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+/* A refused kvc_alloc changes nothing, the tiers included: it used to promote the prompt's disk
+ * hits into the host tier (evicting a host block to disk) before its sequence-exists and capacity
+ * checks. */
+static void test_refused_alloc_promotes_nothing(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = disk_behind_device_pool(f->path, 1);
+    const int32_t P[5] = {1, 2, 3, 4, 5}, L[7] = {1, 2, 3, 4, 5, 6, 7};
+    const kvc_stats pool_before = stats_of(p);
+    const kvc_tier_stats host_before = tier_stats(p, KVC_TIER_HOST), disk_before = tier_stats(p, KVC_TIER_DISK);
+    EXPECT_ERR(kvc_alloc(p, 9, P, 5, NULL, NULL), KVC_ERR_SEQ_EXISTS);
+    EXPECT_ERR(kvc_alloc(p, 5, L, 7, NULL, NULL), KVC_ERR_OUT_OF_BLOCKS); /* 7 blocks > 6 */
+    const kvc_stats pool_after = stats_of(p);
+    const kvc_tier_stats host_after = tier_stats(p, KVC_TIER_HOST), disk_after = tier_stats(p, KVC_TIER_DISK);
+    assert_memory_equal(&pool_before, &pool_after, sizeof pool_before);
+    assert_int_equal(host_after.blocks_in, host_before.blocks_in);
+    assert_int_equal(host_after.evictions, host_before.evictions);
+    assert_int_equal(disk_after.blocks_in, disk_before.blocks_in);
+    assert_int_equal(disk_after.blocks_out, disk_before.blocks_out);
+    assert_int_equal(disk_after.hits, disk_before.hits);
+    int64_t dev = -1, host = -1, disk = -1;
+    lookup_tiers(p, P, 5, &dev, &host, &disk);
+    assert_int_equal(disk, 1); /* still on disk, not promoted */
+    CHECK_POOL(p);
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 4, P, 5, NULL, &cached)); /* the accepted call promotes */
+    assert_int_equal(cached, 4);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).hits, disk_before.hits + 1);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
 /* A persistent disk tier finds its blocks again after the pool is destroyed and re-created; a
  * different layout or a non-persistent attach finds nothing. */
 static void test_persistence(void **state) {
@@ -423,6 +510,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_direct_io_flag, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_eviction_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_promotion_keeps_later_disk_hits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_can_alloc_counts_disk_hits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_alloc_promotes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persistent_file_corruption_is_a_miss, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_enospc, setup, teardown),

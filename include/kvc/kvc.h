@@ -290,8 +290,9 @@ KVC_API kvc_status kvc_keys_set_max_cached_tokens(kvc_keys *keys, int64_t max_to
  * `keys` may be NULL (no LoRA, no salt, no multimodal items, default priority).
  * --------------------------------------------------------------------------------------------- */
 
-/** Would kvc_alloc of this prompt succeed? Cache hits are taken into account; refcount-0 hits
- *  are not counted as free. With W = watermark x num_blocks and `needed` the blocks to take:
+/** Would kvc_alloc of this prompt succeed? Cache hits are taken into account, in every tier (a
+ *  host or disk hit is restored into a block that counts as taken); refcount-0 hits are not
+ *  counted as free. (A disk block that then fails its verification makes the verdict optimistic.) With W = watermark x num_blocks and `needed` the blocks to take:
  *  NEVER if num_blocks - needed < W or the sequence would hold more blocks than the pool has
  *  (its table minus a windowed hit's released entries); OK if free - needed >= W; else LATER.
  *  Read-only.

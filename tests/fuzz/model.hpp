@@ -51,13 +51,14 @@
 //     the disk keeping its identity"; the "already there" and "all busy" cases and the priority
 //     carried are lib/tier_plan.cpp's (spill_host_slot_to_disk).
 //   - Lookups: kvc_prefix_lookup and kvc_prefix_lookup_tiers continue host -> disk (a block is
-//     counted in the highest tier holding it). kvc_can_alloc walks device and host only (lib/
-//     capi_seq.cpp): disk hits are not counted there, so a device block behind a disk hit is not a
-//     hit for it, although kvc_alloc's promotion makes it one: kvc_can_alloc can then answer NEVER
-//     for a prompt kvc_alloc admits (modelled as the library does it, reported to the lead as a
-//     library defect against kvc.h's "would kvc_alloc succeed?"). Pin/unpin look at the device only.
-//   - Promotion (kvc_alloc, after its argument checks and before the sequence-exists and capacity
-//     checks, so a refused kvc_alloc promotes too -- lib/capi_seq.cpp, tier_exec.cpp's
+//     counted in the highest tier holding it). kvc_can_alloc walks host -> disk too, counting a
+//     disk hit as a restore (a fresh block), as kvc_alloc's own walk does after promoting it: a
+//     device block behind a disk hit is a hit for both (kvc.h: "would kvc_alloc succeed?"; it
+//     once walked the host tier only and could answer NEVER for a prompt kvc_alloc admitted).
+//     Pin/unpin look at the device only.
+//   - Promotion (kvc_alloc, after its argument checks; first the sequence-exists and capacity
+//     checks are made with the host -> disk walk, so that a refused kvc_alloc promotes nothing --
+//     kvc.h's all-or-nothing rule; lib/capi_seq.cpp, tier_exec.cpp's
 //     tier_promote_prefix; kvc.h says only that disk blocks are verified before they are restored):
 //     when the prompt's hit (the same search, host -> disk) has disk blocks, its host and disk
 //     blocks are kept from eviction; each disk block in prompt order takes a host slot (the host
@@ -732,9 +733,9 @@ public:
     Result can_alloc(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) const {
         Result r;
         if ((r.status = prompt_args(tokens, n)) != KVC_OK) return r;
-        // What kvc_alloc would take: host hits need fresh blocks. The walk stops at disk hits (lib/
-        // capi_seq.cpp walks the host tier only here; see the header comment, "can_alloc").
-        Plan p = plan(tokens, n, k, kHostTier);
+        // What kvc_alloc would take: host and disk hits need fresh blocks (see the header comment,
+        // "Lookups").
+        Plan p = plan(tokens, n, k, kHostDisk);
         if (p.held() > num_blocks || num_blocks - p.fresh < watermark_blocks) r.value = KVC_ALLOC_NEVER;
         else if (p.free_now - p.fresh >= watermark_blocks) r.value = KVC_ALLOC_OK;
         else r.value = KVC_ALLOC_LATER;
@@ -744,7 +745,12 @@ public:
     Result alloc(uint64_t id, const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
         Result r;
         if ((r.status = prompt_args(tokens, n)) != KVC_OK) return r;
-        promote(tokens, n, k);  // even when the call is refused below (see the header comment)
+        if (disk && caching) {  // refused before the promotion too (see the header comment)
+            if (seqs.count(id)) return {KVC_ERR_SEQ_EXISTS, 0};
+            const Plan before = plan(tokens, n, k, kHostDisk);
+            if (before.held() > num_blocks || before.fresh > before.free_now) return {KVC_ERR_OUT_OF_BLOCKS, 0};
+        }
+        promote(tokens, n, k);
         if (seqs.count(id)) return {KVC_ERR_SEQ_EXISTS, 0};
         Plan p = plan(tokens, n, k, kHostTier);
         if (p.held() > num_blocks || p.fresh > p.free_now) return {KVC_ERR_OUT_OF_BLOCKS, 0};

@@ -602,8 +602,9 @@ extern "C" {
     pub fn kvc_keys_set_max_cached_tokens(keys: *mut kvc_keys, max_tokens: i64) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Would kvc_alloc of this prompt succeed? Cache hits are taken into account; refcount-0 hits"]
-    #[doc = "  are not counted as free. With W = watermark x num_blocks and `needed` the blocks to take:"]
+    #[doc = " Would kvc_alloc of this prompt succeed? Cache hits are taken into account, in every tier (a"]
+    #[doc = "  host or disk hit is restored into a block that counts as taken); refcount-0 hits are not"]
+    #[doc = "  counted as free. (A disk block that then fails its verification makes the verdict optimistic.) With W = watermark x num_blocks and `needed` the blocks to take:"]
     #[doc = "  NEVER if num_blocks - needed < W or the sequence would hold more blocks than the pool has"]
     #[doc = "  (its table minus a windowed hit's released entries); OK if free - needed >= W; else LATER."]
     #[doc = "  Read-only."]
