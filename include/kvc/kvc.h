@@ -312,7 +312,10 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
  *  blocks to take in the capacity check), disk blocks only after their checksum and identity are
  *  verified — a bad disk block ends the cached prefix there. The copies are done when this call
  *  returns on the CPU backend; on CUDA they are queued on the tier stream, and kvc_cache_write /
- *  kvc_launch_attention order after them.
+ *  kvc_launch_attention order after them. Disk blocks are read up into the host tier first, after
+ *  the sequence-exists and capacity checks; if the prompt then no longer fits (a disk block failed
+ *  its verification, or no host slot was left, or another thread's call came in between) the call
+ *  fails with the blocks it read up left cached in the host tier, and nothing else changed.
  *  Errors: KVC_ERR_NULL_ARG (pool; tokens while caching is on), KVC_ERR_INVALID_ARG (num_tokens
  *  < 1), KVC_ERR_SEQ_EXISTS, KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW, KVC_ERR_OUT_OF_BLOCKS,
  *  KVC_ERR_NO_MEMORY. */
