@@ -259,6 +259,29 @@ void remember_seq(Session &s, uint64_t id) {
 
 // ---- comparisons after every operation ---------------------------------------------------------
 
+
+// What the host and disk tiers report alike, against the model's slots and counters (each tier's
+// own fields are compared by the caller). *ts receives the library's stats.
+void compare_slot_tier(Session &s, int32_t tier, const char *name, const std::vector<model::HostSlot> &slots,
+                       size_t free_slots, const model::HostCounters &c, kvc_tier_stats *ts) {
+    std::memset(ts, 0, sizeof *ts);
+    ts->struct_size = sizeof *ts;
+    if (kvc_tier_get_stats(s.pool, tier, ts) != KVC_OK) diverge("kvc_tier_get_stats(%s) failed", name);
+    char what[64];
+    auto field = [&](const char *f) {
+        std::snprintf(what, sizeof what, "%s.%s", name, f);
+        return what;
+    };
+    EXPECT_EQ(field("capacity_blocks"), ts->capacity_blocks, slots.size());
+    EXPECT_EQ(field("used_blocks"), ts->used_blocks, int64_t(slots.size()) - int64_t(free_slots));
+    EXPECT_EQ(field("cached_blocks"), ts->cached_blocks, model::slot_count(slots, model::HostSlot::kCached));
+    EXPECT_EQ(field("busy slots after a call"), model::slot_count(slots, model::HostSlot::kBusy), 0);
+    EXPECT_EQ(field("hits"), ts->hits, c.hits);
+    EXPECT_EQ(field("evictions"), ts->evictions, c.evictions);
+    EXPECT_EQ(field("blocks_in"), ts->blocks_in, c.blocks_in);
+    EXPECT_EQ(field("blocks_out"), ts->blocks_out, c.blocks_out);
+    EXPECT_EQ(field("failures"), ts->failures, c.failures);
+}
 void compare_stats(Session &s) {
     kvc_stats st;
     std::memset(&st, 0, sizeof st);
@@ -286,32 +309,10 @@ void compare_stats(Session &s) {
     EXPECT_EQ("stats.events_dropped", st.events_dropped, m.events_dropped);
     if (!m.host) return;
     kvc_tier_stats ts;
-    std::memset(&ts, 0, sizeof ts);
-    ts.struct_size = sizeof ts;
-    if (kvc_tier_get_stats(s.pool, KVC_TIER_HOST, &ts) != KVC_OK) diverge("kvc_tier_get_stats(host) failed");
-    EXPECT_EQ("host.capacity_blocks", ts.capacity_blocks, m.hslots.size());
-    EXPECT_EQ("host.used_blocks", ts.used_blocks, int64_t(m.hslots.size()) - int64_t(m.hfree.size()));
-    EXPECT_EQ("host.cached_blocks", ts.cached_blocks, m.host_count(model::HostSlot::kCached));
+    compare_slot_tier(s, KVC_TIER_HOST, "host", m.hslots, m.hfree.size(), m.hc, &ts);
     EXPECT_EQ("host.held_blocks", ts.held_blocks, m.host_count(model::HostSlot::kHeld));
-    EXPECT_EQ("host.busy slots after a call", m.host_count(model::HostSlot::kBusy), 0);
-    EXPECT_EQ("host.hits", ts.hits, m.hc.hits);
-    EXPECT_EQ("host.evictions", ts.evictions, m.hc.evictions);
-    EXPECT_EQ("host.blocks_in", ts.blocks_in, m.hc.blocks_in);
-    EXPECT_EQ("host.blocks_out", ts.blocks_out, m.hc.blocks_out);
-    EXPECT_EQ("host.failures", ts.failures, m.hc.failures);
-    std::memset(&ts, 0, sizeof ts);
-    ts.struct_size = sizeof ts;
-    if (kvc_tier_get_stats(s.pool, KVC_TIER_DISK, &ts) != KVC_OK) diverge("kvc_tier_get_stats(disk) failed");
-    EXPECT_EQ("disk.capacity_blocks", ts.capacity_blocks, m.dslots.size());
-    EXPECT_EQ("disk.used_blocks", ts.used_blocks, int64_t(m.dslots.size()) - int64_t(m.dfree.size()));
-    EXPECT_EQ("disk.cached_blocks", ts.cached_blocks, m.disk_count(model::HostSlot::kCached));
+    compare_slot_tier(s, KVC_TIER_DISK, "disk", m.dslots, m.dfree.size(), m.dc, &ts);
     EXPECT_EQ("disk.held_blocks", ts.held_blocks, 0);
-    EXPECT_EQ("disk.busy slots after a call", m.disk_count(model::HostSlot::kBusy), 0);
-    EXPECT_EQ("disk.blocks_in", ts.blocks_in, m.dc.blocks_in);
-    EXPECT_EQ("disk.blocks_out", ts.blocks_out, m.dc.blocks_out);
-    EXPECT_EQ("disk.hits", ts.hits, m.dc.hits);
-    EXPECT_EQ("disk.evictions", ts.evictions, m.dc.evictions);
-    EXPECT_EQ("disk.failures", ts.failures, m.dc.failures);
     EXPECT_EQ("disk.io_errors", ts.io_errors, m.dc.io_errors);
     EXPECT_EQ("disk.checksum_failures", ts.checksum_failures, m.dc.checksum_failures);
     EXPECT_EQ("disk.recovered_blocks", ts.recovered_blocks, 0);

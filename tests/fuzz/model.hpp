@@ -183,6 +183,48 @@ struct HostCounters {
     int64_t io_errors = 0, checksum_failures = 0;  // disk
 };
 
+// The host and disk tiers keep their slots alike: a slot array, a free list and an LRU list per
+// priority. These helpers take one tier's three; the Model's host_* / disk_* name the tier.
+using SlotLru = std::vector<std::deque<int32_t>>;  // per priority; front = evicted first
+inline int32_t slot_find_indexed(const std::vector<HostSlot> &slots, const Identity &id) {
+    for (size_t i = 0; i < slots.size(); ++i)
+        if (slots[i].indexed && slots[i].id == id) return int32_t(i);
+    return -1;
+}
+inline int32_t slot_find_usable(const std::vector<HostSlot> &slots, const Identity &id) {
+    const int32_t v = slot_find_indexed(slots, id);
+    return v >= 0 && slots[size_t(v)].state == HostSlot::kCached ? v : -1;
+}
+inline void slot_unlink(std::deque<int32_t> &free, SlotLru &lru, int32_t v) {
+    auto rm = [v](std::deque<int32_t> &l) {
+        auto it = std::find(l.begin(), l.end(), v);
+        if (it != l.end()) l.erase(it);
+    };
+    rm(free);
+    for (auto &l : lru) rm(l);
+}
+// The slot new content takes: the free list's front, else the lowest priority's LRU front; -1 if none.
+inline int32_t slot_next_victim(const std::deque<int32_t> &free, const SlotLru &lru) {
+    if (!free.empty()) return free.front();
+    for (const auto &l : lru)
+        if (!l.empty()) return l.front();
+    return -1;
+}
+inline void slot_release(std::vector<HostSlot> &slots, std::deque<int32_t> &free, int32_t v) {
+    slots[size_t(v)].indexed = false;
+    slots[size_t(v)].state = HostSlot::kFree;
+    free.push_front(v);
+}
+inline void slot_commit_cached(std::vector<HostSlot> &slots, SlotLru &lru, int32_t v) {
+    slots[size_t(v)].state = HostSlot::kCached;
+    lru[size_t(slots[size_t(v)].priority)].push_back(v);
+}
+inline int64_t slot_count(const std::vector<HostSlot> &slots, HostSlot::State st) {
+    int64_t n = 0;
+    for (const HostSlot &hs : slots) n += hs.state == st;
+    return n;
+}
+
 // A copy planned during a call (tiers.hpp's TierJob kinds); finish_call() commits them in order.
 struct Job {
     enum Kind { kSpill, kRestore, kSwapIn, kDiskSpill, kPromote };
@@ -242,7 +284,7 @@ public:
     bool host = false;
     std::vector<HostSlot> hslots;
     std::deque<int32_t> hfree;                // front = taken first
-    std::vector<std::deque<int32_t>> hlru;    // per priority; front = evicted first
+    SlotLru hlru;                             // per priority; front = evicted first
     std::vector<Job> jobs;                    // this call's copies, in the order planned
     HostCounters hc;
 
@@ -250,7 +292,7 @@ public:
     bool disk = false;
     std::vector<HostSlot> dslots;
     std::deque<int32_t> dfree;                // front = taken first
-    std::vector<std::deque<int32_t>> dlru;    // per priority; front = evicted first
+    SlotLru dlru;                             // per priority; front = evicted first
     HostCounters dc;
     // Injected disk faults (kvct_disk_fault): the next fault_left reads (read kind) or writes
     // (write kind) fail, consumed in the order the copies run (= planned).
@@ -420,30 +462,12 @@ public:
     }
 
     // ---- host tier ----
-    int32_t host_find_indexed(const Identity &id) const {
-        for (size_t i = 0; i < hslots.size(); ++i)
-            if (hslots[i].indexed && hslots[i].id == id) return int32_t(i);
-        return -1;
-    }
-    int32_t host_find_usable(const Identity &id) const {
-        int32_t v = host_find_indexed(id);
-        return v >= 0 && hslots[size_t(v)].state == HostSlot::kCached ? v : -1;
-    }
-    void host_unlink(int32_t v) {
-        auto rm = [v](std::deque<int32_t> &l) {
-            auto it = std::find(l.begin(), l.end(), v);
-            if (it != l.end()) l.erase(it);
-        };
-        rm(hfree);
-        for (auto &l : hlru) rm(l);
-    }
+    int32_t host_find_indexed(const Identity &id) const { return slot_find_indexed(hslots, id); }
+    int32_t host_find_usable(const Identity &id) const { return slot_find_usable(hslots, id); }
+    void host_unlink(int32_t v) { slot_unlink(hfree, hlru, v); }
     // Takes a free or cached slot for new content (busy, no identity); -1 if all held or busy.
     int32_t host_take_slot() {
-        int32_t v = -1;
-        if (!hfree.empty()) v = hfree.front();
-        else
-            for (const auto &l : hlru)
-                if (!l.empty()) { v = l.front(); break; }
+        const int32_t v = slot_next_victim(hfree, hlru);
         if (v < 0) return -1;
         HostSlot &hs = hslots[size_t(v)];
         if (hs.state == HostSlot::kCached) {
@@ -455,16 +479,8 @@ public:
         hs.state = HostSlot::kBusy;
         return v;
     }
-    void host_release(int32_t v) {
-        HostSlot &hs = hslots[size_t(v)];
-        hs.indexed = false;
-        hs.state = HostSlot::kFree;
-        hfree.push_front(v);
-    }
-    void host_commit_cached(int32_t v) {
-        hslots[size_t(v)].state = HostSlot::kCached;
-        hlru[size_t(hslots[size_t(v)].priority)].push_back(v);
-    }
+    void host_release(int32_t v) { slot_release(hslots, hfree, v); }
+    void host_commit_cached(int32_t v) { slot_commit_cached(hslots, hlru, v); }
     // The end of a call: its copies complete in the order they were planned (disk faults, where
     // injected, hit the disk copies in that order too).
     void finish_call() {
@@ -508,48 +524,19 @@ public:
     }
 
     // ---- disk tier ----
-    int32_t disk_find_indexed(const Identity &id) const {
-        for (size_t i = 0; i < dslots.size(); ++i)
-            if (dslots[i].indexed && dslots[i].id == id) return int32_t(i);
-        return -1;
-    }
-    int32_t disk_find_usable(const Identity &id) const {
-        int32_t ds = disk_find_indexed(id);
-        return ds >= 0 && dslots[size_t(ds)].state == HostSlot::kCached ? ds : -1;
-    }
-    void disk_unlink(int32_t ds) {
-        auto rm = [ds](std::deque<int32_t> &l) {
-            auto it = std::find(l.begin(), l.end(), ds);
-            if (it != l.end()) l.erase(it);
-        };
-        rm(dfree);
-        for (auto &l : dlru) rm(l);
-    }
-    void disk_release(int32_t ds) {
-        dslots[size_t(ds)].indexed = false;
-        dslots[size_t(ds)].state = HostSlot::kFree;
-        dfree.push_front(ds);
-    }
-    void disk_commit_cached(int32_t ds) {
-        dslots[size_t(ds)].state = HostSlot::kCached;
-        dlru[size_t(dslots[size_t(ds)].priority)].push_back(ds);
-    }
-    int64_t disk_count(HostSlot::State st) const {
-        int64_t n = 0;
-        for (const HostSlot &d : dslots) n += d.state == st;
-        return n;
-    }
+    int32_t disk_find_indexed(const Identity &id) const { return slot_find_indexed(dslots, id); }
+    int32_t disk_find_usable(const Identity &id) const { return slot_find_usable(dslots, id); }
+    void disk_unlink(int32_t ds) { slot_unlink(dfree, dlru, ds); }
+    void disk_release(int32_t ds) { slot_release(dslots, dfree, ds); }
+    void disk_commit_cached(int32_t ds) { slot_commit_cached(dslots, dlru, ds); }
+    int64_t disk_count(HostSlot::State st) const { return slot_count(dslots, st); }
     // Host slot v (cached) is being reused: its block goes to a disk slot (free first, then the
     // lowest-priority LRU head, evicted) keeping its identity and priority, unless the disk has that
     // identity already (in any state) or every disk slot is busy.
     void disk_spill(int32_t v) {
         const HostSlot &hs = hslots[size_t(v)];
         if (disk_find_indexed(hs.id) >= 0) return;
-        int32_t ds = -1;
-        if (!dfree.empty()) ds = dfree.front();
-        else
-            for (const auto &l : dlru)
-                if (!l.empty()) { ds = l.front(); break; }
+        const int32_t ds = slot_next_victim(dfree, dlru);
         if (ds < 0) return;
         HostSlot &d = dslots[size_t(ds)];
         if (d.state == HostSlot::kCached) ++dc.evictions;
@@ -1063,11 +1050,7 @@ public:
         return {int64_t(hits.size()) - h - d, h, d};
     }
 
-    int64_t host_count(HostSlot::State st) const {
-        int64_t n = 0;
-        for (const HostSlot &hs : hslots) n += hs.state == st;
-        return n;
-    }
+    int64_t host_count(HostSlot::State st) const { return slot_count(hslots, st); }
 
     Result take_pending(int64_t cap, std::vector<std::pair<int32_t, int32_t>> *out) {
         if (cap < 0) return {KVC_ERR_INVALID_ARG, 0};
