@@ -156,14 +156,15 @@ KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_o
                 return fail(KVC_ERR_STATE, "%s: sequence %llu is already swapped out", fn, (unsigned long long)seq_id);
             t = p->tiers.load(std::memory_order_relaxed);
             if (!t) return fail(KVC_ERR_STATE, "%s: the pool has no host tier (kvc_tier_attach_host)", fn);
-            // Queued copy-on-write pairs write into this sequence's blocks: moving them first would
-            // save stale bytes.
+            // A queued copy-on-write pair into one of this sequence's blocks has not written it yet:
+            // moving that block first would save stale bytes. A pair reading one of its blocks (a
+            // fork's copy from it) is no obstacle: the swap-out reads the same bytes, and the pair's
+            // hold keeps the block from reuse until the pair is drained.
             for (int64_t k = 0; k < p->copies.size(); ++k) {
-                const int32_t src = p->copies.src_at(k), dst = p->copies.dst_at(k);
-                if (std::find(s->table.begin(), s->table.end(), dst) != s->table.end() ||
-                    std::find(s->table.begin(), s->table.end(), src) != s->table.end())
-                    return fail(KVC_ERR_BUSY, "%s: sequence %llu has pending copy-on-write pairs; run "
-                                "kvc_copy_pending (or drain them) first", fn, (unsigned long long)seq_id);
+                const int32_t dst = p->copies.dst_at(k);
+                if (std::find(s->table.begin(), s->table.end(), dst) != s->table.end())
+                    return fail(KVC_ERR_BUSY, "%s: a copy-on-write pair into block %d of sequence %llu is pending; "
+                                "run kvc_copy_pending (or drain the pairs) first", fn, dst, (unsigned long long)seq_id);
             }
             TierSlots &hs = t->host->slots;
             const int64_t need = swap_out_blocks(p, s);

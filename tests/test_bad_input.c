@@ -755,7 +755,7 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     X(kvc_seq_slot_mapping, STATE, KVC_ERR_STATE, F_NONE, kvc_seq_slot_mapping(F.T, SEQ_SWAPPED, 0, 1, O.i64buf, 64), 1) \
     X(kvc_batch_build, STATE, KVC_ERR_STATE, F_NONE, kvc_batch_build(F.tbatch, ids2(SEQ_TCOW, SEQ_SWAPPED), q2(1, 1), 2), 1) \
     X(kvc_swap_out, STATE, KVC_ERR_STATE, F_NONE, kvc_swap_out(F.T, SEQ_SWAPPED, OP_OUT), 1)                           \
-    X(kvc_swap_out, STATE, KVC_ERR_BUSY, F_NONE, kvc_swap_out(F.T, SEQ_TCOW, OP_OUT), 1)                               \
+    X(kvc_swap_out, STATE, KVC_ERR_BUSY, F_NONE, kvc_swap_out(F.T, SEQ_TFORK, OP_OUT), 1)                              \
     X(kvc_swap_out, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_NONE, kvc_swap_out(F.T, SEQ_TBIG, OP_OUT), 1)                    \
     X(kvc_swap_in, STATE, KVC_ERR_STATE, F_NONE, kvc_swap_in(F.T, SEQ_TBIG, OP_OUT), 1)                                \
     X(kvc_swap_in, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_NONE, kvc_swap_in(F.T, SEQ_SWAPPED, OP_OUT), 1)                  \

@@ -3,7 +3,8 @@
  * kvc_copy_pending running it:
  *  - the pair's source must not be handed out again, even if every sequence has let it go;
  *  - a pair into a block that was freed must not run, or it overwrites the block's new owner.
- * Both used to corrupt KV: the restored prompt's (dst case) or the copying sequence's (src case). */
+ * Both used to corrupt KV: the restored prompt's (dst case) or the copying sequence's (src case).
+ * And a swap-out of the sequence a pair reads from goes ahead, with the same guarantee. */
 #include "test_tier_helpers.h"
 
 enum { SEED_PROMPT = 21, SEED_A = 31 };
@@ -93,11 +94,53 @@ static void test_taken_pairs_release_their_sources(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* Swapping out the sequence a pending pair reads from (B forked A and wrote into their shared
+ * partial block: pair (a1 -> d)): A's blocks go to the host tier at once (it used to be refused
+ * with KVC_ERR_BUSY), a1 stays reserved for the pair, and the copy, A's swap-in and everything a
+ * reuse of a1 would break still read the right bytes. The sequence the pair writes into stays
+ * refused until the pair is drained. */
+static void test_source_of_pending_pair_swaps_out(void **state) {
+    (void)state;
+    kvc_pool *p = tier_pool(8, 1);
+    OK(kvc_tier_attach_host(p, 8));
+    int32_t Q[8];
+    prompt(Q, 7, 8);
+    OK(kvc_alloc(p, 10, Q, 6, NULL, NULL)); /* A: a0 full, a1 partial */
+    write_blocks(p, 10, 2, SEED_A);
+    OK(kvc_fork(p, 10, 11));
+    OK(kvc_append(p, 11, Q + 6, 1, 0, NULL)); /* B writes into the shared a1: pair (a1 -> d) */
+    assert_int_equal(stats_of(p).pending_copies, 1);
+    EXPECT_ERR(kvc_swap_out(p, 11, NULL), KVC_ERR_BUSY); /* d not written yet */
+
+    OK(kvc_swap_out(p, 10, NULL)); /* a1 (refcount 1) to the host; a0 stays, shared with B */
+    assert_int_equal(tier_stats(p, KVC_TIER_HOST).held_blocks, 1);
+    assert_int_equal(stats_of(p).pending_copies, 1);
+    CHECK_POOL(p);
+    /* Every block the pool can hand out now, overwritten: a1 must not be among them. */
+    const int64_t free_now = stats_of(p).free_blocks;
+    assert_int_equal(free_now, 5); /* 8 - a0 - d - a1 (held by the pair) */
+    int32_t R[32];
+    prompt(R, (int64_t)free_now * TBS, 9);
+    OK(kvc_alloc(p, 12, R, free_now * TBS, NULL, NULL));
+    write_blocks(p, 12, free_now, 99);
+    int64_t copied = -1;
+    OK(kvc_copy_pending(p, NULL, &copied));
+    assert_int_equal(copied, 1);
+    expect_blocks(p, 11, 2, SEED_A); /* B: a0 shared, d = a1's bytes */
+    OK(kvc_free(p, 12));
+    OK(kvc_swap_in(p, 10, NULL));
+    expect_blocks(p, 10, 2, SEED_A); /* A back from the host tier */
+    OK(kvc_swap_out(p, 11, NULL)); /* drained: B may go now */
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_freed_destination_is_not_copied_into),
         cmocka_unit_test(test_pending_source_is_not_reused),
         cmocka_unit_test(test_taken_pairs_release_their_sources),
+        cmocka_unit_test(test_source_of_pending_pair_swaps_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -265,6 +265,40 @@ void test_cuda_fork_copy_pending_and_storage_copy(void **) {
     assert_memory_equal(src.data(), back.data(), src.size());
 }
 
+// Swapping out a sequence whose shared partial block a pending copy-on-write pair reads (its fork
+// wrote into it): the swap-out copy runs on the tier stream, the pair's kernel later on the compute
+// stream, and the block must not be handed out meanwhile. Another sequence then takes (and writes)
+// every free block before the pair runs; the fork's decode and, after the swap-in, the original's
+// decode are both checked against the dense reference.
+void test_cuda_swap_out_source_of_pending_pair(void **) {
+    REQUIRE_GPU();
+    CudaWorld w(8, 2, 8, 64, KVC_DTYPE_BF16, 8, 0);
+    OK(kvc_tier_attach_host(w.pool, 8));
+    OK(kvc_alloc(w.pool, 1, nullptr, 13, nullptr, nullptr));  // a0 full, a1 holds 5 tokens
+    w.step({1}, {13}, KVC_DTYPE_F32, -1);
+    OK(kvc_fork(w.pool, 1, 2));
+    w.k[2] = w.k[1];
+    w.v[2] = w.v[1];
+    OK(kvc_append(w.pool, 2, nullptr, 1, 0, nullptr));  // pair (a1 -> d)
+    OK(kvc_swap_out(w.pool, 1, nullptr));               // a1 to the host; a0 stays (shared)
+    kvc_stats st;
+    st.struct_size = sizeof st;
+    OK(kvc_pool_stats(w.pool, &st));
+    assert_int_equal(st.pending_copies, 1);
+    assert_int_equal(st.free_blocks, 5);  // 8 - a0 - d - a1 (reserved for the pair)
+    OK(kvc_alloc(w.pool, 3, nullptr, 40, nullptr, nullptr));  // every free block, written by its prefill
+    w.step({3}, {40}, KVC_DTYPE_F32, -1);
+    int64_t copied = -1;
+    OK(kvc_copy_pending(w.pool, nullptr, &copied));
+    assert_int_equal(copied, 1);
+    w.step({2}, {1}, KVC_DTYPE_F16, -1);  // reads a0 and d = a1's bytes
+    OK(kvc_free(w.pool, 3));
+    OK(kvc_swap_in(w.pool, 1, nullptr));
+    OK(kvc_append(w.pool, 1, nullptr, 1, 0, nullptr));
+    w.step({1}, {1}, KVC_DTYPE_F16, -1);  // reads a0 and a1 back from the host tier
+    OK(kvc_pool_check(w.pool));
+}
+
 // The whole step on a cudaStreamNonBlocking stream (no implicit ordering with the legacy default
 // stream): metadata uploaded on it by kvc_batch_set_stream, cache write and attention launched on
 // it, prefill then decode steps that reuse and change the device arrays; then back to NULL.
@@ -513,6 +547,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_e2e_prefill_decode),
         cmocka_unit_test(test_cuda_fork_copy_pending_and_storage_copy),
+        cmocka_unit_test(test_cuda_swap_out_source_of_pending_pair),
         cmocka_unit_test(test_cuda_unsupported_head_dim),
         cmocka_unit_test(test_cuda_nonblocking_stream),
         cmocka_unit_test(test_cuda_many_async_builds),

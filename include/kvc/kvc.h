@@ -758,10 +758,14 @@ KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_
  *  device blocks freed (on CUDA those blocks are reused only after the copy, by stream order).
  *  *out_op (may be NULL) receives an operation id for kvc_op_query / kvc_op_wait. Host slots are
  *  taken from free slots first, then by evicting cached blocks (which spill to disk if there is a
- *  disk tier). Bumps the pool's sequence generation (built batches re-validate).
+ *  disk tier). A block that a pending copy-on-write pair reads (a fork of this sequence wrote into
+ *  a shared block) is swapped out too; the pair still reads it, and the block is reused only after
+ *  the pair is drained (kvc_copy_pending / kvc_take_pending_copies). Bumps the pool's sequence
+ *  generation (built batches re-validate).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (already swapped out, no host
- *  tier), KVC_ERR_BUSY (copy-on-write pairs of this sequence are still pending: kvc_copy_pending
- *  first), KVC_ERR_OUT_OF_BLOCKS (not enough host slots; nothing moved), KVC_ERR_NO_MEMORY. */
+ *  tier), KVC_ERR_BUSY (a copy-on-write pair into one of this sequence's blocks is still pending:
+ *  kvc_copy_pending first), KVC_ERR_OUT_OF_BLOCKS (not enough host slots; nothing moved),
+ *  KVC_ERR_NO_MEMORY. */
 KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_op);
 
 /** Swaps sequence seq_id back in: fresh device blocks receive its host-held blocks, the host slots

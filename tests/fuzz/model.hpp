@@ -980,10 +980,8 @@ public:
         if (it == seqs.end()) return KVC_ERR_UNKNOWN_SEQ;
         Seq &s = it->second;
         if (s.swapped || !host) return KVC_ERR_STATE;
-        for (const auto &pr : pending)
-            if (std::find(s.table.begin(), s.table.end(), pr.first) != s.table.end() ||
-                std::find(s.table.begin(), s.table.end(), pr.second) != s.table.end())
-                return KVC_ERR_BUSY;
+        for (const auto &pr : pending)  // a pair into one of its blocks (kvc.h: a pair reading one is fine)
+            if (std::find(s.table.begin(), s.table.end(), pr.second) != s.table.end()) return KVC_ERR_BUSY;
         int64_t need = 0, evictable = int64_t(hfree.size());
         for (int32_t b : s.table) need += swappable(b);
         for (const auto &l : hlru) evictable += int64_t(l.size());

@@ -2485,10 +2485,14 @@ extern "C" {
     #[doc = "  device blocks freed (on CUDA those blocks are reused only after the copy, by stream order)."]
     #[doc = "  *out_op (may be NULL) receives an operation id for kvc_op_query / kvc_op_wait. Host slots are"]
     #[doc = "  taken from free slots first, then by evicting cached blocks (which spill to disk if there is a"]
-    #[doc = "  disk tier). Bumps the pool's sequence generation (built batches re-validate)."]
+    #[doc = "  disk tier). A block that a pending copy-on-write pair reads (a fork of this sequence wrote into"]
+    #[doc = "  a shared block) is swapped out too; the pair still reads it, and the block is reused only after"]
+    #[doc = "  the pair is drained (kvc_copy_pending / kvc_take_pending_copies). Bumps the pool's sequence"]
+    #[doc = "  generation (built batches re-validate)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (already swapped out, no host"]
-    #[doc = "  tier), KVC_ERR_BUSY (copy-on-write pairs of this sequence are still pending: kvc_copy_pending"]
-    #[doc = "  first), KVC_ERR_OUT_OF_BLOCKS (not enough host slots; nothing moved), KVC_ERR_NO_MEMORY."]
+    #[doc = "  tier), KVC_ERR_BUSY (a copy-on-write pair into one of this sequence's blocks is still pending:"]
+    #[doc = "  kvc_copy_pending first), KVC_ERR_OUT_OF_BLOCKS (not enough host slots; nothing moved),"]
+    #[doc = "  KVC_ERR_NO_MEMORY."]
     pub fn kvc_swap_out(pool: *mut kvc_pool, seq_id: u64, out_op: *mut u64) -> kvc_status;
 }
 extern "C" {
