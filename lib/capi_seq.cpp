@@ -31,22 +31,29 @@ struct AllocPlan {
     kvc::PrefixWalk walk;
 };
 
+// The plan for a prompt whose hit is `walk` (lock held).
+AllocPlan plan_from_walk(const kvc_pool *p, int64_t num_tokens, const kvc::PrefixWalk &walk) {
+    AllocPlan plan;
+    plan.blocks = kvc::pool_blocks_for(p, num_tokens);
+    plan.walk = walk;
+    plan.held = plan.blocks - walk.first_block;
+    // Held device hits are shared; lower-tier hits and the rest take fresh blocks.
+    plan.fresh = plan.held - (walk.held() - walk.host_hits - walk.disk_hits);
+    plan.free_now = p->blocks.num_free() - walk.free_hits;
+    return plan;
+}
+
 // Shared by kvc_can_alloc and kvc_alloc (lock held, arguments validated).
 // With tiers, kvc_alloc also walks the host tier (lower = kWalkHost): those hits are restored into
 // fresh device blocks, so they count as fresh for capacity.
 AllocPlan plan_alloc(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
                      kvc::WalkTiers lower = kvc::kWalkDevice) {
-    AllocPlan plan;
-    plan.blocks = kvc::pool_blocks_for(p, num_tokens);
+    kvc::PrefixWalk walk;
     // Without a window a prompt longer than the pool can never be taken: no need to look. With one,
     // a hit's leading blocks are not held, so it may fit.
-    if (p->caching && (plan.blocks <= p->num_blocks || p->sliding_window > 0))
-        plan.walk = kvc::pool_find_prompt_hit(p, tokens, num_tokens, keys, lower);
-    plan.held = plan.blocks - plan.walk.first_block;
-    // Held device hits are shared; lower-tier hits and the rest take fresh blocks.
-    plan.fresh = plan.held - (plan.walk.held() - plan.walk.host_hits - plan.walk.disk_hits);
-    plan.free_now = p->blocks.num_free() - plan.walk.free_hits;
-    return plan;
+    if (p->caching && (kvc::pool_blocks_for(p, num_tokens) <= p->num_blocks || p->sliding_window > 0))
+        walk = kvc::pool_find_prompt_hit(p, tokens, num_tokens, keys, lower);
+    return plan_from_walk(p, num_tokens, walk);
 }
 
 kvc_status check_prompt_args(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const char *fn) {
@@ -74,17 +81,18 @@ kvc_status check_alloc(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, const A
     return KVC_OK;
 }
 
-// With a disk tier, kvc_alloc promotes the prompt's disk hits into the host tier before it plans
-// (which moves blocks and may evict host blocks to disk): it refuses what it would refuse after
-// the promotion first, so that a refused call changes nothing. The plan through the disk tier
-// counts disk hits as restores, as the plan after a complete promotion does.
-kvc_status check_alloc_before_promotion(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
-                                        const KeySet &keys) {
-    const kvc::Tiers *t = p->tiers.load(std::memory_order_acquire);
-    if (!t) return KVC_OK;  // no tiers: nothing to promote, and no second lock on the hot path
-    std::lock_guard<std::mutex> lock(p->mu);
-    if (!t->disk) return KVC_OK;
-    return check_alloc(p, seq_id, num_tokens, plan_alloc(p, tokens, num_tokens, keys, kvc::kWalkHostDisk));
+// kvc_alloc with a disk tier promotes the prompt's disk hits into the host tier before it plans
+// (moving blocks, perhaps evicting host blocks to disk); tier_promote_prefix asks this first, on the
+// hit through the disk tier (which counts disk hits as restores, as the plan after a complete
+// promotion does), so that a refused call changes nothing.
+struct AllocRequest {
+    kvc_pool *p;
+    uint64_t seq_id;
+    int64_t num_tokens;
+};
+kvc_status refuse_before_promotion(const void *ctx, const kvc::PrefixWalk &walk) {
+    const AllocRequest &r = *static_cast<const AllocRequest *>(ctx);
+    return check_alloc(r.p, r.seq_id, r.num_tokens, plan_from_walk(r.p, r.num_tokens, walk));
 }
 
 }  // namespace
@@ -119,11 +127,9 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         kvc_pool *p = pool;
         // Disk-tier hits are read and verified first (outside the lock), so that what follows only
         // sees hits it can trust. No-op without a disk tier.
-        if (p->caching) {
-            st = check_alloc_before_promotion(p, seq_id, tokens, num_tokens, ks);
-            if (st != KVC_OK) return st;
-        }
-        kvc::tier_promote_prefix(p, tokens, num_tokens, ks);
+        const AllocRequest request{p, seq_id, num_tokens};
+        st = kvc::tier_promote_prefix(p, tokens, num_tokens, ks, {refuse_before_promotion, &request});
+        if (st != KVC_OK) return st;
         st = [&]() -> kvc_status {
         std::lock_guard<std::mutex> lock(p->mu);
         AllocPlan plan = plan_alloc(p, tokens, num_tokens, ks, kvc::kWalkHost);

@@ -234,16 +234,18 @@ kvc_status tier_barrier(kvc_pool *p, void *stream) {
     return cuda::stream_wait_event(stream, t->last_event);
 }
 
-void tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys) {
+kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
+                               PromotionCheck check) {
     Tiers *t = p->tiers.load(std::memory_order_acquire);
-    if (!t || !p->caching) return;
+    if (!t || !p->caching) return KVC_OK;
     {
         std::lock_guard<std::mutex> lk(p->mu);
-        if (!t->disk) return;
-        if ((num_tokens - 1) / p->block_size <= 0) return;
+        if (!t->disk) return KVC_OK;
+        if ((num_tokens - 1) / p->block_size <= 0) return KVC_OK;
         // The hit kvc_alloc will look for; its held blocks are hit_scratch[0 .. held).
         PrefixWalk w = pool_find_prompt_hit(p, tokens, num_tokens, keys, kWalkHostDisk);
-        if (w.disk_hits == 0) return;
+        if (w.disk_hits == 0) return KVC_OK;
+        if (kvc_status st = check.refuse(check.ctx, w); st != KVC_OK) return st;
         const int64_t held = w.held();
         TierSlots &hs = t->host->slots;
         DiskTier &d = *t->disk;
@@ -284,6 +286,7 @@ void tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens,
                 hs.commit_cached(t->hit_slot[size_t(i)]);
     }
     tier_run_pending(p);
+    return KVC_OK;
 }
 
 Tiers::~Tiers() {

@@ -128,7 +128,15 @@ void tier_run_pending(kvc_pool *p);
 kvc_status tier_barrier(kvc_pool *p, void *stream);
 
 // kvc_alloc, before its main step: brings the prompt's disk-tier hits up into the host tier
-// (reading and verifying them), so the allocation sees them as host hits.
-void tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys);
+// (reading and verifying them), so the allocation sees them as host hits. When there is something
+// to promote, `refuse` first judges the allocation on the prompt's hit through the disk tier (lock
+// held); its error is returned before anything moves, so a refused kvc_alloc changes nothing.
+struct PrefixWalk;
+struct PromotionCheck {
+    kvc_status (*refuse)(const void *ctx, const PrefixWalk &walk);
+    const void *ctx;
+};
+kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
+                               PromotionCheck check);
 
 }  // namespace kvc
