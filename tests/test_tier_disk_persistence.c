@@ -271,6 +271,7 @@ static void op_filler(world *w, int32_t blocks) {
         if (alloc_prompt(w, toks, n) < 0) return;
         OK(kvc_free(w->p, w->seqs[w->nseqs - 1].id));
         drop_seq(w, &w->seqs[w->nseqs - 1]);
+        check_step(w);
         blocks -= b;
     }
 }
