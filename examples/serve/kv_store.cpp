@@ -216,13 +216,13 @@ bool KvStore::swap_out(uint64_t id) {
     return true;
 }
 
-SwapIn KvStore::swap_in(uint64_t id) {
+SwapIn KvStore::swap_in(uint64_t id, int64_t spare_blocks) {
     if (!has_swap()) return SwapIn::not_yet;
-    if (hybrid())
+    if (hybrid() || spare_blocks > 0)
         for (PoolGroup &g : groups_) {
             int64_t blocks = 0;
             kvc_check(g.pool->swap_cost_blocks(id, &blocks), "kvc_preemption_cost");
-            if (blocks > g.pool->stats().free_blocks) return SwapIn::not_yet;
+            if (blocks + spare_blocks > g.pool->stats().free_blocks) return SwapIn::not_yet;
         }
     for (size_t g = 0; g < groups_.size(); g++) {
         if (groups_[g].swap->swap_in(id)) continue;

@@ -109,8 +109,9 @@ public:
     // preemption; kvc_free takes swapped-out sequences). Swapping those pools back in would only
     // take device blocks that the preemption is meant to free.
     bool swap_out(uint64_t id);
-    // Swap in through every pool, after checking each has the device blocks (kvc_preemption_cost).
-    SwapIn swap_in(uint64_t id);
+    // Swap in through every pool, after checking each has the device blocks (kvc_preemption_cost)
+    // and spare_blocks more free (engine.cpp, admit: room for the sequence's next append).
+    SwapIn swap_in(uint64_t id, int64_t spare_blocks = 0);
     // Whether the sequence still holds a device block in some pool (a swapped-out one keeps the
     // blocks it shares).
     bool holds_device_blocks(uint64_t id);
