@@ -354,21 +354,8 @@ static void random_op(world *w) {
 /* ---- rounds ---------------------------------------------------------------------------------- */
 
 static kvc_pool *layout_pool(int layout, int32_t dev_blocks) {
-    kvc_pool_config cfg;
-    OK(kvc_pool_config_default(&cfg));
-    cfg.block_size = TBS;
-    cfg.num_layers = 2;
-    cfg.num_kv_heads = 2;
-    cfg.head_dim = layout_head_dim[layout];
-    cfg.kv_dtype = layout_dtype[layout];
-    cfg.num_blocks = dev_blocks;
-    cfg.prefix_caching = 1;
-    cfg.watermark = 0.0;
-    cfg.backend = KVC_BACKEND_CPU;
-    kvc_pool *p = NULL;
-    OK(kvc_pool_create(&cfg, &p));
     int64_t bytes = 0;
-    OK(kvc_bytes_per_block(&cfg, &bytes));
+    kvc_pool *p = tier_pool_shaped(dev_blocks, 1, layout_head_dim[layout], layout_dtype[layout], &bytes);
     assert_int_equal(bytes, layout_block_bytes[layout]);
     return p;
 }

@@ -10,22 +10,30 @@
 /* CPU pool, block_size 4, 2 layers, 2 KV heads, head_dim 8, F32: 1024-byte blocks. */
 enum { TBS = 4, TBLOCK_BYTES = 1024 };
 
-static inline kvc_pool *tier_pool(int64_t num_blocks, int caching) {
+/* CPU pool, block_size 4, 2 layers, 2 KV heads, of the given head_dim and dtype; *block_bytes
+ * receives kvc_bytes_per_block of its configuration. */
+static inline kvc_pool *tier_pool_shaped(int64_t num_blocks, int caching, int32_t head_dim, int32_t dtype,
+                                         int64_t *block_bytes) {
     kvc_pool_config cfg;
     OK(kvc_pool_config_default(&cfg));
     cfg.block_size = TBS;
     cfg.num_layers = 2;
     cfg.num_kv_heads = 2;
-    cfg.head_dim = 8;
-    cfg.kv_dtype = KVC_DTYPE_F32;
+    cfg.head_dim = head_dim;
+    cfg.kv_dtype = dtype;
     cfg.num_blocks = num_blocks;
     cfg.prefix_caching = caching;
     cfg.watermark = 0.0;
     cfg.backend = KVC_BACKEND_CPU;
     kvc_pool *p = NULL;
     OK(kvc_pool_create(&cfg, &p));
+    OK(kvc_bytes_per_block(&cfg, block_bytes));
+    return p;
+}
+
+static inline kvc_pool *tier_pool(int64_t num_blocks, int caching) {
     int64_t bytes = 0;
-    OK(kvc_bytes_per_block(&cfg, &bytes));
+    kvc_pool *p = tier_pool_shaped(num_blocks, caching, 8, KVC_DTYPE_F32, &bytes);
     assert_int_equal(bytes, TBLOCK_BYTES);
     return p;
 }
