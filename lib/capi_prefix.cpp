@@ -86,17 +86,20 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
 KVC_API kvc_status kvc_prefix_cache_reset(kvc_pool *pool) {
     KVC_GUARD({
         if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_prefix_cache_reset: pool is NULL");
-        std::lock_guard<std::mutex> lock(pool->mu);
-        if (pool->blocks.num_used() > 0 || pool->blocks.num_pinned() > 0)
-            return fail(KVC_ERR_BUSY, "kvc_prefix_cache_reset: %lld blocks in use and %lld pinned",
-                        (long long)pool->blocks.num_used(), (long long)pool->blocks.num_pinned());
-        if (!pool->caching) return KVC_OK;
-        pool->blocks.uncache_all_free();
-        pool->cache.clear();
-        kvc::tier_reset_cache(pool);
-        kvc::EventRecord ev;
-        ev.type = KVC_EVENT_ALL_BLOCKS_CLEARED;
-        pool->events.push(ev, nullptr);
+        {
+            std::lock_guard<std::mutex> lock(pool->mu);
+            if (pool->blocks.num_used() > 0 || pool->blocks.num_pinned() > 0)
+                return fail(KVC_ERR_BUSY, "kvc_prefix_cache_reset: %lld blocks in use and %lld pinned",
+                            (long long)pool->blocks.num_used(), (long long)pool->blocks.num_pinned());
+            if (!pool->caching) return KVC_OK;
+            pool->blocks.uncache_all_free();
+            pool->cache.clear();
+            kvc::tier_reset_cache(pool);
+            kvc::EventRecord ev;
+            ev.type = KVC_EVENT_ALL_BLOCKS_CLEARED;
+            pool->events.push(ev, nullptr);
+        }
+        kvc::tier_run_pending(pool);  // the disk tier's file forgets its blocks (no lock held)
         return KVC_OK;
     })
 }

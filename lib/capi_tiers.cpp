@@ -133,7 +133,7 @@ KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_
         std::lock_guard<std::mutex> ex(t->exec_mu);
         std::lock_guard<std::mutex> lk(pool->mu);
         if (t->disk) return fail(KVC_ERR_STATE, "%s: this pool already has a disk tier", fn);
-        const size_t jobs = 2 * size_t(t->host->slots.capacity()) + size_t(num_blocks);
+        const size_t jobs = 2 * size_t(t->host->slots.capacity()) + 2 * size_t(num_blocks);
         t->pending.reserve(jobs);
         t->running.reserve(jobs);
         t->disk = std::move(d);

@@ -33,14 +33,16 @@ void kvct_corrupt_refcount(kvc_pool *pool, int32_t block, int32_t delta);
 
 /* ---- Memory tiers ---------------------------------------------------------------------------- */
 
-/** Disk tier fault injection: the next `count` disk writes (ENOSPC / EIO kinds) or reads (EIO,
- *  short read, flipped bit in the block bytes) fail that way. KVCT_FAULT_NONE (or count 0) clears. */
+/** Disk tier fault injection: the next `count` disk block writes (ENOSPC / EIO kinds) or reads
+ *  (EIO, short read, flipped bit in the block bytes) fail that way. KVCT_FAULT_NONE (or count 0) clears. */
 #define KVCT_FAULT_NONE 0
 #define KVCT_FAULT_WRITE_ENOSPC 1
 #define KVCT_FAULT_WRITE_EIO 2
 #define KVCT_FAULT_READ_EIO 3
 #define KVCT_FAULT_READ_SHORT 4
 #define KVCT_FAULT_READ_BITFLIP 5
+/** Header-only writes (the erasure of a freed slot's header) get EIO; block copies are untouched. */
+#define KVCT_FAULT_HEADER_WRITE_EIO 6
 void kvct_disk_fault(int32_t kind, int32_t count);
 /** on != 0: disk tiers attached afterwards use pread/pwrite instead of io_uring. */
 void kvct_disk_force_sync_io(int32_t on);

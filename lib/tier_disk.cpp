@@ -222,6 +222,22 @@ void DiskTier::read_slots(const int32_t *disk_slots, char *const *data, int32_t 
     }
 }
 
+void DiskTier::forget_slots(const int32_t *disk_slots, int32_t *out, int n) {
+    for (int base = 0; base < n; base += kBatch) {
+        const int m = std::min(kBatch, n - base);
+        std::memset(scratch_, 0, size_t(m) * size_t(header_bytes_));
+        IoOp ops[kBatch];
+        for (int i = 0; i < m; ++i) {
+            ops[i].write = true;
+            ops[i].offset = int64_t(disk_slots[base + i]) * slot_bytes_;
+            ops[i].header = scratch_ + int64_t(i) * header_bytes_;
+            ops[i].header_len = size_t(header_bytes_);
+        }
+        run_io(ops, m);
+        for (int i = 0; i < m; ++i) out[base + i] = ops[i].result == int64_t(header_bytes_) ? kDiskOk : kDiskIoError;
+    }
+}
+
 // Re-indexes the slots of a persistent file: headers only (bytes are verified on use). Slots whose
 // header is invalid, of another layout, or a duplicate of a newer slot's hash stay free.
 void DiskTier::scan() {

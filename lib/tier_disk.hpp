@@ -44,6 +44,9 @@ public:
     // outside the pool lock by the tier executor (one caller at a time); out[i] gets a DiskOutcome.
     void write_slots(const int32_t *disk_slots, char *const *data, int32_t *out, int n);
     void read_slots(const int32_t *disk_slots, char *const *data, int32_t *out, int n);
+    // Zeroes the slots' headers in the file, so that no later attach re-indexes what they held.
+    // A failed write (out[i] = kDiskIoError) leaves a header a persistent attach would re-index.
+    void forget_slots(const int32_t *disk_slots, int32_t *out, int n);
 
     TierSlots slots;
     TierCounters stats;

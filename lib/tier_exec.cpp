@@ -15,7 +15,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool is_disk_job(uint8_t k) { return k == kJobDiskSpill || k == kJobPromote; }
+bool is_disk_job(uint8_t k) { return k == kJobDiskSpill || k == kJobPromote || k == kJobDiskForget; }
 bool is_to_host(uint8_t k) { return k == kJobSpill || k == kJobSwapOut; }
 
 // Time spent per kind of copy in one executor pass, folded into the counters at commit.
@@ -52,9 +52,15 @@ void execute(kvc_pool *p, Tiers *t, PassTimes *times) {
             const int m = int(e - i);
             for (int k = 0; k < m; ++k) {
                 slots[k] = jobs[i + size_t(k)].disk;
-                data[k] = host.slot_ptr(jobs[i + size_t(k)].host);
+                data[k] = j.kind == kJobDiskForget ? nullptr : host.slot_ptr(jobs[i + size_t(k)].host);
             }
             const Clock::time_point t0 = Clock::now();
+            if (j.kind == kJobDiskForget) {  // not a block copy: not timed as a transfer
+                t->disk->forget_slots(slots, out, m);
+                for (int k = 0; k < m; ++k) jobs[i + size_t(k)].outcome = out[k];
+                i = e;
+                continue;
+            }
             if (j.kind == kJobDiskSpill) {
                 t->disk->write_slots(slots, data, out, m);
                 times->disk_write_s += since(t0);
@@ -169,14 +175,23 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
                     count_copy(t->host->stats, true, stride);
                     ++d.stats.hits;
                 } else {
-                    // A bad read is a miss: neither copy is trusted any more.
+                    // A bad read is a miss: neither copy is trusted any more, nor the file's.
                     d.slots.release(j.disk);
+                    tier_push_job(t, kJobDiskForget, -1, -1, j.disk);
                     hs.release(j.host);
                     ++d.stats.failures;
                     ++(j.outcome == kDiskChecksum ? d.stats.checksum_failures : d.stats.io_errors);
                 }
                 break;
             }
+            case kJobDiskForget:
+                // The slot is free already; a header left valid is counted, so that a caller who
+                // relies on the file forgetting (a reset before a restart) can tell.
+                if (j.outcome != kDiskOk) {
+                    ++t->disk->stats.failures;
+                    ++t->disk->stats.io_errors;
+                }
+                break;
         }
     }
     if (times.device_batches) {

@@ -18,12 +18,16 @@ std::atomic<int32_t> g_fault_kind{kFaultNone};
 std::atomic<int32_t> g_fault_count{0};
 std::atomic<bool> g_force_sync{false};
 
-// The fault to inject into the next op of this direction, if any (consumes one count).
-int32_t take_fault(bool write) {
+// The fault to inject into the next op of this kind, if any (consumes one count). Block copies and
+// header-only I/O (a persistent file's scan, a forgotten slot's erasure) have faults of their own,
+// so a test counts exactly the operations it plans.
+int32_t take_fault(const IoOp &op) {
     int32_t kind = g_fault_kind.load(std::memory_order_relaxed);
     if (kind == kFaultNone) return kFaultNone;
-    const bool write_fault = kind == kFaultWriteNoSpace || kind == kFaultWriteIo;
-    if (write_fault != write) return kFaultNone;
+    const bool header_only = op.data_len == 0;
+    if (header_only != (kind == kFaultHeaderWriteIo)) return kFaultNone;
+    const bool write_fault = kind == kFaultWriteNoSpace || kind == kFaultWriteIo || kind == kFaultHeaderWriteIo;
+    if (write_fault != op.write) return kFaultNone;
     int32_t left = g_fault_count.load(std::memory_order_relaxed);
     while (left > 0 && !g_fault_count.compare_exchange_weak(left, left - 1)) {
     }
@@ -85,8 +89,9 @@ void IoEngine::run(int fd, IoOp *ops, int n) {
         const int m = n - done < 64 ? n - done : 64;
         IoOp *batch = ops + done;
         for (int i = 0; i < m; ++i) {
-            fault[i] = take_fault(batch[i].write);
-            skip[i] = fault[i] == kFaultWriteNoSpace || fault[i] == kFaultWriteIo || fault[i] == kFaultReadIo;
+            fault[i] = take_fault(batch[i]);
+            skip[i] = fault[i] == kFaultWriteNoSpace || fault[i] == kFaultWriteIo || fault[i] == kFaultReadIo ||
+                      fault[i] == kFaultHeaderWriteIo;
             if (skip[i]) batch[i].result = fault[i] == kFaultWriteNoSpace ? -ENOSPC : -EIO;
         }
 #ifdef KVC_HAVE_URING

@@ -48,6 +48,7 @@ enum TierFault : int32_t {
     kFaultReadIo = 3,
     kFaultReadShort = 4,
     kFaultReadBitFlip = 5,
+    kFaultHeaderWriteIo = 6,  // header-only writes (a forgotten slot's erasure) only
 };
 void tier_fault_set(int32_t kind, int32_t count);
 void tier_force_sync_io(bool on);

@@ -126,7 +126,12 @@ void tier_reset_cache(kvc_pool *p) {
     Tiers *t = p->tiers.load(std::memory_order_relaxed);
     if (!t) return;
     t->host->slots.drop_all_cached();
-    if (t->disk) t->disk->slots.drop_all_cached();
+    if (!t->disk) return;
+    // The file forgets them too (the caller runs the jobs once the lock is released).
+    TierSlots &ds = t->disk->slots;
+    for (int32_t s = 0; s < ds.capacity(); ++s)
+        if (ds.state(s) == TierSlots::kCached) tier_push_job(t, kJobDiskForget, -1, -1, s);
+    ds.drop_all_cached();
 }
 
 }  // namespace kvc

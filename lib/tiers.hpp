@@ -36,6 +36,8 @@ enum TierJobKind : uint8_t {
     kJobSwapIn,     // held host slot -> device block
     kJobDiskSpill,  // host slot -> disk slot (host LRU victim keeps its identity)
     kJobPromote,    // disk slot -> host slot (prefix re-hit from disk, verified)
+    kJobDiskForget, // a freed disk slot's header is zeroed in the file: a later KVC_DISK_PERSISTENT
+                    // attach must not bring back a block the cache dropped (reset, a failed read)
 };
 
 struct TierJob {
@@ -59,7 +61,9 @@ struct Tiers {
     // Jobs: `pending` guarded by the pool mutex; `running` by exec_mu. A planned job owns a busy or
     // held slot until it is committed (a disk slot for disk spills, a host slot otherwise), and a
     // host slot is named by at most two uncommitted jobs (a swap-out, then the swap-in that undoes
-    // it), so both vectors are reserved for 2 x host + disk jobs at attach: planning never allocates.
+    // it); a disk slot has at most one forget job besides (planned when it is freed, run before any
+    // later job on it), so both vectors are reserved for 2 x host + 2 x disk jobs at attach:
+    // planning never allocates.
     std::vector<TierJob> pending, running;
     std::mutex exec_mu;
     std::atomic<int64_t> inflight{0};  // jobs planned and not yet committed

@@ -378,6 +378,75 @@ static void test_persistent_file_corruption_is_a_miss(void **state) {
     CHECK_POOL(p);
     expect_tiers(p, P, 16, 0, 0);  /* only the freshly allocated (to be recomputed) blocks */
     OK(kvc_pool_destroy(p));
+
+    /* The file forgot the slots that failed: the next process does not re-index (and fail) them again. */
+    p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 0);
+    expect_tiers(p, P, 0, 0, 0);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+/* kvc_prefix_cache_reset is for good: a KVC_DISK_PERSISTENT attach after it (a restart after a weight
+ * update) recovers none of the blocks dropped, and blocks spilled after the reset persist as usual. */
+static void test_reset_forgets_persistent_file(void **state) {
+    disk_fixture *f = *state;
+    int32_t P[NP], Q[NP];
+    prompt(P, NP, 11);
+    prompt(Q, NP, 12);
+    kvc_pool *p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    push_to_disk(p, P, 91);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).cached_blocks, 4);
+    OK(kvc_prefix_cache_reset(p));
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+
+    p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.recovered_blocks, 0);
+    assert_int_equal(k.cached_blocks, 0);
+    expect_tiers(p, P, 0, 0, 0);
+    push_to_disk(p, Q, 92);  /* the forgotten slots are taken again, and their new blocks persist */
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+
+    p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 4);
+    expect_tiers(p, P, 0, 0, 0);
+    expect_tiers(p, Q, 0, 0, 16);
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 4, Q, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    expect_blocks(p, 4, 4, 92);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+/* An erasure that fails is counted (failures, io_errors): the caller can tell that the next
+ * persistent attach would find that block again (and must delete the file or attach without the flag). */
+static void test_reset_forget_failure_is_counted(void **state) {
+    disk_fixture *f = *state;
+    int32_t P[NP];
+    prompt(P, NP, 13);
+    kvc_pool *p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    push_to_disk(p, P, 93);
+    kvc_tier_stats before = tier_stats(p, KVC_TIER_DISK);
+    kvct_disk_fault(KVCT_FAULT_HEADER_WRITE_EIO, 1);
+    OK(kvc_prefix_cache_reset(p));
+    kvct_disk_fault(KVCT_FAULT_NONE, 0);
+    kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.failures, before.failures + 1);
+    assert_int_equal(k.io_errors, before.io_errors + 1);
+    assert_int_equal(k.blocks_in, before.blocks_in);  /* an erasure is no block copy */
+    assert_int_equal(k.transfers, before.transfers);
+    assert_int_equal(k.cached_blocks, 0);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+
+    p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 1);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
 }
 
 /* Write faults: the spilled block is dropped, counted, and never half-registered. */
@@ -514,6 +583,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_refused_alloc_promotes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persistent_file_corruption_is_a_miss, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reset_forgets_persistent_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reset_forget_failure_is_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_eio, setup, teardown),

@@ -472,7 +472,11 @@ KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t
 KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,
                                     const kvc_keys *keys, int64_t *out_unpinned_tokens);
 
-/** Drops every cached block from the prefix cache (emits AllBlocksCleared). Refused with
+/** Drops every cached block from the prefix cache (emits AllBlocksCleared), in every tier: the
+ *  host tier's cached blocks, and the disk tier's, whose headers are also erased in the file before
+ *  the call returns, so that a later KVC_DISK_PERSISTENT attach of the file (the next process, after
+ *  a weight update) finds none of them. An erasure that fails is counted in the disk tier's failures
+ *  and io_errors (then delete the file, or attach it without KVC_DISK_PERSISTENT). Refused with
  *  KVC_ERR_BUSY while any block is in use or pinned. Errors: KVC_ERR_NULL_ARG, KVC_ERR_BUSY. */
 KVC_API kvc_status kvc_prefix_cache_reset(kvc_pool *pool);
 
@@ -746,8 +750,9 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks);
  *  I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system
  *  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool. Only blocks that
  *  reached the disk are kept by KVC_DISK_PERSISTENT (blocks still in the host tier when the pool is
- *  destroyed are not written back); kvc_prefix_cache_reset forgets the file's blocks for this pool
- *  only (a later attach of the same file finds them again).
+ *  destroyed are not written back). The file forgets what the cache drops for good:
+ *  kvc_prefix_cache_reset erases its blocks, and a slot whose read failed verification is erased
+ *  too, so no later attach re-indexes it.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX, unknown flags),
  *  KVC_ERR_STATE (no host tier, or a disk tier is already attached), KVC_ERR_IO (cannot open, not a
  *  regular file, no space), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY. */
@@ -835,7 +840,8 @@ typedef struct kvc_tier_stats {
 
 /** Statistics of one tier (an unattached host/disk tier reports capacity 0). A failed disk write
  *  drops the block it was spilling (counted in failures and io_errors); a failed disk read is a
- *  miss (counted in failures and io_errors or checksum_failures) and the bad disk slot is freed.
+ *  miss (counted in failures and io_errors or checksum_failures) and the bad disk slot is freed
+ *  and erased in the file; a failed erasure (see kvc_prefix_cache_reset) counts in both too.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (unknown tier), KVC_ERR_VERSION. */
 KVC_API kvc_status kvc_tier_get_stats(kvc_pool *pool, int32_t tier, kvc_tier_stats *out);
 

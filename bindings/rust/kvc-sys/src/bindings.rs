@@ -1250,7 +1250,11 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Drops every cached block from the prefix cache (emits AllBlocksCleared). Refused with"]
+    #[doc = " Drops every cached block from the prefix cache (emits AllBlocksCleared), in every tier: the"]
+    #[doc = "  host tier's cached blocks, and the disk tier's, whose headers are also erased in the file before"]
+    #[doc = "  the call returns, so that a later KVC_DISK_PERSISTENT attach of the file (the next process, after"]
+    #[doc = "  a weight update) finds none of them. An erasure that fails is counted in the disk tier's failures"]
+    #[doc = "  and io_errors (then delete the file, or attach it without KVC_DISK_PERSISTENT). Refused with"]
     #[doc = "  KVC_ERR_BUSY while any block is in use or pinned. Errors: KVC_ERR_NULL_ARG, KVC_ERR_BUSY."]
     pub fn kvc_prefix_cache_reset(pool: *mut kvc_pool) -> kvc_status;
 }
@@ -2468,8 +2472,9 @@ extern "C" {
     #[doc = "  I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system"]
     #[doc = "  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool. Only blocks that"]
     #[doc = "  reached the disk are kept by KVC_DISK_PERSISTENT (blocks still in the host tier when the pool is"]
-    #[doc = "  destroyed are not written back); kvc_prefix_cache_reset forgets the file's blocks for this pool"]
-    #[doc = "  only (a later attach of the same file finds them again)."]
+    #[doc = "  destroyed are not written back). The file forgets what the cache drops for good:"]
+    #[doc = "  kvc_prefix_cache_reset erases its blocks, and a slot whose read failed verification is erased"]
+    #[doc = "  too, so no later attach re-indexes it."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX, unknown flags),"]
     #[doc = "  KVC_ERR_STATE (no host tier, or a disk tier is already attached), KVC_ERR_IO (cannot open, not a"]
     #[doc = "  regular file, no space), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY."]
@@ -3026,7 +3031,8 @@ fn bindgen_test_layout_kvc_tier_stats() {
 extern "C" {
     #[doc = " Statistics of one tier (an unattached host/disk tier reports capacity 0). A failed disk write"]
     #[doc = "  drops the block it was spilling (counted in failures and io_errors); a failed disk read is a"]
-    #[doc = "  miss (counted in failures and io_errors or checksum_failures) and the bad disk slot is freed."]
+    #[doc = "  miss (counted in failures and io_errors or checksum_failures) and the bad disk slot is freed"]
+    #[doc = "  and erased in the file; a failed erasure (see kvc_prefix_cache_reset) counts in both too."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (unknown tier), KVC_ERR_VERSION."]
     pub fn kvc_tier_get_stats(
         pool: *mut kvc_pool,
