@@ -124,10 +124,14 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
     const int64_t stride = p->layout.block_stride;
     TierSlots &hs = t->host->slots;
     for (const TierJob &j : t->running) {
+        // Planned before a kvc_prefix_cache_reset: the copy is done, but its block is no longer
+        // to be cached (a file header it wrote is erased too).
+        const bool reset_since = j.epoch != t->cache_epoch;
         switch (j.kind) {
             case kJobSpill:
                 if (j.outcome == 0) {
-                    hs.commit_cached(j.host);
+                    if (reset_since) hs.release(j.host);
+                    else hs.commit_cached(j.host);
                     count_copy(t->device, false, stride);
                     count_copy(t->host->stats, true, stride);
                 } else {
@@ -142,7 +146,8 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
                 count_copy(t->host->stats, true, stride);
                 break;
             case kJobRestore:
-                hs.commit_cached(j.host);
+                if (reset_since) hs.release(j.host);
+                else hs.commit_cached(j.host);
                 if (j.outcome != 0) ++t->host->stats.failures;
                 count_copy(t->host->stats, false, stride);
                 count_copy(t->device, true, stride);
@@ -155,7 +160,11 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
                 break;
             case kJobDiskSpill: {
                 DiskTier &d = *t->disk;
-                if (j.outcome == kDiskOk) {
+                if (j.outcome == kDiskOk && reset_since) {
+                    d.slots.release(j.disk);
+                    tier_push_job(t, kJobDiskForget, -1, -1, j.disk);
+                    count_copy(d.stats, true, stride);
+                } else if (j.outcome == kDiskOk) {
                     d.slots.commit_cached(j.disk);
                     count_copy(d.stats, true, stride);
                 } else {
@@ -168,7 +177,13 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
             }
             case kJobPromote: {
                 DiskTier &d = *t->disk;
-                if (j.outcome == kDiskOk) {
+                if (j.outcome == kDiskOk && reset_since) {
+                    d.slots.release(j.disk);
+                    tier_push_job(t, kJobDiskForget, -1, -1, j.disk);
+                    hs.release(j.host);
+                    count_copy(d.stats, false, stride);
+                    count_copy(t->host->stats, true, stride);
+                } else if (j.outcome == kDiskOk) {
                     d.slots.commit_cached(j.disk);
                     hs.commit_cached(j.host);
                     count_copy(d.stats, false, stride);
@@ -213,6 +228,7 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
 void tier_run_pending(kvc_pool *p) {
     Tiers *t = p->tiers.load(std::memory_order_acquire);
     if (!t) return;
+    if (t->hold_jobs.load(std::memory_order_relaxed)) return;
     std::lock_guard<std::mutex> ex(t->exec_mu);
     for (;;) {
         {
@@ -312,6 +328,7 @@ Tiers::~Tiers() {
 void tier_destroy(kvc_pool *p) {
     Tiers *t = p->tiers.load(std::memory_order_acquire);
     if (!t) return;
+    t->hold_jobs.store(false);
     tier_run_pending(p);
     p->tiers.store(nullptr);
     delete t;

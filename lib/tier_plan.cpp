@@ -12,6 +12,7 @@ void tier_push_job(Tiers *t, uint8_t kind, int32_t block, int32_t host, int32_t 
     j.block = block;
     j.host = host;
     j.disk = disk;
+    j.epoch = t->cache_epoch;
     t->pending.push_back(j);  // capacity reserved at attach (see Tiers::pending)
     t->inflight.fetch_add(1, std::memory_order_relaxed);
 }
@@ -125,6 +126,7 @@ void tier_release_swapped(kvc_pool *p, Sequence *s) {
 void tier_reset_cache(kvc_pool *p) {
     Tiers *t = p->tiers.load(std::memory_order_relaxed);
     if (!t) return;
+    ++t->cache_epoch;  // jobs in flight (busy slots, untouched here) commit as drops: see Tiers
     t->host->slots.drop_all_cached();
     if (!t->disk) return;
     // The file forgets them too (the caller runs the jobs once the lock is released).

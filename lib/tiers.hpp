@@ -46,6 +46,7 @@ struct TierJob {
     int32_t host = -1;
     int32_t disk = -1;
     int32_t outcome = 0;  // DiskOutcome for disk jobs, 0/1 (ok/failed) for device copies
+    uint32_t epoch = 0;   // Tiers::cache_epoch when planned
 };
 
 struct Tiers {
@@ -67,6 +68,13 @@ struct Tiers {
     std::vector<TierJob> pending, running;
     std::mutex exec_mu;
     std::atomic<int64_t> inflight{0};  // jobs planned and not yet committed
+    // Bumped by kvc_prefix_cache_reset (pool mutex). A job planned before a reset and committed
+    // after it (another thread's swap-out or promotion between its planning and its copies) must
+    // not make its block a cache entry again: its slot is released instead.
+    uint32_t cache_epoch = 0;
+    // Test hook (kvct_tier_hold_jobs): planned jobs stay pending, as if the planning thread were
+    // still on its way to running them, so a test can interleave another call deterministically.
+    std::atomic<bool> hold_jobs{false};
 
     // Operation ids (swap in/out). Guarded by the pool mutex, except the CUDA event ring.
     uint64_t next_op = 1;

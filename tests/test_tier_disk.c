@@ -546,6 +546,43 @@ static void test_swap_with_disk_below(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* A reset between another call's planning and its copies (a second thread's swap-out of the last
+ * live sequence): the copies still land and the swapped-out sequence keeps its bytes, but nothing
+ * planned before the reset becomes a cache entry after it, in memory or in a persistent file. */
+static void test_reset_between_plan_and_copies(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    int32_t P[NP], S[8];
+    prompt(P, NP, 14);
+    alloc_free(p, 1, P, NP, KVC_PRIORITY_DEFAULT, 94);
+    churn(p, DEV_BLOCKS, 100);  /* P's 4 blocks fill the host */
+    prompt(S, 8, 15);
+    OK(kvc_alloc(p, 2, S, 8, NULL, NULL));
+    write_blocks(p, 2, 2, 95);
+    kvct_tier_hold_jobs(p, 1);
+    uint64_t op = 0;
+    OK(kvc_swap_out(p, 2, &op));  /* planned: 2 swap-out copies; P's deepest 2 blocks host -> disk */
+    assert_int_equal(kvct_tier_slots_in_state(p, KVC_TIER_DISK, 3), 2);  /* busy: spills planned */
+    OK(kvc_prefix_cache_reset(p));  /* no device block in use: the sequence holds host slots only */
+    kvct_tier_hold_jobs(p, 0);  /* the copies run now */
+    OK(kvc_op_wait(p, op));
+    kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.blocks_in, 2);  /* written, then dropped */
+    assert_int_equal(k.cached_blocks, 0);
+    assert_int_equal(tier_stats(p, KVC_TIER_HOST).cached_blocks, 0);
+    expect_tiers(p, P, 0, 0, 0);
+    CHECK_POOL(p);
+    OK(kvc_swap_in(p, 2, NULL));
+    expect_blocks(p, 2, 2, 95);
+    OK(kvc_free(p, 2));
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+
+    p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 0);
+    OK(kvc_pool_destroy(p));
+}
+
 /* kvc_prefix_cache_reset drops the lower tiers' cached blocks too. */
 static void test_reset_clears_tiers(void **state) {
     disk_fixture *f = *state;
@@ -592,6 +629,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_read_bitflip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_swap_with_disk_below, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_clears_tiers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reset_between_plan_and_copies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_errors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

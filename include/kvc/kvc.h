@@ -475,7 +475,8 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
 /** Drops every cached block from the prefix cache (emits AllBlocksCleared), in every tier: the
  *  host tier's cached blocks, and the disk tier's, whose headers are also erased in the file before
  *  the call returns, so that a later KVC_DISK_PERSISTENT attach of the file (the next process, after
- *  a weight update) finds none of them. An erasure that fails is counted in the disk tier's failures
+ *  a weight update) finds none of them. Blocks another thread's call is still copying into a lower
+ *  tier (a swap-out's evictions) are dropped when their copies finish. An erasure that fails is counted in the disk tier's failures
  *  and io_errors (then delete the file, or attach it without KVC_DISK_PERSISTENT). Refused with
  *  KVC_ERR_BUSY while any block is in use or pinned. Errors: KVC_ERR_NULL_ARG, KVC_ERR_BUSY. */
 KVC_API kvc_status kvc_prefix_cache_reset(kvc_pool *pool);

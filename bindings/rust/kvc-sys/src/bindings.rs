@@ -1253,7 +1253,8 @@ extern "C" {
     #[doc = " Drops every cached block from the prefix cache (emits AllBlocksCleared), in every tier: the"]
     #[doc = "  host tier's cached blocks, and the disk tier's, whose headers are also erased in the file before"]
     #[doc = "  the call returns, so that a later KVC_DISK_PERSISTENT attach of the file (the next process, after"]
-    #[doc = "  a weight update) finds none of them. An erasure that fails is counted in the disk tier's failures"]
+    #[doc = "  a weight update) finds none of them. Blocks another thread's call is still copying into a lower"]
+    #[doc = "  tier (a swap-out's evictions) are dropped when their copies finish. An erasure that fails is counted in the disk tier's failures"]
     #[doc = "  and io_errors (then delete the file, or attach it without KVC_DISK_PERSISTENT). Refused with"]
     #[doc = "  KVC_ERR_BUSY while any block is in use or pinned. Errors: KVC_ERR_NULL_ARG, KVC_ERR_BUSY."]
     pub fn kvc_prefix_cache_reset(pool: *mut kvc_pool) -> kvc_status;
