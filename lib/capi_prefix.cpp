@@ -1,5 +1,7 @@
 // C API: prefix-cache queries, pinning, reset, and KV events.
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 
 #include "error.hpp"
 #include "pool.hpp"
@@ -104,6 +106,19 @@ KVC_API kvc_status kvc_prefix_cache_reset(kvc_pool *pool) {
     })
 }
 
+KVC_API kvc_status kvc_pool_set_tier_events(kvc_pool *pool, int32_t on) {
+    KVC_GUARD({
+        const char *fn = "kvc_pool_set_tier_events";
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (on != 0 && on != 1) return fail(KVC_ERR_INVALID_ARG, "%s: on must be 0 or 1, got %d", fn, on);
+        std::lock_guard<std::mutex> lock(pool->mu);
+        if (on && !pool->events.enabled())
+            return fail(KVC_ERR_UNSUPPORTED, "%s: this pool has no event ring (event_capacity 0)", fn);
+        pool->tier_events = on != 0;
+        return KVC_OK;
+    })
+}
+
 KVC_API kvc_status kvc_event_pop(kvc_pool *pool, kvc_event *out, int32_t *tokens, int64_t token_cap,
                                  int32_t *out_has_event) {
     KVC_GUARD({
@@ -111,9 +126,12 @@ KVC_API kvc_status kvc_event_pop(kvc_pool *pool, kvc_event *out, int32_t *tokens
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         if (!out) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL", fn);
         if (!out_has_event) return fail(KVC_ERR_NULL_ARG, "%s: out_has_event is NULL", fn);
-        if (out->struct_size < sizeof(kvc_event))
-            return fail(KVC_ERR_VERSION, "%s: out->struct_size is %u, this library needs %zu", fn, out->struct_size,
-                        sizeof(kvc_event));
+        // The first release's struct ended before `tier`; its callers get what fits (tier events
+        // are reported only to callers that turned them on, hence know the field).
+        const size_t size_v1 = offsetof(kvc_event, tier);
+        if (out->struct_size != size_v1 && out->struct_size < sizeof(kvc_event))
+            return fail(KVC_ERR_VERSION, "%s: out->struct_size is %u, this library takes %zu or %zu", fn,
+                        out->struct_size, size_v1, sizeof(kvc_event));
         if (token_cap < 0) return fail(KVC_ERR_INVALID_ARG, "%s: token_cap must be >= 0, got %lld", fn, (long long)token_cap);
         if (!tokens && token_cap > 0) return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL with token_cap %lld", fn, (long long)token_cap);
         std::lock_guard<std::mutex> lock(pool->mu);
@@ -137,10 +155,11 @@ KVC_API kvc_status kvc_event_pop(kvc_pool *pool, kvc_event *out, int32_t *tokens
         e.block_id = r.block_id;
         e.num_tokens = r.num_tokens;
         e.sequence_number = r.sequence_number;
+        e.tier = r.tier;
         if (r.type == KVC_EVENT_BLOCK_STORED)
             std::copy(pool->events.front_tokens(), pool->events.front_tokens() + r.num_tokens, tokens);
         pool->events.pop();
-        *out = e;
+        std::memcpy(out, &e, std::min(size_t(out->struct_size), sizeof e));
         *out_has_event = 1;
         return KVC_OK;
     })

@@ -137,6 +137,10 @@ KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_
         t->pending.reserve(jobs);
         t->running.reserve(jobs);
         t->disk = std::move(d);
+        // Blocks a persistent file brought back are news to a KV-aware router.
+        const kvc::TierSlots &ds = t->disk->slots;
+        for (int32_t s = 0; s < ds.capacity(); ++s)
+            if (ds.state(s) == kvc::TierSlots::kCached) kvc::tier_event(pool, KVC_EVENT_BLOCK_STORED, ds, s, KVC_TIER_DISK);
         return KVC_OK;
     })
 }
@@ -178,7 +182,7 @@ KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_o
             for (size_t i = s->table.size(); i-- > 0;) {
                 const int32_t b = s->table[i];
                 if (b < 0 || !swappable(p, b)) continue;  // shared: stays on the device with our reference
-                const int32_t slot = kvc::tier_take_host_slot(t);
+                const int32_t slot = kvc::tier_take_host_slot(pool, t);
                 hs.hold(slot);
                 s->swap_slots[i] = slot;
                 kvc::tier_push_job(t, kvc::kJobSwapOut, b, slot, -1);

@@ -21,6 +21,7 @@ struct EventRecord {
     uint64_t lora_id = 0;
     uint64_t extras_digest = 0;
     uint64_t sequence_number = 0;
+    int32_t tier = 0;  // kvc_tier; host/disk only with kvc_pool_set_tier_events
 };
 
 class EventRing {

@@ -88,6 +88,7 @@ struct kvc_pool {
     kvc::PrefixCache cache;
     kvc::BlockHasher hasher;
     kvc::EventRing events;
+    bool tier_events = false;  // kvc_pool_set_tier_events: host/disk tier blocks are reported too
     kvc::SequenceTable seqs;
     kvc::PendingCopies copies;
     kvc::PoolCounters counters;

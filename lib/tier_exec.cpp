@@ -130,8 +130,12 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
         switch (j.kind) {
             case kJobSpill:
                 if (j.outcome == 0) {
-                    if (reset_since) hs.release(j.host);
-                    else hs.commit_cached(j.host);
+                    if (reset_since) {
+                        hs.release(j.host);
+                    } else {
+                        hs.commit_cached(j.host);
+                        tier_event(p, KVC_EVENT_BLOCK_STORED, hs, j.host, KVC_TIER_HOST);
+                    }
                     count_copy(t->device, false, stride);
                     count_copy(t->host->stats, true, stride);
                 } else {
@@ -166,6 +170,7 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
                     count_copy(d.stats, true, stride);
                 } else if (j.outcome == kDiskOk) {
                     d.slots.commit_cached(j.disk);
+                    tier_event(p, KVC_EVENT_BLOCK_STORED, d.slots, j.disk, KVC_TIER_DISK);
                     count_copy(d.stats, true, stride);
                 } else {
                     // The host slot is being reused: the block is dropped, never half-registered.
@@ -186,11 +191,13 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
                 } else if (j.outcome == kDiskOk) {
                     d.slots.commit_cached(j.disk);
                     hs.commit_cached(j.host);
+                    tier_event(p, KVC_EVENT_BLOCK_STORED, hs, j.host, KVC_TIER_HOST);
                     count_copy(d.stats, false, stride);
                     count_copy(t->host->stats, true, stride);
                     ++d.stats.hits;
                 } else {
                     // A bad read is a miss: neither copy is trusted any more, nor the file's.
+                    tier_event(p, KVC_EVENT_BLOCK_REMOVED, d.slots, j.disk, KVC_TIER_DISK);
                     d.slots.release(j.disk);
                     tier_push_job(t, kJobDiskForget, -1, -1, j.disk);
                     hs.release(j.host);
@@ -299,7 +306,7 @@ kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_t
             // The same block on its way up already, or no host slot: the hit ends here, and this
             // and the later disk hits go back to their LRU lists.
             promoting = promoting && hs.find(ix.hash_of(ds)) < 0;
-            const int32_t v = promoting ? tier_take_host_slot(t) : -1;
+            const int32_t v = promoting ? tier_take_host_slot(p, t) : -1;
             if (v < 0) {
                 promoting = false;
                 d.slots.commit_cached(ds);

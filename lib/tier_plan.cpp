@@ -17,15 +17,34 @@ void tier_push_job(Tiers *t, uint8_t kind, int32_t block, int32_t host, int32_t 
     t->inflight.fetch_add(1, std::memory_order_relaxed);
 }
 
+void tier_event(kvc_pool *p, int32_t type, const TierSlots &slots, int32_t s, int32_t tier) {
+    if (!p->tier_events) return;
+    const PrefixCache &ix = slots.index();
+    EventRecord ev;
+    ev.type = type;
+    ev.tier = tier;
+    ev.block_id = s;
+    ev.hash = ix.hash_of(s);
+    ev.parent = ix.parent_of(s);
+    const bool stored = type == KVC_EVENT_BLOCK_STORED;
+    if (stored) {  // as the device's: a stored block carries its keys and token ids
+        ev.num_tokens = p->block_size;
+        ev.lora_id = ix.lora_of(s);
+        ev.extras_digest = ix.digest_of(s);
+    }
+    p->events.push(ev, stored ? ix.tokens_of(s) : nullptr);
+}
+
 // Host slot v (cached) is about to be reused: its block goes to the disk tier when there is one and
 // the disk does not hold it yet. The disk victim (free first, then LRU) is dropped.
-static void spill_host_slot_to_disk(Tiers *t, int32_t v) {
+static void spill_host_slot_to_disk(kvc_pool *p, Tiers *t, int32_t v) {
     DiskTier &d = *t->disk;
     const TierSlots &hs = t->host->slots;
     const PrefixCache &ix = hs.index();
     if (d.slots.find(ix.hash_of(v)) >= 0) return;
     const int32_t ds = d.slots.next_victim();
     if (ds < 0) return;  // every disk slot busy: the block is dropped
+    if (d.slots.state(ds) == TierSlots::kCached) tier_event(p, KVC_EVENT_BLOCK_REMOVED, d.slots, ds, KVC_TIER_DISK);
     if (d.slots.claim(ds)) ++d.stats.evictions;
     BlockKey key;
     key.hash = ix.hash_of(v);
@@ -36,12 +55,13 @@ static void spill_host_slot_to_disk(Tiers *t, int32_t v) {
     tier_push_job(t, kJobDiskSpill, -1, v, ds);
 }
 
-int32_t tier_take_host_slot(Tiers *t) {
+int32_t tier_take_host_slot(kvc_pool *p, Tiers *t) {
     TierSlots &hs = t->host->slots;
     const int32_t v = hs.next_victim();
     if (v < 0) return -1;
     if (hs.state(v) == TierSlots::kCached) {
-        if (t->disk) spill_host_slot_to_disk(t, v);
+        tier_event(p, KVC_EVENT_BLOCK_REMOVED, hs, v, KVC_TIER_HOST);
+        if (t->disk) spill_host_slot_to_disk(p, t, v);
         ++t->host->stats.evictions;
     }
     hs.claim(v);
@@ -53,7 +73,7 @@ void tier_spill_evicted(kvc_pool *p, int32_t b) {
     TierSlots &hs = t->host->slots;
     const Hash128 &h = p->cache.hash_of(b);
     if (hs.find(h) >= 0) return;  // already one tier down (restored from there, or in flight)
-    const int32_t v = tier_take_host_slot(t);
+    const int32_t v = tier_take_host_slot(p, t);
     if (v < 0) return;  // every host slot held or busy: dropped, as without tiers
     BlockKey key;
     key.hash = h;

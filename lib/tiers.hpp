@@ -101,8 +101,10 @@ void tier_destroy(kvc_pool *p);  // runs pending copies, then frees everything; 
 
 // ---- planning, pool mutex held (tier_plan.cpp) --------------------------------------------------
 
-
-
+// A KV event about slot s of the host or disk tier (its identity names the block), queued only
+// when the pool reports tier events (kvc_pool_set_tier_events). type: KVC_EVENT_BLOCK_STORED when
+// the block became usable there (its copy committed), KVC_EVENT_BLOCK_REMOVED when it left.
+void tier_event(kvc_pool *p, int32_t type, const TierSlots &slots, int32_t s, int32_t tier);
 
 // pool_take_fresh_block is about to drop cached refcount-0 block b from the device cache: copy it
 // into the host tier instead (if there is one and it is not there yet).

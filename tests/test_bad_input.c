@@ -544,6 +544,9 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     X(kvc_prefix_cache_reset, STATE, KVC_ERR_BUSY, F_NONE, kvc_prefix_cache_reset(F.P), 1)                             \
     X(kvc_prefix_cache_reset, STATE, KVC_ERR_BUSY, F_NONE, kvc_prefix_cache_reset(F.C), 1)                             \
                                                                                                                        \
+    X(kvc_pool_set_tier_events, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_set_tier_events(NULL, 1), 1)         \
+    X(kvc_pool_set_tier_events, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_set_tier_events(F.T, 2), 1)           \
+    X(kvc_pool_set_tier_events, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_set_tier_events(F.T, -1), 1)          \
     X(kvc_event_pop, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_event_pop(NULL, &O.event, O.i32buf, 64, &O.i32), 1)    \
     X(kvc_event_pop, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_event_pop(F.P, NULL, O.i32buf, 64, &O.i32), 1)            \
     X(kvc_event_pop, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_event_pop(F.P, &O.event, O.i32buf, 64, NULL), 1)          \

@@ -80,6 +80,7 @@ static void open_ranks(ranks *r, sizes z, int32_t window, int64_t extra_blocks_o
         cfg.backend = i == 1 && cuda_devices() > 0 ? KVC_BACKEND_CUDA : KVC_BACKEND_CPU;
         OK(kvc_pool_create(&cfg, &r->p[i]));
         if (window) OK(kvc_pool_set_sliding_window(r->p[i], window));
+        OK(kvc_pool_set_tier_events(r->p[i], 1)); /* host and disk tier events must agree too */
         OK(kvc_tier_attach_host(r->p[i], z.host));
         snprintf(r->disk_path[i], sizeof r->disk_path[i], "/tmp/kvc_tp_rank_%d_%d.bin", (int)getpid(), i);
         OK(kvc_tier_attach_disk(r->p[i], r->disk_path[i], z.disk, kShape[i].disk_flags));

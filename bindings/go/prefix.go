@@ -57,6 +57,21 @@ type Event struct {
 	BlockID         int32
 	Tokens          []int32 // BlockStored: the block's token ids
 	SequenceNumber  uint64  // +1 per event produced; a gap means events were dropped
+	Tier            Tier    // the tier the block entered or left (host/disk only after SetTierEvents)
+}
+
+// SetTierEvents makes KV events report the host and disk tiers too (kvc_pool_set_tier_events): a
+// block spilled from the device is BlockRemoved (device) then BlockStored (host) once copied, and
+// so on down to disk; BlockID is then the slot in that tier. Off by default; ErrUnsupported when
+// the pool has no event ring (EventCapacity 0).
+func (p *Pool) SetTierEvents(on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	return p.do("SetTierEvents", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+		return raw.Kvc_pool_set_tier_events(h, v)
+	})
 }
 
 // PopEvent pops the oldest pending event (kvc_event_pop); ok is false when none is pending.
@@ -84,5 +99,6 @@ func (p *Pool) PopEvent() (ev Event, ok bool, err error) {
 		BlockID:         int32(e.GetBlock_id()),
 		Tokens:          tokens[:n],
 		SequenceNumber:  e.GetSequence_number(),
+		Tier:            Tier(e.GetTier()),
 	}, true, nil
 }

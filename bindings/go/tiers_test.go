@@ -114,6 +114,42 @@ func TestSwapOutIn(t *testing.T) {
 
 // Cached blocks evicted from the device spill to the host tier, stay findable there, and come back
 // as cached tokens.
+func TestTierEvents(t *testing.T) {
+	cfg := cpuConfig()
+	cfg.NumBlocks = 4
+	p := newPool(t, cfg)
+	must(t, p.SetTierEvents(true))
+	must(t, p.AttachHostTier(8))
+	mustV[int64](t)(p.Alloc(1, span(0, 9), nil)) // blocks 0, 1 cached + 1 partial
+	must(t, p.Free(1))
+	mustV[int64](t)(p.Alloc(2, span(100, 116), nil)) // evicts 0, 1 into the host tier
+	must(t, p.Free(2))
+	storedOnDevice := map[kvc.Hash128]bool{}
+	removedFromDevice, storedOnHost := 0, 0
+	for _, ev := range popAll(t, p) {
+		switch {
+		case ev.Type == kvc.EventBlockStored && ev.Tier == kvc.TierDevice:
+			storedOnDevice[ev.Hash] = true
+		case ev.Type == kvc.EventBlockRemoved && ev.Tier == kvc.TierDevice:
+			removedFromDevice++
+		case ev.Type == kvc.EventBlockStored && ev.Tier == kvc.TierHost:
+			if !storedOnDevice[ev.Hash] || len(ev.Tokens) != int(cfg.BlockSize) {
+				t.Errorf("host tier stored a block the device never had: %+v", ev)
+			}
+			storedOnHost++
+		}
+	}
+	if removedFromDevice != 2 || storedOnHost != 2 {
+		t.Fatalf("%d removed from the device, %d stored on the host; want 2, 2", removedFromDevice, storedOnHost)
+	}
+	must(t, p.SetTierEvents(false))
+
+	cfg.EventCapacity = 0
+	noEvents := newPool(t, cfg)
+	wantStatus(t, noEvents.SetTierEvents(true), kvc.ErrUnsupported)
+	must(t, noEvents.SetTierEvents(false))
+}
+
 func TestSpillAndRehit(t *testing.T) {
 	cfg := cpuConfig()
 	cfg.NumBlocks = 4

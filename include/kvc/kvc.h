@@ -476,15 +476,18 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
  *  host tier's cached blocks, and the disk tier's, whose headers are also erased in the file before
  *  the call returns, so that a later KVC_DISK_PERSISTENT attach of the file (the next process, after
  *  a weight update) finds none of them. Blocks another thread's call is still copying into a lower
- *  tier (a swap-out's evictions) are dropped when their copies finish. An erasure that fails is counted in the disk tier's failures
- *  and io_errors (then delete the file, or attach it without KVC_DISK_PERSISTENT). Refused with
+ *  tier (a swap-out's evictions) are dropped when their copies finish. An erasure that fails is
+ *  counted in the disk tier's failures and io_errors (then delete the file, or attach it without
+ *  KVC_DISK_PERSISTENT). One ALL_BLOCKS_CLEARED event covers every tier. Refused with
  *  KVC_ERR_BUSY while any block is in use or pinned. Errors: KVC_ERR_NULL_ARG, KVC_ERR_BUSY. */
 KVC_API kvc_status kvc_prefix_cache_reset(kvc_pool *pool);
 
-/* KV events, for KV-aware routers. One event per block. */
+/* KV events, for KV-aware routers. One event per block and tier: by default the device tier's
+ * (block ids are device blocks); with kvc_pool_set_tier_events also the host and disk tiers'
+ * (block ids are that tier's slots), so a router can tell a fast hit from a slower one. */
 typedef enum kvc_event_type {
-    KVC_EVENT_BLOCK_STORED = 1,      /**< a full block entered the cache */
-    KVC_EVENT_BLOCK_REMOVED = 2,     /**< a cached block was evicted */
+    KVC_EVENT_BLOCK_STORED = 1,      /**< a full block entered the cache (of event.tier) */
+    KVC_EVENT_BLOCK_REMOVED = 2,     /**< a cached block was evicted (from event.tier) */
     KVC_EVENT_ALL_BLOCKS_CLEARED = 3 /**< kvc_prefix_cache_reset */
 } kvc_event_type;
 
@@ -500,14 +503,29 @@ typedef struct kvc_event {
     int32_t block_id;       /**< physical block */
     int32_t num_tokens;     /**< BLOCK_STORED: token ids copied into the caller's buffer */
     uint64_t sequence_number; /**< increases by one per event produced (gaps = dropped events) */
+    int32_t tier;           /**< kvc_tier holding (STORED) or no longer holding (REMOVED) the block;
+                                 KVC_TIER_DEVICE for ALL_BLOCKS_CLEARED, which covers every tier */
 } kvc_event;
 
 /** Pops the oldest pending event into *out; its token ids (BLOCK_STORED; block_size of them) go to
  *  tokens[0..token_cap). *out_has_event is 1 if an event was popped, 0 if none was pending.
+ *  out->struct_size: sizeof(kvc_event), or offsetof(kvc_event, tier) (the first release's struct,
+ *  which gets every field but tier).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION, KVC_ERR_BUFFER_TOO_SMALL (token_cap < block_size for a
  *  BLOCK_STORED event; the event stays queued). */
 KVC_API kvc_status kvc_event_pop(kvc_pool *pool, kvc_event *out, int32_t *tokens, int64_t token_cap,
                                  int32_t *out_has_event);
+
+/** on = 1: KV events also report the host and disk tiers (off by default; takes effect for later
+ *  changes). A block evicted from the device to the host tier is then BLOCK_REMOVED (device) at the
+ *  eviction and BLOCK_STORED (host) once its copy is done; a host victim moving to disk likewise;
+ *  a disk hit promoted to the host tier is BLOCK_STORED (host) and stays on disk; a disk block
+ *  whose read fails verification is BLOCK_REMOVED (disk); blocks a KVC_DISK_PERSISTENT attach
+ *  recovers are BLOCK_STORED (disk), in slot order. Copies that fail store nothing. block_id is
+ *  the slot in that tier. A restore to the device is the usual device BLOCK_STORED.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (on not 0 or 1), KVC_ERR_UNSUPPORTED (on = 1 in a
+ *  pool without events, event_capacity 0). */
+KVC_API kvc_status kvc_pool_set_tier_events(kvc_pool *pool, int32_t on);
 
 /* ------------------------------------------------------------------------------------------------
  * KV storage (backend != NONE)

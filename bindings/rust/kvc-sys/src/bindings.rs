@@ -1254,14 +1254,15 @@ extern "C" {
     #[doc = "  host tier's cached blocks, and the disk tier's, whose headers are also erased in the file before"]
     #[doc = "  the call returns, so that a later KVC_DISK_PERSISTENT attach of the file (the next process, after"]
     #[doc = "  a weight update) finds none of them. Blocks another thread's call is still copying into a lower"]
-    #[doc = "  tier (a swap-out's evictions) are dropped when their copies finish. An erasure that fails is counted in the disk tier's failures"]
-    #[doc = "  and io_errors (then delete the file, or attach it without KVC_DISK_PERSISTENT). Refused with"]
+    #[doc = "  tier (a swap-out's evictions) are dropped when their copies finish. An erasure that fails is"]
+    #[doc = "  counted in the disk tier's failures and io_errors (then delete the file, or attach it without"]
+    #[doc = "  KVC_DISK_PERSISTENT). One ALL_BLOCKS_CLEARED event covers every tier. Refused with"]
     #[doc = "  KVC_ERR_BUSY while any block is in use or pinned. Errors: KVC_ERR_NULL_ARG, KVC_ERR_BUSY."]
     pub fn kvc_prefix_cache_reset(pool: *mut kvc_pool) -> kvc_status;
 }
-#[doc = "< a full block entered the cache"]
+#[doc = "< a full block entered the cache (of event.tier)"]
 pub const KVC_EVENT_BLOCK_STORED: kvc_event_type = 1;
-#[doc = "< a cached block was evicted"]
+#[doc = "< a cached block was evicted (from event.tier)"]
 pub const KVC_EVENT_BLOCK_REMOVED: kvc_event_type = 2;
 #[doc = "< kvc_prefix_cache_reset"]
 pub const KVC_EVENT_ALL_BLOCKS_CLEARED: kvc_event_type = 3;
@@ -1289,12 +1290,15 @@ pub struct kvc_event {
     pub num_tokens: i32,
     #[doc = "< increases by one per event produced (gaps = dropped events)"]
     pub sequence_number: u64,
+    #[doc = "< kvc_tier holding (STORED) or no longer holding (REMOVED) the block;"]
+    #[doc = "KVC_TIER_DEVICE for ALL_BLOCKS_CLEARED, which covers every tier"]
+    pub tier: i32,
 }
 #[test]
 fn bindgen_test_layout_kvc_event() {
     assert_eq!(
         ::std::mem::size_of::<kvc_event>(),
-        72usize,
+        80usize,
         concat!("Size of: ", stringify!(kvc_event))
     );
     assert_eq!(
@@ -1489,10 +1493,29 @@ fn bindgen_test_layout_kvc_event() {
         );
     }
     test_field_sequence_number();
+    fn test_field_tier() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tier) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(tier)
+            )
+        );
+    }
+    test_field_tier();
 }
 extern "C" {
     #[doc = " Pops the oldest pending event into *out; its token ids (BLOCK_STORED; block_size of them) go to"]
     #[doc = "  tokens[0..token_cap). *out_has_event is 1 if an event was popped, 0 if none was pending."]
+    #[doc = "  out->struct_size: sizeof(kvc_event), or offsetof(kvc_event, tier) (the first release's struct,"]
+    #[doc = "  which gets every field but tier)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION, KVC_ERR_BUFFER_TOO_SMALL (token_cap < block_size for a"]
     #[doc = "  BLOCK_STORED event; the event stays queued)."]
     pub fn kvc_event_pop(
@@ -1502,6 +1525,18 @@ extern "C" {
         token_cap: i64,
         out_has_event: *mut i32,
     ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " on = 1: KV events also report the host and disk tiers (off by default; takes effect for later"]
+    #[doc = "  changes). A block evicted from the device to the host tier is then BLOCK_REMOVED (device) at the"]
+    #[doc = "  eviction and BLOCK_STORED (host) once its copy is done; a host victim moving to disk likewise;"]
+    #[doc = "  a disk hit promoted to the host tier is BLOCK_STORED (host) and stays on disk; a disk block"]
+    #[doc = "  whose read fails verification is BLOCK_REMOVED (disk); blocks a KVC_DISK_PERSISTENT attach"]
+    #[doc = "  recovers are BLOCK_STORED (disk), in slot order. Copies that fail store nothing. block_id is"]
+    #[doc = "  the slot in that tier. A restore to the device is the usual device BLOCK_STORED."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (on not 0 or 1), KVC_ERR_UNSUPPORTED (on = 1 in a"]
+    #[doc = "  pool without events, event_capacity 0)."]
+    pub fn kvc_pool_set_tier_events(pool: *mut kvc_pool, on: i32) -> kvc_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]

@@ -5,9 +5,11 @@ use kvc_sys as sys;
 use crate::error::{check, to_len, Result};
 use crate::keys::{keys_ptr, Keys};
 use crate::pool::Pool;
+use crate::tiers::Tier;
 use crate::types::EventType;
 
-/// One KV event (`kvc_event`): a block entered or left the prefix cache, or the cache was reset.
+/// One KV event (`kvc_event`): a block entered or left the prefix cache of one tier, or the cache
+/// was reset (every tier).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
     pub kind: EventType,
@@ -24,6 +26,9 @@ pub struct Event {
     pub tokens: Vec<i32>,
     /// Increases by one per event produced; a gap means events were dropped.
     pub sequence_number: u64,
+    /// The tier the block entered or left: the device unless [`Pool::set_tier_events`] turned on
+    /// host and disk events (whose `block_id` is the slot in that tier).
+    pub tier: Tier,
 }
 
 fn join(hi: u64, lo: u64) -> u128 {
@@ -81,6 +86,14 @@ impl Pool {
         check(unsafe { sys::kvc_prefix_cache_reset(self.raw()) })
     }
 
+    /// Makes KV events report the host and disk tiers too (`kvc_pool_set_tier_events`): a block
+    /// spilled from the device is BLOCK_REMOVED (device) then BLOCK_STORED (host) once copied, and
+    /// so on down to disk. Off by default; UNSUPPORTED when the pool has no event ring.
+    pub fn set_tier_events(&self, on: bool) -> Result<()> {
+        // SAFETY: live pool.
+        check(unsafe { sys::kvc_pool_set_tier_events(self.raw(), i32::from(on)) })
+    }
+
     /// Pops the oldest pending KV event, or None when none is pending (`kvc_event_pop`).
     pub fn pop_event(&self) -> Result<Option<Event>> {
         // A BLOCK_STORED event carries block_size token ids.
@@ -113,6 +126,7 @@ impl Pool {
             block_id: raw.block_id,
             tokens,
             sequence_number: raw.sequence_number,
+            tier: Tier::from_raw(raw.tier),
         }))
     }
 }

@@ -18,6 +18,16 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// The library reports only these three; anything else would be a newer library's tier, shown
+    /// as the device's rather than failing an event pop.
+    pub(crate) fn from_raw(t: i32) -> Tier {
+        match t as u32 {
+            sys::KVC_TIER_HOST => Tier::Host,
+            sys::KVC_TIER_DISK => Tier::Disk,
+            _ => Tier::Device,
+        }
+    }
+
     fn raw(self) -> i32 {
         (match self {
             Tier::Device => sys::KVC_TIER_DEVICE,

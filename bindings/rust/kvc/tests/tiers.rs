@@ -4,7 +4,7 @@
 mod common;
 
 use common::{cpu_config, meta_pool, range};
-use kvc::{OpId, Pool, Tier, DISK_NO_DIRECT, DISK_PERSISTENT};
+use kvc::{EventType, OpId, Pool, Tier, DISK_NO_DIRECT, DISK_PERSISTENT};
 
 /// 4-token blocks, 2 layers x 2 KV heads x head_dim 8 x F32 = 1024-byte blocks.
 fn tier_pool(num_blocks: i64) -> Pool {
@@ -152,4 +152,39 @@ fn tier_errors() {
     assert!(err.message().contains("kvc_tier_attach_host"));
     assert_eq!(meta.tier_stats(Tier::Host).unwrap().capacity_blocks, 0);
     assert_eq!(meta.tier_stats(Tier::Device).unwrap().capacity_blocks, 8);
+}
+
+#[test]
+fn tier_events_follow_a_spill() {
+    let pool = tier_pool(4);
+    pool.set_tier_events(true).unwrap();
+    pool.attach_host_tier(8).unwrap();
+    pool.alloc(1, &range(0, 9), None).unwrap(); // blocks 0, 1 cached + 1 partial
+    pool.free(1).unwrap();
+    pool.alloc(2, &range(100, 116), None).unwrap(); // evicts 0, 1 into the host tier
+    pool.free(2).unwrap();
+    let mut on_device = std::collections::HashSet::new();
+    let (mut removed_from_device, mut stored_on_host) = (0, 0);
+    while let Some(e) = pool.pop_event().unwrap() {
+        match (e.kind, e.tier) {
+            (EventType::BLOCK_STORED, Tier::Device) => {
+                on_device.insert(e.hash);
+            }
+            (EventType::BLOCK_REMOVED, Tier::Device) => removed_from_device += 1,
+            (EventType::BLOCK_STORED, Tier::Host) => {
+                assert!(on_device.contains(&e.hash), "host tier stored a block the device never had: {e:?}");
+                assert_eq!(e.tokens.len(), 4);
+                stored_on_host += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!((removed_from_device, stored_on_host), (2, 2));
+    pool.set_tier_events(false).unwrap();
+
+    let mut cfg = cpu_config(4, 4, 2, 2, 8);
+    cfg.event_capacity = 0;
+    let no_events = Pool::new(&cfg).unwrap();
+    assert!(no_events.set_tier_events(true).unwrap_err().is_unsupported());
+    no_events.set_tier_events(false).unwrap();
 }

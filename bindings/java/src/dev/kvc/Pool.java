@@ -348,6 +348,15 @@ public final class Pool implements AutoCloseable {
         with("kvc_prefix_cache_reset", KvcNative::kvc_prefix_cache_reset);
     }
 
+    /**
+     * Makes KV events report the host and disk tiers too (kvc_pool_set_tier_events): a block spilled
+     * from the device is BLOCK_REMOVED (device) then BLOCK_STORED (host) once copied, and so on down
+     * to disk. Off by default; UNSUPPORTED when the pool has no event ring (eventCapacity 0).
+     */
+    public void setTierEvents(boolean on) {
+        with("kvc_pool_set_tier_events", h -> KvcNative.kvc_pool_set_tier_events(h, on ? 1 : 0));
+    }
+
     /** Pops the oldest pending KV event, or empty when none is pending (kvc_event_pop). */
     public Optional<Event> popEvent() {
         return with("kvc_event_pop", h -> {
@@ -362,7 +371,8 @@ public final class Pool implements AutoCloseable {
                 int n = Math.max(0, Math.min(e.getNum_tokens(), tokens.length));
                 return Optional.of(new Event(EventType.of(e.getEvent_type()), e.getHash_hi(), e.getHash_lo(),
                         e.getParent_hash_hi(), e.getParent_hash_lo(), e.getLora_id(), e.getExtra_keys_digest(),
-                        e.getBlock_id(), java.util.Arrays.copyOf(tokens, n), e.getSequence_number()));
+                        e.getBlock_id(), java.util.Arrays.copyOf(tokens, n), e.getSequence_number(),
+                        Tier.of(e.getTier())));
             } finally {
                 e.delete();
             }

@@ -99,6 +99,40 @@ class TiersTest {
     }
 
     @Test
+    void tierEvents() {
+        try (Pool p = Pool.create(cpu().numBlocks(4))) {
+            p.setTierEvents(true);
+            p.tiers().attachHost(8);
+            p.alloc(1, span(0, 9), null);
+            p.free(1);
+            p.alloc(2, span(100, 116), null); // evicts the two cached blocks into the host tier
+            p.free(2);
+            java.util.Set<Long> onDevice = new java.util.HashSet<>();
+            int removedFromDevice = 0;
+            int storedOnHost = 0;
+            for (java.util.Optional<Event> o = p.popEvent(); o.isPresent(); o = p.popEvent()) {
+                Event e = o.get();
+                if (e.type() == EventType.BLOCK_STORED && e.tier() == Tier.DEVICE) {
+                    onDevice.add(e.hashLo());
+                } else if (e.type() == EventType.BLOCK_REMOVED && e.tier() == Tier.DEVICE) {
+                    removedFromDevice++;
+                } else if (e.type() == EventType.BLOCK_STORED && e.tier() == Tier.HOST) {
+                    assertTrue(onDevice.contains(e.hashLo()), "host tier stored a block the device never had");
+                    assertEquals(4, e.tokens().length);
+                    storedOnHost++;
+                }
+            }
+            assertEquals(2, removedFromDevice);
+            assertEquals(2, storedOnHost);
+            p.setTierEvents(false);
+        }
+        try (Pool noEvents = Pool.create(cpu().numBlocks(4).eventCapacity(0))) {
+            expectStatus(Status.UNSUPPORTED, () -> noEvents.setTierEvents(true));
+            noEvents.setTierEvents(false);
+        }
+    }
+
+    @Test
     void spillAndRehit() {
         try (Pool p = Pool.create(cpu().numBlocks(4))) {
             Tiers t = p.tiers();

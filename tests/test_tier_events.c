@@ -1,0 +1,295 @@
+/* KV events of the host and disk tiers (kvc_pool_set_tier_events), as a KV-aware router sees them:
+ * a "router" replays every event into one table per tier (slot or block id -> hash) and must never
+ * see a block stored twice in one place or removed from where it is not; at every quiet point (no
+ * sequences) its tables must hold exactly as many blocks as each tier caches. Driven by a seeded mix
+ * of prompts, evictions, promotions from disk, swaps, resets, an injected bad read and a persistent
+ * restart. Also: off by default, the first release's smaller kvc_event, and the refusals. */
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "test_tier_helpers.h"
+
+enum { DEV_BLOCKS = 12, HOST_SLOTS = 6, DISK_SLOTS = 24, ID_CAP = 64, MAXP = 29, FAMILIES = 7 };
+
+typedef struct entry {
+    int used;
+    uint64_t hi, lo;
+} entry;
+
+typedef struct router {
+    entry where[3][ID_CAP];  /* [tier][block id or slot] */
+    int64_t stored[3], removed[3], clears;
+    uint64_t next_seq;
+} router;
+
+static void router_clear(router *r) {
+    memset(r->where, 0, sizeof r->where);
+    ++r->clears;
+}
+
+/* Pops and applies every pending event; checks each against the router's tables. */
+static void drain(kvc_pool *p, router *r) {
+    for (;;) {
+        kvc_event e;
+        memset(&e, 0, sizeof e);
+        e.struct_size = sizeof e;
+        int32_t toks[TBS];
+        int32_t has = 0;
+        OK(kvc_event_pop(p, &e, toks, TBS, &has));
+        if (!has) return;
+        assert_int_equal(e.sequence_number, r->next_seq); /* nothing dropped */
+        ++r->next_seq;
+        if (e.type == KVC_EVENT_ALL_BLOCKS_CLEARED) {
+            router_clear(r);
+            continue;
+        }
+        assert_true(e.tier >= KVC_TIER_DEVICE && e.tier <= KVC_TIER_DISK);
+        assert_true(e.block_id >= 0 && e.block_id < ID_CAP);
+        entry *x = &r->where[e.tier][e.block_id];
+        if (e.type == KVC_EVENT_BLOCK_STORED) {
+            if (x->used)
+                fail_msg("tier %d id %d stored twice (seq %llu)", e.tier, e.block_id,
+                         (unsigned long long)e.sequence_number);
+            assert_int_equal(e.num_tokens, TBS);
+            x->used = 1;
+            x->hi = e.hash_hi;
+            x->lo = e.hash_lo;
+            ++r->stored[e.tier];
+        } else {
+            assert_int_equal(e.type, KVC_EVENT_BLOCK_REMOVED);
+            if (!x->used || x->hi != e.hash_hi || x->lo != e.hash_lo)
+                fail_msg("tier %d id %d removed but the router has %s there (seq %llu)", e.tier, e.block_id,
+                         x->used ? "another block" : "nothing", (unsigned long long)e.sequence_number);
+            x->used = 0;
+            ++r->removed[e.tier];
+        }
+    }
+}
+
+static int64_t router_count(const router *r, int tier) {
+    int64_t n = 0;
+    for (int i = 0; i < ID_CAP; ++i) n += r->where[tier][i].used;
+    return n;
+}
+
+/* A quiet point: no sequence holds a block, so the device's cached blocks are the free cached ones. */
+static void expect_router_matches(kvc_pool *p, router *r) {
+    drain(p, r);
+    kvc_stats s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    OK(kvc_pool_stats(p, &s));
+    assert_int_equal(s.used_blocks, 0);
+    assert_int_equal(s.events_dropped, 0);
+    assert_int_equal(router_count(r, KVC_TIER_DEVICE), s.cached_free_blocks);
+    assert_int_equal(router_count(r, KVC_TIER_HOST), tier_stats(p, KVC_TIER_HOST).cached_blocks);
+    assert_int_equal(router_count(r, KVC_TIER_DISK), tier_stats(p, KVC_TIER_DISK).cached_blocks);
+}
+
+/* Prompts share a family prefix, so later prompts hit (in some tier) what earlier ones left. */
+static int64_t family_prompt(int32_t *t, uint64_t *rng) {
+    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    const int32_t fam = (int32_t)((*rng >> 33) % FAMILIES);
+    const int64_t n = 5 + (int64_t)((*rng >> 40) % (MAXP - 5));
+    for (int64_t i = 0; i < n; ++i) t[i] = fam * 1000 + (int32_t)i;
+    return n;
+}
+
+typedef struct disk_fixture {
+    char dir[128];
+    char path[256];
+} disk_fixture;
+
+static int setup(void **state) {
+    disk_fixture *f = calloc(1, sizeof *f);
+    temp_path(f->dir, sizeof f->dir, f->path, sizeof f->path, "events.bin");
+    kvct_disk_fault(KVCT_FAULT_NONE, 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    disk_fixture *f = *state;
+    kvct_disk_fault(KVCT_FAULT_NONE, 0);
+    unlink(f->path);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static kvc_pool *events_pool(const char *path, int tier_events) {
+    kvc_pool *p = tier_pool(DEV_BLOCKS, 1);
+    if (tier_events) OK(kvc_pool_set_tier_events(p, 1));
+    OK(kvc_tier_attach_host(p, HOST_SLOTS));
+    OK(kvc_tier_attach_disk(p, path, DISK_SLOTS, KVC_DISK_PERSISTENT));
+    return p;
+}
+
+/* One round of the mix; returns with no sequence alive. */
+static void round_of_calls(kvc_pool *p, router *r, uint64_t *rng, int round) {
+    int32_t t[MAXP];
+    const int64_t n = family_prompt(t, rng);
+    const uint64_t id = 100 + (uint64_t)round;
+    int64_t cached = 0;
+    OK(kvc_alloc(p, id, t, n, NULL, &cached));
+    write_blocks(p, id, n / TBS, (uint32_t)(t[0] / 1000));
+    drain(p, r);
+    switch ((*rng >> 20) % 5) {
+        case 0: { /* preempted by swap, then resumed */
+            if (kvc_swap_out(p, id, NULL) == KVC_OK) {
+                churn(p, DEV_BLOCKS - 1, 5000);
+                drain(p, r);
+                if (kvc_swap_in(p, id, NULL) != KVC_OK) {  /* no room: give up the sequence */
+                    OK(kvc_free(p, id));
+                    return;
+                }
+            }
+            break;
+        }
+        case 1: /* a burst of unrelated work evicts it down the tiers */
+            OK(kvc_free(p, id));
+            churn(p, DEV_BLOCKS, 5000);
+            return;
+        case 2: { /* the next prompt's first disk read (if any) is bad */
+            OK(kvc_free(p, id));
+            int32_t u[MAXP];
+            const int64_t m = family_prompt(u, rng);
+            kvct_disk_fault(KVCT_FAULT_READ_BITFLIP, 1);
+            OK(kvc_alloc(p, id, u, m, NULL, &cached));
+            kvct_disk_fault(KVCT_FAULT_NONE, 0);
+            write_blocks(p, id, m / TBS, (uint32_t)(u[0] / 1000));
+            break;
+        }
+        default:
+            break;
+    }
+    OK(kvc_free(p, id));
+}
+
+static void test_router_view_matches_tiers(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = events_pool(f->path, 1);
+    router r;
+    memset(&r, 0, sizeof r);
+    uint64_t rng = 0x5eed;
+    for (int round = 0; round < 300; ++round) {
+        round_of_calls(p, &r, &rng, round);
+        kvct_disk_fault(KVCT_FAULT_NONE, 0);
+        if (round % 97 == 96) OK(kvc_prefix_cache_reset(p));
+        expect_router_matches(p, &r);
+        CHECK_POOL(p);
+    }
+    /* The mix reached every kind of tier event. */
+    assert_true(r.stored[KVC_TIER_HOST] > 50 && r.removed[KVC_TIER_HOST] > 20);
+    assert_true(r.stored[KVC_TIER_DISK] > 20 && r.removed[KVC_TIER_DISK] > 5);
+    assert_true(r.clears >= 3);
+    assert_true(tier_stats(p, KVC_TIER_DISK).hits > 0);
+    assert_true(tier_stats(p, KVC_TIER_DISK).checksum_failures > 0);
+    const int64_t on_disk = tier_stats(p, KVC_TIER_DISK).cached_blocks;
+    assert_true(on_disk > 0);
+    OK(kvc_pool_destroy(p));
+
+    /* A restart: the recovered blocks are announced as stored on disk, slot by slot. */
+    p = events_pool(f->path, 1);
+    router r2;
+    memset(&r2, 0, sizeof r2);
+    drain(p, &r2);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, on_disk);
+    assert_int_equal(router_count(&r2, KVC_TIER_DISK), on_disk);
+    assert_int_equal(r2.stored[KVC_TIER_DISK], on_disk);
+    int last = -1;
+    for (int i = 0; i < ID_CAP; ++i)
+        if (r2.where[KVC_TIER_DISK][i].used) {
+            assert_true(i > last);
+            last = i;
+        }
+    expect_router_matches(p, &r2);
+    OK(kvc_pool_destroy(p));
+}
+
+/* Without kvc_pool_set_tier_events only device events come, as before tiers reported any. */
+static void test_off_by_default(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = events_pool(f->path, 0);
+    router r;
+    memset(&r, 0, sizeof r);
+    uint64_t rng = 0x5eed;
+    for (int round = 0; round < 60; ++round) {
+        round_of_calls(p, &r, &rng, round);
+        kvct_disk_fault(KVCT_FAULT_NONE, 0);
+        drain(p, &r);
+    }
+    assert_true(r.stored[KVC_TIER_DEVICE] > 0 && r.removed[KVC_TIER_DEVICE] > 0);
+    assert_int_equal(r.stored[KVC_TIER_HOST] + r.removed[KVC_TIER_HOST], 0);
+    assert_int_equal(r.stored[KVC_TIER_DISK] + r.removed[KVC_TIER_DISK], 0);
+    assert_true(tier_stats(p, KVC_TIER_HOST).blocks_in > 0); /* the tiers did work */
+    /* Turned on later: events from then on (a router joining now learns of blocks it never saw
+     * stored only as they leave, so only count them here). */
+    OK(kvc_pool_set_tier_events(p, 1));
+    churn(p, DEV_BLOCKS, 5000);
+    int64_t host_events = 0;
+    for (;;) {
+        kvc_event e;
+        memset(&e, 0, sizeof e);
+        e.struct_size = sizeof e;
+        int32_t toks[TBS], has = 0;
+        OK(kvc_event_pop(p, &e, toks, TBS, &has));
+        if (!has) break;
+        host_events += e.tier == KVC_TIER_HOST;
+    }
+    assert_true(host_events > 0);
+    OK(kvc_pool_set_tier_events(p, 0));
+    OK(kvc_pool_destroy(p));
+}
+
+/* A caller built against the first release passes offsetof(kvc_event, tier): it gets every field
+ * but tier, and nothing past its struct is written. */
+static void test_first_release_event_size(void **state) {
+    (void)state;
+    kvc_pool *p = tier_pool(DEV_BLOCKS, 1);
+    int32_t t[9];
+    prompt(t, 9, 3);
+    OK(kvc_alloc(p, 1, t, 9, NULL, NULL));
+    union {
+        kvc_event e;
+        unsigned char bytes[sizeof(kvc_event)];
+    } u;
+    memset(u.bytes, 0xAB, sizeof u.bytes);
+    u.e.struct_size = (uint32_t)offsetof(kvc_event, tier);
+    int32_t toks[TBS], has = 0;
+    OK(kvc_event_pop(p, &u.e, toks, TBS, &has));
+    assert_int_equal(has, 1);
+    assert_int_equal(u.e.type, KVC_EVENT_BLOCK_STORED);
+    assert_int_equal(u.e.sequence_number, 0);
+    assert_int_equal(toks[0], t[0]);
+    for (size_t i = offsetof(kvc_event, tier); i < sizeof u.bytes; ++i) assert_int_equal(u.bytes[i], 0xAB);
+    u.e.struct_size = (uint32_t)offsetof(kvc_event, tier) - 8;
+    EXPECT_ERR(kvc_event_pop(p, &u.e, toks, TBS, &has), KVC_ERR_VERSION);
+    OK(kvc_free(p, 1));
+    OK(kvc_pool_destroy(p));
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    kvc_pool_config cfg;
+    OK(kvc_pool_config_default(&cfg));
+    cfg.num_blocks = 4;
+    cfg.event_capacity = 0;
+    kvc_pool *p = NULL;
+    OK(kvc_pool_create(&cfg, &p));
+    EXPECT_ERR(kvc_pool_set_tier_events(p, 1), KVC_ERR_UNSUPPORTED);
+    OK(kvc_pool_set_tier_events(p, 0));
+    EXPECT_ERR(kvc_pool_set_tier_events(p, 2), KVC_ERR_INVALID_ARG);
+    EXPECT_ERR(kvc_pool_set_tier_events(NULL, 1), KVC_ERR_NULL_ARG);
+    OK(kvc_pool_destroy(p));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_router_view_matches_tiers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_off_by_default, setup, teardown),
+        cmocka_unit_test(test_first_release_event_size),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
