@@ -8,7 +8,8 @@
  *     shared id range (any documented status is fine there; the checker decides at the end);
  *   - batchers: each owns a kvc_batch and its own sequences; writes KV, builds batches (also over
  *     shared ids), launches CPU attention;
- *   - a drainer: kvc_take_pending_copies / kvc_copy_pending / kvc_event_pop;
+ *   - a drainer: kvc_take_pending_copies / kvc_copy_pending / kvc_event_pop (host and disk tier
+ *     events on: the pool has a disk tier below the host tier);
  *   - a reader: kvc_pool_stats and kvc_pool_check, which must pass at every instant.
  * KV bytes are ordered by the test as a device stream would order them (g_stream), except the tier
  * copies, which the library must order itself (its tier barrier) — TSan checks that.
@@ -394,6 +395,7 @@ static void *drainer(void *arg) {
             CHECK(kvc_event_pop(g_pool, &e, toks, BS, &has) == KVC_OK, "event_pop");
             if (!has) break;
             CHECK(e.type >= KVC_EVENT_BLOCK_STORED && e.type <= KVC_EVENT_ALL_BLOCKS_CLEARED, "event type %d", e.type);
+            CHECK(e.tier >= KVC_TIER_DEVICE && e.tier <= KVC_TIER_DISK, "event tier %d", e.tier);
         }
     }
     return NULL;
@@ -435,10 +437,16 @@ int main(int argc, char **argv) {
     cfg.backend = KVC_BACKEND_CPU;
     cfg.watermark = 0.0;
     cfg.event_capacity = 64;
-    if (kvc_pool_create(&cfg, &g_pool) != KVC_OK || kvc_tier_attach_host(g_pool, NUM_BLOCKS / 4) != KVC_OK) {
-        fprintf(stderr, "pool_create / tier_attach_host: %s\n", kvc_last_error());
+    char disk_path[64];
+    snprintf(disk_path, sizeof disk_path, "/tmp/kvc_stress_%d.bin", (int)getpid());
+    if (kvc_pool_create(&cfg, &g_pool) != KVC_OK || kvc_pool_set_tier_events(g_pool, 1) != KVC_OK ||
+        kvc_tier_attach_host(g_pool, NUM_BLOCKS / 4) != KVC_OK ||
+        kvc_tier_attach_disk(g_pool, disk_path, NUM_BLOCKS / 2, 0) != KVC_OK) {
+        fprintf(stderr, "pool_create / tier attach: %s\n", kvc_last_error());
+        unlink(disk_path);
         return 2;
     }
+    unlink(disk_path); /* the open file lives on; nothing is left behind */
     pthread_t w[NUM_WORKERS], b[NUM_BATCHERS], d, r;
     for (int i = 0; i < NUM_WORKERS; ++i) pthread_create(&w[i], NULL, worker, (void *)(intptr_t)i);
     for (int i = 0; i < NUM_BATCHERS; ++i) pthread_create(&b[i], NULL, batcher, (void *)(intptr_t)i);
@@ -465,14 +473,20 @@ int main(int argc, char **argv) {
     ts.struct_size = sizeof ts;
     CHECK(kvc_tier_get_stats(g_pool, KVC_TIER_HOST, &ts) == KVC_OK && ts.held_blocks == 0,
           "host tier still holds %" PRId64 " blocks of swapped-out sequences", ts.held_blocks);
+    kvc_tier_stats ds;
+    memset(&ds, 0, sizeof ds);
+    ds.struct_size = sizeof ds;
+    CHECK(kvc_tier_get_stats(g_pool, KVC_TIER_DISK, &ds) == KVC_OK && ds.blocks_in > 0 && ds.failures == 0,
+          "disk tier: %" PRId64 " blocks in, %" PRId64 " failures", ds.blocks_in, ds.failures);
     CHECK(kvc_prefix_cache_reset(g_pool) == KVC_OK, "cache reset of the idle pool");
     CHECK(kvc_pool_check(g_pool) == KVC_OK, "pool check after the reset");
     printf("stress_threads: %d workers x %d iterations, %d batchers; allocs %" PRId64 " appends %" PRId64
            " forks %" PRId64 " frees %" PRId64 " cow %" PRId64 " hits %" PRId64 "/%" PRId64 " tokens, evictions %" PRId64
-           "; host tier: %" PRId64 " blocks in, %" PRId64 " out, %" PRId64 " re-hits; failures %d\n",
+           "; host tier: %" PRId64 " blocks in, %" PRId64 " out, %" PRId64 " re-hits; disk tier: %" PRId64
+           " blocks in, %" PRId64 " re-hits; failures %d\n",
            NUM_WORKERS, g_iters, NUM_BATCHERS, st.allocs, st.appends, st.forks, st.frees, st.cow_copies,
            st.prefix_hit_tokens, st.prefix_query_tokens, st.evictions, ts.blocks_in, ts.blocks_out, ts.hits,
-           atomic_load(&g_failures));
+           ds.blocks_in, ds.hits, atomic_load(&g_failures));
     kvc_pool_destroy(g_pool);
     return atomic_load(&g_failures) == 0 ? 0 : 1;
 }
