@@ -3,8 +3,11 @@
  * see a block stored twice in one place or removed from where it is not; at every quiet point (no
  * sequences) its tables must hold exactly as many blocks as each tier caches. Driven by a seeded mix
  * of prompts, evictions, promotions from disk, swaps, resets, an injected bad read and a persistent
- * restart. Also: off by default, the first release's smaller kvc_event, and the refusals. */
+ * restart. A threaded test checks the events' provenance while resets race swap-outs. Also: off by
+ * default, the first release's smaller kvc_event, and the refusals. */
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 
 #include "test_tier_helpers.h"
@@ -269,6 +272,105 @@ static void test_first_release_event_size(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* ---- resets racing another thread's tier copies ----------------------------------------------
+ * Provenance: after ALL_BLOCKS_CLEARED, a block can enter the host tier only from the device or the
+ * disk, and the disk only from the host, so it must have been stored there since the clear. A copy
+ * planned before a reset and committed after it would break this (its block comes from before). */
+
+enum { SEEN_CAP = 4096 };
+
+typedef struct seen_set {
+    uint64_t lo[SEEN_CAP];
+    int n;
+} seen_set;
+
+static int seen_has(const seen_set *s, uint64_t lo) {
+    for (int i = 0; i < s->n; ++i)
+        if (s->lo[i] == lo) return 1;
+    return 0;
+}
+
+static void seen_add(seen_set *s, uint64_t lo) {
+    if (!seen_has(s, lo) && s->n < SEEN_CAP) s->lo[s->n++] = lo;
+}
+
+typedef struct race {
+    kvc_pool *p;
+    atomic_int stop;
+    atomic_int swaps;
+} race;
+
+/* One sequence at a time, swapped out and back in: while it is out the pool has no block in use,
+ * so a reset can land while the swap-out's copies (and its host victims' disk spills) are queued. */
+static void *swapper(void *arg) {
+    race *r = arg;
+    int32_t t[MAXP];
+    uint64_t rng = 0xabcdef;
+    for (int it = 0; it < 1500; ++it) {
+        const int64_t n = family_prompt(t, &rng);
+        const uint64_t id = 1 + (uint64_t)it;
+        if (kvc_alloc(r->p, id, t, n, NULL, NULL) != KVC_OK) continue;
+        if (kvc_swap_out(r->p, id, NULL) == KVC_OK) {
+            atomic_fetch_add(&r->swaps, 1);
+            (void)kvc_swap_in(r->p, id, NULL);
+        }
+        OK(kvc_free(r->p, id));
+    }
+    atomic_store(&r->stop, 1);
+    return NULL;
+}
+
+static void test_reset_races_copies(void **state) {
+    disk_fixture *f = *state;
+    race r;
+    memset(&r, 0, sizeof r);
+    r.p = tier_pool(DEV_BLOCKS, 1);
+    OK(kvc_pool_set_tier_events(r.p, 1));
+    OK(kvc_tier_attach_host(r.p, 3)); /* small: swap-outs evict host blocks to disk */
+    OK(kvc_tier_attach_disk(r.p, f->path, DISK_SLOTS, 0));
+    seen_set *seen = calloc(3, sizeof *seen); /* per tier, since the last clear */
+    int64_t clears = 0, from_lower = 0;
+    pthread_t th;
+    pthread_create(&th, NULL, swapper, &r);
+    for (int done = 0; !done;) {
+        done = atomic_load(&r.stop);
+        if (kvc_prefix_cache_reset(r.p) == KVC_OK) ++clears;
+        for (;;) {
+            kvc_event e;
+            memset(&e, 0, sizeof e);
+            e.struct_size = sizeof e;
+            int32_t toks[TBS], has = 0;
+            OK(kvc_event_pop(r.p, &e, toks, TBS, &has));
+            if (!has) break;
+            if (e.type == KVC_EVENT_ALL_BLOCKS_CLEARED) {
+                for (int k = 0; k < 3; ++k) seen[k].n = 0;
+                continue;
+            }
+            if (e.type != KVC_EVENT_BLOCK_STORED) continue;
+            if (e.tier == KVC_TIER_HOST) {
+                if (!seen_has(&seen[KVC_TIER_DEVICE], e.hash_lo) && !seen_has(&seen[KVC_TIER_DISK], e.hash_lo))
+                    fail_msg("host tier stored a block not cached since the last reset (seq %llu)",
+                             (unsigned long long)e.sequence_number);
+                ++from_lower;
+            } else if (e.tier == KVC_TIER_DISK) {
+                if (!seen_has(&seen[KVC_TIER_HOST], e.hash_lo))
+                    fail_msg("disk tier stored a block not in the host tier since the last reset (seq %llu)",
+                             (unsigned long long)e.sequence_number);
+                ++from_lower;
+            }
+            seen_add(&seen[e.tier], e.hash_lo);
+        }
+    }
+    pthread_join(th, NULL);
+    print_message("%lld resets landed, %d swap-outs, %lld host/disk stores checked\n", (long long)clears,
+                  atomic_load(&r.swaps), (long long)from_lower);
+    assert_true(clears > 10);
+    assert_true(from_lower > 10);
+    CHECK_POOL(r.p);
+    free(seen);
+    OK(kvc_pool_destroy(r.p));
+}
+
 static void test_refusals(void **state) {
     (void)state;
     kvc_pool_config cfg;
@@ -288,6 +390,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_router_view_matches_tiers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_off_by_default, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reset_races_copies, setup, teardown),
         cmocka_unit_test(test_first_release_event_size),
         cmocka_unit_test(test_refusals),
     };
