@@ -1,6 +1,7 @@
 #include "tier_disk.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -76,7 +77,9 @@ kvc_status DiskTier::open(const char *path, int32_t num_slots, const KvLayout &l
                                 layout.dtype, int32_t(kVersion)};
     fingerprint_ = XXH3_64bits_withSeed(fp_words, sizeof fp_words, uint64_t(layout.block_stride));
 
-    const int base_flags = O_RDWR | O_CREAT | O_CLOEXEC | (persistent ? 0 : O_TRUNC);
+    // Never O_TRUNC at open: the file may be another disk tier's (another process, or another pool
+    // of this one given the same path), which the lock below must find first.
+    const int base_flags = O_RDWR | O_CREAT | O_CLOEXEC;
     if (!(flags & KVC_DISK_NO_DIRECT)) {
         fd_ = ::open(path, base_flags | O_DIRECT, 0644);
         if (fd_ >= 0) direct = true;
@@ -89,6 +92,16 @@ kvc_status DiskTier::open(const char *path, int32_t num_slots, const KvLayout &l
     struct stat sb;
     if (fstat(fd_, &sb) != 0 || !S_ISREG(sb.st_mode))
         return fail(KVC_ERR_IO, "%s: '%s' is not a regular file", fn, path);
+    // One disk tier per file: an exclusive advisory lock for the tier's lifetime (released when the
+    // descriptor closes). Two tiers writing one file would corrupt each other's slots. File systems
+    // without flock (some network ones) are used unlocked.
+    if (flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+        return fail(KVC_ERR_BUSY, "%s: '%s' is in use by another disk tier (locked)", fn, path);
+    if (!persistent) {
+        if (ftruncate(fd_, 0) != 0)
+            return fail(KVC_ERR_IO, "%s: cannot truncate '%s': %s", fn, path, std::strerror(errno));
+        sb.st_size = 0;
+    }
     if (sb.st_size < file_bytes) {
         // Reserve the space now so that a full disk is reported here rather than as failed spills.
         // fallocate(2), not posix_fallocate: on a file system without it glibc would write zeros

@@ -598,6 +598,33 @@ static void test_reset_clears_tiers(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* One disk tier per file: a second pool attaching the same file (a copy-pasted path for two TP
+ * ranks, a second process) is refused and truncates nothing; once the first pool is gone it works. */
+static void test_file_is_locked_by_its_tier(void **state) {
+    disk_fixture *f = *state;
+    int32_t P[NP];
+    prompt(P, NP, 16);
+    kvc_pool *a = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    push_to_disk(a, P, 96);
+    kvc_pool *b = tier_pool(DEV_BLOCKS, 1);
+    OK(kvc_tier_attach_host(b, HOST_SLOTS));
+    EXPECT_ERR(kvc_tier_attach_disk(b, f->path, DISK_SLOTS, 0), KVC_ERR_BUSY);
+    EXPECT_ERR(kvc_tier_attach_disk(b, f->path, DISK_SLOTS, KVC_DISK_PERSISTENT), KVC_ERR_BUSY);
+    assert_non_null(strstr(kvc_last_error(), "in use"));
+    assert_int_equal(tier_stats(b, KVC_TIER_DISK).capacity_blocks, 0);
+    /* a's blocks are intact: the refused attach did not truncate the file */
+    int64_t cached = -1;
+    OK(kvc_alloc(a, 3, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    expect_blocks(a, 3, 4, 96);
+    OK(kvc_free(a, 3));
+    OK(kvc_pool_destroy(a));
+    OK(kvc_tier_attach_disk(b, f->path, DISK_SLOTS, KVC_DISK_PERSISTENT));
+    assert_true(tier_stats(b, KVC_TIER_DISK).recovered_blocks > 0);
+    CHECK_POOL(b);
+    OK(kvc_pool_destroy(b));
+}
+
 static void test_attach_errors(void **state) {
     disk_fixture *f = *state;
     kvc_pool *p = tier_pool(DEV_BLOCKS, 1);
@@ -630,6 +657,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_swap_with_disk_below, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_clears_tiers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_between_plan_and_copies, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_is_locked_by_its_tier, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_errors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

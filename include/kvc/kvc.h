@@ -766,6 +766,9 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks);
 
 /** Attaches a disk tier of num_blocks slots in the file `path` (created if missing; truncated
  *  unless KVC_DISK_PERSISTENT). Needs the host tier (lower tiers reach the device through it).
+ *  The tier holds an exclusive lock (flock) on the file until the pool is destroyed: a second
+ *  tier on the same file — another process, or another pool of this one (tensor-parallel ranks
+ *  need a file each) — is refused with KVC_ERR_BUSY, and the file is left untouched.
  *  I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system
  *  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool. Only blocks that
  *  reached the disk are kept by KVC_DISK_PERSISTENT (blocks still in the host tier when the pool is
@@ -773,8 +776,9 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks);
  *  kvc_prefix_cache_reset erases its blocks, and a slot whose read failed verification is erased
  *  too, so no later attach re-indexes it.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX, unknown flags),
- *  KVC_ERR_STATE (no host tier, or a disk tier is already attached), KVC_ERR_IO (cannot open, not a
- *  regular file, no space), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY. */
+ *  KVC_ERR_STATE (no host tier, or a disk tier is already attached), KVC_ERR_BUSY (the file is
+ *  another disk tier's), KVC_ERR_IO (cannot open, not a regular file, no space), KVC_ERR_OVERFLOW,
+ *  KVC_ERR_NO_MEMORY. */
 KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks,
                                         int32_t flags);
 

@@ -2505,6 +2505,9 @@ extern "C" {
 extern "C" {
     #[doc = " Attaches a disk tier of num_blocks slots in the file `path` (created if missing; truncated"]
     #[doc = "  unless KVC_DISK_PERSISTENT). Needs the host tier (lower tiers reach the device through it)."]
+    #[doc = "  The tier holds an exclusive lock (flock) on the file until the pool is destroyed: a second"]
+    #[doc = "  tier on the same file — another process, or another pool of this one (tensor-parallel ranks"]
+    #[doc = "  need a file each) — is refused with KVC_ERR_BUSY, and the file is left untouched."]
     #[doc = "  I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system"]
     #[doc = "  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool. Only blocks that"]
     #[doc = "  reached the disk are kept by KVC_DISK_PERSISTENT (blocks still in the host tier when the pool is"]
@@ -2512,8 +2515,9 @@ extern "C" {
     #[doc = "  kvc_prefix_cache_reset erases its blocks, and a slot whose read failed verification is erased"]
     #[doc = "  too, so no later attach re-indexes it."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX, unknown flags),"]
-    #[doc = "  KVC_ERR_STATE (no host tier, or a disk tier is already attached), KVC_ERR_IO (cannot open, not a"]
-    #[doc = "  regular file, no space), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY."]
+    #[doc = "  KVC_ERR_STATE (no host tier, or a disk tier is already attached), KVC_ERR_BUSY (the file is"]
+    #[doc = "  another disk tier's), KVC_ERR_IO (cannot open, not a regular file, no space), KVC_ERR_OVERFLOW,"]
+    #[doc = "  KVC_ERR_NO_MEMORY."]
     pub fn kvc_tier_attach_disk(
         pool: *mut kvc_pool,
         path: *const ::std::os::raw::c_char,
