@@ -197,7 +197,8 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
                     ++d.stats.hits;
                 } else {
                     // A bad read is a miss: neither copy is trusted any more, nor the file's.
-                    tier_event(p, KVC_EVENT_BLOCK_REMOVED, d.slots, j.disk, KVC_TIER_DISK);
+                    // (After a reset the router has dropped it already, with ALL_BLOCKS_CLEARED.)
+                    if (!reset_since) tier_event(p, KVC_EVENT_BLOCK_REMOVED, d.slots, j.disk, KVC_TIER_DISK);
                     d.slots.release(j.disk);
                     tier_push_job(t, kJobDiskForget, -1, -1, j.disk);
                     hs.release(j.host);

@@ -212,6 +212,46 @@ static void test_router_view_matches_tiers(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* A promotion planned before a reset whose read then fails: the block is gone with the reset's
+ * ALL_BLOCKS_CLEARED, so no REMOVED (disk) may follow for it; a promotion that succeeds after the
+ * reset stores nothing either. */
+static void test_no_events_for_copies_planned_before_a_reset(void **state) {
+    disk_fixture *f = *state;
+    for (int bad_read = 0; bad_read < 2; ++bad_read) {
+        kvc_pool *p = events_pool(f->path, 1);
+        router r;
+        memset(&r, 0, sizeof r);
+        int32_t P[MAXP];
+        prompt(P, 17, 21);
+        OK(kvc_alloc(p, 1, P, 17, NULL, NULL));
+        write_blocks(p, 1, 4, 7);
+        OK(kvc_free(p, 1));
+        churn(p, DEV_BLOCKS, 5000);  /* P: device -> host */
+        churn(p, HOST_SLOTS + 2, 6000);
+        int32_t Q[MAXP];
+        prompt(Q, 25, 22);  /* 6 blocks through the host tier push P's blocks to disk */
+        OK(kvc_alloc(p, 2, Q, 25, NULL, NULL));
+        OK(kvc_free(p, 2));
+        churn(p, DEV_BLOCKS, 5000);
+        int64_t dev = -1, host = -1, disk = -1;
+        lookup_tiers(p, P, 17, &dev, &host, &disk);
+        assert_true(disk > 0);
+        drain(p, &r);
+        kvct_tier_hold_jobs(p, 1);
+        if (bad_read) kvct_disk_fault(KVCT_FAULT_READ_BITFLIP, 1);
+        OK(kvc_alloc(p, 3, P, 17, NULL, NULL));  /* promotions planned, not run */
+        OK(kvc_free(p, 3));
+        OK(kvc_prefix_cache_reset(p));
+        kvct_tier_hold_jobs(p, 0);  /* the promotions run now, after the reset */
+        kvct_disk_fault(KVCT_FAULT_NONE, 0);
+        if (bad_read) assert_true(tier_stats(p, KVC_TIER_DISK).checksum_failures > 0);
+        expect_router_matches(p, &r);
+        assert_int_equal(router_count(&r, KVC_TIER_HOST) + router_count(&r, KVC_TIER_DISK), 0);
+        CHECK_POOL(p);
+        OK(kvc_pool_destroy(p));
+    }
+}
+
 /* Without kvc_pool_set_tier_events only device events come, as before tiers reported any. */
 static void test_off_by_default(void **state) {
     disk_fixture *f = *state;
@@ -391,6 +431,7 @@ static void test_refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_router_view_matches_tiers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_events_for_copies_planned_before_a_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_off_by_default, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_races_copies, setup, teardown),
         cmocka_unit_test(test_first_release_event_size),
