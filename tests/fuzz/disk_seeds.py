@@ -6,15 +6,23 @@
 # a disk tier of 1-6 slots; a prompt is cached, pushed down the tiers one block per call by
 # unrelated traffic (each call can move only as many blocks into the host tier as it has slots),
 # probed (lookup_tiers, lookup, can_alloc) and requested again (promotions), with swaps and a cache
-# reset; the last seven arm disk faults (op_alloc's last byte v = 15 + 16 j).
+# reset; the next seven arm disk faults (op_alloc's last byte v = 15 + 16 j). The last 13 have a
+# KVC_DISK_PERSISTENT disk tier (bit 4 of the host-slots byte) and restart (opcode 9, pick 6):
+# blocks pushed down to the disk come back after a restart and are promoted again; blocks left in
+# the host tier or on the device are lost; a cache reset (its byte v: v % 4 == 3 fails the first
+# 1 + (v >> 2) % 3 erasures) or a failed read erases what the next restart would have recovered;
+# a failed erasure leaves a header (a newer copy of the block then wins at the restart); a failed
+# write leaves the header of the block its slot was evicting; priorities and repeated restarts.
 import hashlib, os, sys
 
 out = sys.argv[1]
-def cfg(host, disk, nbyte=1, bs_idx=1, alpha=3):
+def cfg(host, disk, nbyte=1, bs_idx=1, alpha=3, persistent=False):
     tier = 6 * (2 * (disk - 1) + 1)          # CPU + host tier, disk of `disk` slots
-    return [bs_idx, nbyte, 1, 0, 0, 0, alpha, tier, host - 1]
+    return [bs_idx, nbyte, 1, 0, 0, 0, alpha, tier, host - 1 + (16 if persistent else 0)]
 def prompt(n, t): return [n - 1, t, n, 0]
-def alloc(i, n, t, pick=6, v=2): return [0, i] + prompt(n, t) + [pick, 0, v]
+def keys(prio_idx):  # non-NULL keys with priority prios[prio_idx] (0, 10, 50, 50, 90, 100)
+    return [1, prio_idx, 1, 0] if prio_idx is not None else [0]
+def alloc(i, n, t, pick=6, v=2, prio=None): return [0, i] + prompt(n, t) + [pick] + keys(prio) + [v]
 def free(i): return [5, 1, i]
 def traffic(nb): return [9, 3, nb - 1, 0]
 def tiers(n, t): return [13, 1] + prompt(n, t) + [1, 0]
@@ -23,6 +31,8 @@ def can(n, t): return [7] + prompt(n, t) + [1, 0]
 def swap_out(i): return [14, i, 0]
 def swap_in(i): return [14, i, 2]
 def reset(): return [9, 0]
+def preset(v=0): return [9, 0, v]            # reset on a persistent input: reads its fault byte
+def restart(): return [9, 6]
 def sink(k): return sum((traffic(1) for _ in range(k)), [])
 def probe(n, t): return tiers(n, t) + lookup(n, t) + can(n, t)
 seeds = []
@@ -39,6 +49,49 @@ for v in [15, 31, 47, 63, 79, 111, 143]:
     ops += alloc(2, 7, 0, 0, v) + free(2) + sink(6) + alloc(3, 7, 0, 0, v) + probe(7, 0) + free(3)
     ops += sink(6) + alloc(4, 5, 1, 1, v) + free(4) + probe(5, 1)
     seeds.append(cfg(2, 6) + ops)
+# Persistent disk tier, restarts.
+P = dict(persistent=True)
+def push(i, n, t, k, pick=6, prio=None):  # cache a prompt, then push it down the tiers
+    return alloc(i, n, t, pick, 2, prio) + free(i) + sink(k)
+# Pushed to disk, restart, probed and promoted again (bytes checked), twice.
+ops = push(0, 7, 0, 6) + probe(7, 0) + restart() + probe(7, 0) + alloc(1, 7, 0, 0) + free(1) + sink(6)
+ops += restart() + probe(7, 0) + alloc(2, 7, 0, 0) + free(2) + restart() + probe(7, 0)
+seeds.append(cfg(2, 6, **P) + ops)
+# One prompt on disk, one in the host tier, one on the device at the restart: only the first returns.
+ops = push(0, 7, 0, 6) + push(1, 5, 1, 1, 6) + alloc(2, 5, 2) + free(2) + restart()
+ops += probe(7, 0) + probe(5, 1) + probe(5, 2) + alloc(3, 7, 0, 0) + alloc(4, 5, 1, 1) + free(3) + free(4)
+seeds.append(cfg(2, 5, **P) + ops)
+# A reset erases the disk's headers: nothing comes back (and with a small disk, evictions first).
+for host, disk in [(1, 3), (2, 2)]:
+    ops = push(0, 7, 0, 5) + push(1, 5, 1, 5, 6) + probe(7, 0) + preset(0) + restart() + probe(7, 0)
+    ops += alloc(2, 7, 0, 0) + free(2) + sink(5) + restart() + probe(7, 0)
+    seeds.append(cfg(host, disk, **P) + ops)
+# A reset whose first one or two erasures fail: those blocks come back.
+for v in [3, 7]:
+    ops = push(0, 7, 0, 6) + push(1, 5, 1, 6, 6) + preset(v) + restart() + probe(7, 0) + probe(5, 1)
+    ops += alloc(2, 7, 0, 0) + alloc(3, 5, 1, 1) + free(2) + free(3)
+    seeds.append(cfg(2, 6, **P) + ops)
+# A failed read erases its slot (EIO, short read, flipped bit): not recovered by the restart.
+for v in [47, 63, 79]:
+    ops = push(0, 7, 0, 6) + alloc(1, 7, 0, 0, v) + free(1) + probe(7, 0) + restart() + probe(7, 0)
+    ops += alloc(2, 7, 0, 0) + free(2)
+    seeds.append(cfg(2, 6, **P) + ops)
+# A reset's failed erasure leaves a block's header in a free slot; the block is computed again and
+# spilled to another slot: after the restart the newer copy wins, the older slot stays free.
+for host, disk, k, v, k2 in [(2, 6, 6, 3, 6), (1, 4, 5, 11, 4)]:
+    ops = push(0, 7, 0, k) + preset(v) + push(1, 7, 0, k2, 0) + restart() + probe(7, 0) + alloc(2, 7, 0, 0) + free(2)
+    seeds.append(cfg(host, disk, **P) + ops)
+# A failed write into a slot that was evicting a cached block leaves that block's header, which a
+# reset does not erase (the slot is free): it comes back after the restart although the disk had
+# dropped it before the reset (one disk slot; what the library does today, see model.hpp).
+ops = push(0, 7, 0, 4) + alloc(1, 5, 1, 6, 15 + 16) + free(1) + probe(7, 0) + preset(0) + restart() + probe(7, 0)
+ops += probe(5, 1) + alloc(2, 7, 0, 0) + free(2)
+seeds.append(cfg(1, 1, **P) + ops)
+# Priorities: a low- and a high-priority prompt on disk; after the restart new traffic evicts the
+# low one first (disk LRU by priority, oldest write first).
+ops = push(0, 7, 0, 5, prio=1) + push(1, 5, 1, 5, 6, prio=5) + restart() + probe(7, 0) + probe(5, 1)
+ops += alloc(2, 3, 2) + free(2) + sink(6) + probe(7, 0) + probe(5, 1) + alloc(3, 5, 1, 1, 2, 5) + free(3)
+seeds.append(cfg(1, 3, **P) + ops)
 for s in seeds:
     b = bytes(s)
     open(os.path.join(out, hashlib.sha1(b).hexdigest()), 'wb').write(b)

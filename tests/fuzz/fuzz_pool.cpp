@@ -16,10 +16,15 @@
 // attached. The model (model.hpp) predicts spills, promotions, evictions, lookup_tiers' disk count
 // and the disk's kvc_tier_stats; the KV bytes of blocks that came back from disk are checked like
 // any other (check_kv). A sixteenth of the allocs on such a pool inject a disk fault (DiskFault).
+// Half of the disk tiers are KVC_DISK_PERSISTENT and get restarts (op_restart): both pools are
+// destroyed and re-created on the same files, and the model re-indexes its record of the file's
+// slot headers (model.hpp, "The disk file": what a reset or a failed read erased does not come
+// back; recovered_blocks is compared exactly). Those files are kept until the input ends.
 //
 // Input format (all bytes optional; missing bytes read as 0):
 //   config: block size, block count, caching, watermark, max_seq_len, event capacity, alphabet (its
-//   high bits: a starting sliding window), tier mode (its high bits: a disk tier)
+//   high bits: a starting sliding window), tier mode (its high bits: a disk tier), host-tier slots
+//   (with a disk tier, bit 4: KVC_DISK_PERSISTENT)
 //   then operations: one opcode byte followed by that operation's argument bytes.
 //   The mirror rank's shape, dtype and backend come from a hash of the whole input (no bytes are read
 //   for them, so the committed corpus decodes as before).
@@ -57,6 +62,14 @@ private:
     size_t pos_ = 0;
 };
 
+// The disk files of persistent inputs (kept until the input ends, so that a restart can attach them
+// again): removed at the input's end, and before a divergence aborts the process.
+std::vector<std::string> g_disk_files;
+void remove_disk_files() {
+    for (const std::string &f : g_disk_files) ::unlink(f.c_str());
+    g_disk_files.clear();
+}
+
 [[noreturn]] void diverge(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void diverge(const char *fmt, ...) {
     va_list ap;
@@ -65,6 +78,7 @@ void diverge(const char *fmt, ...) {
     std::vfprintf(stderr, fmt, ap);
     std::fprintf(stderr, "\n    (last library error: %s)\n", kvc_last_error());
     va_end(ap);
+    remove_disk_files();
     std::abort();
 }
 
@@ -84,6 +98,12 @@ uint64_t g_swaps = 0, g_host_hits = 0, g_host_runs = 0, g_spills = 0;  // tier c
 // evictions, disk hits left on disk for want of a host slot, injected faults that failed a copy.
 uint64_t g_disk_runs = 0, g_disk_spills = 0, g_disk_hits = 0, g_disk_evictions = 0, g_disk_refused = 0;
 uint64_t g_disk_faults = 0, g_disk_lookup_hits = 0;
+// Persistent disk tiers: inputs, restarts, blocks recovered at them (of which the disk had not cached
+// at the restart: headers a failed write or erasure left), valid headers a newer one of the same
+// block outranked, recovered blocks promoted afterwards, headers erased (reset, failed reads) and
+// erasures failed by injected faults.
+uint64_t g_persistent_runs = 0, g_restarts = 0, g_recovered = 0, g_recovered_stale = 0, g_recovered_hits = 0;
+uint64_t g_erased = 0, g_erase_faults = 0, g_recovered_dups = 0;
 uint64_t g_window_released = 0;  // sliding-window coverage, printed at exit
 uint64_t g_window_ops = 0;  // operations run while a window was set
 uint64_t g_window_skip_allocs = 0, g_window_beyond_allocs = 0, g_window_beyond_lookups = 0;  // window-aware hits
@@ -134,11 +154,17 @@ struct Session {
     uint64_t input_hash = 0;   // picks the mirror's shape and backend
     std::vector<uint8_t> mirror_block;  // check_kv's buffer for one of the mirror's blocks
     mirror::Rank mr;           // the mirror rank: every call below is made on mr.pool too
+    // What a restart re-creates (op_restart): the configuration, the tiers' slot counts.
+    kvc_pool_config cfg{};
+    int32_t host_slots = 0, disk_slots = 0;
+    bool persistent = false;   // disk tier attached with KVC_DISK_PERSISTENT (restarts possible)
+    double watermark = 0;
 
     ~Session() {
         kvc_batch_destroy(batch);
         kvc_keys_destroy(keys);
         kvc_pool_destroy(pool);
+        remove_disk_files();  // the mirror's pool (destroyed next) has its file open: unlinking is fine
     }
 };
 
@@ -315,7 +341,8 @@ void compare_stats(Session &s) {
     EXPECT_EQ("disk.held_blocks", ts.held_blocks, 0);
     EXPECT_EQ("disk.io_errors", ts.io_errors, m.dc.io_errors);
     EXPECT_EQ("disk.checksum_failures", ts.checksum_failures, m.dc.checksum_failures);
-    EXPECT_EQ("disk.recovered_blocks", ts.recovered_blocks, 0);
+    EXPECT_EQ("disk.recovered_blocks", ts.recovered_blocks, m.recovered);
+    EXPECT_EQ("disk.persistent", ts.persistent, m.disk && s.persistent);
     std::memset(&ts, 0, sizeof ts);
     ts.struct_size = sizeof ts;
     if (kvc_tier_get_stats(s.pool, KVC_TIER_DEVICE, &ts) != KVC_OK) diverge("kvc_tier_get_stats(device) failed");
@@ -696,10 +723,22 @@ void op_other_traffic(Input &in, Session &s) {
     MIRROR_EQ("kvc_free status (other traffic)", st, kvc_free(s.mr.pool, id));
 }
 
-void op_reset(Input &, Session &s) {
+// kvc_prefix_cache_reset. With a persistent disk tier (only then: the bytes of the other inputs
+// decode as before) a byte may make the first 1-3 erasures of the disk's headers fail (an injected
+// header-write fault, armed identically for the mirror's call), leaving those blocks in the file.
+void op_reset(Input &in, Session &s) {
+    int32_t header_faults = 0;
+    if (s.persistent) {
+        const uint8_t v = in.byte();
+        if (v % 4 == 3) header_faults = 1 + (v >> 2) % 3;
+    }
+    kvct_disk_fault(KVCT_FAULT_HEADER_WRITE_EIO, header_faults);
     const kvc_status st = kvc_prefix_cache_reset(s.pool);
-    EXPECT_EQ("kvc_prefix_cache_reset status", st, s.m.cache_reset());
+    DiskFault::disarm();
+    EXPECT_EQ("kvc_prefix_cache_reset status", st, s.m.cache_reset(header_faults));
+    kvct_disk_fault(KVCT_FAULT_HEADER_WRITE_EIO, header_faults);
     MIRROR_EQ("kvc_prefix_cache_reset status", st, kvc_prefix_cache_reset(s.mr.pool));
+    DiskFault::disarm();
 }
 
 void op_take_pending(Input &in, Session &s) {
@@ -1084,33 +1123,32 @@ void trace_state(Session &s) {
 // ---- one input -------------------------------------------------------------------------------
 
 // Attaches a disk tier of `slots` slots to `pool` in a file of its own: unique per process and pool
-// (KVC_FUZZ_DISK_DIR, else /tmp), unlinked as soon as it is attached (the tier keeps its descriptor),
-// so nothing is left behind, even by a crash. sync_io: pread/pwrite instead of io_uring (the I/O
-// mode is no decision input, so the mirror may use the other one).
-kvc_status attach_disk(kvc_pool *pool, int32_t slots, const char *who, bool sync_io) {
+// (KVC_FUZZ_DISK_DIR, else /tmp). sync_io: pread/pwrite instead of io_uring (the I/O mode is no
+// decision input, so the mirror may use the other one). Without `persistent` the file is unlinked
+// as soon as it is attached (the tier keeps its descriptor), so nothing is left behind, even by a
+// crash. With it (KVC_DISK_PERSISTENT) the file must outlive the pool for a restart to attach it
+// again: it is removed at the input's end or before a divergence aborts (remove_disk_files), and
+// an input's first attach (`fresh`) removes a file left over first.
+kvc_status attach_disk(kvc_pool *pool, int32_t slots, const char *who, bool sync_io, bool persistent, bool fresh) {
     const char *dir = std::getenv("KVC_FUZZ_DISK_DIR");
     const std::string path = std::string(dir && *dir ? dir : "/tmp") + "/kvc-fuzz-disk-" +
                              std::to_string(long(getpid())) + "-" + who;
+    if (persistent && fresh) {
+        ::unlink(path.c_str());
+        g_disk_files.push_back(path);
+    }
     kvct_disk_force_sync_io(sync_io ? 1 : 0);
-    const kvc_status st = kvc_tier_attach_disk(pool, path.c_str(), slots, 0);
+    const kvc_status st = kvc_tier_attach_disk(pool, path.c_str(), slots, persistent ? KVC_DISK_PERSISTENT : 0);
     kvct_disk_force_sync_io(0);
-    ::unlink(path.c_str());
+    if (!persistent) ::unlink(path.c_str());
     return st;
 }
 
-// The mirror rank (mirror.hpp): the fuzzed pool's decision inputs, its own shape, dtype and backend,
-// the same host tier slots and batch capacities. KVC_FUZZ_MIRROR_SKEW makes it differ on purpose
-// (the self-test that the comparison can fail).
-void setup_mirror(Session &s, const kvc_pool_config &cfg, int32_t host_slots, int32_t disk_slots) {
+// Creates the mirror's pool with its tiers and batch (at setup and at each restart). `fresh`: the
+// input's first.
+void open_mirror(Session &s, bool fresh) {
     mirror::Rank &r = s.mr;
-    r.cfg = mirror::choose_config(cfg, host_slots > 0, s.input_hash);
-    r.storage = r.cfg.backend == KVC_BACKEND_CPU;
-    r.data = r.storage && s.cpu;
-    r.value_range = r.cfg.kv_dtype == KVC_DTYPE_FP8_E4M3 ? 16 : 256;
     const char *skew = std::getenv("KVC_FUZZ_MIRROR_SKEW");
-    if (skew && std::strcmp(skew, "blocks") == 0) r.cfg.num_blocks += 1;
-    mirror::describe(r);
-    g_mirror_desc = r.desc;
     if (kvc_pool_create(&r.cfg, &r.pool) != KVC_OK) mirror::report("kvc_pool_create of the mirror failed: %s", kvc_last_error());
     if (kvc_bytes_per_block(&r.cfg, &r.block_bytes) != KVC_OK) mirror::report("kvc_bytes_per_block of the mirror failed");
     if (r.storage) {
@@ -1119,10 +1157,11 @@ void setup_mirror(Session &s, const kvc_pool_config &cfg, int32_t host_slots, in
         if (r.info.block_stride != r.block_bytes) mirror::report("mirror block_stride %lld, kvc_bytes_per_block %lld",
                                                                  (long long)r.info.block_stride, (long long)r.block_bytes);
     }
-    if (host_slots > 0 && kvc_tier_attach_host(r.pool, host_slots) != KVC_OK)
+    if (s.host_slots > 0 && kvc_tier_attach_host(r.pool, s.host_slots) != KVC_OK)
         mirror::report("kvc_tier_attach_host of the mirror failed: %s", kvc_last_error());
     // Its own disk file of the same slot count; pread/pwrite for half of the inputs.
-    if (disk_slots > 0 && attach_disk(r.pool, disk_slots, "mirror", (s.input_hash >> 40) & 1) != KVC_OK)
+    if (s.disk_slots > 0 &&
+        attach_disk(r.pool, s.disk_slots, "mirror", (s.input_hash >> 40) & 1, s.persistent, fresh) != KVC_OK)
         mirror::report("kvc_tier_attach_disk of the mirror failed: %s", kvc_last_error());
     if (kvc_batch_create(r.pool, s.batch_max_seqs, s.batch_max_tokens, s.batch_width, &r.batch) != KVC_OK)
         mirror::report("kvc_batch_create of the mirror failed: %s", kvc_last_error());
@@ -1134,8 +1173,44 @@ void setup_mirror(Session &s, const kvc_pool_config &cfg, int32_t host_slots, in
         std::fprintf(stderr, "KVC_FUZZ_MIRROR_SKEW=%s: unknown (blocks or alloc)\n", skew);
         std::exit(2);
     }
+}
+
+// The mirror rank (mirror.hpp): the fuzzed pool's decision inputs, its own shape, dtype and backend,
+// the same host tier slots and batch capacities. KVC_FUZZ_MIRROR_SKEW makes it differ on purpose
+// (the self-test that the comparison can fail).
+void setup_mirror(Session &s) {
+    mirror::Rank &r = s.mr;
+    r.cfg = mirror::choose_config(s.cfg, s.host_slots > 0, s.input_hash);
+    r.storage = r.cfg.backend == KVC_BACKEND_CPU;
+    r.data = r.storage && s.cpu;
+    r.value_range = r.cfg.kv_dtype == KVC_DTYPE_FP8_E4M3 ? 16 : 256;
+    const char *skew = std::getenv("KVC_FUZZ_MIRROR_SKEW");
+    if (skew && std::strcmp(skew, "blocks") == 0) r.cfg.num_blocks += 1;
+    mirror::describe(r);
+    g_mirror_desc = r.desc;
+    open_mirror(s, true);
     const bool pool_cpu = s.cpu;
     (pool_cpu ? (r.storage ? g_mirror_cpu_cpu : g_mirror_cpu_none) : (r.storage ? g_mirror_none_cpu : g_mirror_none_none))++;
+}
+
+// Creates the fuzzed pool with its tiers and batch (at setup and at each restart).
+void open_pool(Session &s, bool fresh) {
+    if (kvc_pool_create(&s.cfg, &s.pool) != KVC_OK) diverge("kvc_pool_create failed: %s", kvc_last_error());
+    if (kvc_bytes_per_block(&s.cfg, &s.block_bytes) != KVC_OK) diverge("kvc_bytes_per_block failed");
+    if (s.host_slots > 0 && kvc_tier_attach_host(s.pool, s.host_slots) != KVC_OK)
+        diverge("kvc_tier_attach_host failed: %s", kvc_last_error());
+    if (s.disk_slots > 0 && attach_disk(s.pool, s.disk_slots, "pool", false, s.persistent, fresh) != KVC_OK)
+        diverge("kvc_tier_attach_disk failed: %s", kvc_last_error());
+    if (kvc_batch_create(s.pool, s.batch_max_seqs, s.batch_max_tokens, s.batch_width, &s.batch) != KVC_OK)
+        diverge("kvc_batch_create failed: %s", kvc_last_error());
+}
+
+// A fresh model of the pool's configuration and tiers.
+void init_model(Session &s, model::Pool *m) {
+    m->init(s.cfg.block_size, s.cfg.num_blocks, s.cfg.prefix_caching != 0, s.cfg.max_seq_len, s.watermark,
+            s.cfg.event_capacity);
+    if (s.host_slots > 0) m->attach_host(s.host_slots);
+    if (s.disk_slots > 0) m->attach_disk(s.disk_slots);
 }
 
 bool setup(Input &in, Session &s) {
@@ -1157,17 +1232,25 @@ bool setup(Input &in, Session &s) {
     // A third of the inputs: KV storage on the CPU backend, mostly with a host tier. The tier byte's
     // high bits (byte / 6, unused before the disk tier) attach a disk tier to half of the host-tier
     // inputs: 1-6 slots, over a host tier of 1-4 slots (tiny tiers are where the corner cases are:
-    // promotions that find no host slot, disk victims that are the prompt's own hits).
+    // promotions that find no host slot, disk victims that are the prompt's own hits). Bit 4 of the
+    // host-slots byte (unused with a disk tier) makes half of those disks KVC_DISK_PERSISTENT: they
+    // get restarts (op_restart).
     const uint8_t tier_byte = in.byte();
     const int64_t tier_mode = tier_byte % 6;
     s.cpu = tier_mode < 3;
-    int32_t host_slots = tier_mode < 2 ? int32_t(1 + in.below(12)) : 0;
+    const uint8_t host_byte = tier_mode < 2 ? in.byte() : 0;
+    int32_t host_slots = tier_mode < 2 ? int32_t(1 + host_byte % 12) : 0;
     const int32_t disk_code = tier_byte / 6;
     const int32_t disk_slots = host_slots > 0 && (disk_code & 1) ? 1 + (disk_code >> 1) % 6 : 0;
     if (disk_slots > 0) host_slots = 1 + (host_slots - 1) % 4;
     if (host_slots > 0) n = 2 + n % 8;  // small device tier: evictions (spills) and re-hits are common
+    s.host_slots = host_slots;
+    s.disk_slots = disk_slots;
+    s.persistent = disk_slots > 0 && (host_byte & 16);
+    s.watermark = wm;
+    g_persistent_runs += s.persistent;
 
-    kvc_pool_config cfg;
+    kvc_pool_config &cfg = s.cfg;
     kvc_pool_config_default(&cfg);
     cfg.block_size = bs;
     cfg.num_blocks = n;
@@ -1178,19 +1261,10 @@ bool setup(Input &in, Session &s) {
     cfg.backend = s.cpu ? KVC_BACKEND_CPU : KVC_BACKEND_NONE;
     cfg.head_dim = 1;
     cfg.kv_dtype = KVC_DTYPE_F32;
-    if (kvc_pool_create(&cfg, &s.pool) != KVC_OK) diverge("kvc_pool_create failed: %s", kvc_last_error());
-    if (kvc_bytes_per_block(&cfg, &s.block_bytes) != KVC_OK) diverge("kvc_bytes_per_block failed");
-    if (host_slots > 0 && kvc_tier_attach_host(s.pool, host_slots) != KVC_OK)
-        diverge("kvc_tier_attach_host failed: %s", kvc_last_error());
-    if (disk_slots > 0 && attach_disk(s.pool, disk_slots, "pool", false) != KVC_OK)
-        diverge("kvc_tier_attach_disk failed: %s", kvc_last_error());
+    open_pool(s, true);
     if (kvc_keys_create(&s.keys) != KVC_OK) diverge("kvc_keys_create failed");
-    if (kvc_batch_create(s.pool, s.batch_max_seqs, s.batch_max_tokens, s.batch_width, &s.batch) != KVC_OK)
-        diverge("kvc_batch_create failed: %s", kvc_last_error());
-    s.m.init(bs, n, caching, max_len, wm, ev_cap);
-    if (host_slots > 0) s.m.attach_host(host_slots);
-    if (disk_slots > 0) s.m.attach_disk(disk_slots);
-    setup_mirror(s, cfg, host_slots, disk_slots);
+    init_model(s, &s.m);
+    setup_mirror(s);
     if (start_window > 0) {
         const kvc_status st = kvc_pool_set_sliding_window(s.pool, start_window);
         EXPECT_EQ("kvc_pool_set_sliding_window status (setup)", st, s.m.set_window(start_window));
@@ -1199,32 +1273,78 @@ bool setup(Input &in, Session &s) {
     return true;
 }
 
+// Coverage counts of the pool now ending (at a restart, or the input's end), into the session's.
+void add_coverage(Session &s) {
+    g_host_hits += uint64_t(s.m.hc.hits);
+    g_window_released += uint64_t(s.m.window_released);
+    g_window_skip_allocs += uint64_t(s.m.window_skip_allocs);
+    g_window_beyond_allocs += uint64_t(s.m.window_beyond_allocs);
+    g_window_beyond_lookups += uint64_t(s.m.window_beyond_lookups);
+    kvc_tier_stats ts;
+    std::memset(&ts, 0, sizeof ts);
+    ts.struct_size = sizeof ts;
+    if (s.m.host && kvc_tier_get_stats(s.pool, KVC_TIER_HOST, &ts) == KVC_OK) g_spills += uint64_t(ts.blocks_in);
+    g_disk_spills += uint64_t(s.m.dc.blocks_in);
+    g_disk_hits += uint64_t(s.m.dc.hits);
+    g_disk_evictions += uint64_t(s.m.dc.evictions);
+    g_disk_refused += uint64_t(s.m.promotions_refused);
+    g_disk_faults += uint64_t(s.m.dc.failures);
+    if (!s.persistent) return;
+    g_recovered += uint64_t(s.m.recovered);
+    g_recovered_stale += uint64_t(s.m.recovered_stale);
+    g_recovered_hits += uint64_t(s.m.recovered_hits);
+    g_erased += uint64_t(s.m.erased);
+    g_erase_faults += uint64_t(s.m.erase_faults);
+    g_recovered_dups += uint64_t(s.m.recovered_dups);
+}
+
+// A restart (persistent disk tier only): the process ends and a new one attaches the same files,
+// for the fuzzed pool and the mirror alike. Both pools are destroyed (their sequences, device cache
+// and host tier are gone: nothing is written back), re-created with the same configuration and
+// tiers (the disk with KVC_DISK_PERSISTENT on the same file) and the sliding window they had, and
+// the model does the same: its disk re-indexes the file's valid headers (model::Pool::recover),
+// recovered_blocks is compared exactly (compare_stats), and later prompts re-hit what came back
+// (their KV bytes checked once promoted, as any other). The session's recent and past prompts are
+// kept: what the next process is asked again.
+void op_restart(Session &s) {
+    add_coverage(s);
+    ++g_restarts;
+    const std::vector<model::Identity> cached = s.m.disk_cached();
+    const int32_t window = s.m.window;
+    kvc_batch_destroy(s.batch);
+    kvc_pool_destroy(s.pool);
+    s.batch = nullptr;
+    s.pool = nullptr;
+    kvc_batch_destroy(s.mr.batch);
+    kvc_pool_destroy(s.mr.pool);
+    s.mr.batch = nullptr;
+    s.mr.pool = nullptr;
+    open_pool(s, false);
+    open_mirror(s, false);
+    model::Pool fresh;
+    init_model(s, &fresh);
+    fresh.recover(s.m.dfile, s.m.next_stamp, cached);
+    s.m = std::move(fresh);
+    s.batch_built = false;
+    if (window > 0) {
+        const kvc_status st = kvc_pool_set_sliding_window(s.pool, window);
+        EXPECT_EQ("kvc_pool_set_sliding_window status (restart)", st, s.m.set_window(window));
+        MIRROR_EQ("kvc_pool_set_sliding_window status (restart)", st, kvc_pool_set_sliding_window(s.mr.pool, window));
+    }
+    check_mirror_pool(s);
+}
+
 void run(const uint8_t *data, size_t size) {
     Input in(data, size);
     Session s;
     s.input_hash = mirror::input_hash(data, size);
     g_opname = "setup";
     setup(in, s);
-    struct Tally {  // host re-hits of this input, added to the session total when it ends
+    struct Tally {  // coverage of this input's last pool, added to the session total when it ends
         Session &s;
-        ~Tally() {
-            g_host_hits += uint64_t(s.m.hc.hits);
-            g_window_released += uint64_t(s.m.window_released);
-            g_window_skip_allocs += uint64_t(s.m.window_skip_allocs);
-            g_window_beyond_allocs += uint64_t(s.m.window_beyond_allocs);
-            g_window_beyond_lookups += uint64_t(s.m.window_beyond_lookups);
-            kvc_tier_stats ts;
-            std::memset(&ts, 0, sizeof ts);
-            ts.struct_size = sizeof ts;
-            if (s.m.host && kvc_tier_get_stats(s.pool, KVC_TIER_HOST, &ts) == KVC_OK) g_spills += uint64_t(ts.blocks_in);
-            g_disk_runs += s.m.disk;
-            g_disk_spills += uint64_t(s.m.dc.blocks_in);
-            g_disk_hits += uint64_t(s.m.dc.hits);
-            g_disk_evictions += uint64_t(s.m.dc.evictions);
-            g_disk_refused += uint64_t(s.m.promotions_refused);
-            g_disk_faults += uint64_t(s.m.dc.failures);
-        }
+        ~Tally() { add_coverage(s); }
     } tally{s};
+    g_disk_runs += s.m.disk;
     ++g_total_runs;
     check_pool(s);
     check_mirror_pool(s);
@@ -1241,11 +1361,16 @@ void run(const uint8_t *data, size_t size) {
             case 7: g_opname = "can_alloc"; op_can_alloc(in, s); break;
             case 8: g_opname = in.below(2) ? "pin" : "unpin"; op_pin(in, s, g_opname[0] == 'p'); break;
             case 9: {
+                // With a persistent disk tier, 6 and 7 restart (take_pending is also copy_pending's
+                // work on these CPU pools: op_tier_misc still covers it).
                 const int64_t pick = in.below(8);
-                g_opname = pick == 0 ? "cache_reset" : pick <= 2 ? "set_window" : pick <= 4 ? "other_traffic" : "take_pending";
+                const bool restart = s.persistent && pick >= 6;
+                g_opname = pick == 0 ? "cache_reset" : pick <= 2 ? "set_window" : pick <= 4 ? "other_traffic"
+                                                     : restart ? "restart" : "take_pending";
                 if (pick == 0) op_reset(in, s);
                 else if (pick <= 2) op_window(in, s);
                 else if (pick <= 4) op_other_traffic(in, s);
+                else if (restart) op_restart(s);
                 else op_take_pending(in, s);
                 break;
             }
@@ -1284,6 +1409,12 @@ void report_totals() {
                  ", lookup_tiers with disk blocks %" PRIu64 ", copies failed by injected faults %" PRIu64 "\n",
                  g_disk_runs, g_disk_spills, g_disk_hits, g_disk_evictions, g_disk_refused, g_disk_lookup_hits,
                  g_disk_faults);
+    std::fprintf(stderr, "fuzz_pool: persistent disk tier: inputs %" PRIu64 ", restarts %" PRIu64 ", blocks recovered %"
+                 PRIu64 " (not cached on disk at the restart %" PRIu64 "; older duplicates left free %" PRIu64
+                 "), recovered blocks promoted %" PRIu64
+                 ", headers erased %" PRIu64 ", erasures failed by injected faults %" PRIu64 "\n",
+                 g_persistent_runs, g_restarts, g_recovered, g_recovered_stale, g_recovered_dups, g_recovered_hits, g_erased,
+                 g_erase_faults);
     std::fprintf(stderr, "fuzz_pool: mirror ranks in lockstep, 0 divergences (fuzzed pool -> mirror backend: NONE->CPU %"
                  PRIu64 ", CPU->NONE %" PRIu64 ", CPU->CPU %" PRIu64 ", NONE->NONE %" PRIu64
                  "; operations with the mirror's own KV bytes checked %" PRIu64 ")\n",
@@ -1311,5 +1442,6 @@ void mirror::report(const char *fmt, ...) {
     std::fprintf(stderr, " (op #%d %s; %s)\n    (last library error: %s)\n", g_op, g_opname, g_mirror_desc,
                  kvc_last_error());
     va_end(ap);
+    remove_disk_files();
     std::abort();
 }

@@ -182,6 +182,7 @@ MIRROR_NO_COVERAGE inline void compare_tier_stats(kvc_pool *pool, kvc_pool *mir)
         MIRROR_TIER_EQ(checksum_failures);
         MIRROR_TIER_EQ(io_errors);
         MIRROR_TIER_EQ(recovered_blocks);
+        MIRROR_TIER_EQ(persistent);
 #undef MIRROR_TIER_EQ
     }
 }

@@ -78,6 +78,22 @@
 //     drops the block (its disk slot freed, to the front); a failed read is a miss -- both the disk
 //     slot and the host slot it was read into are freed; each counts one failure (and no hit).
 //
+// The disk file (KVC_DISK_PERSISTENT; kvc.h kvc_tier_attach_disk, lib/tier_disk.cpp): each slot's
+// header in the file is either erased or names a block (identity, priority, write stamp). A disk
+// spill stamps its slot when it is planned (stamps only grow, across restarts too) and writes the
+// header when its write succeeds; an injected write fault replaces the I/O, so the slot keeps
+// whatever header it had (the block it was evicting, say: the library does not erase it, so that
+// block comes back at a restart, even after a reset; kvc.h does not promise otherwise, and this
+// is the one place to change if the library starts erasing it). Erased: a slot whose read failed (kvc.h:
+// "a slot whose read failed verification is erased too"), and every cached slot at
+// kvc_prefix_cache_reset (in slot order; an injected header-write fault leaves the first `count`
+// of them in the file, each counting one failure and one I/O error). A restart (pool destroyed,
+// re-created, the same file attached with KVC_DISK_PERSISTENT) starts with an empty device cache
+// and host tier (blocks there are not written back) and re-indexes every valid header: on a
+// duplicate identity the newer stamp wins (the older slot stays free), the winners join their
+// priority's LRU list oldest stamp first, the other slots are free in slot order
+// (DiskTier::scan). recovered_blocks counts them.
+//
 // Sliding window W (kvc_pool_set_sliding_window) with prefix caching: a prompt's queries from its
 // first uncached position c on see no key before c - W + 1, so a hit needs only the blocks from the
 // one holding max(0, c - W + 1) (but at least the last one, so W = 1 still needs one) through the
@@ -175,6 +191,7 @@ struct HostSlot {
     bool indexed = false;  // carries an identity (cached, or busy with a spill/restore copy)
     Identity id;
     int32_t priority = KVC_PRIORITY_DEFAULT;
+    bool recovered = false;  // disk: re-indexed at a restart and not reused since (coverage only)
 };
 
 // A lower tier's block counts (kvc_tier_stats; failures only with injected disk faults).
@@ -212,6 +229,7 @@ inline int32_t slot_next_victim(const std::deque<int32_t> &free, const SlotLru &
 }
 inline void slot_release(std::vector<HostSlot> &slots, std::deque<int32_t> &free, int32_t v) {
     slots[size_t(v)].indexed = false;
+    slots[size_t(v)].recovered = false;
     slots[size_t(v)].state = HostSlot::kFree;
     free.push_front(v);
 }
@@ -230,6 +248,15 @@ struct Job {
     enum Kind { kSpill, kRestore, kSwapIn, kDiskSpill, kPromote };
     Kind kind = kSpill;
     int32_t host = -1, disk = -1;
+    uint64_t stamp = 0;  // kDiskSpill: the slot's write stamp (taken when planned)
+};
+
+// One disk slot's header in the file (see the header comment, "The disk file").
+struct FileHeader {
+    bool valid = false;
+    Identity id;
+    int32_t priority = KVC_PRIORITY_DEFAULT;
+    uint64_t stamp = 0;
 };
 
 // Where the prefix walk looks past the device (lib/pool.hpp's WalkTiers).
@@ -300,6 +327,14 @@ public:
     bool fault_checksum = false;  // a read fault that corrupts the bytes (else an I/O error)
     int32_t fault_left = 0;
     int64_t promotions_refused = 0;  // disk hits that found no host slot (coverage only)
+    // The disk file (persistent inputs restart from it): a header per slot, the next write stamp.
+    std::vector<FileHeader> dfile;
+    uint64_t next_stamp = 1;
+    int64_t recovered = 0;            // disk slots re-indexed at this pool's attach (recovered_blocks)
+    int64_t recovered_hits = 0;       // promotions of such slots (coverage only)
+    int64_t recovered_stale = 0;      // recovered blocks the disk did not cache at the restart (coverage)
+    int64_t erased = 0, erase_faults = 0;  // headers erased / left by a failed erasure (coverage)
+    int64_t recovered_dups = 0;       // valid headers a newer one of the same block outranked (coverage)
 
     void attach_host(int32_t slots) {
         host = true;
@@ -315,6 +350,45 @@ public:
         dfree.clear();
         for (int32_t i = 0; i < slots; ++i) dfree.push_back(i);
         dlru.assign(KVC_PRIORITY_MAX + 1, {});
+        if (dfile.size() < size_t(slots)) dfile.resize(size_t(slots));
+    }
+
+    // A KVC_DISK_PERSISTENT attach of the file `file` (after attach_host and attach_disk on a
+    // fresh pool): re-indexes its valid headers (see the header comment). `cached_before`: the
+    // identities the previous pool's disk cached at its destruction (coverage only).
+    void recover(const std::vector<FileHeader> &file, uint64_t stamp, const std::vector<Identity> &cached_before) {
+        dfile = file;
+        next_stamp = stamp;
+        std::vector<std::pair<uint64_t, int32_t>> found;  // (stamp, slot)
+        for (size_t ds = 0; ds < dslots.size(); ++ds)
+            if (dfile[ds].valid) found.push_back({dfile[ds].stamp, int32_t(ds)});
+        std::sort(found.begin(), found.end());
+        std::vector<bool> keep(dslots.size(), false);
+        for (auto it = found.rbegin(); it != found.rend(); ++it) {  // newest first: a duplicate loses
+            bool dup = false;
+            for (size_t ds = 0; ds < dslots.size(); ++ds) dup = dup || (keep[ds] && dfile[ds].id == dfile[size_t(it->second)].id);
+            keep[size_t(it->second)] = !dup;
+            recovered_dups += dup;
+        }
+        for (const auto &f : found) {  // oldest first: the previous run's write order is the LRU order
+            if (!keep[size_t(f.second)]) continue;
+            HostSlot &d = dslots[size_t(f.second)];
+            disk_unlink(f.second);
+            d.indexed = true;
+            d.recovered = true;
+            d.id = dfile[size_t(f.second)].id;
+            d.priority = dfile[size_t(f.second)].priority;
+            disk_commit_cached(f.second);
+            ++recovered;
+            recovered_stale += std::find(cached_before.begin(), cached_before.end(), d.id) == cached_before.end();
+        }
+    }
+    // The identities the disk caches now (for recover's coverage count).
+    std::vector<Identity> disk_cached() const {
+        std::vector<Identity> ids;
+        for (const HostSlot &d : dslots)
+            if (d.state == HostSlot::kCached) ids.push_back(d.id);
+        return ids;
     }
 
     void init(int32_t bs_, int32_t n, bool caching_, int64_t max_len, double watermark, int32_t ev_cap) {
@@ -490,17 +564,20 @@ public:
                 case Job::kRestore: host_commit_cached(j.host); ++hc.blocks_out; break;
                 case Job::kSwapIn: host_release(j.host); ++hc.blocks_out; break;
                 case Job::kDiskSpill:
-                    if (take_fault(true)) {  // a failed write drops the block
+                    if (take_fault(true)) {  // a failed write drops the block (the file keeps the old header)
                         disk_release(j.disk);
                         ++dc.failures;
                         ++dc.io_errors;
                     } else {
+                        dfile[size_t(j.disk)] = {true, dslots[size_t(j.disk)].id, dslots[size_t(j.disk)].priority, j.stamp};
                         disk_commit_cached(j.disk);
                         ++dc.blocks_in;
                     }
                     break;
                 case Job::kPromote:
-                    if (take_fault(false)) {  // a bad read is a miss: neither copy is kept
+                    if (take_fault(false)) {  // a bad read is a miss: neither copy is kept, nor the file's
+                        dfile[size_t(j.disk)].valid = false;
+                        ++erased;
                         disk_release(j.disk);
                         host_release(j.host);
                         ++dc.failures;
@@ -511,6 +588,7 @@ public:
                         ++dc.blocks_out;
                         ++hc.blocks_in;
                         ++dc.hits;
+                        recovered_hits += dslots[size_t(j.disk)].recovered;
                     }
                     break;
             }
@@ -543,9 +621,10 @@ public:
         disk_unlink(ds);
         d.state = HostSlot::kBusy;
         d.indexed = true;
+        d.recovered = false;
         d.id = hs.id;
         d.priority = hs.priority;
-        jobs.push_back({Job::kDiskSpill, v, ds});
+        jobs.push_back({Job::kDiskSpill, v, ds, next_stamp++});
     }
     // kvc_alloc's first step (see the header comment, "Promotion"): the prompt's disk hits are read
     // up into host slots, and those copies complete, before the allocation itself.
@@ -943,9 +1022,22 @@ public:
         return KVC_OK;
     }
 
-    kvc_status cache_reset() {
+    // header_faults: the reset's first erasures that fail (an injected header-write fault).
+    kvc_status cache_reset(int32_t header_faults = 0) {
         if (num_used() > 0 || num_pinned() > 0) return KVC_ERR_BUSY;
         if (!caching) return KVC_OK;
+        for (size_t ds = 0; ds < dslots.size(); ++ds) {  // the file forgets them, in slot order
+            if (dslots[ds].state != HostSlot::kCached) continue;
+            if (header_faults > 0) {
+                --header_faults;
+                ++dc.failures;
+                ++dc.io_errors;
+                ++erase_faults;
+            } else {
+                dfile[ds].valid = false;
+                ++erased;
+            }
+        }
         for (auto &l : lru) {
             for (int32_t b : l) {
                 blocks[size_t(b)].cached = false;

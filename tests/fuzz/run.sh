@@ -8,7 +8,10 @@
 #   KVC_FUZZ_WORK=dir                  where new inputs go (default <build>/corpus-new; the committed
 #                                      corpus is read, never written)
 #   KVC_FUZZ_DISK_DIR=dir              where the inputs' disk tier files are made (default /tmp); each
-#                                      is unlinked as soon as it is attached, so none is left behind
+#                                      is unlinked as soon as it is attached, or, for a persistent
+#                                      disk tier (restarts attach it again), when its input ends or a
+#                                      divergence aborts, so none is left behind (a crash of another
+#                                      kind may leave kvc-fuzz-disk-<pid>-* there)
 # Exit status non-zero on a build failure, a crash or a divergence from the model.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
