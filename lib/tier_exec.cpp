@@ -174,7 +174,10 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
                     count_copy(d.stats, true, stride);
                 } else {
                     // The host slot is being reused: the block is dropped, never half-registered.
+                    // The slot's old header (the block it evicted, or a part of this one's) may
+                    // still be in the file: erase it, or a persistent attach would bring it back.
                     d.slots.release(j.disk);
+                    tier_push_job(t, kJobDiskForget, -1, -1, j.disk);
                     ++d.stats.failures;
                     ++d.stats.io_errors;
                 }

@@ -422,6 +422,46 @@ static void test_reset_forgets_persistent_file(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* A spill whose write fails leaves the slot's old header in the file (the block the spill evicted
+ * there): the slot is erased, so a reset and a restart do not bring that block back (found by the
+ * fuzzer's persistent-restart model). One host slot and one disk slot make every spill evict. */
+static void test_failed_write_erases_the_evicted_header(void **state) {
+    disk_fixture *f = *state;
+    int32_t A[5], B[5], C[5], D[5];
+    prompt(A, 5, 31);
+    prompt(B, 5, 32);
+    prompt(C, 5, 33);
+    prompt(D, 5, 34);
+    for (int reset = 0; reset < 2; ++reset) {
+        kvc_pool *p = tier_pool(2, 1);
+        OK(kvc_tier_attach_host(p, 1));
+        OK(kvc_tier_attach_disk(p, f->path, 1, 0));
+        alloc_free(p, 1, A, 5, KVC_PRIORITY_DEFAULT, 41);
+        alloc_free(p, 2, B, 5, KVC_PRIORITY_DEFAULT, 42);
+        alloc_free(p, 3, C, 5, KVC_PRIORITY_DEFAULT, 43); /* A: device -> host -> disk */
+        int64_t dev = -1, host = -1, disk = -1;
+        lookup_tiers(p, A, 5, &dev, &host, &disk);
+        assert_int_equal(disk, 4);
+        kvct_disk_fault(KVCT_FAULT_WRITE_EIO, 1); /* D pushes B down: its spill evicts A and fails */
+        alloc_free(p, 4, D, 5, KVC_PRIORITY_DEFAULT, 44);
+        kvct_disk_fault(KVCT_FAULT_NONE, 0);
+        assert_int_equal(tier_stats(p, KVC_TIER_DISK).io_errors, 1);
+        lookup_tiers(p, A, 5, &dev, &host, &disk);
+        assert_int_equal(dev + host + disk, 0);
+        if (reset) OK(kvc_prefix_cache_reset(p));
+        CHECK_POOL(p);
+        OK(kvc_pool_destroy(p));
+
+        p = tier_pool(2, 1);
+        OK(kvc_tier_attach_host(p, 1));
+        OK(kvc_tier_attach_disk(p, f->path, 1, KVC_DISK_PERSISTENT));
+        assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 0);
+        lookup_tiers(p, A, 5, &dev, &host, &disk);
+        assert_int_equal(disk, 0);
+        OK(kvc_pool_destroy(p));
+    }
+}
+
 /* An erasure that fails is counted (failures, io_errors): the caller can tell that the next
  * persistent attach would find that block again (and must delete the file or attach without the flag). */
 static void test_reset_forget_failure_is_counted(void **state) {
@@ -649,6 +689,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_persistent_file_corruption_is_a_miss, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_forgets_persistent_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_forget_failure_is_counted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_write_erases_the_evicted_header, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_eio, setup, teardown),

@@ -564,8 +564,10 @@ public:
                 case Job::kRestore: host_commit_cached(j.host); ++hc.blocks_out; break;
                 case Job::kSwapIn: host_release(j.host); ++hc.blocks_out; break;
                 case Job::kDiskSpill:
-                    if (take_fault(true)) {  // a failed write drops the block (the file keeps the old header)
+                    if (take_fault(true)) {  // a failed write drops the block, and the slot is erased
                         disk_release(j.disk);
+                        dfile[size_t(j.disk)].valid = false;
+                        ++erased;
                         ++dc.failures;
                         ++dc.io_errors;
                     } else {
