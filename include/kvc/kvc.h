@@ -517,7 +517,7 @@ KVC_API kvc_status kvc_event_pop(kvc_pool *pool, kvc_event *out, int32_t *tokens
                                  int32_t *out_has_event);
 
 /** on = 1: KV events also report the host and disk tiers (off by default; takes effect for later
- *  changes). A block evicted from the device to the host tier is then BLOCK_REMOVED (device) at the
+ *  changes, so turn it on before attaching the tiers for a router to see every block). A block evicted from the device to the host tier is then BLOCK_REMOVED (device) at the
  *  eviction and BLOCK_STORED (host) once its copy is done; a host victim moving to disk likewise;
  *  a disk hit promoted to the host tier is BLOCK_STORED (host) and stays on disk; a disk block
  *  whose read fails verification is BLOCK_REMOVED (disk); blocks a KVC_DISK_PERSISTENT attach

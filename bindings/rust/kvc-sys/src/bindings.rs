@@ -1528,7 +1528,7 @@ extern "C" {
 }
 extern "C" {
     #[doc = " on = 1: KV events also report the host and disk tiers (off by default; takes effect for later"]
-    #[doc = "  changes). A block evicted from the device to the host tier is then BLOCK_REMOVED (device) at the"]
+    #[doc = "  changes, so turn it on before attaching the tiers for a router to see every block). A block evicted from the device to the host tier is then BLOCK_REMOVED (device) at the"]
     #[doc = "  eviction and BLOCK_STORED (host) once its copy is done; a host victim moving to disk likewise;"]
     #[doc = "  a disk hit promoted to the host tier is BLOCK_STORED (host) and stays on disk; a disk block"]
     #[doc = "  whose read fails verification is BLOCK_REMOVED (disk); blocks a KVC_DISK_PERSISTENT attach"]
