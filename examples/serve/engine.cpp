@@ -38,6 +38,7 @@ struct Sample {
     std::mt19937_64 rng;
     bool first_admission = true;
     int64_t appends_since_alloc = 0;  // decode steps appended since the sequence was (re)allocated
+    bool drained = false;             // freed by a restart, not yet re-admitted
 };
 
 struct RequestState {
@@ -61,7 +62,11 @@ public:
         kc.window = cfg.window;
         kc.hybrid = cfg.hybrid;
         kc.tp = cfg.tp;
+        kc.disk = cfg.disk;
+        kc.cache_salt = cfg.cache_salt;
         kv_ = std::make_unique<KvStore>(m.cfg, kc, &report_.swap_unavailable);
+        report_.disk_attached = kv_->has_disk();
+        if (report_.disk_attached) report_.recovered_at_start = kv_->disk_figures().recovered_blocks;
         report_.window = cfg.window;
         report_.hybrid = cfg.hybrid;
         report_.tp = cfg.tp;
@@ -83,14 +88,10 @@ public:
         layer_windows_ = layer_windows(m.cfg.num_layers, cfg.window, cfg.hybrid);
         if (cfg.corrupt_kv_group < 0 || cfg.corrupt_kv_group >= int32_t(kv_->groups().size()))
             throw std::runtime_error("no pool " + std::to_string(cfg.corrupt_kv_group) + " to corrupt");
-        const int32_t max_blocks_per_seq = int32_t((cfg.max_seq_len + cfg.block_size - 1) / cfg.block_size);
         // A lone prefill may exceed the per-step budget, up to a whole sequence.
         batch_capacity_ = cfg.max_batched_tokens + cfg.max_seq_len;
-        // One logit row per sequence, plus one per draft token when speculating.
-        const int64_t max_logit_rows = int64_t(cfg.max_seqs) * (1 + int64_t(cfg.speculate));
-        forward_ = std::make_unique<PagedForward>(m, *kv_, cfg.backend, cfg.max_seqs, batch_capacity_, max_logit_rows,
-                                                  max_blocks_per_seq);
-        logits_.resize(size_t(max_logit_rows) * size_t(m.cfg.vocab));
+        open_forward();
+        logits_.resize(size_t(max_logit_rows()) * size_t(m.cfg.vocab));
         report_.speculate = cfg.speculate;
         reqs_.resize(w.requests.size());
         for (size_t i = 0; i < w.requests.size(); i++) reqs_[i].samples_left = w.requests[i].n;
@@ -107,6 +108,7 @@ public:
         t0_ = Clock::now();
         double util_sum = 0;
         for (step_ = 0; report_.requests_done < int64_t(w_.requests.size()); step_++) {
+            if (step_ == cfg_.restart_at_step) restart();
             kv_->set_step(step_);
             if (cfg_.tp_skew_at_step >= 0 && step_ >= cfg_.tp_skew_at_step) skew_last_rank();
             arrivals();
@@ -142,7 +144,7 @@ public:
         report_.steps = step_;
         report_.mean_utilization = step_ ? util_sum / double(step_) : 0;
         for (size_t g = 0; g < kv_->groups().size(); g++) {
-            const kvc_stats st = kv_->groups()[g].pool->stats();
+            const kvc_stats st = kv_->lifetime_stats(g);
             PoolReport &pr = report_.pools[g];
             pr.hit_rate = st.prefix_hit_rate;
             pr.evictions = st.evictions;
@@ -160,6 +162,10 @@ public:
             report_.host_prefix_hits = kv_->host_prefix_hits();
             report_.partial_swap_outs = kv_->partial_swap_outs();
             report_.dropped_swap_ins = kv_->dropped_swap_ins();
+            report_.short_hits = kv_->short_hits();
+            report_.host = kv_->host_figures();
+            report_.disk = kv_->disk_figures();
+            if (report_.restarted) report_.after_disk_hits = report_.disk.hits - disk_hits_before_restart_;
         }
         report_.fanned_calls = kv_->fanned_calls();
         return report_;
@@ -191,6 +197,57 @@ private:
     int64_t forks_due_ = 0;  // samples admitted this step will fork into this many more after it
     int64_t finished_samples_ = 0;
     int64_t idle_steps_ = 0;  // consecutive steps without a forward pass
+    int64_t disk_hits_before_restart_ = 0;
+
+    int64_t max_logit_rows() const {
+        // One logit row per sequence, plus one per draft token when speculating.
+        return int64_t(cfg_.max_seqs) * (1 + int64_t(cfg_.speculate));
+    }
+
+    // The forward pass holds each pool's batches: made again for new pools after a restart.
+    void open_forward() {
+        const int32_t max_blocks_per_seq = int32_t((cfg_.max_seq_len + cfg_.block_size - 1) / cfg_.block_size);
+        forward_ = std::make_unique<PagedForward>(m_, *kv_, cfg_.backend, cfg_.max_seqs, batch_capacity_,
+                                                  max_logit_rows(), max_blocks_per_seq);
+    }
+
+    // A server restart between two steps (--restart-at). A real server would stop admitting and let
+    // the running requests finish; here they are drained by recompute instead, which keeps the
+    // restart at one known step and makes the drained samples the first prompts of the new server:
+    // every running and swapped-out sample is freed (its KV is lost with the pools unless its blocks
+    // reach the disk: spilled earlier, or pushed down by --flush-before-restart) and re-admitted
+    // first with prompt + outputs so far, as after a recompute preemption. Then the pools are
+    // destroyed and made again, the disk tier re-attached to the same files: KVC_DISK_PERSISTENT
+    // finds the blocks that had reached the disk.
+    void restart() {
+        report_.restarted = true;
+        report_.restart_step = step_;
+        report_.restart_reset = cfg_.reset_before_restart;
+        report_.restart_flush = cfg_.flush_before_restart;
+        std::deque<std::unique_ptr<Sample>> drained;
+        auto drain = [&](std::unique_ptr<Sample> s) {
+            kv_->free(s->seq_id);
+            if (s->pending >= 0) {
+                s->tokens.push_back(s->pending);
+                s->pending = -1;
+            }
+            s->drained = true;
+            report_.drained_tokens += int64_t(s->tokens.size());
+            drained.push_back(std::move(s));
+        };
+        // Swapped-out samples were preempted before the running ones; each list keeps its order.
+        report_.drained_swapped = int64_t(swapped_.size());
+        report_.drained_running = int64_t(running_.size());
+        for (auto &s : swapped_) drain(std::move(s));
+        swapped_.clear();
+        for (auto &s : running_) drain(std::move(s));
+        running_.clear();
+        for (auto &s : drained) preempted_.push_back(std::move(s));
+        if (kv_->has_disk()) disk_hits_before_restart_ = kv_->disk_figures().hits;
+        forward_.reset();  // its batches belong to the old pools
+        report_.restart = kv_->restart(cfg_.flush_before_restart, cfg_.reset_before_restart);
+        open_forward();
+    }
 
     void arrivals() {
         while (next_arrival_ < w_.requests.size() && w_.requests[next_arrival_].arrival_step <= step_)
@@ -381,7 +438,16 @@ private:
             Sample *s = preempted_.front().get();
             int64_t cached = try_alloc(s->seq_id, s->tokens, s->req, 1);
             if (cached < 0) return swapped_in;  // FIFO: nothing overtakes a preempted sample
-            report_.recomputed_tokens += int64_t(s->tokens.size()) - cached;
+            const int64_t computed = int64_t(s->tokens.size()) - cached;
+            if (s->drained) {
+                // Not a preemption: the restart's work, counted on its own.
+                report_.drained_readmitted_tokens += int64_t(s->tokens.size());
+                report_.drained_hit_tokens += cached;
+                s->drained = false;
+            } else {
+                report_.recomputed_tokens += computed;
+            }
+            count_admission(int64_t(s->tokens.size()), cached);
             s->appends_since_alloc = 0;
             running_.push_back(std::move(preempted_.front()));
             preempted_.pop_front();
@@ -406,11 +472,21 @@ private:
             report_.prompt_tokens += s->prompt_len;
             report_.hit_tokens += cached;
             report_.prefill_tokens += s->prompt_len - cached;
+            count_admission(s->prompt_len, cached);
             Sample *raw = s.get();
             running_.push_back(std::move(s));
             add_entry(raw, raw->prompt_len - cached);
         }
         return swapped_in;
+    }
+
+    // Prefill work of an admission (first or re-admission) of `tokens` tokens, `cached` of them hit.
+    void count_admission(int64_t tokens, int64_t cached) {
+        report_.prefill_computed += tokens - cached;
+        if (!report_.restarted) return;
+        report_.after_admitted_tokens += tokens;
+        report_.after_hit_tokens += cached;
+        report_.after_prefill_computed += tokens - cached;
     }
 
     void build_prompt(const Request &req, std::vector<int32_t> *out) {
@@ -640,7 +716,7 @@ private:
         kvc_stats st{};
         int64_t used_first = 0;
         for (size_t g = 0; g < kv_->groups().size(); g++) {
-            const kvc_stats ps = kv_->groups()[g].pool->stats();
+            const kvc_stats ps = kv_->lifetime_stats(g);  // the hit rate over the whole run
             if (g == 0) {
                 st = ps;
                 used_first = ps.used_blocks;

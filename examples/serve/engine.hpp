@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "kv_store.hpp"
 #include "model.hpp"
+#include "swap_tier.hpp"
 #include "timeline.hpp"
 #include "workload.hpp"
 
@@ -48,6 +50,16 @@ struct EngineConfig {
     // Self-test of that comparison: from this step on (once it can), the last rank alone allocates
     // one extra block; the run must then fail with a LockstepError. -1 = off.
     int64_t tp_skew_at_step = -1;
+    DiskTierConfig disk;               // a disk tier below each pool's host tier (blocks 0 = none)
+    std::string cache_salt;            // see KvStoreConfig::cache_salt
+    // A server restart at this engine step (-1 = none): whatever runs or is swapped out is freed
+    // and recomputed later, the pools are destroyed and created again, the disk tier re-attached to
+    // the same files (KVC_DISK_PERSISTENT per disk.persistent: warm, else cold). With
+    // reset_before_restart the prefix cache is reset first (kvc_prefix_cache_reset), as after a
+    // weight update.
+    int64_t restart_at_step = -1;
+    bool reset_before_restart = false;
+    bool flush_before_restart = false;  // push every cached block down to disk first (KvStore)
 };
 
 // One pool's figures (a single pool, or L and G under --hybrid).
@@ -115,6 +127,26 @@ struct EngineReport {
     int32_t tp = 1;
     int64_t fanned_calls = 0;
     int64_t rank_kv_bytes = 0;
+    // Tiers over the whole run (every pool, every incarnation of it), and the disk tier's files.
+    TierFigures host, disk;
+    bool disk_attached = false;
+    int64_t recovered_at_start = 0;      // disk blocks a persistent attach found at startup
+    int64_t short_hits = 0;              // see KvStore::short_hits
+    // Prefill work: every token a prefill computed (first admissions and re-admissions), and what
+    // the admissions hit in the prefix cache, over the whole run.
+    int64_t prefill_computed = 0;
+    // The restart (--restart-at): samples drained, what the old pools lost and the new ones found,
+    // and the prefill work from the restart on.
+    bool restarted = false;
+    int64_t restart_step = -1;
+    bool restart_reset = false, restart_flush = false;
+    int64_t drained_running = 0, drained_swapped = 0, drained_tokens = 0;
+    RestartFigures restart;
+    int64_t after_admitted_tokens = 0;   // tokens of every sequence allocated after the restart
+    int64_t after_hit_tokens = 0;        // of those, prefix hits (any tier)
+    int64_t after_prefill_computed = 0;  // of those, computed
+    int64_t after_disk_hits = 0;         // prefix blocks found on disk after the restart
+    int64_t drained_readmitted_tokens = 0, drained_hit_tokens = 0;  // the drained samples' re-admission
     Timeline timeline;
 };
 

@@ -1,6 +1,7 @@
 #include "kv_store.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <stdexcept>
 
 #include "kvc_check.hpp"
@@ -27,11 +28,13 @@ std::vector<int32_t> layer_windows(int32_t num_layers, int32_t window, bool hybr
     return w;
 }
 
-KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *swap_unavailable) {
+KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *swap_unavailable) : cfg_(cfg) {
     if (cfg.hybrid && cfg.window <= 0) throw std::runtime_error("a hybrid model needs a sliding window");
     if (cfg.tp < 1 || mc.num_kv_heads % cfg.tp != 0)
         throw std::runtime_error("--tp " + std::to_string(cfg.tp) + " does not divide the model's " +
                                  std::to_string(mc.num_kv_heads) + " KV heads");
+    if (cfg.disk.blocks > 0 && cfg.host_blocks <= 0)
+        throw std::runtime_error("a disk tier needs a host tier above it (--host-blocks > 0)");
     groups_.resize(cfg.hybrid ? 2 : 1);
     if (cfg.hybrid) {
         groups_[0].name = "L";
@@ -42,6 +45,7 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
         groups_[0].window = cfg.window;
     }
     kvc_check(kvc_keys_create(&cap_keys_), "kvc_keys_create");
+    if (!cfg.cache_salt.empty()) kvc_check(kvc_keys_set_salt(cap_keys_, cfg.cache_salt.c_str()), "kvc_keys_set_salt");
     placement_.resize(size_t(mc.num_layers));
     for (int32_t l = 0; l < mc.num_layers; l++) {
         const int32_t g = cfg.hybrid && !windowed_layer(l, cfg.window, true) ? 1 : 0;
@@ -49,7 +53,7 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
         groups_[size_t(g)].layers.push_back(l);
     }
     for (PoolGroup &g : groups_) {
-        kvc_pool_config pc;
+        kvc_pool_config &pc = g.config;
         kvc_check(kvc_pool_config_default(&pc), "kvc_pool_config_default");
         pc.block_size = cfg.block_size;
         // Pool L needs fewer blocks than G (it lets go of what its window left behind), so under
@@ -66,14 +70,29 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
         pc.backend = cfg.backend;
         pc.event_capacity = 0;
         kvc_check(kvc_bytes_per_block(&pc, &g.bytes_per_block), "kvc_bytes_per_block");
-        g.pool = std::make_unique<ReplicatedPool>(g.name, pc, cfg.tp);
-        // Before any sequence exists (libkvc refuses it later): from now on every kvc_append lets go
-        // of the blocks wholly before the window of the first token the sequence's previous call
-        // added (a step's pending token, then its drafts, may go in two appends before one launch).
-        if (g.window > 0) kvc_check(g.pool->set_sliding_window(g.window), "kvc_pool_set_sliding_window");
-        g.kv_bytes = g.pool->rank_bytes();
-        g.swap = make_swap_tier(*g.pool, cfg.host_blocks, swap_unavailable);
+        // Every pool and rank needs a file of its own: PATH for the only one, else PATH.L / PATH.G
+        // and .rankN appended.
+        if (cfg.disk.blocks > 0)
+            for (int32_t r = 0; r < cfg.tp; r++)
+                g.disk_paths.push_back(cfg.disk.path + (cfg.hybrid ? "." + g.name : "") +
+                                       (cfg.tp > 1 ? ".rank" + std::to_string(r) : ""));
+        open_pool(g, swap_unavailable);
     }
+}
+
+void KvStore::open_pool(PoolGroup &g, std::string *swap_unavailable) {
+    g.pool = std::make_unique<ReplicatedPool>(g.name, g.config, cfg_.tp);
+    // Before any sequence exists (libkvc refuses it later): from now on every kvc_append lets go
+    // of the blocks wholly before the window of the first token the sequence's previous call
+    // added (a step's pending token, then its drafts, may go in two appends before one launch).
+    if (g.window > 0) kvc_check(g.pool->set_sliding_window(g.window), "kvc_pool_set_sliding_window");
+    g.kv_bytes = g.pool->rank_bytes();
+    g.swap = make_swap_tier(*g.pool, cfg_.host_blocks, cfg_.disk, g.disk_paths, swap_unavailable);
+}
+
+kvc_keys *KvStore::uncapped() const {
+    if (cfg_.cache_salt.empty()) return nullptr;
+    return capped(-1);
 }
 
 kvc_keys *KvStore::capped(int64_t c) const {
@@ -104,20 +123,42 @@ void KvStore::check_lockstep(const std::vector<uint64_t> &seqs) {
 }
 
 int64_t KvStore::common_hit(const std::vector<int32_t> &tokens) {
-    if (!hybrid()) return lookup(*groups_[0].pool, tokens, nullptr);
-    int64_t c = int64_t(tokens.size()) - 1;
+    if (!hybrid()) return lookup(*groups_[0].pool, tokens, uncapped());
+    return common_hit_below(tokens, int64_t(tokens.size()) - 1);
+}
+
+int64_t KvStore::common_hit_below(const std::vector<int32_t> &tokens, int64_t c) {
     for (;;) {
         const int64_t before = c;
         for (PoolGroup &g : groups_) c = lookup(*g.pool, tokens, capped(c));
+        if (has_disk())
+            for (PoolGroup &g : groups_) c = stageable_hit(g, tokens, c);
         if (c == before) return c;
     }
+}
+
+int64_t KvStore::stageable_hit(PoolGroup &g, const std::vector<int32_t> &tokens, int64_t c) {
+    const int64_t bs = cfg_.block_size;
+    const TierFigures host = g.swap->host();
+    // Host slots a promotion can take: free or cached ones (not held by a swapped-out sequence,
+    // not mid-copy), less the prompt's own host hits, which stay pinned meanwhile.
+    const int64_t takeable = host.capacity_blocks - (host.used_blocks - host.cached_blocks);
+    while (c > 0) {
+        int64_t on_host = 0, on_disk = 0;
+        kvc_check(g.pool->prefix_lookup_tiers(tokens.data(), int64_t(tokens.size()), capped(c), nullptr, &on_host,
+                                              &on_disk),
+                  "kvc_prefix_lookup_tiers");
+        if (on_disk / bs <= takeable - on_host / bs) return c;
+        c = lookup(*g.pool, tokens, capped(c - bs));  // one block less, and the largest hit below
+    }
+    return 0;
 }
 
 int32_t KvStore::can_alloc(const std::vector<int32_t> &tokens, int64_t c) {
     // With two pools a pool's own hit can exceed the common one, and kvc_can_alloc of the prompt
     // would count on it: capped at c, each pool's hit is exactly c (its largest valid hit <= c,
     // which common_hit established), so the verdict is the one for this admission.
-    kvc_keys *keys = hybrid() ? capped(c) : nullptr;
+    kvc_keys *keys = hybrid() ? capped(c) : uncapped();
     int32_t worst = KVC_ALLOC_OK;
     for (PoolGroup &g : groups_) {
         int32_t verdict = KVC_ALLOC_OK;
@@ -129,14 +170,16 @@ int32_t KvStore::can_alloc(const std::vector<int32_t> &tokens, int64_t c) {
 
 void KvStore::own_hits(const std::vector<int32_t> &tokens, std::vector<int64_t> *out) {
     out->clear();
-    for (PoolGroup &g : groups_) out->push_back(lookup(*g.pool, tokens, nullptr));
+    kvc_keys *keys = uncapped();
+    for (PoolGroup &g : groups_) out->push_back(lookup(*g.pool, tokens, keys));
 }
 
 kvc_status KvStore::alloc(uint64_t id, const std::vector<int32_t> &tokens, int64_t c, int64_t *cached) {
     const int64_t n = int64_t(tokens.size());
     if (!hybrid()) {
-        kvc_status st = groups_[0].pool->alloc(id, tokens.data(), n, nullptr, cached);
+        kvc_status st = groups_[0].pool->alloc(id, tokens.data(), n, uncapped(), cached);
         if (st != KVC_ERR_OUT_OF_BLOCKS) kvc_check(st, "kvc_alloc");
+        if (st == KVC_OK && *cached < c) short_hits_++;
         return st;
     }
     size_t done = 0;
@@ -147,6 +190,10 @@ kvc_status KvStore::alloc(uint64_t id, const std::vector<int32_t> &tokens, int64
         st = groups_[done].pool->alloc(id, tokens.data(), n, keys, &hit);
         if (st == KVC_ERR_OUT_OF_BLOCKS) break;
         kvc_check(st, "kvc_alloc");
+        // No undo: kvc_alloc entered the prompt's new full blocks in the prefix cache before their
+        // KV exists, so freeing the sequences now would leave those blocks cached with garbage for
+        // later prompts to hit. common_hit keeps disk hits within what the host tier can stage,
+        // so that kvc_alloc takes the hit it was promised.
         if (hit != c)
             throw std::runtime_error("pool " + groups_[done].name + " hit " + std::to_string(hit) +
                                      " tokens where the common hit is " + std::to_string(c));
@@ -270,25 +317,143 @@ void KvStore::check_empty() {
     }
 }
 
-int64_t KvStore::bytes_to_host() const {
-    int64_t b = 0;
-    for (const PoolGroup &g : groups_)
-        if (g.swap) b += g.swap->bytes_to_host();
-    return b;
+int64_t KvStore::bytes_to_host() const { return host_figures().bytes_in; }
+int64_t KvStore::bytes_to_device() const { return host_figures().bytes_out; }
+int64_t KvStore::host_prefix_hits() const { return host_figures().hits; }
+
+TierFigures KvStore::host_figures() const {
+    TierFigures all;
+    for (const PoolGroup &g : groups_) {
+        all.add_counters(g.retired_host);
+        if (!g.swap) continue;
+        const TierFigures f = g.swap->host();
+        all.add_counters(f);
+        all.capacity_blocks += f.capacity_blocks;
+        all.used_blocks += f.used_blocks;
+        all.cached_blocks += f.cached_blocks;
+    }
+    return all;
 }
 
-int64_t KvStore::bytes_to_device() const {
-    int64_t b = 0;
-    for (const PoolGroup &g : groups_)
-        if (g.swap) b += g.swap->bytes_to_device();
-    return b;
+TierFigures KvStore::disk_figures() const {
+    TierFigures all;
+    for (const PoolGroup &g : groups_) {
+        all.add_counters(g.retired_disk);
+        if (!g.swap) continue;
+        const TierFigures f = g.swap->disk();
+        all.add_counters(f);
+        all.capacity_blocks += f.capacity_blocks;
+        all.used_blocks += f.used_blocks;
+        all.cached_blocks += f.cached_blocks;
+        all.direct_io = f.direct_io;
+        all.io_uring = f.io_uring;
+        all.persistent = f.persistent;
+    }
+    return all;
 }
 
-int64_t KvStore::host_prefix_hits() const {
-    int64_t h = 0;
-    for (const PoolGroup &g : groups_)
-        if (g.swap) h += g.swap->prefix_hits();
-    return h;
+kvc_stats KvStore::lifetime_stats(size_t g) {
+    PoolGroup &pg = groups_[g];
+    kvc_stats s = pg.pool->stats();
+    const kvc_stats &r = pg.retired;
+    for (int64_t kvc_stats::*f :
+         {&kvc_stats::allocs, &kvc_stats::frees, &kvc_stats::forks, &kvc_stats::appends, &kvc_stats::blocks_allocated,
+          &kvc_stats::blocks_freed, &kvc_stats::cow_copies, &kvc_stats::prefix_query_tokens,
+          &kvc_stats::prefix_hit_tokens, &kvc_stats::evictions, &kvc_stats::verify_misses, &kvc_stats::events_dropped})
+        s.*f += r.*f;
+    s.prefix_hit_rate = s.prefix_query_tokens ? double(s.prefix_hit_tokens) / double(s.prefix_query_tokens) : 0.0;
+    return s;
+}
+
+void KvStore::flush_to_disk(PoolGroup &g, RestartFigures *rf) {
+    if (!g.swap || cfg_.disk.blocks <= 0) return;
+    ReplicatedPool &pool = *g.pool;
+    const int64_t writes_before = g.swap->disk().blocks_in;
+    // Their own salt: the fillers' blocks hit nothing real, and no filler hits another (each
+    // starts with its own token).
+    kvc_keys *keys = nullptr;
+    kvc_check(kvc_keys_create(&keys), "kvc_keys_create");
+    std::unique_ptr<kvc_keys, kvc_status (*)(kvc_keys *)> owned(keys, kvc_keys_destroy);
+    kvc_check(kvc_keys_set_salt(keys, "kvc_serve shutdown filler"), "kvc_keys_set_salt");
+    const int64_t bs = cfg_.block_size;
+    const int64_t seq_blocks = cfg_.max_seq_len / bs;  // the most one filler may hold
+    int32_t next_filler = 0;
+    std::vector<int32_t> tokens;
+    // A filler of up to `blocks` full blocks of never-seen tokens (id, blocks taken; 0 blocks: no
+    // device block was free).
+    auto fill = [&](int64_t blocks) -> std::pair<uint64_t, int64_t> {
+        blocks = std::min({blocks, seq_blocks, pool.stats().free_blocks});
+        if (blocks <= 0) return {0, 0};
+        const uint64_t id = UINT64_MAX - 1 - uint64_t(next_filler);  // never an engine id
+        tokens.resize(size_t(blocks * bs));
+        for (size_t t = 0; t < tokens.size(); t++) tokens[t] = int32_t(t);
+        tokens[0] = next_filler++;
+        int64_t cached = 0;
+        kvc_check(pool.alloc(id, tokens.data(), int64_t(tokens.size()), keys, &cached), "kvc_alloc (flush filler)");
+        rf->flush_filler_blocks += blocks;
+        return {id, blocks};
+    };
+    // Every free device block into fillers, at most the host tier's size per call: a call's
+    // evictions spill into host slots whose copies run when it returns, and a spill finding every
+    // host slot busy is dropped. Every cached device block goes down to the host tier, pushing the
+    // host tier's oldest blocks to disk.
+    const int64_t host_blocks = g.swap->host().capacity_blocks;
+    std::vector<std::pair<uint64_t, int64_t>> live;
+    for (auto f = fill(host_blocks); f.second > 0; f = fill(host_blocks)) live.push_back(f);
+    // Then the real blocks left in the host tier (all of its cached ones now) go too: a filler
+    // freed leaves its blocks cached on the device, a new filler evicts them, and they spill to
+    // the host tier, into free slots first, then in place of the least recently used cached
+    // blocks, which are the real ones (older than any filler block), spilling to disk. Each round
+    // spills no more filler blocks than there are free slots and real blocks left, so no filler
+    // block is pushed on to disk.
+    TierFigures h = g.swap->host();
+    const int64_t target = h.evictions + h.cached_blocks;
+    while (!live.empty() && h.evictions < target) {
+        const int64_t need = (h.capacity_blocks - h.used_blocks) + (target - h.evictions);
+        kvc_check(pool.free(live.back().first), "kvc_free (flush filler)");
+        live.pop_back();
+        const auto f = fill(std::min(need, host_blocks));
+        if (f.second == 0) break;
+        live.push_back(f);
+        const int64_t before = h.evictions + (h.capacity_blocks - h.used_blocks);
+        h = g.swap->host();
+        if (h.evictions + (h.capacity_blocks - h.used_blocks) == before) break;  // no progress
+    }
+    for (const auto &f : live) kvc_check(pool.free(f.first), "kvc_free (flush filler)");
+    rf->flushed = true;
+    rf->flush_disk_writes += g.swap->disk().blocks_in - writes_before;
+}
+
+RestartFigures KvStore::restart(bool flush, bool reset_prefix_cache) {
+    RestartFigures rf;
+    for (size_t i = 0; i < groups_.size(); i++) {
+        PoolGroup &g = groups_[i];
+        if (g.pool->stats().num_seqs != 0)
+            throw std::runtime_error("internal: restart of pool " + g.name + " with sequences left");
+        if (reset_prefix_cache)
+            kvc_check(g.pool->call("kvc_prefix_cache_reset", 0, [](kvc_pool *p) { return kvc_prefix_cache_reset(p); }),
+                      "kvc_prefix_cache_reset");
+        // The pool's counters retire before the flush (its filler sequences are not served work, and
+        // would count in the hit rate); the tiers' after it (what it moved is real I/O).
+        const kvc_stats st = lifetime_stats(i);
+        rf.device_cached_at_shutdown += st.cached_free_blocks;
+        g.retired = st;
+        if (g.swap) {
+            rf.host_cached_at_shutdown += g.swap->host().cached_blocks;
+            if (flush) flush_to_disk(g, &rf);
+            const TierFigures host = g.swap->host(), disk = g.swap->disk();
+            rf.disk_cached_kept += disk.cached_blocks;
+            g.retired_host.add_counters(host);
+            g.retired_disk.add_counters(disk);
+        }
+        // The tier before its pool: it refers to it.
+        g.swap.reset();
+        g.pool.reset();
+        std::string why;
+        open_pool(g, &why);
+        if (g.swap) rf.recovered_blocks += g.swap->disk().recovered_blocks;
+    }
+    return rf;
 }
 
 }  // namespace serve

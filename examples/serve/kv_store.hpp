@@ -32,6 +32,22 @@ struct KvStoreConfig {
     int32_t window = 0;        // sliding window in tokens; 0 = full attention everywhere
     bool hybrid = false;       // window only on the even model layers (Gemma 2 / GPT-OSS style)
     int32_t tp = 1;            // tensor-parallel ranks: each pool's KV heads sharded over tp pools
+    DiskTierConfig disk;       // per pool, below its host tier (needs host_blocks > 0)
+    // Mixed into every prompt's first block (kvc_keys_set_salt), so that a disk file kept from an
+    // earlier process never serves KV computed with other weights: the model's identity. Empty =
+    // no salt.
+    std::string cache_salt;
+};
+
+// What a restart (KvStore::restart) found and lost, summed over the pools (rank 0's counts).
+struct RestartFigures {
+    bool flushed = false;            // cached blocks pushed down to disk first (flush_to_disk)
+    int64_t flush_disk_writes = 0;   // blocks the flush wrote to disk
+    int64_t flush_filler_blocks = 0; // device blocks the flush's filler sequences took
+    int64_t device_cached_at_shutdown = 0;  // cached device blocks: lost unless flushed
+    int64_t host_cached_at_shutdown = 0;    // cached host-tier blocks (some also on disk already)
+    int64_t disk_cached_kept = 0;    // cached disk blocks when the pools were destroyed
+    int64_t recovered_blocks = 0;    // re-indexed by the new pools' persistent attach
 };
 
 // One pool and the model layers whose KV it stores (model layer layers[i] is the pool's layer i).
@@ -43,6 +59,11 @@ struct PoolGroup {
     std::unique_ptr<SwapTier> swap;
     int64_t num_blocks = 0;
     int64_t bytes_per_block = 0, kv_bytes = 0;  // one rank's
+    kvc_pool_config config{};    // one rank's, to create the pool again at a restart
+    std::vector<std::string> disk_paths;  // one file per rank
+    // Counters of the pools a restart destroyed (added to the live pool's in the report).
+    kvc_stats retired{};
+    TierFigures retired_host, retired_disk;
 };
 
 enum class SwapIn {
@@ -95,7 +116,8 @@ public:
     void own_hits(const std::vector<int32_t> &tokens, std::vector<int64_t> *out);
     // Creates the sequence in every pool starting at the common hit c (from common_hit): each pool
     // allocates the whole prompt with its hit capped at c (so each hits exactly c). KVC_OK with
-    // *cached = c, or KVC_ERR_OUT_OF_BLOCKS with nothing changed (other errors throw).
+    // *cached the hit taken (c; with one pool, whatever kvc_alloc took), or KVC_ERR_OUT_OF_BLOCKS
+    // with nothing changed (other errors throw).
     kvc_status alloc(uint64_t id, const std::vector<int32_t> &tokens, int64_t c, int64_t *cached);
     // kvc_append in every pool. KVC_OK, or KVC_ERR_OUT_OF_BLOCKS with the sequence as it was in
     // every pool (see kv_store.cpp for how, without ever undoing a confirmed append).
@@ -119,23 +141,62 @@ public:
     int64_t copy_pending();
     // Every pool's invariant check, and that no sequence or used block is left.
     void check_empty();
+    // A server restart, with no sequence left in any pool: optionally kvc_prefix_cache_reset (as
+    // after a weight update: the disk file forgets its blocks), then every pool destroyed and
+    // created again with the same configuration and tiers, the disk tier re-attached to the same
+    // files (KVC_DISK_PERSISTENT when the config says so: a warm restart). The caller rebuilds
+    // whatever holds the old pools (batches). Counters of the old pools carry into the lifetime
+    // figures below.
+    // flush: first push every cached block down to the disk tier (flush_to_disk).
+    RestartFigures restart(bool flush, bool reset_prefix_cache);
+    // Pool g's kvc_pool_stats with the counters of the pools restarts destroyed added (its state —
+    // blocks, sequences — is the live pool's; the hit rate is over the whole run).
+    kvc_stats lifetime_stats(size_t g);
+    // Host / disk tier figures summed over the pools, over the whole run.
+    TierFigures host_figures() const;
+    TierFigures disk_figures() const;
+    bool has_disk() const { return has_swap() && cfg_.disk.blocks > 0; }
     // Bytes moved to / from the host tiers (summed over the ranks too), and prefix blocks re-hit
     // there, summed over the pools.
     int64_t bytes_to_host() const;
     int64_t bytes_to_device() const;
     int64_t host_prefix_hits() const;
+    // Admissions whose kvc_alloc hit fewer tokens than kvc_prefix_lookup had reported for the same
+    // prompt and keys (a run of disk hits longer than the host tier can stage; one pool only:
+    // under --hybrid common_hit keeps the hit within what the tiers can stage).
+    int64_t short_hits() const { return short_hits_; }
     // Swap-outs that stopped half way (some pool's tier full) and swap-ins that had to be dropped.
     int64_t partial_swap_outs() const { return partial_swap_outs_; }
     int64_t dropped_swap_ins() const { return dropped_swap_ins_; }
 
 private:
+    KvStoreConfig cfg_;
     std::vector<PoolGroup> groups_;
     std::vector<LayerPlacement> placement_;
     // Keys whose only setting is the hit cap of common_hit / can_alloc / alloc (reused, so no
     // allocation per request).
+    // Also carries the cache salt; without a cap and without a salt the calls pass no keys.
     kvc_keys *cap_keys_ = nullptr;
     kvc_keys *capped(int64_t c) const;
+    kvc_keys *uncapped() const;
+    // A graceful shutdown's write-back, with the public calls libkvc has (it has no flush): with no
+    // sequence left, filler sequences of never-seen tokens take every free device block, so every
+    // cached device block is evicted, spilling to the host tier, whose oldest blocks spill to disk;
+    // then fillers freed and taken again spill their own blocks into the host tier, pushing the
+    // rest of its real blocks to disk. Filler blocks never reach the disk (they are always the
+    // newest in the host tier's LRU, and each round spills only as many as needed); they are
+    // dropped with the pool. Adds to *rf.
+    void flush_to_disk(PoolGroup &g, RestartFigures *rf);
+    // Creates g's pool (its ranks), window and tiers from g.config; *why as in the constructor.
+    void open_pool(PoolGroup &g, std::string *swap_unavailable);
     int64_t partial_swap_outs_ = 0, dropped_swap_ins_ = 0;
+    int64_t short_hits_ = 0;
+    // common_hit's alternation from a cap of c tokens down.
+    int64_t common_hit_below(const std::vector<int32_t> &tokens, int64_t c);
+    // The largest hit <= c of pool g whose disk blocks the host tier can stage: kvc_alloc reads disk
+    // hits up through host slots, and a run of them longer than the slots it can take ends the hit
+    // there — the call succeeds with fewer cached tokens than kvc_prefix_lookup reported.
+    int64_t stageable_hit(PoolGroup &g, const std::vector<int32_t> &tokens, int64_t c);
 };
 
 }  // namespace serve

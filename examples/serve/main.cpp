@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 
 #include "device_memory.hpp"
@@ -34,6 +35,70 @@ std::string bytes_str(double b) {
     char s[32];
     std::snprintf(s, sizeof s, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
     return s;
+}
+
+std::string percent(int64_t part, int64_t whole) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%.1f%%", whole ? 100.0 * double(part) / double(whole) : 0.0);
+    return s;
+}
+
+// The disk tier and the restart, when there is a disk tier (--disk-blocks).
+void print_disk_report(const Options &o, const EngineConfig &ec, const EngineReport &r) {
+    const TierFigures &h = r.host, &d = r.disk;
+    const double block = double(r.bytes_per_block);  // all pools' and ranks' bytes of one block
+    std::printf("host tier     %lld blocks (%s): %lld blocks in (swaps and spills), %lld out towards the device; "
+                "%lld prefix hits; %lld evictions (to disk, unless already there); %lld cached at the end\n",
+                (long long)h.capacity_blocks, bytes_str(double(h.capacity_blocks) * block / double(r.pools.size())).c_str(),
+                (long long)h.blocks_in, (long long)h.blocks_out, (long long)h.hits, (long long)h.evictions,
+                (long long)h.cached_blocks);
+    std::printf("disk tier     %lld blocks (%s) in %s%s%s (%s, %s%s): host->disk %s (%lld blocks), disk->host %s "
+                "(%lld blocks); %lld prefix hits; %lld evictions; %lld cached at the end; %lld recovered at "
+                "startup; %lld failures (%lld checksum, %lld I/O); %lld admissions hit less than kvc_prefix_lookup "
+                "had said\n",
+                (long long)d.capacity_blocks, bytes_str(double(d.capacity_blocks) * block / double(r.pools.size())).c_str(),
+                o.disk_file.c_str(), r.pools.size() > 1 ? ".{L,G}" : "", r.tp > 1 ? ".rank*" : "",
+                d.persistent ? "persistent" : "truncated at attach", d.io_uring ? "io_uring" : "pread/pwrite",
+                d.direct_io ? ", O_DIRECT" : "", bytes_str(double(d.bytes_in)).c_str(), (long long)d.blocks_in,
+                bytes_str(double(d.bytes_out)).c_str(), (long long)d.blocks_out, (long long)d.hits,
+                (long long)d.evictions, (long long)d.cached_blocks, (long long)r.recovered_at_start,
+                (long long)d.failures, (long long)d.checksum_failures, (long long)d.io_errors, (long long)r.short_hits);
+    std::printf("prefill       %lld prompt tokens computed over the run (first admissions and re-admissions)\n",
+                (long long)r.prefill_computed);
+}
+
+// The restart (--restart-at), with or without a disk tier.
+void print_restart_report(const EngineConfig &ec, const EngineReport &r) {
+    if (!r.restarted) {
+        std::printf("restart       not reached (the run ended before step %lld)\n", (long long)ec.restart_at_step);
+        return;
+    }
+    const RestartFigures &rf = r.restart;
+    std::string shutdown;
+    if (rf.flushed)
+        shutdown = "flushed: " + std::to_string(rf.device_cached_at_shutdown) + " device and " +
+                   std::to_string(rf.host_cached_at_shutdown) + " host-tier cached blocks pushed down (filler "
+                   "sequences took " + std::to_string(rf.flush_filler_blocks) + " device blocks), " +
+                   std::to_string(rf.flush_disk_writes) + " disk writes";
+    else
+        shutdown = (r.disk_attached ? "not flushed: " : "") + std::to_string(rf.device_cached_at_shutdown) +
+                   " device and " + std::to_string(rf.host_cached_at_shutdown) + " host-tier cached blocks " +
+                   (r.disk_attached ? "left above the disk (lost)" : "lost with the pools");
+    const char *kind = !r.disk_attached      ? "cold: no disk tier"
+                       : ec.disk.persistent ? "warm: disk re-attached KVC_DISK_PERSISTENT"
+                                            : "cold: disk re-attached truncated";
+    std::printf("restart       at step %lld (%s): %lld running and %lld swapped-out samples drained (freed, "
+                "re-admitted first: %lld tokens); %s; %s; %lld blocks on disk at shutdown; recovered_blocks %lld\n",
+                (long long)r.restart_step, kind,
+                (long long)r.drained_running, (long long)r.drained_swapped, (long long)r.drained_tokens,
+                r.restart_reset ? "kvc_prefix_cache_reset first" : "no cache reset", shutdown.c_str(),
+                (long long)rf.disk_cached_kept, (long long)rf.recovered_blocks);
+    std::printf("after restart %lld tokens admitted, %lld hit (%s), %lld computed; %lld prefix blocks (%lld tokens) "
+                "came from disk; the drained samples re-prefilled %lld of %lld tokens\n",
+                (long long)r.after_admitted_tokens, (long long)r.after_hit_tokens,
+                percent(r.after_hit_tokens, r.after_admitted_tokens).c_str(), (long long)r.after_prefill_computed,
+                (long long)r.after_disk_hits, (long long)(r.after_disk_hits * ec.block_size),
+                (long long)(r.drained_readmitted_tokens - r.drained_hit_tokens), (long long)r.drained_readmitted_tokens);
 }
 
 void print_report(const Options &o, const ModelConfig &mc, int64_t params, const Workload &w, const EngineConfig &ec,
@@ -95,6 +160,8 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
                     (long long)r.host_prefix_hits);
     else
         std::printf("tiers         bytes moved: device->host 0 B, host->device 0 B (no host tier)\n");
+    if (r.disk_attached) print_disk_report(o, ec, r);
+    if (ec.restart_at_step >= 0) print_restart_report(ec, r);
     std::printf("copy-on-write %lld block copies after %lld forks\n", (long long)r.cow_copies, (long long)r.forks);
     if (r.speculate > 0) {
         std::printf("speculation   up to %d n-gram drafts per sample-step: %lld drafted, %lld accepted (acceptance "
@@ -212,6 +279,32 @@ int main(int argc, char **argv) {
                            std::to_string(mc.num_kv_heads));
     ec.tp = o.tp;
     ec.tp_skew_at_step = o.tp_skew_at;
+    ec.disk.blocks = o.disk_blocks;
+    ec.disk.path = o.disk_file;
+    ec.disk.persistent = o.disk_persistent;
+    ec.restart_at_step = o.restart_at;
+    ec.reset_before_restart = o.reset_before_restart;
+    ec.flush_before_restart = o.flush_before_restart;
+    if (o.disk_persistent) {
+        // The file outlives the process, and libkvc identifies a block by its tokens (and the file
+        // by the KV layout), not by the weights that computed it: a file left by a run with another
+        // seed, window or head_dim would serve wrong KV. The model's identity as the cache salt
+        // keeps such blocks from ever hitting.
+        char salt[200];
+        std::snprintf(salt, sizeof salt,
+                      "kvc_serve model seed %llu vocab %d d_model %d layers %d heads %d/%d head_dim %d ffn %d "
+                      "rope %g window %d%s",
+                      (unsigned long long)o.seed, mc.vocab, mc.d_model, mc.num_layers, mc.num_q_heads,
+                      mc.num_kv_heads, mc.head_dim, mc.ffn_dim, double(mc.rope_theta), o.window,
+                      o.hybrid ? " hybrid" : "");
+        ec.cache_salt = salt;
+    }
+    if (o.disk_blocks > 0) {
+        // libkvc creates the file, not its directory.
+        std::error_code fs_err;
+        const std::filesystem::path dir = std::filesystem::path(o.disk_file).parent_path();
+        if (!dir.empty()) std::filesystem::create_directories(dir, fs_err);
+    }
     ec.temperature = float(o.temperature);
     // f16 rounding is mirrored by the reference, so only summation order differs: same tolerance.
     ec.tolerance = 2e-3;

@@ -3,6 +3,7 @@
 #include <kvc/kvc.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 
 namespace serve {
@@ -38,6 +39,21 @@ const char *const kUsage =
     "                     divide the model's 2 KV heads), each rank a libkvc pool of the same size\n"
     "                     holding its heads and given the same calls; every decision (statuses,\n"
     "                     block tables, slot mappings, counters) is compared across ranks (default 1)\n"
+    "  --disk-blocks N    a disk tier of N blocks below each pool's host tier (kvc_tier_attach_disk;\n"
+    "                     needs --host-blocks > 0): host-tier victims spill to the file and come back\n"
+    "                     on prefix re-hits (default 0 = none)\n"
+    "  --disk-file PATH   the disk tier's file (default build/serve-kv.disk; PATH.L / PATH.G under\n"
+    "                     --hybrid, .rankN appended under --tp); left in place after the run\n"
+    "  --disk-persistent  attach the disk tier with KVC_DISK_PERSISTENT: the blocks a file already\n"
+    "                     holds (an earlier run, or the pools before --restart-at) are found again\n"
+    "  --restart-at S     restart the server at engine step S: running and swapped-out samples are\n"
+    "                     freed (recomputed later), the pools destroyed and created again, the disk\n"
+    "                     tier re-attached to the same file (warm with --disk-persistent, else cold)\n"
+    "  --flush-before-restart  before the restart, push every cached block down to the disk tier\n"
+    "                     (filler sequences evict them: libkvc has no flush call), so the restart\n"
+    "                     also finds the blocks that were on the device or in the host tier\n"
+    "  --reset-before-restart  kvc_prefix_cache_reset before the restart (as after a weight update:\n"
+    "                     the disk file forgets its blocks, so the restart recovers none)\n"
     "  --max-new-tokens N each request generates between min(12, N) and N tokens (default 40; at most\n"
     "                     800): long outputs run sequences far past a --window\n"
     "  --temperature T    sampling temperature, seeded per sample (default 0.8; 0 = greedy)\n"
@@ -90,6 +106,26 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
             o->quiet = true;
         } else if (a == "--hybrid") {
             o->hybrid = true;
+        } else if (a == "--disk-persistent") {
+            o->disk_persistent = true;
+        } else if (a == "--reset-before-restart") {
+            o->reset_before_restart = true;
+        } else if (a == "--flush-before-restart") {
+            o->flush_before_restart = true;
+        } else if (a == "--disk-blocks") {
+            if (!parse_int(a, val, 0, INT32_MAX, &o->disk_blocks, err)) return false;
+            i++;
+        } else if (a == "--disk-file") {
+            if (!need_value()) return false;
+            o->disk_file = val;
+            i++;
+            if (o->disk_file.empty()) {
+                *err = "--disk-file: empty path";
+                return false;
+            }
+        } else if (a == "--restart-at") {
+            if (!parse_int(a, val, 0, INT64_MAX, &o->restart_at, err)) return false;
+            i++;
         } else if (a == "--corrupt-kv-pool") {
             if (!need_value()) return false;
             o->corrupt_kv_pool = val;
@@ -200,6 +236,22 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
     }
     if (o->tp_skew_at >= 0 && o->tp < 2) {
         *err = "--tp-skew-at needs --tp 2 or more (it makes one rank differ from the others)";
+        return false;
+    }
+    if (o->disk_blocks > 0 && o->host_blocks == 0) {
+        *err = "--disk-blocks needs a host tier above it: --host-blocks > 0";
+        return false;
+    }
+    if (o->disk_persistent && o->disk_blocks == 0) {
+        *err = "--disk-persistent needs --disk-blocks N > 0";
+        return false;
+    }
+    if (o->reset_before_restart && o->restart_at < 0) {
+        *err = "--reset-before-restart needs --restart-at S";
+        return false;
+    }
+    if (o->flush_before_restart && (o->restart_at < 0 || o->disk_blocks == 0)) {
+        *err = "--flush-before-restart needs --restart-at S and --disk-blocks N > 0";
         return false;
     }
     if (!o->corrupt_kv_pool.empty() && !o->hybrid) {

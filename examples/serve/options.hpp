@@ -25,6 +25,12 @@ struct Options {
     std::string corrupt_kv_pool;   // --hybrid: "L" or "G" (default L)
     int32_t tp = 1;                // tensor-parallel ranks (a divisor of the model's KV heads)
     int64_t tp_skew_at = -1;       // self-test: the last rank alone takes a block at this step
+    int64_t disk_blocks = 0;       // disk tier below each host tier; 0 = none
+    std::string disk_file = "build/serve-kv.disk";
+    bool disk_persistent = false;  // KVC_DISK_PERSISTENT at every attach
+    int64_t restart_at = -1;       // restart the server (new pools) at this engine step
+    bool reset_before_restart = false;
+    bool flush_before_restart = false;
     int32_t max_new_tokens = 40;   // each request generates min(12, N)..N tokens
     double temperature = 0.8;
     bool quiet = false;

@@ -45,6 +45,15 @@ kvc_status ReplicatedPool::prefix_lookup(const int32_t *tokens, int64_t n, const
                 [&](kvc_pool *p, int64_t *c) { return kvc_prefix_lookup(p, tokens, n, keys, c); }, cached);
 }
 
+kvc_status ReplicatedPool::prefix_lookup_tiers(const int32_t *tokens, int64_t n, const kvc_keys *keys, int64_t *device,
+                                               int64_t *host, int64_t *disk) {
+    return call("kvc_prefix_lookup_tiers", 0,
+                [&](kvc_pool *p, int64_t *d, int64_t *h, int64_t *k) {
+                    return kvc_prefix_lookup_tiers(p, tokens, n, keys, d, h, k);
+                },
+                device, host, disk);
+}
+
 kvc_status ReplicatedPool::can_alloc(const int32_t *tokens, int64_t n, const kvc_keys *keys, int32_t *verdict) {
     return call("kvc_can_alloc", 0, [&](kvc_pool *p, int32_t *v) { return kvc_can_alloc(p, tokens, n, keys, v); },
                 verdict);

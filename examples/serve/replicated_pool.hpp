@@ -63,6 +63,8 @@ public:
 
     // The libkvc calls the engine makes, fanned out (statuses returned as libkvc returns them).
     kvc_status prefix_lookup(const int32_t *tokens, int64_t n, const kvc_keys *keys, int64_t *cached);
+    kvc_status prefix_lookup_tiers(const int32_t *tokens, int64_t n, const kvc_keys *keys, int64_t *device,
+                                   int64_t *host, int64_t *disk);
     kvc_status can_alloc(const int32_t *tokens, int64_t n, const kvc_keys *keys, int32_t *verdict);
     kvc_status alloc(uint64_t seq, const int32_t *tokens, int64_t n, const kvc_keys *keys, int64_t *cached);
     kvc_status append(uint64_t seq, const int32_t *tokens, int64_t n, int64_t lookahead);

@@ -2,18 +2,49 @@
 // them there and restores them on a later hit). Which implementation is built is decided at
 // configure time (CMakeLists.txt): swap_tier_kvc.cpp when the linked kvc.h declares the tiers API
 // (kvc_tier_attach_host, kvc_swap_out/in, kvc_op_wait, kvc_tier_get_stats) with the shapes used
-// there, else swap_tier_absent.cpp, and the engine preempts by recompute only.
+// there, else swap_tier_absent.cpp, and the engine preempts by recompute only. The same build adds an
+// optional disk tier below the host tier (kvc_tier_attach_disk): host-tier LRU victims spill to a
+// file and come back on prefix re-hits, and with KVC_DISK_PERSISTENT a new pool re-attaching the file
+// finds them again (a warm restart).
 #pragma once
 
 #include <kvc/kvc.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "replicated_pool.hpp"
 
 namespace serve {
+
+// The disk tier below a host tier: 0 blocks = none.
+struct DiskTierConfig {
+    int64_t blocks = 0;
+    std::string path;         // the file (created if missing; truncated unless persistent)
+    bool persistent = false;  // KVC_DISK_PERSISTENT: keep and re-index the file's blocks at attach
+};
+
+// One tier's kvc_tier_stats: block counts as every rank has them (compared across ranks), bytes
+// summed over the ranks. All zero for a tier that is not attached.
+struct TierFigures {
+    int64_t capacity_blocks = 0, used_blocks = 0, cached_blocks = 0;
+    int64_t blocks_in = 0, blocks_out = 0, hits = 0, evictions = 0;
+    int64_t failures = 0, checksum_failures = 0, io_errors = 0, recovered_blocks = 0;
+    int64_t bytes_in = 0, bytes_out = 0;
+    bool direct_io = false, io_uring = false, persistent = false;
+    // Counters of a pool that is gone (before a restart) added to the live pool's; the state
+    // (capacity, used, cached, flags) is the live one's.
+    void add_counters(const TierFigures &o) {
+        for (int64_t TierFigures::*f : {&TierFigures::blocks_in, &TierFigures::blocks_out, &TierFigures::hits,
+                                        &TierFigures::evictions, &TierFigures::failures,
+                                        &TierFigures::checksum_failures, &TierFigures::io_errors,
+                                        &TierFigures::recovered_blocks, &TierFigures::bytes_in, &TierFigures::bytes_out})
+            this->*f += o.*f;
+    }
+};
 
 class SwapTier {
 public:
@@ -27,11 +58,16 @@ public:
     virtual int64_t bytes_to_device() const = 0;  // host -> device, so far, summed over the ranks
     // Evicted prefix blocks that libkvc had spilled to the host tier and a later prompt re-hit.
     virtual int64_t prefix_hits() const = 0;
+    // Host and disk tier statistics (the disk tier's all zero without one).
+    virtual TierFigures host() const = 0;
+    virtual TierFigures disk() const = 0;
 };
 
 // A swap tier of host_blocks blocks attached to every rank of `pool` (the same size on each, so
-// their tiers decide alike), or nullptr when this build has no tiers API (*why explains) — then the
-// engine uses recompute preemption only.
-std::unique_ptr<SwapTier> make_swap_tier(ReplicatedPool &pool, int64_t host_blocks, std::string *why);
+// their tiers decide alike), with a disk tier of disk.blocks below it when disk.blocks > 0 (rank r
+// in disk_paths[r]: every rank needs its own file), or nullptr when this build has no tiers API
+// (*why explains) — then the engine uses recompute preemption only and has no disk tier.
+std::unique_ptr<SwapTier> make_swap_tier(ReplicatedPool &pool, int64_t host_blocks, const DiskTierConfig &disk,
+                                         const std::vector<std::string> &disk_paths, std::string *why);
 
 }  // namespace serve

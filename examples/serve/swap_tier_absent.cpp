@@ -3,7 +3,8 @@
 
 namespace serve {
 
-std::unique_ptr<SwapTier> make_swap_tier(ReplicatedPool &, int64_t, std::string *why) {
+std::unique_ptr<SwapTier> make_swap_tier(ReplicatedPool &, int64_t, const DiskTierConfig &,
+                                         const std::vector<std::string> &, std::string *why) {
     *why = "this libkvc has no kvc_swap_out";
     return nullptr;
 }

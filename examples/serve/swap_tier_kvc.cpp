@@ -1,7 +1,9 @@
-// Swap preemption through libkvc's tiers API (host tier). Built only when kvc.h declares it. Each
-// call goes to every tensor-parallel rank (ReplicatedPool): the statuses, the operation ids and the
-// host tiers' block counters must agree.
+// Swap preemption through libkvc's tiers API (host tier, and optionally a disk tier below it). Built
+// only when kvc.h declares it. Each call goes to every tensor-parallel rank (ReplicatedPool): the
+// statuses, the operation ids and the tiers' block counters must agree.
 #include <kvc/kvc.h>
+
+#include <stdexcept>
 
 #include "kvc_check.hpp"
 #include "swap_tier.hpp"
@@ -40,9 +42,11 @@ public:
     }
 
     // Bytes scale with a rank's shard: the sum is what all ranks moved.
-    int64_t bytes_to_host() const override { return summed(&kvc_tier_stats::bytes_in); }
-    int64_t bytes_to_device() const override { return summed(&kvc_tier_stats::bytes_out); }
-    int64_t prefix_hits() const override { return stats().hits; }
+    int64_t bytes_to_host() const override { return host().bytes_in; }
+    int64_t bytes_to_device() const override { return host().bytes_out; }
+    int64_t prefix_hits() const override { return host().hits; }
+    TierFigures host() const override { return figures(KVC_TIER_HOST); }
+    TierFigures disk() const override { return figures(KVC_TIER_DISK); }
 
 private:
     ReplicatedPool &pool_;
@@ -57,14 +61,16 @@ private:
         kvc_check(pool_.call("kvc_op_wait", seq_id, [op](kvc_pool *p) { return kvc_op_wait(p, op); }), "kvc_op_wait");
     }
 
-    // Every rank's host tier statistics, the block counts compared; rank 0's.
-    const kvc_tier_stats &stats() const {
+    // Every rank's statistics of one tier, the block counters compared (libkvc's determinism
+    // contract covers them, but not disk I/O or checksum failures: a rank's own disk decides those,
+    // so they are summed, not compared); bytes summed over the ranks.
+    TierFigures figures(int32_t tier) const {
         kvc_check(pool_.each_rank("kvc_tier_get_stats", 0,
                                   [&](int32_t r) {
                                       kvc_tier_stats &s = stats_[size_t(r)];
                                       s = kvc_tier_stats{};
                                       s.struct_size = sizeof s;
-                                      return kvc_tier_get_stats(pool_.rank(r), KVC_TIER_HOST, &s);
+                                      return kvc_tier_get_stats(pool_.rank(r), tier, &s);
                                   }),
                   "kvc_tier_get_stats");
         pool_.agree<kvc_tier_stats>("kvc_tier_get_stats", stats_,
@@ -75,21 +81,36 @@ private:
                                      {"blocks_in", &kvc_tier_stats::blocks_in},
                                      {"blocks_out", &kvc_tier_stats::blocks_out},
                                      {"hits", &kvc_tier_stats::hits},
-                                     {"evictions", &kvc_tier_stats::evictions}});
-        return stats_[0];
-    }
-
-    int64_t summed(int64_t kvc_tier_stats::*field) const {
-        stats();
-        int64_t total = 0;
-        for (const kvc_tier_stats &s : stats_) total += s.*field;
-        return total;
+                                     {"evictions", &kvc_tier_stats::evictions},
+                                     {"recovered_blocks", &kvc_tier_stats::recovered_blocks}});
+        const kvc_tier_stats &s0 = stats_[0];
+        TierFigures f;
+        f.capacity_blocks = s0.capacity_blocks;
+        f.used_blocks = s0.used_blocks;
+        f.cached_blocks = s0.cached_blocks;
+        f.blocks_in = s0.blocks_in;
+        f.blocks_out = s0.blocks_out;
+        f.hits = s0.hits;
+        f.evictions = s0.evictions;
+        f.recovered_blocks = s0.recovered_blocks;
+        f.direct_io = s0.direct_io != 0;
+        f.io_uring = s0.io_uring != 0;
+        f.persistent = s0.persistent != 0;
+        for (const kvc_tier_stats &s : stats_) {
+            f.bytes_in += s.bytes_in;
+            f.bytes_out += s.bytes_out;
+            f.failures += s.failures;
+            f.checksum_failures += s.checksum_failures;
+            f.io_errors += s.io_errors;
+        }
+        return f;
     }
 };
 
 }  // namespace
 
-std::unique_ptr<SwapTier> make_swap_tier(ReplicatedPool &pool, int64_t host_blocks, std::string *why) {
+std::unique_ptr<SwapTier> make_swap_tier(ReplicatedPool &pool, int64_t host_blocks, const DiskTierConfig &disk,
+                                         const std::vector<std::string> &disk_paths, std::string *why) {
     if (host_blocks <= 0) {
         *why = "disabled by --host-blocks 0";
         return nullptr;
@@ -97,6 +118,18 @@ std::unique_ptr<SwapTier> make_swap_tier(ReplicatedPool &pool, int64_t host_bloc
     kvc_check(pool.call("kvc_tier_attach_host", 0,
                         [host_blocks](kvc_pool *p) { return kvc_tier_attach_host(p, host_blocks); }),
               "kvc_tier_attach_host");
+    if (disk.blocks > 0) {
+        if (int32_t(disk_paths.size()) != pool.ranks())
+            throw std::runtime_error("internal: " + std::to_string(disk_paths.size()) + " disk files for " +
+                                     std::to_string(pool.ranks()) + " ranks");
+        const int32_t flags = disk.persistent ? KVC_DISK_PERSISTENT : 0;
+        kvc_check(pool.each_rank("kvc_tier_attach_disk", 0,
+                                 [&](int32_t r) {
+                                     return kvc_tier_attach_disk(pool.rank(r), disk_paths[size_t(r)].c_str(),
+                                                                 disk.blocks, flags);
+                                 }),
+                  "kvc_tier_attach_disk");
+    }
     return std::make_unique<KvcSwapTier>(pool);
 }
 
