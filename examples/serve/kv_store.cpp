@@ -119,7 +119,14 @@ void KvStore::set_step(int64_t step) {
 }
 
 void KvStore::check_lockstep(const std::vector<uint64_t> &seqs) {
-    for (PoolGroup &g : groups_) g.pool->check_lockstep(seqs);
+    for (PoolGroup &g : groups_) {
+        g.pool->check_lockstep(seqs);
+        // The tiers' block counters too (each read compares them across the ranks).
+        if (g.swap && ranks() > 1) {
+            g.swap->host();
+            if (has_disk()) g.swap->disk();
+        }
+    }
 }
 
 int64_t KvStore::common_hit(const std::vector<int32_t> &tokens) {

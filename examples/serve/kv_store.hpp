@@ -100,8 +100,8 @@ public:
     int64_t fanned_calls() const;
     // The engine step, for the messages of a disagreement.
     void set_step(int64_t step);
-    // After an engine step, with several ranks: these sequences' block tables and every pool's block
-    // counters are the same on every rank (LockstepError otherwise).
+    // After an engine step, with several ranks: these sequences' block tables and every pool's and
+    // tier's block counters are the same on every rank (LockstepError otherwise).
     void check_lockstep(const std::vector<uint64_t> &seqs);
 
     // The prefix hit a prompt starts at: the largest one valid in every pool. With one pool its own

@@ -43,7 +43,7 @@ std::string percent(int64_t part, int64_t whole) {
     return s;
 }
 
-// The disk tier and the restart, when there is a disk tier (--disk-blocks).
+// The host and disk tiers, when there is a disk tier (--disk-blocks).
 void print_disk_report(const Options &o, const EngineConfig &ec, const EngineReport &r) {
     const TierFigures &h = r.host, &d = r.disk;
     const double block = double(r.bytes_per_block);  // all pools' and ranks' bytes of one block
@@ -63,8 +63,6 @@ void print_disk_report(const Options &o, const EngineConfig &ec, const EngineRep
                 bytes_str(double(d.bytes_out)).c_str(), (long long)d.blocks_out, (long long)d.hits,
                 (long long)d.evictions, (long long)d.cached_blocks, (long long)r.recovered_at_start,
                 (long long)d.failures, (long long)d.checksum_failures, (long long)d.io_errors, (long long)r.short_hits);
-    std::printf("prefill       %lld prompt tokens computed over the run (first admissions and re-admissions)\n",
-                (long long)r.prefill_computed);
 }
 
 // The restart (--restart-at), with or without a disk tier.
@@ -161,6 +159,9 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
     else
         std::printf("tiers         bytes moved: device->host 0 B, host->device 0 B (no host tier)\n");
     if (r.disk_attached) print_disk_report(o, ec, r);
+    if (r.disk_attached || ec.restart_at_step >= 0)
+        std::printf("prefill       %lld prompt tokens computed over the run (first admissions and re-admissions)\n",
+                    (long long)r.prefill_computed);
     if (ec.restart_at_step >= 0) print_restart_report(ec, r);
     std::printf("copy-on-write %lld block copies after %lld forks\n", (long long)r.cow_copies, (long long)r.forks);
     if (r.speculate > 0) {
