@@ -264,6 +264,52 @@ KVC_API kvc_status kvc_op_query(kvc_pool *pool, uint64_t op, int32_t *out_done) 
     })
 }
 
+// Rounds: plan as many writes as free host/disk slots and the reserved job capacity allow (under
+// the lock), run them (without it), go on from where the round stopped. A round that can plan
+// nothing of its own (no host or disk slot to be had even after the copies ran) ends the call; no
+// allocation (the job vectors are reserved at attach).
+KVC_API kvc_status kvc_tier_flush(kvc_pool *pool, int64_t *out_blocks) {
+    KVC_GUARD({
+        const char *fn = "kvc_tier_flush";
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        Tiers *t = pool->tiers.load(std::memory_order_acquire);
+        {
+            std::lock_guard<std::mutex> lk(pool->mu);
+            if (!t || !t->disk) return fail(KVC_ERR_STATE, "%s: this pool has no disk tier (kvc_tier_attach_disk)", fn);
+        }
+        const int32_t slots = t->host->slots.capacity();
+        const int32_t blocks = pool->blocks.num_blocks();
+        int64_t queued = 0;
+        int32_t next_slot = 0, next_block = 0;  // host slots first, then device blocks
+        while (next_slot < slots || next_block < blocks) {
+            size_t ours = 0;
+            {
+                std::lock_guard<std::mutex> lk(pool->mu);
+                const size_t before = t->pending.size();
+                const auto room = [&] { return t->pending.size() + 3 <= t->pending.capacity(); };
+                int r = 0;
+                for (; next_slot < slots && room(); ++next_slot)
+                    if ((r = kvc::tier_flush_host_slot(pool, next_slot)) < 0) break;
+                    else queued += r;
+                for (; r >= 0 && next_slot == slots && next_block < blocks && room(); ++next_block) {
+                    const int32_t b = next_block;
+                    // Blocks in use may still be waiting for their KV (kvc_append caches a block
+                    // before the forward pass writes it): only finished, unused ones are written.
+                    if (!pool->caching || !pool->blocks.cached(b) || pool->blocks.refcount(b) != 0) continue;
+                    if ((r = kvc::tier_flush_device_block(pool, b)) < 0) break;
+                    queued += r;
+                }
+                ours = t->pending.size() - before;
+                if (r < 0 && ours == 0 && t->inflight.load(std::memory_order_relaxed) == 0) break;  // no slot to be had
+            }
+            kvc::tier_run_pending(pool);
+        }
+        kvc::tier_run_pending(pool);
+        if (out_blocks) *out_blocks = queued;
+        return KVC_OK;
+    })
+}
+
 KVC_API kvc_status kvc_op_wait(kvc_pool *pool, uint64_t op) {
     KVC_GUARD({
         const char *fn = "kvc_op_wait";

@@ -15,7 +15,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool is_disk_job(uint8_t k) { return k == kJobDiskSpill || k == kJobPromote || k == kJobDiskForget; }
+bool is_disk_job(uint8_t k) {
+    return k == kJobDiskSpill || k == kJobPromote || k == kJobDiskForget || k == kJobPersist;
+}
 bool is_to_host(uint8_t k) { return k == kJobSpill || k == kJobSwapOut; }
 
 // Time spent per kind of copy in one executor pass, folded into the counters at commit.
@@ -61,7 +63,7 @@ void execute(kvc_pool *p, Tiers *t, PassTimes *times) {
                 i = e;
                 continue;
             }
-            if (j.kind == kJobDiskSpill) {
+            if (j.kind == kJobDiskSpill || j.kind == kJobPersist) {
                 t->disk->write_slots(slots, data, out, m);
                 times->disk_write_s += since(t0);
                 ++times->disk_write_batches;
@@ -162,7 +164,13 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
                 count_copy(t->host->stats, false, stride);
                 count_copy(t->device, true, stride);
                 break;
-            case kJobDiskSpill: {
+            case kJobDiskSpill:
+            case kJobPersist: {
+                // A flushed host slot stays cached (it was busy for the write only).
+                if (j.kind == kJobPersist) {
+                    if (reset_since) hs.release(j.host);
+                    else hs.commit_cached(j.host);
+                }
                 DiskTier &d = *t->disk;
                 if (j.outcome == kDiskOk && reset_since) {
                     d.slots.release(j.disk);

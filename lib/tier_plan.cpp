@@ -35,15 +35,17 @@ void tier_event(kvc_pool *p, int32_t type, const TierSlots &slots, int32_t s, in
     p->events.push(ev, stored ? ix.tokens_of(s) : nullptr);
 }
 
-// Host slot v (cached) is about to be reused: its block goes to the disk tier when there is one and
-// the disk does not hold it yet. The disk victim (free first, then LRU) is dropped.
-static void spill_host_slot_to_disk(kvc_pool *p, Tiers *t, int32_t v) {
+// Queues a write of host slot v's block (its index entry names it) into a disk slot: the disk
+// victim (free first, then LRU) is dropped. `kind`: kJobDiskSpill when v is about to be reused,
+// kJobPersist when v stays cached (kvc_tier_flush; the caller made it busy). Returns false when
+// the disk holds the block already or every disk slot is busy.
+static bool write_host_slot_to_disk(kvc_pool *p, Tiers *t, int32_t v, uint8_t kind) {
     DiskTier &d = *t->disk;
     const TierSlots &hs = t->host->slots;
     const PrefixCache &ix = hs.index();
-    if (d.slots.find(ix.hash_of(v)) >= 0) return;
+    if (d.slots.find(ix.hash_of(v)) >= 0) return false;
     const int32_t ds = d.slots.next_victim();
-    if (ds < 0) return;  // every disk slot busy: the block is dropped
+    if (ds < 0) return false;
     if (d.slots.state(ds) == TierSlots::kCached) tier_event(p, KVC_EVENT_BLOCK_REMOVED, d.slots, ds, KVC_TIER_DISK);
     if (d.slots.claim(ds)) ++d.stats.evictions;
     BlockKey key;
@@ -52,7 +54,47 @@ static void spill_host_slot_to_disk(kvc_pool *p, Tiers *t, int32_t v) {
     key.extras_digest = ix.digest_of(v);
     d.slots.index_busy(ds, ix.parent_of(v), key, ix.tokens_of(v), hs.priority(v));
     d.stamps[size_t(ds)] = d.next_stamp++;
-    tier_push_job(t, kJobDiskSpill, -1, v, ds);
+    tier_push_job(t, kind, -1, v, ds);
+    return true;
+}
+
+// Host slot v (cached) is about to be reused: its block goes to the disk tier when there is one and
+// the disk does not hold it yet (else it is dropped).
+static void spill_host_slot_to_disk(kvc_pool *p, Tiers *t, int32_t v) {
+    (void)write_host_slot_to_disk(p, t, v, kJobDiskSpill);
+}
+
+int tier_flush_host_slot(kvc_pool *p, int32_t v) {
+    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    TierSlots &hs = t->host->slots;
+    if (hs.state(v) != TierSlots::kCached) return 0;
+    if (t->disk->slots.find(hs.index().hash_of(v)) >= 0) return 0;
+    if (t->disk->slots.next_victim() < 0) return -1;
+    hs.pin_cached(v);  // no reuse until the write is done; the commit puts it back in its LRU list
+    (void)write_host_slot_to_disk(p, t, v, kJobPersist);  // cannot fail: checked above
+    return 1;
+}
+
+int tier_flush_device_block(kvc_pool *p, int32_t b) {
+    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    TierSlots &hs = t->host->slots;
+    const Hash128 &h = p->cache.hash_of(b);
+    if (t->disk->slots.find(h) >= 0) return 0;
+    // In the host tier: written from there (unless a copy of it is in flight, which ends on disk or
+    // is a flush of this call already).
+    if (const int32_t hv = hs.find(h); hv >= 0) return tier_flush_host_slot(p, hv);
+    if (t->disk->slots.next_victim() < 0) return -1;
+    const int32_t v = tier_take_host_slot(p, t);
+    if (v < 0) return -1;
+    BlockKey key;
+    key.hash = h;
+    key.lora_id = p->cache.lora_of(b);
+    key.extras_digest = p->cache.digest_of(b);
+    hs.index_busy(v, p->cache.parent_of(b), key, p->cache.tokens_of(b), p->blocks.priority(b));
+    // Device -> host, then host -> disk: executed in this order, and v stays busy until both ran
+    // (the spill's commit caches it; the disk write's commit leaves host slots alone).
+    tier_push_job(t, kJobSpill, b, v, -1);
+    return write_host_slot_to_disk(p, t, v, kJobDiskSpill) ? 1 : -1;
 }
 
 int32_t tier_take_host_slot(kvc_pool *p, Tiers *t) {

@@ -38,6 +38,7 @@ enum TierJobKind : uint8_t {
     kJobPromote,    // disk slot -> host slot (prefix re-hit from disk, verified)
     kJobDiskForget, // a freed disk slot's header is zeroed in the file: a later KVC_DISK_PERSISTENT
                     // attach must not bring back a block the cache dropped (reset, a failed read)
+    kJobPersist,    // cached host slot -> disk slot, the host slot stays cached (kvc_tier_flush)
 };
 
 struct TierJob {
@@ -123,6 +124,14 @@ int32_t tier_restore_hit(kvc_pool *p, int64_t hit_index, int32_t priority);
 
 // kvc_free of a swapped-out sequence: frees its held host slots.
 void tier_release_swapped(kvc_pool *p, Sequence *s);
+
+// kvc_tier_flush (disk tier attached; the caller checks the job capacity, at most 3 jobs each):
+// tier_flush_host_slot queues the write of cached host slot v to the disk if the disk lacks its
+// block; tier_flush_device_block copies refcount-0 cached device block b through a host slot to
+// the disk unless a lower tier has it. Both: 1 queued, 0 nothing to do, -1 no host or disk slot
+// free of copies (try again after running the pending jobs).
+int tier_flush_host_slot(kvc_pool *p, int32_t v);
+int tier_flush_device_block(kvc_pool *p, int32_t b);
 
 // kvc_prefix_cache_reset: drops the cached blocks of the lower tiers.
 void tier_reset_cache(kvc_pool *p);

@@ -638,6 +638,106 @@ static void test_reset_clears_tiers(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* kvc_tier_flush before a shutdown: everything cached on the device and in the host tier reaches
+ * the disk, so the next process (a KVC_DISK_PERSISTENT attach) finds every prompt, bytes intact.
+ * Blocks of a live sequence are not written; the pool itself is unchanged by the flush. */
+static void test_flush_then_warm_restart(void **state) {
+    disk_fixture *f = *state;
+    int32_t P[NP], Q[NP], S[5];
+    prompt(P, NP, 17);
+    prompt(Q, NP, 18);
+    prompt(S, 5, 19);
+    kvc_pool *p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    alloc_free(p, 1, P, NP, KVC_PRIORITY_DEFAULT, 101);
+    churn(p, DEV_BLOCKS, 100);                          /* P: device -> host */
+    alloc_free(p, 2, Q, NP, KVC_PRIORITY_DEFAULT, 102); /* Q: on the device */
+    OK(kvc_alloc(p, 3, S, 5, NULL, NULL));               /* S: in use (its full block cached) */
+    write_blocks(p, 3, 1, 103);
+    expect_tiers(p, P, 0, 16, 0);
+    expect_tiers(p, Q, 16, 0, 0);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).cached_blocks, 0);
+    kvc_stats before;
+    memset(&before, 0, sizeof before);
+    before.struct_size = sizeof before;
+    OK(kvc_pool_stats(p, &before));
+    int64_t written = -1;
+    OK(kvc_tier_flush(p, &written));
+    assert_int_equal(written, 8);                       /* P's 4 from the host, Q's 4 from the device */
+    kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.cached_blocks, 8);
+    assert_int_equal(k.blocks_in, 8);
+    assert_int_equal(k.failures, 0);
+    /* Q's blocks passed through the 4 host slots, evicting P's there (on disk by then). */
+    expect_tiers(p, P, 0, 0, 16);
+    expect_tiers(p, Q, 16, 0, 0);
+    kvc_stats after;
+    memset(&after, 0, sizeof after);
+    after.struct_size = sizeof after;
+    OK(kvc_pool_stats(p, &after));
+    assert_int_equal(after.cached_free_blocks, before.cached_free_blocks);
+    assert_int_equal(after.used_blocks, before.used_blocks);
+    OK(kvc_tier_flush(p, &written));                    /* nothing new */
+    assert_int_equal(written, 0);
+    CHECK_POOL(p);
+    OK(kvc_free(p, 3));
+    OK(kvc_pool_destroy(p));
+
+    p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 8);
+    expect_tiers(p, P, 0, 0, 16);
+    expect_tiers(p, Q, 0, 0, 16);
+    int64_t dev = -1, host = -1, disk = -1;
+    lookup_tiers(p, S, 5, &dev, &host, &disk);
+    assert_int_equal(dev + host + disk, 0);             /* was in use at the flush */
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 4, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    expect_blocks(p, 4, 4, 101);
+    OK(kvc_free(p, 4));
+    OK(kvc_alloc(p, 5, Q, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    expect_blocks(p, 5, 4, 102);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+/* A flush bigger than the tiers it passes through: a 2-slot disk keeps the last 2 blocks written;
+ * a host tier held entirely by a swapped-out sequence lets no device block through, and the call
+ * still returns. */
+static void test_flush_limits(void **state) {
+    disk_fixture *f = *state;
+    int32_t P[NP], Q[8];
+    prompt(P, NP, 20);
+    prompt(Q, 8, 21);
+    kvc_pool *p = tier_pool(DEV_BLOCKS, 1);
+    OK(kvc_tier_attach_host(p, 2));
+    OK(kvc_tier_attach_disk(p, f->path, 2, 0));
+    alloc_free(p, 1, P, NP, KVC_PRIORITY_DEFAULT, 111);
+    int64_t written = -1;
+    OK(kvc_tier_flush(p, &written));
+    assert_int_equal(written, 4);                       /* through a 2-slot host tier, in rounds */
+    kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.cached_blocks, 2);
+    assert_int_equal(k.evictions, 2);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+
+    p = tier_pool(DEV_BLOCKS, 1);
+    OK(kvc_tier_attach_host(p, 2));
+    OK(kvc_tier_attach_disk(p, f->path, 8, 0));
+    OK(kvc_alloc(p, 1, Q, 8, NULL, NULL));              /* 2 full blocks */
+    write_blocks(p, 1, 2, 112);
+    OK(kvc_swap_out(p, 1, NULL));                       /* holds both host slots */
+    alloc_free(p, 2, P, NP, KVC_PRIORITY_DEFAULT, 113);
+    OK(kvc_tier_flush(p, &written));
+    assert_int_equal(written, 0);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).cached_blocks, 0);
+    OK(kvc_swap_in(p, 1, NULL));
+    expect_blocks(p, 1, 2, 112);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
 /* One disk tier per file: a second pool attaching the same file (a copy-pasted path for two TP
  * ranks, a second process) is refused and truncates nothing; once the first pool is gone it works. */
 static void test_file_is_locked_by_its_tier(void **state) {
@@ -698,6 +798,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_swap_with_disk_below, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_clears_tiers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_between_plan_and_copies, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flush_then_warm_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flush_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_is_locked_by_its_tier, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_errors, setup, teardown),
     };

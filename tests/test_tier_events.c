@@ -137,7 +137,14 @@ static void round_of_calls(kvc_pool *p, router *r, uint64_t *rng, int round) {
     OK(kvc_alloc(p, id, t, n, NULL, &cached));
     write_blocks(p, id, n / TBS, (uint32_t)(t[0] / 1000));
     drain(p, r);
-    switch ((*rng >> 20) % 5) {
+    switch ((*rng >> 20) % 6) {
+        case 4: { /* a checkpoint: every cached block not on disk is written there */
+            OK(kvc_free(p, id));
+            int64_t queued = -1;
+            OK(kvc_tier_flush(p, &queued));
+            assert_true(queued >= 0);
+            return;
+        }
         case 0: { /* preempted by swap, then resumed */
             if (kvc_swap_out(p, id, NULL) == KVC_OK) {
                 churn(p, DEV_BLOCKS - 1, 5000);

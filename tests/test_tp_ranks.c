@@ -305,6 +305,7 @@ static void one_op(ranks *r) {
             if (!has[0]) break;
         }
         if (rnd(8) == 0) ON_ALL(r, "prefix_cache_reset", kvc_prefix_cache_reset(P), out);
+        else if (rnd(6) == 0) ON_ALL(r, "tier_flush", kvc_tier_flush(P, &out[I]), out);
         break;
     }
     }

@@ -47,6 +47,15 @@ func (p *Pool) AttachDiskTier(path string, numBlocks int64, flags DiskFlags) err
 	})
 }
 
+// FlushTiers writes every cached block the disk tier lacks to it — the host tier's, then the
+// device's that no sequence uses — and returns the blocks queued (kvc_tier_flush). For a shutdown
+// before a restart with DiskPersistent. ErrState without a disk tier.
+func (p *Pool) FlushTiers() (int64, error) {
+	var n [1]int64
+	err := p.do("FlushTiers", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return raw.Kvc_tier_flush(h, n[:]) })
+	return n[0], err
+}
+
 // SwapOut moves seq's exclusively owned blocks to the host tier (kvc_swap_out). Until SwapIn, the
 // sequence is refused by Append, Fork, Batch.Build and SlotMapping (ErrState).
 func (p *Pool) SwapOut(seq uint64) (OpID, error) {

@@ -114,6 +114,36 @@ func TestSwapOutIn(t *testing.T) {
 
 // Cached blocks evicted from the device spill to the host tier, stay findable there, and come back
 // as cached tokens.
+func TestFlushTiersThenWarmRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kv.bin")
+	open := func() *kvc.Pool {
+		p := newPool(t, cpuConfig())
+		must(t, p.AttachHostTier(8))
+		must(t, p.AttachDiskTier(path, 16, kvc.DiskPersistent))
+		return p
+	}
+	p := open()
+	_, err := newPool(t, cpuConfig()).FlushTiers()
+	wantStatus(t, err, kvc.ErrState) // no disk tier
+	mustV[int64](t)(p.Alloc(1, span(0, 9), nil)) // blocks 0, 1 cached + 1 partial, on the device only
+	must(t, p.Free(1))
+	if n := mustV[int64](t)(p.FlushTiers()); n != 2 {
+		t.Fatalf("flush queued %d blocks, want 2", n)
+	}
+	if n := mustV[int64](t)(p.FlushTiers()); n != 0 {
+		t.Fatalf("second flush queued %d blocks, want 0", n)
+	}
+	must(t, p.Close())
+
+	q := open()
+	if s := mustV[kvc.TierStats](t)(q.TierStats(kvc.TierDisk)); s.RecoveredBlocks != 2 {
+		t.Fatalf("recovered %d blocks after the flush, want 2", s.RecoveredBlocks)
+	}
+	if h := mustV[kvc.TierHits](t)(q.PrefixLookupTiers(span(0, 9), nil)); h != (kvc.TierHits{Disk: 8}) {
+		t.Fatalf("after the restart: %+v", h)
+	}
+}
+
 func TestTierEvents(t *testing.T) {
 	cfg := cpuConfig()
 	cfg.NumBlocks = 4

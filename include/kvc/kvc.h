@@ -782,6 +782,19 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks);
 KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks,
                                         int32_t flags);
 
+/** Writes to the disk tier every cached block it does not hold yet: the host tier's, then the
+ *  device's that no sequence uses (refcount 0; a block in use may still be waiting for its KV, so
+ *  free or preempt sequences first), the device's through host slots. Returns when the writes are
+ *  done. Meant for a shutdown before a restart with KVC_DISK_PERSISTENT (the destroy itself writes
+ *  nothing back), or a checkpoint. Device blocks stay cached on the device; the host slots they pass
+ *  through may evict host blocks (already on disk by then). When the disk tier is
+ *  smaller than what there is, its LRU blocks are evicted as by spills (the ones written last win);
+ *  when every host slot is held by swapped-out sequences, device blocks cannot be written.
+ *  *out_blocks (may be NULL) receives the blocks queued for writing; writes that fail are counted
+ *  in the disk tier's failures and io_errors, as spills. Thread-safe; other calls may run between
+ *  its rounds. Errors: KVC_ERR_NULL_ARG, KVC_ERR_STATE (no disk tier). */
+KVC_API kvc_status kvc_tier_flush(kvc_pool *pool, int64_t *out_blocks);
+
 /** Swaps sequence seq_id out: its blocks with refcount 1 are copied to host tier slots and their
  *  device blocks freed (on CUDA those blocks are reused only after the copy, by stream order).
  *  *out_op (may be NULL) receives an operation id for kvc_op_query / kvc_op_wait. Host slots are

@@ -2526,6 +2526,20 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
+    #[doc = " Writes to the disk tier every cached block it does not hold yet: the host tier's, then the"]
+    #[doc = "  device's that no sequence uses (refcount 0; a block in use may still be waiting for its KV, so"]
+    #[doc = "  free or preempt sequences first), the device's through host slots. Returns when the writes are"]
+    #[doc = "  done. Meant for a shutdown before a restart with KVC_DISK_PERSISTENT (the destroy itself writes"]
+    #[doc = "  nothing back), or a checkpoint. Device blocks stay cached on the device; the host slots they pass"]
+    #[doc = "  through may evict host blocks (already on disk by then). When the disk tier is"]
+    #[doc = "  smaller than what there is, its LRU blocks are evicted as by spills (the ones written last win);"]
+    #[doc = "  when every host slot is held by swapped-out sequences, device blocks cannot be written."]
+    #[doc = "  *out_blocks (may be NULL) receives the blocks queued for writing; writes that fail are counted"]
+    #[doc = "  in the disk tier's failures and io_errors, as spills. Thread-safe; other calls may run between"]
+    #[doc = "  its rounds. Errors: KVC_ERR_NULL_ARG, KVC_ERR_STATE (no disk tier)."]
+    pub fn kvc_tier_flush(pool: *mut kvc_pool, out_blocks: *mut i64) -> kvc_status;
+}
+extern "C" {
     #[doc = " Swaps sequence seq_id out: its blocks with refcount 1 are copied to host tier slots and their"]
     #[doc = "  device blocks freed (on CUDA those blocks are reused only after the copy, by stream order)."]
     #[doc = "  *out_op (may be NULL) receives an operation id for kvc_op_query / kvc_op_wait. Host slots are"]

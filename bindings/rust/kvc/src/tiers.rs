@@ -145,6 +145,16 @@ impl Pool {
         check(unsafe { sys::kvc_tier_attach_disk(self.raw(), c_path.as_ptr(), num_blocks, flags) })
     }
 
+    /// Writes every cached block the disk tier lacks to it — the host tier's, then the device's that
+    /// no sequence uses — and returns the blocks queued (`kvc_tier_flush`). For a shutdown before a
+    /// restart with [`DISK_PERSISTENT`]. `STATE` without a disk tier.
+    pub fn tier_flush(&self) -> Result<i64> {
+        let mut n = 0i64;
+        // SAFETY: live pool, valid out-pointer.
+        check(unsafe { sys::kvc_tier_flush(self.raw(), &mut n) })?;
+        Ok(n)
+    }
+
     /// Swaps a sequence's exclusively owned blocks out to the host tier (`kvc_swap_out`).
     pub fn swap_out(&self, seq_id: u64) -> Result<OpId> {
         let mut op = 0u64;

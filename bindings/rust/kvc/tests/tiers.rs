@@ -188,3 +188,30 @@ fn tier_events_follow_a_spill() {
     assert!(no_events.set_tier_events(true).unwrap_err().is_unsupported());
     no_events.set_tier_events(false).unwrap();
 }
+
+#[test]
+fn flush_then_warm_restart() {
+    let dir = std::env::temp_dir().join(format!("kvc-rust-flush-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("kv.bin");
+    let open = || {
+        let pool = tier_pool(8);
+        pool.attach_host_tier(8).unwrap();
+        pool.attach_disk_tier(&path, 16, DISK_PERSISTENT).unwrap();
+        pool
+    };
+    assert!(tier_pool(8).tier_flush().unwrap_err().is_state()); // no disk tier
+    let pool = open();
+    pool.alloc(1, &range(0, 9), None).unwrap(); // blocks 0, 1 cached + 1 partial, on the device only
+    pool.free(1).unwrap();
+    assert_eq!(pool.tier_flush().unwrap(), 2);
+    assert_eq!(pool.tier_flush().unwrap(), 0);
+    drop(pool);
+
+    let pool = open();
+    assert_eq!(pool.tier_stats(Tier::Disk).unwrap().recovered_blocks, 2);
+    let hits = pool.prefix_lookup_tiers(&range(0, 9), None).unwrap();
+    assert_eq!((hits.device, hits.host, hits.disk), (0, 0, 8));
+    drop(pool);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

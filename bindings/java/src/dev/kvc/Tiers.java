@@ -34,6 +34,17 @@ public final class Tiers {
     }
 
     /**
+     * Writes every cached block the disk tier lacks to it — the host tier's, then the device's that no
+     * sequence uses — and returns the blocks queued (kvc_tier_flush). For a shutdown before a restart
+     * with {@link Tier#DISK_PERSISTENT}. STATE without a disk tier.
+     */
+    public long flush() {
+        long[] n = new long[1];
+        pool.with("kvc_tier_flush", h -> KvcNative.kvc_tier_flush(h, n));
+        return n[0];
+    }
+
+    /**
      * Moves seqId's exclusively owned blocks to the host tier (kvc_swap_out); returns the operation
      * id. Until swapIn the sequence is refused by append, fork, batch builds and slotMapping.
      */

@@ -99,6 +99,28 @@ class TiersTest {
     }
 
     @Test
+    void flushThenWarmRestart(@TempDir Path dir) {
+        String file = dir.resolve("kv.bin").toString();
+        try (Pool noDisk = Pool.create(cpu())) {
+            expectStatus(Status.STATE, () -> noDisk.tiers().flush());
+        }
+        try (Pool p = Pool.create(cpu())) {
+            p.tiers().attachHost(8);
+            p.tiers().attachDisk(file, 16, Tier.DISK_PERSISTENT);
+            p.alloc(1, span(0, 9), null); // blocks 0, 1 cached + 1 partial, on the device only
+            p.free(1);
+            assertEquals(2, p.tiers().flush());
+            assertEquals(0, p.tiers().flush());
+        }
+        try (Pool q = Pool.create(cpu())) {
+            q.tiers().attachHost(8);
+            q.tiers().attachDisk(file, 16, Tier.DISK_PERSISTENT);
+            assertEquals(2, q.tiers().stats(Tier.DISK).recoveredBlocks());
+            assertEquals(new TierHits(0, 0, 8), q.tiers().prefixLookup(span(0, 9), null));
+        }
+    }
+
+    @Test
     void tierEvents() {
         try (Pool p = Pool.create(cpu().numBlocks(4))) {
             p.setTierEvents(true);
