@@ -316,6 +316,12 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
  *  the sequence-exists and capacity checks; if the prompt then no longer fits (a disk block failed
  *  its verification, or no host slot was left, or another thread's call came in between) the call
  *  fails with the blocks it read up left cached in the host tier, and nothing else changed.
+ *  Disk blocks come up through host slots, all at once: a run of disk hits longer than the host
+ *  slots this call can take (free or cached ones; not those held by swapped-out sequences or
+ *  holding this prompt's own host hits) ends the cached prefix where the slots run out, and the
+ *  rest is allocated fresh — so *out_cached_tokens can be less than kvc_prefix_lookup and
+ *  kvc_can_alloc counted (they do not count slots). A host tier at least as large as the longest
+ *  prompt's disk run avoids it (kvc_prefix_lookup_tiers shows the run).
  *  Errors: KVC_ERR_NULL_ARG (pool; tokens while caching is on), KVC_ERR_INVALID_ARG (num_tokens
  *  < 1), KVC_ERR_SEQ_EXISTS, KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW, KVC_ERR_OUT_OF_BLOCKS,
  *  KVC_ERR_NO_MEMORY. */
@@ -450,7 +456,8 @@ KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out);
  * --------------------------------------------------------------------------------------------- */
 
 /** How many leading tokens of this prompt are cached right now (full blocks, verified, at most
- *  num_tokens - 1 rounded down to a block boundary): what kvc_alloc would report. With a sliding
+ *  num_tokens - 1 rounded down to a block boundary): what kvc_alloc would report (but see kvc_alloc
+ *  for disk hits beyond the host slots it can take). With a sliding
  *  window, the window-aware count (see kvc_pool_set_sliding_window: blocks before the window of the
  *  first uncached token need not be cached). No side effects: no refcount, LRU position or
  *  statistic changes. 0 when prefix caching is off. With memory tiers, blocks found in the host

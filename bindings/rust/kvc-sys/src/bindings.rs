@@ -634,6 +634,12 @@ extern "C" {
     #[doc = "  the sequence-exists and capacity checks; if the prompt then no longer fits (a disk block failed"]
     #[doc = "  its verification, or no host slot was left, or another thread's call came in between) the call"]
     #[doc = "  fails with the blocks it read up left cached in the host tier, and nothing else changed."]
+    #[doc = "  Disk blocks come up through host slots, all at once: a run of disk hits longer than the host"]
+    #[doc = "  slots this call can take (free or cached ones; not those held by swapped-out sequences or"]
+    #[doc = "  holding this prompt's own host hits) ends the cached prefix where the slots run out, and the"]
+    #[doc = "  rest is allocated fresh — so *out_cached_tokens can be less than kvc_prefix_lookup and"]
+    #[doc = "  kvc_can_alloc counted (they do not count slots). A host tier at least as large as the longest"]
+    #[doc = "  prompt's disk run avoids it (kvc_prefix_lookup_tiers shows the run)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG (pool; tokens while caching is on), KVC_ERR_INVALID_ARG (num_tokens"]
     #[doc = "  < 1), KVC_ERR_SEQ_EXISTS, KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW, KVC_ERR_OUT_OF_BLOCKS,"]
     #[doc = "  KVC_ERR_NO_MEMORY."]
@@ -1210,7 +1216,8 @@ extern "C" {
 }
 extern "C" {
     #[doc = " How many leading tokens of this prompt are cached right now (full blocks, verified, at most"]
-    #[doc = "  num_tokens - 1 rounded down to a block boundary): what kvc_alloc would report. With a sliding"]
+    #[doc = "  num_tokens - 1 rounded down to a block boundary): what kvc_alloc would report (but see kvc_alloc"]
+    #[doc = "  for disk hits beyond the host slots it can take). With a sliding"]
     #[doc = "  window, the window-aware count (see kvc_pool_set_sliding_window: blocks before the window of the"]
     #[doc = "  first uncached token need not be cached). No side effects: no refcount, LRU position or"]
     #[doc = "  statistic changes. 0 when prefix caching is off. With memory tiers, blocks found in the host"]
