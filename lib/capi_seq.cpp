@@ -95,6 +95,31 @@ kvc_status refuse_before_promotion(const void *ctx, const kvc::PrefixWalk &walk)
     return check_alloc(r.p, r.seq_id, r.num_tokens, plan_from_walk(r.p, r.num_tokens, walk));
 }
 
+// kvc_free and kvc_abort. Lock held.
+kvc_status free_sequence(kvc_pool *p, uint64_t seq_id, bool abort, const char *fn) {
+    Sequence *s = p->seqs.find(seq_id);
+    if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu (never allocated or already freed)", fn,
+                        (unsigned long long)seq_id);
+    if (abort) {
+        // The blocks this sequence filled itself (after its prompt's cache hit) may never have
+        // received their KV: out of the cache with them, unless another holder or a pin relies on
+        // them (a fork's, a hit of another prompt's: that caller's computation, not ours).
+        for (size_t i = size_t(s->hit_blocks); i < s->table.size(); ++i) {
+            const int32_t b = s->table[i];
+            if (b >= 0 && p->blocks.cached(b) && p->blocks.refcount(b) == 1 && p->blocks.pins(b) == 0)
+                kvc::pool_uncache_block(p, b);
+        }
+    }
+    // Reverse order: within one LRU list the deepest blocks of the prefix are evicted first.
+    if (s->swapped_out) kvc::tier_release_swapped(p, s);
+    for (auto it = s->table.rbegin(); it != s->table.rend(); ++it)
+        if (*it >= 0) kvc::pool_release_block(p, *it);  // -1: in a host slot, or released by the window
+    p->seqs.erase(s);
+    p->seq_generation.fetch_add(1, std::memory_order_relaxed);
+    ++p->counters.frees;
+    return KVC_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -170,6 +195,7 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         for (int64_t i = restores; i < plan.fresh; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, ks.priority));
         s->num_tokens = s->reserved_end = num_tokens;
         s->window_from = plan.walk.hit_blocks * p->block_size;  // where the prompt's queries start
+        s->hit_blocks = plan.walk.hit_blocks;
         s->chain = plan.walk.chain;
         s->num_hashed = plan.walk.hit_blocks;
         if (p->caching) {
@@ -327,6 +353,7 @@ KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_i
         c->hash_stopped = parent->hash_stopped;
         c->released = parent->released;
         c->window_from = parent->window_from;
+        c->hit_blocks = parent->hit_blocks;
         c->may_share_tail = parent->may_share_tail = true;
         for (size_t i = size_t(c->released); i < c->table.size(); ++i)
             p->blocks.add_ref(c->table[i]);  // all in use already: no list changes
@@ -335,22 +362,20 @@ KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_i
     })
 }
 
+KVC_API kvc_status kvc_abort(kvc_pool *pool, uint64_t seq_id) {
+    KVC_GUARD({
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_abort: pool is NULL");
+        std::lock_guard<std::mutex> lock(pool->mu);
+        return free_sequence(pool, seq_id, true, "kvc_abort");
+    })
+}
+
 KVC_API kvc_status kvc_free(kvc_pool *pool, uint64_t seq_id) {
     KVC_GUARD({
         if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_free: pool is NULL");
         kvc_pool *p = pool;
         std::lock_guard<std::mutex> lock(p->mu);
-        Sequence *s = p->seqs.find(seq_id);
-        if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "kvc_free: no sequence %llu (never allocated or already freed)",
-                            (unsigned long long)seq_id);
-        // Reverse order: within one LRU list the deepest blocks of the prefix are evicted first.
-        if (s->swapped_out) kvc::tier_release_swapped(p, s);
-        for (auto it = s->table.rbegin(); it != s->table.rend(); ++it)
-            if (*it >= 0) kvc::pool_release_block(p, *it);  // -1: in a host slot, or released by the window
-        p->seqs.erase(s);
-        p->seq_generation.fetch_add(1, std::memory_order_relaxed);
-        ++p->counters.frees;
-        return KVC_OK;
+        return free_sequence(p, seq_id, false, "kvc_free");
     })
 }
 

@@ -41,6 +41,7 @@ KVC_API kvc_status kvc_truncate(kvc_pool *pool, uint64_t seq_id, int64_t num_tok
         s->table.resize(size_t(keep));
         s->num_tokens = s->reserved_end = num_tokens;
         s->window_from = std::min(s->window_from, num_tokens);
+        s->hit_blocks = std::min(s->hit_blocks, num_tokens / bs);
         if (num_tokens % bs != 0) {
             // The new last block will be written again, and a cached block must never change: the
             // append that writes it copies it if shared then, else takes it out of the cache. Until

@@ -55,6 +55,9 @@ struct Sequence {
     // append its tokens in two calls before its launch.
     int64_t released = 0;
     int64_t window_from = 0;
+    // Leading blocks kvc_alloc found in the cache (lowered by kvc_truncate): kvc_abort drops from
+    // the cache only the blocks after them, which this sequence filled itself.
+    int64_t hit_blocks = 0;
 
     // Takes the request's keys (may throw std::bad_alloc before changing anything).
     void set_keys(const KeySet &k) {
@@ -69,7 +72,7 @@ struct Sequence {
         tail.clear();
         keys.clear();
         swap_slots.clear();
-        num_tokens = reserved_end = num_hashed = released = window_from = 0;
+        num_tokens = reserved_end = num_hashed = released = window_from = hit_blocks = 0;
         chain = kRootHash;
         swapped_out = false;
         may_share_tail = false;

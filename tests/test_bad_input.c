@@ -461,6 +461,9 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     X(kvc_fork, EXISTS, KVC_ERR_SEQ_EXISTS, F_NONE, kvc_fork(F.P, SEQ_A, SEQ_B), 1)                                    \
     X(kvc_fork, EXISTS, KVC_ERR_SEQ_EXISTS, F_NONE, kvc_fork(F.C, SEQ_C1, SEQ_CFORK), 1)                               \
                                                                                                                        \
+    X(kvc_abort, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_abort(NULL, SEQ_A), 1)                                     \
+    X(kvc_abort, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_abort(F.P, SEQ_NONE), 1)                                 \
+    X(kvc_abort, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_abort(F.P, SEQ_FREED), 1)                                  \
     X(kvc_free, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_free(NULL, SEQ_A), 1)                                       \
     X(kvc_free, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_free(F.P, SEQ_NONE), 1)                                   \
     X(kvc_free, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_free(F.P, SEQ_FREED), 1)                                    \

@@ -95,6 +95,14 @@ func (p *Pool) Free(seq uint64) error {
 	return p.do("Free", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return raw.Kvc_free(h, seq) })
 }
 
+// Abort frees a sequence whose KV may never have been computed (kvc_abort): the blocks it filled
+// itself after its prompt's cache hit leave the prefix cache (unless shared or pinned), so a request
+// cancelled before its prefill, or a multi-pool allocation rolled back, leaves no KV-less cache
+// entries. Use Free for sequences that ran.
+func (p *Pool) Abort(seq uint64) error {
+	return p.do("Abort", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return raw.Kvc_abort(h, seq) })
+}
+
 // BlockTable returns seq's block table (kvc_seq_block_table).
 func (p *Pool) BlockTable(seq uint64) ([]int32, error) {
 	return p.BlockTableInto(nil, seq)

@@ -131,6 +131,21 @@ func TestSequenceErrors(t *testing.T) {
 	}
 }
 
+func TestAbortDropsUnwrittenBlocks(t *testing.T) {
+	p := newPool(t, smallConfig())
+	mustV[int64](t)(p.Alloc(1, span(0, 9), nil)) // 2 full blocks, filled by this sequence
+	must(t, p.Free(1))
+	if c := mustV[int64](t)(p.PrefixLookup(span(0, 9), nil)); c != 8 {
+		t.Fatalf("after Free: %d cached tokens, want 8", c)
+	}
+	mustV[int64](t)(p.Alloc(2, span(0, 17), nil)) // hits 8, fills 2 more full blocks
+	must(t, p.Abort(2))
+	if c := mustV[int64](t)(p.PrefixLookup(span(0, 17), nil)); c != 8 {
+		t.Fatalf("after Abort: %d cached tokens, want 8 (the hits only)", c)
+	}
+	wantStatus(t, p.Abort(2), kvc.ErrUnknownSeq)
+}
+
 func TestBlockTableInto(t *testing.T) {
 	p := newPool(t, smallConfig())
 	mustV[int64](t)(p.Alloc(1, span(0, 20), nil)) // 5 blocks

@@ -197,16 +197,17 @@ kvc_status KvStore::alloc(uint64_t id, const std::vector<int32_t> &tokens, int64
         st = groups_[done].pool->alloc(id, tokens.data(), n, keys, &hit);
         if (st == KVC_ERR_OUT_OF_BLOCKS) break;
         kvc_check(st, "kvc_alloc");
-        // No undo: kvc_alloc entered the prompt's new full blocks in the prefix cache before their
-        // KV exists, so freeing the sequences now would leave those blocks cached with garbage for
-        // later prompts to hit. common_hit keeps disk hits within what the host tier can stage,
-        // so that kvc_alloc takes the hit it was promised.
+        // kvc_alloc entered the prompt's new full blocks in the prefix cache before their KV exists:
+        // a rollback must use kvc_abort (below), and a pool taking a shorter hit than promised would
+        // desync the pools. common_hit keeps disk hits within what the host tier can stage, so that
+        // kvc_alloc takes the hit it was promised.
         if (hit != c)
             throw std::runtime_error("pool " + groups_[done].name + " hit " + std::to_string(hit) +
                                      " tokens where the common hit is " + std::to_string(c));
     }
     if (st != KVC_OK) {
-        for (size_t g = 0; g < done; g++) kvc_check(groups_[g].pool->free(id), "kvc_free");
+        // Not kvc_free: those pools' fresh blocks would stay cached without their KV.
+        for (size_t g = 0; g < done; g++) kvc_check(groups_[g].pool->abort(id), "kvc_abort");
         return st;
     }
     *cached = c;
@@ -374,59 +375,8 @@ kvc_stats KvStore::lifetime_stats(size_t g) {
 
 void KvStore::flush_to_disk(PoolGroup &g, RestartFigures *rf) {
     if (!g.swap || cfg_.disk.blocks <= 0) return;
-    ReplicatedPool &pool = *g.pool;
     const int64_t writes_before = g.swap->disk().blocks_in;
-    // Their own salt: the fillers' blocks hit nothing real, and no filler hits another (each
-    // starts with its own token).
-    kvc_keys *keys = nullptr;
-    kvc_check(kvc_keys_create(&keys), "kvc_keys_create");
-    std::unique_ptr<kvc_keys, kvc_status (*)(kvc_keys *)> owned(keys, kvc_keys_destroy);
-    kvc_check(kvc_keys_set_salt(keys, "kvc_serve shutdown filler"), "kvc_keys_set_salt");
-    const int64_t bs = cfg_.block_size;
-    const int64_t seq_blocks = cfg_.max_seq_len / bs;  // the most one filler may hold
-    int32_t next_filler = 0;
-    std::vector<int32_t> tokens;
-    // A filler of up to `blocks` full blocks of never-seen tokens (id, blocks taken; 0 blocks: no
-    // device block was free).
-    auto fill = [&](int64_t blocks) -> std::pair<uint64_t, int64_t> {
-        blocks = std::min({blocks, seq_blocks, pool.stats().free_blocks});
-        if (blocks <= 0) return {0, 0};
-        const uint64_t id = UINT64_MAX - 1 - uint64_t(next_filler);  // never an engine id
-        tokens.resize(size_t(blocks * bs));
-        for (size_t t = 0; t < tokens.size(); t++) tokens[t] = int32_t(t);
-        tokens[0] = next_filler++;
-        int64_t cached = 0;
-        kvc_check(pool.alloc(id, tokens.data(), int64_t(tokens.size()), keys, &cached), "kvc_alloc (flush filler)");
-        rf->flush_filler_blocks += blocks;
-        return {id, blocks};
-    };
-    // Every free device block into fillers, at most the host tier's size per call: a call's
-    // evictions spill into host slots whose copies run when it returns, and a spill finding every
-    // host slot busy is dropped. Every cached device block goes down to the host tier, pushing the
-    // host tier's oldest blocks to disk.
-    const int64_t host_blocks = g.swap->host().capacity_blocks;
-    std::vector<std::pair<uint64_t, int64_t>> live;
-    for (auto f = fill(host_blocks); f.second > 0; f = fill(host_blocks)) live.push_back(f);
-    // Then the real blocks left in the host tier (all of its cached ones now) go too: a filler
-    // freed leaves its blocks cached on the device, a new filler evicts them, and they spill to
-    // the host tier, into free slots first, then in place of the least recently used cached
-    // blocks, which are the real ones (older than any filler block), spilling to disk. Each round
-    // spills no more filler blocks than there are free slots and real blocks left, so no filler
-    // block is pushed on to disk.
-    TierFigures h = g.swap->host();
-    const int64_t target = h.evictions + h.cached_blocks;
-    while (!live.empty() && h.evictions < target) {
-        const int64_t need = (h.capacity_blocks - h.used_blocks) + (target - h.evictions);
-        kvc_check(pool.free(live.back().first), "kvc_free (flush filler)");
-        live.pop_back();
-        const auto f = fill(std::min(need, host_blocks));
-        if (f.second == 0) break;
-        live.push_back(f);
-        const int64_t before = h.evictions + (h.capacity_blocks - h.used_blocks);
-        h = g.swap->host();
-        if (h.evictions + (h.capacity_blocks - h.used_blocks) == before) break;  // no progress
-    }
-    for (const auto &f : live) kvc_check(pool.free(f.first), "kvc_free (flush filler)");
+    g.swap->flush_to_disk();  // the host tier's cached blocks, then the device's, through host slots
     rf->flushed = true;
     rf->flush_disk_writes += g.swap->disk().blocks_in - writes_before;
 }
@@ -440,8 +390,7 @@ RestartFigures KvStore::restart(bool flush, bool reset_prefix_cache) {
         if (reset_prefix_cache)
             kvc_check(g.pool->call("kvc_prefix_cache_reset", 0, [](kvc_pool *p) { return kvc_prefix_cache_reset(p); }),
                       "kvc_prefix_cache_reset");
-        // The pool's counters retire before the flush (its filler sequences are not served work, and
-        // would count in the hit rate); the tiers' after it (what it moved is real I/O).
+        // The pool's counters retire now; the tiers' after the flush (what it moved is real I/O).
         const kvc_stats st = lifetime_stats(i);
         rf.device_cached_at_shutdown += st.cached_free_blocks;
         g.retired = st;

@@ -43,7 +43,6 @@ struct KvStoreConfig {
 struct RestartFigures {
     bool flushed = false;            // cached blocks pushed down to disk first (flush_to_disk)
     int64_t flush_disk_writes = 0;   // blocks the flush wrote to disk
-    int64_t flush_filler_blocks = 0; // device blocks the flush's filler sequences took
     int64_t device_cached_at_shutdown = 0;  // cached device blocks: lost unless flushed
     int64_t host_cached_at_shutdown = 0;    // cached host-tier blocks (some also on disk already)
     int64_t disk_cached_kept = 0;    // cached disk blocks when the pools were destroyed
@@ -179,13 +178,8 @@ private:
     kvc_keys *cap_keys_ = nullptr;
     kvc_keys *capped(int64_t c) const;
     kvc_keys *uncapped() const;
-    // A graceful shutdown's write-back, with the public calls libkvc has (it has no flush): with no
-    // sequence left, filler sequences of never-seen tokens take every free device block, so every
-    // cached device block is evicted, spilling to the host tier, whose oldest blocks spill to disk;
-    // then fillers freed and taken again spill their own blocks into the host tier, pushing the
-    // rest of its real blocks to disk. Filler blocks never reach the disk (they are always the
-    // newest in the host tier's LRU, and each round spills only as many as needed); they are
-    // dropped with the pool. Adds to *rf.
+    // A graceful shutdown's write-back (kvc_tier_flush on every rank, no sequence left): every
+    // cached device and host-tier block the disk lacks is written to it. Adds to *rf.
     void flush_to_disk(PoolGroup &g, RestartFigures *rf);
     // Creates g's pool (its ranks), window and tiers from g.config; *why as in the constructor.
     void open_pool(PoolGroup &g, std::string *swap_unavailable);

@@ -75,9 +75,8 @@ void print_restart_report(const EngineConfig &ec, const EngineReport &r) {
     std::string shutdown;
     if (rf.flushed)
         shutdown = "flushed: " + std::to_string(rf.device_cached_at_shutdown) + " device and " +
-                   std::to_string(rf.host_cached_at_shutdown) + " host-tier cached blocks pushed down (filler "
-                   "sequences took " + std::to_string(rf.flush_filler_blocks) + " device blocks), " +
-                   std::to_string(rf.flush_disk_writes) + " disk writes";
+                   std::to_string(rf.host_cached_at_shutdown) + " host-tier cached blocks written to disk by "
+                   "kvc_tier_flush, " + std::to_string(rf.flush_disk_writes) + " disk writes";
     else
         shutdown = (r.disk_attached ? "not flushed: " : "") + std::to_string(rf.device_cached_at_shutdown) +
                    " device and " + std::to_string(rf.host_cached_at_shutdown) + " host-tier cached blocks " +

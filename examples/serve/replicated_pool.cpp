@@ -83,6 +83,10 @@ kvc_status ReplicatedPool::free(uint64_t seq) {
     return call("kvc_free", seq, [&](kvc_pool *p) { return kvc_free(p, seq); });
 }
 
+kvc_status ReplicatedPool::abort(uint64_t seq) {
+    return call("kvc_abort", seq, [&](kvc_pool *p) { return kvc_abort(p, seq); });
+}
+
 kvc_status ReplicatedPool::seq_num_tokens(uint64_t seq, int64_t *tokens) {
     return call("kvc_seq_num_tokens", seq, [&](kvc_pool *p, int64_t *t) { return kvc_seq_num_tokens(p, seq, t); },
                 tokens);

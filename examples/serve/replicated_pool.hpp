@@ -71,6 +71,7 @@ public:
     kvc_status truncate(uint64_t seq, int64_t keep, int32_t *freed);
     kvc_status fork(uint64_t parent, uint64_t child);
     kvc_status free(uint64_t seq);
+    kvc_status abort(uint64_t seq);  // kvc_abort: a sequence whose KV was never computed
     kvc_status seq_num_tokens(uint64_t seq, int64_t *tokens);
     kvc_status copy_pending(int64_t *copied);
     // kvc_preemption_cost as blocks (bytes / block stride: the bytes scale with the shard).

@@ -61,6 +61,9 @@ public:
     // Host and disk tier statistics (the disk tier's all zero without one).
     virtual TierFigures host() const = 0;
     virtual TierFigures disk() const = 0;
+    // kvc_tier_flush on every rank (a disk tier is attached): every cached block the disk lacks is
+    // written to it; returns the blocks queued (the ranks agree).
+    virtual int64_t flush_to_disk() = 0;
 };
 
 // A swap tier of host_blocks blocks attached to every rank of `pool` (the same size on each, so

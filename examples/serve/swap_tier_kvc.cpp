@@ -47,6 +47,13 @@ public:
     int64_t prefix_hits() const override { return host().hits; }
     TierFigures host() const override { return figures(KVC_TIER_HOST); }
     TierFigures disk() const override { return figures(KVC_TIER_DISK); }
+    int64_t flush_to_disk() override {
+        int64_t queued = 0;
+        kvc_check(pool_.call("kvc_tier_flush", 0, [](kvc_pool *p, int64_t *n) { return kvc_tier_flush(p, n); },
+                             &queued),
+                  "kvc_tier_flush");
+        return queued;
+    }
 
 private:
     ReplicatedPool &pool_;

@@ -384,6 +384,17 @@ KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_i
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ (including a second free). */
 KVC_API kvc_status kvc_free(kvc_pool *pool, uint64_t seq_id);
 
+/** Frees a sequence whose KV may never have been computed: kvc_alloc and kvc_append enter a filled
+ *  block in the prefix cache before the forward pass writes it, so kvc_free of a request cancelled
+ *  before its prefill ran, or the rollback of an allocation made in one pool of several (hybrid
+ *  models, README) would leave those blocks cached without their KV. kvc_abort first takes out of
+ *  the cache every block the sequence filled itself — after its prompt's cache hit — that no one
+ *  else holds or pinned (a fork's or another prompt's hit keeps it cached: that holder's forward
+ *  pass writes it), then frees as kvc_free. Blocks it filled whose KV was written are lost to the
+ *  cache too, so use kvc_free for sequences that ran.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ. */
+KVC_API kvc_status kvc_abort(kvc_pool *pool, uint64_t seq_id);
+
 /** Copies the block table of seq_id into out[0..cap). *out_len receives the table length.
  *  Size query: out == NULL and cap == 0 returns KVC_OK with only *out_len set.
  *  Errors: KVC_ERR_NULL_ARG (pool, out_len, or out with cap > 0), KVC_ERR_INVALID_ARG (cap < 0),

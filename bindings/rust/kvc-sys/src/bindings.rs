@@ -723,6 +723,18 @@ extern "C" {
     pub fn kvc_free(pool: *mut kvc_pool, seq_id: u64) -> kvc_status;
 }
 extern "C" {
+    #[doc = " Frees a sequence whose KV may never have been computed: kvc_alloc and kvc_append enter a filled"]
+    #[doc = "  block in the prefix cache before the forward pass writes it, so kvc_free of a request cancelled"]
+    #[doc = "  before its prefill ran, or the rollback of an allocation made in one pool of several (hybrid"]
+    #[doc = "  models, README) would leave those blocks cached without their KV. kvc_abort first takes out of"]
+    #[doc = "  the cache every block the sequence filled itself — after its prompt's cache hit — that no one"]
+    #[doc = "  else holds or pinned (a fork's or another prompt's hit keeps it cached: that holder's forward"]
+    #[doc = "  pass writes it), then frees as kvc_free. Blocks it filled whose KV was written are lost to the"]
+    #[doc = "  cache too, so use kvc_free for sequences that ran."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ."]
+    pub fn kvc_abort(pool: *mut kvc_pool, seq_id: u64) -> kvc_status;
+}
+extern "C" {
     #[doc = " Copies the block table of seq_id into out[0..cap). *out_len receives the table length."]
     #[doc = "  Size query: out == NULL and cap == 0 returns KVC_OK with only *out_len set."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG (pool, out_len, or out with cap > 0), KVC_ERR_INVALID_ARG (cap < 0),"]

@@ -83,6 +83,15 @@ impl Pool {
         check(unsafe { sys::kvc_free(self.raw(), seq_id) })
     }
 
+    /// Frees a sequence whose KV may never have been computed (`kvc_abort`): the blocks it filled
+    /// itself after its prompt's cache hit leave the prefix cache (unless shared or pinned), so a
+    /// request cancelled before its prefill, or a multi-pool allocation rolled back, leaves no
+    /// KV-less cache entries. Use [`Pool::free`] for sequences that ran.
+    pub fn abort(&self, seq_id: u64) -> Result<()> {
+        // SAFETY: live pool.
+        check(unsafe { sys::kvc_abort(self.raw(), seq_id) })
+    }
+
     /// The block table of `seq_id` (`kvc_seq_block_table`).
     pub fn block_table(&self, seq_id: u64) -> Result<Vec<i32>> {
         loop {

@@ -223,3 +223,15 @@ fn kv_events_stream() {
     assert_eq!(last.kind, EventType::ALL_BLOCKS_CLEARED);
     assert_eq!(pool.stats().unwrap().events_dropped, 0);
 }
+
+#[test]
+fn abort_drops_unwritten_blocks() {
+    let pool = meta_pool(4, 16);
+    pool.alloc(1, &range(0, 9), None).unwrap(); // 2 full blocks, filled by this sequence
+    pool.free(1).unwrap();
+    assert_eq!(pool.prefix_lookup(&range(0, 9), None).unwrap(), 8);
+    pool.alloc(2, &range(0, 17), None).unwrap(); // hits 8, fills 2 more full blocks
+    pool.abort(2).unwrap();
+    assert_eq!(pool.prefix_lookup(&range(0, 17), None).unwrap(), 8);
+    assert!(pool.abort(2).unwrap_err().is_unknown_seq());
+}

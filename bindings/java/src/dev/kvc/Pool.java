@@ -249,6 +249,16 @@ public final class Pool implements AutoCloseable {
         with("kvc_free", h -> KvcNative.kvc_free(h, seqId));
     }
 
+    /**
+     * Frees a sequence whose KV may never have been computed (kvc_abort): the blocks it filled itself
+     * after its prompt's cache hit leave the prefix cache (unless shared or pinned), so a request
+     * cancelled before its prefill, or a multi-pool allocation rolled back, leaves no KV-less cache
+     * entries. Use {@link #free} for sequences that ran.
+     */
+    public void abort(long seqId) {
+        with("kvc_abort", h -> KvcNative.kvc_abort(h, seqId));
+    }
+
     /** seqId's block table (kvc_seq_block_table). */
     public int[] blockTable(long seqId) {
         return with("kvc_seq_block_table", h -> {

@@ -14,6 +14,19 @@ import org.junit.jupiter.api.Test;
 
 class ApiTest {
     @Test
+    void abortDropsUnwrittenBlocks() {
+        try (Pool p = Pool.create(TestUtil.small())) {
+            p.alloc(1, TestUtil.span(0, 9), null); // 2 full blocks, filled by this sequence
+            p.free(1);
+            assertEquals(8, p.prefixLookup(TestUtil.span(0, 9), null));
+            p.alloc(2, TestUtil.span(0, 17), null); // hits 8, fills 2 more full blocks
+            p.abort(2);
+            assertEquals(8, p.prefixLookup(TestUtil.span(0, 17), null));
+            TestUtil.expectStatus(Status.UNKNOWN_SEQ, () -> p.abort(2));
+        }
+    }
+
+    @Test
     void versions() {
         int v = Kvc.version();
         assertEquals(Kvc.headerVersion(), v);
