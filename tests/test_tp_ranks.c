@@ -217,7 +217,10 @@ static void one_op(ranks *r) {
         agree_i64(r, "truncate", "freed blocks", out);
         break;
     }
-    case 8: ON_ALL(r, "free", kvc_free(P, id), out); break;
+    case 8:
+        if (rnd(4) == 0) ON_ALL(r, "abort", kvc_abort(P, id), out);
+        else ON_ALL(r, "free", kvc_free(P, id), out);
+        break;
     case 9: { /* operation ids are decisions too */
         uint64_t op[NR] = {0};
         ON_ALL(r, "swap_out", kvc_swap_out(P, id, &op[I]), out);
