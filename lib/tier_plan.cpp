@@ -58,6 +58,17 @@ static bool write_host_slot_to_disk(kvc_pool *p, Tiers *t, int32_t v, uint8_t ki
     return true;
 }
 
+// Host slot v (claimed) receives device block b's identity and a copy of its bytes (kJobSpill; the
+// commit caches v).
+static void copy_device_block_to_host(kvc_pool *p, Tiers *t, int32_t b, int32_t v) {
+    BlockKey key;
+    key.hash = p->cache.hash_of(b);
+    key.lora_id = p->cache.lora_of(b);
+    key.extras_digest = p->cache.digest_of(b);
+    t->host->slots.index_busy(v, p->cache.parent_of(b), key, p->cache.tokens_of(b), p->blocks.priority(b));
+    tier_push_job(t, kJobSpill, b, v, -1);
+}
+
 // Host slot v (cached) is about to be reused: its block goes to the disk tier when there is one and
 // the disk does not hold it yet (else it is dropped).
 static void spill_host_slot_to_disk(kvc_pool *p, Tiers *t, int32_t v) {
@@ -86,14 +97,9 @@ int tier_flush_device_block(kvc_pool *p, int32_t b) {
     if (t->disk->slots.next_victim() < 0) return -1;
     const int32_t v = tier_take_host_slot(p, t);
     if (v < 0) return -1;
-    BlockKey key;
-    key.hash = h;
-    key.lora_id = p->cache.lora_of(b);
-    key.extras_digest = p->cache.digest_of(b);
-    hs.index_busy(v, p->cache.parent_of(b), key, p->cache.tokens_of(b), p->blocks.priority(b));
     // Device -> host, then host -> disk: executed in this order, and v stays busy until both ran
     // (the spill's commit caches it; the disk write's commit leaves host slots alone).
-    tier_push_job(t, kJobSpill, b, v, -1);
+    copy_device_block_to_host(p, t, b, v);
     return write_host_slot_to_disk(p, t, v, kJobDiskSpill) ? 1 : -1;
 }
 
@@ -117,12 +123,7 @@ void tier_spill_evicted(kvc_pool *p, int32_t b) {
     if (hs.find(h) >= 0) return;  // already one tier down (restored from there, or in flight)
     const int32_t v = tier_take_host_slot(p, t);
     if (v < 0) return;  // every host slot held or busy: dropped, as without tiers
-    BlockKey key;
-    key.hash = h;
-    key.lora_id = p->cache.lora_of(b);
-    key.extras_digest = p->cache.digest_of(b);
-    hs.index_busy(v, p->cache.parent_of(b), key, p->cache.tokens_of(b), p->blocks.priority(b));
-    tier_push_job(t, kJobSpill, b, v, -1);
+    copy_device_block_to_host(p, t, b, v);
 }
 
 int32_t tier_find_lower(kvc_pool *p, const Hash128 &parent, const BlockKey &key, const int32_t *tokens,

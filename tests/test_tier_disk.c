@@ -9,29 +9,8 @@
 
 enum { DEV_BLOCKS = 8, HOST_SLOTS = 4, DISK_SLOTS = 16, NP = 17 };
 
-typedef struct disk_fixture {
-    char dir[128];
-    char path[256];
-} disk_fixture;
-
-static int setup(void **state) {
-    disk_fixture *f = calloc(1, sizeof *f);
-    temp_path(f->dir, sizeof f->dir, f->path, sizeof f->path, "tier.bin");
-    kvct_disk_fault(KVCT_FAULT_NONE, 0);
-    kvct_disk_force_sync_io(0);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    disk_fixture *f = *state;
-    kvct_disk_fault(KVCT_FAULT_NONE, 0);
-    kvct_disk_force_sync_io(0);
-    unlink(f->path);
-    rmdir(f->dir);
-    free(f);
-    return 0;
-}
+static int setup(void **state) { return disk_fixture_setup(state); }
+static int teardown(void **state) { return disk_fixture_teardown(state); }
 
 static kvc_pool *disk_pool(const char *path, int32_t flags) {
     kvc_pool *p = tier_pool(DEV_BLOCKS, 1);

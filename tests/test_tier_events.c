@@ -98,27 +98,8 @@ static int64_t family_prompt(int32_t *t, uint64_t *rng) {
     return n;
 }
 
-typedef struct disk_fixture {
-    char dir[128];
-    char path[256];
-} disk_fixture;
-
-static int setup(void **state) {
-    disk_fixture *f = calloc(1, sizeof *f);
-    temp_path(f->dir, sizeof f->dir, f->path, sizeof f->path, "events.bin");
-    kvct_disk_fault(KVCT_FAULT_NONE, 0);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    disk_fixture *f = *state;
-    kvct_disk_fault(KVCT_FAULT_NONE, 0);
-    unlink(f->path);
-    rmdir(f->dir);
-    free(f);
-    return 0;
-}
+static int setup(void **state) { return disk_fixture_setup(state); }
+static int teardown(void **state) { return disk_fixture_teardown(state); }
 
 static kvc_pool *events_pool(const char *path, int tier_events) {
     kvc_pool *p = tier_pool(DEV_BLOCKS, 1);

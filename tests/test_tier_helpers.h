@@ -127,4 +127,30 @@ static inline void temp_path(char *dir, size_t dir_cap, char *path, size_t path_
     snprintf(path, path_cap, "%s/%s", dir, name);
 }
 
+/* CMocka state of the disk-tier suites: a fresh temporary directory with one file path in it, and
+ * the disk fault hooks cleared around each test. */
+typedef struct disk_fixture {
+    char dir[128];
+    char path[256];
+} disk_fixture;
+
+static inline int disk_fixture_setup(void **state) {
+    disk_fixture *f = (disk_fixture *)calloc(1, sizeof *f);
+    temp_path(f->dir, sizeof f->dir, f->path, sizeof f->path, "tier.bin");
+    kvct_disk_fault(KVCT_FAULT_NONE, 0);
+    kvct_disk_force_sync_io(0);
+    *state = f;
+    return 0;
+}
+
+static inline int disk_fixture_teardown(void **state) {
+    disk_fixture *f = (disk_fixture *)*state;
+    kvct_disk_fault(KVCT_FAULT_NONE, 0);
+    kvct_disk_force_sync_io(0);
+    unlink(f->path);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
 #endif /* KVC_TEST_TIER_HELPERS_H */
