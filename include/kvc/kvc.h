@@ -535,8 +535,9 @@ KVC_API kvc_status kvc_event_pop(kvc_pool *pool, kvc_event *out, int32_t *tokens
                                  int32_t *out_has_event);
 
 /** on = 1: KV events also report the host and disk tiers (off by default; takes effect for later
- *  changes, so turn it on before attaching the tiers for a router to see every block). A block evicted from the device to the host tier is then BLOCK_REMOVED (device) at the
- *  eviction and BLOCK_STORED (host) once its copy is done; a host victim moving to disk likewise;
+ *  changes, so turn it on before attaching the tiers for a router to see every block). A block
+ *  evicted from the device to the host tier is then BLOCK_REMOVED (device) at the eviction and
+ *  BLOCK_STORED (host) once its copy is done; a host victim moving to disk likewise;
  *  a disk hit promoted to the host tier is BLOCK_STORED (host) and stays on disk; a disk block
  *  whose read fails verification is BLOCK_REMOVED (disk); blocks a KVC_DISK_PERSISTENT attach
  *  recovers are BLOCK_STORED (disk), in slot order. Copies that fail store nothing. block_id is
@@ -791,8 +792,9 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks);
  *  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool. Only blocks that
  *  reached the disk are kept by KVC_DISK_PERSISTENT (blocks still in the host tier when the pool is
  *  destroyed are not written back). The file forgets what the cache drops for good:
- *  kvc_prefix_cache_reset erases its blocks, and a slot whose read failed verification is erased
- *  too, so no later attach re-indexes it.
+ *  kvc_prefix_cache_reset erases its blocks, and so is a slot whose read failed verification or
+ *  whose write failed, so no later attach re-indexes them. kvc_tier_flush writes back what is
+ *  above the disk before a shutdown.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX, unknown flags),
  *  KVC_ERR_STATE (no host tier, or a disk tier is already attached), KVC_ERR_BUSY (the file is
  *  another disk tier's), KVC_ERR_IO (cannot open, not a regular file, no space), KVC_ERR_OVERFLOW,
@@ -805,8 +807,8 @@ KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_
  *  free or preempt sequences first), the device's through host slots. Returns when the writes are
  *  done. Meant for a shutdown before a restart with KVC_DISK_PERSISTENT (the destroy itself writes
  *  nothing back), or a checkpoint. Device blocks stay cached on the device; the host slots they pass
- *  through may evict host blocks (already on disk by then). When the disk tier is
- *  smaller than what there is, its LRU blocks are evicted as by spills (the ones written last win);
+ *  through may evict host blocks (already on disk by then). When the disk tier is smaller than
+ *  what there is, its LRU blocks are evicted as by spills (the ones written last win);
  *  when every host slot is held by swapped-out sequences, device blocks cannot be written.
  *  *out_blocks (may be NULL) receives the blocks queued for writing; writes that fail are counted
  *  in the disk tier's failures and io_errors, as spills. Thread-safe; other calls may run between
