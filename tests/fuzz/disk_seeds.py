@@ -13,6 +13,7 @@
 # 1 + (v >> 2) % 3 erasures) or a failed read erases what the next restart would have recovered;
 # a failed erasure leaves a header (a newer copy of the block then wins at the restart); a failed
 # write leaves the header of the block its slot was evicting; priorities and repeated restarts.
+# The last 13 exercise kvc_abort and kvc_tier_flush (see there).
 import hashlib, os, sys
 
 out = sys.argv[1]
@@ -92,6 +93,44 @@ seeds.append(cfg(1, 1, **P) + ops)
 ops = push(0, 7, 0, 5, prio=1) + push(1, 5, 1, 5, 6, prio=5) + restart() + probe(7, 0) + probe(5, 1)
 ops += alloc(2, 3, 2) + free(2) + sink(6) + probe(7, 0) + probe(5, 1) + alloc(3, 5, 1, 1, 2, 5) + free(3)
 seeds.append(cfg(1, 3, **P) + ops)
+# kvc_abort and kvc_tier_flush (opcode 9, pick 5 on CPU pools: a byte v, then abort's id when v is
+# even; on a disk tier an odd v flushes, v / 2 % 8 == 7 injecting 1-3 write faults (ENOSPC, or EIO
+# when bit 4 is set), bit 7 passing a NULL out-param; elsewhere v = 1 is a refused flush).
+def abort(i): return [9, 5, 0, i]
+def flush(v=1): return [9, 5, v]
+def fork(p, c): return [4, p, c]
+def append(i, nt): return [2, i, nt, 1, 1, 1] + [0] * (nt + 1) + [1, 1]
+def pops(k): return [10, 1] * k
+def cfg_plain(alpha=3): return [1, 7, 1, 0, 0, 0, alpha, 2]   # CPU pool of 8 blocks, no tiers
+# Abort on a pool without tiers: what the sequence filled leaves the cache (a re-request misses),
+# what it hit stays; a fork's shared blocks stay until its last holder aborts; appended blocks go;
+# a truncate lowers the hit; a flush is refused.
+ops = alloc(0, 7, 0) + abort(0) + pops(4) + lookup(7, 0) + alloc(1, 7, 0, 0) + free(1) + lookup(7, 0)
+ops += alloc(2, 7, 0, 0) + append(2, 3) + abort(2) + pops(6) + lookup(7, 0)
+ops += alloc(3, 5, 1) + fork(3, 4) + abort(3) + lookup(5, 1) + append(4, 2) + abort(4) + pops(6) + lookup(5, 1)
+ops += alloc(5, 7, 0) + free(5) + alloc(6, 7, 0, 0) + [5, 0, 6, 1, 4, 1] + append(6, 4) + abort(6) + pops(6)
+ops += lookup(7, 0) + flush(1) + abort(7)
+seeds.append(cfg_plain() + ops)
+# Flush on disk tiers of every shape: host blocks, then device blocks through host slots; a small
+# tier stalls rounds (job capacity, slots) and evicts on disk; persistent ones restart and promote
+# what the flush wrote. Aborts of sequences whose blocks are in tiers.
+for host, disk, persistent in [(1, 1, True), (1, 3, True), (2, 6, True), (4, 2, True), (2, 4, False), (3, 5, True)]:
+    ops = alloc(0, 7, 0) + free(0) + alloc(1, 5, 1) + free(1) + sink(2) + flush(1) + probe(7, 0) + probe(5, 1)
+    ops += alloc(2, 7, 0, 0) + abort(2) + flush(129) + flush(1)
+    ops += (restart() if persistent else reset()) + probe(7, 0) + probe(5, 1) + alloc(3, 7, 0, 0) + free(3)
+    ops += alloc(4, 5, 1, 1) + append(4, 3) + abort(4) + probe(5, 1)
+    seeds.append(cfg(host, disk, persistent=persistent) + ops)
+# Flush with write faults (v = 15 + 16 j: ENOSPC/EIO, 1-3 writes), then a restart: only what was
+# written comes back.
+for v in [15, 31, 47, 63, 79]:
+    ops = alloc(0, 7, 0) + free(0) + alloc(1, 5, 1) + free(1) + sink(1) + flush(v) + probe(7, 0)
+    ops += restart() + probe(7, 0) + probe(5, 1) + alloc(2, 7, 0, 0) + free(2) + flush(1)
+    seeds.append(cfg(2, 3, persistent=True) + ops)
+# Every host slot held by a swapped-out sequence: device blocks cannot be written (the flush ends);
+# aborting the swapped-out sequence frees its slots, and the next flush writes them.
+ops = alloc(0, 5, 2) + swap_out(0) + alloc(1, 7, 0) + free(1) + flush(1) + probe(7, 0) + abort(0)
+ops += flush(1) + probe(7, 0) + restart() + probe(7, 0) + alloc(2, 7, 0, 0) + free(2)
+seeds.append(cfg(1, 4, persistent=True) + ops)
 for s in seeds:
     b = bytes(s)
     open(os.path.join(out, hashlib.sha1(b).hexdigest()), 'wb').write(b)

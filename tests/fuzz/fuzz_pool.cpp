@@ -104,6 +104,11 @@ uint64_t g_disk_faults = 0, g_disk_lookup_hits = 0;
 // erasures failed by injected faults.
 uint64_t g_persistent_runs = 0, g_restarts = 0, g_recovered = 0, g_recovered_stale = 0, g_recovered_hits = 0;
 uint64_t g_erased = 0, g_erase_faults = 0, g_recovered_dups = 0;
+// kvc_abort and kvc_tier_flush: calls that succeeded, blocks an abort took out of the cache, flushes
+// on a disk tier, writes they queued, flush rounds (more than one per flush: the job capacity or the
+// slots ran out) and flushes with injected write faults.
+uint64_t g_aborts = 0, g_abort_uncached = 0, g_flushes = 0, g_flush_queued = 0, g_flush_rounds = 0;
+uint64_t g_flush_faults = 0;
 uint64_t g_window_released = 0;  // sliding-window coverage, printed at exit
 uint64_t g_window_ops = 0;  // operations run while a window was set
 uint64_t g_window_skip_allocs = 0, g_window_beyond_allocs = 0, g_window_beyond_lookups = 0;  // window-aware hits
@@ -615,6 +620,52 @@ void op_free(Input &in, Session &s) {
     MIRROR_EQ("kvc_free status", st, kvc_free(s.mr.pool, id));
 }
 
+// kvc_abort: a request cancelled before its forward pass (kvc.h): the blocks it filled past its
+// prompt's cache hit that only it holds leave the cache (REMOVED events), then it is freed.
+void op_abort(Input &in, Session &s) {
+    uint64_t id = uint64_t(in.below(kMaxIds));
+    remember_seq(s, id);
+    const kvc_status st = kvc_abort(s.pool, id);
+    const model::Result r = s.m.abort_seq(id);
+    EXPECT_EQ("kvc_abort status", st, r.status);
+    MIRROR_EQ("kvc_abort status", st, kvc_abort(s.mr.pool, id));
+    if (st != KVC_OK) return;
+    ++g_aborts;
+    g_abort_uncached += uint64_t(r.value);
+}
+
+// kvc_tier_flush: KVC_ERR_STATE without a disk tier; with one, every cached block above the disk
+// is written down in rounds (model::Pool::flush). Byte v: v / 2 % 8 == 7 injects a write fault (ENOSPC
+// or EIO, the first 1-3 writes fail), armed identically for the mirror's call; bit 7 passes a NULL
+// out-param.
+void op_flush(uint8_t v, Session &s) {
+    DiskFault fault;
+    if ((v >> 1) % 8 == 7 && s.m.disk) {
+        fault.kind = (v >> 4) & 1 ? KVCT_FAULT_WRITE_EIO : KVCT_FAULT_WRITE_ENOSPC;
+        fault.count = 1 + (v >> 5) % 3;
+    }
+    const bool null_out = (v >> 7) & 1;
+    int64_t queued = -7, m_queued = -7;
+    fault.arm();
+    const kvc_status st = kvc_tier_flush(s.pool, null_out ? nullptr : &queued);
+    DiskFault::disarm();
+    fault.arm_model(s.m);
+    const int64_t rounds_before = s.m.flush_rounds;
+    const model::Result r = s.m.flush();
+    EXPECT_EQ("kvc_tier_flush status", st, r.status);
+    if (st == KVC_OK && !null_out) EXPECT_EQ("kvc_tier_flush queued blocks", queued, r.value);
+    else EXPECT_EQ("kvc_tier_flush wrote its out-param", queued, -7);
+    fault.arm();
+    MIRROR_EQ("kvc_tier_flush status", st, kvc_tier_flush(s.mr.pool, null_out ? nullptr : &m_queued));
+    DiskFault::disarm();
+    MIRROR_EQ("kvc_tier_flush queued blocks", queued, m_queued);
+    if (st != KVC_OK) return;
+    ++g_flushes;
+    g_flush_queued += uint64_t(r.value);
+    g_flush_rounds += uint64_t(s.m.flush_rounds - rounds_before);
+    g_flush_faults += fault.count > 0;
+}
+
 // Rolls a sequence back (speculative decoding): mostly a few tokens, sometimes into earlier blocks,
 // now and then an invalid count.
 void op_truncate(Input &in, Session &s) {
@@ -1091,8 +1142,8 @@ void trace_state(Session &s) {
     std::fprintf(stderr, "#%d %s (bs %d, blocks %d, window %d, host slots %zu, disk slots %zu)\n", g_op, g_opname, m.bs,
                  m.num_blocks, m.window, m.hslots.size(), m.dslots.size());
     for (const auto &kv : m.seqs) {
-        std::fprintf(stderr, "  seq %" PRIu64 ": %" PRId64 " tokens, released %" PRId64 ", table", kv.first,
-                     kv.second.num_tokens, kv.second.released);
+        std::fprintf(stderr, "  seq %" PRIu64 ": %" PRId64 " tokens, released %" PRId64 ", hit %" PRId64 ", table",
+                     kv.first, kv.second.num_tokens, kv.second.released, kv.second.hit_blocks);
         for (int32_t b : kv.second.table) std::fprintf(stderr, " %d", b);
         std::fprintf(stderr, "\n");
     }
@@ -1361,10 +1412,19 @@ void run(const uint8_t *data, size_t size) {
             case 7: g_opname = "can_alloc"; op_can_alloc(in, s); break;
             case 8: g_opname = in.below(2) ? "pin" : "unpin"; op_pin(in, s, g_opname[0] == 'p'); break;
             case 9: {
-                // With a persistent disk tier, 6 and 7 restart (take_pending is also copy_pending's
-                // work on these CPU pools: op_tier_misc still covers it).
+                // With a persistent disk tier, 6 and 7 restart. On CPU pools 5 (take_pending there
+                // is copy_pending's work, which op_tier_misc covers) is kvc_abort or kvc_tier_flush:
+                // a byte v, v % 2 == 1 flushes on a disk tier (v % 16 == 1 elsewhere: refused).
                 const int64_t pick = in.below(8);
                 const bool restart = s.persistent && pick >= 6;
+                if (s.cpu && pick == 5) {
+                    const uint8_t v = in.byte();
+                    const bool flush = s.m.disk ? v % 2 == 1 : v % 16 == 1;
+                    g_opname = flush ? "tier_flush" : "abort";
+                    if (flush) op_flush(v, s);
+                    else op_abort(in, s);
+                    break;
+                }
                 g_opname = pick == 0 ? "cache_reset" : pick <= 2 ? "set_window" : pick <= 4 ? "other_traffic"
                                                      : restart ? "restart" : "take_pending";
                 if (pick == 0) op_reset(in, s);
@@ -1415,6 +1475,10 @@ void report_totals() {
                  ", headers erased %" PRIu64 ", erasures failed by injected faults %" PRIu64 "\n",
                  g_persistent_runs, g_restarts, g_recovered, g_recovered_stale, g_recovered_dups, g_recovered_hits, g_erased,
                  g_erase_faults);
+    std::fprintf(stderr, "fuzz_pool: kvc_abort: %" PRIu64 " aborts, blocks taken out of the cache by them %" PRIu64
+                 "; kvc_tier_flush: %" PRIu64 " flushes, blocks queued by them %" PRIu64 ", rounds %" PRIu64
+                 ", flushes with injected write faults %" PRIu64 "\n",
+                 g_aborts, g_abort_uncached, g_flushes, g_flush_queued, g_flush_rounds, g_flush_faults);
     std::fprintf(stderr, "fuzz_pool: mirror ranks in lockstep, 0 divergences (fuzzed pool -> mirror backend: NONE->CPU %"
                  PRIu64 ", CPU->NONE %" PRIu64 ", CPU->CPU %" PRIu64 ", NONE->NONE %" PRIu64
                  "; operations with the mirror's own KV bytes checked %" PRIu64 ")\n",

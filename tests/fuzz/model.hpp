@@ -183,6 +183,8 @@ struct Seq {
     std::vector<int32_t> swap_slots;  // per table entry: the held host slot, or -1
     int64_t released = 0;         // leading table entries released by the sliding window (-1)
     int64_t window_from = 0;      // first position the latest alloc (first uncached) / append added
+    int64_t hit_blocks = 0;       // table entries kvc_alloc found cached (a fork's inherits them, a
+                                  // truncate lowers them to n / bs): kvc_abort leaves those cached
 };
 
 struct HostSlot {
@@ -245,7 +247,9 @@ inline int64_t slot_count(const std::vector<HostSlot> &slots, HostSlot::State st
 
 // A copy planned during a call (tiers.hpp's TierJob kinds); finish_call() commits them in order.
 struct Job {
-    enum Kind { kSpill, kRestore, kSwapIn, kDiskSpill, kPromote };
+    // kPersist: kvc_tier_flush's write of a host slot that stays cached (busy until the write
+    // commits, then at its LRU tail; the disk side commits as kDiskSpill's).
+    enum Kind { kSpill, kRestore, kSwapIn, kDiskSpill, kPromote, kPersist };
     Kind kind = kSpill;
     int32_t host = -1, disk = -1;
     uint64_t stamp = 0;  // kDiskSpill: the slot's write stamp (taken when planned)
@@ -563,6 +567,9 @@ public:
                 case Job::kSpill: host_commit_cached(j.host); ++hc.blocks_in; break;
                 case Job::kRestore: host_commit_cached(j.host); ++hc.blocks_out; break;
                 case Job::kSwapIn: host_release(j.host); ++hc.blocks_out; break;
+                case Job::kPersist:
+                    host_commit_cached(j.host);
+                    [[fallthrough]];
                 case Job::kDiskSpill:
                     if (take_fault(true)) {  // a failed write drops the block, and the slot is erased
                         disk_release(j.disk);
@@ -613,11 +620,14 @@ public:
     // Host slot v (cached) is being reused: its block goes to a disk slot (free first, then the
     // lowest-priority LRU head, evicted) keeping its identity and priority, unless the disk has that
     // identity already (in any state) or every disk slot is busy.
-    void disk_spill(int32_t v) {
+    void disk_spill(int32_t v) { (void)write_to_disk(v, Job::kDiskSpill); }
+    // Queues the write of host slot v's block to a disk slot (disk_spill's rule); false when the
+    // disk has the block or no disk slot is to be had.
+    bool write_to_disk(int32_t v, Job::Kind kind) {
         const HostSlot &hs = hslots[size_t(v)];
-        if (disk_find_indexed(hs.id) >= 0) return;
+        if (disk_find_indexed(hs.id) >= 0) return false;
         const int32_t ds = slot_next_victim(dfree, dlru);
-        if (ds < 0) return;
+        if (ds < 0) return false;
         HostSlot &d = dslots[size_t(ds)];
         if (d.state == HostSlot::kCached) ++dc.evictions;
         disk_unlink(ds);
@@ -626,7 +636,8 @@ public:
         d.recovered = false;
         d.id = hs.id;
         d.priority = hs.priority;
-        jobs.push_back({Job::kDiskSpill, v, ds, next_stamp++});
+        jobs.push_back({kind, v, ds, next_stamp++});
+        return true;
     }
     // kvc_alloc's first step (see the header comment, "Promotion"): the prompt's disk hits are read
     // up into host slots, and those copies complete, before the allocation itself.
@@ -872,6 +883,7 @@ public:
         const int64_t hit_blocks = p.skip + int64_t(p.hits.size());
         s.num_tokens = s.reserved = n;
         s.num_hashed = hit_blocks;
+        s.hit_blocks = hit_blocks;
         s.released = p.skip;
         s.window_from = hit_blocks * bs;
         if (caching) {
@@ -979,6 +991,95 @@ public:
         ++c.frees;
         return KVC_OK;
     }
+
+    // kvc_abort: the blocks past the sequence's cache hit that only it holds (refcount 1, no pin)
+    // leave the cache first (REMOVED events, table order), then it is freed as by kvc_free.
+    // value = blocks taken out of the cache.
+    Result abort_seq(uint64_t id) {
+        auto it = seqs.find(id);
+        if (it == seqs.end()) return {KVC_ERR_UNKNOWN_SEQ, 0};
+        const Seq &s = it->second;
+        int64_t uncached = 0;
+        for (size_t i = size_t(s.hit_blocks); i < s.table.size(); ++i) {
+            const int32_t b = s.table[i];
+            if (b < 0) continue;  // in a host slot (swapped out) or released by the window
+            Block &blk = blocks[size_t(b)];
+            if (!blk.cached || blk.ref != 1 || blk.pins != 0) continue;
+            blk.cached = false;
+            Event e;
+            e.type = KVC_EVENT_BLOCK_REMOVED;
+            e.block = b;
+            push_event(e);
+            ++uncached;
+        }
+        return {free_seq(id), uncached};
+    }
+
+    // ---- kvc_tier_flush (lib/capi_tiers.cpp, tier_plan.cpp) ----
+    // Host slot v: written to disk when cached and the disk lacks it (1), skipped (0), or -1 when
+    // no disk slot is to be had now (the round stops there).
+    int flush_host_slot(int32_t v) {
+        HostSlot &hs = hslots[size_t(v)];
+        if (hs.state != HostSlot::kCached) return 0;
+        if (disk_find_indexed(hs.id) >= 0) return 0;
+        if (slot_next_victim(dfree, dlru) < 0) return -1;
+        host_unlink(v);  // busy (indexed) until the write commits
+        hs.state = HostSlot::kBusy;
+        (void)write_to_disk(v, Job::kPersist);
+        return 1;
+    }
+    // Device block b (cached, refcount 0): skipped when the disk has it, written from its host
+    // slot when the host has it, else copied into a host slot taken as for a spill (its victim
+    // spills to disk) and written from there. -1: no disk or host slot now; note that the host
+    // victim's own spill can take the last disk slot, and the copy into the host slot stays queued.
+    int flush_device_block(int32_t b) {
+        const Block &blk = blocks[size_t(b)];
+        if (disk_find_indexed(blk.id) >= 0) return 0;
+        const int32_t hv = host_find_indexed(blk.id);
+        if (hv >= 0) return flush_host_slot(hv);
+        if (slot_next_victim(dfree, dlru) < 0) return -1;
+        const int32_t v = host_take_slot();
+        if (v < 0) return -1;
+        HostSlot &hs = hslots[size_t(v)];
+        hs.indexed = true;
+        hs.id = blk.id;
+        hs.priority = blk.priority;
+        jobs.push_back({Job::kSpill, v});
+        return write_to_disk(v, Job::kDiskSpill) ? 1 : -1;
+    }
+    // Rounds: host slots in slot order, then device blocks in id order, while the reserved job
+    // capacity (2 x host slots + 2 x disk slots) has room for 3 more; then the round's copies run
+    // (finish_call) and the next round goes on from where it stopped. A round that stopped for want
+    // of a slot and queued nothing ends the flush. value = writes queued.
+    Result flush() {
+        if (!disk) return {KVC_ERR_STATE, 0};
+        finish_call();
+        const size_t capacity = 2 * hslots.size() + 2 * dslots.size();
+        const int32_t slots = int32_t(hslots.size());
+        int32_t next_slot = 0, next_block = 0;
+        int64_t queued = 0;
+        while (next_slot < slots || next_block < num_blocks) {
+            const auto room = [&] { return jobs.size() + 3 <= capacity; };
+            int r = 0;
+            for (; next_slot < slots && room(); ++next_slot) {
+                if ((r = flush_host_slot(next_slot)) < 0) break;
+                queued += r;
+            }
+            for (; r >= 0 && next_slot == slots && next_block < num_blocks && room(); ++next_block) {
+                const Block &blk = blocks[size_t(next_block)];
+                if (!caching || !blk.cached || blk.ref != 0) continue;
+                if ((r = flush_device_block(next_block)) < 0) break;
+                queued += r;
+            }
+            const bool ours = !jobs.empty();
+            ++flush_rounds;
+            if (r < 0 && !ours) break;  // no slot to be had (nothing in flight either)
+            finish_call();
+        }
+        finish_call();
+        return {KVC_OK, queued};
+    }
+    int64_t flush_rounds = 0;  // coverage only
 
     Result lookup(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
         if (!tokens) return {KVC_ERR_NULL_ARG, 0};
@@ -1161,6 +1262,7 @@ public:
         if (n > s.num_tokens) return {KVC_ERR_INVALID_ARG, 0};
         if (s.released > 0 && n - window + 1 < s.released * bs) return {KVC_ERR_STATE, 0};
         const int64_t m = n / bs;
+        s.hit_blocks = std::min(s.hit_blocks, m);
         if (caching && !s.hash_stopped && m < s.num_hashed) {
             const Block &blk = blocks[size_t(s.table[size_t(m)])];
             bool trusted = blk.cached;
