@@ -20,6 +20,9 @@
 // destroyed and re-created on the same files, and the model re-indexes its record of the file's
 // slot headers (model.hpp, "The disk file": what a reset or a failed read erased does not come
 // back; recovered_blocks is compared exactly). Those files are kept until the input ends.
+// kvc_abort (uncaches what a sequence filled past its prompt's hit, then frees it) and
+// kvc_tier_flush (writes every cached block above the disk down, in rounds; write faults injected
+// now and then) take opcode 9's pick 5 on CPU pools (op_abort, op_flush).
 //
 // Input format (all bytes optional; missing bytes read as 0):
 //   config: block size, block count, caching, watermark, max_seq_len, event capacity, alphabet (its

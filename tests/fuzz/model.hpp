@@ -1050,7 +1050,9 @@ public:
     // Rounds: host slots in slot order, then device blocks in id order, while the reserved job
     // capacity (2 x host slots + 2 x disk slots) has room for 3 more; then the round's copies run
     // (finish_call) and the next round goes on from where it stopped. A round that stopped for want
-    // of a slot and queued nothing ends the flush. value = writes queued.
+    // of a slot and queued nothing ends the flush. value = writes queued. (The capacity rule never
+    // decides alone: a round queues at most one job per host slot taken plus one per disk slot, so
+    // the slots run out first; the model keeps the rule as the library states it.)
     Result flush() {
         if (!disk) return {KVC_ERR_STATE, 0};
         finish_call();
