@@ -3,6 +3,8 @@
 // mutation that cannot fail); the copies run after it is released (tier_run_pending).
 #include <algorithm>
 #include <climits>
+#include <cstddef>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -74,6 +76,43 @@ void fill_slots(const TierSlots &s, int64_t stride, kvc_tier_stats *o) {
     o->bytes_used = s.num_used() * stride;
 }
 
+// kvc_tier_attach_disk and kvc_tier_attach_disk_with_identity; `fn` names the caller in messages.
+kvc_status attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks, int32_t flags, const char *identity,
+                       const char *fn) {
+    if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+    if (!path) return fail(KVC_ERR_NULL_ARG, "%s: path is NULL", fn);
+    if (!*path) return fail(KVC_ERR_INVALID_ARG, "%s: path is empty", fn);
+    if (num_blocks < 1 || num_blocks > INT32_MAX)
+        return fail(KVC_ERR_INVALID_ARG, "%s: num_blocks must be in [1, %d], got %lld", fn, INT32_MAX,
+                    (long long)num_blocks);
+    if (flags & ~(KVC_DISK_PERSISTENT | KVC_DISK_NO_DIRECT))
+        return fail(KVC_ERR_INVALID_ARG, "%s: unknown flags 0x%x", fn, unsigned(flags));
+    if (identity && strnlen(identity, KVC_MAX_DISK_IDENTITY_LEN + 1) > KVC_MAX_DISK_IDENTITY_LEN)
+        return fail(KVC_ERR_INVALID_ARG, "%s: identity is longer than %d bytes", fn, KVC_MAX_DISK_IDENTITY_LEN);
+    Tiers *t = pool->tiers.load(std::memory_order_acquire);
+    if (!t) return fail(KVC_ERR_STATE, "%s: attach a host tier first (kvc_tier_attach_host)", fn);
+    {
+        std::lock_guard<std::mutex> lk(pool->mu);
+        if (t->disk) return fail(KVC_ERR_STATE, "%s: this pool already has a disk tier", fn);
+    }
+    std::unique_ptr<kvc::DiskTier> d(new kvc::DiskTier());
+    if (kvc_status st = d->open(path, int32_t(num_blocks), pool->layout, flags, identity, fn); st != KVC_OK)
+        return st;
+    // Job capacity grows by the disk slots (see Tiers::pending); exec_mu first, as the executor.
+    std::lock_guard<std::mutex> ex(t->exec_mu);
+    std::lock_guard<std::mutex> lk(pool->mu);
+    if (t->disk) return fail(KVC_ERR_STATE, "%s: this pool already has a disk tier", fn);
+    const size_t jobs = 2 * size_t(t->host->slots.capacity()) + 2 * size_t(num_blocks);
+    t->pending.reserve(jobs);
+    t->running.reserve(jobs);
+    t->disk = std::move(d);
+    // Blocks a persistent file brought back are news to a KV-aware router.
+    const kvc::TierSlots &ds = t->disk->slots;
+    for (int32_t s = 0; s < ds.capacity(); ++s)
+        if (ds.state(s) == kvc::TierSlots::kCached) kvc::tier_event(pool, KVC_EVENT_BLOCK_STORED, ds, s, KVC_TIER_DISK);
+    return KVC_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -111,38 +150,12 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks) {
 }
 
 KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks, int32_t flags) {
-    KVC_GUARD({
-        const char *fn = "kvc_tier_attach_disk";
-        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
-        if (!path) return fail(KVC_ERR_NULL_ARG, "%s: path is NULL", fn);
-        if (!*path) return fail(KVC_ERR_INVALID_ARG, "%s: path is empty", fn);
-        if (num_blocks < 1 || num_blocks > INT32_MAX)
-            return fail(KVC_ERR_INVALID_ARG, "%s: num_blocks must be in [1, %d], got %lld", fn, INT32_MAX,
-                        (long long)num_blocks);
-        if (flags & ~(KVC_DISK_PERSISTENT | KVC_DISK_NO_DIRECT))
-            return fail(KVC_ERR_INVALID_ARG, "%s: unknown flags 0x%x", fn, unsigned(flags));
-        Tiers *t = pool->tiers.load(std::memory_order_acquire);
-        if (!t) return fail(KVC_ERR_STATE, "%s: attach a host tier first (kvc_tier_attach_host)", fn);
-        {
-            std::lock_guard<std::mutex> lk(pool->mu);
-            if (t->disk) return fail(KVC_ERR_STATE, "%s: this pool already has a disk tier", fn);
-        }
-        std::unique_ptr<kvc::DiskTier> d(new kvc::DiskTier());
-        if (kvc_status st = d->open(path, int32_t(num_blocks), pool->layout, flags, fn); st != KVC_OK) return st;
-        // Job capacity grows by the disk slots (see Tiers::pending); exec_mu first, as the executor.
-        std::lock_guard<std::mutex> ex(t->exec_mu);
-        std::lock_guard<std::mutex> lk(pool->mu);
-        if (t->disk) return fail(KVC_ERR_STATE, "%s: this pool already has a disk tier", fn);
-        const size_t jobs = 2 * size_t(t->host->slots.capacity()) + 2 * size_t(num_blocks);
-        t->pending.reserve(jobs);
-        t->running.reserve(jobs);
-        t->disk = std::move(d);
-        // Blocks a persistent file brought back are news to a KV-aware router.
-        const kvc::TierSlots &ds = t->disk->slots;
-        for (int32_t s = 0; s < ds.capacity(); ++s)
-            if (ds.state(s) == kvc::TierSlots::kCached) kvc::tier_event(pool, KVC_EVENT_BLOCK_STORED, ds, s, KVC_TIER_DISK);
-        return KVC_OK;
-    })
+    KVC_GUARD({ return attach_disk(pool, path, num_blocks, flags, nullptr, "kvc_tier_attach_disk"); })
+}
+
+KVC_API kvc_status kvc_tier_attach_disk_with_identity(kvc_pool *pool, const char *path, int64_t num_blocks,
+                                                      int32_t flags, const char *identity) {
+    KVC_GUARD({ return attach_disk(pool, path, num_blocks, flags, identity, "kvc_tier_attach_disk_with_identity"); })
 }
 
 KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_op) {
@@ -389,9 +402,11 @@ KVC_API kvc_status kvc_tier_get_stats(kvc_pool *pool, int32_t tier, kvc_tier_sta
         const char *fn = "kvc_tier_get_stats";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         if (!out) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL", fn);
-        if (out->struct_size < sizeof(kvc_tier_stats))
-            return fail(KVC_ERR_VERSION, "%s: out->struct_size is %u, this library needs %zu", fn, out->struct_size,
-                        sizeof(kvc_tier_stats));
+        // The first release's struct ended before foreign_blocks; its callers get what fits.
+        const size_t size_v1 = offsetof(kvc_tier_stats, foreign_blocks);
+        if (out->struct_size != size_v1 && out->struct_size < sizeof(kvc_tier_stats))
+            return fail(KVC_ERR_VERSION, "%s: out->struct_size is %u, this library takes %zu or %zu", fn,
+                        out->struct_size, size_v1, sizeof(kvc_tier_stats));
         if (tier < KVC_TIER_DEVICE || tier > KVC_TIER_DISK)
             return fail(KVC_ERR_INVALID_ARG, "%s: unknown tier %d (0 device, 1 host, 2 disk)", fn, tier);
         kvc_tier_stats o{};
@@ -419,8 +434,9 @@ KVC_API kvc_status kvc_tier_get_stats(kvc_pool *pool, int32_t tier, kvc_tier_sta
             o.persistent = d.persistent ? 1 : 0;
             o.io_uring = d.uring ? 1 : 0;
             o.recovered_blocks = d.recovered;
+            o.foreign_blocks = d.foreign;
         }
-        *out = o;
+        std::memcpy(out, &o, std::min(size_t(out->struct_size), sizeof o));
         return KVC_OK;
     })
 }

@@ -64,7 +64,7 @@ DiskTier::~DiskTier() {
 }
 
 kvc_status DiskTier::open(const char *path, int32_t num_slots, const KvLayout &layout, int32_t flags,
-                          const char *fn) {
+                          const char *identity, const char *fn) {
     layout_ = layout;
     persistent = (flags & KVC_DISK_PERSISTENT) != 0;
     header_bytes_ = tier_round_up(int64_t(sizeof(DiskHeader) + token_bytes(layout)));
@@ -76,6 +76,9 @@ kvc_status DiskTier::open(const char *path, int32_t num_slots, const KvLayout &l
     const int32_t fp_words[] = {layout.block_size, layout.num_layers, layout.num_kv_heads, layout.head_dim,
                                 layout.dtype, int32_t(kVersion)};
     fingerprint_ = XXH3_64bits_withSeed(fp_words, sizeof fp_words, uint64_t(layout.block_stride));
+    // No identity keeps the layout-only fingerprint: files written before identities existed, or
+    // without one, stay recoverable.
+    if (identity && *identity) fingerprint_ = XXH3_64bits_withSeed(identity, std::strlen(identity), fingerprint_);
 
     // Never O_TRUNC at open: the file may be another disk tier's (another process, or another pool
     // of this one given the same path), which the lock below must find first.
@@ -252,7 +255,8 @@ void DiskTier::forget_slots(const int32_t *disk_slots, int32_t *out, int n) {
 }
 
 // Re-indexes the slots of a persistent file: headers only (bytes are verified on use). Slots whose
-// header is invalid, of another layout, or a duplicate of a newer slot's hash stay free.
+// header is invalid, of another layout or identity (counted as foreign), or a duplicate of a newer
+// slot's hash stay free.
 void DiskTier::scan() {
     const int32_t n = slots.capacity();
     std::vector<std::pair<uint64_t, int32_t>> found;  // (stamp, slot)
@@ -272,11 +276,17 @@ void DiskTier::scan() {
             const char *hdr = static_cast<const char *>(ops[i].header);
             DiskHeader h;
             std::memcpy(&h, hdr, sizeof h);
-            if (h.magic != kMagic || h.version != kVersion || h.layout_fingerprint != fingerprint_ ||
-                h.block_size != layout_.block_size || h.block_bytes != layout_.block_stride || h.slot != base + i ||
-                h.priority < KVC_PRIORITY_MIN || h.priority > KVC_PRIORITY_MAX ||
-                header_hash(hdr, token_bytes(layout_)) != h.header_check)
+            // A well-formed header (its own check holds, over the token ids of its own block size)
+            // that is not ours was written under another identity or layout: foreign, not garbage.
+            const bool framed = h.magic == kMagic && h.slot == base + i && h.block_size >= 1 &&
+                                int64_t(sizeof h) + int64_t(h.block_size) * 4 <= header_bytes_ &&
+                                header_hash(hdr, size_t(h.block_size) * sizeof(int32_t)) == h.header_check;
+            if (!framed) continue;
+            if (h.version != kVersion || h.layout_fingerprint != fingerprint_ || h.block_size != layout_.block_size ||
+                h.block_bytes != layout_.block_stride || h.priority < KVC_PRIORITY_MIN || h.priority > KVC_PRIORITY_MAX) {
+                ++foreign;
                 continue;
+            }
             headers[size_t(base + i)] = h;
             std::memcpy(&tokens[size_t(base + i) * size_t(layout_.block_size)], hdr + sizeof h, token_bytes(layout_));
             found.emplace_back(h.stamp, base + i);

@@ -3,7 +3,7 @@
 // File format: slot s occupies [s * slot_bytes, (s + 1) * slot_bytes): a header region (4 KiB
 // multiple) and a data region (block_stride rounded up to 4 KiB), so every I/O is aligned for
 // O_DIRECT. The header carries the block's identity (hash, parent hash, LoRA id, extras digest,
-// priority, token ids), the layout fingerprint, a write stamp (LRU order across restarts), a hash of
+// priority, token ids), the fingerprint (layout, and the caller's identity string if any), a write stamp (LRU order across restarts), a hash of
 // the header itself and an XXH3-64 checksum over the block's bytes seeded with that header hash — so
 // the checksum covers bytes and identity together. A read is used only when all of it matches what
 // the index expects; anything else (I/O error, short read, mismatch) is a miss.
@@ -37,7 +37,10 @@ public:
 
     // Opens (creates) the file and, if persistent, re-indexes its valid slots. Not yet visible to
     // other threads: no lock needed. Errors carry `fn` and the path.
-    kvc_status open(const char *path, int32_t num_slots, const KvLayout &layout, int32_t flags, const char *fn);
+    // `identity` (may be NULL; at most KVC_MAX_DISK_IDENTITY_LEN bytes, checked by the caller) is
+    // mixed into the fingerprint every header carries.
+    kvc_status open(const char *path, int32_t num_slots, const KvLayout &layout, int32_t flags, const char *identity,
+                    const char *fn);
 
     // Writes host slot data to disk slots (identity taken from this tier's index, where the slots
     // are busy and indexed) / reads disk slots into host slot buffers and verifies them. Run
@@ -56,6 +59,7 @@ public:
     bool persistent = false;
     bool uring = false;
     int64_t recovered = 0;  // slots re-indexed from a persistent file at attach
+    int64_t foreign = 0;    // slots whose well-formed header at attach had another fingerprint
 
 private:
     void build_header(int32_t slot, const char *data, char *hdr) const;

@@ -66,6 +66,7 @@ typedef struct fixture {
     float q[16 * C_Q_HEADS * C_HEAD_DIM];
     float kv[16 * C_KV_HEADS * C_HEAD_DIM];
     int64_t slots[16];
+    char long_identity[KVC_MAX_DISK_IDENTITY_LEN + 2]; /* one byte over the limit */
 } fixture;
 
 /* Out-params a row may (wrongly) write; reset to a pattern before each row, compared after. */
@@ -121,6 +122,8 @@ static kvc_pool *make_pool(int32_t backend, int64_t blocks, int caching, int64_t
 
 static void fixture_build(fixture *f) {
     memset(f, 0, sizeof *f);
+    memset(f->long_identity, 'm', sizeof f->long_identity - 1);
+    f->long_identity[sizeof f->long_identity - 1] = '\0';
     for (int i = 0; i < TOK_CAP; ++i) {
         f->tok_a[i] = 100 + i;
         f->tok_b[i] = 400 + i;
@@ -725,6 +728,12 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     X(kvc_tier_attach_disk, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk(F.C, TIER_PATH, -1, 0), 1) \
     X(kvc_tier_attach_disk, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk(F.C, TIER_PATH, 4, 0x40), 1) \
     X(kvc_tier_attach_disk, STATE, KVC_ERR_STATE, F_NONE, kvc_tier_attach_disk(F.C, TIER_PATH, 4, 0), 1) \
+    X(kvc_tier_attach_disk_with_identity, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_attach_disk_with_identity(NULL, TIER_PATH, 4, 0, "m"), 1) \
+    X(kvc_tier_attach_disk_with_identity, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_attach_disk_with_identity(F.C, NULL, 4, 0, "m"), 1) \
+    X(kvc_tier_attach_disk_with_identity, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk_with_identity(F.C, TIER_PATH, 0, 0, "m"), 1) \
+    X(kvc_tier_attach_disk_with_identity, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk_with_identity(F.C, TIER_PATH, 4, 0x40, "m"), 1) \
+    X(kvc_tier_attach_disk_with_identity, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk_with_identity(F.C, TIER_PATH, 4, 0, F.long_identity), 1) \
+    X(kvc_tier_attach_disk_with_identity, STATE, KVC_ERR_STATE, F_NONE, kvc_tier_attach_disk_with_identity(F.C, TIER_PATH, 4, 0, "m"), 1) \
     X(kvc_swap_out, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_swap_out(NULL, SEQ_C1, OP_OUT), 1) \
     X(kvc_swap_out, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_swap_out(F.C, SEQ_NONE, OP_OUT), 1) \
     X(kvc_swap_out, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_swap_out(F.C, SEQ_CFREED, OP_OUT), 1) \

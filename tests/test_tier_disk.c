@@ -1,7 +1,8 @@
 /* Memory tiers, disk tier: host victims spill to the disk file and come back on a prefix re-hit
  * with identical bytes (io_uring and pread/pwrite paths), eviction order, persistence across pool
  * destroy/create, and integrity: injected ENOSPC / EIO on write, EIO / short read / flipped bit on
- * read, and corruption of the file itself all end as counted misses with a consistent pool. */
+ * read, and corruption of the file itself all end as counted misses with a consistent pool; a
+ * persistent file recovers only its own identity's blocks. */
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -316,6 +317,84 @@ static void test_persistence(void **state) {
     OK(kvc_pool_destroy(p));
     p = disk_pool(f->path, KVC_DISK_PERSISTENT);
     assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 0);
+    OK(kvc_pool_destroy(p));
+}
+
+static kvc_pool *identity_pool(const char *path, const char *identity) {
+    kvc_pool *p = tier_pool(DEV_BLOCKS, 1);
+    OK(kvc_tier_attach_host(p, HOST_SLOTS));
+    OK(kvc_tier_attach_disk_with_identity(p, path, DISK_SLOTS, KVC_DISK_PERSISTENT, identity));
+    return p;
+}
+
+/* Reopens the persistent file under `identity` and expects P's 4 blocks recovered (with the bytes
+ * of `seed`) or, if `foreign`, not recovered and counted as foreign. */
+static void reopen_as(const char *path, const char *identity, const int32_t *P, int foreign, uint32_t seed) {
+    kvc_pool *p = identity_pool(path, identity);
+    const kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.recovered_blocks, foreign ? 0 : 4);
+    assert_int_equal(k.foreign_blocks, foreign ? 4 : 0);
+    assert_int_equal(k.cached_blocks, foreign ? 0 : 4);
+    expect_tiers(p, P, 0, 0, foreign ? 0 : 16);
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 9, P, NP, NULL, &cached));
+    assert_int_equal(cached, foreign ? 0 : 16);
+    if (!foreign) expect_blocks(p, 9, 4, seed);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+/* Two checkpoints (or two TP ranks) of one layout: a persistent file recovers only the blocks of
+ * the identity that wrote them; the others are foreign, never hits. No identity is its own. */
+static void test_disk_identity(void **state) {
+    disk_fixture *f = *state;
+    int32_t P[NP];
+    prompt(P, NP, 3);
+    kvc_pool *p = identity_pool(f->path, "model-a@r1;tp=0/2");
+    push_to_disk(p, P, 61);
+    expect_tiers(p, P, 0, 0, 16);
+    OK(kvc_pool_destroy(p));
+
+    reopen_as(f->path, "model-a@r1;tp=0/2", P, 0, 61);
+    reopen_as(f->path, "model-a@r1;tp=1/2", P, 1, 0);  /* another rank's shard */
+    reopen_as(f->path, "model-b@r1;tp=0/2", P, 1, 0);  /* another checkpoint */
+    reopen_as(f->path, NULL, P, 1, 0);
+    reopen_as(f->path, "", P, 1, 0);
+    /* A foreign attach leaves the slots it does not reuse alone: the owner still finds them. */
+    reopen_as(f->path, "model-a@r1;tp=0/2", P, 0, 61);
+
+    /* Files written without an identity stay recoverable by either function. */
+    OK(kvc_pool_destroy(disk_pool(f->path, 0)));  /* truncates: no foreign slot left */
+    p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    push_to_disk(p, P, 62);
+    OK(kvc_pool_destroy(p));
+    reopen_as(f->path, NULL, P, 0, 62);
+    reopen_as(f->path, "", P, 0, 62);
+    p = disk_pool(f->path, KVC_DISK_PERSISTENT);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 4);
+    OK(kvc_pool_destroy(p));
+    reopen_as(f->path, "model-a@r1;tp=0/2", P, 1, 0);
+}
+
+/* kvc_tier_get_stats still takes the first release's struct (before foreign_blocks) and writes
+ * nothing past it; any other short size is refused. */
+static void test_tier_stats_first_release_size(void **state) {
+    (void)state;
+    kvc_pool *p = tier_pool(DEV_BLOCKS, 1);
+    OK(kvc_tier_attach_host(p, HOST_SLOTS));
+    kvc_tier_stats s;
+    memset(&s, 0xAB, sizeof s);
+    s.struct_size = (uint32_t)offsetof(kvc_tier_stats, foreign_blocks);
+    OK(kvc_tier_get_stats(p, KVC_TIER_HOST, &s));
+    assert_int_equal(s.capacity_blocks, HOST_SLOTS);
+    assert_int_equal(s.struct_size, offsetof(kvc_tier_stats, foreign_blocks));
+    const unsigned char *tail = (const unsigned char *)&s.foreign_blocks;
+    for (size_t i = 0; i < sizeof s.foreign_blocks; ++i) assert_int_equal(tail[i], 0xAB);
+    s.struct_size = (uint32_t)offsetof(kvc_tier_stats, foreign_blocks) - 1;
+    EXPECT_ERR(kvc_tier_get_stats(p, KVC_TIER_HOST, &s), KVC_ERR_VERSION);
+    s.struct_size = (uint32_t)sizeof s;
+    OK(kvc_tier_get_stats(p, KVC_TIER_HOST, &s));
+    assert_int_equal(s.foreign_blocks, 0);
     OK(kvc_pool_destroy(p));
 }
 
@@ -749,7 +828,21 @@ static void test_attach_errors(void **state) {
     kvc_pool *p = tier_pool(DEV_BLOCKS, 1);
     EXPECT_ERR(kvc_tier_attach_disk(p, f->path, 4, 0), KVC_ERR_STATE);  /* no host tier */
     OK(kvc_tier_attach_host(p, 2));
-    OK(kvc_tier_attach_disk(p, f->path, 4, 0));
+    /* An identity one byte too long is refused before the file is touched; the limit itself is fine. */
+    char identity[KVC_MAX_DISK_IDENTITY_LEN + 2];
+    memset(identity, 'x', sizeof identity - 1);
+    identity[sizeof identity - 1] = '\0';
+    EXPECT_ERR(kvc_tier_attach_disk_with_identity(p, f->path, 4, 0, identity), KVC_ERR_INVALID_ARG);
+    struct stat sb;
+    assert_int_not_equal(stat(f->path, &sb), 0); /* not created */
+    EXPECT_ERR(kvc_tier_attach_disk_with_identity(NULL, f->path, 4, 0, "m"), KVC_ERR_NULL_ARG);
+    EXPECT_ERR(kvc_tier_attach_disk_with_identity(p, NULL, 4, 0, "m"), KVC_ERR_NULL_ARG);
+    EXPECT_ERR(kvc_tier_attach_disk_with_identity(p, f->path, 0, 0, "m"), KVC_ERR_INVALID_ARG);
+    EXPECT_ERR(kvc_tier_attach_disk_with_identity(p, f->path, 4, 0x100, "m"), KVC_ERR_INVALID_ARG);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).capacity_blocks, 0);
+    identity[KVC_MAX_DISK_IDENTITY_LEN] = '\0';
+    OK(kvc_tier_attach_disk_with_identity(p, f->path, 4, 0, identity));
+    EXPECT_ERR(kvc_tier_attach_disk_with_identity(p, f->path, 4, 0, "m"), KVC_ERR_STATE);  /* once */
     EXPECT_ERR(kvc_tier_attach_disk(p, f->path, 4, 0), KVC_ERR_STATE);  /* once */
     CHECK_POOL(p);
     OK(kvc_pool_destroy(p));
@@ -780,6 +873,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_flush_then_warm_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_is_locked_by_its_tier, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_disk_identity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tier_stats_first_release_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_errors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

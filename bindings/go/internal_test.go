@@ -55,6 +55,7 @@ func TestEnumValuesMatchHeader(t *testing.T) {
 	check("PRIORITY_MAX", PriorityMax, raw.KVC_PRIORITY_MAX)
 	check("PRIORITY_DEFAULT", PriorityDefault, raw.KVC_PRIORITY_DEFAULT)
 	check("MAX_SALT_LEN", MaxSaltLen, raw.KVC_MAX_SALT_LEN)
+	check("MAX_DISK_IDENTITY_LEN", MaxDiskIdentityLen, raw.KVC_MAX_DISK_IDENTITY_LEN)
 	check("TIER_DEVICE", int(TierDevice), int(raw.KVC_TIER_DEVICE))
 	check("TIER_HOST", int(TierHost), int(raw.KVC_TIER_HOST))
 	check("TIER_DISK", int(TierDisk), int(raw.KVC_TIER_DISK))

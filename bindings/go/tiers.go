@@ -47,6 +47,26 @@ func (p *Pool) AttachDiskTier(path string, numBlocks int64, flags DiskFlags) err
 	})
 }
 
+// MaxDiskIdentityLen is the longest identity AttachDiskTierWithIdentity takes, in bytes.
+const MaxDiskIdentityLen = 1024
+
+// AttachDiskTierWithIdentity is AttachDiskTier for KV computed by identity — model and revision,
+// KV dtype, and under tensor parallelism rank and world size (kvc_tier_attach_disk_with_identity).
+// A DiskPersistent re-attach recovers only the blocks written under the same identity; the others
+// count in TierStats.ForeignBlocks. "" is no identity. A path or identity with a NUL byte is
+// rejected with ErrInvalidArg here; an identity longer than MaxDiskIdentityLen by the library.
+func (p *Pool) AttachDiskTierWithIdentity(path string, numBlocks int64, flags DiskFlags, identity string) error {
+	if strings.IndexByte(path, 0) >= 0 {
+		return argError("AttachDiskTierWithIdentity", ErrInvalidArg, "path contains a NUL byte")
+	}
+	if strings.IndexByte(identity, 0) >= 0 {
+		return argError("AttachDiskTierWithIdentity", ErrInvalidArg, "identity contains a NUL byte")
+	}
+	return p.do("AttachDiskTierWithIdentity", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+		return raw.Kvc_tier_attach_disk_with_identity(h, path, numBlocks, int(flags), identity)
+	})
+}
+
 // FlushTiers writes every cached block the disk tier lacks to it — the host tier's, then the
 // device's that no sequence uses — and returns the blocks queued (kvc_tier_flush). For a shutdown
 // before a restart with DiskPersistent. ErrState without a disk tier.
@@ -144,7 +164,8 @@ type TierStats struct {
 	Failures           int64
 	ChecksumFailures   int64
 	IOErrors           int64
-	RecoveredBlocks    int64
+	RecoveredBlocks    int64 // disk: blocks re-indexed from a persistent file at attach
+	ForeignBlocks      int64 // disk: slots of another identity or layout at that attach (reused)
 }
 
 // TierStats returns the statistics of one tier; an unattached tier reports capacity 0
@@ -179,5 +200,6 @@ func (p *Pool) TierStats(tier Tier) (TierStats, error) {
 		ChecksumFailures:   s.GetChecksum_failures(),
 		IOErrors:           s.GetIo_errors(),
 		RecoveredBlocks:    s.GetRecovered_blocks(),
+		ForeignBlocks:      s.GetForeign_blocks(),
 	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"kvc.dev/kvc"
@@ -124,7 +125,7 @@ func TestFlushTiersThenWarmRestart(t *testing.T) {
 	}
 	p := open()
 	_, err := newPool(t, cpuConfig()).FlushTiers()
-	wantStatus(t, err, kvc.ErrState) // no disk tier
+	wantStatus(t, err, kvc.ErrState)             // no disk tier
 	mustV[int64](t)(p.Alloc(1, span(0, 9), nil)) // blocks 0, 1 cached + 1 partial, on the device only
 	must(t, p.Free(1))
 	if n := mustV[int64](t)(p.FlushTiers()); n != 2 {
@@ -141,6 +142,48 @@ func TestFlushTiersThenWarmRestart(t *testing.T) {
 	}
 	if h := mustV[kvc.TierHits](t)(q.PrefixLookupTiers(span(0, 9), nil)); h != (kvc.TierHits{Disk: 8}) {
 		t.Fatalf("after the restart: %+v", h)
+	}
+}
+
+// A persistent file recovers only the blocks of the identity that wrote them: another rank's
+// shard of the same layout finds none and counts them as foreign.
+func TestDiskIdentity(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kv.bin")
+	open := func(identity string) *kvc.Pool {
+		p := newPool(t, cpuConfig())
+		must(t, p.AttachHostTier(8))
+		must(t, p.AttachDiskTierWithIdentity(path, 16, kvc.DiskPersistent, identity))
+		return p
+	}
+	p := open("model-a;tp=0/2")
+	mustV[int64](t)(p.Alloc(1, span(0, 9), nil)) // blocks 0, 1 cached + 1 partial
+	must(t, p.Free(1))
+	if n := mustV[int64](t)(p.FlushTiers()); n != 2 {
+		t.Fatalf("flush queued %d blocks, want 2", n)
+	}
+	must(t, p.Close())
+	for _, c := range []struct {
+		identity           string
+		recovered, foreign int64
+	}{{"model-a;tp=1/2", 0, 2}, {"", 0, 2}, {"model-a;tp=0/2", 2, 0}} {
+		q := open(c.identity)
+		s := mustV[kvc.TierStats](t)(q.TierStats(kvc.TierDisk))
+		if s.RecoveredBlocks != c.recovered || s.ForeignBlocks != c.foreign {
+			t.Fatalf("identity %q: recovered %d, foreign %d; want %d, %d", c.identity, s.RecoveredBlocks,
+				s.ForeignBlocks, c.recovered, c.foreign)
+		}
+		if h := mustV[kvc.TierHits](t)(q.PrefixLookupTiers(span(0, 9), nil)); h.Disk != 4*c.recovered {
+			t.Fatalf("identity %q: hits %+v", c.identity, h)
+		}
+		must(t, q.Close())
+	}
+	q := newPool(t, cpuConfig())
+	must(t, q.AttachHostTier(8))
+	wantStatus(t, q.AttachDiskTierWithIdentity(path, 16, 0, "a\x00b"), kvc.ErrInvalidArg)
+	wantStatus(t, q.AttachDiskTierWithIdentity(path, 16, 0, strings.Repeat("x", kvc.MaxDiskIdentityLen+1)), kvc.ErrInvalidArg)
+	wantStatus(t, q.AttachDiskTierWithIdentity("a\x00b", 16, 0, "m"), kvc.ErrInvalidArg)
+	if s := mustV[kvc.TierStats](t)(q.TierStats(kvc.TierDisk)); s.CapacityBlocks != 0 {
+		t.Fatalf("a refused attach left a disk tier: %+v", s)
 	}
 }
 

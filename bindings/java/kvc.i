@@ -9,7 +9,7 @@
  *    NULL. Single out-params are one-element arrays. Arrays are copied in and (for non-const
  *    pointers) back out by JNI; callers pass counts that match the array lengths (the public
  *    classes do).
- *  - host buffers (k, v, q, out, host, buf) -> byte[]; the salt and the disk tier's path ->
+ *  - host buffers (k, v, q, out, host, buf) -> byte[]; the salt, the disk tier's path and identity ->
  *    NUL-terminated UTF-8 byte[];
  *    device memory, ALiBi addresses and streams -> long, through the *_addr helpers.
  *  - kvc_status results: a failing status throws dev.kvc.KvcException from C, built from
@@ -160,6 +160,7 @@ KVC_BYTES(const void *v, JNI_ABORT)
 KVC_BYTES(const void *q, JNI_ABORT)
 KVC_BYTES(const char *salt, JNI_ABORT)
 KVC_BYTES(const char *path, JNI_ABORT)
+KVC_BYTES(const char *identity, JNI_ABORT)
 KVC_BYTES(void *out, 0)
 KVC_BYTES(void *host, 0)
 KVC_BYTES(char *buf, 0)

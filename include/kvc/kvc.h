@@ -136,6 +136,7 @@ typedef enum kvc_alloc_verdict {
 #define KVC_PRIORITY_MAX 100
 #define KVC_PRIORITY_DEFAULT 50
 #define KVC_MAX_SALT_LEN 256
+#define KVC_MAX_DISK_IDENTITY_LEN 1024
 
 /* ------------------------------------------------------------------------------------------------
  * Pool configuration and sizing
@@ -774,7 +775,7 @@ typedef enum kvc_tier { KVC_TIER_DEVICE = 0, KVC_TIER_HOST = 1, KVC_TIER_DISK = 
 
 /** kvc_tier_attach_disk flags. */
 #define KVC_DISK_PERSISTENT 1 /**< keep the file's blocks: re-attaching the same file with the same
-                                   layout finds them again (verified before use) */
+                                   layout and identity finds them again (verified before use) */
 #define KVC_DISK_NO_DIRECT 2  /**< never try O_DIRECT */
 
 /** Attaches a host tier of num_blocks block slots (allocated here; once per pool).
@@ -801,6 +802,21 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks);
  *  KVC_ERR_NO_MEMORY. */
 KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks,
                                         int32_t flags);
+
+/** As kvc_tier_attach_disk, for KV produced by `identity`: a NUL-terminated string of at most
+ *  KVC_MAX_DISK_IDENTITY_LEN bytes naming what computed the blocks — model and revision, KV dtype
+ *  and, under tensor parallelism, rank and world size (say "llama-3.1-8b-instruct@5206a32;tp=1/2").
+ *  Every slot header records it, and a KVC_DISK_PERSISTENT re-attach recovers only the slots
+ *  written under the same identity and layout; the others count in foreign_blocks
+ *  (kvc_tier_stats) and their slots are reused. Why: the layout (block size, layers, KV heads,
+ *  head_dim, dtype) is always checked, but a base and an instruct checkpoint of one architecture,
+ *  or two ranks' shards, share a layout; without an identity a restart with the other one would
+ *  take its blocks as hits — wrong KV, and no error. NULL or "" = no identity (the same as
+ *  kvc_tier_attach_disk, so files written by either stay recoverable by either).
+ *  Errors: those of kvc_tier_attach_disk, and KVC_ERR_INVALID_ARG (identity longer than
+ *  KVC_MAX_DISK_IDENTITY_LEN bytes). */
+KVC_API kvc_status kvc_tier_attach_disk_with_identity(kvc_pool *pool, const char *path, int64_t num_blocks,
+                                                      int32_t flags, const char *identity);
 
 /** Writes to the disk tier every cached block it does not hold yet: the host tier's, then the
  *  device's that no sequence uses (refcount 0; a block in use may still be waiting for its KV, so
@@ -892,12 +908,16 @@ typedef struct kvc_tier_stats {
     int64_t checksum_failures;     /**< disk: reads whose checksum or identity did not match */
     int64_t io_errors;             /**< disk: I/O errors, ENOSPC and short reads */
     int64_t recovered_blocks;      /**< disk: blocks re-indexed from a persistent file at attach */
+    int64_t foreign_blocks;        /**< disk: slots that held, at a persistent attach, a block of
+                                        another identity or layout (not recovered; reused) */
 } kvc_tier_stats;
 
 /** Statistics of one tier (an unattached host/disk tier reports capacity 0). A failed disk write
  *  drops the block it was spilling (counted in failures and io_errors); a failed disk read is a
  *  miss (counted in failures and io_errors or checksum_failures) and the bad disk slot is freed
  *  and erased in the file; a failed erasure (see kvc_prefix_cache_reset) counts in both too.
+ *  out->struct_size: sizeof(kvc_tier_stats), or offsetof(kvc_tier_stats, foreign_blocks) (the
+ *  first release's struct, which gets every field but foreign_blocks).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (unknown tier), KVC_ERR_VERSION. */
 KVC_API kvc_status kvc_tier_get_stats(kvc_pool *pool, int32_t tier, kvc_tier_stats *out);
 

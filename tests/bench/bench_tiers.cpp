@@ -66,7 +66,7 @@ struct DiskBench {
         kvc_pool_config c = block_config(1);
         layout.init(1, c.block_size, c.num_layers, c.num_kv_heads, c.head_dim, c.kv_dtype);
         const std::string path = bench_file("kvc_bench_tier.bin");
-        check(disk.open(path.c_str(), kDiskSlots, layout, flags, "bench"), "disk open");
+        check(disk.open(path.c_str(), kDiskSlots, layout, flags, nullptr, "bench"), "disk open");
         const int64_t stride = kvc::tier_round_up(layout.block_stride);
         buffers = std::aligned_alloc(4096, size_t(stride) * kDiskSlots);
         std::memset(buffers, 0x5a, size_t(stride) * kDiskSlots);

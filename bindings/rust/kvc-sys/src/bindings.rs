@@ -8,6 +8,7 @@ pub const KVC_PRIORITY_MIN: u32 = 0;
 pub const KVC_PRIORITY_MAX: u32 = 100;
 pub const KVC_PRIORITY_DEFAULT: u32 = 50;
 pub const KVC_MAX_SALT_LEN: u32 = 256;
+pub const KVC_MAX_DISK_IDENTITY_LEN: u32 = 1024;
 pub const KVC_DISK_PERSISTENT: u32 = 1;
 pub const KVC_DISK_NO_DIRECT: u32 = 2;
 pub type __int32_t = ::std::os::raw::c_int;
@@ -2547,6 +2548,27 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
+    #[doc = " As kvc_tier_attach_disk, for KV produced by `identity`: a NUL-terminated string of at most"]
+    #[doc = "  KVC_MAX_DISK_IDENTITY_LEN bytes naming what computed the blocks — model and revision, KV dtype"]
+    #[doc = "  and, under tensor parallelism, rank and world size (say \"llama-3.1-8b-instruct@5206a32;tp=1/2\")."]
+    #[doc = "  Every slot header records it, and a KVC_DISK_PERSISTENT re-attach recovers only the slots"]
+    #[doc = "  written under the same identity and layout; the others count in foreign_blocks"]
+    #[doc = "  (kvc_tier_stats) and their slots are reused. Why: the layout (block size, layers, KV heads,"]
+    #[doc = "  head_dim, dtype) is always checked, but a base and an instruct checkpoint of one architecture,"]
+    #[doc = "  or two ranks' shards, share a layout; without an identity a restart with the other one would"]
+    #[doc = "  take its blocks as hits — wrong KV, and no error. NULL or \"\" = no identity (the same as"]
+    #[doc = "  kvc_tier_attach_disk, so files written by either stay recoverable by either)."]
+    #[doc = "  Errors: those of kvc_tier_attach_disk, and KVC_ERR_INVALID_ARG (identity longer than"]
+    #[doc = "  KVC_MAX_DISK_IDENTITY_LEN bytes)."]
+    pub fn kvc_tier_attach_disk_with_identity(
+        pool: *mut kvc_pool,
+        path: *const ::std::os::raw::c_char,
+        num_blocks: i64,
+        flags: i32,
+        identity: *const ::std::os::raw::c_char,
+    ) -> kvc_status;
+}
+extern "C" {
     #[doc = " Writes to the disk tier every cached block it does not hold yet: the host tier's, then the"]
     #[doc = "  device's that no sequence uses (refcount 0; a block in use may still be waiting for its KV, so"]
     #[doc = "  free or preempt sequences first), the device's through host slots. Returns when the writes are"]
@@ -2681,12 +2703,15 @@ pub struct kvc_tier_stats {
     pub io_errors: i64,
     #[doc = "< disk: blocks re-indexed from a persistent file at attach"]
     pub recovered_blocks: i64,
+    #[doc = "< disk: slots that held, at a persistent attach, a block of"]
+    #[doc = "another identity or layout (not recovered; reused)"]
+    pub foreign_blocks: i64,
 }
 #[test]
 fn bindgen_test_layout_kvc_tier_stats() {
     assert_eq!(
         ::std::mem::size_of::<kvc_tier_stats>(),
-        168usize,
+        176usize,
         concat!("Size of: ", stringify!(kvc_tier_stats))
     );
     assert_eq!(
@@ -3102,12 +3127,31 @@ fn bindgen_test_layout_kvc_tier_stats() {
         );
     }
     test_field_recovered_blocks();
+    fn test_field_foreign_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).foreign_blocks) as usize - ptr as usize
+            },
+            168usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(foreign_blocks)
+            )
+        );
+    }
+    test_field_foreign_blocks();
 }
 extern "C" {
     #[doc = " Statistics of one tier (an unattached host/disk tier reports capacity 0). A failed disk write"]
     #[doc = "  drops the block it was spilling (counted in failures and io_errors); a failed disk read is a"]
     #[doc = "  miss (counted in failures and io_errors or checksum_failures) and the bad disk slot is freed"]
     #[doc = "  and erased in the file; a failed erasure (see kvc_prefix_cache_reset) counts in both too."]
+    #[doc = "  out->struct_size: sizeof(kvc_tier_stats), or offsetof(kvc_tier_stats, foreign_blocks) (the"]
+    #[doc = "  first release's struct, which gets every field but foreign_blocks)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (unknown tier), KVC_ERR_VERSION."]
     pub fn kvc_tier_get_stats(
         pool: *mut kvc_pool,

@@ -42,6 +42,17 @@ pub const DISK_PERSISTENT: i32 = sys::KVC_DISK_PERSISTENT as i32;
 /// `kvc_tier_attach_disk` flag: never try O_DIRECT.
 pub const DISK_NO_DIRECT: i32 = sys::KVC_DISK_NO_DIRECT as i32;
 
+/// The longest identity [`Pool::attach_disk_tier_with_identity`] takes, in bytes.
+pub const MAX_DISK_IDENTITY_LEN: usize = sys::KVC_MAX_DISK_IDENTITY_LEN as usize;
+
+// A path as the C calls take it: UTF-8 without NUL bytes, else INVALID_ARG naming `func`.
+fn disk_path(func: &str, path: &Path) -> Result<CString> {
+    let text = path
+        .to_str()
+        .ok_or_else(|| Error::new(Status::INVALID_ARG, format!("{func}: path is not valid UTF-8")))?;
+    CString::new(text).map_err(|_| Error::new(Status::INVALID_ARG, format!("{func}: path contains a NUL byte")))
+}
+
 /// Identifies the copies of a swap (`kvc_swap_out` / `kvc_swap_in`) for [`Pool::op_done`] and
 /// [`Pool::op_wait`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,6 +106,7 @@ pub struct TierStats {
     pub checksum_failures: i64,
     pub io_errors: i64,
     pub recovered_blocks: i64,
+    pub foreign_blocks: i64,
 }
 
 impl TierStats {
@@ -121,6 +133,7 @@ impl TierStats {
             checksum_failures: s.checksum_failures,
             io_errors: s.io_errors,
             recovered_blocks: s.recovered_blocks,
+            foreign_blocks: s.foreign_blocks,
         }
     }
 }
@@ -136,13 +149,26 @@ impl Pool {
     /// (`kvc_tier_attach_disk`). `flags`: 0 or [`DISK_PERSISTENT`] | [`DISK_NO_DIRECT`]. A path
     /// that is not valid UTF-8 or holds a NUL byte is refused with `INVALID_ARG` before any C call.
     pub fn attach_disk_tier(&self, path: &Path, num_blocks: i64, flags: i32) -> Result<()> {
-        let text = path
-            .to_str()
-            .ok_or_else(|| Error::new(Status::INVALID_ARG, "attach_disk_tier: path is not valid UTF-8"))?;
-        let c_path = CString::new(text)
-            .map_err(|_| Error::new(Status::INVALID_ARG, "attach_disk_tier: path contains a NUL byte"))?;
+        let c_path = disk_path("attach_disk_tier", path)?;
         // SAFETY: live pool; NUL-terminated path valid for the call.
         check(unsafe { sys::kvc_tier_attach_disk(self.raw(), c_path.as_ptr(), num_blocks, flags) })
+    }
+
+    /// As [`Pool::attach_disk_tier`], for KV computed by `identity` — model and revision, KV dtype,
+    /// and under tensor parallelism rank and world size (`kvc_tier_attach_disk_with_identity`). A
+    /// [`DISK_PERSISTENT`] re-attach recovers only the blocks written under the same identity;
+    /// the others count in [`TierStats::foreign_blocks`]. `""` is no identity. An identity with a
+    /// NUL byte is refused with `INVALID_ARG` before any C call; one longer than
+    /// [`MAX_DISK_IDENTITY_LEN`] bytes by the library.
+    pub fn attach_disk_tier_with_identity(&self, path: &Path, num_blocks: i64, flags: i32, identity: &str) -> Result<()> {
+        let c_path = disk_path("attach_disk_tier_with_identity", path)?;
+        let c_identity = CString::new(identity).map_err(|_| {
+            Error::new(Status::INVALID_ARG, "attach_disk_tier_with_identity: identity contains a NUL byte")
+        })?;
+        // SAFETY: live pool; NUL-terminated path and identity valid for the call.
+        check(unsafe {
+            sys::kvc_tier_attach_disk_with_identity(self.raw(), c_path.as_ptr(), num_blocks, flags, c_identity.as_ptr())
+        })
     }
 
     /// Writes every cached block the disk tier lacks to it — the host tier's, then the device's that

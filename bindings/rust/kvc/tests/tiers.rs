@@ -4,7 +4,7 @@
 mod common;
 
 use common::{cpu_config, meta_pool, range};
-use kvc::{EventType, OpId, Pool, Tier, DISK_NO_DIRECT, DISK_PERSISTENT};
+use kvc::{EventType, OpId, Pool, Tier, DISK_NO_DIRECT, DISK_PERSISTENT, MAX_DISK_IDENTITY_LEN};
 
 /// 4-token blocks, 2 layers x 2 KV heads x head_dim 8 x F32 = 1024-byte blocks.
 fn tier_pool(num_blocks: i64) -> Pool {
@@ -212,6 +212,49 @@ fn flush_then_warm_restart() {
     assert_eq!(pool.tier_stats(Tier::Disk).unwrap().recovered_blocks, 2);
     let hits = pool.prefix_lookup_tiers(&range(0, 9), None).unwrap();
     assert_eq!((hits.device, hits.host, hits.disk), (0, 0, 8));
+    drop(pool);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn disk_identity_guards_a_persistent_file() {
+    let dir = std::env::temp_dir().join(format!("kvc-rust-identity-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("kv.bin");
+    let open = |identity: &str| {
+        let pool = tier_pool(8);
+        pool.attach_host_tier(8).unwrap();
+        pool.attach_disk_tier_with_identity(&path, 16, DISK_PERSISTENT, identity).unwrap();
+        pool
+    };
+    let pool = open("model-a;tp=0/2");
+    pool.alloc(1, &range(0, 9), None).unwrap(); // blocks 0, 1 cached + 1 partial
+    pool.free(1).unwrap();
+    assert_eq!(pool.tier_flush().unwrap(), 2);
+    drop(pool);
+
+    // Another rank's shard of the same layout: nothing recovered, both slots foreign.
+    let pool = open("model-a;tp=1/2");
+    let disk = pool.tier_stats(Tier::Disk).unwrap();
+    assert_eq!((disk.recovered_blocks, disk.foreign_blocks), (0, 2));
+    assert_eq!(pool.prefix_lookup_tiers(&range(0, 9), None).unwrap().total(), 0);
+    drop(pool);
+    let pool = open("model-a;tp=0/2");
+    let disk = pool.tier_stats(Tier::Disk).unwrap();
+    assert_eq!((disk.recovered_blocks, disk.foreign_blocks), (2, 0));
+    assert_eq!(pool.prefix_lookup_tiers(&range(0, 9), None).unwrap().disk, 8);
+    drop(pool);
+
+    // Bad input: NUL byte (refused here), too long (refused by the library); no tier attached.
+    let pool = tier_pool(8);
+    pool.attach_host_tier(8).unwrap();
+    let err = pool.attach_disk_tier_with_identity(&path, 16, 0, "a\0b").unwrap_err();
+    assert!(err.is_invalid_arg());
+    let long = "x".repeat(MAX_DISK_IDENTITY_LEN + 1);
+    let err = pool.attach_disk_tier_with_identity(&path, 16, 0, &long).unwrap_err();
+    assert!(err.is_invalid_arg());
+    assert!(err.message().contains("identity"));
+    assert_eq!(pool.tier_stats(Tier::Disk).unwrap().capacity_blocks, 0);
     drop(pool);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -10,6 +10,8 @@ public enum Tier {
     public static final int DISK_PERSISTENT = 1;
     /** Disk tier flag: never try O_DIRECT. */
     public static final int DISK_NO_DIRECT = 2;
+    /** The longest identity {@link Tiers#attachDisk(String, long, int, String)} takes, in UTF-8 bytes. */
+    public static final int MAX_DISK_IDENTITY_LEN = 1024;
 
     private final int code;
 

@@ -23,7 +23,8 @@ public record TierStats(
         long failures,
         long checksumFailures,
         long ioErrors,
-        long recoveredBlocks) {
+        long recoveredBlocks,
+        long foreignBlocks) {
 
     static TierStats fromNative(kvc_tier_stats s) {
         return new TierStats(Tier.of(s.getTier()), s.getDirect_io() != 0, s.getPersistent() != 0,
@@ -31,6 +32,6 @@ public record TierStats(
                 s.getHeld_blocks(), s.getBytes_used(), s.getBlocks_in(), s.getBlocks_out(), s.getBytes_in(),
                 s.getBytes_out(), s.getTransfers(), s.getTransfer_seconds(), s.getBandwidth_bytes_per_s(),
                 s.getHits(), s.getEvictions(), s.getFailures(), s.getChecksum_failures(), s.getIo_errors(),
-                s.getRecovered_blocks());
+                s.getRecovered_blocks(), s.getForeign_blocks());
     }
 }

@@ -24,13 +24,34 @@ public final class Tiers {
      * once (kvc_tier_attach_disk). flags: {@link Tier#DISK_PERSISTENT}, {@link Tier#DISK_NO_DIRECT}.
      */
     public void attachDisk(String path, long numBlocks, int flags) {
-        if (path.indexOf('\0') >= 0) {
-            throw new KvcException(Status.INVALID_ARG, "kvc_tier_attach_disk", "path contains U+0000");
-        }
-        byte[] utf8 = path.getBytes(StandardCharsets.UTF_8);
-        byte[] cpath = new byte[utf8.length + 1]; // NUL-terminated
-        System.arraycopy(utf8, 0, cpath, 0, utf8.length);
+        byte[] cpath = cString("kvc_tier_attach_disk", "path", path);
         pool.with("kvc_tier_attach_disk", h -> KvcNative.kvc_tier_attach_disk(h, cpath, numBlocks, flags));
+    }
+
+    /**
+     * As {@link #attachDisk(String, long, int)}, for KV computed by identity — model and revision, KV
+     * dtype, and under tensor parallelism rank and world size (kvc_tier_attach_disk_with_identity). A
+     * {@link Tier#DISK_PERSISTENT} re-attach recovers only the blocks written under the same identity;
+     * the others count in {@link TierStats#foreignBlocks()}. "" is no identity. A path or identity
+     * with U+0000 is refused with INVALID_ARG here; an identity longer than
+     * {@link Tier#MAX_DISK_IDENTITY_LEN} UTF-8 bytes by the library.
+     */
+    public void attachDisk(String path, long numBlocks, int flags, String identity) {
+        final String fn = "kvc_tier_attach_disk_with_identity";
+        byte[] cpath = cString(fn, "path", path);
+        byte[] cid = cString(fn, "identity", identity);
+        pool.with(fn, h -> KvcNative.kvc_tier_attach_disk_with_identity(h, cpath, numBlocks, flags, cid));
+    }
+
+    // The NUL-terminated UTF-8 bytes the C calls take; a string with U+0000 is INVALID_ARG.
+    private static byte[] cString(String fn, String what, String s) {
+        if (s.indexOf('\0') >= 0) {
+            throw new KvcException(Status.INVALID_ARG, fn, what + " contains U+0000");
+        }
+        byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
+        byte[] c = new byte[utf8.length + 1];
+        System.arraycopy(utf8, 0, c, 0, utf8.length);
+        return c;
     }
 
     /**

@@ -120,6 +120,40 @@ class TiersTest {
         }
     }
 
+    /** A persistent file recovers only its identity's blocks; another rank's shard finds them foreign. */
+    @Test
+    void diskIdentity(@TempDir Path dir) {
+        String file = dir.resolve("kv.bin").toString();
+        try (Pool p = Pool.create(cpu())) {
+            p.tiers().attachHost(8);
+            p.tiers().attachDisk(file, 16, Tier.DISK_PERSISTENT, "model-a;tp=0/2");
+            p.alloc(1, span(0, 9), null); // blocks 0, 1 cached + 1 partial
+            p.free(1);
+            assertEquals(2, p.tiers().flush());
+        }
+        String[] identities = {"model-a;tp=1/2", "", "model-a;tp=0/2"};
+        long[] recovered = {0, 0, 2};
+        for (int i = 0; i < identities.length; i++) {
+            try (Pool q = Pool.create(cpu())) {
+                q.tiers().attachHost(8);
+                q.tiers().attachDisk(file, 16, Tier.DISK_PERSISTENT, identities[i]);
+                TierStats s = q.tiers().stats(Tier.DISK);
+                assertEquals(recovered[i], s.recoveredBlocks(), identities[i]);
+                assertEquals(2 - recovered[i], s.foreignBlocks(), identities[i]);
+                assertEquals(new TierHits(0, 0, 4 * recovered[i]), q.tiers().prefixLookup(span(0, 9), null));
+            }
+        }
+        try (Pool q = Pool.create(cpu())) {
+            q.tiers().attachHost(8);
+            expectStatus(Status.INVALID_ARG, () -> q.tiers().attachDisk(file, 16, 0, "a\0b"));
+            expectStatus(Status.INVALID_ARG,
+                    () -> q.tiers().attachDisk(file, 16, 0, "x".repeat(Tier.MAX_DISK_IDENTITY_LEN + 1)));
+            assertEquals(0, q.tiers().stats(Tier.DISK).capacityBlocks());
+            q.tiers().attachDisk(file, 16, 0, "x".repeat(Tier.MAX_DISK_IDENTITY_LEN)); // the limit itself
+            assertEquals(16, q.tiers().stats(Tier.DISK).capacityBlocks());
+        }
+    }
+
     @Test
     void tierEvents() {
         try (Pool p = Pool.create(cpu().numBlocks(4))) {
