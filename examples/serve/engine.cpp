@@ -63,10 +63,12 @@ public:
         kc.hybrid = cfg.hybrid;
         kc.tp = cfg.tp;
         kc.disk = cfg.disk;
-        kc.cache_salt = cfg.cache_salt;
         kv_ = std::make_unique<KvStore>(m.cfg, kc, &report_.swap_unavailable);
         report_.disk_attached = kv_->has_disk();
-        if (report_.disk_attached) report_.recovered_at_start = kv_->disk_figures().recovered_blocks;
+        if (report_.disk_attached) {
+            report_.recovered_at_start = kv_->disk_figures().recovered_blocks;
+            report_.foreign_at_start = kv_->disk_figures().foreign_blocks;
+        }
         report_.window = cfg.window;
         report_.hybrid = cfg.hybrid;
         report_.tp = cfg.tp;

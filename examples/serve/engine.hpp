@@ -51,7 +51,6 @@ struct EngineConfig {
     // one extra block; the run must then fail with a LockstepError. -1 = off.
     int64_t tp_skew_at_step = -1;
     DiskTierConfig disk;               // a disk tier below each pool's host tier (blocks 0 = none)
-    std::string cache_salt;            // see KvStoreConfig::cache_salt
     // A server restart at this engine step (-1 = none): whatever runs or is swapped out is freed
     // and recomputed later, the pools are destroyed and created again, the disk tier re-attached to
     // the same files (KVC_DISK_PERSISTENT per disk.persistent: warm, else cold). With
@@ -131,6 +130,7 @@ struct EngineReport {
     TierFigures host, disk;
     bool disk_attached = false;
     int64_t recovered_at_start = 0;      // disk blocks a persistent attach found at startup
+    int64_t foreign_at_start = 0;        // and those it left, written under another identity
     int64_t short_hits = 0;              // see KvStore::short_hits
     // Prefill work: every token a prefill computed (first admissions and re-admissions), and what
     // the admissions hit in the prefix cache, over the whole run.

@@ -45,7 +45,6 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
         groups_[0].window = cfg.window;
     }
     kvc_check(kvc_keys_create(&cap_keys_), "kvc_keys_create");
-    if (!cfg.cache_salt.empty()) kvc_check(kvc_keys_set_salt(cap_keys_, cfg.cache_salt.c_str()), "kvc_keys_set_salt");
     placement_.resize(size_t(mc.num_layers));
     for (int32_t l = 0; l < mc.num_layers; l++) {
         const int32_t g = cfg.hybrid && !windowed_layer(l, cfg.window, true) ? 1 : 0;
@@ -71,11 +70,14 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
         pc.event_capacity = 0;
         kvc_check(kvc_bytes_per_block(&pc, &g.bytes_per_block), "kvc_bytes_per_block");
         // Every pool and rank needs a file of its own: PATH for the only one, else PATH.L / PATH.G
-        // and .rankN appended.
+        // and .rankN appended. Its identity names the pool and the rank too: the files of two
+        // ranks (or of L and G) have the same layout, so only the identity tells them apart.
         if (cfg.disk.blocks > 0)
             for (int32_t r = 0; r < cfg.tp; r++)
-                g.disk_paths.push_back(cfg.disk.path + (cfg.hybrid ? "." + g.name : "") +
-                                       (cfg.tp > 1 ? ".rank" + std::to_string(r) : ""));
+                g.disk_files.push_back({cfg.disk.path + (cfg.hybrid ? "." + g.name : "") +
+                                            (cfg.tp > 1 ? ".rank" + std::to_string(r) : ""),
+                                        cfg.disk.identity + ";pool " + g.name + ";tp " + std::to_string(r) + "/" +
+                                            std::to_string(cfg.tp)});
         open_pool(g, swap_unavailable);
     }
 }
@@ -87,12 +89,7 @@ void KvStore::open_pool(PoolGroup &g, std::string *swap_unavailable) {
     // added (a step's pending token, then its drafts, may go in two appends before one launch).
     if (g.window > 0) kvc_check(g.pool->set_sliding_window(g.window), "kvc_pool_set_sliding_window");
     g.kv_bytes = g.pool->rank_bytes();
-    g.swap = make_swap_tier(*g.pool, cfg_.host_blocks, cfg_.disk, g.disk_paths, swap_unavailable);
-}
-
-kvc_keys *KvStore::uncapped() const {
-    if (cfg_.cache_salt.empty()) return nullptr;
-    return capped(-1);
+    g.swap = make_swap_tier(*g.pool, cfg_.host_blocks, cfg_.disk, g.disk_files, swap_unavailable);
 }
 
 kvc_keys *KvStore::capped(int64_t c) const {
@@ -130,7 +127,7 @@ void KvStore::check_lockstep(const std::vector<uint64_t> &seqs) {
 }
 
 int64_t KvStore::common_hit(const std::vector<int32_t> &tokens) {
-    if (!hybrid()) return lookup(*groups_[0].pool, tokens, uncapped());
+    if (!hybrid()) return lookup(*groups_[0].pool, tokens, nullptr);
     return common_hit_below(tokens, int64_t(tokens.size()) - 1);
 }
 
@@ -165,7 +162,7 @@ int32_t KvStore::can_alloc(const std::vector<int32_t> &tokens, int64_t c) {
     // With two pools a pool's own hit can exceed the common one, and kvc_can_alloc of the prompt
     // would count on it: capped at c, each pool's hit is exactly c (its largest valid hit <= c,
     // which common_hit established), so the verdict is the one for this admission.
-    kvc_keys *keys = hybrid() ? capped(c) : uncapped();
+    kvc_keys *keys = hybrid() ? capped(c) : nullptr;
     int32_t worst = KVC_ALLOC_OK;
     for (PoolGroup &g : groups_) {
         int32_t verdict = KVC_ALLOC_OK;
@@ -177,14 +174,13 @@ int32_t KvStore::can_alloc(const std::vector<int32_t> &tokens, int64_t c) {
 
 void KvStore::own_hits(const std::vector<int32_t> &tokens, std::vector<int64_t> *out) {
     out->clear();
-    kvc_keys *keys = uncapped();
-    for (PoolGroup &g : groups_) out->push_back(lookup(*g.pool, tokens, keys));
+    for (PoolGroup &g : groups_) out->push_back(lookup(*g.pool, tokens, nullptr));
 }
 
 kvc_status KvStore::alloc(uint64_t id, const std::vector<int32_t> &tokens, int64_t c, int64_t *cached) {
     const int64_t n = int64_t(tokens.size());
     if (!hybrid()) {
-        kvc_status st = groups_[0].pool->alloc(id, tokens.data(), n, uncapped(), cached);
+        kvc_status st = groups_[0].pool->alloc(id, tokens.data(), n, nullptr, cached);
         if (st != KVC_ERR_OUT_OF_BLOCKS) kvc_check(st, "kvc_alloc");
         if (st == KVC_OK && *cached < c) short_hits_++;
         return st;

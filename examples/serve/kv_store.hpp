@@ -33,10 +33,6 @@ struct KvStoreConfig {
     bool hybrid = false;       // window only on the even model layers (Gemma 2 / GPT-OSS style)
     int32_t tp = 1;            // tensor-parallel ranks: each pool's KV heads sharded over tp pools
     DiskTierConfig disk;       // per pool, below its host tier (needs host_blocks > 0)
-    // Mixed into every prompt's first block (kvc_keys_set_salt), so that a disk file kept from an
-    // earlier process never serves KV computed with other weights: the model's identity. Empty =
-    // no salt.
-    std::string cache_salt;
 };
 
 // What a restart (KvStore::restart) found and lost, summed over the pools (rank 0's counts).
@@ -59,7 +55,7 @@ struct PoolGroup {
     int64_t num_blocks = 0;
     int64_t bytes_per_block = 0, kv_bytes = 0;  // one rank's
     kvc_pool_config config{};    // one rank's, to create the pool again at a restart
-    std::vector<std::string> disk_paths;  // one file per rank
+    std::vector<DiskFile> disk_files;  // one file per rank
     // Counters of the pools a restart destroyed (added to the live pool's in the report).
     kvc_stats retired{};
     TierFigures retired_host, retired_disk;
@@ -173,11 +169,9 @@ private:
     std::vector<PoolGroup> groups_;
     std::vector<LayerPlacement> placement_;
     // Keys whose only setting is the hit cap of common_hit / can_alloc / alloc (reused, so no
-    // allocation per request).
-    // Also carries the cache salt; without a cap and without a salt the calls pass no keys.
+    // allocation per request); without a cap the calls pass no keys.
     kvc_keys *cap_keys_ = nullptr;
     kvc_keys *capped(int64_t c) const;
-    kvc_keys *uncapped() const;
     // A graceful shutdown's write-back (kvc_tier_flush on every rank, no sequence left): every
     // cached device and host-tier block the disk lacks is written to it. Adds to *rf.
     void flush_to_disk(PoolGroup &g, RestartFigures *rf);

@@ -54,7 +54,7 @@ void print_disk_report(const Options &o, const EngineConfig &ec, const EngineRep
                 (long long)h.cached_blocks);
     std::printf("disk tier     %lld blocks (%s) in %s%s%s (%s, %s%s): host->disk %s (%lld blocks), disk->host %s "
                 "(%lld blocks); %lld prefix hits; %lld evictions; %lld cached at the end; %lld recovered at "
-                "startup; %lld failures (%lld checksum, %lld I/O); %lld admissions hit less than kvc_prefix_lookup "
+                "startup (%lld foreign: another model's, pool's or rank's); %lld failures (%lld checksum, %lld I/O); %lld admissions hit less than kvc_prefix_lookup "
                 "had said\n",
                 (long long)d.capacity_blocks, bytes_str(double(d.capacity_blocks) * block / double(r.pools.size())).c_str(),
                 o.disk_file.c_str(), r.pools.size() > 1 ? ".{L,G}" : "", r.tp > 1 ? ".rank*" : "",
@@ -62,6 +62,7 @@ void print_disk_report(const Options &o, const EngineConfig &ec, const EngineRep
                 d.direct_io ? ", O_DIRECT" : "", bytes_str(double(d.bytes_in)).c_str(), (long long)d.blocks_in,
                 bytes_str(double(d.bytes_out)).c_str(), (long long)d.blocks_out, (long long)d.hits,
                 (long long)d.evictions, (long long)d.cached_blocks, (long long)r.recovered_at_start,
+                (long long)r.foreign_at_start,
                 (long long)d.failures, (long long)d.checksum_failures, (long long)d.io_errors, (long long)r.short_hits);
 }
 
@@ -285,19 +286,19 @@ int main(int argc, char **argv) {
     ec.restart_at_step = o.restart_at;
     ec.reset_before_restart = o.reset_before_restart;
     ec.flush_before_restart = o.flush_before_restart;
-    if (o.disk_persistent) {
-        // The file outlives the process, and libkvc identifies a block by its tokens (and the file
-        // by the KV layout), not by the weights that computed it: a file left by a run with another
-        // seed, window or head_dim would serve wrong KV. The model's identity as the cache salt
-        // keeps such blocks from ever hitting.
-        char salt[200];
-        std::snprintf(salt, sizeof salt,
+    {
+        // The file outlives the process, and libkvc identifies a block by its tokens and the file by
+        // the KV layout, not by the weights that computed it: a file left by a run with another
+        // seed, window or model would serve wrong KV. The model's identity, attached with the file
+        // (kvc_tier_attach_disk_with_identity), keeps such blocks from ever being recovered.
+        char identity[200];
+        std::snprintf(identity, sizeof identity,
                       "kvc_serve model seed %llu vocab %d d_model %d layers %d heads %d/%d head_dim %d ffn %d "
                       "rope %g window %d%s",
                       (unsigned long long)o.seed, mc.vocab, mc.d_model, mc.num_layers, mc.num_q_heads,
                       mc.num_kv_heads, mc.head_dim, mc.ffn_dim, double(mc.rope_theta), o.window,
                       o.hybrid ? " hybrid" : "");
-        ec.cache_salt = salt;
+        ec.disk.identity = identity;
     }
     if (o.disk_blocks > 0) {
         // libkvc creates the file, not its directory.

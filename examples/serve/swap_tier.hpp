@@ -25,6 +25,16 @@ struct DiskTierConfig {
     int64_t blocks = 0;
     std::string path;         // the file (created if missing; truncated unless persistent)
     bool persistent = false;  // KVC_DISK_PERSISTENT: keep and re-index the file's blocks at attach
+    // What computed the KV (the model's weights and shape). Each pool's file is attached with it plus
+    // the pool and rank (kvc_tier_attach_disk_with_identity), so that a file left by another model,
+    // or another rank's file, is recovered from never (its blocks would be wrong KV).
+    std::string identity;
+};
+
+// One rank's disk file and the identity it is attached with.
+struct DiskFile {
+    std::string path;
+    std::string identity;
 };
 
 // One tier's kvc_tier_stats: block counts as every rank has them (compared across ranks), bytes
@@ -32,7 +42,7 @@ struct DiskTierConfig {
 struct TierFigures {
     int64_t capacity_blocks = 0, used_blocks = 0, cached_blocks = 0;
     int64_t blocks_in = 0, blocks_out = 0, hits = 0, evictions = 0;
-    int64_t failures = 0, checksum_failures = 0, io_errors = 0, recovered_blocks = 0;
+    int64_t failures = 0, checksum_failures = 0, io_errors = 0, recovered_blocks = 0, foreign_blocks = 0;
     int64_t bytes_in = 0, bytes_out = 0;
     bool direct_io = false, io_uring = false, persistent = false;
     // Counters of a pool that is gone (before a restart) added to the live pool's; the state
@@ -41,7 +51,8 @@ struct TierFigures {
         for (int64_t TierFigures::*f : {&TierFigures::blocks_in, &TierFigures::blocks_out, &TierFigures::hits,
                                         &TierFigures::evictions, &TierFigures::failures,
                                         &TierFigures::checksum_failures, &TierFigures::io_errors,
-                                        &TierFigures::recovered_blocks, &TierFigures::bytes_in, &TierFigures::bytes_out})
+                                        &TierFigures::recovered_blocks, &TierFigures::foreign_blocks,
+                                        &TierFigures::bytes_in, &TierFigures::bytes_out})
             this->*f += o.*f;
     }
 };
@@ -68,9 +79,9 @@ public:
 
 // A swap tier of host_blocks blocks attached to every rank of `pool` (the same size on each, so
 // their tiers decide alike), with a disk tier of disk.blocks below it when disk.blocks > 0 (rank r
-// in disk_paths[r]: every rank needs its own file), or nullptr when this build has no tiers API
+// in disk_files[r]: every rank needs its own file), or nullptr when this build has no tiers API
 // (*why explains) — then the engine uses recompute preemption only and has no disk tier.
 std::unique_ptr<SwapTier> make_swap_tier(ReplicatedPool &pool, int64_t host_blocks, const DiskTierConfig &disk,
-                                         const std::vector<std::string> &disk_paths, std::string *why);
+                                         const std::vector<DiskFile> &disk_files, std::string *why);
 
 }  // namespace serve

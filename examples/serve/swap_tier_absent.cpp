@@ -4,7 +4,7 @@
 namespace serve {
 
 std::unique_ptr<SwapTier> make_swap_tier(ReplicatedPool &, int64_t, const DiskTierConfig &,
-                                         const std::vector<std::string> &, std::string *why) {
+                                         const std::vector<DiskFile> &, std::string *why) {
     *why = "this libkvc has no kvc_swap_out";
     return nullptr;
 }

@@ -89,7 +89,8 @@ private:
                                      {"blocks_out", &kvc_tier_stats::blocks_out},
                                      {"hits", &kvc_tier_stats::hits},
                                      {"evictions", &kvc_tier_stats::evictions},
-                                     {"recovered_blocks", &kvc_tier_stats::recovered_blocks}});
+                                     {"recovered_blocks", &kvc_tier_stats::recovered_blocks},
+                                     {"foreign_blocks", &kvc_tier_stats::foreign_blocks}});
         const kvc_tier_stats &s0 = stats_[0];
         TierFigures f;
         f.capacity_blocks = s0.capacity_blocks;
@@ -100,6 +101,7 @@ private:
         f.hits = s0.hits;
         f.evictions = s0.evictions;
         f.recovered_blocks = s0.recovered_blocks;
+        f.foreign_blocks = s0.foreign_blocks;
         f.direct_io = s0.direct_io != 0;
         f.io_uring = s0.io_uring != 0;
         f.persistent = s0.persistent != 0;
@@ -117,7 +119,7 @@ private:
 }  // namespace
 
 std::unique_ptr<SwapTier> make_swap_tier(ReplicatedPool &pool, int64_t host_blocks, const DiskTierConfig &disk,
-                                         const std::vector<std::string> &disk_paths, std::string *why) {
+                                         const std::vector<DiskFile> &disk_files, std::string *why) {
     if (host_blocks <= 0) {
         *why = "disabled by --host-blocks 0";
         return nullptr;
@@ -126,16 +128,17 @@ std::unique_ptr<SwapTier> make_swap_tier(ReplicatedPool &pool, int64_t host_bloc
                         [host_blocks](kvc_pool *p) { return kvc_tier_attach_host(p, host_blocks); }),
               "kvc_tier_attach_host");
     if (disk.blocks > 0) {
-        if (int32_t(disk_paths.size()) != pool.ranks())
-            throw std::runtime_error("internal: " + std::to_string(disk_paths.size()) + " disk files for " +
+        if (int32_t(disk_files.size()) != pool.ranks())
+            throw std::runtime_error("internal: " + std::to_string(disk_files.size()) + " disk files for " +
                                      std::to_string(pool.ranks()) + " ranks");
         const int32_t flags = disk.persistent ? KVC_DISK_PERSISTENT : 0;
-        kvc_check(pool.each_rank("kvc_tier_attach_disk", 0,
+        kvc_check(pool.each_rank("kvc_tier_attach_disk_with_identity", 0,
                                  [&](int32_t r) {
-                                     return kvc_tier_attach_disk(pool.rank(r), disk_paths[size_t(r)].c_str(),
-                                                                 disk.blocks, flags);
+                                     const DiskFile &f = disk_files[size_t(r)];
+                                     return kvc_tier_attach_disk_with_identity(pool.rank(r), f.path.c_str(), disk.blocks,
+                                                                               flags, f.identity.c_str());
                                  }),
-                  "kvc_tier_attach_disk");
+                  "kvc_tier_attach_disk_with_identity");
     }
     return std::make_unique<KvcSwapTier>(pool);
 }
