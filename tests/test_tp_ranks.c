@@ -83,7 +83,10 @@ static void open_ranks(ranks *r, sizes z, int32_t window, int64_t extra_blocks_o
         OK(kvc_pool_set_tier_events(r->p[i], 1)); /* host and disk tier events must agree too */
         OK(kvc_tier_attach_host(r->p[i], z.host));
         snprintf(r->disk_path[i], sizeof r->disk_path[i], "/tmp/kvc_tp_rank_%d_%d.bin", (int)getpid(), i);
-        OK(kvc_tier_attach_disk(r->p[i], r->disk_path[i], z.disk, kShape[i].disk_flags));
+        /* As a TP deployment would: each rank's file attached with an identity naming the rank. */
+        char identity[64];
+        snprintf(identity, sizeof identity, "test_tp_ranks;tp=%d/%d", i, NR);
+        OK(kvc_tier_attach_disk_with_identity(r->p[i], r->disk_path[i], z.disk, kShape[i].disk_flags, identity));
         OK(kvc_batch_create(r->p[i], 6, 64, 32, &r->batch[i]));
     }
 }
