@@ -12,14 +12,16 @@
 # the host tier or on the device are lost; a cache reset (its byte v: v % 4 == 3 fails the first
 # 1 + (v >> 2) % 3 erasures) or a failed read erases what the next restart would have recovered;
 # a failed erasure leaves a header (a newer copy of the block then wins at the restart); a failed
-# write leaves the header of the block its slot was evicting; priorities and repeated restarts.
-# The last 13 exercise kvc_abort and kvc_tier_flush (see there).
+# write erases the header of the block its slot was evicting (since be98b8f; it used to leave it);
+# priorities and repeated restarts.
+# The next 13 exercise kvc_abort and kvc_tier_flush (see there); the last 6 disk identities (a
+# restart switching identity and back; see there).
 import hashlib, os, sys
 
 out = sys.argv[1]
-def cfg(host, disk, nbyte=1, bs_idx=1, alpha=3, persistent=False):
+def cfg(host, disk, nbyte=1, bs_idx=1, alpha=3, persistent=False, ident=0):
     tier = 6 * (2 * (disk - 1) + 1)          # CPU + host tier, disk of `disk` slots
-    return [bs_idx, nbyte, 1, 0, 0, 0, alpha, tier, host - 1 + (16 if persistent else 0)]
+    return [bs_idx, nbyte, 1, 0, 0, 0, alpha, tier, host - 1 + (16 if persistent else 0) + 32 * ident]
 def prompt(n, t): return [n - 1, t, n, 0]
 def keys(prio_idx):  # non-NULL keys with priority prios[prio_idx] (0, 10, 50, 50, 90, 100)
     return [1, prio_idx, 1, 0] if prio_idx is not None else [0]
@@ -33,7 +35,8 @@ def swap_out(i): return [14, i, 0]
 def swap_in(i): return [14, i, 2]
 def reset(): return [9, 0]
 def preset(v=0): return [9, 0, v]            # reset on a persistent input: reads its fault byte
-def restart(): return [9, 6]
+def restart(to=None, too_long=False):       # to: switch to disk identity `to` (fuzz_pool.cpp kIdentities)
+    return [9, 6 | (0x80 | to << 3 if to is not None else 0) | (0x40 if too_long else 0)]
 def sink(k): return sum((traffic(1) for _ in range(k)), [])
 def probe(n, t): return tiers(n, t) + lookup(n, t) + can(n, t)
 seeds = []
@@ -82,9 +85,10 @@ for v in [47, 63, 79]:
 for host, disk, k, v, k2 in [(2, 6, 6, 3, 6), (1, 4, 5, 11, 4)]:
     ops = push(0, 7, 0, k) + preset(v) + push(1, 7, 0, k2, 0) + restart() + probe(7, 0) + alloc(2, 7, 0, 0) + free(2)
     seeds.append(cfg(host, disk, **P) + ops)
-# A failed write into a slot that was evicting a cached block leaves that block's header, which a
-# reset does not erase (the slot is free): it comes back after the restart although the disk had
-# dropped it before the reset (one disk slot; what the library does today, see model.hpp).
+# A failed write into a slot that was evicting a cached block (one disk slot), then a reset and a
+# restart: the failed write erased the evicted block's header (be98b8f), so nothing comes back
+# (before that fix the header stayed, the reset did not erase it as the slot was free, and the
+# block came back although the disk had dropped it).
 ops = push(0, 7, 0, 4) + alloc(1, 5, 1, 6, 15 + 16) + free(1) + probe(7, 0) + preset(0) + restart() + probe(7, 0)
 ops += probe(5, 1) + alloc(2, 7, 0, 0) + free(2)
 seeds.append(cfg(1, 1, **P) + ops)
@@ -131,6 +135,44 @@ for v in [15, 31, 47, 63, 79]:
 ops = alloc(0, 5, 2) + swap_out(0) + alloc(1, 7, 0) + free(1) + flush(1) + probe(7, 0) + abort(0)
 ops += flush(1) + probe(7, 0) + restart() + probe(7, 0) + alloc(2, 7, 0, 0) + free(2)
 seeds.append(cfg(1, 4, persistent=True) + ops)
+# Disk identities (kvc_tier_attach_disk_with_identity; cfg's ident and restart's `to` index
+# fuzz_pool.cpp's kIdentities: 0 the old kvc_tier_attach_disk, 1 NULL, 2 "", 3 and 5 "a", 4 "b", 6
+# and 7 two 1024-byte names differing in their last byte). A restart under another identity
+# recovers none of the file's blocks (foreign_blocks counts them; their slots are free, in slot
+# order, so the new owner's writes take them first); going back recovers those it left alone.
+A, B, LA, LB = 3, 4, 6, 7
+# "a" -> "b" (nothing back, its writes take two of a's slots) -> "a" (what b left; b's two foreign)
+# -> "a" by the other index (the same identity) -> "b" (its two back, a's foreign).
+ops = push(0, 7, 0, 6) + probe(7, 0) + restart(B) + probe(7, 0) + push(1, 5, 1, 6) + restart(A) + probe(7, 0)
+ops += probe(5, 1) + restart(5) + probe(7, 0) + restart(B) + probe(5, 1) + alloc(2, 5, 1, 1) + free(2)
+seeds.append(cfg(2, 6, persistent=True, ident=A) + ops)
+# "a" -> "b" writing nothing (an identity one byte too long refused first) -> "a": all of it back.
+ops = push(0, 7, 0, 6) + restart(B, True) + probe(7, 0) + restart(A, True) + probe(7, 0) + alloc(1, 7, 0, 0) + free(1)
+seeds.append(cfg(2, 6, persistent=True, ident=A) + ops)
+# No identity three ways (old function, NULL, ""), one identity: then the two longest names, which
+# differ only in their last byte (each other's foreign), and back to none.
+ops = push(0, 7, 0, 6) + restart(1) + probe(7, 0) + restart(2) + probe(7, 0) + restart(LA) + probe(7, 0)
+ops += push(1, 5, 1, 6) + restart(LB, True) + probe(5, 1) + restart(LA) + probe(5, 1) + restart(0) + probe(7, 0)
+ops += alloc(2, 7, 0, 0) + free(2)
+seeds.append(cfg(2, 6, persistent=True) + ops)
+# A reset under "b" erases b's cached headers only: a's (free, foreign) survive it and come back.
+ops = push(0, 7, 0, 6) + restart(B) + push(1, 5, 1, 6) + preset(0) + restart(A) + probe(7, 0) + probe(5, 1)
+ops += restart(B) + probe(5, 1) + restart(A) + alloc(2, 7, 0, 0) + free(2)
+seeds.append(cfg(2, 6, persistent=True, ident=A) + ops)
+# A failed write into a slot "a" left free: under "b" a host victim's spill fails (v = 15): the block
+# is dropped and the slot's header (a's first block) erased, so going back to "a" recovers its other
+# two, which the prompt cannot reach (its first block is gone); "b" gets nothing back; under "a"
+# again the prompt is computed and flushed (into the erased slot), and "b" finds three foreign.
+ops = alloc(0, 7, 0) + free(0) + flush(1) + restart(B) + alloc(1, 5, 1) + free(1) + sink(3)
+ops += alloc(2, 7, 2, 6, 15) + free(2) + restart(A) + probe(7, 0) + alloc(3, 7, 0, 0) + free(3) + restart(B)
+ops += probe(5, 1) + alloc(4, 5, 1, 1) + free(4) + restart(A) + alloc(5, 7, 0, 0) + free(5) + flush(1)
+ops += restart(B) + probe(5, 1)
+seeds.append(cfg(1, 3, persistent=True, ident=A) + ops)
+# Flush under each identity in turn on a 2-slot disk, switching back and forth (with a too-long try).
+ops = alloc(0, 7, 0) + free(0) + flush(1) + restart(B) + alloc(1, 5, 1) + free(1) + flush(1) + restart(A, True)
+ops += probe(7, 0) + probe(5, 1) + alloc(2, 7, 0, 0) + free(2) + flush(1) + restart(B) + probe(5, 1) + restart(A)
+ops += probe(7, 0) + alloc(3, 7, 0, 0) + free(3)
+seeds.append(cfg(1, 2, persistent=True, ident=A) + ops)
 for s in seeds:
     b = bytes(s)
     open(os.path.join(out, hashlib.sha1(b).hexdigest()), 'wb').write(b)

@@ -20,6 +20,12 @@
 // destroyed and re-created on the same files, and the model re-indexes its record of the file's
 // slot headers (model.hpp, "The disk file": what a reset or a failed read erased does not come
 // back; recovered_blocks is compared exactly). Those files are kept until the input ends.
+// Disk identity (kvc_tier_attach_disk_with_identity): every disk tier is attached under an identity
+// of a small set (kIdentities: the old kvc_tier_attach_disk, NULL, "", two short names, two of the
+// longest allowed length); a restart may switch it, and the model predicts which headers come
+// back (recovered_blocks) and which are another identity's (foreign_blocks, compared after every
+// operation), and so the lookups and hits after it. Restarts now and then try an identity one byte
+// too long first (KVC_ERR_INVALID_ARG, nothing attached, the file untouched).
 // kvc_abort (uncaches what a sequence filled past its prompt's hit, then frees it) and
 // kvc_tier_flush (writes every cached block above the disk down, in rounds; write faults injected
 // now and then) take opcode 9's pick 5 on CPU pools (op_abort, op_flush).
@@ -27,7 +33,7 @@
 // Input format (all bytes optional; missing bytes read as 0):
 //   config: block size, block count, caching, watermark, max_seq_len, event capacity, alphabet (its
 //   high bits: a starting sliding window), tier mode (its high bits: a disk tier), host-tier slots
-//   (with a disk tier, bit 4: KVC_DISK_PERSISTENT)
+//   (with a disk tier, bit 4: KVC_DISK_PERSISTENT; bits 5-7: the disk identity, kIdentities)
 //   then operations: one opcode byte followed by that operation's argument bytes.
 //   The mirror rank's shape, dtype and backend come from a hash of the whole input (no bytes are read
 //   for them, so the committed corpus decodes as before).
@@ -107,6 +113,10 @@ uint64_t g_disk_faults = 0, g_disk_lookup_hits = 0;
 // erasures failed by injected faults.
 uint64_t g_persistent_runs = 0, g_restarts = 0, g_recovered = 0, g_recovered_stale = 0, g_recovered_hits = 0;
 uint64_t g_erased = 0, g_erase_faults = 0, g_recovered_dups = 0;
+// Disk identities: restarts that changed the identity (to another fingerprint; NULL -> "" is no
+// change), foreign blocks counted at attaches, recovered blocks an earlier attach had counted
+// foreign (the identity went back), identities one byte too long refused (fuzzed pool's calls).
+uint64_t g_identity_switches = 0, g_foreign = 0, g_reclaimed = 0, g_too_long = 0;
 // kvc_abort and kvc_tier_flush: calls that succeeded, blocks an abort took out of the cache, flushes
 // on a disk tier, writes they queued, flush rounds (more than one per flush: the job capacity or the
 // slots ran out) and flushes with injected write faults.
@@ -123,6 +133,41 @@ const char *g_mirror_desc = "";
 constexpr int kMaxIds = 8;       // sequence ids 0..7: collisions (exists / unknown) are frequent
 constexpr int kMaxPrompt = 40;
 constexpr int kTemplates = 4;
+
+// Disk identities (kvc_tier_attach_disk_with_identity), by index (3 bits of the input). Index 0
+// calls the old kvc_tier_attach_disk; NULL and "" are the same (layout-only) fingerprint as it
+// (kvc.h), so those three are one identity class (the model's owner, 0). Two short names (one of
+// them twice, so that a random switch goes back often enough), and two of exactly
+// KVC_MAX_DISK_IDENTITY_LEN bytes that differ only in their last byte: an identity cut short, or
+// hashed only in part, would make them one. too_long_identity() (one byte more) must be refused.
+constexpr int32_t kIdentities = 8;
+const char *identity_string(int32_t i) {
+    static const std::string long_a = std::string(KVC_MAX_DISK_IDENTITY_LEN - 1, 'x') + "a";
+    static const std::string long_b = std::string(KVC_MAX_DISK_IDENTITY_LEN - 1, 'x') + "b";
+    switch (i) {
+        case 0: case 1: return nullptr;
+        case 2: return "";
+        case 3: case 5: return "a";
+        case 4: return "b";
+        case 6: return long_a.c_str();
+        default: return long_b.c_str();
+    }
+}
+int32_t identity_class(int32_t i) {
+    static const int32_t cls[kIdentities] = {0, 0, 0, 1, 2, 1, 3, 4};
+    return cls[i];
+}
+const char *identity_name(int32_t i) {
+    static const char *names[kIdentities] = {"none (kvc_tier_attach_disk)", "NULL", "\"\"", "\"a\"", "\"b\"", "\"a\"",
+                                             "1024 bytes x..xa", "1024 bytes x..xb"};
+    return names[i];
+}
+// One byte longer than allowed; its first KVC_MAX_DISK_IDENTITY_LEN bytes are identity 6 (a
+// library that cut it short instead of refusing it would attach as that one).
+const char *too_long_identity() {
+    static const std::string s = std::string(KVC_MAX_DISK_IDENTITY_LEN - 1, 'x') + "ax";
+    return s.c_str();
+}
 
 struct Session {
     kvc_pool *pool = nullptr;
@@ -166,6 +211,7 @@ struct Session {
     kvc_pool_config cfg{};
     int32_t host_slots = 0, disk_slots = 0;
     bool persistent = false;   // disk tier attached with KVC_DISK_PERSISTENT (restarts possible)
+    int32_t identity = 0;      // the disk tier's identity: an index into kIdentities
     double watermark = 0;
 
     ~Session() {
@@ -350,6 +396,7 @@ void compare_stats(Session &s) {
     EXPECT_EQ("disk.io_errors", ts.io_errors, m.dc.io_errors);
     EXPECT_EQ("disk.checksum_failures", ts.checksum_failures, m.dc.checksum_failures);
     EXPECT_EQ("disk.recovered_blocks", ts.recovered_blocks, m.recovered);
+    EXPECT_EQ("disk.foreign_blocks", ts.foreign_blocks, m.foreign);
     EXPECT_EQ("disk.persistent", ts.persistent, m.disk && s.persistent);
     std::memset(&ts, 0, sizeof ts);
     ts.struct_size = sizeof ts;
@@ -383,6 +430,21 @@ void compare_seqs(Session &s) {
 
 void check_pool(Session &s) {
     if (kvc_pool_check(s.pool) != KVC_OK) diverge("kvc_pool_check: %s (op #%d %s)", kvc_last_error(), g_op, g_opname);
+}
+
+// Right after a disk attach (setup, restart): what the attach found in the file, before anything
+// else is compared (compare_stats repeats it after every operation), so that a wrong re-index is
+// named as such.
+void check_attach(Session &s) {
+    if (!s.m.disk) return;
+    kvc_tier_stats ts;
+    std::memset(&ts, 0, sizeof ts);
+    ts.struct_size = sizeof ts;
+    if (kvc_tier_get_stats(s.pool, KVC_TIER_DISK, &ts) != KVC_OK) diverge("kvc_tier_get_stats(disk) failed");
+    if (ts.recovered_blocks != s.m.recovered || ts.foreign_blocks != s.m.foreign)
+        diverge("disk attach under identity %s: recovered_blocks %lld, foreign_blocks %lld; model %lld, %lld (op #%d %s)",
+                identity_name(s.identity), (long long)ts.recovered_blocks, (long long)ts.foreign_blocks,
+                (long long)s.m.recovered, (long long)s.m.foreign, g_op, g_opname);
 }
 
 // The mirror's own invariants, after setup and at the end of each input: between those its
@@ -1172,6 +1234,9 @@ void trace_state(Session &s) {
     };
     tier("host", m.hfree, m.hlru, m.hslots);
     tier("disk", m.dfree, m.dlru, m.dslots);
+    if (m.disk && s.persistent)
+        std::fprintf(stderr, "  disk identity %s (class %d): recovered %" PRId64 ", foreign %" PRId64 " at its attach\n",
+                     identity_name(s.identity), m.owner, m.recovered, m.foreign);
 }
 
 // ---- one input -------------------------------------------------------------------------------
@@ -1183,18 +1248,27 @@ void trace_state(Session &s) {
 // crash. With it (KVC_DISK_PERSISTENT) the file must outlive the pool for a restart to attach it
 // again: it is removed at the input's end or before a divergence aborts (remove_disk_files), and
 // an input's first attach (`fresh`) removes a file left over first.
-kvc_status attach_disk(kvc_pool *pool, int32_t slots, const char *who, bool sync_io, bool persistent, bool fresh) {
+// `identity`: an index into kIdentities (0: the old kvc_tier_attach_disk), or -1: an identity one
+// byte too long (a call that must fail and leave the pool, and the file, as they were).
+std::string disk_path(const char *who) {
     const char *dir = std::getenv("KVC_FUZZ_DISK_DIR");
-    const std::string path = std::string(dir && *dir ? dir : "/tmp") + "/kvc-fuzz-disk-" +
-                             std::to_string(long(getpid())) + "-" + who;
+    return std::string(dir && *dir ? dir : "/tmp") + "/kvc-fuzz-disk-" + std::to_string(long(getpid())) + "-" + who;
+}
+kvc_status attach_disk(kvc_pool *pool, int32_t slots, const char *who, bool sync_io, bool persistent, bool fresh,
+                       int32_t identity) {
+    const std::string path = disk_path(who);
     if (persistent && fresh) {
         ::unlink(path.c_str());
         g_disk_files.push_back(path);
     }
     kvct_disk_force_sync_io(sync_io ? 1 : 0);
-    const kvc_status st = kvc_tier_attach_disk(pool, path.c_str(), slots, persistent ? KVC_DISK_PERSISTENT : 0);
+    const int32_t flags = persistent ? KVC_DISK_PERSISTENT : 0;
+    const kvc_status st =
+        identity == 0 ? kvc_tier_attach_disk(pool, path.c_str(), slots, flags)
+                      : kvc_tier_attach_disk_with_identity(pool, path.c_str(), slots, flags,
+                                                           identity < 0 ? too_long_identity() : identity_string(identity));
     kvct_disk_force_sync_io(0);
-    if (!persistent) ::unlink(path.c_str());
+    if (!persistent && identity >= 0) ::unlink(path.c_str());
     return st;
 }
 
@@ -1215,7 +1289,7 @@ void open_mirror(Session &s, bool fresh) {
         mirror::report("kvc_tier_attach_host of the mirror failed: %s", kvc_last_error());
     // Its own disk file of the same slot count; pread/pwrite for half of the inputs.
     if (s.disk_slots > 0 &&
-        attach_disk(r.pool, s.disk_slots, "mirror", (s.input_hash >> 40) & 1, s.persistent, fresh) != KVC_OK)
+        attach_disk(r.pool, s.disk_slots, "mirror", (s.input_hash >> 40) & 1, s.persistent, fresh, s.identity) != KVC_OK)
         mirror::report("kvc_tier_attach_disk of the mirror failed: %s", kvc_last_error());
     if (kvc_batch_create(r.pool, s.batch_max_seqs, s.batch_max_tokens, s.batch_width, &r.batch) != KVC_OK)
         mirror::report("kvc_batch_create of the mirror failed: %s", kvc_last_error());
@@ -1253,8 +1327,8 @@ void open_pool(Session &s, bool fresh) {
     if (kvc_bytes_per_block(&s.cfg, &s.block_bytes) != KVC_OK) diverge("kvc_bytes_per_block failed");
     if (s.host_slots > 0 && kvc_tier_attach_host(s.pool, s.host_slots) != KVC_OK)
         diverge("kvc_tier_attach_host failed: %s", kvc_last_error());
-    if (s.disk_slots > 0 && attach_disk(s.pool, s.disk_slots, "pool", false, s.persistent, fresh) != KVC_OK)
-        diverge("kvc_tier_attach_disk failed: %s", kvc_last_error());
+    if (s.disk_slots > 0 && attach_disk(s.pool, s.disk_slots, "pool", false, s.persistent, fresh, s.identity) != KVC_OK)
+        diverge("kvc_tier_attach_disk (identity %s) failed: %s", identity_name(s.identity), kvc_last_error());
     if (kvc_batch_create(s.pool, s.batch_max_seqs, s.batch_max_tokens, s.batch_width, &s.batch) != KVC_OK)
         diverge("kvc_batch_create failed: %s", kvc_last_error());
 }
@@ -1265,6 +1339,7 @@ void init_model(Session &s, model::Pool *m) {
             s.cfg.event_capacity);
     if (s.host_slots > 0) m->attach_host(s.host_slots);
     if (s.disk_slots > 0) m->attach_disk(s.disk_slots);
+    m->owner = identity_class(s.identity);
 }
 
 bool setup(Input &in, Session &s) {
@@ -1288,7 +1363,9 @@ bool setup(Input &in, Session &s) {
     // inputs: 1-6 slots, over a host tier of 1-4 slots (tiny tiers are where the corner cases are:
     // promotions that find no host slot, disk victims that are the prompt's own hits). Bit 4 of the
     // host-slots byte (unused with a disk tier) makes half of those disks KVC_DISK_PERSISTENT: they
-    // get restarts (op_restart).
+    // get restarts (op_restart). Its bits 5-7 (unused too) pick the disk identity: the corpus from
+    // before identities decodes as before (a fresh file behaves alike under every identity; the
+    // seeds of disk_seeds.py have 0 there, the old kvc_tier_attach_disk).
     const uint8_t tier_byte = in.byte();
     const int64_t tier_mode = tier_byte % 6;
     s.cpu = tier_mode < 3;
@@ -1301,6 +1378,7 @@ bool setup(Input &in, Session &s) {
     s.host_slots = host_slots;
     s.disk_slots = disk_slots;
     s.persistent = disk_slots > 0 && (host_byte & 16);
+    s.identity = disk_slots > 0 ? int32_t(host_byte >> 5) % kIdentities : 0;
     s.watermark = wm;
     g_persistent_runs += s.persistent;
 
@@ -1350,6 +1428,8 @@ void add_coverage(Session &s) {
     g_erased += uint64_t(s.m.erased);
     g_erase_faults += uint64_t(s.m.erase_faults);
     g_recovered_dups += uint64_t(s.m.recovered_dups);
+    g_foreign += uint64_t(s.m.foreign);
+    g_reclaimed += uint64_t(s.m.reclaimed);
 }
 
 // A restart (persistent disk tier only): the process ends and a new one attaches the same files,
@@ -1360,11 +1440,32 @@ void add_coverage(Session &s) {
 // recovered_blocks is compared exactly (compare_stats), and later prompts re-hit what came back
 // (their KV bytes checked once promoted, as any other). The session's recent and past prompts are
 // kept: what the next process is asked again.
-void op_restart(Session &s) {
+// The restart's byte v (its low 3 bits picked the restart): bit 7 re-attaches under identity
+// (v >> 3) & 7 (kIdentities; its headers come back, the others' are foreign), else under the same
+// one; bit 6 first tries an identity one byte too long on both pools, before their disk tier is
+// attached and again after (KVC_ERR_INVALID_ARG both times: kvc_tier_attach_disk_with_identity
+// checks its arguments before the pool's state; nothing may be attached or read, and the file
+// must be left as it was, which the attach in between and compare_stats verify). The corpus from
+// before identities decodes as before: no restart byte in it has bit 6 or 7 set (disk_seeds.py's
+// are [9, 6]; its replay's figures are unchanged); a later input with bit 7 set there switches.
+void try_too_long_identity(Session &s, const char *when) {
+    const kvc_status st = attach_disk(s.pool, s.disk_slots, "pool", false, s.persistent, false, -1);
+    if (st != KVC_ERR_INVALID_ARG)
+        diverge("kvc_tier_attach_disk_with_identity (identity of %zu bytes, %s): status %d, expected KVC_ERR_INVALID_ARG"
+                " (op #%d %s)", std::strlen(too_long_identity()), when, int(st), g_op, g_opname);
+    MIRROR_EQ("kvc_tier_attach_disk_with_identity status (identity one byte too long)", st,
+              attach_disk(s.mr.pool, s.disk_slots, "mirror", false, s.persistent, false, -1));
+    ++g_too_long;
+}
+void op_restart(Session &s, uint8_t v) {
     add_coverage(s);
     ++g_restarts;
     const std::vector<model::Identity> cached = s.m.disk_cached();
     const int32_t window = s.m.window;
+    const bool too_long = (v & 0x40) != 0;
+    const int32_t before = s.identity;
+    if (v & 0x80) s.identity = int32_t(v >> 3) % kIdentities;
+    g_identity_switches += identity_class(s.identity) != identity_class(before);
     kvc_batch_destroy(s.batch);
     kvc_pool_destroy(s.pool);
     s.batch = nullptr;
@@ -1373,12 +1474,24 @@ void op_restart(Session &s) {
     kvc_pool_destroy(s.mr.pool);
     s.mr.batch = nullptr;
     s.mr.pool = nullptr;
+    if (too_long) {  // the pools as open_pool / open_mirror make them, up to their host tier
+        if (kvc_pool_create(&s.cfg, &s.pool) != KVC_OK || kvc_tier_attach_host(s.pool, s.host_slots) != KVC_OK)
+            diverge("kvc_pool_create / kvc_tier_attach_host failed: %s", kvc_last_error());
+        if (kvc_pool_create(&s.mr.cfg, &s.mr.pool) != KVC_OK || kvc_tier_attach_host(s.mr.pool, s.host_slots) != KVC_OK)
+            mirror::report("kvc_pool_create / kvc_tier_attach_host of the mirror failed: %s", kvc_last_error());
+        try_too_long_identity(s, "no disk tier yet");
+        kvc_pool_destroy(s.pool);
+        kvc_pool_destroy(s.mr.pool);
+        s.pool = s.mr.pool = nullptr;
+    }
     open_pool(s, false);
     open_mirror(s, false);
+    if (too_long) try_too_long_identity(s, "disk tier attached");
     model::Pool fresh;
     init_model(s, &fresh);
-    fresh.recover(s.m.dfile, s.m.next_stamp, cached);
+    fresh.recover(s.m.dfile, s.m.next_stamp, cached, identity_class(s.identity));
     s.m = std::move(fresh);
+    check_attach(s);
     s.batch_built = false;
     if (window > 0) {
         const kvc_status st = kvc_pool_set_sliding_window(s.pool, window);
@@ -1401,6 +1514,8 @@ void run(const uint8_t *data, size_t size) {
     g_disk_runs += s.m.disk;
     ++g_total_runs;
     check_pool(s);
+    check_attach(s);  // a fresh file: nothing recovered, nothing foreign
+    compare_stats(s);
     check_mirror_pool(s);
     compare_mirror(s);
     for (g_op = 0; !in.done() && g_op < 400; ++g_op) {
@@ -1418,7 +1533,8 @@ void run(const uint8_t *data, size_t size) {
                 // With a persistent disk tier, 6 and 7 restart. On CPU pools 5 (take_pending there
                 // is copy_pending's work, which op_tier_misc covers) is kvc_abort or kvc_tier_flush:
                 // a byte v, v % 2 == 1 flushes on a disk tier (v % 16 == 1 elsewhere: refused).
-                const int64_t pick = in.below(8);
+                const uint8_t pick_byte = in.byte();  // its high bits: op_restart's identity choice
+                const int64_t pick = pick_byte % 8;
                 const bool restart = s.persistent && pick >= 6;
                 if (s.cpu && pick == 5) {
                     const uint8_t v = in.byte();
@@ -1433,7 +1549,7 @@ void run(const uint8_t *data, size_t size) {
                 if (pick == 0) op_reset(in, s);
                 else if (pick <= 2) op_window(in, s);
                 else if (pick <= 4) op_other_traffic(in, s);
-                else if (restart) op_restart(s);
+                else if (restart) op_restart(s, pick_byte);
                 else op_take_pending(in, s);
                 break;
             }
@@ -1478,6 +1594,10 @@ void report_totals() {
                  ", headers erased %" PRIu64 ", erasures failed by injected faults %" PRIu64 "\n",
                  g_persistent_runs, g_restarts, g_recovered, g_recovered_stale, g_recovered_dups, g_recovered_hits, g_erased,
                  g_erase_faults);
+    std::fprintf(stderr, "fuzz_pool: disk identity: restarts switching identity %" PRIu64 ", foreign blocks at attaches %"
+                 PRIu64 ", foreign blocks recovered again by going back %" PRIu64
+                 ", identities one byte too long refused %" PRIu64 "\n",
+                 g_identity_switches, g_foreign, g_reclaimed, g_too_long);
     std::fprintf(stderr, "fuzz_pool: kvc_abort: %" PRIu64 " aborts, blocks taken out of the cache by them %" PRIu64
                  "; kvc_tier_flush: %" PRIu64 " flushes, blocks queued by them %" PRIu64 ", rounds %" PRIu64
                  ", flushes with injected write faults %" PRIu64 "\n",

@@ -19,6 +19,10 @@
 // mirror the same failures: the fault hook (lib/testing.h) counts I/O operations, both pools make
 // the same ones in the same order, and the driver arms the same fault for the mirror's call as for
 // the pool's (fuzz_pool.cpp, DiskFault), so every field stays comparable, fault counters included.
+// A persistent disk is attached under the fuzzed pool's disk identity at every restart (and a
+// too-long one is refused on both): the mirror's fingerprint differs (its layout does) but its
+// file holds the same slots under the same identities, so recovered_blocks and foreign_blocks
+// must agree as well.
 //
 // KV bytes: the mirror plays its own forward pass when both pools have storage (its own shape: every
 // layer, head and dimension gets a value from position, token, layer, head and dimension, exact in
@@ -182,6 +186,7 @@ MIRROR_NO_COVERAGE inline void compare_tier_stats(kvc_pool *pool, kvc_pool *mir)
         MIRROR_TIER_EQ(checksum_failures);
         MIRROR_TIER_EQ(io_errors);
         MIRROR_TIER_EQ(recovered_blocks);
+        MIRROR_TIER_EQ(foreign_blocks);  // the mirror's file is attached under the same identity
         MIRROR_TIER_EQ(persistent);
 #undef MIRROR_TIER_EQ
     }

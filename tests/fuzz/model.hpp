@@ -79,20 +79,25 @@
 //     slot and the host slot it was read into are freed; each counts one failure (and no hit).
 //
 // The disk file (KVC_DISK_PERSISTENT; kvc.h kvc_tier_attach_disk, lib/tier_disk.cpp): each slot's
-// header in the file is either erased or names a block (identity, priority, write stamp). A disk
-// spill stamps its slot when it is planned (stamps only grow, across restarts too) and writes the
-// header when its write succeeds; an injected write fault replaces the I/O, so the slot keeps
-// whatever header it had (the block it was evicting, say: the library does not erase it, so that
-// block comes back at a restart, even after a reset; kvc.h does not promise otherwise, and this
-// is the one place to change if the library starts erasing it). Erased: a slot whose read failed (kvc.h:
-// "a slot whose read failed verification is erased too"), and every cached slot at
+// header in the file is either erased or names a block (identity, priority, write stamp) and the
+// disk identity it was written under (kvc_tier_attach_disk_with_identity; NULL, "" and the old
+// kvc_tier_attach_disk are one identity, "none"). A disk spill stamps its slot when it is planned
+// (stamps only grow, across restarts too) and writes the header, under the pool's identity, when
+// its write succeeds; a failed write erases the slot's header (whatever it held: the block it was
+// evicting, or another identity's header in a slot that attach left free). Erased also: a slot
+// whose read failed (kvc.h: "a slot whose read failed verification is erased too"), and every cached slot at
 // kvc_prefix_cache_reset (in slot order; an injected header-write fault leaves the first `count`
 // of them in the file, each counting one failure and one I/O error). A restart (pool destroyed,
 // re-created, the same file attached with KVC_DISK_PERSISTENT) starts with an empty device cache
-// and host tier (blocks there are not written back) and re-indexes every valid header: on a
-// duplicate identity the newer stamp wins (the older slot stays free), the winners join their
-// priority's LRU list oldest stamp first, the other slots are free in slot order
-// (DiskTier::scan). recovered_blocks counts them.
+// and host tier (blocks there are not written back) and re-indexes every valid header written
+// under the new attach's disk identity: on a duplicate block the newer stamp wins (the older slot
+// stays free), the winners join their priority's LRU list oldest stamp first, the other slots are
+// free in slot order (DiskTier::scan). recovered_blocks counts them. A valid header of another
+// disk identity is foreign (foreign_blocks counts it at each attach): its slot is free like an
+// erased one and untouched until a write reuses it (which makes it the writer's; a reset does not
+// erase it, since it is not cached); an attach under its own identity later recovers it. Stamps are
+// compared only among one identity's headers (the library restarts its count per identity, at the
+// newest recovered stamp + 1), and the model's one global count orders them the same way.
 //
 // Sliding window W (kvc_pool_set_sliding_window) with prefix caching: a prompt's queries from its
 // first uncached position c on see no key before c - W + 1, so a hit needs only the blocks from the
@@ -261,6 +266,8 @@ struct FileHeader {
     Identity id;
     int32_t priority = KVC_PRIORITY_DEFAULT;
     uint64_t stamp = 0;
+    int32_t owner = 0;          // the disk identity it was written under (an identity class, 0 = none)
+    bool seen_foreign = false;  // counted foreign at an attach since it was written (coverage only)
 };
 
 // Where the prefix walk looks past the device (lib/pool.hpp's WalkTiers).
@@ -339,6 +346,9 @@ public:
     int64_t recovered_stale = 0;      // recovered blocks the disk did not cache at the restart (coverage)
     int64_t erased = 0, erase_faults = 0;  // headers erased / left by a failed erasure (coverage)
     int64_t recovered_dups = 0;       // valid headers a newer one of the same block outranked (coverage)
+    int32_t owner = 0;                // this pool's disk identity (class; 0 = none): the headers it writes
+    int64_t foreign = 0;              // valid headers of another identity at this pool's attach (foreign_blocks)
+    int64_t reclaimed = 0;            // recovered headers an earlier attach had counted foreign (coverage)
 
     void attach_host(int32_t slots) {
         host = true;
@@ -357,15 +367,25 @@ public:
         if (dfile.size() < size_t(slots)) dfile.resize(size_t(slots));
     }
 
-    // A KVC_DISK_PERSISTENT attach of the file `file` (after attach_host and attach_disk on a
-    // fresh pool): re-indexes its valid headers (see the header comment). `cached_before`: the
-    // identities the previous pool's disk cached at its destruction (coverage only).
-    void recover(const std::vector<FileHeader> &file, uint64_t stamp, const std::vector<Identity> &cached_before) {
+    // A KVC_DISK_PERSISTENT attach of the file `file` under disk identity `who` (after attach_host
+    // and attach_disk on a fresh pool): re-indexes its valid headers of that identity and counts
+    // the others' as foreign (see the header comment). `cached_before`: the identities the
+    // previous pool's disk cached at its destruction (coverage only).
+    void recover(const std::vector<FileHeader> &file, uint64_t stamp, const std::vector<Identity> &cached_before,
+                 int32_t who) {
         dfile = file;
         next_stamp = stamp;
+        owner = who;
         std::vector<std::pair<uint64_t, int32_t>> found;  // (stamp, slot)
-        for (size_t ds = 0; ds < dslots.size(); ++ds)
-            if (dfile[ds].valid) found.push_back({dfile[ds].stamp, int32_t(ds)});
+        for (size_t ds = 0; ds < dslots.size(); ++ds) {
+            if (!dfile[ds].valid) continue;
+            if (dfile[ds].owner != owner) {  // foreign: left free, header kept
+                ++foreign;
+                dfile[ds].seen_foreign = true;
+                continue;
+            }
+            found.push_back({dfile[ds].stamp, int32_t(ds)});
+        }
         std::sort(found.begin(), found.end());
         std::vector<bool> keep(dslots.size(), false);
         for (auto it = found.rbegin(); it != found.rend(); ++it) {  // newest first: a duplicate loses
@@ -385,6 +405,8 @@ public:
             disk_commit_cached(f.second);
             ++recovered;
             recovered_stale += std::find(cached_before.begin(), cached_before.end(), d.id) == cached_before.end();
+            reclaimed += dfile[size_t(f.second)].seen_foreign;
+            dfile[size_t(f.second)].seen_foreign = false;
         }
     }
     // The identities the disk caches now (for recover's coverage count).
@@ -578,7 +600,8 @@ public:
                         ++dc.failures;
                         ++dc.io_errors;
                     } else {
-                        dfile[size_t(j.disk)] = {true, dslots[size_t(j.disk)].id, dslots[size_t(j.disk)].priority, j.stamp};
+                        dfile[size_t(j.disk)] = {true, dslots[size_t(j.disk)].id, dslots[size_t(j.disk)].priority, j.stamp,
+                                                 owner, false};
                         disk_commit_cached(j.disk);
                         ++dc.blocks_in;
                     }
