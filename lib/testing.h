@@ -46,9 +46,10 @@ void kvct_corrupt_refcount(kvc_pool *pool, int32_t block, int32_t delta);
 void kvct_disk_fault(int32_t kind, int32_t count);
 /** on != 0: disk tiers attached afterwards use pread/pwrite instead of io_uring. */
 void kvct_disk_force_sync_io(int32_t on);
-/** on != 0: the pool's planned tier copies stay pending (not run, not committed); on = 0 runs them.
- *  Lets a test put a call between another call's planning and its copies, as a second thread
- *  could. */
+/** on > 0: the pool's planned tier copies stay pending (not run, not committed); on = 0 runs them;
+ *  on < 0 lets them be run by the next call that runs copies, leaving them pending meanwhile (as
+ *  copies another thread planned and has not run yet). Lets a test put a call between another
+ *  call's planning and its copies, as a second thread could. */
 void kvct_tier_hold_jobs(kvc_pool *pool, int32_t on);
 /** Slots of a tier (KVC_TIER_HOST / KVC_TIER_DISK) in state 0 free, 1 cached, 2 held, 3 busy;
  *  -1 without that tier. */

@@ -12,8 +12,8 @@ void kvct_disk_force_sync_io(int32_t on) { kvc::tier_force_sync_io(on != 0); }
 void kvct_tier_hold_jobs(kvc_pool *pool, int32_t on) {
     kvc::Tiers *t = pool ? pool->tiers.load() : nullptr;
     if (!t) return;
-    t->hold_jobs.store(on != 0);
-    if (!on) kvc::tier_run_pending(pool);
+    t->hold_jobs.store(on > 0);
+    if (on == 0) kvc::tier_run_pending(pool);
 }
 
 int64_t kvct_tier_slots_in_state(kvc_pool *pool, int32_t tier, int32_t state) {

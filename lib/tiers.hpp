@@ -150,7 +150,8 @@ void tier_run_pending(kvc_pool *p);
 // Before touching KV storage: pending copies done (CPU) or ordered before `stream` (CUDA).
 kvc_status tier_barrier(kvc_pool *p, void *stream);
 
-// kvc_alloc, before its main step: brings the prompt's disk-tier hits up into the host tier
+// kvc_alloc, before its main step (and kvc_tier_prefetch, with a check that accepts everything):
+// brings the prompt's disk-tier hits up into the host tier
 // (reading and verifying them), so the allocation sees them as host hits. When there is something
 // to promote, `refuse` first judges the allocation on the prompt's hit through the disk tier (lock
 // held); its error is returned before anything moves, so a refused kvc_alloc changes nothing.

@@ -550,6 +550,13 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     X(kvc_prefix_cache_reset, STATE, KVC_ERR_BUSY, F_NONE, kvc_prefix_cache_reset(F.P), 1)                             \
     X(kvc_prefix_cache_reset, STATE, KVC_ERR_BUSY, F_NONE, kvc_prefix_cache_reset(F.C), 1)                             \
                                                                                                                        \
+    X(kvc_tier_prefetch, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_prefetch(NULL, F.tok_a, 10, NULL, &O.i64), 1) \
+    X(kvc_tier_prefetch, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_prefetch(F.T, NULL, 10, NULL, &O.i64), 1)         \
+    X(kvc_tier_prefetch, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_prefetch(F.T, F.tok_a, 0, NULL, &O.i64), 1)       \
+    X(kvc_tier_prefetch, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_prefetch(F.T, F.tok_a, -3, NULL, &O.i64), 1)  \
+    X(kvc_tier_prefetch, CAPACITY, KVC_ERR_MAX_LEN, F_NONE, kvc_tier_prefetch(F.P, F.tok_x, 65, NULL, &O.i64), 1)      \
+    X(kvc_tier_prefetch, STATE, KVC_ERR_STATE, F_NONE, kvc_tier_prefetch(F.T, F.tok_a, 10, NULL, &O.i64), 1)           \
+    X(kvc_tier_prefetch, STATE, KVC_ERR_STATE, F_NONE, kvc_tier_prefetch(F.P, F.tok_a, 10, NULL, NULL), 1)             \
     X(kvc_tier_flush, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_flush(NULL, &O.i64), 1)                        \
     X(kvc_tier_flush, STATE, KVC_ERR_STATE, F_NONE, kvc_tier_flush(F.T, &O.i64), 1)                                   \
     X(kvc_tier_flush, STATE, KVC_ERR_STATE, F_NONE, kvc_tier_flush(F.P, NULL), 1)                                     \
@@ -798,7 +805,7 @@ static const struct { const char *fn, *param; } k_nullable_out[] = {
     {"kvc_prefix_pin", "out_pinned_tokens"},
     {"kvc_prefix_unpin", "out_unpinned_tokens"}, {"kvc_copy_pending", "out_copied"},
     {"kvc_swap_out", "out_op"},                {"kvc_swap_in", "out_op"},
-    {"kvc_tier_flush", "out_blocks"},
+    {"kvc_tier_flush", "out_blocks"},         {"kvc_tier_prefetch", "out_cached_tokens"},
     {"kvc_preempt_recompute", "out_tokens_to_recompute"},
     {"kvc_preemption_cost", "out_swap_bytes"}, {"kvc_preemption_cost", "out_recompute_tokens"},
     {"kvc_prefix_lookup_tiers", "out_device_tokens"}, {"kvc_prefix_lookup_tiers", "out_host_tokens"},

@@ -320,6 +320,80 @@ static void test_persistence(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* kvc_tier_prefetch reads a queued prompt's disk hits up into the host tier, so that its kvc_alloc
+ * reads no disk; a block failing verification ends the prefetched hit as it would an allocation's. */
+static void test_prefetch(void **state) {
+    disk_fixture *f = *state;
+    int32_t P[NP];
+    prompt(P, NP, 5);
+    kvc_pool *p = disk_pool(f->path, 0);
+    push_to_disk(p, P, 71);
+    expect_tiers(p, P, 0, 0, 16);
+    const kvc_tier_stats d0 = tier_stats(p, KVC_TIER_DISK);
+    int64_t cached = -1;
+    OK(kvc_tier_prefetch(p, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    expect_tiers(p, P, 0, 16, 0);
+    const kvc_tier_stats d1 = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(d1.blocks_out, d0.blocks_out + 4);
+    assert_int_equal(tier_stats(p, KVC_TIER_DEVICE).used_blocks, 0); /* no device block taken */
+    CHECK_POOL(p);
+    /* Again: nothing left on disk to read; the answer is the same. */
+    OK(kvc_tier_prefetch(p, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).blocks_out, d1.blocks_out);
+    /* The allocation restores from the host tier: no disk read. */
+    OK(kvc_alloc(p, 3, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    expect_blocks(p, 3, 4, 71);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).blocks_out, d1.blocks_out);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+
+    /* A flipped bit in the first block read: the hit ends there (the block is dropped and counted),
+     * and the allocation computes from there too. */
+    p = disk_pool(f->path, 0);
+    push_to_disk(p, P, 72);
+    kvct_disk_fault(KVCT_FAULT_READ_BITFLIP, 1);
+    OK(kvc_tier_prefetch(p, P, NP, NULL, NULL));
+    kvct_disk_fault(KVCT_FAULT_NONE, 0);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).checksum_failures, 1);
+    OK(kvc_prefix_lookup(p, P, NP, NULL, &cached));
+    assert_true(cached < 16);
+    OK(kvc_alloc(p, 4, P, NP, NULL, &cached));
+    assert_true(cached < 16);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+
+    /* A prefetch whose reads are still in flight (held here; another thread's I/O in a server):
+     * the allocation lets them land first instead of taking their busy slots for misses. */
+    p = disk_pool(f->path, 0);
+    push_to_disk(p, P, 74);
+    kvct_tier_hold_jobs(p, 1);
+    OK(kvc_tier_prefetch(p, P, NP, NULL, &cached));
+    assert_int_equal(cached, 0); /* nothing landed yet */
+    kvct_tier_hold_jobs(p, -1);  /* still pending, as if the prefetching thread had not run them yet */
+    OK(kvc_alloc(p, 5, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    expect_blocks(p, 5, 4, 74);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+
+    /* Bad input and state: nothing moves. */
+    p = disk_pool(f->path, 0);
+    push_to_disk(p, P, 73);
+    EXPECT_ERR(kvc_tier_prefetch(NULL, P, NP, NULL, &cached), KVC_ERR_NULL_ARG);
+    EXPECT_ERR(kvc_tier_prefetch(p, NULL, NP, NULL, &cached), KVC_ERR_NULL_ARG);
+    EXPECT_ERR(kvc_tier_prefetch(p, P, 0, NULL, &cached), KVC_ERR_INVALID_ARG);
+    expect_tiers(p, P, 0, 0, 16);
+    OK(kvc_pool_destroy(p));
+    p = tier_pool(DEV_BLOCKS, 1);
+    EXPECT_ERR(kvc_tier_prefetch(p, P, NP, NULL, &cached), KVC_ERR_STATE); /* no tiers */
+    OK(kvc_tier_attach_host(p, HOST_SLOTS));
+    EXPECT_ERR(kvc_tier_prefetch(p, P, NP, NULL, &cached), KVC_ERR_STATE); /* no disk tier */
+    OK(kvc_pool_destroy(p));
+}
+
 static kvc_pool *identity_pool(const char *path, const char *identity) {
     kvc_pool *p = tier_pool(DEV_BLOCKS, 1);
     OK(kvc_tier_attach_host(p, HOST_SLOTS));
@@ -873,6 +947,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_flush_then_warm_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_is_locked_by_its_tier, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prefetch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tier_stats_first_release_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_errors, setup, teardown),

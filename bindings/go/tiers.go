@@ -141,6 +141,18 @@ func (p *Pool) PrefixLookupTiers(tokens []int32, keys *Keys) (TierHits, error) {
 	return TierHits{Device: d[0], Host: hst[0], Disk: dsk[0]}, err
 }
 
+// PrefetchTiers reads the prompt's disk-tier prefix hits up into the host tier (verified), so that
+// a later Alloc of it restores them from host memory instead of waiting for the disk
+// (kvc_tier_prefetch). Call it from a goroutine of its own for a queued request. Returns the
+// tokens Alloc would now find on the device and in the host tier. ErrState without a disk tier.
+func (p *Pool) PrefetchTiers(tokens []int32, keys *Keys) (int64, error) {
+	var n [1]int64
+	err := p.doKeys("PrefetchTiers", keys, func(h raw.Struct_SS_kvc_pool, k raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status {
+		return raw.Kvc_tier_prefetch(h, nonNil(tokens), int64(len(tokens)), k, n[:])
+	})
+	return n[0], err
+}
+
 // TierStats mirrors kvc_tier_stats: the state and traffic of one tier.
 type TierStats struct {
 	Tier               Tier

@@ -143,6 +143,24 @@ func TestFlushTiersThenWarmRestart(t *testing.T) {
 	if h := mustV[kvc.TierHits](t)(q.PrefixLookupTiers(span(0, 9), nil)); h != (kvc.TierHits{Disk: 8}) {
 		t.Fatalf("after the restart: %+v", h)
 	}
+	// A prefetch reads them up into the host tier; the allocation then needs no disk read.
+	if n := mustV[int64](t)(q.PrefetchTiers(span(0, 9), nil)); n != 8 {
+		t.Fatalf("prefetch: %d tokens above the disk, want 8", n)
+	}
+	if h := mustV[kvc.TierHits](t)(q.PrefixLookupTiers(span(0, 9), nil)); h != (kvc.TierHits{Host: 8}) {
+		t.Fatalf("after the prefetch: %+v", h)
+	}
+	read := mustV[kvc.TierStats](t)(q.TierStats(kvc.TierDisk)).BlocksOut
+	if n := mustV[int64](t)(q.Alloc(1, span(0, 9), nil)); n != 8 {
+		t.Fatalf("alloc after the prefetch: %d cached tokens, want 8", n)
+	}
+	if s := mustV[kvc.TierStats](t)(q.TierStats(kvc.TierDisk)); s.BlocksOut != read {
+		t.Fatalf("the allocation read the disk: %d blocks out, %d before", s.BlocksOut, read)
+	}
+	_, err = q.PrefetchTiers(nil, nil)
+	wantStatus(t, err, kvc.ErrInvalidArg)
+	_, err = newPool(t, cpuConfig()).PrefetchTiers(span(0, 9), nil)
+	wantStatus(t, err, kvc.ErrState) // no disk tier
 }
 
 // A persistent file recovers only the blocks of the identity that wrote them: another rank's

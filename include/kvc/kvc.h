@@ -818,6 +818,24 @@ KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_
 KVC_API kvc_status kvc_tier_attach_disk_with_identity(kvc_pool *pool, const char *path, int64_t num_blocks,
                                                       int32_t flags, const char *identity);
 
+/** Reads the prompt's disk-tier prefix hits up into the host tier (verifying them) and returns when
+ *  they are there, so that a later kvc_alloc of the prompt restores them from host memory instead of
+ *  waiting for the disk. Meant for a request still queued: call it from a thread of your own (an I/O
+ *  worker), and the scheduler's kvc_alloc then costs host-to-device copies only. The hits and rules
+ *  are kvc_alloc's (the same walk, window and max_cached_tokens; each block verified, a bad one ends
+ *  the hit; a run of disk hits longer than the host slots it can take ends where they run out; a
+ *  slot taken may evict a host block, to disk). Nothing else changes: no sequence, no device block.
+ *  The blocks read up are the host tier's most recently used, but later spills can still evict
+ *  them before the allocation. A kvc_alloc arriving while tier copies are in flight (a prefetch
+ *  still reading) waits for them before it looks for its hit, rather than missing those blocks.
+ *  *out_cached_tokens (may be NULL) receives the prompt's cached prefix without the disk tier once
+ *  done — the tokens kvc_alloc would now find on the device and in the host tier (a snapshot).
+ *  With prefix caching off nothing moves and it is 0. Thread-safe.
+ *  Errors: KVC_ERR_NULL_ARG (pool, tokens), KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_MAX_LEN,
+ *  KVC_ERR_STATE (no disk tier). */
+KVC_API kvc_status kvc_tier_prefetch(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const kvc_keys *keys,
+                                     int64_t *out_cached_tokens);
+
 /** Writes to the disk tier every cached block it does not hold yet: the host tier's, then the
  *  device's that no sequence uses (refcount 0; a block in use may still be waiting for its KV, so
  *  free or preempt sequences first), the device's through host slots. Returns when the writes are

@@ -1,7 +1,8 @@
 /* Thread stress for one shared pool, meant to run under ThreadSanitizer (KVC_SANITIZE=thread).
  *
  * Threads on one CPU-backend pool with prefix caching:
- *   - workers: mixed alloc / append (with lookahead) / fork / free / lookup / can_alloc / pin / unpin
+ *   - workers: mixed alloc / append (with lookahead) / fork / free / lookup / can_alloc / prefetch
+ *     (kvc_tier_prefetch) / pin / unpin
  *     / swap out + in (the pool has a host tier, so evicted cached blocks also spill and re-hit)
  *     / block-table and slot-mapping reads on their own id range (so each can check exact results:
  *     token counts, table lengths, the thread-local error message), plus racing operations on a
@@ -214,10 +215,15 @@ static void *worker(void *arg) {
                 if (st != KVC_OK) CHECK_MSG("kvc_free");
                 q->live = q->swapped = 0;
                 break;
-            case 7: { /* lookup / can_alloc: read-only */
+            case 7: { /* lookup / can_alloc (read-only), or a prefetch of the disk tier's hits */
                 make_prompt(&s, toks, n);
                 int64_t c = -1;
                 int32_t verdict = -1;
+                if (rnd(&s, 3) == 0) {
+                    /* Its reads race other threads' allocations of the same prompts (shared words). */
+                    CHECK(kvc_tier_prefetch(g_pool, toks, n, NULL, &c) == KVC_OK && c >= 0 && c < n, "prefetch");
+                    break;
+                }
                 CHECK(kvc_prefix_lookup(g_pool, toks, n, NULL, &c) == KVC_OK && c >= 0 && c < n, "lookup");
                 CHECK(kvc_can_alloc(g_pool, toks, n, NULL, &verdict) == KVC_OK && verdict >= 0 && verdict <= 2, "can_alloc");
                 break;

@@ -2569,6 +2569,30 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
+    #[doc = " Reads the prompt's disk-tier prefix hits up into the host tier (verifying them) and returns when"]
+    #[doc = "  they are there, so that a later kvc_alloc of the prompt restores them from host memory instead of"]
+    #[doc = "  waiting for the disk. Meant for a request still queued: call it from a thread of your own (an I/O"]
+    #[doc = "  worker), and the scheduler's kvc_alloc then costs host-to-device copies only. The hits and rules"]
+    #[doc = "  are kvc_alloc's (the same walk, window and max_cached_tokens; each block verified, a bad one ends"]
+    #[doc = "  the hit; a run of disk hits longer than the host slots it can take ends where they run out; a"]
+    #[doc = "  slot taken may evict a host block, to disk). Nothing else changes: no sequence, no device block."]
+    #[doc = "  The blocks read up are the host tier's most recently used, but later spills can still evict"]
+    #[doc = "  them before the allocation. A kvc_alloc arriving while tier copies are in flight (a prefetch"]
+    #[doc = "  still reading) waits for them before it looks for its hit, rather than missing those blocks."]
+    #[doc = "  *out_cached_tokens (may be NULL) receives the prompt's cached prefix without the disk tier once"]
+    #[doc = "  done — the tokens kvc_alloc would now find on the device and in the host tier (a snapshot)."]
+    #[doc = "  With prefix caching off nothing moves and it is 0. Thread-safe."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG (pool, tokens), KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_MAX_LEN,"]
+    #[doc = "  KVC_ERR_STATE (no disk tier)."]
+    pub fn kvc_tier_prefetch(
+        pool: *mut kvc_pool,
+        tokens: *const i32,
+        num_tokens: i64,
+        keys: *const kvc_keys,
+        out_cached_tokens: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
     #[doc = " Writes to the disk tier every cached block it does not hold yet: the host tier's, then the"]
     #[doc = "  device's that no sequence uses (refcount 0; a block in use may still be waiting for its KV, so"]
     #[doc = "  free or preempt sequences first), the device's through host slots. Returns when the writes are"]

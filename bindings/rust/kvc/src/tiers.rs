@@ -228,6 +228,19 @@ impl Pool {
         Ok(PreemptionCost { swap_bytes: bytes, recompute_tokens: tokens })
     }
 
+    /// Reads the prompt's disk-tier prefix hits up into the host tier (verified), so that a later
+    /// [`Pool::alloc`] of it restores them from host memory instead of waiting for the disk
+    /// (`kvc_tier_prefetch`). Call it from a thread of your own for a queued request. Returns the
+    /// tokens `alloc` would now find on the device and in the host tier. `STATE` without a disk tier.
+    pub fn tier_prefetch(&self, tokens: &[i32], keys: Option<&Keys>) -> Result<i64> {
+        let mut cached = 0i64;
+        // SAFETY: live pool; tokens valid for tokens.len() reads; keys NULL or live; valid out.
+        check(unsafe {
+            sys::kvc_tier_prefetch(self.raw(), tokens.as_ptr(), tokens.len() as i64, keys_ptr(keys), &mut cached)
+        })?;
+        Ok(cached)
+    }
+
     /// Leading cached tokens of a prompt, split by tier (`kvc_prefix_lookup_tiers`).
     pub fn prefix_lookup_tiers(&self, tokens: &[i32], keys: Option<&Keys>) -> Result<TierHits> {
         let mut hits = TierHits::default();

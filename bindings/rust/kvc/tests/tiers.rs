@@ -212,6 +212,15 @@ fn flush_then_warm_restart() {
     assert_eq!(pool.tier_stats(Tier::Disk).unwrap().recovered_blocks, 2);
     let hits = pool.prefix_lookup_tiers(&range(0, 9), None).unwrap();
     assert_eq!((hits.device, hits.host, hits.disk), (0, 0, 8));
+    // A prefetch reads them up into the host tier; the allocation then needs no disk read.
+    assert_eq!(pool.tier_prefetch(&range(0, 9), None).unwrap(), 8);
+    let hits = pool.prefix_lookup_tiers(&range(0, 9), None).unwrap();
+    assert_eq!((hits.device, hits.host, hits.disk), (0, 8, 0));
+    let read = pool.tier_stats(Tier::Disk).unwrap().blocks_out;
+    assert_eq!(pool.alloc(1, &range(0, 9), None).unwrap(), 8);
+    assert_eq!(pool.tier_stats(Tier::Disk).unwrap().blocks_out, read);
+    assert!(pool.tier_prefetch(&[], None).unwrap_err().is_invalid_arg());
+    assert!(tier_pool(8).tier_prefetch(&range(0, 9), None).unwrap_err().is_state());
     drop(pool);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -394,6 +394,13 @@ public final class Pool implements AutoCloseable {
         return new Tiers(this);
     }
 
+    long prefetchTiers(int[] tokens, Keys keys) {
+        int[] t = orEmpty(tokens);
+        long[] n = new long[1];
+        withKeys("kvc_tier_prefetch", keys, (h, k) -> KvcNative.kvc_tier_prefetch(h, t, t.length, k, n));
+        return n[0];
+    }
+
     TierHits prefixLookupTiers(int[] tokens, Keys keys) {
         int[] t = orEmpty(tokens);
         long[] d = new long[1];

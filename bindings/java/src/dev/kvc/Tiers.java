@@ -109,6 +109,16 @@ public final class Tiers {
         return new PreemptionCost(swap[0], rec[0]);
     }
 
+    /**
+     * Reads the prompt's disk-tier prefix hits up into the host tier (verified), so that a later
+     * alloc of it restores them from host memory instead of waiting for the disk (kvc_tier_prefetch).
+     * Call it from a thread of your own for a queued request. Returns the tokens alloc would now
+     * find on the device and in the host tier. STATE without a disk tier.
+     */
+    public long prefetch(int[] tokens, Keys keys) {
+        return pool.prefetchTiers(tokens, keys);
+    }
+
     /** Pool.prefixLookup split by tier; read-only (kvc_prefix_lookup_tiers). */
     public TierHits prefixLookup(int[] tokens, Keys keys) {
         return pool.prefixLookupTiers(tokens, keys);

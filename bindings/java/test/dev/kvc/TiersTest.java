@@ -117,6 +117,16 @@ class TiersTest {
             q.tiers().attachDisk(file, 16, Tier.DISK_PERSISTENT);
             assertEquals(2, q.tiers().stats(Tier.DISK).recoveredBlocks());
             assertEquals(new TierHits(0, 0, 8), q.tiers().prefixLookup(span(0, 9), null));
+            // A prefetch reads them up into the host tier; the allocation then needs no disk read.
+            assertEquals(8, q.tiers().prefetch(span(0, 9), null));
+            assertEquals(new TierHits(0, 8, 0), q.tiers().prefixLookup(span(0, 9), null));
+            long read = q.tiers().stats(Tier.DISK).blocksOut();
+            assertEquals(8, q.alloc(1, span(0, 9), null));
+            assertEquals(read, q.tiers().stats(Tier.DISK).blocksOut());
+            expectStatus(Status.INVALID_ARG, () -> q.tiers().prefetch(new int[0], null));
+        }
+        try (Pool noDisk = Pool.create(cpu())) {
+            expectStatus(Status.STATE, () -> noDisk.tiers().prefetch(span(0, 9), null));
         }
     }
 
