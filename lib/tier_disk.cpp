@@ -255,11 +255,12 @@ void DiskTier::forget_slots(const int32_t *disk_slots, int32_t *out, int n) {
 }
 
 // Re-indexes the slots of a persistent file: headers only (bytes are verified on use). Slots whose
-// header is invalid, of another layout or identity (counted as foreign), or a duplicate of a newer
-// slot's hash stay free.
+// header is invalid, of another layout or identity (counted as foreign, and reused after every other
+// free slot), or a duplicate of a newer slot's hash stay free.
 void DiskTier::scan() {
     const int32_t n = slots.capacity();
     std::vector<std::pair<uint64_t, int32_t>> found;  // (stamp, slot)
+    std::vector<int32_t> foreign_slots;
     std::vector<DiskHeader> headers(size_t(n), DiskHeader{});
     std::vector<int32_t> tokens(size_t(n) * size_t(layout_.block_size));
     for (int32_t base = 0; base < n; base += kBatch) {
@@ -284,7 +285,7 @@ void DiskTier::scan() {
             if (!framed) continue;
             if (h.version != kVersion || h.layout_fingerprint != fingerprint_ || h.block_size != layout_.block_size ||
                 h.block_bytes != layout_.block_stride || h.priority < KVC_PRIORITY_MIN || h.priority > KVC_PRIORITY_MAX) {
-                ++foreign;
+                foreign_slots.push_back(base + i);
                 continue;
             }
             headers[size_t(base + i)] = h;
@@ -315,6 +316,10 @@ void DiskTier::scan() {
         next_stamp = std::max(next_stamp, f.first + 1);
         ++recovered;
     }
+    // Another identity's blocks are free for us, but they are that identity's cache should it come
+    // back (a rollback, two models taking turns on one file): empty slots are written first.
+    for (int32_t s : foreign_slots) slots.defer_free(s);
+    foreign = int64_t(foreign_slots.size());
 }
 
 }  // namespace kvc

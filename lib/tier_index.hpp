@@ -90,6 +90,12 @@ public:
         set_state(s, kBusy);
     }
 
+    // A free slot moves to the back of the free list: every other free slot is reused first.
+    void defer_free(int32_t s) {
+        lists_.remove(s);
+        lists_.push_tail(FreeQueues::kUnhashedList, s);
+    }
+
     // A busy, indexed slot becomes usable: LRU tail of its priority (most recently used).
     void commit_cached(int32_t s) {
         set_state(s, kCached);

@@ -436,6 +436,23 @@ static void test_disk_identity(void **state) {
     reopen_as(f->path, "", P, 1, 0);
     /* A foreign attach leaves the slots it does not reuse alone: the owner still finds them. */
     reopen_as(f->path, "model-a@r1;tp=0/2", P, 0, 61);
+    /* Another identity writing to the file takes the empty slots first, not a's. */
+    int32_t Q[NP];
+    prompt(Q, NP, 4);
+    p = identity_pool(f->path, "model-b@r1;tp=0/2");
+    push_to_disk(p, Q, 63);
+    expect_tiers(p, Q, 0, 0, 16);
+    OK(kvc_pool_destroy(p));
+    p = identity_pool(f->path, "model-a@r1;tp=0/2");
+    const kvc_tier_stats k = tier_stats(p, KVC_TIER_DISK);
+    assert_int_equal(k.recovered_blocks, 4);
+    assert_int_equal(k.foreign_blocks, 4); /* b's */
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 9, P, NP, NULL, &cached));
+    assert_int_equal(cached, 16);
+    expect_blocks(p, 9, 4, 61);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
 
     /* Files written without an identity stay recoverable by either function. */
     OK(kvc_pool_destroy(disk_pool(f->path, 0)));  /* truncates: no foreign slot left */

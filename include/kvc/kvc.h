@@ -808,7 +808,8 @@ KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_
  *  and, under tensor parallelism, rank and world size (say "llama-3.1-8b-instruct@5206a32;tp=1/2").
  *  Every slot header records it, and a KVC_DISK_PERSISTENT re-attach recovers only the slots
  *  written under the same identity and layout; the others count in foreign_blocks
- *  (kvc_tier_stats) and their slots are reused. Why: the layout (block size, layers, KV heads,
+ *  (kvc_tier_stats) and their slots are reused, after every empty one (so two identities taking
+ *  turns on one file keep each other's blocks while there is room). Why: the layout (block size, layers, KV heads,
  *  head_dim, dtype) is always checked, but a base and an instruct checkpoint of one architecture,
  *  or two ranks' shards, share a layout; without an identity a restart with the other one would
  *  take its blocks as hits — wrong KV, and no error. NULL or "" = no identity (the same as
