@@ -151,6 +151,20 @@ static void round_of_calls(kvc_pool *p, router *r, uint64_t *rng, int round) {
             write_blocks(p, id, m / TBS, (uint32_t)(u[0] / 1000));
             break;
         }
+        case 5: { /* a queued prompt's disk hits prefetched (one bad read now and then) */
+            OK(kvc_free(p, id));
+            int32_t u[MAXP];
+            const int64_t m = family_prompt(u, rng);
+            const int bad = (*rng >> 40) % 4 == 0;
+            if (bad) kvct_disk_fault(KVCT_FAULT_READ_BITFLIP, 1);
+            int64_t above_disk = -1;
+            OK(kvc_tier_prefetch(p, u, m, NULL, &above_disk));
+            kvct_disk_fault(KVCT_FAULT_NONE, 0);
+            int64_t dev = -1, host = -1, disk = -1;
+            lookup_tiers(p, u, m, &dev, &host, &disk);
+            assert_int_equal(above_disk, dev + host);
+            return;
+        }
         default:
             break;
     }
