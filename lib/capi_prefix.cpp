@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "capi_args.hpp"
 #include "error.hpp"
 #include "pool.hpp"
 #include "tiers.hpp"
@@ -10,16 +11,9 @@
 namespace {
 
 using kvc::fail;
-using kvc::KeySet;
 
-const KeySet &keys_or_empty(const kvc_keys *keys) { return keys ? keys->set : KeySet::empty(); }
-
-kvc_status check_prefix_args(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const char *fn) {
-    if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
-    if (!tokens) return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL", fn);
-    if (num_tokens < 1) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 1, got %lld", fn, (long long)num_tokens);
-    return KVC_OK;
-}
+using kvc::check_token_args;
+using kvc::keys_or_empty;
 
 }  // namespace
 
@@ -28,7 +22,7 @@ extern "C" {
 KVC_API kvc_status kvc_prefix_lookup(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const kvc_keys *keys,
                                      int64_t *out_cached_tokens) {
     KVC_GUARD({
-        kvc_status st = check_prefix_args(pool, tokens, num_tokens, "kvc_prefix_lookup");
+        kvc_status st = check_token_args(pool, tokens, num_tokens, "kvc_prefix_lookup");
         if (st != KVC_OK) return st;
         if (!out_cached_tokens) return fail(KVC_ERR_NULL_ARG, "kvc_prefix_lookup: out_cached_tokens is NULL");
         if (!pool->caching) {
@@ -47,7 +41,7 @@ KVC_API kvc_status kvc_prefix_lookup(kvc_pool *pool, const int32_t *tokens, int6
 KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const kvc_keys *keys,
                                   int64_t *out_pinned_tokens) {
     KVC_GUARD({
-        kvc_status st = check_prefix_args(pool, tokens, num_tokens, "kvc_prefix_pin");
+        kvc_status st = check_token_args(pool, tokens, num_tokens, "kvc_prefix_pin");
         if (st != KVC_OK) return st;
         if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "kvc_prefix_pin: prefix caching is off in this pool");
         std::lock_guard<std::mutex> lock(pool->mu);
@@ -66,7 +60,7 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
                                     int64_t *out_unpinned_tokens) {
     KVC_GUARD({
         const char *fn = "kvc_prefix_unpin";
-        kvc_status st = check_prefix_args(pool, tokens, num_tokens, fn);
+        kvc_status st = check_token_args(pool, tokens, num_tokens, fn);
         if (st != KVC_OK) return st;
         if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "%s: prefix caching is off in this pool", fn);
         std::lock_guard<std::mutex> lock(pool->mu);

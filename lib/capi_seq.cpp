@@ -4,6 +4,7 @@
 // what makes each call all-or-nothing.
 #include <algorithm>
 
+#include "capi_args.hpp"
 #include "error.hpp"
 #include "pool.hpp"
 #include "pool_access.hpp"
@@ -21,7 +22,7 @@ void reserve_geometric(V &v, int64_t n) {
     if (int64_t(v.capacity()) < n) v.reserve(size_t(std::max<int64_t>(n, 2 * int64_t(v.capacity()))));
 }
 
-const KeySet &keys_or_empty(const kvc_keys *keys) { return keys ? keys->set : KeySet::empty(); }
+using kvc::keys_or_empty;
 
 struct AllocPlan {
     int64_t blocks = 0;  // table length
@@ -61,10 +62,7 @@ kvc_status check_prompt_args(kvc_pool *pool, const int32_t *tokens, int64_t num_
     if (!tokens && pool->caching)
         return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL while prefix caching is on", fn);
     if (num_tokens < 1) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 1, got %lld", fn, (long long)num_tokens);
-    int64_t max = pool->config.max_seq_len;
-    if (max > 0 && num_tokens > max)
-        return fail(KVC_ERR_MAX_LEN, "%s: %lld tokens exceed max_seq_len %lld", fn, (long long)num_tokens, (long long)max);
-    return KVC_OK;
+    return kvc::check_max_len(pool, num_tokens, fn);
 }
 
 // kvc_alloc's refusals that depend on the pool's state (lock held).

@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 
+#include "capi_args.hpp"
 #include "cuda_api.hpp"
 #include "error.hpp"
 #include "pool.hpp"
@@ -277,26 +278,18 @@ KVC_API kvc_status kvc_op_query(kvc_pool *pool, uint64_t op, int32_t *out_done) 
     })
 }
 
-// Rounds: plan as many writes as free host/disk slots and the reserved job capacity allow (under
-// the lock), run them (without it), go on from where the round stopped. A round that can plan
-// nothing of its own (no host or disk slot to be had even after the copies ran) ends the call; no
-// allocation (the job vectors are reserved at attach).
 KVC_API kvc_status kvc_tier_prefetch(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const kvc_keys *keys,
                                      int64_t *out_cached_tokens) {
     KVC_GUARD({
         const char *fn = "kvc_tier_prefetch";
-        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
-        if (!tokens) return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL", fn);
-        if (num_tokens < 1) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 1, got %lld", fn, (long long)num_tokens);
-        const int64_t max = pool->config.max_seq_len;
-        if (max > 0 && num_tokens > max)
-            return fail(KVC_ERR_MAX_LEN, "%s: %lld tokens exceed max_seq_len %lld", fn, (long long)num_tokens, (long long)max);
+        if (kvc_status st = kvc::check_token_args(pool, tokens, num_tokens, fn); st != KVC_OK) return st;
+        if (kvc_status st = kvc::check_max_len(pool, num_tokens, fn); st != KVC_OK) return st;
         Tiers *t = pool->tiers.load(std::memory_order_acquire);
         {
             std::lock_guard<std::mutex> lk(pool->mu);
             if (!t || !t->disk) return fail(KVC_ERR_STATE, "%s: this pool has no disk tier (kvc_tier_attach_disk)", fn);
         }
-        const kvc::KeySet &ks = keys ? keys->set : kvc::KeySet::empty();
+        const kvc::KeySet &ks = kvc::keys_or_empty(keys);
         // kvc_alloc's promotion without an allocation to refuse: everything it would read up.
         const kvc::PromotionCheck accept_all{[](const void *, const kvc::PrefixWalk &) { return KVC_OK; }, nullptr};
         if (kvc_status st = kvc::tier_promote_prefix(pool, tokens, num_tokens, ks, accept_all); st != KVC_OK) return st;
@@ -313,6 +306,10 @@ KVC_API kvc_status kvc_tier_prefetch(kvc_pool *pool, const int32_t *tokens, int6
     })
 }
 
+// Rounds: plan as many writes as free host/disk slots and the reserved job capacity allow (under
+// the lock), run them (without it), go on from where the round stopped. A round that can plan
+// nothing of its own (no host or disk slot to be had even after the copies ran) ends the call; no
+// allocation (the job vectors are reserved at attach).
 KVC_API kvc_status kvc_tier_flush(kvc_pool *pool, int64_t *out_blocks) {
     KVC_GUARD({
         const char *fn = "kvc_tier_flush";
@@ -411,14 +408,11 @@ KVC_API kvc_status kvc_prefix_lookup_tiers(kvc_pool *pool, const int32_t *tokens
                                            int64_t *out_disk_tokens) {
     KVC_GUARD({
         const char *fn = "kvc_prefix_lookup_tiers";
-        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
-        if (!tokens) return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL", fn);
-        if (num_tokens < 1) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 1, got %lld", fn, (long long)num_tokens);
+        if (kvc_status st = kvc::check_token_args(pool, tokens, num_tokens, fn); st != KVC_OK) return st;
         kvc::PrefixWalk w;
         if (pool->caching) {
             std::lock_guard<std::mutex> lk(pool->mu);
-            w = kvc::pool_find_prompt_hit(pool, tokens, num_tokens, keys ? keys->set : kvc::KeySet::empty(),
-                                          kvc::kWalkHostDisk);
+            w = kvc::pool_find_prompt_hit(pool, tokens, num_tokens, kvc::keys_or_empty(keys), kvc::kWalkHostDisk);
         }
         const int64_t bs = pool->block_size;
         // A windowed hit's leading blocks (not held) count in no tier.

@@ -306,7 +306,8 @@ void test_cuda_swap_out_source_of_pending_pair(void **) {
 // asynchronous device-to-host copies on the tier stream, which the disk writes must wait for. Blocks
 // written on the device, flushed, the pool destroyed; a new CUDA pool on the same persistent file
 // must hand back every block with the same bytes (a host tier of 2 slots makes the flush go in
-// rounds, each slot reused while earlier copies are in flight).
+// rounds, each slot reused while earlier copies are in flight). The warm pool prefetches the prompt
+// into its pinned host tier (kvc_tier_prefetch) before the allocation, which then reads no disk.
 void test_cuda_flush_then_warm_restart(void **) {
     REQUIRE_GPU();
     char dir[] = "/tmp/kvc_cuda_flush_XXXXXX";
@@ -354,9 +355,17 @@ void test_cuda_flush_then_warm_restart(void **) {
     k.struct_size = sizeof k;
     OK(kvc_tier_get_stats(p, KVC_TIER_DISK, &k));
     assert_int_equal(k.recovered_blocks, 5);
+    // Prefetched into the pinned host tier first: the allocation reads no disk, only host->device.
     int64_t cached = -1;
+    OK(kvc_tier_prefetch(p, tokens.data(), int64_t(tokens.size()), nullptr, &cached));
+    assert_int_equal(cached, 20);
+    OK(kvc_tier_get_stats(p, KVC_TIER_DISK, &k));
+    const int64_t read = k.blocks_out;
+    assert_int_equal(read, 5);
     OK(kvc_alloc(p, 2, tokens.data(), int64_t(tokens.size()), nullptr, &cached));
     assert_int_equal(cached, 20);
+    OK(kvc_tier_get_stats(p, KVC_TIER_DISK, &k));
+    assert_int_equal(k.blocks_out, read);
     OK(kvc_seq_block_table(p, 2, table, 8, &n));
     OK(kvc_storage_copy_blocks(p, table, 5, back.data(), 1));
     assert_memory_equal(bytes.data(), back.data(), bytes.size());
