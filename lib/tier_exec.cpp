@@ -288,12 +288,15 @@ kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_t
                                PromotionCheck check) {
     Tiers *t = p->tiers.load(std::memory_order_acquire);
     if (!t || !p->caching) return KVC_OK;
+    {
+        std::lock_guard<std::mutex> lk(p->mu);
+        if (!t->disk) return KVC_OK;  // attached once, never detached: no need to look again below
+    }
     // Copies in flight (another thread's kvc_tier_prefetch still reading this prompt's blocks) hold
     // their slots busy, which the walk below would take for misses: let them land first.
     if (t->inflight.load(std::memory_order_acquire) > 0) tier_run_pending(p);
     {
         std::lock_guard<std::mutex> lk(p->mu);
-        if (!t->disk) return KVC_OK;
         if ((num_tokens - 1) / p->block_size <= 0) return KVC_OK;
         // The hit kvc_alloc will look for; its held blocks are hit_scratch[0 .. held).
         PrefixWalk w = pool_find_prompt_hit(p, tokens, num_tokens, keys, kWalkHostDisk);
