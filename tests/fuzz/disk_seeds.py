@@ -6,7 +6,7 @@
 # a disk tier of 1-6 slots; a prompt is cached, pushed down the tiers one block per call by
 # unrelated traffic (each call can move only as many blocks into the host tier as it has slots),
 # probed (lookup_tiers, lookup, can_alloc) and requested again (promotions), with swaps and a cache
-# reset; the next seven arm disk faults (op_alloc's last byte v = 15 + 16 j). The last 13 have a
+# reset; the next seven arm disk faults (op_alloc's last byte v = 15 + 16 j). The next 13 have a
 # KVC_DISK_PERSISTENT disk tier (bit 4 of the host-slots byte) and restart (opcode 9, pick 6):
 # blocks pushed down to the disk come back after a restart and are promoted again; blocks left in
 # the host tier or on the device are lost; a cache reset (its byte v: v % 4 == 3 fails the first
@@ -14,8 +14,9 @@
 # a failed erasure leaves a header (a newer copy of the block then wins at the restart); a failed
 # write erases the header of the block its slot was evicting (since be98b8f; it used to leave it);
 # priorities and repeated restarts.
-# The next 13 exercise kvc_abort and kvc_tier_flush (see there); the last 6 disk identities (a
-# restart switching identity and back; see there).
+# The next 13 exercise kvc_abort and kvc_tier_flush (see there); the next 6 disk identities (a
+# restart switching identity and back; see there); then 2 more on the order a persistent attach
+# leaves another identity's slots in, and the last 15 kvc_tier_prefetch (see there).
 import hashlib, os, sys
 
 out = sys.argv[1]
@@ -138,11 +139,13 @@ seeds.append(cfg(1, 4, persistent=True) + ops)
 # Disk identities (kvc_tier_attach_disk_with_identity; cfg's ident and restart's `to` index
 # fuzz_pool.cpp's kIdentities: 0 the old kvc_tier_attach_disk, 1 NULL, 2 "", 3 and 5 "a", 4 "b", 6
 # and 7 two 1024-byte names differing in their last byte). A restart under another identity
-# recovers none of the file's blocks (foreign_blocks counts them; their slots are free, in slot
-# order, so the new owner's writes take them first); going back recovers those it left alone.
+# recovers none of the file's blocks (foreign_blocks counts them; their slots are free, but behind
+# every empty one since 5c5c43a, so the new owner's writes take empty slots first and another
+# identity's blocks survive while there is room); going back recovers those it left alone.
 A, B, LA, LB = 3, 4, 6, 7
-# "a" -> "b" (nothing back, its writes take two of a's slots) -> "a" (what b left; b's two foreign)
-# -> "a" by the other index (the same identity) -> "b" (its two back, a's foreign).
+# "a" -> "b" (nothing back; its two writes take empty slots, not a's) -> "a" (all of it back; b's
+# two foreign) -> "a" by the other index (the same identity) -> "b" (its two back, a's foreign).
+# (Before 5c5c43a b's writes took two of a's slots and "a" got one block back.)
 ops = push(0, 7, 0, 6) + probe(7, 0) + restart(B) + probe(7, 0) + push(1, 5, 1, 6) + restart(A) + probe(7, 0)
 ops += probe(5, 1) + restart(5) + probe(7, 0) + restart(B) + probe(5, 1) + alloc(2, 5, 1, 1) + free(2)
 seeds.append(cfg(2, 6, persistent=True, ident=A) + ops)
@@ -173,6 +176,64 @@ ops = alloc(0, 7, 0) + free(0) + flush(1) + restart(B) + alloc(1, 5, 1) + free(1
 ops += probe(7, 0) + probe(5, 1) + alloc(2, 7, 0, 0) + free(2) + flush(1) + restart(B) + probe(5, 1) + restart(A)
 ops += probe(7, 0) + alloc(3, 7, 0, 0) + free(3)
 seeds.append(cfg(1, 2, persistent=True, ident=A) + ops)
+# Foreign slots last (5c5c43a): "a" fills half of a 6-slot file; under "b" its three writes take the
+# three empty slots, so back under "a" all of a's blocks come back (b's three foreign), and under
+# "b" again all of b's; then b writes two more with no empty slot left: they take a's slots in slot
+# order (0 and 1, a's two deeper blocks), and "a" recovers only slot 2 (its prompt's first block).
+ops = push(0, 7, 0, 6) + restart(B) + probe(7, 0) + push(1, 7, 1, 6) + restart(A) + probe(7, 0) + probe(7, 1)
+ops += alloc(2, 7, 0, 0) + free(2) + restart(B) + probe(7, 1) + alloc(3, 7, 1, 1) + free(3)
+ops += push(4, 5, 2, 7) + restart(A) + probe(7, 0) + probe(7, 1) + restart(B) + probe(5, 2) + probe(7, 1)
+seeds.append(cfg(2, 6, persistent=True, ident=A) + ops)
+# Slots whose headers a reset erased are empty too, and come before the foreign ones: "a" writes 2
+# blocks, "b" 3 into empty slots and resets (erasing its 3), and after a restart under "b" its next
+# 3 writes take those again, not a's: back under "a" both of a's blocks come back.
+ops = push(0, 5, 0, 6) + restart(B) + push(1, 7, 1, 6) + preset(0) + restart(B) + probe(7, 1)
+ops += push(2, 7, 2, 6) + restart(A) + probe(5, 0) + alloc(3, 5, 0, 0) + free(3) + restart(B) + probe(7, 2)
+seeds.append(cfg(2, 6, persistent=True, ident=A) + ops)
+# kvc_tier_prefetch: opcode 9 with a pick byte of 5 | 0x80 (bit 4 clear), then a prompt, op_alloc's
+# pick byte (0-3: the recent prompt of that index instead, the n-th fresh prompt of the input, as a
+# queued request's prefetch; 6: the prompt read, kept as recent), keys and a byte v: 0 num_tokens 0
+# (INVALID_ARG), 1 NULL tokens (NULL_ARG), 2 num_tokens max_seq_len + 1 (MAX_LEN where there is a
+# max), 3 a NULL out-param, 4 a NULL pool, 15 + 16 j on a disk tier an injected fault as op_alloc's,
+# else a plain call.
+def prefetch(n, t, v=5, pick=6, prio=None): return [9, 0x85] + prompt(n, t) + [pick] + keys(prio) + [v]
+def cfg_host(host=2, caching=1): return [1, 1, caching, 0, 0, 0, 3, 0, host - 1]  # host tier, no disk
+# Prefetch a prompt pushed to disk, then allocate it: restored from the host tier (the alloc reads no
+# disk); a second prefetch finds nothing left to read and reports the same; a second prompt
+# prefetched with a NULL out-param; after more traffic (and, persistent, a restart) again.
+for host, disk, persistent in [(2, 6, False), (3, 5, True), (4, 6, False)]:
+    ops = push(0, 7, 0, 6) + probe(7, 0) + prefetch(7, 0, 5, 0) + probe(7, 0) + prefetch(7, 0, 5, 0)
+    ops += alloc(1, 7, 0, 0) + free(1)
+    ops += push(2, 5, 1, 4) + prefetch(5, 1, 3, 1) + probe(5, 1) + alloc(3, 5, 1, 1) + free(3) + sink(6)
+    ops += (restart() if persistent else []) + prefetch(7, 0, 5, 0) + probe(7, 0) + alloc(4, 7, 0, 0) + free(4)
+    seeds.append(cfg(host, disk, persistent=persistent) + ops)
+# Prefetch with injected faults: read faults (EIO, short, flipped bit; 1 or 2 reads) fail the first
+# block read up (erased, counted), which ends the hit (a later block read up is in the host tier but
+# unreachable); write faults (ENOSPC, 2 x EIO) drop the host victims' spills to disk. Then the prompts
+# are allocated: what the prefetch left is found, the rest computed.
+for v in [47, 63, 79, 143, 15, 111]:
+    ops = push(0, 7, 0, 6) + push(1, 5, 1, 2) + prefetch(7, 0, v, 0) + probe(7, 0) + probe(5, 1)
+    ops += alloc(2, 7, 0, 0) + free(2) + prefetch(5, 1, 5, 1) + alloc(3, 5, 1, 1) + free(3)
+    seeds.append(cfg(2, 6, persistent=True) + ops)
+# A run of disk hits longer than the host slots (3 blocks, 1 or 2 slots): the prefetch reads up what
+# the slots take and the hit ends there (the rest stays on disk); prefetching again reads nothing
+# more (the host hits are kept, no other slot); the alloc finds the same. Then traffic, and again.
+for host in [1, 2]:
+    ops = push(0, 7, 0, 8) + probe(7, 0) + prefetch(7, 0, 5, 0) + probe(7, 0) + prefetch(7, 0, 5, 0)
+    ops += alloc(1, 7, 0, 0) + free(1) + sink(8) + prefetch(7, 0, 5, 0) + alloc(2, 7, 0, 0) + free(2)
+    seeds.append(cfg(host, 6) + ops)
+# Refusals: bad input on a disk tier (nothing moves: lookup_tiers unchanged), KVC_ERR_STATE on a
+# pool with a host tier only and on one without tiers; with prefix caching off, out 0 and nothing
+# moves (NULL tokens still refused).
+ops = push(0, 7, 0, 6) + prefetch(7, 0, 0, 0) + prefetch(7, 0, 1, 0) + prefetch(7, 0, 4, 0) + prefetch(7, 0, 2, 0)
+ops += probe(7, 0)
+seeds.append([1, 1, 1, 0, 2, 0, 3, 6 * 11, 1] + ops)  # max_seq_len 12: the v = 2 try is MAX_LEN
+ops = alloc(0, 7, 0) + free(0) + sink(4) + prefetch(7, 0, 5, 0) + prefetch(7, 0, 1, 0) + alloc(1, 7, 0, 0)
+seeds.append(cfg_host() + ops)
+seeds.append(cfg_plain() + ops)
+ops = alloc(0, 7, 0) + free(0) + sink(6) + prefetch(7, 0, 5, 0) + prefetch(7, 0, 1, 0) + probe(7, 0)
+ops += alloc(1, 7, 0, 0) + free(1)
+seeds.append([1, 1, 0, 0, 0, 0, 3, 6 * 11, 1] + ops)  # prefix caching off, disk tier of 6
 for s in seeds:
     b = bytes(s)
     open(os.path.join(out, hashlib.sha1(b).hexdigest()), 'wb').write(b)

@@ -29,6 +29,11 @@
 // kvc_abort (uncaches what a sequence filled past its prompt's hit, then frees it) and
 // kvc_tier_flush (writes every cached block above the disk down, in rounds; write faults injected
 // now and then) take opcode 9's pick 5 on CPU pools (op_abort, op_flush).
+// kvc_tier_prefetch (kvc_alloc's disk-to-host promotion alone: no refusal, no sequence, no device
+// block; its out-value the hit through device and host afterwards) takes opcode 9's pick 5 with
+// bit 7 of the pick byte set and bit 4 clear, on every pool (op_prefetch; bad input and pools
+// without a disk tier now and then, injected disk faults too). Since 5c5c43a a persistent attach
+// puts another identity's slots at the back of the disk's free list (model.hpp, "The disk file").
 //
 // Input format (all bytes optional; missing bytes read as 0):
 //   config: block size, block count, caching, watermark, max_seq_len, event capacity, alphabet (its
@@ -122,6 +127,13 @@ uint64_t g_identity_switches = 0, g_foreign = 0, g_reclaimed = 0, g_too_long = 0
 // slots ran out) and flushes with injected write faults.
 uint64_t g_aborts = 0, g_abort_uncached = 0, g_flushes = 0, g_flush_queued = 0, g_flush_rounds = 0;
 uint64_t g_flush_faults = 0;
+// kvc_tier_prefetch: calls on a disk tier that succeeded, blocks they read up into the host tier,
+// disk hits they left on disk for want of a host slot (the hit ended there), calls with an
+// injected disk fault, calls refused (bad input, or no disk tier: KVC_ERR_STATE), prefetched
+// prompts allocated later (the same tokens and keys) and of those, the allocs that found at
+// least what the prefetch reported (nothing evicted it in between).
+uint64_t g_prefetches = 0, g_prefetch_read = 0, g_prefetch_short = 0, g_prefetch_faults = 0, g_prefetch_refused = 0;
+uint64_t g_prefetch_allocs = 0, g_prefetch_allocs_full = 0;
 uint64_t g_window_released = 0;  // sliding-window coverage, printed at exit
 uint64_t g_window_ops = 0;  // operations run while a window was set
 uint64_t g_window_skip_allocs = 0, g_window_beyond_allocs = 0, g_window_beyond_lookups = 0;  // window-aware hits
@@ -213,6 +225,14 @@ struct Session {
     bool persistent = false;   // disk tier attached with KVC_DISK_PERSISTENT (restarts possible)
     int32_t identity = 0;      // the disk tier's identity: an index into kIdentities
     double watermark = 0;
+    // The latest successful prefetches (prompt, keys, reported cached tokens): an alloc of one of
+    // them counts in the summary (g_prefetch_allocs) and forgets it.
+    struct Prefetched {
+        std::vector<int32_t> toks;
+        model::Keys keys;
+        int64_t cached = 0;
+    };
+    std::vector<Prefetched> prefetched;
 
     ~Session() {
         kvc_batch_destroy(batch);
@@ -566,6 +586,8 @@ struct DiskFault {
     }
 };
 
+void note_prefetched_alloc(Session &s, const std::vector<int32_t> &toks, int64_t n, const model::Keys &k, int64_t cached);
+
 void op_alloc(Input &in, Session &s) {
     uint64_t id = uint64_t(in.below(kMaxIds));
     int64_t n;
@@ -625,6 +647,111 @@ void op_alloc(Input &in, Session &s) {
     MIRROR_EQ("kvc_alloc cached tokens", cached, m_cached);
     if (st == KVC_OK) write_kv(s, id, cached, n - cached);
     else EXPECT_EQ("kvc_alloc wrote its out-param on failure", cached, -7);
+    if (st == KVC_OK && !null_tokens) note_prefetched_alloc(s, toks, n, k, cached);
+}
+
+// The same block identities: tokens and the keys that enter the hash (not the priority).
+bool same_prompt(const std::vector<int32_t> &a, const model::Keys &ka, const std::vector<int32_t> &b, int64_t n,
+                 const model::Keys &kb) {
+    return int64_t(a.size()) == n && std::equal(a.begin(), a.end(), b.begin()) && ka.lora == kb.lora &&
+           ka.salt == kb.salt && ka.mm == kb.mm;
+}
+void note_prefetched_alloc(Session &s, const std::vector<int32_t> &toks, int64_t n, const model::Keys &k, int64_t cached) {
+    for (auto it = s.prefetched.begin(); it != s.prefetched.end(); ++it)
+        if (same_prompt(it->toks, it->keys, toks, n, k)) {
+            ++g_prefetch_allocs;
+            g_prefetch_allocs_full += cached >= it->cached;
+            s.prefetched.erase(it);
+            return;
+        }
+}
+
+// kvc_tier_prefetch (opcode 9, see run()): reads the prompt's disk hits up into the host tier as
+// kvc_alloc's promotion would, refusing nothing and allocating nothing (model::Pool::prefetch);
+// *out_cached_tokens is the prompt's hit through device and host afterwards. The prompt is one of
+// the recent ones (pick 0-3: what an alloc may then request again, the queued request the prefetch
+// is for), derived from a live or freed sequence (4-5), else a fresh one, remembered as recent.
+// Byte v: v % 16 == 0: num_tokens -(v / 16) (KVC_ERR_INVALID_ARG); 1: NULL tokens (KVC_ERR_NULL_ARG,
+// with prefix caching off too); 2: num_tokens max_seq_len + 1 where there is a max (KVC_ERR_MAX_LEN);
+// 3: a NULL out-param; 4: a NULL pool (KVC_ERR_NULL_ARG; the mirror is not called); 15 on a disk tier:
+// an injected disk fault as in op_alloc (kind 1 + (v / 16) % 5: write faults hit the host victims'
+// spills, read faults the blocks read up; 1-2 I/O operations), armed identically for the mirror.
+// A pool without a disk tier answers KVC_ERR_STATE once the arguments pass.
+void op_prefetch(Input &in, Session &s) {
+    int64_t n;
+    std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
+    const int64_t pick = in.below(8);
+    model::Keys source_keys;
+    bool use_source_keys = false, derived = false;
+    if (pick < 4 && s.recent[pick].n > 0) {
+        toks = s.recent[pick].toks;
+        n = s.recent[pick].n;
+    } else if ((pick == 4 || pick == 5) && read_derived_prompt(in, s, &toks, &n, &source_keys, &use_source_keys)) {
+        derived = true;
+    } else {
+        s.recent[s.recent_next] = {toks, n};
+        s.recent_next = (s.recent_next + 1) % 4;
+    }
+    bool null_keys;
+    model::Keys k = read_keys(in, s, &null_keys);
+    if (derived && use_source_keys) {
+        k = source_keys;
+        null_keys = false;
+        apply_keys(s, k);
+    }
+    const uint8_t v = in.byte();
+    if (v % 16 == 0) n = -int64_t(v / 16);
+    if (v % 16 == 2 && s.m.max_seq_len > 0) n = s.m.max_seq_len + 1;
+    if (int64_t(toks.size()) < n) toks.resize(size_t(n), 0);  // readable for the library's MAX_LEN path
+    const bool null_tokens = v % 16 == 1, null_out = v % 16 == 3, null_pool = v % 16 == 4;
+    DiskFault fault;
+    if (v % 16 == 15 && s.m.disk) {
+        fault.kind = KVCT_FAULT_WRITE_ENOSPC + (v / 16) % 5;
+        fault.count = 1 + (v / 80) % 2;
+    }
+    if (g_trace) {
+        std::fprintf(stderr, "  prefetch n %" PRId64 " lora %" PRIu64 " salt '%s' mm %zu%s%s%s fault %d x%d tokens", n,
+                     k.lora, k.salt.c_str(), k.mm.size(), null_tokens ? " NULL tokens" : "", null_out ? " NULL out" : "",
+                     null_pool ? " NULL pool" : "", fault.kind, fault.count);
+        for (int64_t i = 0; i < n && !null_tokens; ++i) std::fprintf(stderr, " %d", toks[size_t(i)]);
+        std::fprintf(stderr, "\n");
+    }
+    const int32_t *tp = null_tokens ? nullptr : toks.data();
+    const kvc_keys *kp = null_keys ? nullptr : s.keys;
+    int64_t cached = -7, m_cached = -7;
+    if (null_pool) {
+        EXPECT_EQ("kvc_tier_prefetch status (NULL pool)", kvc_tier_prefetch(nullptr, tp, n, kp, &cached), KVC_ERR_NULL_ARG);
+        EXPECT_EQ("kvc_tier_prefetch wrote its out-param (NULL pool)", cached, -7);
+        ++g_prefetch_refused;
+        return;
+    }
+    const int64_t read_before = s.m.dc.hits, short_before = s.m.promotions_refused;
+    fault.arm();
+    const kvc_status st = kvc_tier_prefetch(s.pool, tp, n, kp, null_out ? nullptr : &cached);
+    DiskFault::disarm();
+    fault.arm_model(s.m);  // consumed by promote()'s copies
+    const model::Result r = s.m.prefetch(null_tokens ? nullptr : &toks, n, k);
+    if (g_trace)
+        std::fprintf(stderr, "  prefetch: status %d, cached tokens %" PRId64 ", disk blocks read up %" PRId64 "\n", int(st),
+                     null_out ? r.value : cached, s.m.dc.hits - read_before);
+    EXPECT_EQ("kvc_tier_prefetch status", st, r.status);
+    if (st == KVC_OK && !null_out) EXPECT_EQ("kvc_tier_prefetch cached tokens", cached, r.value);
+    else EXPECT_EQ("kvc_tier_prefetch wrote its out-param", cached, -7);
+    fault.arm();
+    const kvc_status m_st = kvc_tier_prefetch(s.mr.pool, tp, n, kp, null_out ? nullptr : &m_cached);
+    DiskFault::disarm();
+    MIRROR_EQ("kvc_tier_prefetch status", st, m_st);
+    MIRROR_EQ("kvc_tier_prefetch cached tokens", cached, m_cached);
+    if (st != KVC_OK) {
+        ++g_prefetch_refused;
+        return;
+    }
+    ++g_prefetches;
+    g_prefetch_read += uint64_t(s.m.dc.hits - read_before);
+    g_prefetch_short += uint64_t(s.m.promotions_refused - short_before);
+    g_prefetch_faults += fault.count > 0;
+    s.prefetched.push_back({std::vector<int32_t>(toks.begin(), toks.begin() + n), k, r.value});
+    if (s.prefetched.size() > 4) s.prefetched.erase(s.prefetched.begin());
 }
 
 void op_can_alloc(Input &in, Session &s) {
@@ -1536,6 +1663,15 @@ void run(const uint8_t *data, size_t size) {
                 const uint8_t pick_byte = in.byte();  // its high bits: op_restart's identity choice
                 const int64_t pick = pick_byte % 8;
                 const bool restart = s.persistent && pick >= 6;
+                // kvc_tier_prefetch: pick 5 with bit 7 of the byte set and bit 4 clear, on every pool
+                // (those without a disk tier answer KVC_ERR_STATE). Bits 3-7 were read by restarts
+                // only; the committed corpus's pick-5 bytes (5, 13, 93, 189, 245: seen with a probe
+                // when this was added) have bit 7 clear or bit 4 set, so it decodes as before.
+                if (pick == 5 && (pick_byte & 0x90) == 0x80) {
+                    g_opname = "tier_prefetch";
+                    op_prefetch(in, s);
+                    break;
+                }
                 if (s.cpu && pick == 5) {
                     const uint8_t v = in.byte();
                     const bool flush = s.m.disk ? v % 2 == 1 : v % 16 == 1;
@@ -1602,6 +1738,12 @@ void report_totals() {
                  "; kvc_tier_flush: %" PRIu64 " flushes, blocks queued by them %" PRIu64 ", rounds %" PRIu64
                  ", flushes with injected write faults %" PRIu64 "\n",
                  g_aborts, g_abort_uncached, g_flushes, g_flush_queued, g_flush_rounds, g_flush_faults);
+    std::fprintf(stderr, "fuzz_pool: kvc_tier_prefetch: %" PRIu64 " prefetches on disk tiers, blocks read up by them %" PRIu64
+                 ", disk hits left for want of a host slot %" PRIu64 ", with injected disk faults %" PRIu64
+                 ", refused (bad input, no disk tier) %" PRIu64 ", prefetched prompts allocated later %" PRIu64
+                 " (finding at least the prefetched hit %" PRIu64 ")\n",
+                 g_prefetches, g_prefetch_read, g_prefetch_short, g_prefetch_faults, g_prefetch_refused, g_prefetch_allocs,
+                 g_prefetch_allocs_full);
     std::fprintf(stderr, "fuzz_pool: mirror ranks in lockstep, 0 divergences (fuzzed pool -> mirror backend: NONE->CPU %"
                  PRIu64 ", CPU->NONE %" PRIu64 ", CPU->CPU %" PRIu64 ", NONE->NONE %" PRIu64
                  "; operations with the mirror's own KV bytes checked %" PRIu64 ")\n",

@@ -69,7 +69,8 @@
 //     the back of their LRU lists, in prompt order, and the copies complete in order: each disk
 //     slot stays cached (back of its list), its host slot becomes cached (back of its list); disk
 //     hits, disk blocks_out and host blocks_in count it. kvc_alloc's own walk then sees the promoted
-//     blocks as host hits (restored as above).
+//     blocks as host hits (restored as above). kvc_tier_prefetch is this promotion alone, without
+//     the refusal checks before it (prefetch()).
 //   - Counts: blocks_in = disk spills, blocks_out = hits = promotions, evictions as above.
 //   - kvc_prefix_cache_reset frees every cached host and disk slot (lowest priority list first,
 //     each list front first, each freed slot to the front of the free list).
@@ -93,9 +94,12 @@
 // under the new attach's disk identity: on a duplicate block the newer stamp wins (the older slot
 // stays free), the winners join their priority's LRU list oldest stamp first, the other slots are
 // free in slot order (DiskTier::scan). recovered_blocks counts them. A valid header of another
-// disk identity is foreign (foreign_blocks counts it at each attach): its slot is free like an
-// erased one and untouched until a write reuses it (which makes it the writer's; a reset does not
-// erase it, since it is not cached); an attach under its own identity later recovers it. Stamps are
+// disk identity is foreign (foreign_blocks counts it at each attach): its slot is free, but at the
+// back of the free list (the foreign slots in slot order, after every erased, empty or duplicate
+// one: kvc.h "reused, after every empty one"; DiskTier::scan's defer_free), and untouched until a
+// write reuses it (which makes it the writer's; a reset does not erase it, since it is not
+// cached; a slot freed later goes to the front, so foreign slots stay last until written); an
+// attach under its own identity later recovers it. Stamps are
 // compared only among one identity's headers (the library restarts its count per identity, at the
 // newest recovered stamp + 1), and the model's one global count orders them the same way.
 //
@@ -377,11 +381,13 @@ public:
         next_stamp = stamp;
         owner = who;
         std::vector<std::pair<uint64_t, int32_t>> found;  // (stamp, slot)
+        std::vector<int32_t> foreign_slots;
         for (size_t ds = 0; ds < dslots.size(); ++ds) {
             if (!dfile[ds].valid) continue;
             if (dfile[ds].owner != owner) {  // foreign: left free, header kept
                 ++foreign;
                 dfile[ds].seen_foreign = true;
+                foreign_slots.push_back(int32_t(ds));
                 continue;
             }
             found.push_back({dfile[ds].stamp, int32_t(ds)});
@@ -407,6 +413,13 @@ public:
             recovered_stale += std::find(cached_before.begin(), cached_before.end(), d.id) == cached_before.end();
             reclaimed += dfile[size_t(f.second)].seen_foreign;
             dfile[size_t(f.second)].seen_foreign = false;
+        }
+        // Foreign slots go to the back of the free list, in slot order: every other free slot
+        // (erased, never written, an older duplicate) is written first, so another identity's
+        // blocks survive while there is room (kvc.h; lib/tier_disk.cpp DiskTier::scan since 5c5c43a).
+        for (int32_t ds : foreign_slots) {
+            dfree.erase(std::find(dfree.begin(), dfree.end(), ds));
+            dfree.push_back(ds);
         }
     }
     // The identities the disk caches now (for recover's coverage count).
@@ -700,6 +713,22 @@ public:
             if (host_hit(b)) host_commit_cached(-2 - b);
         finish_call();
     }
+    // kvc_tier_prefetch (kvc.h; lib/capi_tiers.cpp): kvc_alloc's promotion (promote(), with no
+    // refusal before it: no sequence-exists or capacity check) and nothing else -- no sequence, no
+    // device block, no event. value = the prompt's hit through the device and host tiers once the
+    // copies are done (what kvc_alloc's own walk would now find), 0 with prefix caching off (then
+    // nothing moves). Its argument checks come before the pool's state: NULL tokens is refused even
+    // with caching off (kvc_alloc accepts them there), and a pool without a disk tier (with no
+    // tiers, or a host tier only) is KVC_ERR_STATE.
+    Result prefetch(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
+        if (!tokens) return {KVC_ERR_NULL_ARG, 0};
+        if (n < 1) return {KVC_ERR_INVALID_ARG, 0};
+        if (max_seq_len > 0 && n > max_seq_len) return {KVC_ERR_MAX_LEN, 0};
+        if (!disk) return {KVC_ERR_STATE, 0};
+        promote(tokens, n, k);
+        return {KVC_OK, caching ? find_hit(*tokens, n, k, kHostTier).tokens(bs) : 0};
+    }
+
     void spill(int32_t b) {
         const Block &blk = blocks[size_t(b)];
         if (host_find_indexed(blk.id) >= 0) return;

@@ -30,8 +30,10 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 echo "fuzz: replaying $(ls "$CORPUS" | wc -l) corpus inputs"
-"$FUZZ" -runs=0 "$CORPUS" 2>&1 | grep -E '^fuzz_pool:|INITED|DONE|ERROR|diverges' || true
-"$FUZZ" -runs=0 "$CORPUS" >/dev/null 2>&1 || { echo "fuzz: corpus replay failed"; "$FUZZ" -runs=0 "$CORPUS"; exit 1; }
+"$FUZZ" -runs=0 -artifact_prefix="$BUILD/" "$CORPUS" 2>&1 | grep -E '^fuzz_pool:|INITED|DONE|ERROR|diverges' || true
+# (-artifact_prefix: a failing input is written under the build directory, not the current one.)
+"$FUZZ" -runs=0 -artifact_prefix="$BUILD/" "$CORPUS" >/dev/null 2>&1 ||
+  { echo "fuzz: corpus replay failed"; "$FUZZ" -runs=0 -artifact_prefix="$BUILD/" "$CORPUS"; exit 1; }
 
 # The mirror-rank comparison can fail: a mirror made to differ must be reported as a divergence.
 for skew in blocks alloc; do
