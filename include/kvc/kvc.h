@@ -830,7 +830,8 @@ KVC_API kvc_status kvc_tier_attach_disk_with_identity(kvc_pool *pool, const char
  *  them before the allocation. A kvc_alloc arriving while tier copies are in flight (a prefetch
  *  still reading) waits for them before it looks for its hit, rather than missing those blocks.
  *  *out_cached_tokens (may be NULL) receives the prompt's cached prefix without the disk tier once
- *  done — the tokens kvc_alloc would now find on the device and in the host tier (a snapshot).
+ *  done — the tokens kvc_alloc would now find on the device and in the host tier (a snapshot; a
+ *  prompt kvc_alloc would refuse for its length or capacity is read up all the same).
  *  With prefix caching off nothing moves and it is 0. Thread-safe.
  *  Errors: KVC_ERR_NULL_ARG (pool, tokens), KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_MAX_LEN,
  *  KVC_ERR_STATE (no disk tier). */
