@@ -588,34 +588,57 @@ struct DiskFault {
 
 void note_prefetched_alloc(Session &s, const std::vector<int32_t> &toks, int64_t n, const model::Keys &k, int64_t cached);
 
-void op_alloc(Input &in, Session &s) {
-    uint64_t id = uint64_t(in.below(kMaxIds));
-    int64_t n;
-    std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
-    const int64_t pick = in.below(8);
+// The prompt of kvc_alloc and kvc_tier_prefetch (the same bytes for both): a recent one, one derived
+// from a live sequence (read_derived_prompt), or a fresh one, remembered among the recent ones.
+struct PromptChoice {
+    std::vector<int32_t> toks;
+    int64_t n = 0;
     model::Keys source_keys;
     bool use_source_keys = false, derived = false;
+};
+
+PromptChoice pick_prompt(Input &in, Session &s) {
+    PromptChoice c;
+    c.toks = read_prompt(in, s.alphabet, &c.n);
+    const int64_t pick = in.below(8);
     if (pick < 4 && s.recent[pick].n > 0) {
-        toks = s.recent[pick].toks;
-        n = s.recent[pick].n;
-    } else if ((pick == 4 || pick == 5) && read_derived_prompt(in, s, &toks, &n, &source_keys, &use_source_keys)) {
-        derived = true;
+        c.toks = s.recent[pick].toks;
+        c.n = s.recent[pick].n;
+    } else if ((pick == 4 || pick == 5) &&
+               read_derived_prompt(in, s, &c.toks, &c.n, &c.source_keys, &c.use_source_keys)) {
+        c.derived = true;
+    } else {
+        s.recent[s.recent_next] = {c.toks, c.n};
+        s.recent_next = (s.recent_next + 1) % 4;
+    }
+    return c;
+}
+
+// Its keys: read from the input, or the source sequence's for a derived prompt that reuses them.
+model::Keys pick_keys(Input &in, Session &s, const PromptChoice &c, bool *null_keys) {
+    model::Keys k = read_keys(in, s, null_keys);
+    if (c.derived && c.use_source_keys) {
+        k = c.source_keys;
+        *null_keys = false;
+        apply_keys(s, k);
+    }
+    return k;
+}
+
+void op_alloc(Input &in, Session &s) {
+    uint64_t id = uint64_t(in.below(kMaxIds));
+    PromptChoice c = pick_prompt(in, s);
+    if (c.derived) {
         // on a free id (if any), so that the new sequence is not refused for its id
         for (uint64_t free_id = 0; s.m.seqs.count(id) && free_id < kMaxIds; ++free_id)
             if (!s.m.seqs.count(free_id)) id = free_id;
         // a quarter of the time other requests came and went since the source's turn
         if (in.below(4) == 0) op_other_traffic(in, s);
-    } else {
-        s.recent[s.recent_next] = {toks, n};
-        s.recent_next = (s.recent_next + 1) % 4;
     }
+    int64_t n = c.n;
+    std::vector<int32_t> toks = std::move(c.toks);
     bool null_keys;
-    model::Keys k = read_keys(in, s, &null_keys);
-    if (derived && use_source_keys) {
-        k = source_keys;
-        null_keys = false;
-        apply_keys(s, k);
-    }
+    model::Keys k = pick_keys(in, s, c, &null_keys);
     uint8_t v = in.byte();
     if (v % 16 == 0) n = -int64_t(v / 16);  // invalid sizes now and then
     bool null_tokens = v % 16 == 1 || (!s.m.caching && v % 4 == 2);
@@ -678,27 +701,11 @@ void note_prefetched_alloc(Session &s, const std::vector<int32_t> &toks, int64_t
 // spills, read faults the blocks read up; 1-2 I/O operations), armed identically for the mirror.
 // A pool without a disk tier answers KVC_ERR_STATE once the arguments pass.
 void op_prefetch(Input &in, Session &s) {
-    int64_t n;
-    std::vector<int32_t> toks = read_prompt(in, s.alphabet, &n);
-    const int64_t pick = in.below(8);
-    model::Keys source_keys;
-    bool use_source_keys = false, derived = false;
-    if (pick < 4 && s.recent[pick].n > 0) {
-        toks = s.recent[pick].toks;
-        n = s.recent[pick].n;
-    } else if ((pick == 4 || pick == 5) && read_derived_prompt(in, s, &toks, &n, &source_keys, &use_source_keys)) {
-        derived = true;
-    } else {
-        s.recent[s.recent_next] = {toks, n};
-        s.recent_next = (s.recent_next + 1) % 4;
-    }
+    PromptChoice c = pick_prompt(in, s);
+    int64_t n = c.n;
+    std::vector<int32_t> toks = std::move(c.toks);
     bool null_keys;
-    model::Keys k = read_keys(in, s, &null_keys);
-    if (derived && use_source_keys) {
-        k = source_keys;
-        null_keys = false;
-        apply_keys(s, k);
-    }
+    model::Keys k = pick_keys(in, s, c, &null_keys);
     const uint8_t v = in.byte();
     if (v % 16 == 0) n = -int64_t(v / 16);
     if (v % 16 == 2 && s.m.max_seq_len > 0) n = s.m.max_seq_len + 1;
