@@ -1,6 +1,6 @@
 // A small scheduler loop on libkvc through the Go binding: admit prompts that share a system
 // prompt, decode a few steps, fork a beam, handle running out of blocks, and print the pool's
-// counters. Build and run (PKG_CONFIG_PATH names a directory with kvc.pc, see bindings/go):
+// counters; then a warm restart from a persistent disk tier, prefetched from a goroutine. Build and run (PKG_CONFIG_PATH names a directory with kvc.pc, see bindings/go):
 //
 //	go run .
 package main
@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 
 	"kvc.dev/kvc"
 )
@@ -88,5 +90,73 @@ func main() {
 		s.PrefixHitRate, s.CachedFreeBlocks, s.UsedBlocks)
 	if s.UsedBlocks != 0 || s.PrefixHitTokens == 0 {
 		log.Fatalf("unexpected stats %+v", s)
+	}
+
+	warmRestart()
+}
+
+// warmRestart keeps the prefix cache across a server restart: a disk tier in a persistent file,
+// attached with the identity of the model that computes the KV (another model's blocks are never
+// recovered as hits), flushed before shutdown; after the restart a goroutine prefetches a queued
+// request's prefix from disk while the scheduler goes on, and the admission restores it from host
+// memory.
+func warmRestart() {
+	dir, err := os.MkdirTemp("", "kvc-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	const identity = "example-model@rev1;kv=f16;tp=0/1"
+	open := func() *kvc.Pool {
+		cfg := kvc.DefaultPoolConfig()
+		cfg.Backend = kvc.BackendCPU // storage: the tiers move KV bytes
+		cfg.BlockSize, cfg.NumBlocks = 16, 64
+		cfg.NumLayers, cfg.NumKVHeads, cfg.NumQHeads, cfg.HeadDim = 2, 2, 4, 64
+		p, err := kvc.NewPool(cfg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		must(p.AttachHostTier(16))
+		must(p.AttachDiskTierWithIdentity(filepath.Join(dir, "kv.bin"), 256, kvc.DiskPersistent, identity))
+		return p
+	}
+	system := make([]int32, 100)
+	for i := range system {
+		system[i] = int32(7 + i)
+	}
+	p := open()
+	if _, err := p.Alloc(1, system, nil); err != nil {
+		log.Fatal(err)
+	}
+	// ... the forward pass writes the prompt's KV (kvc_cache_write / WriteBlocks) ...
+	must(p.Free(1))
+	written, err := p.FlushTiers()
+	must(err)
+	must(p.Close())
+
+	p = open() // the restart
+	defer p.Close()
+	s0, err := p.TierStats(kvc.TierDisk)
+	must(err)
+	prefetched := make(chan int64)
+	go func() { // an I/O goroutine: disk reads off the scheduler's path
+		n, err := p.PrefetchTiers(system, nil)
+		must(err)
+		prefetched <- n
+	}()
+	n := <-prefetched
+	cached, err := p.Alloc(2, system, nil)
+	must(err)
+	fmt.Printf("restart: %d blocks flushed, %d recovered from disk; prefetched %d tokens, admission found %d cached\n",
+		written, s0.RecoveredBlocks, n, cached)
+	if s0.RecoveredBlocks != written || cached != 96 || n != 96 {
+		log.Fatalf("unexpected warm restart: recovered %d, prefetched %d, cached %d", s0.RecoveredBlocks, n, cached)
+	}
+	must(p.Free(2))
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
 	}
 }

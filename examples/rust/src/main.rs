@@ -1,7 +1,8 @@
 //! A scheduler's view of libkvc from Rust: two chat requests sharing a system prompt, decode
 //! steps with a block boundary, parallel sampling by fork with copy-on-write, admission control,
-//! a handled out-of-blocks error, and the pool's statistics. Exits non-zero on any surprise.
-use kvc::{AllocVerdict, Pool, PoolConfig};
+//! a handled out-of-blocks error, and the pool's statistics; then a warm restart from a persistent
+//! disk tier, prefetched from an I/O thread. Exits non-zero on any surprise.
+use kvc::{AllocVerdict, Backend, Pool, PoolConfig, Tier, DISK_PERSISTENT};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
@@ -90,7 +91,58 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "every block is free again",
     )?;
     pool.check()?;
+    warm_restart()?;
     println!("ok");
+    Ok(())
+}
+
+/// The prefix cache kept across a server restart: a disk tier in a persistent file, attached with
+/// the identity of the model computing the KV (another model's blocks are never recovered as hits),
+/// flushed before the shutdown; after the restart an I/O thread prefetches a queued request's
+/// prefix from disk off the scheduler's path, and the admission restores it from host memory.
+fn warm_restart() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = std::env::temp_dir().join(format!("kvc-rust-example-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("kv.bin");
+    let open = || -> Result<Pool, Box<dyn std::error::Error>> {
+        let pool = Pool::new(&PoolConfig {
+            backend: Backend::CPU, // storage: the tiers move KV bytes
+            block_size: 16,
+            num_blocks: 64,
+            num_layers: 2,
+            num_kv_heads: 2,
+            num_q_heads: 4,
+            head_dim: 64,
+            ..PoolConfig::default()
+        })?;
+        pool.attach_host_tier(16)?;
+        pool.attach_disk_tier_with_identity(&file, 256, DISK_PERSISTENT, "example-model@rev1;kv=f16;tp=0/1")?;
+        Ok(pool)
+    };
+    let system: Vec<i32> = (7..107).collect(); // 100 tokens: 6 full blocks
+    let pool = open()?;
+    pool.alloc(1, &system, None)?;
+    // ... the forward pass writes the prompt's KV (kvc_cache_write) ...
+    pool.free(1)?;
+    let written = pool.tier_flush()?;
+    drop(pool);
+
+    let pool = open()?; // the restart
+    let recovered = pool.tier_stats(Tier::Disk)?.recovered_blocks;
+    let prefetched = std::thread::scope(|s| s.spawn(|| pool.tier_prefetch(&system, None)).join())
+        .map_err(|_| "prefetch thread panicked")??;
+    let cached = pool.alloc(2, &system, None)?;
+    println!(
+        "restart: {} blocks flushed, {} recovered from disk; prefetched {} tokens, admission found {} cached",
+        written, recovered, prefetched, cached
+    );
+    check(
+        recovered == written && prefetched == 96 && cached == 96,
+        "the warm restart serves the system prompt from disk",
+    )?;
+    pool.free(2)?;
+    drop(pool);
+    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
 
