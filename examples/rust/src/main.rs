@@ -116,7 +116,12 @@ fn warm_restart() -> Result<(), Box<dyn std::error::Error>> {
             ..PoolConfig::default()
         })?;
         pool.attach_host_tier(16)?;
-        pool.attach_disk_tier_with_identity(&file, 256, DISK_PERSISTENT, "example-model@rev1;kv=f16;tp=0/1")?;
+        pool.attach_disk_tier_with_identity(
+            &file,
+            256,
+            DISK_PERSISTENT,
+            "example-model@rev1;kv=f16;tp=0/1",
+        )?;
         Ok(pool)
     };
     let system: Vec<i32> = (7..107).collect(); // 100 tokens: 6 full blocks

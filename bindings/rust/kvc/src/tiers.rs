@@ -50,7 +50,8 @@ fn disk_path(func: &str, path: &Path) -> Result<CString> {
     let text = path
         .to_str()
         .ok_or_else(|| Error::new(Status::INVALID_ARG, format!("{func}: path is not valid UTF-8")))?;
-    CString::new(text).map_err(|_| Error::new(Status::INVALID_ARG, format!("{func}: path contains a NUL byte")))
+    CString::new(text)
+        .map_err(|_| Error::new(Status::INVALID_ARG, format!("{func}: path contains a NUL byte")))
 }
 
 /// Identifies the copies of a swap (`kvc_swap_out` / `kvc_swap_in`) for [`Pool::op_done`] and
@@ -160,14 +161,26 @@ impl Pool {
     /// the others count in [`TierStats::foreign_blocks`]. `""` is no identity. An identity with a
     /// NUL byte is refused with `INVALID_ARG` before any C call; one longer than
     /// [`MAX_DISK_IDENTITY_LEN`] bytes by the library.
-    pub fn attach_disk_tier_with_identity(&self, path: &Path, num_blocks: i64, flags: i32, identity: &str) -> Result<()> {
+    pub fn attach_disk_tier_with_identity(
+        &self,
+        path: &Path,
+        num_blocks: i64,
+        flags: i32,
+        identity: &str,
+    ) -> Result<()> {
         let c_path = disk_path("attach_disk_tier_with_identity", path)?;
         let c_identity = CString::new(identity).map_err(|_| {
             Error::new(Status::INVALID_ARG, "attach_disk_tier_with_identity: identity contains a NUL byte")
         })?;
         // SAFETY: live pool; NUL-terminated path and identity valid for the call.
         check(unsafe {
-            sys::kvc_tier_attach_disk_with_identity(self.raw(), c_path.as_ptr(), num_blocks, flags, c_identity.as_ptr())
+            sys::kvc_tier_attach_disk_with_identity(
+                self.raw(),
+                c_path.as_ptr(),
+                num_blocks,
+                flags,
+                c_identity.as_ptr(),
+            )
         })
     }
 
@@ -236,7 +249,13 @@ impl Pool {
         let mut cached = 0i64;
         // SAFETY: live pool; tokens valid for tokens.len() reads; keys NULL or live; valid out.
         check(unsafe {
-            sys::kvc_tier_prefetch(self.raw(), tokens.as_ptr(), tokens.len() as i64, keys_ptr(keys), &mut cached)
+            sys::kvc_tier_prefetch(
+                self.raw(),
+                tokens.as_ptr(),
+                tokens.len() as i64,
+                keys_ptr(keys),
+                &mut cached,
+            )
         })?;
         Ok(cached)
     }
