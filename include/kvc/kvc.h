@@ -760,7 +760,10 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
  *    to the disk tier), keeping its identity. Prefix lookups continue into the lower tiers, and
  *    kvc_alloc restores those blocks into fresh device blocks (counted as cached tokens).
  *  - Integrity: every block on disk carries an XXH3 checksum over its bytes and identity; a bad
- *    read is a miss (the caller recomputes), never wrong data.
+ *    read is a miss (the caller recomputes), never wrong data. A persistent file also records who
+ *    computed its blocks (kvc_tier_attach_disk_with_identity): another model's are never hits.
+ *  - Prefetch: kvc_tier_prefetch reads a queued prompt's disk hits up into the host tier from the
+ *    caller's I/O thread, so that its kvc_alloc does not wait for the disk.
  *  - Ordering: copies run outside the pool lock. On CUDA they are asynchronous on a dedicated tier
  *    stream, and kvc_cache_write, kvc_copy_pending, kvc_launch_attention and
  *    kvc_storage_copy_blocks order their work after every tier copy issued before them
