@@ -1,4 +1,5 @@
 import dev.kvc.AllocVerdict;
+import dev.kvc.Backend;
 import dev.kvc.BlockCopies;
 import dev.kvc.Kvc;
 import dev.kvc.KvcException;
@@ -6,17 +7,23 @@ import dev.kvc.Pool;
 import dev.kvc.PoolConfig;
 import dev.kvc.Stats;
 import dev.kvc.Status;
+import dev.kvc.Tier;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 
 /**
  * A small scheduler loop on libkvc through the Java binding: admit prompts sharing a system
- * prompt, decode a few steps, fork a beam, get refused for lack of blocks, print the counters.
+ * prompt, decode a few steps, fork a beam, get refused for lack of blocks, print the counters; then
+ * a warm restart from a persistent disk tier, prefetched from an I/O thread.
  * Run: java -Djava.library.path=<dir of libkvcjni.so> -cp kvc.jar:. Example
  */
 public final class Example {
     private Example() {}
 
-    public static void main(String[] args) {
+    public static void main(String[] args) throws Exception {
         PoolConfig cfg = PoolConfig.defaults().blockSize(16).numBlocks(64).watermark(0);
         try (Pool pool = Pool.create(cfg)) {
             System.out.printf("libkvc %s: %d blocks of %d tokens%n", Kvc.versionString(), cfg.numBlocks(),
@@ -66,6 +73,53 @@ public final class Example {
             if (s.usedBlocks() != 0 || s.prefixHitTokens() == 0) {
                 throw new IllegalStateException("unexpected stats " + s);
             }
+        }
+        warmRestart();
+    }
+
+    /**
+     * The prefix cache kept across a server restart: a disk tier in a persistent file attached with
+     * the identity of the model computing the KV (another model's blocks are never recovered as
+     * hits), flushed before the shutdown; after the restart an I/O thread prefetches a queued
+     * request's prefix from disk off the scheduler's path, and the admission restores it from host
+     * memory.
+     */
+    static void warmRestart() throws Exception {
+        Path dir = Files.createTempDirectory("kvc-java-example");
+        String file = dir.resolve("kv.bin").toString();
+        String identity = "example-model@rev1;kv=f16;tp=0/1";
+        PoolConfig cfg = PoolConfig.defaults().backend(Backend.CPU).blockSize(16).numBlocks(64).numLayers(2)
+                .numKvHeads(2).numQHeads(4).headDim(64);
+        int[] system = new int[100]; // 6 full blocks
+        for (int i = 0; i < system.length; i++) {
+            system[i] = 7 + i;
+        }
+        long written;
+        try (Pool pool = Pool.create(cfg)) {
+            pool.tiers().attachHost(16);
+            pool.tiers().attachDisk(file, 256, Tier.DISK_PERSISTENT, identity);
+            pool.alloc(1, system, null);
+            // ... the forward pass writes the prompt's KV (kvc_cache_write) ...
+            pool.free(1);
+            written = pool.tiers().flush();
+        }
+        try (Pool pool = Pool.create(cfg)) { // the restart
+            pool.tiers().attachHost(16);
+            pool.tiers().attachDisk(file, 256, Tier.DISK_PERSISTENT, identity);
+            long recovered = pool.tiers().stats(Tier.DISK).recoveredBlocks();
+            ExecutorService io = Executors.newSingleThreadExecutor(); // disk reads off the scheduler's path
+            long prefetched = io.submit(() -> pool.tiers().prefetch(system, null)).get();
+            io.shutdown();
+            long cached = pool.alloc(2, system, null);
+            System.out.printf("restart: %d blocks flushed, %d recovered from disk; prefetched %d tokens, "
+                    + "admission found %d cached%n", written, recovered, prefetched, cached);
+            if (recovered != written || prefetched != 96 || cached != 96) {
+                throw new IllegalStateException("unexpected warm restart");
+            }
+            pool.free(2);
+        } finally {
+            Files.deleteIfExists(Path.of(file));
+            Files.deleteIfExists(dir);
         }
     }
 }
