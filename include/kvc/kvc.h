@@ -322,7 +322,8 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
  *  holding this prompt's own host hits) ends the cached prefix where the slots run out, and the
  *  rest is allocated fresh — so *out_cached_tokens can be less than kvc_prefix_lookup and
  *  kvc_can_alloc counted (they do not count slots). A host tier at least as large as the longest
- *  prompt's disk run avoids it (kvc_prefix_lookup_tiers shows the run).
+ *  prompt's disk run avoids it (kvc_prefix_lookup_tiers shows the run); after a kvc_tier_prefetch
+ *  of the prompt, its answer is what this call finds (absent other calls in between).
  *  Errors: KVC_ERR_NULL_ARG (pool; tokens while caching is on), KVC_ERR_INVALID_ARG (num_tokens
  *  < 1), KVC_ERR_SEQ_EXISTS, KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW, KVC_ERR_OUT_OF_BLOCKS,
  *  KVC_ERR_NO_MEMORY. */
