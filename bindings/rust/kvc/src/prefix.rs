@@ -31,6 +31,26 @@ pub struct Event {
     pub tier: Tier,
 }
 
+/// The C calls that take a prompt and its keys and answer a token count: `kvc_prefix_lookup`,
+/// `kvc_prefix_pin`, `kvc_prefix_unpin`, `kvc_tier_prefetch`.
+pub(crate) type PromptCountFn = unsafe extern "C" fn(
+    *mut sys::kvc_pool,
+    *const i32,
+    i64,
+    *const sys::kvc_keys,
+    *mut i64,
+) -> sys::kvc_status;
+
+impl Pool {
+    pub(crate) fn prompt_count(&self, f: PromptCountFn, tokens: &[i32], keys: Option<&Keys>) -> Result<i64> {
+        let mut count = 0i64;
+        // SAFETY: live pool; tokens valid for tokens.len() reads; keys NULL or live; count a valid
+        // out-pointer; f is one of the functions above, all of this signature and contract.
+        check(unsafe { f(self.raw(), tokens.as_ptr(), tokens.len() as i64, keys_ptr(keys), &mut count) })?;
+        Ok(count)
+    }
+}
+
 fn join(hi: u64, lo: u64) -> u128 {
     ((hi as u128) << 64) | lo as u128
 }
@@ -39,45 +59,18 @@ impl Pool {
     /// Leading tokens of this prompt cached right now, with no side effects
     /// (`kvc_prefix_lookup`).
     pub fn prefix_lookup(&self, tokens: &[i32], keys: Option<&Keys>) -> Result<i64> {
-        let mut cached = 0;
-        // SAFETY: live pool; tokens valid for tokens.len() reads; keys NULL or live.
-        check(unsafe {
-            sys::kvc_prefix_lookup(
-                self.raw(),
-                tokens.as_ptr(),
-                tokens.len() as i64,
-                keys_ptr(keys),
-                &mut cached,
-            )
-        })?;
-        Ok(cached)
+        self.prompt_count(sys::kvc_prefix_lookup, tokens, keys)
     }
 
     /// Pins the cached full blocks of this prefix; returns the tokens covered
     /// (`kvc_prefix_pin`). Pins nest.
     pub fn prefix_pin(&self, tokens: &[i32], keys: Option<&Keys>) -> Result<i64> {
-        let mut pinned = 0;
-        // SAFETY: as prefix_lookup.
-        check(unsafe {
-            sys::kvc_prefix_pin(self.raw(), tokens.as_ptr(), tokens.len() as i64, keys_ptr(keys), &mut pinned)
-        })?;
-        Ok(pinned)
+        self.prompt_count(sys::kvc_prefix_pin, tokens, keys)
     }
 
     /// Undoes one pin of the same prefix; returns the tokens covered (`kvc_prefix_unpin`).
     pub fn prefix_unpin(&self, tokens: &[i32], keys: Option<&Keys>) -> Result<i64> {
-        let mut unpinned = 0;
-        // SAFETY: as prefix_lookup.
-        check(unsafe {
-            sys::kvc_prefix_unpin(
-                self.raw(),
-                tokens.as_ptr(),
-                tokens.len() as i64,
-                keys_ptr(keys),
-                &mut unpinned,
-            )
-        })?;
-        Ok(unpinned)
+        self.prompt_count(sys::kvc_prefix_unpin, tokens, keys)
     }
 
     /// Drops every cached block (`kvc_prefix_cache_reset`); BUSY while blocks are in use.

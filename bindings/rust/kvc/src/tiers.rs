@@ -246,18 +246,7 @@ impl Pool {
     /// (`kvc_tier_prefetch`). Call it from a thread of your own for a queued request. Returns the
     /// tokens `alloc` would now find on the device and in the host tier. `STATE` without a disk tier.
     pub fn tier_prefetch(&self, tokens: &[i32], keys: Option<&Keys>) -> Result<i64> {
-        let mut cached = 0i64;
-        // SAFETY: live pool; tokens valid for tokens.len() reads; keys NULL or live; valid out.
-        check(unsafe {
-            sys::kvc_tier_prefetch(
-                self.raw(),
-                tokens.as_ptr(),
-                tokens.len() as i64,
-                keys_ptr(keys),
-                &mut cached,
-            )
-        })?;
-        Ok(cached)
+        self.prompt_count(sys::kvc_tier_prefetch, tokens, keys)
     }
 
     /// Leading cached tokens of a prompt, split by tier (`kvc_prefix_lookup_tiers`).

@@ -41,7 +41,8 @@ fn every_c_function_has_a_safe_wrapper() {
     for name in &names {
         if !bindings.contains(&format!("pub fn {}(", name)) {
             missing.push(format!("{} (not in kvc-sys: run bindings/rust/regen.sh)", name));
-        } else if !safe.contains(&format!("sys::{}(", name)) {
+        } else if !safe.contains(&format!("sys::{}(", name)) && !safe.contains(&format!("sys::{},", name)) {
+            // Called directly, or handed to a shared caller (Pool::prompt_count) by name.
             missing.push(format!("{} (no safe wrapper in kvc/src)", name));
         }
     }
