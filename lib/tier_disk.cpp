@@ -279,9 +279,10 @@ void DiskTier::scan() {
             std::memcpy(&h, hdr, sizeof h);
             // A well-formed header (its own check holds, over the token ids of its own block size)
             // that is not ours was written under another identity or layout: foreign, not garbage.
+            const int64_t own_token_bytes = int64_t(h.block_size) * int64_t(sizeof(int32_t));
             const bool framed = h.magic == kMagic && h.slot == base + i && h.block_size >= 1 &&
-                                int64_t(sizeof h) + int64_t(h.block_size) * 4 <= header_bytes_ &&
-                                header_hash(hdr, size_t(h.block_size) * sizeof(int32_t)) == h.header_check;
+                                int64_t(sizeof h) + own_token_bytes <= header_bytes_ &&
+                                header_hash(hdr, size_t(own_token_bytes)) == h.header_check;
             if (!framed) continue;
             if (h.version != kVersion || h.layout_fingerprint != fingerprint_ || h.block_size != layout_.block_size ||
                 h.block_bytes != layout_.block_stride || h.priority < KVC_PRIORITY_MIN || h.priority > KVC_PRIORITY_MAX) {

@@ -3,6 +3,7 @@ package kvc
 import (
 	"errors"
 	"runtime"
+	"strings"
 
 	"kvc.dev/kvc/internal/raw"
 )
@@ -45,6 +46,15 @@ func closedError(op string) error {
 // shorter than the shape requires), with the status the library would use.
 func argError(op string, status Status, msg string) error {
 	return &Error{Status: status, Message: msg, Op: op}
+}
+
+// nulError refuses a string argument holding a NUL byte (C would silently truncate it) with
+// ErrInvalidArg naming op and what; nil otherwise.
+func nulError(op, what, s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return argError(op, ErrInvalidArg, what+" contains a NUL byte")
+	}
+	return nil
 }
 
 // callC runs one C call pinned to the current OS thread and, when it fails, reads that thread's

@@ -2,7 +2,6 @@ package kvc
 
 import (
 	"runtime"
-	"strings"
 	"sync"
 
 	"kvc.dev/kvc/internal/raw"
@@ -68,8 +67,8 @@ func (k *Keys) SetLoRA(loraID uint64) error {
 // SetSalt sets the cache salt (tenant isolation); "" means none (kvc_keys_set_salt). A salt with a
 // NUL byte is rejected with ErrInvalidArg (C would silently truncate it).
 func (k *Keys) SetSalt(salt string) error {
-	if strings.IndexByte(salt, 0) >= 0 {
-		return argError("Keys.SetSalt", ErrInvalidArg, "salt contains a NUL byte")
+	if err := nulError("Keys.SetSalt", "salt", salt); err != nil {
+		return err
 	}
 	return k.set("Keys.SetSalt", func(h raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status { return raw.Kvc_keys_set_salt(h, salt) })
 }

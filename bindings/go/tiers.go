@@ -1,8 +1,6 @@
 package kvc
 
 import (
-	"strings"
-
 	"kvc.dev/kvc/internal/raw"
 )
 
@@ -39,8 +37,8 @@ func (p *Pool) AttachHostTier(numBlocks int64) error {
 // AttachDiskTier gives the pool a disk tier of numBlocks slots in the file at path, below the host
 // tier, once (kvc_tier_attach_disk). A path with a NUL byte is rejected with ErrInvalidArg.
 func (p *Pool) AttachDiskTier(path string, numBlocks int64, flags DiskFlags) error {
-	if strings.IndexByte(path, 0) >= 0 {
-		return argError("AttachDiskTier", ErrInvalidArg, "path contains a NUL byte")
+	if err := nulError("AttachDiskTier", "path", path); err != nil {
+		return err
 	}
 	return p.do("AttachDiskTier", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
 		return raw.Kvc_tier_attach_disk(h, path, numBlocks, int(flags))
@@ -56,11 +54,11 @@ const MaxDiskIdentityLen = 1024
 // count in TierStats.ForeignBlocks. "" is no identity. A path or identity with a NUL byte is
 // rejected with ErrInvalidArg here; an identity longer than MaxDiskIdentityLen by the library.
 func (p *Pool) AttachDiskTierWithIdentity(path string, numBlocks int64, flags DiskFlags, identity string) error {
-	if strings.IndexByte(path, 0) >= 0 {
-		return argError("AttachDiskTierWithIdentity", ErrInvalidArg, "path contains a NUL byte")
+	if err := nulError("AttachDiskTierWithIdentity", "path", path); err != nil {
+		return err
 	}
-	if strings.IndexByte(identity, 0) >= 0 {
-		return argError("AttachDiskTierWithIdentity", ErrInvalidArg, "identity contains a NUL byte")
+	if err := nulError("AttachDiskTierWithIdentity", "identity", identity); err != nil {
+		return err
 	}
 	return p.do("AttachDiskTierWithIdentity", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
 		return raw.Kvc_tier_attach_disk_with_identity(h, path, numBlocks, int(flags), identity)

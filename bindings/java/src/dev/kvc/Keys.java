@@ -1,7 +1,6 @@
 package dev.kvc;
 
 import java.lang.ref.Cleaner;
-import java.nio.charset.StandardCharsets;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
@@ -90,17 +89,7 @@ public final class Keys implements AutoCloseable {
      * containing U+0000 is rejected (C would truncate it).
      */
     public void setSalt(String salt) {
-        if (salt != null && salt.indexOf('\0') >= 0) {
-            throw new KvcException(Status.INVALID_ARG, "Keys.setSalt", "salt contains U+0000");
-        }
-        final byte[] bytes;
-        if (salt == null) {
-            bytes = null;
-        } else {
-            byte[] utf8 = salt.getBytes(StandardCharsets.UTF_8);
-            bytes = new byte[utf8.length + 1]; // NUL-terminated
-            System.arraycopy(utf8, 0, bytes, 0, utf8.length);
-        }
+        final byte[] bytes = salt == null ? null : CStrings.utf8z("Keys.setSalt", "salt", salt);
         set("Keys.setSalt", h -> KvcNative.kvc_keys_set_salt(h, bytes));
     }
 

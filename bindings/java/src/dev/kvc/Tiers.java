@@ -1,7 +1,5 @@
 package dev.kvc;
 
-import java.nio.charset.StandardCharsets;
-
 /**
  * The memory tiers of a pool (device, host, disk): attaching them, swap preemption, recomputation
  * preemption and per-tier statistics. A view of its Pool ({@link Pool#tiers()}); closing the pool
@@ -24,7 +22,7 @@ public final class Tiers {
      * once (kvc_tier_attach_disk). flags: {@link Tier#DISK_PERSISTENT}, {@link Tier#DISK_NO_DIRECT}.
      */
     public void attachDisk(String path, long numBlocks, int flags) {
-        byte[] cpath = cString("kvc_tier_attach_disk", "path", path);
+        byte[] cpath = CStrings.utf8z("kvc_tier_attach_disk", "path", path);
         pool.with("kvc_tier_attach_disk", h -> KvcNative.kvc_tier_attach_disk(h, cpath, numBlocks, flags));
     }
 
@@ -38,20 +36,9 @@ public final class Tiers {
      */
     public void attachDisk(String path, long numBlocks, int flags, String identity) {
         final String fn = "kvc_tier_attach_disk_with_identity";
-        byte[] cpath = cString(fn, "path", path);
-        byte[] cid = cString(fn, "identity", identity);
+        byte[] cpath = CStrings.utf8z(fn, "path", path);
+        byte[] cid = CStrings.utf8z(fn, "identity", identity);
         pool.with(fn, h -> KvcNative.kvc_tier_attach_disk_with_identity(h, cpath, numBlocks, flags, cid));
-    }
-
-    // The NUL-terminated UTF-8 bytes the C calls take; a string with U+0000 is INVALID_ARG.
-    private static byte[] cString(String fn, String what, String s) {
-        if (s.indexOf('\0') >= 0) {
-            throw new KvcException(Status.INVALID_ARG, fn, what + " contains U+0000");
-        }
-        byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
-        byte[] c = new byte[utf8.length + 1];
-        System.arraycopy(utf8, 0, c, 0, utf8.length);
-        return c;
     }
 
     /**
