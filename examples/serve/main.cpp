@@ -54,8 +54,8 @@ void print_disk_report(const Options &o, const EngineConfig &ec, const EngineRep
                 (long long)h.cached_blocks);
     std::printf("disk tier     %lld blocks (%s) in %s%s%s (%s, %s%s): host->disk %s (%lld blocks), disk->host %s "
                 "(%lld blocks); %lld prefix hits; %lld evictions; %lld cached at the end; %lld recovered at "
-                "startup (%lld foreign: another model's, pool's or rank's); %lld failures (%lld checksum, %lld I/O); %lld admissions hit less than kvc_prefix_lookup "
-                "had said\n",
+                "startup (%lld foreign: another model's, pool's or rank's); %lld failures (%lld checksum, "
+                "%lld I/O); %lld admissions hit less than kvc_prefix_lookup had said\n",
                 (long long)d.capacity_blocks, bytes_str(double(d.capacity_blocks) * block / double(r.pools.size())).c_str(),
                 o.disk_file.c_str(), r.pools.size() > 1 ? ".{L,G}" : "", r.tp > 1 ? ".rank*" : "",
                 d.persistent ? "persistent" : "truncated at attach", d.io_uring ? "io_uring" : "pread/pwrite",
