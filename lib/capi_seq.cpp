@@ -151,7 +151,7 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         // Disk-tier hits are read and verified first (outside the lock), so that what follows only
         // sees hits it can trust. No-op without a disk tier.
         const AllocRequest request{p, seq_id, num_tokens};
-        st = kvc::tier_promote_prefix(p, tokens, num_tokens, ks, {refuse_before_promotion, &request});
+        st = kvc::tier_promote_prefix(p, tokens, num_tokens, ks, {refuse_before_promotion, &request, true});
         if (st != KVC_OK) return st;
         st = [&]() -> kvc_status {
         std::lock_guard<std::mutex> lock(p->mu);

@@ -291,7 +291,7 @@ KVC_API kvc_status kvc_tier_prefetch(kvc_pool *pool, const int32_t *tokens, int6
         }
         const kvc::KeySet &ks = kvc::keys_or_empty(keys);
         // kvc_alloc's promotion without an allocation to refuse: everything it would read up.
-        const kvc::PromotionCheck accept_all{[](const void *, const kvc::PrefixWalk &) { return KVC_OK; }, nullptr};
+        const kvc::PromotionCheck accept_all{[](const void *, const kvc::PrefixWalk &) { return KVC_OK; }, nullptr, false};
         if (kvc_status st = kvc::tier_promote_prefix(pool, tokens, num_tokens, ks, accept_all); st != KVC_OK) return st;
         if (out_cached_tokens) {
             int64_t cached = 0;

@@ -284,67 +284,6 @@ kvc_status tier_barrier(kvc_pool *p, void *stream) {
     return cuda::stream_wait_event(stream, t->last_event);
 }
 
-kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
-                               PromotionCheck check) {
-    Tiers *t = p->tiers.load(std::memory_order_acquire);
-    if (!t || !p->caching) return KVC_OK;
-    {
-        std::lock_guard<std::mutex> lk(p->mu);
-        if (!t->disk) return KVC_OK;  // attached once, never detached: no need to look again below
-    }
-    // Copies in flight (another thread's kvc_tier_prefetch still reading this prompt's blocks) hold
-    // their slots busy, which the walk below would take for misses: let them land first.
-    if (t->inflight.load(std::memory_order_acquire) > 0) tier_run_pending(p);
-    {
-        std::lock_guard<std::mutex> lk(p->mu);
-        if ((num_tokens - 1) / p->block_size <= 0) return KVC_OK;
-        // The hit kvc_alloc will look for; its held blocks are hit_scratch[0 .. held).
-        PrefixWalk w = pool_find_prompt_hit(p, tokens, num_tokens, keys, kWalkHostDisk);
-        if (w.disk_hits == 0) return KVC_OK;
-        if (kvc_status st = check.refuse(check.ctx, w); st != KVC_OK) return st;
-        const int64_t held = w.held();
-        TierSlots &hs = t->host->slots;
-        DiskTier &d = *t->disk;
-        // The prompt's host hits must survive the host slots taken below: pin them meanwhile.
-        for (int64_t i = 0; i < held; ++i)
-            if (p->hit_scratch[size_t(i)] < 0 && t->hit_tier[size_t(i)] == KVC_TIER_HOST)
-                hs.pin_cached(t->hit_slot[size_t(i)]);
-        // And so must its disk hits: each host slot taken below may evict a host block whose disk
-        // spill claims a disk slot, which could otherwise be a later disk hit of this prompt.
-        auto disk_hit = [&](int64_t i) {
-            return p->hit_scratch[size_t(i)] < 0 && t->hit_tier[size_t(i)] == KVC_TIER_DISK;
-        };
-        for (int64_t i = 0; i < held; ++i)
-            if (disk_hit(i)) d.slots.pin_cached(t->hit_slot[size_t(i)]);
-        bool promoting = true;
-        for (int64_t i = 0; i < held; ++i) {
-            if (!disk_hit(i)) continue;
-            const int32_t ds = t->hit_slot[size_t(i)];
-            const PrefixCache &ix = d.slots.index();
-            // The same block on its way up already, or no host slot: the hit ends here, and this
-            // and the later disk hits go back to their LRU lists.
-            promoting = promoting && hs.find(ix.hash_of(ds)) < 0;
-            const int32_t v = promoting ? tier_take_host_slot(p, t) : -1;
-            if (v < 0) {
-                promoting = false;
-                d.slots.commit_cached(ds);
-                continue;
-            }
-            BlockKey key;
-            key.hash = ix.hash_of(ds);
-            key.lora_id = ix.lora_of(ds);
-            key.extras_digest = ix.digest_of(ds);
-            hs.index_busy(v, ix.parent_of(ds), key, ix.tokens_of(ds), d.slots.priority(ds));
-            tier_push_job(t, kJobPromote, -1, v, ds);
-        }
-        for (int64_t i = 0; i < held; ++i)
-            if (p->hit_scratch[size_t(i)] < 0 && t->hit_tier[size_t(i)] == KVC_TIER_HOST)
-                hs.commit_cached(t->hit_slot[size_t(i)]);
-    }
-    tier_run_pending(p);
-    return KVC_OK;
-}
-
 Tiers::~Tiers() {
     if (stream) cuda::tier_stream_destroy(stream);  // synchronizes first
     if (last_event) cuda::event_destroy(last_event);

@@ -151,14 +151,18 @@ void tier_run_pending(kvc_pool *p);
 kvc_status tier_barrier(kvc_pool *p, void *stream);
 
 // kvc_alloc, before its main step (and kvc_tier_prefetch, with a check that accepts everything):
-// brings the prompt's disk-tier hits up into the host tier
-// (reading and verifying them), so the allocation sees them as host hits. When there is something
-// to promote, `refuse` first judges the allocation on the prompt's hit through the disk tier (lock
-// held); its error is returned before anything moves, so a refused kvc_alloc changes nothing.
+// brings the prompt's disk-tier hits up into the host tier (reading and verifying them), so the
+// allocation sees them as host hits (tier_promote.cpp). When there is something to promote,
+// `refuse` first judges the allocation on the prompt's hit through the disk tier (lock held); its
+// error is returned before anything moves, so a refused kvc_alloc changes nothing. With
+// `restore_in_rounds` (kvc_alloc), disk hits beyond the host slots it can take are promoted in
+// further rounds, each after the previous round's blocks went on into the device cache; kvc_alloc's
+// walk then finds those on the device. Without it (a prefetch), the hit ends where the slots did.
 struct PrefixWalk;
 struct PromotionCheck {
     kvc_status (*refuse)(const void *ctx, const PrefixWalk &walk);
     const void *ctx;
+    bool restore_in_rounds;
 };
 kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
                                PromotionCheck check);

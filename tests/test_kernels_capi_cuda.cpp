@@ -307,7 +307,8 @@ void test_cuda_swap_out_source_of_pending_pair(void **) {
 // written on the device, flushed, the pool destroyed; a new CUDA pool on the same persistent file
 // must hand back every block with the same bytes (a host tier of 2 slots makes the flush go in
 // rounds, each slot reused while earlier copies are in flight). The warm pool prefetches the prompt
-// into its pinned host tier (kvc_tier_prefetch) before the allocation, which then reads no disk.
+// into its pinned host tier (kvc_tier_prefetch) before the allocation, which then reads no disk; a
+// third pool, with 2 host slots, takes the 5 blocks in promotion rounds.
 void test_cuda_flush_then_warm_restart(void **) {
     REQUIRE_GPU();
     char dir[] = "/tmp/kvc_cuda_flush_XXXXXX";
@@ -350,7 +351,7 @@ void test_cuda_flush_then_warm_restart(void **) {
     OK(kvc_pool_check(p));
     OK(kvc_pool_destroy(p));
 
-    p = open_pool(8);  // disk hits come up through host slots: 5 need 5 (README, known limitations)
+    p = open_pool(8);
     kvc_tier_stats k;
     k.struct_size = sizeof k;
     OK(kvc_tier_get_stats(p, KVC_TIER_DISK, &k));
@@ -367,6 +368,21 @@ void test_cuda_flush_then_warm_restart(void **) {
     OK(kvc_tier_get_stats(p, KVC_TIER_DISK, &k));
     assert_int_equal(k.blocks_out, read);
     OK(kvc_seq_block_table(p, 2, table, 8, &n));
+    OK(kvc_storage_copy_blocks(p, table, 5, back.data(), 1));
+    assert_memory_equal(bytes.data(), back.data(), bytes.size());
+    OK(kvc_pool_check(p));
+    OK(kvc_pool_destroy(p));
+
+    // Again with 2 host slots and no prefetch: kvc_alloc promotes in rounds (2, 2, 1 blocks), each
+    // round's host->device copies on the tier stream, the next round's disk reads into the same
+    // slots after them (a read that overtook a copy would hand back the wrong bytes).
+    p = open_pool(2);
+    OK(kvc_alloc(p, 3, tokens.data(), int64_t(tokens.size()), nullptr, &cached));
+    assert_int_equal(cached, 20);
+    OK(kvc_tier_get_stats(p, KVC_TIER_DISK, &k));
+    assert_int_equal(k.blocks_out, 5);
+    OK(kvc_seq_block_table(p, 3, table, 8, &n));
+    std::fill(back.begin(), back.end(), 0);
     OK(kvc_storage_copy_blocks(p, table, 5, back.data(), 1));
     assert_memory_equal(bytes.data(), back.data(), bytes.size());
     OK(kvc_pool_check(p));

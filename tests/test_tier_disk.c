@@ -140,8 +140,9 @@ static void test_disk_eviction_order(void **state) {
  * spill must not take a later disk hit of the same prompt (it once claimed one, and promoting that
  * slot next corrupted the disk tier's lists). Host of 1 slot, disk of 2: A's two blocks on disk
  * (A1 evicted first), X on the host. Promoting A0 evicts X, whose spill finds every disk slot
- * pinned and is dropped; A1 finds no host slot left and stays on disk (this prompt's fresh block
- * for A1's tokens is computed by its prefill). */
+ * pinned and is dropped; A1 finds no host slot left in that round. A0 then goes on into a device
+ * block, and a second round reads A1 through the slot A0 left (A0's own spill finds A0 on disk
+ * already and writes nothing): the whole prefix comes back, as kvc_prefix_lookup said. */
 static void test_promotion_keeps_later_disk_hits(void **state) {
     disk_fixture *f = *state;
     kvc_pool *p = tier_pool(4, 1);
@@ -165,13 +166,13 @@ static void test_promotion_keeps_later_disk_hits(void **state) {
     int64_t cached = -1;
     OK(kvc_alloc(p, 3, A, 9, NULL, &cached));
     CHECK_POOL(p);
-    assert_int_equal(cached, 4);  /* A0, through the host slot X left */
-    expect_blocks(p, 3, 1, 5);
+    assert_int_equal(cached, 8);  /* A0 and A1, one round each through the host slot X left */
+    expect_blocks(p, 3, 2, 5);
     const kvc_tier_stats after = tier_stats(p, KVC_TIER_DISK);
-    assert_int_equal(after.blocks_out - before.blocks_out, 1);
+    assert_int_equal(after.blocks_out - before.blocks_out, 2);
     assert_int_equal(after.evictions, before.evictions); /* X's spill took nothing */
     assert_int_equal(after.cached_blocks, 2);            /* A0 and A1 stay on disk */
-    assert_int_equal(tier_stats(p, KVC_TIER_HOST).cached_blocks, 1); /* A0 replaced X */
+    assert_int_equal(tier_stats(p, KVC_TIER_HOST).cached_blocks, 1); /* A1 replaced A0, A0 X */
     lookup_tiers(p, X, 5, &dev, &host, &disk);
     assert_int_equal(dev + host + disk, 0);
     CHECK_POOL(p);
@@ -317,6 +318,98 @@ static void test_persistence(void **state) {
     OK(kvc_pool_destroy(p));
     p = disk_pool(f->path, KVC_DISK_PERSISTENT);
     assert_int_equal(tier_stats(p, KVC_TIER_DISK).recovered_blocks, 0);
+    OK(kvc_pool_destroy(p));
+}
+
+/* A prefix whose run of disk blocks is longer than the host tier: kvc_alloc promotes it in rounds
+ * (one host slot, six disk blocks: each round's block goes on into a device block before the slot
+ * is reused) and gets the whole hit kvc_prefix_lookup announced, with the bytes written before, and
+ * no pin left behind. With every host slot held by a swapped-out sequence no round can start: the
+ * hit ends at the first disk block (kvc.h, kvc_alloc). */
+static void test_promotion_in_rounds(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = tier_pool(12, 1);
+    OK(kvc_tier_attach_host(p, 1));
+    OK(kvc_tier_attach_disk(p, f->path, 16, 0));
+    enum { N = 6 * TBS + 1 };
+    int32_t A[N], B[N], S[TBS - 1];
+    prompt(A, N, 40);
+    prompt(B, N, 42);
+    alloc_free(p, 1, A, N, KVC_PRIORITY_DEFAULT, 41);
+    churn(p, 12, 100); /* every device block taken: A's blocks spill to the host, then to disk */
+    int64_t dev = -1, host = -1, disk = -1;
+    lookup_tiers(p, A, N, &dev, &host, &disk);
+    assert_int_equal(dev, 0);
+    assert_int_equal(host + disk, 6 * TBS);
+    assert_true(disk >= 5 * TBS);
+    const kvc_tier_stats before = tier_stats(p, KVC_TIER_DISK);
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 2, A, N, NULL, &cached));
+    assert_int_equal(cached, 6 * TBS);
+    expect_blocks(p, 2, 6, 41);
+    assert_int_equal(tier_stats(p, KVC_TIER_DISK).blocks_out - before.blocks_out, disk / TBS);
+    kvc_stats st;
+    st.struct_size = sizeof st;
+    OK(kvc_pool_stats(p, &st));
+    assert_int_equal(st.pinned_blocks, 0);
+    CHECK_POOL(p);
+    OK(kvc_free(p, 2));
+
+    /* B to disk too, then a swapped-out sequence holds the only host slot. */
+    alloc_free(p, 3, B, N, KVC_PRIORITY_DEFAULT, 43);
+    churn(p, 12, 100);
+    prompt(S, TBS - 1, 44);
+    OK(kvc_alloc(p, 4, S, TBS - 1, NULL, NULL));
+    OK(kvc_swap_out(p, 4, NULL));
+    lookup_tiers(p, B, N, &dev, &host, &disk);
+    assert_int_equal(dev + host, 0);
+    assert_int_equal(disk, 6 * TBS);
+    OK(kvc_alloc(p, 5, B, N, NULL, &cached));
+    assert_int_equal(cached, 0);
+    CHECK_POOL(p);
+    OK(kvc_free(p, 5));
+    OK(kvc_swap_in(p, 4, NULL));
+    OK(kvc_free(p, 4));
+    OK(kvc_alloc(p, 6, B, N, NULL, &cached)); /* the slot is back: B comes back whole */
+    assert_int_equal(cached, 6 * TBS);
+    expect_blocks(p, 6, 6, 43);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+/* The same with a sliding window of two blocks: only the blocks the window needs (the last two full
+ * ones) are held, and only they come up, in two rounds through the one host slot. */
+static void test_promotion_in_rounds_windowed(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = tier_pool(12, 1);
+    OK(kvc_pool_set_sliding_window(p, 2 * TBS));
+    OK(kvc_tier_attach_host(p, 1));
+    OK(kvc_tier_attach_disk(p, f->path, 16, 0));
+    enum { N = 6 * TBS + 1 };
+    int32_t A[N];
+    prompt(A, N, 45);
+    alloc_free(p, 1, A, N, KVC_PRIORITY_DEFAULT, 46);
+    churn(p, 12, 100);
+    const kvc_tier_stats before = tier_stats(p, KVC_TIER_DISK);
+    int64_t looked = -1, cached = -1;
+    OK(kvc_prefix_lookup(p, A, N, NULL, &looked));
+    assert_int_equal(looked, 6 * TBS);
+    OK(kvc_alloc(p, 2, A, N, NULL, &cached));
+    assert_int_equal(cached, 6 * TBS);
+    int32_t table[64];
+    assert_int_equal(tier_table(p, 2, table), 7);
+    unsigned char want[TBLOCK_BYTES], got[TBLOCK_BYTES];
+    for (int64_t i = 0; i < 6; ++i) {
+        if (i < 4) {
+            assert_int_equal(table[i], -1); /* before the window: never taken */
+            continue;
+        }
+        pattern(want, 46, i);
+        OK(kvc_storage_copy_blocks(p, &table[i], 1, got, 1));
+        assert_memory_equal(want, got, TBLOCK_BYTES);
+    }
+    assert_true(tier_stats(p, KVC_TIER_DISK).blocks_out - before.blocks_out <= 2);
+    CHECK_POOL(p);
     OK(kvc_pool_destroy(p));
 }
 
@@ -720,11 +813,11 @@ static void test_swap_with_disk_below(void **state) {
     CHECK_POOL(p);
     expect_tiers(p, P, 0, 8, 8);
     int64_t cached = 0;
-    /* 2 host slots held, 2 holding P0/P1: no room to bring P2/P3 up, P0/P1 are restored. */
+    /* 2 host slots held, 2 holding P0/P1: no room to bring P2/P3 up at first. P0/P1 go on into
+     * device blocks, which frees their slots, and a second round brings P2/P3 through them. */
     OK(kvc_alloc(p, 3, P, NP, NULL, &cached));
-    assert_int_equal(cached, 8);
-    expect_blocks(p, 3, 2, 91);
-    write_blocks(p, 3, 4, 91);  /* the caller computes the 2 blocks that were not restored */
+    assert_int_equal(cached, 16);
+    expect_blocks(p, 3, 4, 91);
     OK(kvc_free(p, 3));
     OK(kvc_swap_in(p, 2, NULL));
     expect_blocks(p, 2, 2, 92);
@@ -964,6 +1057,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_flush_then_warm_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_is_locked_by_its_tier, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_in_rounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_in_rounds_windowed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prefetch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tier_stats_first_release_size, setup, teardown),

@@ -144,15 +144,15 @@ int64_t KvStore::common_hit_below(const std::vector<int32_t> &tokens, int64_t c)
 int64_t KvStore::stageable_hit(PoolGroup &g, const std::vector<int32_t> &tokens, int64_t c) {
     const int64_t bs = cfg_.block_size;
     const TierFigures host = g.swap->host();
-    // Host slots a promotion can take: free or cached ones (not held by a swapped-out sequence,
-    // not mid-copy), less the prompt's own host hits, which stay pinned meanwhile.
-    const int64_t takeable = host.capacity_blocks - (host.used_blocks - host.cached_blocks);
+    // Host slots kvc_alloc's promotion rounds can go through: free or cached ones (not held by a
+    // swapped-out sequence, not mid-copy). One is enough for any run of disk hits.
+    if (host.capacity_blocks - (host.used_blocks - host.cached_blocks) > 0) return c;
     while (c > 0) {
         int64_t on_host = 0, on_disk = 0;
         kvc_check(g.pool->prefix_lookup_tiers(tokens.data(), int64_t(tokens.size()), capped(c), nullptr, &on_host,
                                               &on_disk),
                   "kvc_prefix_lookup_tiers");
-        if (on_disk / bs <= takeable - on_host / bs) return c;
+        if (on_disk == 0) return c;
         c = lookup(*g.pool, tokens, capped(c - bs));  // one block less, and the largest hit below
     }
     return 0;

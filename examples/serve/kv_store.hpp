@@ -182,8 +182,9 @@ private:
     // common_hit's alternation from a cap of c tokens down.
     int64_t common_hit_below(const std::vector<int32_t> &tokens, int64_t c);
     // The largest hit <= c of pool g whose disk blocks the host tier can stage: kvc_alloc reads disk
-    // hits up through host slots, and a run of them longer than the slots it can take ends the hit
-    // there — the call succeeds with fewer cached tokens than kvc_prefix_lookup reported.
+    // hits up through host slots (in rounds when they are few), but with none to take at all (all
+    // held by swapped-out sequences) its hit ends at the first disk block — the call succeeds with
+    // fewer cached tokens than kvc_prefix_lookup reported.
     int64_t stageable_hit(PoolGroup &g, const std::vector<int32_t> &tokens, int64_t c);
 };
 

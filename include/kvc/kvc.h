@@ -316,14 +316,17 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
  *  kvc_launch_attention order after them. Disk blocks are read up into the host tier first, after
  *  the sequence-exists and capacity checks; if the prompt then no longer fits (a disk block failed
  *  its verification, or no host slot was left, or another thread's call came in between) the call
- *  fails with the blocks it read up left cached in the host tier, and nothing else changed.
- *  Disk blocks come up through host slots, all at once: a run of disk hits longer than the host
- *  slots this call can take (free or cached ones; not those held by swapped-out sequences or
- *  holding this prompt's own host hits) ends the cached prefix where the slots run out, and the
- *  rest is allocated fresh — so *out_cached_tokens can be less than kvc_prefix_lookup and
- *  kvc_can_alloc counted (they do not count slots). A host tier at least as large as the longest
- *  prompt's disk run avoids it (kvc_prefix_lookup_tiers shows the run); after a kvc_tier_prefetch
- *  of the prompt, its answer is what this call finds (absent other calls in between).
+ *  fails with the blocks it read up left cached in the host tier (or, after rounds, the device
+ *  cache), and nothing else changed.
+ *  Disk blocks come up through host slots. When the prompt's disk run is longer than the host
+ *  slots this call can take (free or cached ones; not those held by swapped-out sequences), it
+ *  goes in rounds: the blocks read up so far go on into fresh device blocks (cached, pinned until
+ *  this call returns, so they count in kvc_stats.pinned_blocks meanwhile), which frees their host
+ *  slots for the next disk blocks. So the cached prefix is what kvc_prefix_lookup and
+ *  kvc_can_alloc counted (absent other calls in between) unless no host slot at all can be taken
+ *  (every one held by swapped-out sequences or busy with another thread's copies): then it ends at
+ *  the first disk block that found none, and the rest is allocated fresh. Each round waits for its
+ *  reads; a kvc_tier_prefetch of the prompt beforehand moves them off the scheduler's thread.
  *  Errors: KVC_ERR_NULL_ARG (pool; tokens while caching is on), KVC_ERR_INVALID_ARG (num_tokens
  *  < 1), KVC_ERR_SEQ_EXISTS, KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW, KVC_ERR_OUT_OF_BLOCKS,
  *  KVC_ERR_NO_MEMORY. */
@@ -441,7 +444,8 @@ typedef struct kvc_stats {
                                          blocks): what allocation can take */
     int64_t used_blocks;            /**< refcount > 0 */
     int64_t cached_free_blocks;     /**< of free_blocks, those still in the prefix cache */
-    int64_t pinned_blocks;          /**< blocks held by kvc_prefix_pin */
+    int64_t pinned_blocks;          /**< blocks held by kvc_prefix_pin (and, during a kvc_alloc
+                                         that promotes disk hits in rounds, by that call) */
     int64_t num_seqs;
     double utilization;             /**< used_blocks / total_blocks */
     int64_t allocs;                 /**< successful kvc_alloc calls */
@@ -470,7 +474,7 @@ KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out);
 
 /** How many leading tokens of this prompt are cached right now (full blocks, verified, at most
  *  num_tokens - 1 rounded down to a block boundary): what kvc_alloc would report (but see kvc_alloc
- *  for disk hits beyond the host slots it can take). With a sliding
+ *  for disk hits when no host slot can be taken). With a sliding
  *  window, the window-aware count (see kvc_pool_set_sliding_window: blocks before the window of the
  *  first uncached token need not be cached). No side effects: no refcount, LRU position or
  *  statistic changes. 0 when prefix caching is off. With memory tiers, blocks found in the host
@@ -828,8 +832,9 @@ KVC_API kvc_status kvc_tier_attach_disk_with_identity(kvc_pool *pool, const char
  *  waiting for the disk. Meant for a request still queued: call it from a thread of your own (an I/O
  *  worker), and the scheduler's kvc_alloc then costs host-to-device copies only. The hits and rules
  *  are kvc_alloc's (the same walk, window and max_cached_tokens; each block verified, a bad one ends
- *  the hit; a run of disk hits longer than the host slots it can take ends where they run out; a
- *  slot taken may evict a host block, to disk). Nothing else changes: no sequence, no device block.
+ *  the hit; a slot taken may evict a host block, to disk), except that it does not go in rounds:
+ *  it takes no device block, so a run of disk hits longer than the host slots it can take ends
+ *  where they run out (kvc_alloc then brings the rest up itself). Nothing else changes: no sequence, no device block.
  *  The blocks read up are the host tier's most recently used, but later spills can still evict
  *  them before the allocation. A kvc_alloc arriving while tier copies are in flight (a prefetch
  *  still reading) waits for them before it looks for its hit, rather than missing those blocks.

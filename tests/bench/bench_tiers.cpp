@@ -12,6 +12,8 @@
 //     is in the disk tier (a warm restart: read, verify, host -> device inside the call) against the
 //     same kvc_alloc after kvc_tier_prefetch brought the blocks up into the host tier (what an I/O
 //     thread does while the request waits in the queue); BM_Prefetch is that I/O thread's call.
+//     BM_AdmitFromDiskInRounds: BM_AdmitFromDisk with a host tier of 16 slots, so the call reads
+//     the 64 blocks in 4 promotion rounds (each round's reads waited for before the next).
 // Run: bench_tiers --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
@@ -221,11 +223,11 @@ std::vector<int32_t> admit_prompt() {
     return t;
 }
 
-kvc_pool *admit_pool(const std::string &path) {
+kvc_pool *admit_pool(const std::string &path, int64_t host_slots = kAdmitBlocks) {
     kvc_pool_config c = block_config(kAdmitBlocks + 8);
     kvc_pool *p = nullptr;
     check(kvc_pool_create(&c, &p), "pool");
-    check(kvc_tier_attach_host(p, kAdmitBlocks), "attach host");
+    check(kvc_tier_attach_host(p, host_slots), "attach host");
     check(kvc_tier_attach_disk_with_identity(p, path.c_str(), 2 * kAdmitBlocks, KVC_DISK_PERSISTENT, "bench"),
           "attach disk");
     return p;
@@ -234,7 +236,8 @@ kvc_pool *admit_pool(const std::string &path) {
 // The prompt's blocks written to a persistent file once; every iteration restarts from it (pool
 // created and the file re-attached outside the timed region), so the timed kvc_alloc finds them on
 // disk only (O_DIRECT reads: no page cache).
-enum class Admit { kCold, kPrefetched, kPrefetchOnly };
+// kInRounds: kCold with a host tier of a quarter of the prefix, so kvc_alloc promotes in 4 rounds.
+enum class Admit { kCold, kPrefetched, kPrefetchOnly, kInRounds };
 
 void admit_bench(benchmark::State &state, Admit mode) {
     const std::string path = bench_file("kvc_bench_admit.bin");
@@ -253,7 +256,7 @@ void admit_bench(benchmark::State &state, Admit mode) {
     int64_t cached = 0;
     for (auto _ : state) {
         state.PauseTiming();
-        kvc_pool *p = admit_pool(path);
+        kvc_pool *p = admit_pool(path, mode == Admit::kInRounds ? kAdmitBlocks / 4 : kAdmitBlocks);
         if (mode == Admit::kPrefetched) check(kvc_tier_prefetch(p, prompt.data(), n, nullptr, nullptr), "prefetch");
         state.ResumeTiming();
         if (mode == Admit::kPrefetchOnly) check(kvc_tier_prefetch(p, prompt.data(), n, nullptr, &cached), "prefetch");
@@ -274,6 +277,8 @@ void BM_AdmitAfterPrefetch(benchmark::State &state) { admit_bench(state, Admit::
 BENCHMARK(BM_AdmitAfterPrefetch)->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_Prefetch(benchmark::State &state) { admit_bench(state, Admit::kPrefetchOnly); }
 BENCHMARK(BM_Prefetch)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_AdmitFromDiskInRounds(benchmark::State &state) { admit_bench(state, Admit::kInRounds); }
+BENCHMARK(BM_AdmitFromDiskInRounds)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
