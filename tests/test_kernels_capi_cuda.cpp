@@ -262,7 +262,8 @@ void test_cuda_fork_copy_pending_and_storage_copy(void **) {
     assert_int_equal(si.backend, KVC_BACKEND_CUDA);
     const int32_t ids[] = {60, 61, 3};
     std::vector<uint8_t> src(size_t(3 * si.block_stride)), back(src.size());
-    for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 13 + 5);
+    uint32_t x = 777;  // distinct per block: a 256-periodic pattern would not see blocks swapped
+    for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t((x = x * 1103515245u + 12345u) >> 16);
     OK(kvc_storage_copy_blocks(w.pool, ids, 3, src.data(), 0));
     OK(kvc_storage_copy_blocks(w.pool, ids, 3, back.data(), 1));
     assert_memory_equal(src.data(), back.data(), src.size());
@@ -342,7 +343,8 @@ void test_cuda_flush_then_warm_restart(void **) {
     int64_t n = 0;
     OK(kvc_seq_block_table(p, 1, table, 8, &n));
     std::vector<uint8_t> bytes(size_t(5 * si.block_stride)), back(bytes.size());
-    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 29 + 3);
+    uint32_t x = 12345;  // distinct bytes per block (a stride-periodic pattern would hide a block mix-up)
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t((x = x * 1103515245u + 12345u) >> 16);
     OK(kvc_storage_copy_blocks(p, table, 5, bytes.data(), 0));
     OK(kvc_free(p, 1));
     int64_t queued = -1;
