@@ -342,6 +342,7 @@ typedef struct race {
     kvc_pool *p;
     atomic_int stop;
     atomic_int swaps;
+    atomic_llong clears, from_lower; /* the checker's progress: the swapper goes on until both are > 10 */
 } race;
 
 /* One sequence at a time, swapped out and back in: while it is out the pool has no block in use,
@@ -350,7 +351,10 @@ static void *swapper(void *arg) {
     race *r = arg;
     int32_t t[MAXP];
     uint64_t rng = 0xabcdef;
-    for (int it = 0; it < 1500; ++it) {
+    /* 1500 rounds, and more while the checking thread has yet to see enough (a slow or contended
+     * machine, valgrind's one-thread-at-a-time scheduling), up to a hundred times that. */
+    for (int it = 0; it < 1500 || (it < 150000 && (atomic_load(&r->clears) <= 10 || atomic_load(&r->from_lower) <= 10));
+         ++it) {
         const int64_t n = family_prompt(t, &rng);
         const uint64_t id = 1 + (uint64_t)it;
         if (kvc_alloc(r->p, id, t, n, NULL, NULL) != KVC_OK) continue;
@@ -378,7 +382,7 @@ static void test_reset_races_copies(void **state) {
     pthread_create(&th, NULL, swapper, &r);
     for (int done = 0; !done;) {
         done = atomic_load(&r.stop);
-        if (kvc_prefix_cache_reset(r.p) == KVC_OK) ++clears;
+        if (kvc_prefix_cache_reset(r.p) == KVC_OK) atomic_store(&r.clears, ++clears);
         for (;;) {
             kvc_event e;
             memset(&e, 0, sizeof e);
@@ -404,6 +408,7 @@ static void test_reset_races_copies(void **state) {
             }
             seen_add(&seen[e.tier], e.hash_lo);
         }
+        atomic_store(&r.from_lower, from_lower);
     }
     pthread_join(th, NULL);
     print_message("%lld resets landed, %d swap-outs, %lld host/disk stores checked\n", (long long)clears,

@@ -39,7 +39,9 @@ run_one() {  # name, command...
   ran=$((ran + 1))
   if [ $rc -ne 0 ]; then
     failed=$((failed + 1))
-    echo "memcheck: FAIL $name (exit $rc)"; tail -n 60 "$log"
+    echo "memcheck: FAIL $name (exit $rc)"
+    grep -E '^\[  (ERROR|FAILED) +\]|^\[   LINE   \]' "$log" | head -n 20  # a failed assertion, above the leaks it caused
+    tail -n 60 "$log"
   else
     echo "memcheck: ok   $name ($((SECONDS - t0))s)"
   fi
