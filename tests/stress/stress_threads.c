@@ -63,8 +63,9 @@ static int64_t rnd(uint64_t *s, int64_t n) { return (int64_t)(rng_next(s) % (uin
 
 /* Prompts from a few shared "system prompts" plus a random tail, so threads hit each other's
  * cached blocks. */
+static int g_families = 4; /* argv[3] */
 static void make_prompt(uint64_t *s, int32_t *t, int64_t n) {
-    int32_t family = (int32_t)rnd(s, 4);
+    int32_t family = (int32_t)rnd(s, g_families);
     int64_t shared = rnd(s, n + 1);
     for (int64_t i = 0; i < n; ++i) t[i] = i < shared ? family * 1000 + (int32_t)i : (int32_t)rnd(s, 3);
 }
@@ -433,6 +434,16 @@ static void *reader(void *arg) {
 
 int main(int argc, char **argv) {
     if (argc > 1) g_iters = atoi(argv[1]);
+    /* A small host tier (argv[2]) makes kvc_alloc promote its disk hits in rounds, among the other
+     * threads' calls; the default one rarely runs short of slots. */
+    const int64_t host_slots = argc > 2 ? atoll(argv[2]) : NUM_BLOCKS / 4;
+    /* More prompt families (argv[3]) cool each family's prefix, so that it reaches the disk tier
+     * between hits: more disk hits, and with a small host tier more promotion rounds. */
+    if (argc > 3) g_families = atoi(argv[3]);
+    if (g_iters < 1 || host_slots < 1 || g_families < 1) {
+        fprintf(stderr, "usage: stress_threads [iterations [host_slots [families]]]\n");
+        return 2;
+    }
     kvc_pool_config cfg;
     kvc_pool_config_default(&cfg);
     cfg.block_size = BS;
@@ -446,7 +457,7 @@ int main(int argc, char **argv) {
     char disk_path[64];
     snprintf(disk_path, sizeof disk_path, "/tmp/kvc_stress_%d.bin", (int)getpid());
     if (kvc_pool_create(&cfg, &g_pool) != KVC_OK || kvc_pool_set_tier_events(g_pool, 1) != KVC_OK ||
-        kvc_tier_attach_host(g_pool, NUM_BLOCKS / 4) != KVC_OK ||
+        kvc_tier_attach_host(g_pool, host_slots) != KVC_OK ||
         kvc_tier_attach_disk(g_pool, disk_path, NUM_BLOCKS / 2, 0) != KVC_OK) {
         fprintf(stderr, "pool_create / tier attach: %s\n", kvc_last_error());
         unlink(disk_path);
@@ -486,11 +497,11 @@ int main(int argc, char **argv) {
           "disk tier: %" PRId64 " blocks in, %" PRId64 " failures", ds.blocks_in, ds.failures);
     CHECK(kvc_prefix_cache_reset(g_pool) == KVC_OK, "cache reset of the idle pool");
     CHECK(kvc_pool_check(g_pool) == KVC_OK, "pool check after the reset");
-    printf("stress_threads: %d workers x %d iterations, %d batchers; allocs %" PRId64 " appends %" PRId64
+    printf("stress_threads: host tier of %" PRId64 " slots; %d workers x %d iterations, %d batchers; allocs %" PRId64 " appends %" PRId64
            " forks %" PRId64 " frees %" PRId64 " cow %" PRId64 " hits %" PRId64 "/%" PRId64 " tokens, evictions %" PRId64
            "; host tier: %" PRId64 " blocks in, %" PRId64 " out, %" PRId64 " re-hits; disk tier: %" PRId64
            " blocks in, %" PRId64 " re-hits; failures %d\n",
-           NUM_WORKERS, g_iters, NUM_BATCHERS, st.allocs, st.appends, st.forks, st.frees, st.cow_copies,
+           host_slots, NUM_WORKERS, g_iters, NUM_BATCHERS, st.allocs, st.appends, st.forks, st.frees, st.cow_copies,
            st.prefix_hit_tokens, st.prefix_query_tokens, st.evictions, ts.blocks_in, ts.blocks_out, ts.hits,
            ds.blocks_in, ds.hits, atomic_load(&g_failures));
     kvc_pool_destroy(g_pool);
