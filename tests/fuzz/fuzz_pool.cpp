@@ -134,6 +134,13 @@ uint64_t g_flush_faults = 0;
 // least what the prefetch reported (nothing evicted it in between).
 uint64_t g_prefetches = 0, g_prefetch_read = 0, g_prefetch_short = 0, g_prefetch_faults = 0, g_prefetch_refused = 0;
 uint64_t g_prefetch_allocs = 0, g_prefetch_allocs_full = 0;
+// kvc_alloc's promotion rounds (model::Pool::promote): allocs that ran at least one restore round,
+// the restore rounds run, the blocks they restored into the device cache, and the restore rounds
+// not run after a disk hit found no host slot (no host block in the hit, or too few free blocks);
+// the free device blocks of the hit the restore rounds pinned and the device blocks their restores
+// evicted (where pinning the hit's device blocks first matters).
+uint64_t g_round_allocs = 0, g_restore_rounds = 0, g_round_restores = 0, g_rounds_refused = 0;
+uint64_t g_round_free_hits = 0, g_round_evictions = 0;
 uint64_t g_window_released = 0;  // sliding-window coverage, printed at exit
 uint64_t g_window_ops = 0;  // operations run while a window was set
 uint64_t g_window_skip_allocs = 0, g_window_beyond_allocs = 0, g_window_beyond_lookups = 0;  // window-aware hits
@@ -1555,6 +1562,12 @@ void add_coverage(Session &s) {
     g_disk_evictions += uint64_t(s.m.dc.evictions);
     g_disk_refused += uint64_t(s.m.promotions_refused);
     g_disk_faults += uint64_t(s.m.dc.failures);
+    g_round_allocs += uint64_t(s.m.round_allocs);
+    g_restore_rounds += uint64_t(s.m.restore_rounds);
+    g_round_restores += uint64_t(s.m.round_restores);
+    g_rounds_refused += uint64_t(s.m.rounds_refused);
+    g_round_free_hits += uint64_t(s.m.round_free_hits);
+    g_round_evictions += uint64_t(s.m.round_evictions);
     if (!s.persistent) return;
     g_recovered += uint64_t(s.m.recovered);
     g_recovered_stale += uint64_t(s.m.recovered_stale);
@@ -1731,6 +1744,11 @@ void report_totals() {
                  ", lookup_tiers with disk blocks %" PRIu64 ", copies failed by injected faults %" PRIu64 "\n",
                  g_disk_runs, g_disk_spills, g_disk_hits, g_disk_evictions, g_disk_refused, g_disk_lookup_hits,
                  g_disk_faults);
+    std::fprintf(stderr, "fuzz_pool: kvc_alloc promotion rounds: allocs with restore rounds %" PRIu64
+                 ", restore rounds %" PRIu64 ", blocks restored by them %" PRIu64
+                 ", restore rounds not possible (no host block, too few free blocks) %" PRIu64
+                 ", free device blocks of the hit pinned by them %" PRIu64 ", device blocks their restores evicted %" PRIu64 "\n",
+                 g_round_allocs, g_restore_rounds, g_round_restores, g_rounds_refused, g_round_free_hits, g_round_evictions);
     std::fprintf(stderr, "fuzz_pool: persistent disk tier: inputs %" PRIu64 ", restarts %" PRIu64 ", blocks recovered %"
                  PRIu64 " (not cached on disk at the restart %" PRIu64 "; older duplicates left free %" PRIu64
                  "), recovered blocks promoted %" PRIu64

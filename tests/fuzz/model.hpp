@@ -58,19 +58,35 @@
 //     Pin/unpin look at the device only.
 //   - Promotion (kvc_alloc, after its argument checks; first the sequence-exists and capacity
 //     checks are made with the host -> disk walk, so that a refused kvc_alloc promotes nothing --
-//     kvc.h's all-or-nothing rule; lib/capi_seq.cpp, tier_exec.cpp's
+//     kvc.h's all-or-nothing rule; lib/capi_seq.cpp, tier_promote.cpp's
 //     tier_promote_prefix; kvc.h says only that disk blocks are verified before they are restored):
 //     when the prompt's hit (the same search, host -> disk) has disk blocks, its host and disk
 //     blocks are kept from eviction; each disk block in prompt order takes a host slot (the host
 //     victim's own disk spill cannot take a kept disk slot) and gets the disk slot's identity and
 //     priority; where no host slot can be taken (all held or kept) or the host holds that identity
 //     already (a copy in flight), this and every later disk block of the hit go back to the back of
-//     their disk LRU lists (touched) and the hit ends there. Then the kept host blocks go back to
-//     the back of their LRU lists, in prompt order, and the copies complete in order: each disk
+//     their disk LRU lists (touched) and the hit ends there (for this round: see the rounds
+//     below). Then the kept host blocks go back to the back of their LRU lists, in prompt order,
+//     and the copies complete in order: each disk
 //     slot stays cached (back of its list), its host slot becomes cached (back of its list); disk
 //     hits, disk blocks_out and host blocks_in count it. kvc_alloc's own walk then sees the promoted
 //     blocks as host hits (restored as above). kvc_tier_prefetch is this promotion alone, without
 //     the refusal checks before it (prefetch()).
+//   - Promotion rounds (kvc_alloc only; lib/tier_promote.cpp): when a disk block of the hit found no
+//     host slot (not when the host had its identity already), a restore round follows the copies:
+//     the hit is searched again (host -> disk); with no host block in it, or fewer free device
+//     blocks (not counting its free device blocks) than host blocks, the rounds end. Else its
+//     device blocks are pinned (prompt order; a free one leaves its list), its disk and then its
+//     host blocks kept, each host block restored as kvc_alloc restores one (fresh block, cached,
+//     STORED event with the prompt's tokens at that block, slot priority, host hit) and the new
+//     block pinned, its reference dropped (no blocks_freed); the disk blocks go back to the backs
+//     of their lists (prompt order), and the previous round's pins (its device and restored
+//     blocks, prompt order) are dropped last first (a block left unpinned and unreferenced joins
+//     its free list; pairs into it are cancelled). The restores complete, and the next round
+//     promotes again from the new search. When the rounds end, the last round's pins are dropped
+//     the same way, and kvc_alloc goes on as above: the round-restored blocks are device hits
+//     then. So the allocation gets the whole hit kvc_prefix_lookup announced unless the host slots
+//     are held or the device blocks run short. kvc_tier_prefetch makes one round only.
 //   - Counts: blocks_in = disk spills, blocks_out = hits = promotions, evictions as above.
 //   - kvc_prefix_cache_reset frees every cached host and disk slot (lowest priority list first,
 //     each list front first, each freed slot to the front of the free list).
@@ -675,29 +691,59 @@ public:
         jobs.push_back({kind, v, ds, next_stamp++});
         return true;
     }
-    // kvc_alloc's first step (see the header comment, "Promotion"): the prompt's disk hits are read
-    // up into host slots, and those copies complete, before the allocation itself.
-    void promote(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
-        if (!disk || !caching || (n - 1) / bs <= 0) return;
-        const Hit h = find_hit(*tokens, n, k, kHostDisk);
-        if (std::none_of(h.blocks.begin(), h.blocks.end(), [this](int32_t b) { return is_disk_ref(b); })) return;
-        auto host_hit = [this](int32_t b) { return b < 0 && !is_disk_ref(b); };
-        for (int32_t b : h.blocks) {  // the hit's host and disk blocks are kept from eviction meanwhile
-            if (host_hit(b)) {
-                host_unlink(-2 - b);
-                hslots[size_t(-2 - b)].state = HostSlot::kBusy;
-            } else if (is_disk_ref(b)) {
+    // Host slot v (kept busy by the caller), block i of the prompt `tokens`: copied into a fresh
+    // device block (one reference) that enters the device cache (event STORED); the slot takes the
+    // keys' priority, counts a hit, and becomes cached again when the copy completes.
+    int32_t restore_hit(int32_t v, const std::vector<int32_t> &tokens, int64_t i, const Keys &k) {
+        const int32_t b = take_fresh(k.priority);
+        Block &blk = blocks[size_t(b)];
+        blk.cached = true;
+        blk.id = hslots[size_t(v)].id;
+        blk.staged = blk.id;
+        blk.staged_valid = true;
+        Event e;
+        e.type = KVC_EVENT_BLOCK_STORED;
+        e.block = b;
+        e.tokens.assign(tokens.begin() + i * bs, tokens.begin() + (i + 1) * bs);
+        e.id = blk.id;
+        e.depth = i;
+        push_event(e);
+        hslots[size_t(v)].priority = k.priority;
+        ++hc.hits;
+        jobs.push_back({Job::kRestore, v});
+        return b;
+    }
+    bool has_disk_hit(const Hit &h) const {
+        return std::any_of(h.blocks.begin(), h.blocks.end(), [this](int32_t b) { return is_disk_ref(b); });
+    }
+    bool is_host_hit(int32_t b) const { return b < 0 && !is_disk_ref(b); }
+    // The hit's host (or disk) slots are kept from eviction: out of their lists, busy.
+    void keep_lower_hits(const Hit &h, bool disk_tier) {
+        for (int32_t b : h.blocks) {
+            if (disk_tier && is_disk_ref(b)) {
                 disk_unlink(disk_slot_of(b));
                 dslots[size_t(disk_slot_of(b))].state = HostSlot::kBusy;
+            } else if (!disk_tier && is_host_hit(b)) {
+                host_unlink(-2 - b);
+                hslots[size_t(-2 - b)].state = HostSlot::kBusy;
             }
         }
-        bool promoting = true;
+    }
+    // One disk -> host round of the promotion (see the header comment, "Promotion"): the hit's disk
+    // blocks are read up into host slots, in prompt order, while slots can be taken; the copies are
+    // queued (the caller runs them). True when a disk block found no host slot (not when the host
+    // had its identity already): only then can a restore round free slots for another round.
+    bool promote_round(const Hit &h) {
+        keep_lower_hits(h, false);  // the hit's host and disk blocks are kept from eviction meanwhile
+        keep_lower_hits(h, true);
+        bool promoting = true, short_of_slots = false;
         for (int32_t b : h.blocks) {
             if (!is_disk_ref(b)) continue;
             const int32_t ds = disk_slot_of(b);
             promoting = promoting && host_find_indexed(dslots[size_t(ds)].id) < 0;
             const int32_t v = promoting ? host_take_slot() : -1;
             if (v < 0) {  // no host slot: the hit ends here; this and later disk hits are touched
+                short_of_slots = short_of_slots || promoting;
                 promotions_refused += promoting;
                 promoting = false;
                 disk_commit_cached(ds);
@@ -710,12 +756,91 @@ public:
             jobs.push_back({Job::kPromote, v, ds});
         }
         for (int32_t b : h.blocks)
-            if (host_hit(b)) host_commit_cached(-2 - b);
-        finish_call();
+            if (is_host_hit(b)) host_commit_cached(-2 - b);
+        return short_of_slots;
+    }
+    // A pin (kvc_prefix_pin's and the promotion rounds'): a free block leaves its list; the last
+    // unpin of an unreferenced block puts it back (pairs into it are cancelled).
+    void pin_block(int32_t b) {
+        if (blocks[size_t(b)].pins++ == 0) unlink(b);
+    }
+    void unpin_block(int32_t b) {
+        Block &blk = blocks[size_t(b)];
+        if (--blk.pins == 0 && is_free(blk)) became_free(b);
+    }
+    // One host -> device round (kvc_alloc only; see the header comment, "Promotion"): the hit's
+    // device blocks are pinned, its host blocks restored into fresh device blocks (cached, pinned,
+    // unreferenced); `pins` lists both in prompt order, then the previous round's `prev` pins are
+    // dropped, last first. False, changing nothing, without a host block or free blocks for them.
+    bool restore_round(const std::vector<int32_t> &tokens, const Hit &h, const Keys &k, std::vector<int32_t> *pins,
+                       std::vector<int32_t> *prev) {
+        int64_t host_hits = 0, free_hits = 0;
+        for (int32_t b : h.blocks) {
+            host_hits += is_host_hit(b);
+            if (b >= 0) free_hits += is_free(blocks[size_t(b)]);
+        }
+        if (host_hits == 0 || num_free() - free_hits < host_hits) return false;
+        pins->clear();
+        for (int32_t b : h.blocks)  // before any fresh block is taken: eviction must not take them
+            if (b >= 0) pin_block(b);
+        round_free_hits += free_hits;
+        const int64_t evictions_before = c.evictions;
+        keep_lower_hits(h, true);  // a host victim's disk spill must not take them
+        keep_lower_hits(h, false);
+        for (size_t j = 0; j < h.blocks.size(); ++j) {
+            int32_t b = h.blocks[j];
+            if (b < 0) {
+                if (!is_host_hit(b)) continue;
+                b = restore_hit(-2 - b, tokens, h.skip + int64_t(j), k);
+                pin_block(b);  // the pin replaces the restore's reference (no blocks_freed)
+                --blocks[size_t(b)].ref;
+                ++round_restores;
+            }
+            pins->push_back(b);
+        }
+        for (int32_t b : h.blocks)
+            if (is_disk_ref(b)) disk_commit_cached(disk_slot_of(b));
+        round_evictions += c.evictions - evictions_before;
+        for (auto it = prev->rbegin(); it != prev->rend(); ++it) unpin_block(*it);
+        prev->clear();
+        ++restore_rounds;
+        return true;
+    }
+    int64_t restore_rounds = 0, round_restores = 0;  // restore rounds run, blocks they restored (coverage)
+    int64_t round_allocs = 0;    // promotions with at least one restore round (coverage only)
+    int64_t round_free_hits = 0;   // free device blocks restore rounds pinned (coverage only)
+    int64_t round_evictions = 0;   // device blocks their restores evicted (coverage only)
+    int64_t rounds_refused = 0;  // restore rounds not run: no host block, or too few free blocks (coverage)
+    // kvc_alloc's first step (see the header comment, "Promotion"): the prompt's disk hits are read
+    // up into host slots, and those copies complete, before the allocation itself; with `rounds`
+    // (kvc_alloc, not kvc_tier_prefetch) in rounds while host slots run short.
+    void promote(const std::vector<int32_t> *tokens, int64_t n, const Keys &k, bool rounds) {
+        if (!disk || !caching || (n - 1) / bs <= 0) return;
+        std::vector<int32_t> pins, prev;
+        bool restored = false;
+        for (;;) {
+            const Hit h = find_hit(*tokens, n, k, kHostDisk);
+            if (!has_disk_hit(h)) break;
+            const bool short_of_slots = promote_round(h);
+            finish_call();
+            if (!short_of_slots || !rounds) break;
+            prev.swap(pins);
+            pins.clear();
+            if (!restore_round(*tokens, find_hit(*tokens, n, k, kHostDisk), k, &pins, &prev)) {
+                pins.swap(prev);  // nothing changed: the previous round's list is still pinned
+                ++rounds_refused;
+                break;
+            }
+            restored = true;
+            finish_call();
+        }
+        round_allocs += restored;
+        for (auto it = pins.rbegin(); it != pins.rend(); ++it) unpin_block(*it);
     }
     // kvc_tier_prefetch (kvc.h; lib/capi_tiers.cpp): kvc_alloc's promotion (promote(), with no
-    // refusal before it: no sequence-exists or capacity check) and nothing else -- no sequence, no
-    // device block, no event. value = the prompt's hit through the device and host tiers once the
+    // refusal before it: no sequence-exists or capacity check), its first round only (no restore
+    // round: the hit ends where the host slots did), and nothing else -- no sequence, no device
+    // block, no event. value = the prompt's hit through the device and host tiers once the
     // copies are done (what kvc_alloc's own walk would now find), 0 with prefix caching off (then
     // nothing moves). Its argument checks come before the pool's state: NULL tokens is refused even
     // with caching off (kvc_alloc accepts them there), and a pool without a disk tier (with no
@@ -725,7 +850,7 @@ public:
         if (n < 1) return {KVC_ERR_INVALID_ARG, 0};
         if (max_seq_len > 0 && n > max_seq_len) return {KVC_ERR_MAX_LEN, 0};
         if (!disk) return {KVC_ERR_STATE, 0};
-        promote(tokens, n, k);
+        promote(tokens, n, k, false);
         return {KVC_OK, caching ? find_hit(*tokens, n, k, kHostTier).tokens(bs) : 0};
     }
 
@@ -881,7 +1006,7 @@ public:
             const Plan before = plan(tokens, n, k, kHostDisk);
             if (before.held() > num_blocks || before.fresh > before.free_now) return {KVC_ERR_OUT_OF_BLOCKS, 0};
         }
-        promote(tokens, n, k);
+        promote(tokens, n, k, true);
         if (seqs.count(id)) return {KVC_ERR_SEQ_EXISTS, 0};
         Plan p = plan(tokens, n, k, kHostTier);
         if (p.held() > num_blocks || p.fresh > p.free_now) return {KVC_ERR_OUT_OF_BLOCKS, 0};
@@ -911,25 +1036,8 @@ public:
             }
         for (size_t j = 0; j < p.hits.size(); ++j) {
             if (p.hits[j] >= 0) continue;
-            const int32_t v = -2 - p.hits[j];
             const size_t i = size_t(p.skip) + j;  // table index = block index in the prompt
-            const int32_t b = take_fresh(k.priority);
-            Block &blk = blocks[size_t(b)];
-            blk.cached = true;
-            blk.id = hslots[size_t(v)].id;
-            blk.staged = blk.id;
-            blk.staged_valid = true;
-            Event e;
-            e.type = KVC_EVENT_BLOCK_STORED;
-            e.block = b;
-            e.tokens.assign(s.tokens.begin() + int64_t(i) * bs, s.tokens.begin() + int64_t(i + 1) * bs);
-            e.id = blk.id;
-            e.depth = int64_t(i);
-            push_event(e);
-            hslots[size_t(v)].priority = k.priority;
-            ++hc.hits;
-            jobs.push_back({Job::kRestore, v});
-            s.table[i] = b;
+            s.table[i] = restore_hit(-2 - p.hits[j], s.tokens, int64_t(i), k);
         }
         for (int64_t i = p.host_hits; i < p.fresh; ++i) s.table.push_back(take_fresh(k.priority));
         const int64_t hit_blocks = p.skip + int64_t(p.hits.size());
@@ -1150,9 +1258,7 @@ public:
         if (n < 1) return {KVC_ERR_INVALID_ARG, 0};
         if (!caching) return {KVC_ERR_UNSUPPORTED, 0};
         std::vector<int32_t> hits = walk(*tokens, n / bs, k);
-        for (int32_t b : hits) {
-            if (blocks[size_t(b)].pins++ == 0) unlink(b);
-        }
+        for (int32_t b : hits) pin_block(b);
         return {KVC_OK, int64_t(hits.size()) * bs};
     }
 
@@ -1165,10 +1271,7 @@ public:
         size_t run = 0;
         while (run < hits.size() && blocks[size_t(hits[run])].pins > 0) ++run;
         if (full > 0 && run == 0) return {KVC_ERR_STATE, 0};
-        for (size_t i = run; i-- > 0;) {
-            Block &blk = blocks[size_t(hits[i])];
-            if (--blk.pins == 0 && is_free(blk)) became_free(hits[i]);
-        }
+        for (size_t i = run; i-- > 0;) unpin_block(hits[i]);
         return {KVC_OK, int64_t(run) * bs};
     }
 
