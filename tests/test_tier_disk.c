@@ -377,6 +377,40 @@ static void test_promotion_in_rounds(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* A restore round takes fresh device blocks, which may evict cached ones: the prompt's own device
+ * hits must not be among them. A0 is cached on the device at the head of the LRU list (every other
+ * free block is a more recent cached block of B), A1 on the host (its only slot), A2 and A3 on
+ * disk. The round restoring A1 takes a fresh block: B's, not A0 (pinned first). */
+static void test_promotion_rounds_keep_device_hits(void **state) {
+    disk_fixture *f = *state;
+    kvc_pool *p = tier_pool(6, 1);
+    OK(kvc_tier_attach_host(p, 1));
+    OK(kvc_tier_attach_disk(p, f->path, 16, 0));
+    enum { N = 4 * TBS + 1, NB = 5 * TBS };
+    int32_t A[N], B[NB];
+    prompt(A, N, 47);
+    prompt(B, NB, 48);
+    alloc_free(p, 1, A, N, KVC_PRIORITY_DEFAULT, 49); /* LRU: A3, A2, A1, A0 (deepest first) */
+    churn(p, 5, 100); /* the 2 uncached blocks, then A3, A2, A1: host {A1}, disk {A3, A2} */
+    alloc_free(p, 2, B, NB, KVC_PRIORITY_DEFAULT, 50); /* B0..B4: cached, more recent than A0 */
+    int64_t dev = -1, host = -1, disk = -1;
+    lookup_tiers(p, A, N, &dev, &host, &disk);
+    assert_int_equal(dev, TBS);
+    assert_int_equal(host, TBS);
+    assert_int_equal(disk, 2 * TBS);
+    kvc_stats st;
+    st.struct_size = sizeof st;
+    OK(kvc_pool_stats(p, &st));
+    assert_int_equal(st.free_blocks, 6);
+    assert_int_equal(st.cached_free_blocks, 6); /* nothing uncached to take first */
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 3, A, N, NULL, &cached));
+    assert_int_equal(cached, 4 * TBS);
+    expect_blocks(p, 3, 4, 49);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
 /* The same with a sliding window of two blocks: only the blocks the window needs (the last two full
  * ones) are held, and only they come up, in two rounds through the one host slot. */
 static void test_promotion_in_rounds_windowed(void **state) {
@@ -1059,6 +1093,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_file_is_locked_by_its_tier, setup, teardown),
         cmocka_unit_test_setup_teardown(test_promotion_in_rounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_promotion_in_rounds_windowed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_rounds_keep_device_hits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prefetch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tier_stats_first_release_size, setup, teardown),
