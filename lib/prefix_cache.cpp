@@ -1,7 +1,9 @@
 #include "prefix_cache.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <new>
+#include <random>
 
 namespace kvc {
 
@@ -12,6 +14,14 @@ void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
     uint64_t cap = 16;
     while (cap < uint64_t(num_blocks) * 2) cap <<= 1;
     mask_ = cap - 1;
+    try {
+        std::random_device rd;  // getrandom(2) on Linux
+        key_[0] = (uint64_t(rd()) << 32) ^ rd();
+        key_[1] = (uint64_t(rd()) << 32) ^ rd();
+    } catch (...) {  // no entropy source: a weaker key from the clock and this object's address
+        key_[0] = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+        key_[1] = uint64_t(reinterpret_cast<uintptr_t>(this)) * 0x9e3779b97f4a7c15ull;
+    }
     size_ = 0;
     slots_.assign(cap, Slot{});
     lines_.reset(new Line[size_t(num_blocks) * size_t(lines_per_record_)]());  // zeroed token rows
@@ -21,21 +31,21 @@ void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
 void PrefixCache::insert(int32_t b, const Hash128 &parent, const BlockKey &key, const int32_t *tokens) {
     int32_t *row = stage(b, parent);
     if (row != tokens) copy_block_tokens(row, tokens, token_bytes_);
-    uint64_t slot = key.hash.lo & mask_;
+    uint64_t slot = home(key.hash);
     while (slots_[slot].block >= 0) slot = (slot + 1) & mask_;
     insert_at(slot, b, key);
 }
 
 void PrefixCache::erase(int32_t b) {
-    uint64_t i = rec(b)->hash.lo & mask_;
+    uint64_t i = home(rec(b)->hash);
     while (slots_[i].block != b) i = (i + 1) & mask_;
     // Backward-shift deletion: pull later entries of the probe run into the hole so every entry
     // stays reachable from its home slot without tombstones.
     uint64_t hole = i;
     for (uint64_t j = (i + 1) & mask_; slots_[j].block >= 0; j = (j + 1) & mask_) {
-        uint64_t home = rec(slots_[j].block)->hash.lo & mask_;
+        const uint64_t h = home(rec(slots_[j].block)->hash);
         // Move j into the hole unless its home lies cyclically in (hole, j].
-        bool home_after_hole = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        bool home_after_hole = hole <= j ? (h > hole && h <= j) : (h > hole || h <= j);
         if (!home_after_hole) {
             slots_[hole] = slots_[j];
             hole = j;
@@ -43,6 +53,13 @@ void PrefixCache::erase(int32_t b) {
     }
     slots_[hole] = Slot{};
     --size_;
+}
+
+int64_t PrefixCache::longest_displacement() const {
+    int64_t longest = 0;
+    for (uint64_t i = 0; i <= mask_; ++i)
+        if (slots_[i].block >= 0) longest = std::max<int64_t>(longest, int64_t((i - home(rec(slots_[i].block)->hash)) & mask_));
+    return longest;
 }
 
 void PrefixCache::clear() {

@@ -3,7 +3,9 @@
 //
 // The map is open addressing with linear probing over a preallocated power-of-two slot array of
 // at least 2 x num_blocks entries (load <= 0.5): insert/find/erase are O(1) expected and never
-// allocate. Each hash maps to one block: when a second block fills with content whose hash is
+// allocate. A hash's probe starts at a keyed mix of it (home()), the key random per index: block
+// hashes use a fixed seed (stable across restarts and ranks), so without the key anyone could aim
+// prompts at one region of the table and make every probe there walk a long run. Each hash maps to one block: when a second block fills with content whose hash is
 // already cached, the existing entry is kept and the new block stays uncached.
 //
 // Per block one record, preallocated and aligned to a cache line, no per-block allocation:
@@ -28,6 +30,9 @@ public:
     void init(int32_t num_blocks, int32_t block_size);
 
     int64_t size() const { return size_; }
+    // The longest distance from an entry's home slot to where it sits (tests: a bound on probe
+    // lengths). O(capacity).
+    int64_t longest_displacement() const;
 
     // Block cached under this hash, or -1. Slots carry 32 bits of the hash, so a probe past a
     // different entry does not touch that block's record.
@@ -40,7 +45,7 @@ public:
     // block after a miss does not probe again.
     int32_t find_or_slot(const Hash128 &h, uint64_t *empty_slot) const {
         const uint32_t tag = tag_of(h);
-        for (uint64_t i = h.lo & mask_;; i = (i + 1) & mask_) {
+        for (uint64_t i = home(h);; i = (i + 1) & mask_) {
             const Slot &sl = slots_[i];
             if (sl.block < 0) {
                 *empty_slot = i;
@@ -118,6 +123,15 @@ private:
         uint32_t tag = 0;
     };
     static uint32_t tag_of(const Hash128 &h) { return uint32_t(h.hi >> 32); }
+    // The probe start: both halves of the hash mixed with the index's key (multiply-xorshift, as in
+    // splitmix64). Not cryptographic: it makes the layout unpredictable to a client who can compute
+    // block hashes offline, which is what aiming collisions needs. Nothing observable depends on it.
+    uint64_t home(const Hash128 &h) const {
+        uint64_t z = (h.lo ^ key_[0]) + (h.hi ^ key_[1]) * 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return (z ^ (z >> 31)) & mask_;
+    }
 
     Record *rec(int32_t b) const { return reinterpret_cast<Record *>(lines_.get() + int64_t(b) * lines_per_record_); }
     int32_t *tokens_of_mut(int32_t b) { return reinterpret_cast<int32_t *>(rec(b) + 1); }
@@ -126,6 +140,7 @@ private:
     int32_t lines_per_record_ = 0;
     size_t token_bytes_ = 0;
     uint64_t mask_ = 0;
+    uint64_t key_[2] = {0, 0};  // random per init()
     int64_t size_ = 0;
     std::vector<Slot> slots_;
     std::unique_ptr<Line[]> lines_;  // num_blocks records of lines_per_record_ lines
