@@ -14,14 +14,18 @@ void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
     uint64_t cap = 16;
     while (cap < uint64_t(num_blocks) * 2) cap <<= 1;
     mask_ = cap - 1;
+    shift_ = 64;
+    for (uint64_t c = cap; c > 1; c >>= 1) --shift_;
     try {
         std::random_device rd;  // getrandom(2) on Linux
         key_[0] = (uint64_t(rd()) << 32) ^ rd();
         key_[1] = (uint64_t(rd()) << 32) ^ rd();
     } catch (...) {  // no entropy source: a weaker key from the clock and this object's address
-        key_[0] = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-        key_[1] = uint64_t(reinterpret_cast<uintptr_t>(this)) * 0x9e3779b97f4a7c15ull;
+        key_[0] = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9e3779b97f4a7c15ull;
+        key_[1] = uint64_t(reinterpret_cast<uintptr_t>(this)) * 0xbf58476d1ce4e5b9ull;
     }
+    key_[0] |= 1;  // odd: multiplication by it is a bijection
+    key_[1] |= 1;
     size_ = 0;
     slots_.assign(cap, Slot{});
     lines_.reset(new Line[size_t(num_blocks) * size_t(lines_per_record_)]());  // zeroed token rows

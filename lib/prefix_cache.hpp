@@ -123,15 +123,12 @@ private:
         uint32_t tag = 0;
     };
     static uint32_t tag_of(const Hash128 &h) { return uint32_t(h.hi >> 32); }
-    // The probe start: both halves of the hash mixed with the index's key (multiply-xorshift, as in
-    // splitmix64). Not cryptographic: it makes the layout unpredictable to a client who can compute
-    // block hashes offline, which is what aiming collisions needs. Nothing observable depends on it.
-    uint64_t home(const Hash128 &h) const {
-        uint64_t z = (h.lo ^ key_[0]) + (h.hi ^ key_[1]) * 0x9e3779b97f4a7c15ull;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return (z ^ (z >> 31)) & mask_;
-    }
+    // The probe start: multiply-shift hashing (a universal family: for any two distinct hashes, a
+    // random odd multiplier puts them in one slot with probability about 2 / capacity) of each half
+    // with its own random key, combined. Not cryptographic: it makes the layout unpredictable to a
+    // client who can compute block hashes offline, which is what aiming collisions needs. Nothing
+    // observable depends on it. Two multiplies: a lookup per cached block runs through here.
+    uint64_t home(const Hash128 &h) const { return ((h.lo * key_[0]) ^ (h.hi * key_[1])) >> shift_; }
 
     Record *rec(int32_t b) const { return reinterpret_cast<Record *>(lines_.get() + int64_t(b) * lines_per_record_); }
     int32_t *tokens_of_mut(int32_t b) { return reinterpret_cast<int32_t *>(rec(b) + 1); }
@@ -140,7 +137,8 @@ private:
     int32_t lines_per_record_ = 0;
     size_t token_bytes_ = 0;
     uint64_t mask_ = 0;
-    uint64_t key_[2] = {0, 0};  // random per init()
+    uint64_t key_[2] = {1, 1};  // random odd multipliers, per init()
+    int shift_ = 60;            // 64 - log2(capacity)
     int64_t size_ = 0;
     std::vector<Slot> slots_;
     std::unique_ptr<Line[]> lines_;  // num_blocks records of lines_per_record_ lines
