@@ -120,8 +120,11 @@ void IoEngine::run(int fd, IoOp *ops, int n) {
             while (reaped < submitted) {
                 io_uring_cqe *cqe = nullptr;
                 int rc = io_uring_wait_cqe(r, &cqe);
-                if (rc == -EINTR) continue;
-                if (rc < 0) break;
+                // Transient (a signal, the kernel short of resources for a moment): wait again.
+                // Giving up here would let the synchronous fallback below reuse buffers that
+                // submitted ops may still write into.
+                if (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) continue;
+                if (rc < 0) break;  // the ring itself is broken (EBADF, EFAULT...): nothing to wait for
                 batch[io_uring_cqe_get_data64(cqe)].result = cqe->res;
                 io_uring_cqe_seen(r, cqe);
                 ++reaped;
