@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "test_tier_helpers.h"
 
@@ -352,9 +353,11 @@ static void *swapper(void *arg) {
     int32_t t[MAXP];
     uint64_t rng = 0xabcdef;
     /* 1500 rounds, and more while the checking thread has yet to see enough (a slow or contended
-     * machine, valgrind's one-thread-at-a-time scheduling), up to a hundred times that. */
+     * machine, valgrind's one-thread-at-a-time scheduling), up to a hundred times that — each of
+     * those extra rounds first sleeping a little, so that the checker gets the CPU. */
     for (int it = 0; it < 1500 || (it < 150000 && (atomic_load(&r->clears) <= 10 || atomic_load(&r->from_lower) <= 10));
          ++it) {
+        if (it >= 1500) usleep(500);
         const int64_t n = family_prompt(t, &rng);
         const uint64_t id = 1 + (uint64_t)it;
         if (kvc_alloc(r->p, id, t, n, NULL, NULL) != KVC_OK) continue;
@@ -409,6 +412,7 @@ static void test_reset_races_copies(void **state) {
             seen_add(&seen[e.tier], e.hash_lo);
         }
         atomic_store(&r.from_lower, from_lower);
+        usleep(20);  /* leave the swapper the CPU now and then (valgrind runs one thread at a time) */
     }
     pthread_join(th, NULL);
     print_message("%lld resets landed, %d swap-outs, %lld host/disk stores checked\n", (long long)clears,
