@@ -76,20 +76,31 @@ void promote_round(kvc_pool *p, Tiers *t, const PrefixWalk &w, bool *short_of_sl
     keep_tier_hits(p, t, w, KVC_TIER_HOST, false);
 }
 
+// The restored and device blocks pinned by the latest restore round (`pins`), unpinned when the
+// promotion ends however it ends (a walk may throw std::bad_alloc). `next` is where a round builds
+// its list before it replaces `pins`.
+struct RoundPins {
+    kvc_pool *p;
+    std::vector<int32_t> pins, next;  // a path that reads the disk anyway: allocating here is fine
+    ~RoundPins() {
+        if (pins.empty()) return;
+        std::lock_guard<std::mutex> lk(p->mu);
+        for (auto it = pins.rbegin(); it != pins.rend(); ++it) pool_unpin_block(p, *it);
+    }
+};
+
 // One host -> device round (lock held): the walk's device hits are pinned, then its host hits are
-// restored into fresh device blocks (cached, pinned), all listed in `pins` in prompt order; the
-// previous round's pins are dropped after that. False, changing nothing, when there is no host hit
-// or too few free device blocks for them.
-bool restore_round(kvc_pool *p, Tiers *t, const PrefixWalk &w, int32_t priority, std::vector<int32_t> *pins,
-                   std::vector<int32_t> *prev_pins) {
+// restored into fresh device blocks (cached, pinned), all listed in prompt order; that list then
+// replaces the previous round's, whose pins are dropped. False, changing nothing, when there is no
+// host hit or too few free device blocks for them. kept->next must have room for w.held() entries.
+bool restore_round(kvc_pool *p, Tiers *t, const PrefixWalk &w, int32_t priority, RoundPins *kept) {
     if (w.host_hits == 0 || p->blocks.num_free() - w.free_hits < w.host_hits) return false;
     const int64_t held = w.held();
-    pins->clear();  // capacity reserved by the caller: no allocation from here on
+    kept->next.clear();  // no allocation from here on
     for (int64_t i = 0; i < held; ++i)  // before any fresh block is taken: eviction must not take them
         if (p->hit_scratch[size_t(i)] >= 0) p->blocks.pin(p->hit_scratch[size_t(i)]);
     keep_tier_hits(p, t, w, KVC_TIER_DISK, true);  // a host victim's disk spill must not take them
-    for (int64_t i = 0; i < held; ++i)
-        if (lower_hit(p, t, i, KVC_TIER_HOST)) t->host->slots.pin_cached(t->hit_slot[size_t(i)]);
+    keep_tier_hits(p, t, w, KVC_TIER_HOST, true);  // restore sources: busy until their copies ran
     for (int64_t i = 0; i < held; ++i) {
         int32_t b = p->hit_scratch[size_t(i)];
         if (b < 0) {
@@ -98,39 +109,13 @@ bool restore_round(kvc_pool *p, Tiers *t, const PrefixWalk &w, int32_t priority,
             p->blocks.pin(b);
             p->blocks.release(b);
         }
-        pins->push_back(b);
+        kept->next.push_back(b);
     }
     keep_tier_hits(p, t, w, KVC_TIER_DISK, false);
-    for (auto it = prev_pins->rbegin(); it != prev_pins->rend(); ++it) pool_unpin_block(p, *it);
-    prev_pins->clear();
+    for (auto it = kept->pins.rbegin(); it != kept->pins.rend(); ++it) pool_unpin_block(p, *it);
+    kept->pins.swap(kept->next);
     return true;
 }
-
-// The restored and device blocks pinned by the latest restore round, unpinned when the promotion
-// ends however it ends (a walk may throw std::bad_alloc).
-struct RoundPins {
-    kvc_pool *p;
-    std::vector<int32_t> pins, prev;  // a path that reads the disk anyway: allocating here is fine
-    ~RoundPins() {
-        if (pins.empty()) return;
-        std::lock_guard<std::mutex> lk(p->mu);
-        for (auto it = pins.rbegin(); it != pins.rend(); ++it) pool_unpin_block(p, *it);
-    }
-    // The next round's list, empty with room for n; the current one becomes `prev`. False (nothing
-    // changed) when there is no memory for it.
-    bool next_round(int64_t n) {
-        try {
-            prev.reserve(size_t(n));
-        } catch (const std::bad_alloc &) {
-            return false;
-        }
-        prev.swap(pins);
-        pins.clear();
-        return true;
-    }
-    // The round did not happen: the previous list is still the pinned one.
-    void undo_round() { pins.swap(prev); }
-};
 
 }  // namespace
 
@@ -163,11 +148,12 @@ kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_t
         {
             std::lock_guard<std::mutex> lk(p->mu);
             const PrefixWalk w = pool_find_prompt_hit(p, tokens, num_tokens, keys, kWalkHostDisk);
-            if (!kept.next_round(w.held())) break;  // no memory: the hit ends where the host slots did
-            if (!restore_round(p, t, w, keys.priority, &kept.pins, &kept.prev)) {
-                kept.undo_round();
-                break;
+            try {
+                kept.next.reserve(size_t(w.held()));
+            } catch (const std::bad_alloc &) {
+                break;  // no memory: the hit ends where the host slots did
             }
+            if (!restore_round(p, t, w, keys.priority, &kept)) break;
         }
         tier_run_pending(p);
     }
