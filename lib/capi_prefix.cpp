@@ -37,7 +37,9 @@ KVC_API kvc_status kvc_prefix_lookup(kvc_pool *pool, const int32_t *tokens, int6
     })
 }
 
-// Pins every full block of the prefix that is cached now, from the start up to the first miss.
+// Pins every full block of the prefix that is cached now, from the start up to the first miss; with
+// a sliding window only the blocks a hit at the prefix's end needs (pool_window_pin_range): the
+// leading ones no query of a longer prompt reads again would only hold memory.
 KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const kvc_keys *keys,
                                   int64_t *out_pinned_tokens) {
     KVC_GUARD({
@@ -45,17 +47,21 @@ KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t
         if (st != KVC_OK) return st;
         if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "kvc_prefix_pin: prefix caching is off in this pool");
         std::lock_guard<std::mutex> lock(pool->mu);
-        kvc::PrefixWalk w = kvc::pool_walk_prefix(pool, tokens, num_tokens / pool->block_size, keys_or_empty(keys));
-        for (int64_t i = 0; i < w.hit_blocks; ++i) pool->blocks.pin(pool->hit_scratch[size_t(i)]);
+        const int64_t full = num_tokens / pool->block_size;
+        const kvc::KeySet &ks = keys_or_empty(keys);
+        const kvc::PrefixWalk w = pool->sliding_window > 0 ? kvc::pool_window_pin_range(pool, tokens, full, ks, false)
+                                                           : kvc::pool_walk_prefix(pool, tokens, full, ks);
+        for (int64_t i = 0; i < w.held(); ++i) pool->blocks.pin(pool->hit_scratch[size_t(i)]);
         if (out_pinned_tokens) *out_pinned_tokens = w.hit_blocks * pool->block_size;
         return KVC_OK;
     })
 }
 
-// Unpins the leading run of cached blocks of the prefix that are pinned. Blocks cached after the
-// pin (beyond that run) are left alone, so pin(P) ... unpin(P) balances even if P's later blocks
-// entered the cache in between. KVC_ERR_STATE when the prefix has full blocks but its first one is
-// not cached-and-pinned.
+// Unpins what a kvc_prefix_pin of the same prefix pinned: the leading run of its cached blocks that
+// are pinned (with a sliding window: the range pool_window_pin_range finds among pinned blocks).
+// Blocks cached after the pin (beyond that run) are left alone, so pin(P) ... unpin(P) balances
+// even if P's later blocks entered the cache in between. KVC_ERR_STATE when the prefix has full
+// blocks but none of them qualifies.
 KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens, const kvc_keys *keys,
                                     int64_t *out_unpinned_tokens) {
     KVC_GUARD({
@@ -65,15 +71,25 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
         if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "%s: prefix caching is off in this pool", fn);
         std::lock_guard<std::mutex> lock(pool->mu);
         const int64_t full = num_tokens / pool->block_size;
-        kvc::PrefixWalk w = kvc::pool_walk_prefix(pool, tokens, full, keys_or_empty(keys));
-        int64_t run = 0;
-        while (run < w.hit_blocks && pool->blocks.pins(pool->hit_scratch[size_t(run)]) > 0) ++run;
-        if (full > 0 && run == 0)
-            return fail(KVC_ERR_STATE, "%s: the first block of this prefix is not pinned%s", fn,
-                        w.hit_blocks == 0 ? " (it is not even cached)" : "");
+        const kvc::KeySet &ks = keys_or_empty(keys);
+        int64_t first = 0, run = 0;  // unpin hit_scratch[0 .. run - first), blocks first .. run - 1
+        if (pool->sliding_window > 0) {
+            const kvc::PrefixWalk w = kvc::pool_window_pin_range(pool, tokens, full, ks, true);
+            first = w.first_block;
+            run = w.hit_blocks;
+            if (full > 0 && run == 0)
+                return fail(KVC_ERR_STATE, "%s: no pinned window of this prefix (sliding window %d)", fn,
+                            pool->sliding_window);
+        } else {
+            const kvc::PrefixWalk w = kvc::pool_walk_prefix(pool, tokens, full, ks);
+            while (run < w.hit_blocks && pool->blocks.pins(pool->hit_scratch[size_t(run)]) > 0) ++run;
+            if (full > 0 && run == 0)
+                return fail(KVC_ERR_STATE, "%s: the first block of this prefix is not pinned%s", fn,
+                            w.hit_blocks == 0 ? " (it is not even cached)" : "");
+        }
         // Deepest block first, as kvc_free does: blocks returning to an LRU list in this order are
         // evicted from the end of the prefix backwards.
-        for (int64_t i = run - 1; i >= 0; --i) kvc::pool_unpin_block(pool, pool->hit_scratch[size_t(i)]);
+        for (int64_t i = run - first - 1; i >= 0; --i) kvc::pool_unpin_block(pool, pool->hit_scratch[size_t(i)]);
         if (out_unpinned_tokens) *out_unpinned_tokens = run * pool->block_size;
         return KVC_OK;
     })

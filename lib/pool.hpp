@@ -188,6 +188,14 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
 PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
                                 WalkTiers lower = kWalkDevice);
 
+// kvc_prefix_pin / kvc_prefix_unpin with a sliding window: the device blocks a hit at the end of
+// the prefix's first full_blocks blocks needs -- blocks first_block .. hit_blocks - 1, for the
+// largest such end whose window is cached (with pinned_only: cached and pinned) -- plus the block
+// before them when the prefix's own admission (one block shorter when block-aligned) needs it and
+// it qualifies. Ids to p->hit_scratch. May throw std::bad_alloc before anything changed.
+PrefixWalk pool_window_pin_range(kvc_pool *p, const int32_t *tokens, int64_t full_blocks, const KeySet &keys,
+                                 bool pinned_only);
+
 // A prefix search's record of held hit block j (pool_walk_prefix, the windowed search): a device
 // block b, or a block found in a lower tier (`tier`, `slot`) that kvc_alloc restores.
 void pool_record_device_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t b);

@@ -4,6 +4,8 @@
 // A windowed model's prefill from position c on reads no key before c - window + 1, so the blocks
 // wholly before that need not be cached. vLLM's sliding-window manager searches for such a run
 // from the right; so do we, in one pass over the prompt's blocks (each looked up at most once).
+#include <cstring>
+
 #include "pool.hpp"
 #include "tiers.hpp"
 
@@ -12,18 +14,19 @@ namespace {
 
 // Is block k of the prompt usable as a hit (cached on the device with the same content, or with
 // `lower` in a lower tier)? keys[] holds every block's key; keys[k - 1] is block k's parent.
-// *verify_miss is set when a device entry with block k's hash holds other tokens.
+// *verify_miss is set when a device entry with block k's hash holds other tokens. With
+// pinned_only (kvc_prefix_unpin's search) only pinned device blocks count.
 bool usable(kvc_pool *p, const int32_t *tokens, const BlockKey *keys, int64_t k, WalkTiers lower,
-            bool *verify_miss) {
+            bool *verify_miss, bool pinned_only = false) {
     const Hash128 &parent = k > 0 ? keys[k - 1].hash : kRootHash;
     const int32_t *toks = tokens + k * p->block_size;
     const int32_t b = p->cache.find(keys[k].hash);
     if (b >= 0) {
-        if (p->cache.verify(b, parent, keys[k], toks)) return true;
+        if (p->cache.verify(b, parent, keys[k], toks)) return !pinned_only || p->blocks.pins(b) > 0;
         *verify_miss = true;
         return false;
     }
-    if (lower == kWalkDevice || !p->tiers.load(std::memory_order_relaxed)) return false;
+    if (pinned_only || lower == kWalkDevice || !p->tiers.load(std::memory_order_relaxed)) return false;
     int32_t slot = -1;
     return tier_find_lower(p, parent, keys[k], toks, lower == kWalkHostDisk, &slot) >= 0;
 }
@@ -37,7 +40,7 @@ int64_t first_needed(const kvc_pool *p, int64_t e) {
 }
 
 PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
-                         WalkTiers lower) {
+                         WalkTiers lower, bool pinned_only = false) {
     PrefixWalk w;
     if (max_blocks <= 0) return w;
     // Every block's key, left to right (each chains on its parent). Grown, never shrunk: steady
@@ -63,7 +66,7 @@ PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks,
             if (lo > e + 1) lo = e + 1;
             continue;
         }
-        while (lo > f && usable(p, tokens, k.data(), lo - 1, lower, &verify_miss)) --lo;
+        while (lo > f && usable(p, tokens, k.data(), lo - 1, lower, &verify_miss, pinned_only)) --lo;
         if (lo <= f) break;
         e = lo - 2;
         lo = e + 1;
@@ -93,6 +96,25 @@ PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks,
 }
 
 }  // namespace
+
+PrefixWalk pool_window_pin_range(kvc_pool *p, const int32_t *tokens, int64_t full_blocks, const KeySet &keys,
+                                 bool pinned_only) {
+    PrefixWalk w = walk_windowed(p, tokens, full_blocks, keys, kWalkDevice, pinned_only);
+    if (w.hit_blocks < 2) return w;
+    // The prefix itself, when block-aligned, is admitted one block short of this hit (the last
+    // token is always computed): that hit ends at e - 1 and needs block first_needed(e - 1), one
+    // before this range when the window reaches back that far. Without it in the range, a pinned
+    // system prompt could lose its own hit once that block was evicted.
+    const int64_t e = w.hit_blocks - 1, g = first_needed(p, e - 1);
+    if (g >= w.first_block || w.held() + 1 > p->num_blocks) return w;
+    bool verify_miss = false;
+    if (!usable(p, tokens, w.keys, g, kWalkDevice, &verify_miss, pinned_only)) return w;
+    int32_t *ids = p->hit_scratch.data();
+    std::memmove(ids + 1, ids, size_t(w.held()) * sizeof(int32_t));
+    pool_record_device_hit(p, &w, 0, p->cache.find(w.keys[g].hash));
+    w.first_block = g;
+    return w;
+}
 
 PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
                                 WalkTiers lower) {

@@ -281,14 +281,15 @@ void test_hybrid_shared_prompts_decode_fork(void **) {
 }
 
 // A prompt whose two pools report different hits. A conversation (a pinned 24-token system
-// prompt + 6 tokens) decodes to 70 tokens and ends; another request then evicts 3 of its cached
-// blocks in G (the deepest first: G released them from the end) and 7 in L (the oldest first: L
-// released its early blocks during the decode, its last three at the end). Its follow-up turn
-// (the first 68 tokens + 5 new) hits 68 tokens in L (blocks 14..16 cover the window of position
-// 68, its leading ones are gone) and 56 in G (blocks 14..16 are gone). Neither is valid in the
-// other pool: L misses blocks 11 and 12 that a start at 56 reads, and below that everything but
-// the pinned system prompt; so the common hit is 24. Both allocs report 24 and every layer of the
-// 49-token prefill and the decode after it matches the dense reference.
+// prompt + 6 tokens) decodes to 70 tokens and ends; another request then evicts 5 of its cached
+// blocks in G (the deepest first: G released them from the end) and 9 in L (the oldest first: L
+// released its early blocks during the decode, its last three at the end; L's pin holds only the
+// system prompt's blocks 2..5, the ones a hit at its end needs). Its follow-up turn (the first 68
+// tokens + 5 new) hits 68 tokens in L (blocks 14..16 cover the window of position 68, its leading
+// ones are gone) and 48 in G (blocks 12..16 are gone). Neither is valid in the other pool: L misses
+// blocks 9..11 that a start at 48 reads, and below that everything but the pinned system prompt's
+// window; so the common hit is 24. Both allocs report 24 and every layer of the 49-token prefill
+// and the decode after it matches the dense reference.
 void test_hybrid_common_hit_when_pools_differ(void **) {
     Hybrid m(40, 36);
     const std::vector<int32_t> sys = m.fresh_tokens(24), turn1 = concat(sys, m.fresh_tokens(6));
@@ -305,17 +306,17 @@ void test_hybrid_common_hit_when_pools_differ(void **) {
     m.free(1);
     m.check_pools();
 
-    // Another request: 26 blocks, of which G has 23 never-cached ones free and L 19.
-    const std::vector<int32_t> other = m.fresh_tokens(104);
+    // Another request: 28 blocks, of which G has 23 never-cached ones free and L 19.
+    const std::vector<int32_t> other = m.fresh_tokens(112);
     assert_int_equal(m.admit(2, other, 1000), 0);
-    m.step({2}, {104}, KVC_DTYPE_BF16, -1);
+    m.step({2}, {112}, KVC_DTYPE_BF16, -1);
     m.free(2);
 
     std::vector<int32_t> turn2(history.begin(), history.begin() + 68);
     turn2 = concat(turn2, m.fresh_tokens(5));
     const int64_t n = int64_t(turn2.size());
     assert_int_equal(lookup(m.local, turn2, n), 68);
-    assert_int_equal(lookup(m.global, turn2, n), 56);
+    assert_int_equal(lookup(m.global, turn2, n), 48);
     // What the recipe rests on, in each pool: a lookup of the first m tokens reports at most m - 1,
     // grows with m, and a reported hit c is reported again for the first c + 1 tokens -- so it is
     // the largest valid hit <= m - 1.
@@ -330,7 +331,7 @@ void test_hybrid_common_hit_when_pools_differ(void **) {
         }
     }
     assert_int_equal(m.admit(3, turn2, 1000), 24);
-    const std::vector<int64_t> expected_rounds = {68, 56, 24, 24, 24, 24};
+    const std::vector<int64_t> expected_rounds = {68, 48, 24, 24, 24, 24};
     assert_true(m.rounds == expected_rounds);
     int64_t table_l = 0, table_g = 0;
     assert_int_equal(held_blocks(m.local, 3, &table_l), 19 - 3);  // blocks 0..2 start out released

@@ -302,11 +302,11 @@ static void test_max_cached_tokens(void **state) {
     OK(kvc_keys_destroy(k));
 }
 
-/* The same pool history with and without a window: blocks 0..5 of a 24-token prompt cached,
- * 2..5 pinned, 0 and 1 evicted. Returns kvc_prefix_lookup of the prompt's first 25 tokens. */
+/* The same cache state with and without a window: blocks 0..5 of a 24-token prompt cached, 2..5
+ * pinned, 0 and 1 evicted (built without a window, where a pin covers the leading run; the window
+ * is set once no sequence is left). Returns kvc_prefix_lookup of the prompt's first 25 tokens. */
 static int64_t hit_after_evicting_blocks_0_1(int32_t window) {
     kvc_pool *p = make_pool(4, 12, 1);
-    OK(kvc_pool_set_sliding_window(p, window));
     int32_t t[32], other[32];
     iota_tokens(t, 32, 100);
     iota_tokens(other, 32, 5000);
@@ -318,9 +318,11 @@ static int64_t hit_after_evicting_blocks_0_1(int32_t window) {
     assert_int_equal(n, 8);
     OK(kvc_free(p, 1)); /* partial 6 to the head, 1h and 0h (unpinned) to the tail: [6..11 1h 0h] */
     OK(kvc_alloc(p, 2, other, 32, NULL, NULL)); /* 8 blocks: 6..11, then 1h and 0h are evicted */
+    OK(kvc_free(p, 2));
+    OK(kvc_pool_set_sliding_window(p, window));
     const int64_t hit = cached_tokens_of(p, t, 25, NULL);
     CHECK_POOL(p);
-    OK(kvc_pool_destroy(p));
+    OK(kvc_pool_destroy(p)); /* with blocks 2..5 still pinned: destroy takes them too */
     return hit;
 }
 
@@ -332,6 +334,84 @@ static void test_leading_blocks_needed_only_without_window(void **state) {
     assert_int_equal(hit_after_evicting_blocks_0_1(20), 0);  /* from 5: block 1 is gone; so down to 0 */
 }
 
+/* Windowed kvc_prefix_pin (block size 4, window 6, 16 blocks): a 24-token system prompt S (blocks
+ * 0..5) pins only what a hit at its end needs -- blocks 4, 5 (the window of position 24: keys from
+ * 19) and block 3, which S's own admission needs (it is block-aligned, so it hits at most 20 tokens:
+ * keys from 15). Another request then evicts every unpinned block; S and S + 8 still hit. */
+static void test_windowed_pin_holds_only_the_window(void **state) {
+    (void)state;
+    kvc_pool *p = make_pool(4, 16, 1);
+    OK(kvc_pool_set_sliding_window(p, 6));
+    int32_t s[32], other[64];
+    iota_tokens(s, 32, 100);
+    iota_tokens(other, 64, 5000);
+    OK(kvc_alloc(p, 1, s, 25, NULL, NULL)); /* blocks 0..5 cached, 6 partial */
+    int64_t n = -1;
+    OK(kvc_prefix_pin(p, s, 24, NULL, &n));
+    assert_int_equal(n, 24);                              /* the hit it protects */
+    assert_int_equal(stats_of(p).pinned_blocks, 3);       /* 3, 4, 5 -- not the leading run */
+    OK(kvc_free(p, 1));
+    /* 13 blocks unpinned (0..2, 6..15): a 52-token prompt takes all of them. */
+    int64_t cached = -1;
+    OK(kvc_alloc(p, 2, other, 52, NULL, &cached));
+    assert_int_equal(cached, 0);
+    OK(kvc_free(p, 2));
+    assert_int_equal(cached_tokens_of(p, s, 24, NULL), 20); /* S itself: blocks 3, 4 */
+    assert_int_equal(cached_tokens_of(p, s, 25, NULL), 24); /* S + anything: blocks 4, 5 */
+    assert_int_equal(cached_tokens_of(p, s, 9, NULL), 0);   /* blocks 0, 1 are gone */
+    OK(kvc_alloc(p, 3, s, 24, NULL, &cached));
+    assert_int_equal(cached, 20);
+    assert_int_equal(released_of(p, 3), 3); /* 0..2 were never needed */
+    OK(kvc_free(p, 3));
+    /* Unpin balances: the same three blocks, then nothing is left to unpin. */
+    OK(kvc_prefix_unpin(p, s, 24, NULL, &n));
+    assert_int_equal(n, 24);
+    assert_int_equal(stats_of(p).pinned_blocks, 0);
+    EXPECT_ERR_UNCHANGED(p, kvc_prefix_unpin(p, s, 24, NULL, &n), KVC_ERR_STATE);
+    /* Nothing of a window cached: nothing pinned, 0 tokens. */
+    OK(kvc_prefix_pin(p, other + 40, 24, NULL, &n));
+    assert_int_equal(n, 0);
+    assert_int_equal(stats_of(p).pinned_blocks, 0);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
+/* Overlapping windowed pins balance in either order when each unpin passes the token count its pin
+ * returned: S (24 tokens) pins blocks 3..5, S + 8 (32 tokens) pins 5..7 (block 5 twice). Pins nest. */
+static void test_windowed_pins_overlap(void **state) {
+    (void)state;
+    for (int order = 0; order < 2; ++order) {
+        kvc_pool *p = make_pool(4, 16, 1);
+        OK(kvc_pool_set_sliding_window(p, 6));
+        int32_t s[40];
+        iota_tokens(s, 40, 100);
+        OK(kvc_alloc(p, 1, s, 33, NULL, NULL)); /* blocks 0..7 cached */
+        int64_t short_n = -1, long_n = -1, n = -1;
+        OK(kvc_prefix_pin(p, s, 24, NULL, &short_n));
+        OK(kvc_prefix_pin(p, s, 32, NULL, &long_n));
+        assert_int_equal(short_n, 24);
+        assert_int_equal(long_n, 32);
+        assert_int_equal(stats_of(p).pinned_blocks, 5); /* 3..7 */
+        OK(kvc_prefix_pin(p, s, 24, NULL, &n));          /* nested: counts only */
+        assert_int_equal(stats_of(p).pinned_blocks, 5);
+        OK(kvc_prefix_unpin(p, s, 24, NULL, &n));
+        assert_int_equal(stats_of(p).pinned_blocks, 5);
+        if (order == 0) {
+            OK(kvc_prefix_unpin(p, s, short_n, NULL, &n));
+            assert_int_equal(stats_of(p).pinned_blocks, 3); /* 5..7 */
+            OK(kvc_prefix_unpin(p, s, long_n, NULL, &n));
+        } else {
+            OK(kvc_prefix_unpin(p, s, long_n, NULL, &n));
+            assert_int_equal(stats_of(p).pinned_blocks, 3); /* 3..5 */
+            OK(kvc_prefix_unpin(p, s, short_n, NULL, &n));
+        }
+        assert_int_equal(stats_of(p).pinned_blocks, 0);
+        OK(kvc_free(p, 1));
+        CHECK_POOL(p);
+        OK(kvc_pool_destroy(p));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hit_after_leading_blocks_evicted),
@@ -341,6 +421,8 @@ int main(void) {
         cmocka_unit_test(test_search_keys_equal_hashing),
         cmocka_unit_test(test_max_cached_tokens),
         cmocka_unit_test(test_leading_blocks_needed_only_without_window),
+        cmocka_unit_test(test_windowed_pin_holds_only_the_window),
+        cmocka_unit_test(test_windowed_pins_overlap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -483,16 +483,28 @@ KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out);
 KVC_API kvc_status kvc_prefix_lookup(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,
                                      const kvc_keys *keys, int64_t *out_cached_tokens);
 
-/** Pins the cached full blocks of this prefix (all of its full blocks that are cached now, from the
- *  start, stopping at the first miss; the same with a sliding window, where pinning the leading
- *  blocks is more than a hit needs): a pinned block is never evicted until unpinned. Pins nest
- *  (a count per block). *out_pinned_tokens (may be NULL) receives the tokens covered.
+/** Pins the cached full blocks of this prefix: a pinned block is never evicted until unpinned, so
+ *  every prompt that starts with the prefix (a system prompt) keeps its hit. Without a sliding
+ *  window: all of the prefix's full blocks that are cached now, from the start, stopping at the
+ *  first miss. With one (kvc_pool_set_sliding_window): only the blocks a hit at the end of the
+ *  prefix needs -- for the longest run of the prefix's full blocks whose window is cached, the blocks
+ *  from that window's start to the run's end, plus the block before them when the prefix's own
+ *  admission (one block shorter when the prefix is block-aligned) reads it and it is cached; the
+ *  leading blocks no such hit reads stay evictable. Pins nest (a count per block).
+ *  *out_pinned_tokens (may be NULL) receives the length of the prefix whose hit is protected: the
+ *  covered full blocks x block_size (0: nothing was cached, nothing pinned).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG, KVC_ERR_UNSUPPORTED (caching off). */
 KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,
                                   const kvc_keys *keys, int64_t *out_pinned_tokens);
 
-/** Undoes one kvc_prefix_pin of the same prefix. Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG,
- *  KVC_ERR_STATE (a block of that prefix is not pinned; nothing changed). */
+/** Undoes one kvc_prefix_pin of the same prefix: finds the blocks the pin would choose among the
+ *  prefix's blocks that are cached and pinned, and unpins them (deepest first). When pins of
+ *  overlapping prefixes are held, pass the pin's *out_pinned_tokens as num_tokens (with the same
+ *  tokens), so that the blocks a longer pinned prefix holds cannot join the search.
+ *  *out_unpinned_tokens (may be NULL) receives the length covered, as for kvc_prefix_pin.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG, KVC_ERR_STATE (the prefix has full blocks but no
+ *  pinned ones that qualify -- its first block, or with a window every candidate window; nothing
+ *  changed). */
 KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64_t num_tokens,
                                     const kvc_keys *keys, int64_t *out_unpinned_tokens);
 

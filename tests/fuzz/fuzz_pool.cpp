@@ -144,6 +144,7 @@ uint64_t g_round_free_hits = 0, g_round_evictions = 0;
 uint64_t g_window_released = 0;  // sliding-window coverage, printed at exit
 uint64_t g_window_ops = 0;  // operations run while a window was set
 uint64_t g_window_skip_allocs = 0, g_window_beyond_allocs = 0, g_window_beyond_lookups = 0;  // window-aware hits
+uint64_t g_window_pins_skipping = 0;  // windowed pins leaving leading blocks unpinned
 // Mirror ranks by backend (fuzzed pool -> mirror) and the mirror's operations with its own KV bytes.
 uint64_t g_mirror_none_cpu = 0, g_mirror_cpu_none = 0, g_mirror_cpu_cpu = 0, g_mirror_none_none = 0;
 uint64_t g_mirror_data_ops = 0;
@@ -1553,6 +1554,7 @@ void add_coverage(Session &s) {
     g_window_skip_allocs += uint64_t(s.m.window_skip_allocs);
     g_window_beyond_allocs += uint64_t(s.m.window_beyond_allocs);
     g_window_beyond_lookups += uint64_t(s.m.window_beyond_lookups);
+    g_window_pins_skipping += uint64_t(s.m.window_pins_skipping);
     kvc_tier_stats ts;
     std::memset(&ts, 0, sizeof ts);
     ts.struct_size = sizeof ts;
@@ -1736,9 +1738,9 @@ void report_totals() {
                  " (host-tier inputs %" PRIu64 ", swaps %" PRIu64 ", blocks into the host tier %" PRIu64
                  ", host re-hits %" PRIu64 ", operations under a sliding window %" PRIu64
                  ", blocks released by one %" PRIu64 ", window-aware hits: allocs starting released %" PRIu64 ", allocs beyond the leading run %" PRIu64
-                 ", lookups beyond the leading run %" PRIu64 ")\n",
+                 ", lookups beyond the leading run %" PRIu64 ", pins leaving leading blocks unpinned %" PRIu64 ")\n",
                  g_total_runs, g_total_ops, g_host_runs, g_swaps, g_spills, g_host_hits, g_window_ops, g_window_released,
-                 g_window_skip_allocs, g_window_beyond_allocs, g_window_beyond_lookups);
+                 g_window_skip_allocs, g_window_beyond_allocs, g_window_beyond_lookups, g_window_pins_skipping);
     std::fprintf(stderr, "fuzz_pool: disk tier: inputs %" PRIu64 ", blocks spilled to disk %" PRIu64 ", disk hits promoted %"
                  PRIu64 ", disk evictions %" PRIu64 ", disk hits without a host slot %" PRIu64
                  ", lookup_tiers with disk blocks %" PRIu64 ", copies failed by injected faults %" PRIu64 "\n",

@@ -327,6 +327,7 @@ public:
     int64_t window_skip_allocs = 0;    // allocs whose hit starts past block 0 (coverage only)
     int64_t window_beyond_allocs = 0;  // allocs whose hit exceeds the leading run (coverage only)
     int64_t window_beyond_lookups = 0; // the same for kvc_prefix_lookup (coverage only)
+    int64_t window_pins_skipping = 0;  // windowed pins that left leading blocks unpinned (coverage only)
 
     std::vector<Block> blocks;
     std::deque<int32_t> unhashed;                 // front = reused first
@@ -1253,10 +1254,51 @@ public:
         return {KVC_OK, got};
     }
 
+    // kvc_prefix_pin / kvc_prefix_unpin with a sliding window: for the largest e < full whose
+    // window blocks f(e)..e are all on the device (and pinned, for unpin), those blocks, plus block
+    // f(e - 1) when it lies before them and qualifies too (a block-aligned prefix's own admission
+    // hits one block short, at e - 1). tokens() = (e + 1) x bs; no candidate: empty.
+    Hit window_pin_range(const std::vector<int32_t> &tokens, int64_t full, const Keys &k, bool pinned_only) const {
+        auto qualifying = [&](int64_t i) {
+            const int32_t b = locate(tokens, i, k, kDeviceOnly);
+            return b >= 0 && (!pinned_only || blocks[size_t(b)].pins > 0) ? b : -1;
+        };
+        auto first_needed = [&](int64_t e) {
+            const int64_t first_key = std::max<int64_t>(0, (e + 1) * bs - window + 1);
+            return std::min(first_key / bs, e);
+        };
+        for (int64_t e = full - 1; e >= 0; --e) {
+            const int64_t f = first_needed(e);
+            Hit h;
+            h.skip = f;
+            for (int64_t i = f; i <= e; ++i) {
+                const int32_t b = qualifying(i);
+                if (b < 0) break;
+                h.blocks.push_back(b);
+            }
+            if (int64_t(h.blocks.size()) != e - f + 1) continue;
+            if (e >= 1 && first_needed(e - 1) < f) {
+                const int32_t b = qualifying(f - 1);
+                if (b >= 0) {
+                    h.blocks.insert(h.blocks.begin(), b);
+                    h.skip = f - 1;
+                }
+            }
+            return h;
+        }
+        return Hit{};
+    }
+
     Result pin(const std::vector<int32_t> *tokens, int64_t n, const Keys &k) {
         if (!tokens) return {KVC_ERR_NULL_ARG, 0};
         if (n < 1) return {KVC_ERR_INVALID_ARG, 0};
         if (!caching) return {KVC_ERR_UNSUPPORTED, 0};
+        if (window > 0) {
+            const Hit h = window_pin_range(*tokens, n / bs, k, false);
+            for (int32_t b : h.blocks) pin_block(b);
+            if (h.skip > 0) ++window_pins_skipping;
+            return {KVC_OK, h.blocks.empty() ? 0 : h.tokens(bs)};
+        }
         std::vector<int32_t> hits = walk(*tokens, n / bs, k);
         for (int32_t b : hits) pin_block(b);
         return {KVC_OK, int64_t(hits.size()) * bs};
@@ -1267,6 +1309,12 @@ public:
         if (n < 1) return {KVC_ERR_INVALID_ARG, 0};
         if (!caching) return {KVC_ERR_UNSUPPORTED, 0};
         const int64_t full = n / bs;
+        if (window > 0) {
+            const Hit h = window_pin_range(*tokens, full, k, true);
+            if (full > 0 && h.blocks.empty()) return {KVC_ERR_STATE, 0};
+            for (size_t i = h.blocks.size(); i-- > 0;) unpin_block(h.blocks[i]);
+            return {KVC_OK, h.blocks.empty() ? 0 : h.tokens(bs)};
+        }
         std::vector<int32_t> hits = walk(*tokens, full, k);
         size_t run = 0;
         while (run < hits.size() && blocks[size_t(hits[run])].pins > 0) ++run;

@@ -1250,10 +1250,16 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Pins the cached full blocks of this prefix (all of its full blocks that are cached now, from the"]
-    #[doc = "  start, stopping at the first miss; the same with a sliding window, where pinning the leading"]
-    #[doc = "  blocks is more than a hit needs): a pinned block is never evicted until unpinned. Pins nest"]
-    #[doc = "  (a count per block). *out_pinned_tokens (may be NULL) receives the tokens covered."]
+    #[doc = " Pins the cached full blocks of this prefix: a pinned block is never evicted until unpinned, so"]
+    #[doc = "  every prompt that starts with the prefix (a system prompt) keeps its hit. Without a sliding"]
+    #[doc = "  window: all of the prefix's full blocks that are cached now, from the start, stopping at the"]
+    #[doc = "  first miss. With one (kvc_pool_set_sliding_window): only the blocks a hit at the end of the"]
+    #[doc = "  prefix needs -- for the longest run of the prefix's full blocks whose window is cached, the blocks"]
+    #[doc = "  from that window's start to the run's end, plus the block before them when the prefix's own"]
+    #[doc = "  admission (one block shorter when the prefix is block-aligned) reads it and it is cached; the"]
+    #[doc = "  leading blocks no such hit reads stay evictable. Pins nest (a count per block)."]
+    #[doc = "  *out_pinned_tokens (may be NULL) receives the length of the prefix whose hit is protected: the"]
+    #[doc = "  covered full blocks x block_size (0: nothing was cached, nothing pinned)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG, KVC_ERR_UNSUPPORTED (caching off)."]
     pub fn kvc_prefix_pin(
         pool: *mut kvc_pool,
@@ -1264,8 +1270,14 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Undoes one kvc_prefix_pin of the same prefix. Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG,"]
-    #[doc = "  KVC_ERR_STATE (a block of that prefix is not pinned; nothing changed)."]
+    #[doc = " Undoes one kvc_prefix_pin of the same prefix: finds the blocks the pin would choose among the"]
+    #[doc = "  prefix's blocks that are cached and pinned, and unpins them (deepest first). When pins of"]
+    #[doc = "  overlapping prefixes are held, pass the pin's *out_pinned_tokens as num_tokens (with the same"]
+    #[doc = "  tokens), so that the blocks a longer pinned prefix holds cannot join the search."]
+    #[doc = "  *out_unpinned_tokens (may be NULL) receives the length covered, as for kvc_prefix_pin."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG, KVC_ERR_STATE (the prefix has full blocks but no"]
+    #[doc = "  pinned ones that qualify -- its first block, or with a window every candidate window; nothing"]
+    #[doc = "  changed)."]
     pub fn kvc_prefix_unpin(
         pool: *mut kvc_pool,
         tokens: *const i32,
