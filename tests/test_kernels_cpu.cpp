@@ -10,6 +10,7 @@
 
 #include "cpu/dtype_convert.hpp"
 #include "cpu/attention_isa.hpp"
+#include "cpu/simd.hpp"
 #include "cpu/thread_pool.hpp"
 #include "test_kernels_fixture.hpp"
 
@@ -467,6 +468,36 @@ void test_kernels_run_in_forked_child(void **) {
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+// The vector exp of the rows-in-lanes softmax (cpu/simd.hpp, expv): within 4 ulp of the double
+// exp across the range scores take (x <= 0 after the running-max subtraction, and some headroom
+// above), exactly 0 for -inf and below -87.3 (masked keys must weigh nothing), finite at the top.
+void test_vector_exp(void **) {
+    using kvc::cpu::fvec;
+    using kvc::cpu::kLanes;
+    double worst = 0;
+    float in[kLanes], out[kLanes];
+    for (int64_t step = 0; step <= 2000000; step += kLanes) {
+        for (int i = 0; i < kLanes; ++i) in[i] = -87.0f + 174.9f * float(step + i) / 2000000.0f;
+        const fvec y = kvc::cpu::expv(kvc::cpu::loadv(in));
+        kvc::cpu::storev(out, y);
+        for (int i = 0; i < kLanes; ++i) {
+            const double want = std::exp(double(in[i]));
+            const double rel = std::fabs(double(out[i]) - want) / want;
+            worst = std::max(worst, rel);
+            if (!(rel <= 4 * 0x1p-24)) fail_msg("expv(%.9g) = %.9g, exp = %.9g (relative error %.3g)", in[i], out[i], want, rel);
+        }
+    }
+    print_message("expv: worst relative error %.3g over [-87, 87.9]\n", worst);
+    const float edge[] = {-INFINITY, -1e30f, -100.0f, -87.31f, 0.0f, 88.0f, 89.0f, 1e30f};
+    for (float x : edge) {
+        for (int i = 0; i < kLanes; ++i) in[i] = x;
+        kvc::cpu::storev(out, kvc::cpu::expv(kvc::cpu::loadv(in)));
+        if (x < -87.3f) assert_true(out[0] == 0.0f);
+        else if (x == 0.0f) assert_true(out[0] == 1.0f);
+        else if (x >= 88.0f) assert_true(std::isfinite(out[0]) && out[0] > 1e38f);
+    }
+}
+
 }  // namespace
 
 int main(void) {
@@ -474,6 +505,7 @@ int main(void) {
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_bf16_conversions),
         cmocka_unit_test(test_fp8_conversions),
+        cmocka_unit_test(test_vector_exp),
         cmocka_unit_test(test_cache_write_exact),
         cmocka_unit_test(test_copy_blocks_exact),
         cmocka_unit_test(test_decode_grid),

@@ -14,6 +14,7 @@
 // Decode split-K: with several partitions per sequence each item writes unnormalized partials
 // (running max m, exp-sum l, accumulator) to the batch's workspace and a reduce pass combines them,
 // rescaling partition i by exp(m_i - max_i m_i), as the CUDA backend does.
+#include "cpu/attention_tiles.hpp"
 #include "cpu/simd.hpp"
 #if defined(__F16C__) || defined(KVC_SIMD_AVX2)
 #define KVC_SIMD_F16C 1
@@ -80,13 +81,16 @@ void from_float(void *dst, const float *src, int32_t dtype, int32_t n) {
 }
 
 // Per-thread scratch, grown on first use and reused afterwards (no allocation in steady state).
+// Rows are rounded up to whole vectors for the rows-in-lanes path (its m, l, corr, st and acc).
 struct Scratch {
-    std::vector<float> q, acc, m, l, k, v, s;
+    std::vector<float> q, acc, m, l, corr, k, v, s;
     void ensure(int32_t rows, int32_t d) {
-        size_t rd = size_t(rows) * size_t(d), cd = size_t(kChunk) * size_t(d);
+        const size_t lanes = (size_t(rows) + kLanes - 1) / kLanes * kLanes;
+        size_t rd = lanes * size_t(d), cd = size_t(kChunk) * size_t(d);
         if (q.size() < rd) { q.resize(rd); acc.resize(rd); }
-        if (m.size() < size_t(rows)) { m.resize(size_t(rows)); l.resize(size_t(rows)); }
-        if (k.size() < cd) { k.resize(cd); v.resize(cd); s.resize(size_t(kChunk)); }
+        if (m.size() < lanes) { m.resize(lanes); l.resize(lanes); corr.resize(lanes); }
+        if (k.size() < cd) { k.resize(cd); v.resize(cd); }
+        if (s.size() < size_t(kChunk) * lanes) s.resize(size_t(kChunk) * lanes);
     }
 };
 thread_local Scratch t_scratch;
@@ -126,27 +130,158 @@ void gather(float *dst, const AttentionArgs &a, const int32_t *table, int32_t kv
     }
 }
 
-void attend_item(const Plan &P, int64_t item) {
+// What one work item covers (see the header comment).
+struct Item {
+    int32_t s_local, s, kvh, part;
+    int64_t L, q0, Q, j0, j1;  // context length, query start, query count; the tile's queries j0 .. j1 - 1
+    int32_t rows;              // (j1 - j0) x group
+    int64_t c_lo, c_hi;        // context positions any row of the item may see (partition, window, causal)
+    int64_t first_pos;         // position of query j0
+};
+
+// Decodes work item `item` of the current round; false when its query tile is past the sequence.
+bool decode_item(const Plan &P, int64_t item, Item *it) {
     const AttentionArgs &a = *P.a;
-    const int32_t d = P.d, G = P.group;
-    const int32_t kvh = int32_t(item % P.nkv);
+    it->kvh = int32_t(item % P.nkv);
     item /= P.nkv;
-    const int32_t part = int32_t(item % P.parts);
+    it->part = int32_t(item % P.parts);
     item /= P.parts;
     const int32_t tile = int32_t(item % P.tiles);
-    const int32_t s_local = int32_t(item / P.tiles);
-    const int32_t s = P.seq_begin + s_local;
-
-    const int64_t L = a.seq_lens[s];
-    const int64_t q0 = a.query_start_loc[s];
-    const int64_t Q = a.query_start_loc[s + 1] - q0;
-    const int64_t j0 = int64_t(tile) * P.q_tile;
-    if (j0 >= Q) return;
-    const int64_t j1 = std::min<int64_t>(Q, j0 + P.q_tile);
-    const int32_t rows = int32_t(j1 - j0) * G;
-    const int64_t p_begin = int64_t(part) * P.part_len;
-    const int64_t p_end = P.parts > 1 ? std::min<int64_t>(L, p_begin + P.part_len) : L;
+    it->s_local = int32_t(item / P.tiles);
+    it->s = P.seq_begin + it->s_local;
+    it->L = a.seq_lens[it->s];
+    it->q0 = a.query_start_loc[it->s];
+    it->Q = a.query_start_loc[it->s + 1] - it->q0;
+    it->j0 = int64_t(tile) * P.q_tile;
+    if (it->j0 >= it->Q) return false;
+    it->j1 = std::min<int64_t>(it->Q, it->j0 + P.q_tile);
+    it->rows = int32_t(it->j1 - it->j0) * P.group;
+    const int64_t p_begin = int64_t(it->part) * P.part_len;
+    const int64_t p_end = P.parts > 1 ? std::min<int64_t>(it->L, p_begin + P.part_len) : it->L;
+    // Positions the tile may see: the first query token's window start .. the last one's position.
+    it->first_pos = it->L - it->Q + it->j0;
+    const int64_t last_pos = it->L - it->Q + it->j1 - 1;
     const int64_t W = a.sliding_window;
+    it->c_lo = std::max<int64_t>(std::max<int64_t>(p_begin, W > 0 ? it->first_pos - W + 1 : 0), 0);
+    it->c_hi = std::min<int64_t>(p_end, last_pos + 1);
+    return true;
+}
+
+// Row r's accumulated output: normalized into `out`, or (split-K) its partial (m, l, acc).
+void write_row(const Plan &P, const Item &it, int32_t r, float m, float l, float *acc) {
+    const AttentionArgs &a = *P.a;
+    const int32_t d = P.d, G = P.group;
+    const int32_t head = it.kvh * G + r % G;
+    if (P.parts > 1) {
+        float *dst = P.partial(it.s_local, it.part, head);
+        dst[0] = m;
+        dst[1] = l;
+        std::memcpy(dst + 2, acc, size_t(d) * 4);
+        return;
+    }
+    // l > 0 always (a query sees at least itself); the guard keeps an impossible 0 finite.
+    scale_row(acc, l > 0.f ? 1.0f / l : 0.f, d);
+    const int64_t tok = it.q0 + it.j0 + r / G;
+    from_float(static_cast<char *>(a.out) + (tok * a.num_q_heads + head) * int64_t(d) * dtype_bytes(a.q_dtype), acc,
+               a.q_dtype, d);
+}
+
+// Items of at least one vector of rows (prefill tiles, decode with GQA groups >= kLanes): rows in
+// vector lanes, scores and P.V as register-blocked products (attention_tiles.hpp), the online
+// softmax lane-parallel with a vector exp. Masks (causal, window) and the optional ALiBi / soft-cap
+// terms are applied element-wise only where they change something.
+void attend_lanes(const Plan &P, const Item &it) {
+    const AttentionArgs &a = *P.a;
+    const int32_t d = P.d, G = P.group, rows = it.rows;
+    const int32_t R = (rows + kLanes - 1) / kLanes * kLanes;
+    const int64_t W = a.sliding_window;
+    Scratch &S = t_scratch;
+    S.ensure(rows, d);
+    float *qt = S.q.data(), *acct = S.acc.data(), *m = S.m.data(), *l = S.l.data(), *corr = S.corr.data();
+    float *kbuf = S.k.data(), *vbuf = S.v.data(), *st = S.s.data();
+    const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
+
+    // q rows, converted and pre-scaled, into qt's lanes (a converted row goes through vbuf first).
+    std::fill(qt, qt + int64_t(d) * R, 0.f);
+    const int64_t qrow_elems = int64_t(a.num_q_heads) * d;
+    const int32_t q_bytes = dtype_bytes(a.q_dtype);
+    for (int32_t r = 0; r < rows; ++r) {
+        const int64_t tok = it.q0 + it.j0 + r / G;
+        const int32_t head = it.kvh * G + r % G;
+        to_float(vbuf, static_cast<const char *>(a.q) + (tok * qrow_elems + int64_t(head) * d) * q_bytes, a.q_dtype,
+                 d, 1.0f);
+        for (int32_t i = 0; i < d; ++i) qt[int64_t(i) * R + r] = vbuf[i] * a.scale;
+    }
+    std::fill(acct, acct + int64_t(d) * R, 0.f);
+    std::fill(m, m + R, kNegInf);
+    std::fill(l, l + R, 0.f);
+
+    const int64_t last_pos = it.first_pos + (it.j1 - it.j0) - 1;
+    for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kChunk) {
+        const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kChunk);
+        const int32_t n = int32_t(c1 - c0);
+        gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
+        gather(vbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
+        scores_lanes(st, qt, kbuf, n, d, R);
+
+        // Every row sees every key of the chunk unless the chunk crosses the causal diagonal or a
+        // window edge of some row; only then (and for ALiBi / soft-cap) the element-wise pass.
+        const bool all_visible = c1 - 1 <= it.first_pos && (W <= 0 || c0 >= last_pos - W + 1);
+        if (!all_visible || a.alibi_slopes || a.softcap > 0.f) {
+            for (int32_t r = 0; r < rows; ++r) {
+                const int64_t qpos = it.first_pos + r / G;
+                const int32_t head = it.kvh * G + r % G;
+                for (int32_t j = 0; j < n; ++j) {
+                    const int64_t p = c0 + j;
+                    float &x = st[int64_t(j) * R + r];
+                    if (p > qpos || (W > 0 && p <= qpos - W)) {
+                        x = kNegInf;
+                        continue;
+                    }
+                    if (a.alibi_slopes) x += a.alibi_slopes[head] * float(p - qpos);
+                    if (a.softcap > 0.f) x = a.softcap * std::tanh(x / a.softcap);
+                }
+            }
+        }
+
+        // Online softmax per lane. A row that has seen no key yet keeps m = -inf; exponents are
+        // taken against 0 there so that its weights and correction come out 0, never NaN.
+        for (int32_t r = 0; r < R; r += kLanes) {
+            fvec mx = splatv(kNegInf);
+            for (int32_t j = 0; j < n; ++j) mx = maxv(mx, loadv(st + int64_t(j) * R + r));
+            const fvec m_old = loadv(m + r);
+            const fvec m_new = maxv(m_old, mx);
+            const fvec base = selectv(m_new == splatv(kNegInf), splatv(0.f), m_new);
+            fvec sum = splatv(0.f);
+            for (int32_t j = 0; j < n; ++j) {
+                const fvec w = expv(loadv(st + int64_t(j) * R + r) - base);
+                storev(st + int64_t(j) * R + r, w);
+                sum += w;
+            }
+            const fvec c = expv(m_old - base);
+            storev(corr + r, c);
+            storev(l + r, loadv(l + r) * c + sum);
+            storev(m + r, m_new);
+        }
+        pv_lanes(acct, st, vbuf, corr, n, d, R);
+    }
+
+    for (int32_t r = 0; r < rows; ++r) {
+        float *row = kbuf;  // free now: one row of acct gathered back out of its lanes
+        for (int32_t i = 0; i < d; ++i) row[i] = acct[int64_t(i) * R + r];
+        write_row(P, it, r, m[r], l[r], row);
+    }
+}
+
+// Items of fewer rows than a vector (decode with small GQA groups): one row at a time, each score a
+// dot product over head_dim.
+void attend_rows(const Plan &P, const Item &it) {
+    const AttentionArgs &a = *P.a;
+    const int32_t d = P.d, G = P.group, rows = it.rows;
+    const int32_t kvh = it.kvh;
+    const int64_t q0 = it.q0, j0 = it.j0;
+    const int64_t W = a.sliding_window;
+    const int32_t s = it.s;
 
     Scratch &S = t_scratch;
     S.ensure(rows, d);
@@ -166,14 +301,11 @@ void attend_item(const Plan &P, int64_t item) {
         std::fill(acc + int64_t(r) * d, acc + int64_t(r + 1) * d, 0.f);
     }
 
-    // Positions the tile may see: the first query token's window start .. the last one's position.
-    const int64_t first_pos = L - Q + j0, last_pos = L - Q + j1 - 1;
-    int64_t c_lo = std::max<int64_t>(p_begin, W > 0 ? first_pos - W + 1 : 0);
-    int64_t c_hi = std::min<int64_t>(p_end, last_pos + 1);
+    const int64_t first_pos = it.first_pos;
     const float k_scale = a.k_scale, v_scale = a.v_scale;
 
-    for (int64_t c0 = std::max<int64_t>(c_lo, 0); c0 < c_hi; c0 += kChunk) {
-        const int64_t c1 = std::min<int64_t>(c_hi, c0 + kChunk);
+    for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kChunk) {
+        const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kChunk);
         gather(kbuf, a, table, 0, kvh, c0, c1, k_scale);
         gather(vbuf, a, table, 1, kvh, c0, c1, v_scale);
         for (int32_t r = 0; r < rows; ++r) {
@@ -210,22 +342,14 @@ void attend_item(const Plan &P, int64_t item) {
         }
     }
 
-    const int32_t out_bytes = q_bytes;
-    for (int32_t r = 0; r < rows; ++r) {
-        const int32_t head = kvh * G + r % G;
-        float *ar = acc + int64_t(r) * d;
-        if (P.parts > 1) {
-            float *dst = P.partial(s_local, part, head);
-            dst[0] = m[r];
-            dst[1] = l[r];
-            std::memcpy(dst + 2, ar, size_t(d) * 4);
-            continue;
-        }
-        // l > 0 always (a query sees at least itself); the guard keeps an impossible 0 finite.
-        scale_row(ar, l[r] > 0.f ? 1.0f / l[r] : 0.f, d);
-        const int64_t tok = q0 + j0 + r / G;
-        from_float(static_cast<char *>(a.out) + (tok * qrow_elems + int64_t(head) * d) * out_bytes, ar, a.q_dtype, d);
-    }
+    for (int32_t r = 0; r < rows; ++r) write_row(P, it, r, m[r], l[r], acc + int64_t(r) * d);
+}
+
+void attend_item(const Plan &P, int64_t item) {
+    Item it;
+    if (!decode_item(P, item, &it)) return;
+    if (it.rows >= kLanes) attend_lanes(P, it);
+    else attend_rows(P, it);
 }
 
 // Combines the partitions of (sequence, query head) `item` of the current round.

@@ -104,6 +104,32 @@ static inline fvec fp8v_to_float(const uint8_t *p, float scale) {
     return (fvec)(sign | body) * scale;
 }
 
+// Lane-wise select and max (bit masks from vector compares: all ones where true).
+static inline fvec selectv(ivec mask, fvec a, fvec b) { return (fvec)(((ivec)a & mask) | ((ivec)b & ~mask)); }
+static inline fvec maxv(fvec a, fvec b) { return selectv(a > b, a, b); }
+
+// e^x lane-wise in fp32 (within a few ulp), exactly 0 below -87.3 (-inf included: the softmax
+// relies on masked scores weighing nothing). Range reduction x = n ln2 + r with |r| <= ln2 / 2
+// (ln2 split in two parts so n ln2 is exact enough), a degree-6 polynomial for e^r (the classic
+// Cephes expf coefficients), and 2^n put straight into the exponent bits.
+static inline fvec expv(fvec x) {
+    const ivec underflow = x < splatv(-87.3f);
+    x = selectv(underflow, splatv(-87.3f), x);
+    x = selectv(x > splatv(88.0f), splatv(88.0f), x);
+    const fvec n = (x * 1.44269504088896341f + 0x1.8p23f) - 0x1.8p23f;  // round to nearest
+    fvec r = x - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    fvec p = splatv(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const ivec bits = (__builtin_convertvector(n, ivec) + 127) << 23;
+    return (fvec)((ivec)(p * (fvec)bits) & ~underflow);
+}
+
 // sum_i a[i] * b[i] over n elements.
 static inline float dot(const float *a, const float *b, int32_t n) {
     fvec s0{}, s1{};

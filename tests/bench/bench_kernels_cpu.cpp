@@ -96,6 +96,19 @@ void BM_DecodeAttention(benchmark::State &st) {
     st.counters["threads"] = kvc::cpu::parallel_width();
 }
 
+// Decode with a GQA group of 8 (32 q / 4 kv heads; args: batch, context): a vector of rows, so the
+// AVX2 kernel takes its rows-in-lanes path, where group 4 (above) takes the row-at-a-time one.
+void BM_DecodeAttentionGroup8(benchmark::State &st) {
+    Setup s(int32_t(st.range(0)), st.range(1), 1, 32, 4, 128, 16, KVC_DTYPE_F16);
+    kvc::AttentionArgs a = s.args(0);
+    for (auto _ : st) {
+        kvc::cpu_attention(a);
+        benchmark::ClobberMemory();
+    }
+    st.SetBytesProcessed(int64_t(st.iterations()) * (s.kv_bytes + s.qo_bytes()));
+    st.counters["threads"] = kvc::cpu::parallel_width();
+}
+
 // A plain memcpy of the decode benchmark's byte count (f16, B x ctx x 8 kv heads x 128 x 2),
 // in the same run: the machine's copy bandwidth at that size.
 void BM_MemcpySameBytes(benchmark::State &st) {
@@ -137,6 +150,7 @@ BENCHMARK(BM_DecodeAttention)
     ->Args({1, 16384, 16, KVC_DTYPE_F16})
     ->MeasureProcessCPUTime()->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttentionGroup8)->Args({16, 1024})->Args({16, 4096})->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MemcpySameBytes)->Args({16, 1024})->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PrefillAttention)->Args({1, 512})->Args({4, 512})->Args({1, 2048})->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMillisecond);
 

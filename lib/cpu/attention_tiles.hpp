@@ -1,0 +1,106 @@
+// Register-blocked micro-kernels of the CPU attention's "rows in lanes" path (attention_core.inl,
+// attend_lanes): a work item's query rows (query token x GQA head) sit in vector lanes, R of them
+// (a multiple of kLanes, padding lanes zero).
+//
+//   qt[i * R + r]    query row r, dim i (pre-scaled by the softmax scale)
+//   k[p * d + i]     key p of the chunk, dim i (gathered, fp32); v likewise
+//   st[p * R + r]    score, then softmax weight, of row r for key p
+//   acct[i * R + r]  output accumulator of row r, dim i
+//
+// Both products then need no horizontal sums: a block of NV row vectors x 4 keys (or 4 dims) keeps
+// 4 NV accumulators in registers and does 4 NV FMAs per NV + 4 loads (one vector per row block, one
+// broadcast element per key or dim), where a row-at-a-time dot product does one FMA per two loads.
+// NV = 2 and 4 keys/dims: 8 accumulators + 3 operands, within the 16 vector registers of SSE2/AVX2.
+// Same semantics at every ISA (attention.cpp, attention_avx2.cpp); internal linkage, like simd.hpp.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/simd.hpp"
+
+namespace kvc::cpu {
+
+// st[p][r .. r + NV kLanes) = sum_i qt[i][r ..] * k[p][i] for keys p0 .. p0 + KP - 1.
+template <int NV, int KP>
+static inline void score_block(float *st, const float *qt, const float *k, int32_t d, int32_t R, int32_t r,
+                               int32_t p0) {
+    fvec acc[KP][NV] = {};
+    const float *kp = k + int64_t(p0) * d;
+    for (int32_t i = 0; i < d; ++i) {
+        fvec q[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) q[v] = loadv(qt + int64_t(i) * R + r + v * kLanes);
+#pragma GCC unroll 4
+        for (int j = 0; j < KP; ++j) {
+            const fvec kj = splatv(kp[int64_t(j) * d + i]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) acc[j][v] += q[v] * kj;
+        }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < KP; ++j)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) storev(st + int64_t(p0 + j) * R + r + v * kLanes, acc[j][v]);
+}
+
+template <int NV>
+static inline void score_rows(float *st, const float *qt, const float *k, int32_t n, int32_t d, int32_t R,
+                              int32_t r) {
+    int32_t p = 0;
+    for (; p + 4 <= n; p += 4) score_block<NV, 4>(st, qt, k, d, R, r, p);
+    for (; p < n; ++p) score_block<NV, 1>(st, qt, k, d, R, r, p);
+}
+
+// All rows' scores for keys 0 .. n - 1 of the chunk.
+static inline void scores_lanes(float *st, const float *qt, const float *k, int32_t n, int32_t d, int32_t R) {
+    int32_t r = 0;
+    for (; r + 2 * kLanes <= R; r += 2 * kLanes) score_rows<2>(st, qt, k, n, d, R, r);
+    if (r < R) score_rows<1>(st, qt, k, n, d, R, r);
+}
+
+// acct[i][r ..] = acct[i][r ..] * corr[r ..] + sum_p st[p][r ..] * v[p][i] for dims i0 .. i0 + ND - 1:
+// the online softmax's rescale of the rows' accumulators folded into the P.V update.
+template <int NV, int ND>
+static inline void pv_block(float *acct, const float *st, const float *v, const float *corr, int32_t n, int32_t d,
+                            int32_t R, int32_t r, int32_t i0) {
+    fvec acc[ND][NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < ND; ++j)
+#pragma GCC unroll 4
+        for (int w = 0; w < NV; ++w)
+            acc[j][w] = loadv(acct + int64_t(i0 + j) * R + r + w * kLanes) * loadv(corr + r + w * kLanes);
+    for (int32_t p = 0; p < n; ++p) {
+        fvec wt[NV];
+#pragma GCC unroll 4
+        for (int w = 0; w < NV; ++w) wt[w] = loadv(st + int64_t(p) * R + r + w * kLanes);
+        const float *vp = v + int64_t(p) * d + i0;
+#pragma GCC unroll 4
+        for (int j = 0; j < ND; ++j) {
+            const fvec x = splatv(vp[j]);
+#pragma GCC unroll 4
+            for (int w = 0; w < NV; ++w) acc[j][w] += wt[w] * x;
+        }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < ND; ++j)
+#pragma GCC unroll 4
+        for (int w = 0; w < NV; ++w) storev(acct + int64_t(i0 + j) * R + r + w * kLanes, acc[j][w]);
+}
+
+template <int NV>
+static inline void pv_rows(float *acct, const float *st, const float *v, const float *corr, int32_t n, int32_t d,
+                           int32_t R, int32_t r) {
+    int32_t i = 0;
+    for (; i + 4 <= d; i += 4) pv_block<NV, 4>(acct, st, v, corr, n, d, R, r, i);
+    for (; i < d; ++i) pv_block<NV, 1>(acct, st, v, corr, n, d, R, r, i);
+}
+
+// Every row's accumulator rescaled by corr and updated with the chunk's n weighted value rows.
+static inline void pv_lanes(float *acct, const float *st, const float *v, const float *corr, int32_t n, int32_t d,
+                            int32_t R) {
+    int32_t r = 0;
+    for (; r + 2 * kLanes <= R; r += 2 * kLanes) pv_rows<2>(acct, st, v, corr, n, d, R, r);
+    if (r < R) pv_rows<1>(acct, st, v, corr, n, d, R, r);
+}
+
+}  // namespace kvc::cpu
