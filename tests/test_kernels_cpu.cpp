@@ -2,6 +2,8 @@
 // kernel_args.hpp. Every unused slot of the storage (other layer, other blocks, slots past each
 // context, padding tokens) holds NaN, so any out-of-context read shows up as a non-finite output.
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <cstdio>
 #include <random>
 
@@ -498,6 +500,23 @@ void test_vector_exp(void **) {
     }
 }
 
+// The worker pool's size: KVC_CPU_THREADS wins when it is a positive integer (capped), else the
+// CPUs the process may run on, else the hardware threads. Run under KVC_CPU_THREADS=1 (ctest
+// test_kernels_cpu_one_thread), the pool must have exactly one thread: the caller.
+void test_thread_count(void **) {
+    using kvc::cpu::thread_count_for;
+    assert_int_equal(thread_count_for("3", 8, 16), 3);
+    assert_int_equal(thread_count_for("1", 8, 16), 1);
+    assert_int_equal(thread_count_for("100000", 8, 16), kvc::cpu::kMaxThreads);
+    for (const char *bad : {"", "0", "-2", "abc", "4x", " "}) assert_int_equal(thread_count_for(bad, 8, 16), 8);
+    assert_int_equal(thread_count_for(nullptr, 8, 16), 8);   // a cpuset / taskset of 8 CPUs
+    assert_int_equal(thread_count_for(nullptr, 0, 16), 16);  // affinity unknown
+    assert_int_equal(thread_count_for(nullptr, 0, 0), 1);    // nothing known
+    assert_int_equal(thread_count_for(nullptr, 0, 512), kvc::cpu::kMaxThreads);
+    const char *env = std::getenv("KVC_CPU_THREADS");
+    if (env && std::strcmp(env, "1") == 0) assert_int_equal(kvc::cpu::parallel_width(), 1);
+}
+
 }  // namespace
 
 int main(void) {
@@ -516,6 +535,7 @@ int main(void) {
         cmocka_unit_test(test_split_k_small_workspace),
         cmocka_unit_test(test_masking_never_reads_unused),
         cmocka_unit_test(test_kernels_run_in_forked_child),
+        cmocka_unit_test(test_thread_count),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

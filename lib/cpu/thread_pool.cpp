@@ -1,7 +1,10 @@
 #include "cpu/thread_pool.hpp"
 
+#include <sched.h>
+
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <unistd.h>
@@ -14,9 +17,10 @@ class WorkerPool {
 public:
     WorkerPool() {
         owner_pid_ = getpid();
-        unsigned hw = std::thread::hardware_concurrency();
-        int workers = hw > 1 ? int(hw) - 1 : 0;
-        if (workers > 63) workers = 63;
+        cpu_set_t set;
+        const int32_t allowed = sched_getaffinity(0, sizeof set, &set) == 0 ? int32_t(CPU_COUNT(&set)) : 0;
+        const int workers = thread_count_for(std::getenv("KVC_CPU_THREADS"), allowed,
+                                             std::thread::hardware_concurrency()) - 1;
         threads_.reserve(size_t(workers));
         for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { worker_loop(); });
     }
@@ -104,5 +108,16 @@ WorkerPool &pool() {
 
 void parallel_for(int64_t count, ParallelFn fn, void *ctx) { pool().run(count, fn, ctx); }
 int32_t parallel_width() { return pool().width(); }
+
+int32_t thread_count_for(const char *env_value, int32_t allowed_cpus, unsigned hardware_threads) {
+    int32_t n = 0;
+    if (env_value && *env_value) {
+        char *end = nullptr;
+        const long v = std::strtol(env_value, &end, 10);
+        if (*end == '\0' && v > 0) n = v > kMaxThreads ? kMaxThreads : int32_t(v);
+    }
+    if (n == 0) n = allowed_cpus > 0 ? allowed_cpus : int32_t(hardware_threads);
+    return n < 1 ? 1 : n > kMaxThreads ? kMaxThreads : n;
+}
 
 }  // namespace kvc::cpu

@@ -1,6 +1,6 @@
 // A small persistent worker pool for the CPU kernels. Created lazily on first use, once per process,
-// with one worker per hardware thread minus the caller (who works too), so a kernel call never
-// creates threads. Items are handed out through an atomic counter: uneven items (long and short
+// with one worker per usable CPU minus the caller (who works too; thread_count_for), so a kernel
+// call never creates threads. Items are handed out through an atomic counter: uneven items (long and short
 // sequences) balance by themselves.
 #pragma once
 
@@ -17,6 +17,13 @@ void parallel_for(int64_t count, ParallelFn fn, void *ctx);
 
 // Threads that parallel_for may use (workers + caller); >= 1.
 int32_t parallel_width();
+
+// The pool's thread count (workers + caller): KVC_CPU_THREADS's value when it is a positive
+// integer (a server sharing the machine; a container whose CPU quota the CPU count does not
+// show), else the CPUs this process may run on (sched_getaffinity: taskset, cpusets), else the
+// hardware threads; within [1, kMaxThreads]. Read once, when the pool starts.
+constexpr int32_t kMaxThreads = 64;
+int32_t thread_count_for(const char *env_value, int32_t allowed_cpus, unsigned hardware_threads);
 
 // Typed convenience wrapper: body(item) for a lambda or functor.
 template <class Body>
