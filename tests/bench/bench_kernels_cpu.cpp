@@ -84,9 +84,9 @@ struct Setup {
     int64_t qo_bytes() const { return int64_t(q.size() + out.size()) * 2; }
 };
 
-// Args: batch, context, block size, kv dtype.
-void BM_DecodeAttention(benchmark::State &st) {
-    Setup s(int32_t(st.range(0)), st.range(1), 1, 32, 8, 128, int32_t(st.range(2)), int32_t(st.range(3)));
+// Decode of batch x context (st.range(0), st.range(1)), 32 query heads, d = 128: bytes moved per second.
+void run_decode(benchmark::State &st, int32_t kv_heads, int32_t block_size, int32_t dtype) {
+    Setup s(int32_t(st.range(0)), st.range(1), 1, 32, kv_heads, 128, block_size, dtype);
     kvc::AttentionArgs a = s.args(0);
     for (auto _ : st) {
         kvc::cpu_attention(a);
@@ -96,18 +96,12 @@ void BM_DecodeAttention(benchmark::State &st) {
     st.counters["threads"] = kvc::cpu::parallel_width();
 }
 
+// Args: batch, context, block size, kv dtype.
+void BM_DecodeAttention(benchmark::State &st) { run_decode(st, 8, int32_t(st.range(2)), int32_t(st.range(3))); }
+
 // Decode with a GQA group of 8 (32 q / 4 kv heads; args: batch, context): a vector of rows, so the
 // AVX2 kernel takes its rows-in-lanes path, where group 4 (above) takes the row-at-a-time one.
-void BM_DecodeAttentionGroup8(benchmark::State &st) {
-    Setup s(int32_t(st.range(0)), st.range(1), 1, 32, 4, 128, 16, KVC_DTYPE_F16);
-    kvc::AttentionArgs a = s.args(0);
-    for (auto _ : st) {
-        kvc::cpu_attention(a);
-        benchmark::ClobberMemory();
-    }
-    st.SetBytesProcessed(int64_t(st.iterations()) * (s.kv_bytes + s.qo_bytes()));
-    st.counters["threads"] = kvc::cpu::parallel_width();
-}
+void BM_DecodeAttentionGroup8(benchmark::State &st) { run_decode(st, 4, 16, KVC_DTYPE_F16); }
 
 // A plain memcpy of the decode benchmark's byte count (f16, B x ctx x 8 kv heads x 128 x 2),
 // in the same run: the machine's copy bandwidth at that size.
