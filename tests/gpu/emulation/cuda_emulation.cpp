@@ -1,10 +1,13 @@
 // Fiber-based execution of emulated kernels (the CUDA runtime part: cuda_runtime_emulation.cpp).
 #include "cuda_emulation.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <random>
 #include <vector>
 
 #if !defined(__x86_64__)
@@ -142,6 +145,7 @@ struct Cta {
 Cta g_cta;
 std::unique_ptr<char[]> g_stacks;  // kMaxThreads stacks, left uninitialized (untouched pages cost nothing)
 uint64_t g_events = 0;  // barrier arrivals and thread exits: a scheduler pass without one is a deadlock
+uint64_t g_grid_ctas = 0;  // CTAs run so far: seeds each CTA's random thread order differently
 
 // The access audit (access_audit.hpp): null unless recording, so cp_async16 pays one load.
 std::atomic<std::vector<AsyncCopyRecord> *> g_audit{nullptr};
@@ -314,6 +318,53 @@ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b
     }
 }
 
+// The order in which a scheduler pass resumes a CTA's threads (KVC_EMU_THREAD_ORDER): `forward`
+// (the default: index order), `reverse`, or `random[:SEED]` (a fresh permutation every pass).
+// Between two barriers each thread runs alone up to its next one, so under `forward` a thread
+// that reads shared data without the barrier it needs still sees everything lower-indexed threads
+// wrote; the other orders make those races change the results too. A stand-in for
+// compute-sanitizer's racecheck, which needs a GPU.
+namespace {
+
+struct ThreadOrder {
+    enum Mode { kForward, kReverse, kRandom } mode = kForward;
+    uint64_t seed = 0;
+};
+
+ThreadOrder parse_thread_order(const char *spec) {
+    ThreadOrder o;
+    if (!spec || !*spec || std::strcmp(spec, "forward") == 0) return o;
+    if (std::strcmp(spec, "reverse") == 0) {
+        o.mode = ThreadOrder::kReverse;
+        return o;
+    }
+    if (std::strncmp(spec, "random", 6) == 0 && (spec[6] == '\0' || spec[6] == ':')) {
+        o.mode = ThreadOrder::kRandom;
+        o.seed = spec[6] == ':' ? std::strtoull(spec + 7, nullptr, 10) : 1;
+        return o;
+    }
+    std::fprintf(stderr, "kvc_emu: thread order '%s' is not forward, reverse or random[:SEED]\n", spec);
+    std::abort();
+}
+
+ThreadOrder g_thread_order;
+bool g_thread_order_set = false;
+
+const ThreadOrder &thread_order() {
+    if (!g_thread_order_set) {
+        g_thread_order = parse_thread_order(std::getenv("KVC_EMU_THREAD_ORDER"));
+        g_thread_order_set = true;
+    }
+    return g_thread_order;
+}
+
+}  // namespace
+
+void set_thread_order(const char *spec) {
+    g_thread_order = parse_thread_order(spec);
+    g_thread_order_set = true;
+}
+
 void run_grid(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()> &body) {
     const int threads = int(block.x * block.y * block.z);
     if (threads < 1 || threads > kMaxThreads) {
@@ -348,9 +399,14 @@ void run_grid(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void
                     f.tid = {unsigned(t) % block.x, (unsigned(t) / block.x) % block.y, unsigned(t) / (block.x * block.y)};
                     context_init(&f.ctx, g_stacks.get() + size_t(t) * kStackBytes, kStackBytes, fiber_main);
                 }
+                const ThreadOrder &order = thread_order();
+                std::vector<int> pass(static_cast<size_t>(threads));
+                for (int t = 0; t < threads; ++t) pass[size_t(t)] = order.mode == ThreadOrder::kReverse ? threads - 1 - t : t;
+                std::mt19937_64 rng(order.seed ^ (uint64_t(++g_grid_ctas) * 0x9e3779b97f4a7c15ull));
                 while (c.live > 0) {
                     const uint64_t events = g_events;
-                    for (int t = 0; t < threads; ++t) {
+                    if (order.mode == ThreadOrder::kRandom) std::shuffle(pass.begin(), pass.end(), rng);
+                    for (int t : pass) {
                         if (c.fibers[size_t(t)].done) continue;
                         c.current = t;
                         switch_to_fiber(c.fibers[size_t(t)], g_stacks.get() + size_t(t) * kStackBytes);

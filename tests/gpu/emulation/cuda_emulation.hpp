@@ -3,7 +3,7 @@
 // cuda/*.cu are compiled as host C++ with KVC_CUDA_EMULATION and this header force-included.
 // Every CUDA thread of a CTA becomes a fiber (ucontext) of one OS thread; __syncthreads and warp
 // shuffles are real rendezvous points, so a missing barrier or a wrong lane exchange shows up as a
-// wrong result. cp.async copies are queued per thread and land only at cp.async.wait_group, like
+// wrong result (under the thread order that runs a reader before its writer: set_thread_order). cp.async copies are queued per thread and land only at cp.async.wait_group, like
 // the hardware's; shared memory starts as 0xff garbage (NaN in every float format). mma.sync is
 // computed from the PTX ISA fragment layouts. The CUDA runtime calls libkvc makes are served from
 // host memory (cuda_runtime_emulation.cpp) with real stream semantics, as late as CUDA allows:
@@ -54,6 +54,11 @@ void launch(const void *kernel, dim3 grid, dim3 block, size_t smem_bytes, cudaSt
             std::function<void()> body);
 // Runs body once per thread of every CTA of the grid (CTAs one after another), now.
 void run_grid(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()> &body);
+// The order in which the threads of a CTA are resumed at every scheduler pass: "forward" (index
+// order, the default), "reverse" or "random[:SEED]"; the environment's KVC_EMU_THREAD_ORDER until
+// this is called. Between barriers a thread runs alone to its next one, so each order leaves other
+// missing barriers invisible; running the kernels under several finds them (cuda_emulation.cpp).
+void set_thread_order(const char *spec);
 
 inline float int_as_float(int i) {
     float f;

@@ -7,7 +7,9 @@
 # the same stage. Extra arguments go to ctest (e.g. -R serve_cuda -V).
 # KVC_SANITIZE=address,undefined instruments the kernels too: a kernel access past a device
 # allocation is then reported with its source line (the hardening stage runs the glue and the
-# demo that way; the whole grid under ASan takes ~10 min on 2 cores).
+# demo that way; the whole grid under ASan takes ~10 min on 2 cores). KVC_EMU_THREAD_ORDER=reverse or
+# random[:SEED] resumes each CTA's threads in that order (a missing barrier shows up whichever way
+# its threads' indices lie; ctest runs the grid once with random:1).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../../.." && pwd)"
 SAN="${KVC_SANITIZE:-}"
