@@ -320,6 +320,33 @@ void test_prefill_grid(void **) {
     }
 }
 
+// Appends of a few tokens over a cached context (speculative decoding's verification pass, small
+// chunked-prefill tails) with GQA groups of 1 and 2: fewer query rows than a vector, so the CPU
+// kernel takes its row-major path, where the causal mask inside a chunk decides what each of the
+// new tokens sees. Plus a window, soft-cap and ALiBi variant.
+void test_short_appends(void **) {
+    const int32_t heads[][2] = {{8, 8}, {16, 8}};
+    for (int i = 0; i < 8; ++i) {
+        CaseSpec c;
+        c.block_size = kBlockSizes[(i * 3) % 7];
+        c.head_dim = kHeadDims[i % 5];
+        c.num_q_heads = heads[i % 2][0];
+        c.num_kv_heads = heads[i % 2][1];
+        c.q_dtype = kDtypes[i % 5][0];
+        c.kv_dtype = kDtypes[i % 5][1];
+        if (c.kv_dtype == KVC_DTYPE_FP8_E4M3) { c.k_scale = 0.01f; c.v_scale = 0.005f; }
+        c.seqs = {{70, 3}, {33, 2}, {200, 5}, {4, 4}, {97, 1}};
+        if (i >= 6) {
+            c.sliding_window = 40;
+            c.softcap = 8.0f;
+            c.alibi = true;
+        }
+        c.scale_mult = 3.0f;
+        c.seed = 2500u + uint32_t(i);
+        run_case(c, "short appends");
+    }
+}
+
 // Whole prompt (no cached prefix): query j sees exactly positions 0..j.
 void test_prefill_from_scratch(void **) {
     CaseSpec c;
@@ -530,6 +557,7 @@ int main(void) {
         cmocka_unit_test(test_decode_grid),
         cmocka_unit_test(test_prefill_grid),
         cmocka_unit_test(test_prefill_from_scratch),
+        cmocka_unit_test(test_short_appends),
         cmocka_unit_test(test_sliding_window_softcap_alibi),
         cmocka_unit_test(test_split_k_matches_single_pass),
         cmocka_unit_test(test_split_k_small_workspace),

@@ -26,7 +26,6 @@ namespace {
 
 using namespace cpu;
 
-constexpr int32_t kChunk = 32;           // context positions per K/V tile
 constexpr int32_t kTargetRows = 64;      // query rows (tokens x group heads) per prefill item
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -273,73 +272,72 @@ void attend_lanes(const Plan &P, const Item &it) {
     }
 }
 
-// Items of fewer rows than a vector (decode with small GQA groups): one row at a time, each score a
-// dot product over head_dim.
+// Items of fewer rows than a vector (decode with small GQA groups): rows in memory order, scores
+// kLanes keys at a time per row and P.V for up to 4 rows per value load (attention_tiles.hpp); the
+// softmax vectorized along each row's keys.
 void attend_rows(const Plan &P, const Item &it) {
     const AttentionArgs &a = *P.a;
     const int32_t d = P.d, G = P.group, rows = it.rows;
-    const int32_t kvh = it.kvh;
-    const int64_t q0 = it.q0, j0 = it.j0;
     const int64_t W = a.sliding_window;
-    const int32_t s = it.s;
-
     Scratch &S = t_scratch;
     S.ensure(rows, d);
-    float *q = S.q.data(), *acc = S.acc.data(), *m = S.m.data(), *l = S.l.data();
-    float *kbuf = S.k.data(), *vbuf = S.v.data(), *sc = S.s.data();
-    const int32_t *table = a.block_tables + int64_t(s) * a.max_blocks_per_seq;
+    float *q = S.q.data(), *acc = S.acc.data(), *m = S.m.data(), *l = S.l.data(), *corr = S.corr.data();
+    float *kbuf = S.k.data(), *vbuf = S.v.data(), *st = S.s.data();
+    const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
 
     const int64_t qrow_elems = int64_t(a.num_q_heads) * d;
     const int32_t q_bytes = dtype_bytes(a.q_dtype);
     for (int32_t r = 0; r < rows; ++r) {
-        int64_t tok = q0 + j0 + r / G;
-        int32_t head = kvh * G + r % G;
-        to_float(q + int64_t(r) * d, static_cast<const char *>(a.q) + (tok * qrow_elems + int64_t(head) * d) * q_bytes,
-                 a.q_dtype, d, 1.0f);
+        const int64_t tok = it.q0 + it.j0 + r / G;
+        const int32_t head = it.kvh * G + r % G;
+        float *qr = q + int64_t(r) * d;
+        to_float(qr, static_cast<const char *>(a.q) + (tok * qrow_elems + int64_t(head) * d) * q_bytes, a.q_dtype, d,
+                 1.0f);
+        scale_row(qr, a.scale, d);
         m[r] = kNegInf;
         l[r] = 0.f;
         std::fill(acc + int64_t(r) * d, acc + int64_t(r + 1) * d, 0.f);
     }
 
-    const int64_t first_pos = it.first_pos;
-    const float k_scale = a.k_scale, v_scale = a.v_scale;
-
     for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kChunk) {
         const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kChunk);
-        gather(kbuf, a, table, 0, kvh, c0, c1, k_scale);
-        gather(vbuf, a, table, 1, kvh, c0, c1, v_scale);
+        const int32_t n = int32_t(c1 - c0);
+        const int32_t n_padded = (n + kLanes - 1) / kLanes * kLanes;
+        // Keys n .. n_padded - 1 get scores from stale kbuf rows; the mask below overwrites them.
+        gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
+        gather(vbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
+        scores_rows(st, q, kbuf, rows, n_padded, d);
         for (int32_t r = 0; r < rows; ++r) {
-            const int64_t qpos = first_pos + r / G;
-            const int64_t lo = std::max<int64_t>(c0, W > 0 ? qpos - W + 1 : 0);
-            const int64_t hi = std::min<int64_t>(c1, qpos + 1);
-            if (lo >= hi) continue;
-            const int32_t head = kvh * G + r % G;
-            const float *qr = q + int64_t(r) * d;
-            float mx = kNegInf;
-            for (int64_t p = lo; p < hi; ++p) {
-                float x = dot(qr, kbuf + (p - c0) * d, d) * a.scale;
-                if (a.alibi_slopes) x += a.alibi_slopes[head] * float(p - qpos);
-                if (a.softcap > 0.f) x = a.softcap * std::tanh(x / a.softcap);
-                sc[p - c0] = x;
-                mx = std::max(mx, x);
+            const int64_t qpos = it.first_pos + r / G;
+            const int64_t lo = std::max<int64_t>(c0, W > 0 ? qpos - W + 1 : 0) - c0;  // visible keys [lo, hi)
+            const int64_t hi = std::min<int64_t>(c1, qpos + 1) - c0;
+            const int32_t head = it.kvh * G + r % G;
+            float *sr = st + int64_t(r) * kChunk;
+            for (int32_t j = 0; j < n_padded; ++j) {
+                if (j < lo || j >= hi) {
+                    sr[j] = kNegInf;
+                    continue;
+                }
+                if (a.alibi_slopes) sr[j] += a.alibi_slopes[head] * float(c0 + j - qpos);
+                if (a.softcap > 0.f) sr[j] = a.softcap * std::tanh(sr[j] / a.softcap);
             }
-            float *ar = acc + int64_t(r) * d;
-            const float m_new = std::max(m[r], mx);
-            if (m[r] != m_new) {
-                const float corr = std::exp(m[r] - m_new);  // 0 on the first chunk (m = -inf)
-                l[r] *= corr;
-                scale_row(ar, corr, d);
-                m[r] = m_new;
+            fvec mx = splatv(kNegInf);
+            for (int32_t j = 0; j < n_padded; j += kLanes) mx = maxv(mx, loadv(sr + j));
+            float m_new = m[r];
+            for (int i = 0; i < kLanes; ++i) m_new = std::max(m_new, mx[i]);
+            // A row that has seen no key yet keeps m = -inf: exponents against 0 give it weight 0.
+            const float base = m_new == kNegInf ? 0.f : m_new;
+            fvec sum = splatv(0.f);
+            for (int32_t j = 0; j < n_padded; j += kLanes) {
+                const fvec w = expv(loadv(sr + j) - base);
+                storev(sr + j, w);
+                sum += w;
             }
-            float lsum = 0.f;
-            for (int64_t p = lo; p < hi; ++p) {
-                const float w = std::exp(sc[p - c0] - m_new);
-                sc[p - c0] = w;
-                lsum += w;
-            }
-            add_weighted_rows(ar, sc + (lo - c0), vbuf + (lo - c0) * d, int32_t(hi - lo), d);
-            l[r] += lsum;
+            corr[r] = std::exp(m[r] - base);
+            l[r] = l[r] * corr[r] + hsum(sum);
+            m[r] = m_new;
         }
+        pv_rows(acc, st, vbuf, corr, rows, n, d);
     }
 
     for (int32_t r = 0; r < rows; ++r) write_row(P, it, r, m[r], l[r], acc + int64_t(r) * d);

@@ -1,6 +1,7 @@
-// Register-blocked micro-kernels of the CPU attention's "rows in lanes" path (attention_core.inl,
-// attend_lanes): a work item's query rows (query token x GQA head) sit in vector lanes, R of them
-// (a multiple of kLanes, padding lanes zero).
+// Register-blocked micro-kernels of the CPU attention (attention_core.inl).
+//
+// "Rows in lanes" (attend_lanes: a work item with at least one vector of query rows): the rows
+// (query token x GQA head) sit in vector lanes, R of them (a multiple of kLanes, padding lanes zero).
 //
 //   qt[i * R + r]    query row r, dim i (pre-scaled by the softmax scale)
 //   k[p * d + i]     key p of the chunk, dim i (gathered, fp32); v likewise
@@ -19,6 +20,8 @@
 #include "cpu/simd.hpp"
 
 namespace kvc::cpu {
+
+constexpr int32_t kChunk = 32;  // context positions per K/V tile (a multiple of every kLanes)
 
 // st[p][r .. r + NV kLanes) = sum_i qt[i][r ..] * k[p][i] for keys p0 .. p0 + KP - 1.
 template <int NV, int KP>
@@ -101,6 +104,85 @@ static inline void pv_lanes(float *acct, const float *st, const float *v, const 
     int32_t r = 0;
     for (; r + 2 * kLanes <= R; r += 2 * kLanes) pv_rows<2>(acct, st, v, corr, n, d, R, r);
     if (r < R) pv_rows<1>(acct, st, v, corr, n, d, R, r);
+}
+
+// "Rows in memory order" (attend_rows: fewer rows than a vector, i.e. decode with small GQA groups):
+//
+//   q[r * d + i]        query row r, dim i (pre-scaled)
+//   s[r * kChunk + j]   score, then weight, of row r for key j
+//   acc[r * d + i]      output accumulator of row r
+//
+// Scores: one row against kLanes keys at a time -- kLanes accumulators, one query load and kLanes
+// key loads per kLanes FMAs -- folded into one vector of kLanes scores by hsum_lanes, instead of a
+// horizontal sum per (row, key). Keys n .. n_padded - 1 (n_padded: n rounded up to kLanes, at most
+// kChunk) are computed too (from whatever kbuf holds there); the caller overwrites them with -inf.
+static inline void scores_rows(float *s, const float *q, const float *k, int32_t rows, int32_t n_padded, int32_t d) {
+    for (int32_t r = 0; r < rows; ++r) {
+        const float *qr = q + int64_t(r) * d;
+        for (int32_t j0 = 0; j0 < n_padded; j0 += kLanes) {
+            const float *kj = k + int64_t(j0) * d;
+            fvec acc[kLanes] = {};
+            int32_t i = 0;
+            for (; i + kLanes <= d; i += kLanes) {
+                const fvec qv = loadv(qr + i);
+#pragma GCC unroll 8
+                for (int j = 0; j < kLanes; ++j) acc[j] += qv * loadv(kj + int64_t(j) * d + i);
+            }
+            fvec sums = hsum_lanes(acc);
+            for (; i < d; ++i)  // head dims that are not a multiple of the vector (CPU: any)
+                for (int j = 0; j < kLanes; ++j) sums[j] += qr[i] * kj[int64_t(j) * d + i];
+            storev(s + int64_t(r) * kChunk + j0, sums);
+        }
+    }
+}
+
+// acc[r] = acc[r] * corr[r] + sum_j s[r][j] * v[j] for rows r0 .. r0 + NR - 1: each value vector
+// loaded once for NR rows (2 NR accumulators over 2 kLanes dims).
+template <int NR>
+static inline void pv_rows_block(float *acc, const float *s, const float *v, const float *corr, int32_t n, int32_t d,
+                                 int32_t r0) {
+    int32_t i = 0;
+    for (; i + 2 * kLanes <= d; i += 2 * kLanes) {
+        fvec a[NR][2];
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; ++r) {
+            const float *ar = acc + int64_t(r0 + r) * d + i;
+            a[r][0] = loadv(ar) * corr[r0 + r];
+            a[r][1] = loadv(ar + kLanes) * corr[r0 + r];
+        }
+        for (int32_t j = 0; j < n; ++j) {
+            const fvec v0 = loadv(v + int64_t(j) * d + i), v1 = loadv(v + int64_t(j) * d + i + kLanes);
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; ++r) {
+                const fvec w = splatv(s[int64_t(r0 + r) * kChunk + j]);
+                a[r][0] += w * v0;
+                a[r][1] += w * v1;
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; ++r) {
+            storev(acc + int64_t(r0 + r) * d + i, a[r][0]);
+            storev(acc + int64_t(r0 + r) * d + i + kLanes, a[r][1]);
+        }
+    }
+    for (; i < d; ++i)
+        for (int r = 0; r < NR; ++r) {
+            float x = acc[int64_t(r0 + r) * d + i] * corr[r0 + r];
+            for (int32_t j = 0; j < n; ++j) x += s[int64_t(r0 + r) * kChunk + j] * v[int64_t(j) * d + i];
+            acc[int64_t(r0 + r) * d + i] = x;
+        }
+}
+
+static inline void pv_rows(float *acc, const float *s, const float *v, const float *corr, int32_t rows, int32_t n,
+                           int32_t d) {
+    int32_t r = 0;
+    for (; r + 4 <= rows; r += 4) pv_rows_block<4>(acc, s, v, corr, n, d, r);
+    switch (rows - r) {
+        case 3: pv_rows_block<3>(acc, s, v, corr, n, d, r); break;
+        case 2: pv_rows_block<2>(acc, s, v, corr, n, d, r); break;
+        case 1: pv_rows_block<1>(acc, s, v, corr, n, d, r); break;
+        default: break;
+    }
 }
 
 }  // namespace kvc::cpu
