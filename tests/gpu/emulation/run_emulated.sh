@@ -16,6 +16,6 @@ SAN="${KVC_SANITIZE:-}"
 BUILD="${KVC_EMU_BUILD:-$ROOT/build/emulated${SAN:+-asan}}"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=$([ -n "$SAN" ] && echo RelWithDebInfo || echo Release) \
     -DKVC_CUDA=EMULATE -DKVC_SANITIZE="$SAN" -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_BENCH=OFF >/dev/null
-cmake --build "$BUILD" -j"${KVC_JOBS:-2}" --target test_gpu_kernels test_kernels_capi_cuda test_gpu_access_audit kvc_serve
+cmake --build "$BUILD" -j"${KVC_JOBS:-2}" --target test_gpu_kernels test_kernels_capi_cuda test_gpu_access_audit test_gpu_emulator test_tp_ranks kvc_serve
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 cd "$BUILD" && ctest --output-on-failure -j"${KVC_JOBS:-2}" -L cuda-emulated --timeout 900 "$@"
