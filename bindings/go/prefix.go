@@ -13,7 +13,8 @@ func (p *Pool) PrefixLookup(tokens []int32, keys *Keys) (int64, error) {
 }
 
 // PrefixPin pins the cached full blocks of this prefix against eviction and returns the tokens
-// covered (kvc_prefix_pin). Pins nest.
+// covered (kvc_prefix_pin). Pins nest. With a sliding window only the blocks a hit at the prefix's
+// end reads are pinned (kvc.h).
 func (p *Pool) PrefixPin(tokens []int32, keys *Keys) (int64, error) {
 	var n [1]int64
 	err := p.doKeys("PrefixPin", keys, func(h raw.Struct_SS_kvc_pool, k raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status {
@@ -23,7 +24,7 @@ func (p *Pool) PrefixPin(tokens []int32, keys *Keys) (int64, error) {
 }
 
 // PrefixUnpin undoes one PrefixPin of the same prefix and returns the tokens covered
-// (kvc_prefix_unpin).
+// (kvc_prefix_unpin). With overlapping prefixes pinned, pass the tokens PrefixPin covered.
 func (p *Pool) PrefixUnpin(tokens []int32, keys *Keys) (int64, error) {
 	var n [1]int64
 	err := p.doKeys("PrefixUnpin", keys, func(h raw.Struct_SS_kvc_pool, k raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status {

@@ -63,12 +63,14 @@ impl Pool {
     }
 
     /// Pins the cached full blocks of this prefix; returns the tokens covered
-    /// (`kvc_prefix_pin`). Pins nest.
+    /// (`kvc_prefix_pin`). Pins nest. With a sliding window only the blocks a hit
+    /// at the prefix's end reads are pinned (kvc.h).
     pub fn prefix_pin(&self, tokens: &[i32], keys: Option<&Keys>) -> Result<i64> {
         self.prompt_count(sys::kvc_prefix_pin, tokens, keys)
     }
 
     /// Undoes one pin of the same prefix; returns the tokens covered (`kvc_prefix_unpin`).
+    /// With overlapping prefixes pinned, pass the tokens the pin covered.
     pub fn prefix_unpin(&self, tokens: &[i32], keys: Option<&Keys>) -> Result<i64> {
         self.prompt_count(sys::kvc_prefix_unpin, tokens, keys)
     }

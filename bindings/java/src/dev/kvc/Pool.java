@@ -337,7 +337,10 @@ public final class Pool implements AutoCloseable {
         return n[0];
     }
 
-    /** Pins the cached full blocks of this prefix; returns the tokens covered (kvc_prefix_pin). */
+    /**
+     * Pins the cached full blocks of this prefix; returns the tokens covered (kvc_prefix_pin). Pins
+     * nest. With a sliding window only the blocks a hit at the prefix's end reads are pinned (kvc.h).
+     */
     public long prefixPin(int[] tokens, Keys keys) {
         int[] t = orEmpty(tokens);
         long[] n = new long[1];
@@ -345,7 +348,10 @@ public final class Pool implements AutoCloseable {
         return n[0];
     }
 
-    /** Undoes one prefixPin of the same prefix; returns the tokens covered (kvc_prefix_unpin). */
+    /**
+     * Undoes one prefixPin of the same prefix; returns the tokens covered (kvc_prefix_unpin). With
+     * overlapping prefixes pinned, pass the tokens prefixPin covered.
+     */
     public long prefixUnpin(int[] tokens, Keys keys) {
         int[] t = orEmpty(tokens);
         long[] n = new long[1];
