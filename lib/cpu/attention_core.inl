@@ -166,6 +166,17 @@ bool decode_item(const Plan &P, int64_t item, Item *it) {
     return true;
 }
 
+// Row r's query, converted to fp32 and multiplied by the softmax scale, into dst[0 .. d).
+void read_q_row(const Plan &P, const Item &it, int32_t r, float *dst) {
+    const AttentionArgs &a = *P.a;
+    const int32_t d = P.d, G = P.group;
+    const int64_t tok = it.q0 + it.j0 + r / G;
+    const int32_t head = it.kvh * G + r % G;
+    to_float(dst, static_cast<const char *>(a.q) + (tok * a.num_q_heads + head) * int64_t(d) * dtype_bytes(a.q_dtype),
+             a.q_dtype, d, 1.0f);
+    scale_row(dst, a.scale, d);
+}
+
 // Row r's accumulated output: normalized into `out`, or (split-K) its partial (m, l, acc).
 void write_row(const Plan &P, const Item &it, int32_t r, float m, float l, float *acc) {
     const AttentionArgs &a = *P.a;
@@ -202,14 +213,9 @@ void attend_lanes(const Plan &P, const Item &it) {
 
     // q rows, converted and pre-scaled, into qt's lanes (a converted row goes through vbuf first).
     std::fill(qt, qt + int64_t(d) * R, 0.f);
-    const int64_t qrow_elems = int64_t(a.num_q_heads) * d;
-    const int32_t q_bytes = dtype_bytes(a.q_dtype);
     for (int32_t r = 0; r < rows; ++r) {
-        const int64_t tok = it.q0 + it.j0 + r / G;
-        const int32_t head = it.kvh * G + r % G;
-        to_float(vbuf, static_cast<const char *>(a.q) + (tok * qrow_elems + int64_t(head) * d) * q_bytes, a.q_dtype,
-                 d, 1.0f);
-        for (int32_t i = 0; i < d; ++i) qt[int64_t(i) * R + r] = vbuf[i] * a.scale;
+        read_q_row(P, it, r, vbuf);
+        for (int32_t i = 0; i < d; ++i) qt[int64_t(i) * R + r] = vbuf[i];
     }
     std::fill(acct, acct + int64_t(d) * R, 0.f);
     std::fill(m, m + R, kNegInf);
@@ -285,15 +291,8 @@ void attend_rows(const Plan &P, const Item &it) {
     float *kbuf = S.k.data(), *vbuf = S.v.data(), *st = S.s.data();
     const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
 
-    const int64_t qrow_elems = int64_t(a.num_q_heads) * d;
-    const int32_t q_bytes = dtype_bytes(a.q_dtype);
     for (int32_t r = 0; r < rows; ++r) {
-        const int64_t tok = it.q0 + it.j0 + r / G;
-        const int32_t head = it.kvh * G + r % G;
-        float *qr = q + int64_t(r) * d;
-        to_float(qr, static_cast<const char *>(a.q) + (tok * qrow_elems + int64_t(head) * d) * q_bytes, a.q_dtype, d,
-                 1.0f);
-        scale_row(qr, a.scale, d);
+        read_q_row(P, it, r, q + int64_t(r) * d);
         m[r] = kNegInf;
         l[r] = 0.f;
         std::fill(acc + int64_t(r) * d, acc + int64_t(r + 1) * d, 0.f);

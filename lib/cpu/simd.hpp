@@ -148,20 +148,6 @@ static inline fvec expv(fvec x) {
     return (fvec)((ivec)(p * (fvec)bits) & ~underflow);
 }
 
-// sum_i a[i] * b[i] over n elements.
-static inline float dot(const float *a, const float *b, int32_t n) {
-    fvec s0{}, s1{};
-    int32_t i = 0;
-    for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-        s0 += loadv(a + i) * loadv(b + i);
-        s1 += loadv(a + i + kLanes) * loadv(b + i + kLanes);
-    }
-    for (; i + kLanes <= n; i += kLanes) s0 += loadv(a + i) * loadv(b + i);
-    float s = hsum(s0 + s1);
-    for (; i < n; ++i) s += a[i] * b[i];
-    return s;
-}
-
 // y[i] = y[i] * c
 static inline void scale_row(float *y, float c, int32_t n) {
     int32_t i = 0;
@@ -174,28 +160,6 @@ static inline void axpy(float *y, float p, const float *x, int32_t n) {
     int32_t i = 0;
     for (; i + kLanes <= n; i += kLanes) storev(y + i, loadv(y + i) + p * loadv(x + i));
     for (; i < n; ++i) y[i] += p * x[i];
-}
-
-// y[i] += sum_t w[t] * x[t * n + i] for t < nt: the P.V update of one query row over a chunk of
-// tokens. Two accumulators stay in registers across the tokens (one load/store per lane group per
-// chunk instead of per token).
-static inline void add_weighted_rows(float *y, const float *w, const float *x, int32_t nt, int32_t n) {
-    int32_t i = 0;
-    for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-        fvec a0 = loadv(y + i), a1 = loadv(y + i + kLanes);
-        for (int32_t t = 0; t < nt; ++t) {
-            const float *xr = x + int64_t(t) * n + i;
-            a0 += w[t] * loadv(xr);
-            a1 += w[t] * loadv(xr + kLanes);
-        }
-        storev(y + i, a0);
-        storev(y + i + kLanes, a1);
-    }
-    for (; i < n; ++i) {
-        float acc = y[i];
-        for (int32_t t = 0; t < nt; ++t) acc += w[t] * x[int64_t(t) * n + i];
-        y[i] = acc;
-    }
 }
 
 }  // namespace kvc::cpu
