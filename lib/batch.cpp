@@ -69,6 +69,7 @@ size_t place_host_arrays(BatchHostArrays &h, char *mem, int32_t max_seqs, int64_
     take(h.kv_last_page_len, n);
     take(h.slot_mapping, size_t(max_tokens));
     take(h.seq_ids, n);
+    take(h.seq_incarnations, n);
     return at;
 }
 
@@ -137,12 +138,13 @@ kvc_status fence_staging(kvc_batch *b) {
 // current device's) and, if the stream changed since the last upload, has the new stream wait on
 // the GPU for the last upload's copies: the incremental upload assumes the device table will hold
 // what those copies write before these run.
-// Also orders the stream after the pool's tier copies (swap-in, restore, spill), so a CUDA graph
+// Also orders the stream after the pool's tier copies (swap-in, restore, spill) and copy-on-write
+// copies, so a CUDA graph
 // replayed on it after the build sees them done: launches inside a capture cannot wait for them
-// themselves (pool_tier_barrier skips capturing streams).
+// themselves (pool_storage_barrier skips capturing streams).
 kvc_status prepare_stream(kvc_batch *b) {
     if (kvc_status st = cuda::use_device(b->device, "kvc_batch_build"); st != KVC_OK) return st;
-    if (kvc_status st = pool_tier_barrier(b->pool, b->stream); st != KVC_OK) return st;
+    if (kvc_status st = pool_storage_barrier(b->pool, b->stream); st != KVC_OK) return st;
     if (b->last_upload_event && b->stream != b->last_upload_stream)
         return cuda::stream_wait_event(b->stream, b->last_upload_event);
     return KVC_OK;
@@ -351,6 +353,7 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
             std::copy(s.blocks, s.blocks + nb, row);
             std::fill(row + nb, row + W, -1);
             h.seq_lens[size_t(i)] = int32_t(s.num_tokens);
+            h.seq_incarnations[size_t(i)] = s.incarnation;
         }
     }
 
@@ -406,6 +409,9 @@ kvc_status batch_revalidate(const kvc_batch *b, const char *fn) {
         if (!pool_find_seq(b->pool, id, &s))
             return fail(KVC_ERR_STATE, "%s: sequence %llu of the batch was freed; build the batch again", fn,
                         (unsigned long long)id);
+        if (s.incarnation != h.seq_incarnations[size_t(i)])
+            return fail(KVC_ERR_STATE, "%s: sequence %llu of the batch was freed and the id now names a new "
+                        "sequence; build the batch again", fn, (unsigned long long)id);
         if (s.swapped_out)
             return fail(KVC_ERR_STATE, "%s: sequence %llu of the batch was swapped out; build the batch again", fn,
                         (unsigned long long)id);

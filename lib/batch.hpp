@@ -54,6 +54,7 @@ struct BatchHostArrays {
     HostArray<int32_t> seq_lens, query_start_loc, kv_indptr, kv_indices, kv_last_page_len;
     HostArray<int64_t> slot_mapping;
     HostArray<uint64_t> seq_ids;
+    HostArray<uint64_t> seq_incarnations;  // which life of each id the build saw (re-validation)
     int32_t num_seqs = 0;
     int64_t num_tokens = 0;
     int32_t max_q_len = 0;

@@ -8,7 +8,7 @@
 
 #include "batch.hpp"
 #include "cpu/cpu_backend.hpp"
-#include "copy_staging.hpp"
+#include "copy_pending.hpp"
 #include "cuda_api.hpp"
 #include "tier_cuda.hpp"
 #include "error.hpp"
@@ -57,8 +57,6 @@ kvc_status check_attention_supported(int32_t backend, const KvLayout &L, const c
         return fail(KVC_ERR_UNSUPPORTED, "%s: block_size %d has no CUDA attention kernel (1..256)", fn, L.block_size);
     return KVC_OK;
 }
-
-constexpr int64_t kCpuCopyChunk = 256;  // pending pairs drained per step on the CPU backend
 
 }  // namespace
 
@@ -129,8 +127,9 @@ KVC_API kvc_status kvc_cache_write(kvc_pool *pool, int32_t layer, const int64_t 
                                 (long long)i, (long long)slot_mapping[i], (long long)slots);
         }
         if (num_tokens == 0) return KVC_OK;
-        // Slots may be blocks a tier copy is still reading (swap-out, spill) or writing (restore).
-        if (kvc_status st = pool_tier_barrier(pool, stream); st != KVC_OK) return st;
+        // Slots may be blocks a tier copy is still reading (swap-out, spill) or writing (restore), or a
+        // copy-on-write copy on another stream is still reading or writing (CUDA).
+        if (kvc_status st = pool_storage_barrier(pool, stream); st != KVC_OK) return st;
         CacheWriteArgs a;
         a.layout = L;
         a.base = pool_storage_base(pool);
@@ -170,66 +169,9 @@ KVC_API kvc_status kvc_copy_pending(kvc_pool *pool, void *stream, int64_t *out_c
                 return KVC_OK;
             }
         }
-        if (kvc_status st = pool_tier_barrier(pool, stream); st != KVC_OK) return st;
-        std::unique_lock<std::mutex> tier_exec = pool_tier_exec_lock(pool);  // see pool_access.hpp
-        CopyBlocksArgs a;
-        a.layout = pool_layout(pool);
-        a.base = pool_storage_base(pool);
+        // Ordering against other threads' copies and tier jobs: copy_pending.cpp.
         int64_t copied = 0;
-        if (pool_backend(pool) != KVC_BACKEND_CUDA) {
-            // Drain and copy in fixed chunks: no allocation, the lock is never held across a copy.
-            int32_t src[kCpuCopyChunk], dst[kCpuCopyChunk];
-            for (;;) {
-                int64_t n;
-                {
-                    std::lock_guard<std::mutex> lk(pool_mutex(pool));
-                    n = pool_take_pending_copies(pool, src, dst, kCpuCopyChunk);
-                }
-                if (n == 0) break;
-                a.src = src;
-                a.dst = dst;
-                a.num_pairs = n;
-                const kvc_status st = cpu_copy_blocks(a);
-                {
-                    // Copied: the sources may be reused now (the pairs held them until here).
-                    std::lock_guard<std::mutex> lk(pool_mutex(pool));
-                    pool_release_copy_sources(pool, src, n);
-                }
-                if (st != KVC_OK) return st;
-                copied += n;
-            }
-        } else {
-            // The kernel reads the pairs from the pool's preallocated device array (copy_staging.hpp):
-            // no allocation and no host synchronization per call.
-            CopyStaging &cs = pool_copy_staging(pool);
-            std::lock_guard<std::mutex> staging_lock(cs.mu);
-            {
-                std::lock_guard<std::mutex> lk(pool_mutex(pool));
-                copied = pool_take_pending_copies(pool, cs.host.data(), cs.host.data() + cs.capacity, cs.capacity);
-            }
-            if (copied > 0) {
-                // Pack src then dst contiguously for one upload.
-                if (copied < cs.capacity)
-                    std::memmove(cs.host.data() + copied, cs.host.data() + cs.capacity, size_t(copied) * 4);
-                // The previous copy kernel (maybe on another stream) must be done reading the array.
-                kvc_status st = cs.used ? cuda::stream_wait_event(stream, cs.last_use) : KVC_OK;
-                if (st == KVC_OK) st = cuda::memcpy_h2d(cs.device, cs.host.data(), size_t(2 * copied) * 4, stream);
-                if (st == KVC_OK) {
-                    a.src = cs.device;
-                    a.dst = cs.device + copied;
-                    a.num_pairs = copied;
-                    st = cuda::copy_blocks(a, stream);
-                }
-                if (st == KVC_OK && (st = cuda::event_record(cs.last_use, stream)) == KVC_OK) cs.used = true;
-                {
-                    // The kernel is queued: the sources may be reused now. Work on this stream is
-                    // ordered after it, and tier copies wait for last_use (tier_exec.cpp).
-                    std::lock_guard<std::mutex> lk(pool_mutex(pool));
-                    pool_release_copy_sources(pool, cs.host.data(), copied);
-                }
-                if (st != KVC_OK) return st;
-            }
-        }
+        if (kvc_status st = storage_copy_pending(pool, stream, &copied); st != KVC_OK) return st;
         if (out_copied) *out_copied = copied;
         return KVC_OK;
     })
@@ -252,7 +194,7 @@ KVC_API kvc_status kvc_storage_copy_blocks(kvc_pool *pool, const int32_t *block_
         int64_t total;
         if (mul_overflows(count, L.block_stride, &total))
             return fail(KVC_ERR_OVERFLOW, "%s: %lld blocks overflow the byte count", fn, (long long)count);
-        if (kvc_status st = pool_tier_barrier(pool, nullptr); st != KVC_OK) return st;
+        if (kvc_status st = pool_storage_barrier(pool, nullptr); st != KVC_OK) return st;
         const bool cuda_backend = pool_backend(pool) == KVC_BACKEND_CUDA;
         char *base = static_cast<char *>(pool_storage_base(pool));
         char *h = static_cast<char *>(host);
@@ -454,7 +396,7 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
         if (h.max_window < INT32_MAX && (w < 1 || w > h.max_window))
             return fail(KVC_ERR_INVALID_ARG, "%s: sliding_window %d reaches blocks the batch's sequences released; "
                         "at most %d here", fn, w, h.max_window);
-        if (kvc_status st = pool_tier_barrier(pool, stream); st != KVC_OK) return st;
+        if (kvc_status st = pool_storage_barrier(pool, stream); st != KVC_OK) return st;
 
         AttentionArgs a;
         a.layout = L;

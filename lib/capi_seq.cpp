@@ -464,7 +464,7 @@ KVC_API kvc_status kvc_take_pending_copies(kvc_pool *pool, int32_t *src, int32_t
         }
         const int64_t n = kvc::pool_take_pending_copies(pool, src, dst, cap);
         // The caller copies them before its next call that can take a block (kvc.h).
-        kvc::pool_release_copy_sources(pool, src, n);
+        kvc::pool_release_copy_pairs(pool, src, dst, n);
         *out_count = n;
         return KVC_OK;
     })

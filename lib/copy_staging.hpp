@@ -10,6 +10,7 @@
 // pool mutex, and nothing waits on the host while holding it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -23,7 +24,9 @@ struct CopyStaging {
     std::vector<int32_t> host;    // 2 x capacity
     int32_t *device = nullptr;    // 2 x capacity, device memory
     void *last_use = nullptr;     // cudaEvent_t recorded after the last copy kernel
-    bool used = false;            // last_use has been recorded at least once
+    // last_use has been recorded at least once. Written under mu; read without it by the storage
+    // barrier's quick check (pool_storage_barrier), hence atomic.
+    std::atomic<bool> used{false};
     int64_t capacity = 0;         // pairs
     int32_t device_ordinal = -1;
 

@@ -81,6 +81,9 @@ struct kvc_pool {
     int32_t device = -1;
     void *storage = nullptr;
     kvc::CopyStaging copy_staging;  // CUDA backend only: kvc_copy_pending's fixed buffers
+    // kvc_copy_pending's callers, one at a time from drain to done (copy_pending.cpp, rule 1).
+    // Lock order: copy_mu, then the tier executor's exec_mu, then mu.
+    std::mutex copy_mu;
 
     // ---- guarded by mu -------------------------------------------------------------------------
     std::mutex mu;

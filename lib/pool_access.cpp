@@ -1,6 +1,8 @@
 // The pool core's narrow interface to the storage / batch / attention layer (pool_access.hpp).
 #include "pool_access.hpp"
 
+#include "copy_pending.hpp"
+#include "cuda_api.hpp"
 #include "pool.hpp"
 #include "tiers.hpp"
 
@@ -19,12 +21,14 @@ bool pool_find_seq(kvc_pool *p, uint64_t seq_id, SeqRef *out) {
     out->reserved_tokens = s->reserved_end;
     out->swapped_out = s->swapped_out;
     out->released_blocks = s->released;
+    out->incarnation = s->incarnation;
     return true;
 }
 
 int64_t pool_take_pending_copies(kvc_pool *p, int32_t *src, int32_t *dst, int64_t cap) {
     if (cap <= 0) return 0;
     const int64_t n = p->copies.take(src, dst, cap);
+    for (int64_t i = 0; i < n; ++i) p->blocks.hold(dst[i]);
     p->copies.in_flight += n;
     return n;
 }
@@ -36,14 +40,15 @@ int32_t pool_backend(const kvc_pool *p) { return p->backend; }
 int32_t pool_device(const kvc_pool *p) { return p->device; }
 int32_t pool_num_q_heads(const kvc_pool *p) { return p->config.num_q_heads; }
 void *pool_storage_base(const kvc_pool *p) { return p->storage; }
-kvc_status pool_tier_barrier(kvc_pool *p, void *stream) { return tier_barrier(p, stream); }
+kvc_status pool_storage_barrier(kvc_pool *p, void *stream) {
+    if (kvc_status st = tier_barrier(p, stream); st != KVC_OK) return st;
+    if (!p->copy_staging.used.load(std::memory_order_acquire)) return KVC_OK;  // CPU, or no copy yet
+    bool capturing = false;
+    if (kvc_status st = cuda::stream_capturing(stream, &capturing); st != KVC_OK) return st;
+    return capturing ? KVC_OK : storage_order_after_copies(p, stream);
+}
 uint64_t pool_seq_generation(kvc_pool *p) { return p->seq_generation.load(std::memory_order_relaxed); }
 
 CopyStaging &pool_copy_staging(kvc_pool *p) { return p->copy_staging; }
-
-std::unique_lock<std::mutex> pool_tier_exec_lock(kvc_pool *p) {
-    Tiers *t = p->tiers.load(std::memory_order_acquire);
-    return t ? std::unique_lock<std::mutex>(t->exec_mu) : std::unique_lock<std::mutex>();
-}
 
 }  // namespace kvc

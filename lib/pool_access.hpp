@@ -17,6 +17,7 @@ struct SeqRef {
     int64_t reserved_tokens = 0; // num_tokens + reserved lookahead slots
     bool swapped_out = false;    // not resident on the device tier: may not be used by a batch
     int64_t released_blocks = 0; // leading table entries released by the sliding window (-1)
+    uint64_t incarnation = 0;    // which life of the id (Sequence::incarnation)
 };
 
 // The pool's lock. Hold it only for metadata work: never across I/O, GPU syncs or attention math.
@@ -26,12 +27,13 @@ std::mutex &pool_mutex(kvc_pool *p);
 bool pool_find_seq(kvc_pool *p, uint64_t seq_id, SeqRef *out);
 
 // Under the lock: moves up to cap pending copy-on-write pairs (oldest first) into src/dst and
-// returns how many were moved. With cap == 0 returns 0 and moves nothing. The moved pairs still
-// hold each src (kept from reuse): drop the holds with pool_release_copy_sources once the copies
-// have read (or, on CUDA, been queued to read) the sources.
+// returns how many were moved. With cap == 0 returns 0 and moves nothing. The moved pairs hold
+// their src (as a pending pair does) and now their dst too, so that neither block can be freed,
+// reused and written by another sequence while the copy runs outside the lock: drop both holds
+// with pool_release_copy_pairs once the copies are done (or, on CUDA, queued).
 int64_t pool_take_pending_copies(kvc_pool *p, int32_t *src, int32_t *dst, int64_t cap);
-// Under the lock: drops the holds drained pairs had on their sources src[0..n).
-void pool_release_copy_sources(kvc_pool *p, const int32_t *src, int64_t n);
+// Under the lock: drops the holds drained pairs src[i] -> dst[i], i < n, had on both blocks.
+void pool_release_copy_pairs(kvc_pool *p, const int32_t *src, const int32_t *dst, int64_t n);
 // Under the lock: number of pending pairs.
 int64_t pool_pending_copy_count(kvc_pool *p);
 
@@ -54,16 +56,10 @@ CopyStaging &pool_copy_staging(kvc_pool *p);
 // at launch when it changed.
 uint64_t pool_seq_generation(kvc_pool *p);
 
-// Before reading or writing KV storage (no lock held): tier copies issued earlier are complete
-// (CPU) or ordered before `stream` (CUDA). KVC_OK without tiers.
-kvc_status pool_tier_barrier(kvc_pool *p, void *stream);
-
-// Excludes the tier executor (swap/spill copies) while held; an empty lock when no tier is
-// attached. kvc_copy_pending holds it from draining copy-on-write pairs until their copies are
-// issued, so a concurrent kvc_swap_out (which refuses sequences with *queued* pairs) can never copy
-// a block whose drained pair has not been written yet. Take it after pool_tier_barrier (which runs
-// the executor) and before the pool mutex (the executor's order).
-std::unique_lock<std::mutex> pool_tier_exec_lock(kvc_pool *p);
+// Before reading or writing KV storage (no lock held): tier copies and copy-on-write copies issued
+// earlier are complete (CPU) or ordered before `stream` (CUDA; a capturing stream is left alone:
+// kvc_batch_build orders a graph's replays). KVC_OK at once without tiers and copies.
+kvc_status pool_storage_barrier(kvc_pool *p, void *stream);
 
 // Storage allocation, implemented by lib/storage.cpp and called by kvc_pool_create/destroy.
 // backend is CPU or CUDA (already resolved). On failure returns a status set with kvc::fail.

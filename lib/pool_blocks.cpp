@@ -48,10 +48,14 @@ void pool_unpin_block(kvc_pool *p, int32_t b) {
     if (p->copies.size() > 0 && p->blocks.is_free(b)) pool_cancel_copies_into(p, b);
 }
 
-void pool_release_copy_sources(kvc_pool *p, const int32_t *src, int64_t n) {
+void pool_release_copy_pairs(kvc_pool *p, const int32_t *src, const int32_t *dst, int64_t n) {
     p->copies.in_flight -= n;
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n; ++i) {
+        // A block that became free here (its holders let it go during the copy) takes the pairs
+        // still queued into it with it, as any block that becomes free does.
         if (p->blocks.unhold(src[i]) && p->copies.size() > 0) pool_cancel_copies_into(p, src[i]);
+        if (p->blocks.unhold(dst[i]) && p->copies.size() > 0) pool_cancel_copies_into(p, dst[i]);
+    }
 }
 
 namespace {

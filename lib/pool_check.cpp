@@ -99,7 +99,8 @@ kvc_status pool_check_invariants(kvc_pool *p) {
             KVC_CHECK(bp.cached(b), "block %d is pinned but not cached", b);
         }
     }
-    KVC_CHECK(total_holds == p->copies.size() + p->copies.in_flight,
+    // A pending pair holds its src; a pair being copied holds its src and its dst.
+    KVC_CHECK(total_holds == p->copies.size() + 2 * p->copies.in_flight,
               "%lld copy holds for %lld pending pairs and %lld being copied", (long long)total_holds,
               (long long)p->copies.size(), (long long)p->copies.in_flight);
     KVC_CHECK(used == bp.num_used(), "%lld blocks in use but the counter says %lld", (long long)used,

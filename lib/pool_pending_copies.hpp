@@ -24,8 +24,8 @@ public:
 
     int64_t size() const { return count_; }
 
-    // Pairs drained (pool_take_pending_copies) whose source holds are not dropped yet: the copy is
-    // running outside the pool lock. Only the invariant checker reads it.
+    // Pairs drained (pool_take_pending_copies) whose holds (on src and dst) are not dropped yet: the
+    // copy is running outside the pool lock. Only the invariant checker reads it.
     int64_t in_flight = 0;
 
     // Never full: see the header comment.

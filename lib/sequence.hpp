@@ -58,6 +58,10 @@ struct Sequence {
     // Leading blocks kvc_alloc found in the cache (lowered by kvc_truncate): kvc_abort drops from
     // the cache only the blocks after them, which this sequence filled itself.
     int64_t hit_blocks = 0;
+    // Which life of this id it is: unique per pool, set when the sequence is created (kvc_alloc,
+    // kvc_fork). A batch built for one life of an id must not launch over the next one's blocks
+    // (kvc_abort, then another kvc_alloc of the same id that lands on the same block ids).
+    uint64_t incarnation = 0;
 
     // Takes the request's keys (may throw std::bad_alloc before changing anything).
     void set_keys(const KeySet &k) {
@@ -103,6 +107,7 @@ public:
             s.reset(new Sequence());
         }
         s->reset(id);
+        s->incarnation = ++incarnations_;
         try {
             map_.insert(id, s.get());
         } catch (...) {
@@ -137,6 +142,7 @@ public:
 private:
     SequenceMap map_;
     std::vector<std::unique_ptr<Sequence>> spare_;
+    uint64_t incarnations_ = 0;  // sequences created so far
 };
 
 }  // namespace kvc

@@ -244,11 +244,7 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
 
 }  // namespace
 
-void tier_run_pending(kvc_pool *p) {
-    Tiers *t = p->tiers.load(std::memory_order_acquire);
-    if (!t) return;
-    if (t->hold_jobs.load(std::memory_order_relaxed)) return;
-    std::lock_guard<std::mutex> ex(t->exec_mu);
+void tier_run_pending_locked(kvc_pool *p, Tiers *t) {
     for (;;) {
         {
             std::lock_guard<std::mutex> lk(p->mu);
@@ -265,6 +261,21 @@ void tier_run_pending(kvc_pool *p) {
     }
 }
 
+void tier_run_pending(kvc_pool *p) {
+    Tiers *t = p->tiers.load(std::memory_order_acquire);
+    if (!t) return;
+    if (t->hold_jobs.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> ex(t->exec_mu);
+    tier_run_pending_locked(p, t);
+}
+
+kvc_status tier_order_stream(kvc_pool *p, Tiers *t, void *stream) {
+    if (p->backend != KVC_BACKEND_CUDA) return KVC_OK;
+    std::lock_guard<std::mutex> lk(t->cuda_mu);
+    if (!t->last_event_recorded) return KVC_OK;
+    return cuda::stream_wait_event(stream, t->last_event);
+}
+
 kvc_status tier_barrier(kvc_pool *p, void *stream) {
     Tiers *t = p->tiers.load(std::memory_order_acquire);
     if (!t) return KVC_OK;
@@ -278,10 +289,7 @@ kvc_status tier_barrier(kvc_pool *p, void *stream) {
         if (capturing) return KVC_OK;
     }
     if (t->inflight.load(std::memory_order_acquire) > 0) tier_run_pending(p);
-    if (p->backend != KVC_BACKEND_CUDA) return KVC_OK;
-    std::lock_guard<std::mutex> lk(t->cuda_mu);
-    if (!t->last_event_recorded) return KVC_OK;
-    return cuda::stream_wait_event(stream, t->last_event);
+    return tier_order_stream(p, t, stream);
 }
 
 Tiers::~Tiers() {

@@ -146,6 +146,11 @@ kvc_status tier_check(kvc_pool *p, const std::vector<int32_t> &refs);
 
 // Executes and commits every pending job (see above). No-op without tiers or jobs.
 void tier_run_pending(kvc_pool *p);
+// The same with t->exec_mu already held by the caller (kvc_copy_pending, copy_pending.cpp), and
+// regardless of the hold_jobs test hook: it returns when no job is pending any more.
+void tier_run_pending_locked(kvc_pool *p, Tiers *t);
+// CUDA: makes `stream` wait (on the GPU) for the tier copies issued so far. KVC_OK on CPU.
+kvc_status tier_order_stream(kvc_pool *p, Tiers *t, void *stream);
 
 // Before touching KV storage: pending copies done (CPU) or ordered before `stream` (CUDA).
 kvc_status tier_barrier(kvc_pool *p, void *stream);
