@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "capi_args.hpp"
+#include "copy_pending.hpp"
 #include "error.hpp"
 #include "pool.hpp"
 #include "pool_access.hpp"
@@ -457,16 +458,13 @@ KVC_API kvc_status kvc_take_pending_copies(kvc_pool *pool, int32_t *src, int32_t
         if (!out_count) return fail(KVC_ERR_NULL_ARG, "%s: out_count is NULL", fn);
         if (cap < 0) return fail(KVC_ERR_INVALID_ARG, "%s: cap must be >= 0, got %lld", fn, (long long)cap);
         if (cap > 0 && (!src || !dst)) return fail(KVC_ERR_NULL_ARG, "%s: src or dst is NULL with cap %lld", fn, (long long)cap);
-        std::lock_guard<std::mutex> lock(pool->mu);
         if (cap == 0) {
+            std::lock_guard<std::mutex> lock(pool->mu);
             *out_count = pool->copies.size();
             return KVC_OK;
         }
-        const int64_t n = kvc::pool_take_pending_copies(pool, src, dst, cap);
         // The caller copies them before its next call that can take a block (kvc.h).
-        kvc::pool_release_copy_pairs(pool, src, dst, n);
-        *out_count = n;
-        return KVC_OK;
+        return kvc::take_pending_for_caller(pool, src, dst, cap, out_count);
     })
 }
 

@@ -35,9 +35,16 @@ constexpr int64_t kCpuCopyChunk = 256;  // pairs drained per step on the CPU bac
 
 // Rule 2: runs the pending tier jobs (exec_mu held by the caller) until none is pending, then
 // drains up to cap pairs under the same pool lock that saw no job pending. Returns the pairs drained.
-int64_t drain_after_tier_jobs(kvc_pool *p, Tiers *t, int32_t *src, int32_t *dst, int64_t cap) {
+// With finish_tier_copies (CUDA) the tier stream is also synchronized before draining, for copies
+// that cannot wait for its event; a failed sync drains nothing (*st says why).
+int64_t drain_after_tier_jobs(kvc_pool *p, Tiers *t, int32_t *src, int32_t *dst, int64_t cap,
+                              bool finish_tier_copies = false, kvc_status *st = nullptr) {
     for (;;) {
         if (t) tier_run_pending_locked(p, t);
+        if (t && finish_tier_copies) {
+            *st = cuda::stream_sync(t->stream);
+            if (*st != KVC_OK) return 0;
+        }
         std::lock_guard<std::mutex> lk(p->mu);
         if (t && !t->pending.empty()) continue;  // planned since: run those first
         return pool_take_pending_copies(p, src, dst, cap);
@@ -121,6 +128,21 @@ kvc_status storage_copy_pending(kvc_pool *p, void *stream, int64_t *out_copied) 
     // A tier attached after this load has planned no job before the pairs drained here.
     return p->backend == KVC_BACKEND_CUDA ? copy_pending_cuda(p, t, stream, out_copied)
                                           : copy_pending_cpu(p, t, out_copied);
+}
+
+kvc_status take_pending_for_caller(kvc_pool *p, int32_t *src, int32_t *dst, int64_t cap, int64_t *out_count) {
+    std::lock_guard<std::mutex> one_drainer(p->copy_mu);  // after any kvc_copy_pending in progress
+    Tiers *t = p->tiers.load(std::memory_order_acquire);
+    std::unique_lock<std::mutex> exec;
+    if (t) exec = std::unique_lock<std::mutex>(t->exec_mu);
+    // Rule 2 for the caller's copies: the spills of the blocks evicted to make these pairs' dsts
+    // have run (CUDA: finished -- the caller's own kernels cannot wait for the tier stream's event).
+    kvc_status st = KVC_OK;
+    const int64_t n = drain_after_tier_jobs(p, t, src, dst, cap, p->backend == KVC_BACKEND_CUDA, &st);
+    if (st != KVC_OK) return st;
+    release_pairs(p, src, dst, n);  // the caller copies them: no hold is kept (kvc.h)
+    *out_count = n;
+    return KVC_OK;
 }
 
 kvc_status storage_order_after_copies(kvc_pool *p, void *stream) {

@@ -100,7 +100,9 @@ func (p *Pool) CacheWriteAt(layer int32, slotMapping DevicePtr, numTokens int64,
 }
 
 // CopyPending drains the pending copy-on-write pairs and copies those blocks (kvc_copy_pending),
-// returning the number of pairs copied. On CUDA the copy is ordered on stream.
+// returning the number of pairs this call copied. On CUDA the copy is ordered on stream. Safe from
+// many goroutines: when it returns, every pair queued before the call has been copied (on CUDA:
+// is ordered before later work on stream), whichever goroutine's call drained it.
 func (p *Pool) CopyPending(stream Stream) (int64, error) {
 	var n [1]int64
 	err := p.do("CopyPending", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {

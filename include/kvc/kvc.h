@@ -425,7 +425,9 @@ KVC_API kvc_status kvc_seq_slot_mapping(kvc_pool *pool, uint64_t seq_id, int64_t
  *  first; *out_count receives the number drained. The caller must copy those blocks' KV before the
  *  next forward pass and before its next call that can take a block (kvc_alloc, kvc_append,
  *  kvc_swap_in may reuse a drained src at once) — or let the pool do it: kvc_copy_pending. With
- *  cap == 0 and NULL arrays it only reports the pending count and drains nothing.
+ *  cap == 0 and NULL arrays it only reports the pending count and drains nothing. With memory
+ *  tiers, tier copies planned before the pairs (the spill of a block evicted to make a dst) are
+ *  run first (on CUDA: finished), so the caller's copies cannot overtake them.
  *  While pending, a pair keeps its src block's bytes: even if every sequence lets the block go, it
  *  is not reused, evicted or overwritten by a tier restore until the pair is drained (it does not
  *  count as a sharer: a last holder still writes in place). A pair whose dst block is released
@@ -606,9 +608,16 @@ KVC_API kvc_status kvc_cache_write(kvc_pool *pool, int32_t layer, const int64_t 
                                    int32_t src_dtype, float k_scale, float v_scale, void *stream);
 
 /** Drains the pending copy-on-write pairs and copies those blocks (all layers, K and V) in one
- *  launch. *out_copied (may be NULL) receives the number of pairs copied. On the CUDA backend the
- *  copy is ordered on `stream`. The pairs change every step, so this is not for CUDA graphs: while
- *  `stream` is being captured it copies nothing and fails if pairs are pending.
+ *  launch. *out_copied (may be NULL) receives the number of pairs this call copied.
+ *  Contract with many threads: when this call returns (CPU), every pair queued before it was made
+ *  has been copied, whichever thread's call drained it; on CUDA, every such copy is ordered before
+ *  later work on `stream` (a copy another call ran on another stream included). Tier copies planned
+ *  before a pair (the spill of the cached block evicted to make its destination) run before it.
+ *  Calls are serialized with each other while they copy. Drained pairs keep both blocks from being
+ *  reused until their copy is done (CPU) or queued (CUDA; kvc_cache_write, kvc_launch_attention
+ *  and tier copies on other streams wait for it on the GPU). The pairs change every step, so this
+ *  is not for CUDA graphs: while `stream` is being captured it copies nothing and fails if pairs
+ *  are pending.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_STATE (metadata-only pool; pairs pending while `stream` is
  *  being captured into a CUDA graph: nothing is drained), KVC_ERR_DEVICE. */
 KVC_API kvc_status kvc_copy_pending(kvc_pool *pool, void *stream, int64_t *out_copied);

@@ -150,7 +150,9 @@ impl Pool {
     }
 
     /// Drains the pending copy-on-write pairs and copies those blocks (`kvc_copy_pending`, on
-    /// the default stream on CUDA); returns the pairs copied.
+    /// the default stream on CUDA); returns the pairs this call copied. Safe from many threads:
+    /// when it returns, every pair queued before the call has been copied (on CUDA: is ordered
+    /// before later work on the stream), whichever thread's call drained it.
     pub fn copy_pending(&self) -> Result<i64> {
         let mut copied = 0;
         // SAFETY: live pool; a NULL stream is the default stream (ignored on CPU).

@@ -475,7 +475,10 @@ public final class Pool implements AutoCloseable {
                 vAddr, src.code(), kScale, vScale, stream));
     }
 
-    /** Drains the pending copy-on-write pairs and copies those blocks (kvc_copy_pending). */
+    /** Drains the pending copy-on-write pairs and copies those blocks (kvc_copy_pending); returns the
+     *  pairs this call copied. Safe from many threads: when it returns, every pair queued before the
+     *  call has been copied (on CUDA: is ordered before later work on the stream), whichever
+     *  thread's call drained it. */
     public long copyPending(long stream) {
         long[] n = new long[1];
         with("kvc_copy_pending", h -> KvcNative.kvc_copy_pending(h, stream, n));
