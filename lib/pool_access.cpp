@@ -42,10 +42,22 @@ int32_t pool_num_q_heads(const kvc_pool *p) { return p->config.num_q_heads; }
 void *pool_storage_base(const kvc_pool *p) { return p->storage; }
 kvc_status pool_storage_barrier(kvc_pool *p, void *stream) {
     if (kvc_status st = tier_barrier(p, stream); st != KVC_OK) return st;
-    if (!p->copy_staging.used.load(std::memory_order_acquire)) return KVC_OK;  // CPU, or no copy yet
-    bool capturing = false;
-    if (kvc_status st = cuda::stream_capturing(stream, &capturing); st != KVC_OK) return st;
-    return capturing ? KVC_OK : storage_order_after_copies(p, stream);
+    const bool outstanding = p->copies.outstanding() > 0;
+    if (!outstanding && !p->copy_staging.used.load(std::memory_order_acquire)) return KVC_OK;  // common case
+    if (p->backend == KVC_BACKEND_CUDA) {
+        // A capture may not wait on events recorded outside it; kvc_batch_build orders replays.
+        bool capturing = false;
+        if (kvc_status st = cuda::stream_capturing(stream, &capturing); st != KVC_OK) return st;
+        if (capturing) return KVC_OK;
+    }
+    // Copy-on-write pairs queued before this access are copied first (or, being copied by another
+    // thread, waited for): a writer can never overtake a copy that reads the block it writes (a
+    // sole holder writing in place after kvc_truncate), nor a reader a copy into its block.
+    if (outstanding) {
+        int64_t copied = 0;
+        return storage_copy_pending(p, stream, &copied);  // CUDA: also orders stream after copies
+    }
+    return storage_order_after_copies(p, stream);
 }
 uint64_t pool_seq_generation(kvc_pool *p) { return p->seq_generation.load(std::memory_order_relaxed); }
 

@@ -56,9 +56,10 @@ CopyStaging &pool_copy_staging(kvc_pool *p);
 // at launch when it changed.
 uint64_t pool_seq_generation(kvc_pool *p);
 
-// Before reading or writing KV storage (no lock held): tier copies and copy-on-write copies issued
-// earlier are complete (CPU) or ordered before `stream` (CUDA; a capturing stream is left alone:
-// kvc_batch_build orders a graph's replays). KVC_OK at once without tiers and copies.
+// Before reading or writing KV storage (no lock held): tier copies and copy-on-write pairs queued
+// earlier are complete (CPU: copied now if still pending, waited for if another thread is copying
+// them) or ordered before `stream` (CUDA; a capturing stream is left alone: kvc_batch_build orders a
+// graph's replays). KVC_OK after two atomic loads when no tier job or pair is outstanding.
 kvc_status pool_storage_barrier(kvc_pool *p, void *stream);
 
 // Storage allocation, implemented by lib/storage.cpp and called by kvc_pool_create/destroy.

@@ -9,6 +9,7 @@
 // blocks.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -28,8 +29,15 @@ public:
     // copy is running outside the pool lock. Only the invariant checker reads it.
     int64_t in_flight = 0;
 
+    // Pairs queued or being copied: changed under the pool lock, read without it by the storage
+    // barrier (pool_storage_barrier), whose common case is one load of 0.
+    int64_t outstanding() const { return outstanding_.load(std::memory_order_acquire); }
+    // Drained pairs whose copies are done (or handed to the caller): no longer outstanding.
+    void finished(int64_t n) { outstanding_.fetch_sub(n, std::memory_order_release); }
+
     // Never full: see the header comment.
     void push(int32_t src, int32_t dst) {
+        outstanding_.fetch_add(1, std::memory_order_release);
         int64_t cap = int64_t(src_.size());
         int64_t slot = (head_ + count_) % cap;
         src_[size_t(slot)] = src;
@@ -66,6 +74,7 @@ public:
             dst_[size_t((head_ + k) % ring)] = dst_[size_t((head_ + k + 1) % ring)];
         }
         --count_;
+        outstanding_.fetch_sub(1, std::memory_order_release);
         return src;
     }
 
@@ -77,6 +86,7 @@ private:
     std::vector<int32_t> src_, dst_;
     int64_t head_ = 0;
     int64_t count_ = 0;
+    std::atomic<int64_t> outstanding_{0};
 };
 
 }  // namespace kvc

@@ -7,6 +7,8 @@
  *     The test hook kvct_tier_hold_jobs leaves the spill pending, as a thread that planned it and
  *     has not run it yet would.
  *   - D3: a batch built for one life of a sequence id must not launch over the next life's blocks.
+ *   - A sole holder writing in place (after kvc_truncate) into the source of a queued pair: the
+ *     write must not reach the copy (storage accesses copy the pairs queued before them first).
  *   - Drained pairs hold their destination: freeing the sequence while its copy runs cannot hand
  *     the block to someone else (kvc_pool_check counts those holds). */
 #include <setjmp.h>
@@ -157,6 +159,45 @@ static void test_batch_refuses_a_new_life_of_its_sequence_id(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* P and its fork C share P's partial last block B. C appends: pair (B -> D) queued, C leaves B, so
+ * P is B's sole holder. P then rewinds (speculative decoding rejected its last drafts) and writes
+ * another token at a position C's copy must still take from B. Whether or not anyone called
+ * kvc_copy_pending in between, C must keep the original bytes. */
+static void test_write_in_place_waits_for_the_copy_reading_its_block(void **state) {
+    (void)state;
+    oracle_pool o;
+    kvc_pool *p = tier_pool(8, 1);
+    oracle_init(&o, p);
+    int32_t par[TBS + 3], child[TBS + 4];
+    prompt(par, TBS + 3, 14);
+    OK(kvc_alloc(p, 1, par, TBS + 3, NULL, NULL));
+    oracle_write(&o, 1, par, 0, TBS + 3);
+    OK(kvc_fork(p, 1, 2));
+    memcpy(child, par, sizeof par);
+    child[TBS + 3] = 777;
+    OK(kvc_append(p, 2, &child[TBS + 3], 1, 0, NULL));  /* pair (B -> D) queued */
+    assert_int_equal(stats_of(p).pending_copies, 1);
+
+    OK(kvc_truncate(p, 1, TBS + 1, NULL));  /* P keeps 5 tokens; B is P's alone */
+    int32_t redo[TBS + 2];
+    memcpy(redo, par, (TBS + 1) * sizeof(int32_t));
+    redo[TBS + 1] = 555;  /* a different token at position TBS + 1, which C shares */
+    OK(kvc_append(p, 1, &redo[TBS + 1], 1, 0, NULL));
+    oracle_write(&o, 1, redo, TBS + 1, 1);  /* in place into B */
+    const int64_t pending_after_write = stats_of(p).pending_copies;
+    OK(kvc_pool_check(p));
+
+    OK(kvc_copy_pending(p, NULL, NULL));  /* C's thread, as a server runs it before its pass */
+    oracle_write(&o, 2, child, TBS + 3, 1);
+    oracle_expect(&o, 2, child, TBS + 4);  /* C: the original shared tokens + its own */
+    oracle_expect(&o, 1, redo, TBS + 2);   /* P: its rewritten history */
+    assert_int_equal(pending_after_write, 0);  /* the write had copied the pair first */
+    OK(kvc_free(p, 2));
+    OK(kvc_free(p, 1));
+    OK(kvc_pool_check(p));
+    OK(kvc_pool_destroy(p));
+}
+
 /* kvc_take_pending_copies hands the pairs to the caller and keeps no hold, and the invariant
  * checker counts holds exactly (a pending pair: its src; none left once drained). */
 static void test_drained_pairs_leave_no_holds(void **state) {
@@ -187,6 +228,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cow_copy_waits_for_the_spill_of_its_destination),
         cmocka_unit_test(test_batch_refuses_a_new_life_of_its_sequence_id),
+        cmocka_unit_test(test_write_in_place_waits_for_the_copy_reading_its_block),
         cmocka_unit_test(test_drained_pairs_leave_no_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

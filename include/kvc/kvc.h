@@ -622,6 +622,15 @@ KVC_API kvc_status kvc_cache_write(kvc_pool *pool, int32_t layer, const int64_t 
  *  being captured into a CUDA graph: nothing is drained), KVC_ERR_DEVICE. */
 KVC_API kvc_status kvc_copy_pending(kvc_pool *pool, void *stream, int64_t *out_copied);
 
+/* Storage accesses and copy-on-write: kvc_cache_write, kvc_launch_attention,
+ * kvc_storage_copy_blocks (and kvc_batch_build on CUDA) first complete the copy-on-write pairs
+ * queued before them, as kvc_copy_pending would (CPU: copied, or waited for while another
+ * thread copies them; CUDA: ordered before the call's work on its stream). So no access can
+ * overtake a copy reading or writing the block it touches, even when the thread that queued the
+ * pair has not called kvc_copy_pending yet. Calling kvc_copy_pending before the forward pass stays
+ * the way to choose the stream and to know the count; with no pair outstanding this costs one
+ * atomic load. Not inside a CUDA graph capture (copy before capturing). */
+
 /** Copies raw bytes of `count` whole blocks between the pool storage and host memory, for tests,
  *  debugging and custom tiers. to_host != 0: blocks -> host; else host -> blocks. host holds
  *  count x block_stride bytes, block i at offset i x block_stride. Synchronous.
@@ -793,7 +802,8 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
  *  - Ordering: copies run outside the pool lock. On CUDA they are asynchronous on a dedicated tier
  *    stream, and kvc_cache_write, kvc_copy_pending, kvc_launch_attention and
  *    kvc_storage_copy_blocks order their work after every tier copy issued before them
- *    (cudaStreamWaitEvent, no host sync). Callers touching the KV storage with their own kernels
+ *    (cudaStreamWaitEvent, no host sync); copy-on-write pairs run after the tier copies planned
+ *    before them (see kvc_copy_pending). Callers touching the KV storage with their own kernels
  *    must kvc_op_wait the swap ops (or call one of those functions on their stream) first. The
  *    other direction is the caller's: tier copies read and reuse blocks when the tier stream runs,
  *    so KV writes of a sequence must be complete before kvc_swap_out, and kernels still reading
