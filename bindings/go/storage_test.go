@@ -178,4 +178,16 @@ func TestCacheWriteAndCopyPending(t *testing.T) {
 	if childTable[1] == table[1] || !bytes.Equal(a, b) {
 		t.Fatalf("COW copy: parent block %d, child block %d, equal=%v", table[1], childTable[1], bytes.Equal(a, b))
 	}
+
+	// A storage access completes the pairs queued before it: reading the child's block copies it.
+	must(t, p.Fork(1, 3))
+	mustV[int32](t)(p.Append(3, []int32{7}, 0))
+	third := mustV[[]int32](t)(p.BlockTable(3))
+	must(t, p.ReadBlocks(third[1:2], b))
+	if n := mustV[int64](t)(p.PendingCopyCount()); n != 0 || !bytes.Equal(a, b) {
+		t.Fatalf("read before CopyPending: %d pairs left, copy equal=%v", n, bytes.Equal(a, b))
+	}
+	if n := mustV[int64](t)(p.CopyPending(0)); n != 0 {
+		t.Fatalf("CopyPending after the read copied %d pairs", n)
+	}
 }

@@ -132,6 +132,24 @@ fn copy_on_write_copies_the_block() {
     assert_eq!(pool.copy_pending().unwrap(), 0);
 }
 
+#[test]
+fn storage_access_copies_the_pending_pair_first() {
+    // A read (or write) of the storage completes the copy-on-write pairs queued before it, so a
+    // copy can never pick up a later write nor a read see a block before its copy.
+    let pool = cpu_pool();
+    pool.alloc(1, &range(0, 6), None).unwrap();
+    write_seq(&pool, 0, 1);
+    write_seq(&pool, 1, 1);
+    pool.fork(1, 2).unwrap();
+    pool.append(2, &[6], 0).unwrap();
+    assert_eq!(pool.pending_copy_count().unwrap(), 1);
+    let (src, dst) = (pool.block_table(1).unwrap()[1], pool.block_table(2).unwrap()[1]);
+    let child = pool.copy_blocks_to_host(&[dst]).unwrap();
+    assert_eq!(pool.pending_copy_count().unwrap(), 0);
+    assert_eq!(child, pool.copy_blocks_to_host(&[src]).unwrap());
+    assert_eq!(pool.copy_pending().unwrap(), 0);
+}
+
 /// Reference attention for query token `q` (row of Q_HEADS x D) of `seq` that sees positions
 /// `0..=last` of that sequence's K/V.
 fn reference(seq: u64, q: &[f32], last: i64) -> Vec<f32> {

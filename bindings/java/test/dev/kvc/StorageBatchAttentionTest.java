@@ -106,6 +106,15 @@ class StorageBatchAttentionTest {
             p.readBlocks(new int[] {table[1]}, a);
             p.readBlocks(new int[] {child[1]}, b);
             assertArrayEquals(a, b);
+
+            // A storage access completes the pairs queued before it: reading the block copies it.
+            p.fork(1, 3);
+            p.append(3, new int[] {7}, 0);
+            assertEquals(1, p.pendingCopyCount());
+            p.readBlocks(new int[] {p.blockTable(3)[1]}, b);
+            assertEquals(0, p.pendingCopyCount());
+            assertArrayEquals(a, b);
+            assertEquals(0, p.copyPending(0));
         }
     }
 
