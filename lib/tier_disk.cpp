@@ -63,6 +63,113 @@ DiskTier::~DiskTier() {
     std::free(scratch_);
 }
 
+// Opens (creating it owner-only if missing) the tier file. Never follows a symbolic link: the
+// path would otherwise let whoever controls the link point the tier at any file the process may
+// write -- a non-persistent attach truncates, a persistent one extends. Callers that mean a link
+// resolve it first (realpath). Never O_TRUNC here: the file may be another disk tier's, which the
+// lock must find first.
+kvc_status DiskTier::open_file(const char *path, int32_t flags, bool *created, const char *fn) {
+    const int base = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
+    auto open_as = [&](int extra) {
+        // O_EXCL first: then this attach knows it made the file (and removes it if refused).
+        int fd = ::open(path, base | extra | O_CREAT | O_EXCL, 0600);
+        if (fd >= 0) {
+            *created = true;
+            return fd;
+        }
+        return errno == EEXIST ? ::open(path, base | extra) : -1;
+    };
+    if (!(flags & KVC_DISK_NO_DIRECT)) {
+        fd_ = open_as(O_DIRECT);
+        if (fd_ >= 0) direct = true;
+        else if (errno != EINVAL) return open_failed(path, fn);
+    }
+    if (fd_ < 0 && (fd_ = open_as(0)) < 0) return open_failed(path, fn);
+    struct stat sb;
+    if (fstat(fd_, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return fail(KVC_ERR_IO, "%s: '%s' is not a regular file", fn, path);
+    return KVC_OK;
+}
+
+kvc_status DiskTier::open_failed(const char *path, const char *fn) const {
+    if (errno == ELOOP)
+        return fail(KVC_ERR_IO, "%s: '%s' is a symbolic link; a disk tier never follows one (pass the resolved path)",
+                    fn, path);
+    return fail(KVC_ERR_IO, "%s: cannot open '%s': %s", fn, path, std::strerror(errno));
+}
+
+namespace {
+
+// How long an attach waits for another tier's lock (a crashed server's: the kernel may release it
+// a few ms after the process died, while io_uring tears down) before reporting KVC_ERR_BUSY.
+// KVC_DISK_LOCK_WAIT_MS overrides the default of 200 ms (0: do not wait).
+int lock_wait_ms() {
+    const char *env = std::getenv("KVC_DISK_LOCK_WAIT_MS");
+    if (!env || !*env) return 200;
+    const long v = std::strtol(env, nullptr, 10);
+    return v < 0 ? 0 : v > 60000 ? 60000 : int(v);
+}
+
+// True when the file may be overwritten as a tier file: empty, or its first slot header is a tier
+// header or all zero (a slot this library erased). Anything else is someone else's data.
+bool looks_like_tier_file(const char *first_header, int64_t header_bytes, int64_t file_size, uint64_t magic) {
+    if (file_size == 0) return true;
+    uint64_t m;
+    std::memcpy(&m, first_header, sizeof m);
+    if (m == magic) return true;
+    return std::all_of(first_header, first_header + header_bytes, [](char c) { return c == 0; });
+}
+
+}  // namespace
+
+// Locks the file for this tier, checks it is a tier file (or empty), empties it unless persistent,
+// and reserves its space.
+kvc_status DiskTier::claim_file(const char *path, int64_t file_bytes, int32_t num_slots, const char *fn) {
+    // One disk tier per file: an exclusive advisory lock for the tier's lifetime (released when the
+    // descriptor closes). Two tiers writing one file would corrupt each other's slots. File systems
+    // without flock (some network ones) are used unlocked.
+    for (int waited = 0, limit = lock_wait_ms();; waited += 5) {
+        if (flock(fd_, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) break;
+        if (waited >= limit)
+            return fail(KVC_ERR_BUSY, "%s: '%s' is in use by another disk tier (locked for %d ms)", fn, path, waited);
+        usleep(5000);
+    }
+    scratch_ = static_cast<char *>(std::aligned_alloc(size_t(kTierAlign), size_t(header_bytes_) * kBatch));
+    if (!scratch_) return fail(KVC_ERR_NO_MEMORY, "%s: cannot allocate disk tier header buffers", fn);
+    std::memset(scratch_, 0, size_t(header_bytes_) * kBatch);
+    // The first header, read with one aligned read: it tells whose file this is, and it probes
+    // O_DIRECT, which some file systems accept at open and refuse per I/O.
+    ssize_t r = pread(fd_, scratch_, size_t(header_bytes_), 0);
+    if (r < 0 && errno == EINVAL && direct) {
+        int fl = fcntl(fd_, F_GETFL);
+        if (fl < 0 || fcntl(fd_, F_SETFL, fl & ~O_DIRECT) != 0)
+            return fail(KVC_ERR_IO, "%s: '%s': cannot turn off O_DIRECT: %s", fn, path, std::strerror(errno));
+        direct = false;
+        r = pread(fd_, scratch_, size_t(header_bytes_), 0);
+    }
+    if (r < 0) return fail(KVC_ERR_IO, "%s: cannot read '%s': %s", fn, path, std::strerror(errno));
+    struct stat sb;
+    if (fstat(fd_, &sb) != 0) return fail(KVC_ERR_IO, "%s: cannot stat '%s': %s", fn, path, std::strerror(errno));
+    if (!looks_like_tier_file(scratch_, header_bytes_, sb.st_size, kMagic))
+        return fail(KVC_ERR_IO, "%s: '%s' holds data that is not a libkvc disk tier; refusing to overwrite it", fn,
+                    path);
+    std::memset(scratch_, 0, size_t(header_bytes_) * kBatch);
+    if (!persistent && ftruncate(fd_, 0) != 0)
+        return fail(KVC_ERR_IO, "%s: cannot truncate '%s': %s", fn, path, std::strerror(errno));
+    // Reserve the space now -- also the holes of a sparse file already long enough -- so that a
+    // full disk is reported here rather than as failed spills. fallocate(2), not posix_fallocate:
+    // on a file system without it glibc would write zeros over the whole file; a sparse file
+    // (ftruncate) is the fallback then, and spills may meet ENOSPC later (counted as io_errors).
+    int rc = fallocate(fd_, 0, 0, file_bytes) == 0 ? 0 : errno;
+    if (rc == ENOSPC)
+        return fail(KVC_ERR_IO, "%s: '%s': no space for %lld bytes (%d slots)", fn, path, (long long)file_bytes,
+                    num_slots);
+    if (rc != 0 && (persistent ? sb.st_size : 0) < file_bytes && ftruncate(fd_, file_bytes) != 0)
+        return fail(KVC_ERR_IO, "%s: cannot size '%s' to %lld bytes: %s", fn, path, (long long)file_bytes,
+                    std::strerror(errno));
+    return KVC_OK;
+}
+
 kvc_status DiskTier::open(const char *path, int32_t num_slots, const KvLayout &layout, int32_t flags,
                           const char *identity, const char *fn) {
     layout_ = layout;
@@ -80,57 +187,12 @@ kvc_status DiskTier::open(const char *path, int32_t num_slots, const KvLayout &l
     // without one, stay recoverable.
     if (identity && *identity) fingerprint_ = XXH3_64bits_withSeed(identity, std::strlen(identity), fingerprint_);
 
-    // Never O_TRUNC at open: the file may be another disk tier's (another process, or another pool
-    // of this one given the same path), which the lock below must find first.
-    const int base_flags = O_RDWR | O_CREAT | O_CLOEXEC;
-    if (!(flags & KVC_DISK_NO_DIRECT)) {
-        fd_ = ::open(path, base_flags | O_DIRECT, 0644);
-        if (fd_ >= 0) direct = true;
-        else if (errno != EINVAL) return fail(KVC_ERR_IO, "%s: cannot open '%s': %s", fn, path, std::strerror(errno));
-    }
-    if (fd_ < 0) {
-        fd_ = ::open(path, base_flags, 0644);
-        if (fd_ < 0) return fail(KVC_ERR_IO, "%s: cannot open '%s': %s", fn, path, std::strerror(errno));
-    }
-    struct stat sb;
-    if (fstat(fd_, &sb) != 0 || !S_ISREG(sb.st_mode))
-        return fail(KVC_ERR_IO, "%s: '%s' is not a regular file", fn, path);
-    // One disk tier per file: an exclusive advisory lock for the tier's lifetime (released when the
-    // descriptor closes). Two tiers writing one file would corrupt each other's slots. File systems
-    // without flock (some network ones) are used unlocked.
-    if (flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
-        return fail(KVC_ERR_BUSY, "%s: '%s' is in use by another disk tier (locked)", fn, path);
-    if (!persistent) {
-        if (ftruncate(fd_, 0) != 0)
-            return fail(KVC_ERR_IO, "%s: cannot truncate '%s': %s", fn, path, std::strerror(errno));
-        sb.st_size = 0;
-    }
-    if (sb.st_size < file_bytes) {
-        // Reserve the space now so that a full disk is reported here rather than as failed spills.
-        // fallocate(2), not posix_fallocate: on a file system without it glibc would write zeros
-        // over the whole file; a sparse file (ftruncate) is the fallback then.
-        int rc = fallocate(fd_, 0, 0, file_bytes) == 0 ? 0 : errno;
-        if (rc == ENOSPC)
-            return fail(KVC_ERR_IO, "%s: '%s': no space for %lld bytes (%d slots)", fn, path, (long long)file_bytes,
-                        num_slots);
-        if (rc != 0 && ftruncate(fd_, file_bytes) != 0)
-            return fail(KVC_ERR_IO, "%s: cannot size '%s' to %lld bytes: %s", fn, path, (long long)file_bytes,
-                        std::strerror(errno));
-    }
-    scratch_ = static_cast<char *>(std::aligned_alloc(size_t(kTierAlign), size_t(header_bytes_) * kBatch));
-    if (!scratch_) return fail(KVC_ERR_NO_MEMORY, "%s: cannot allocate disk tier header buffers", fn);
-    std::memset(scratch_, 0, size_t(header_bytes_) * kBatch);
-
-    // Some file systems accept O_DIRECT at open and refuse it per I/O: probe with one aligned read.
-    if (direct) {
-        ssize_t r = pread(fd_, scratch_, size_t(header_bytes_), 0);
-        if (r < 0 && errno == EINVAL) {
-            int fl = fcntl(fd_, F_GETFL);
-            if (fl < 0 || fcntl(fd_, F_SETFL, fl & ~O_DIRECT) != 0)
-                return fail(KVC_ERR_IO, "%s: '%s': cannot turn off O_DIRECT: %s", fn, path, std::strerror(errno));
-            direct = false;
-        }
-    }
+    bool created = false;
+    if (kvc_status st = open_file(path, flags, &created, fn); st != KVC_OK) return st;
+    // A refused attach leaves no file behind that it created (an empty one would look like a tier).
+    kvc_status st = claim_file(path, file_bytes, num_slots, fn);
+    if (st != KVC_OK && created) ::unlink(path);
+    if (st != KVC_OK) return st;
     uring = io_.init(2 * kBatch);
     slots.init(num_slots, layout.block_size);
     stamps.assign(size_t(num_slots), 0);

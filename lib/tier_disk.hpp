@@ -35,7 +35,7 @@ public:
     DiskTier &operator=(const DiskTier &) = delete;
     ~DiskTier();
 
-    // Opens (creates) the file and, if persistent, re-indexes its valid slots. Not yet visible to
+    // Opens (creates, owner-only) the file and, if persistent, re-indexes its valid slots. Not yet visible to
     // other threads: no lock needed. Errors carry `fn` and the path.
     // `identity` (may be NULL; at most KVC_MAX_DISK_IDENTITY_LEN bytes, checked by the caller) is
     // mixed into the fingerprint every header carries.
@@ -62,6 +62,9 @@ public:
     int64_t foreign = 0;    // slots whose well-formed header at attach had another fingerprint
 
 private:
+    kvc_status open_file(const char *path, int32_t flags, bool *created, const char *fn);
+    kvc_status open_failed(const char *path, const char *fn) const;
+    kvc_status claim_file(const char *path, int64_t file_bytes, int32_t num_slots, const char *fn);
     void build_header(int32_t slot, const char *data, char *hdr) const;
     int32_t verify(int32_t slot, const char *hdr, const char *data) const;
     void run_io(IoOp *ops, int n);

@@ -823,11 +823,20 @@ typedef enum kvc_tier { KVC_TIER_DEVICE = 0, KVC_TIER_HOST = 1, KVC_TIER_DISK = 
  *  KVC_ERR_DEVICE. */
 KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks);
 
-/** Attaches a disk tier of num_blocks slots in the file `path` (created if missing; truncated
- *  unless KVC_DISK_PERSISTENT). Needs the host tier (lower tiers reach the device through it).
- *  The tier holds an exclusive lock (flock) on the file until the pool is destroyed: a second
- *  tier on the same file — another process, or another pool of this one (tensor-parallel ranks
- *  need a file each) — is refused with KVC_ERR_BUSY, and the file is left untouched.
+/** Attaches a disk tier of num_blocks slots in the file `path` (created if missing, mode 0600 —
+ *  slot headers hold token ids in clear; truncated unless KVC_DISK_PERSISTENT). Needs the host
+ *  tier (lower tiers reach the device through it). A symbolic link is never followed (pass the
+ *  resolved path), and an existing file is used only if it is empty or a disk tier's: anything
+ *  else is refused with KVC_ERR_IO and left as it was. The file's space is reserved at attach
+ *  (fallocate; holes of a sparse file too); an attach refused for lack of space removes a file
+ *  it created. The tier holds an exclusive lock (flock) on the file until the pool is destroyed:
+ *  a second tier on the same file — another process, or another pool of this one
+ *  (tensor-parallel ranks need a file each) — is refused with KVC_ERR_BUSY, and the file is left
+ *  untouched. A lock still held is waited for up to 200 ms first (environment
+ *  KVC_DISK_LOCK_WAIT_MS changes it): a server restarted right after it was killed gets its file
+ *  although the kernel releases the dead process's lock a few ms late.
+ *  Trust: checksums detect corruption, not forgery — whoever can write the file can make it
+ *  serve any KV for any prompt; keep it where only the service's user can write.
  *  I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system
  *  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool. Only blocks that
  *  reached the disk are kept by KVC_DISK_PERSISTENT (blocks still in the host tier when the pool is
