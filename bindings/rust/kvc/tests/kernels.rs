@@ -115,8 +115,9 @@ fn cache_write_lands_at_the_layout_offsets() {
     assert!(e.is_invalid_arg(), "{}", e);
 }
 
-#[test]
-fn copy_on_write_copies_the_block() {
+/// Sequence 1 (6 tokens, KV written) forked into 2, which appends into the shared partial block:
+/// one copy-on-write pair. Returns the pool and the pair's (src, dst).
+fn pool_with_pending_pair() -> (Pool, i32, i32) {
     let pool = cpu_pool();
     pool.alloc(1, &range(0, 6), None).unwrap();
     write_seq(&pool, 0, 1);
@@ -126,6 +127,12 @@ fn copy_on_write_copies_the_block() {
     assert_eq!(pool.pending_copy_count().unwrap(), 1);
     let (src, dst) = (pool.block_table(1).unwrap()[1], pool.block_table(2).unwrap()[1]);
     assert_ne!(src, dst);
+    (pool, src, dst)
+}
+
+#[test]
+fn copy_on_write_copies_the_block() {
+    let (pool, src, dst) = pool_with_pending_pair();
     assert_eq!(pool.copy_pending().unwrap(), 1);
     assert_eq!(pool.pending_copy_count().unwrap(), 0);
     assert_eq!(pool.copy_blocks_to_host(&[dst]).unwrap(), pool.copy_blocks_to_host(&[src]).unwrap());
@@ -136,14 +143,7 @@ fn copy_on_write_copies_the_block() {
 fn storage_access_copies_the_pending_pair_first() {
     // A read (or write) of the storage completes the copy-on-write pairs queued before it, so a
     // copy can never pick up a later write nor a read see a block before its copy.
-    let pool = cpu_pool();
-    pool.alloc(1, &range(0, 6), None).unwrap();
-    write_seq(&pool, 0, 1);
-    write_seq(&pool, 1, 1);
-    pool.fork(1, 2).unwrap();
-    pool.append(2, &[6], 0).unwrap();
-    assert_eq!(pool.pending_copy_count().unwrap(), 1);
-    let (src, dst) = (pool.block_table(1).unwrap()[1], pool.block_table(2).unwrap()[1]);
+    let (pool, src, dst) = pool_with_pending_pair();
     let child = pool.copy_blocks_to_host(&[dst]).unwrap();
     assert_eq!(pool.pending_copy_count().unwrap(), 0);
     assert_eq!(child, pool.copy_blocks_to_host(&[src]).unwrap());
