@@ -11,6 +11,13 @@
 // agree on everything kvc.h's determinism contract covers (tensor-parallel ranks stay in lockstep).
 // A disagreement is reported as "mirror rank diverges" with the field and the operation.
 //
+// KV bytes (CPU pools; "KV bytes" below): the fuzzer writes every computed position's K/V with the
+// byte oracle (tests/kv_oracle.h: a function of the request's keys and the whole prefix), the model
+// tracks what every device block and tier slot holds (model.hpp, "KV content"), and after every
+// operation every device block the model knows -- the cache's free entries included -- is compared
+// byte for byte, and every sequence's positions against its own KV. KVC_FUZZ_KV_SKEW=cached gives a
+// cached block another prefix's KV on purpose: the self-test that this check can fail (run.sh).
+//
 // Disk tier: half of the host-tier inputs also get a disk tier (1-6 slots over 1-4 host slots),
 // each pool in a file of its own under KVC_FUZZ_DISK_DIR (default /tmp), unlinked right after it is
 // attached. The model (model.hpp) predicts spills, promotions, evictions, lookup_tiers' disk count
@@ -148,6 +155,12 @@ uint64_t g_window_pins_skipping = 0;  // windowed pins leaving leading blocks un
 // Mirror ranks by backend (fuzzed pool -> mirror) and the mirror's operations with its own KV bytes.
 uint64_t g_mirror_none_cpu = 0, g_mirror_cpu_none = 0, g_mirror_cpu_cpu = 0, g_mirror_none_none = 0;
 uint64_t g_mirror_data_ops = 0;
+// The byte oracle (check_kv): checks of device blocks with known content, of which free cached blocks
+// (the cache's entries, which no sequence reads), blocks several sequences share, and blocks decoded
+// (changed since they last passed); operations checked while copy-on-write pairs were pending
+// (their sequences' content only); sequence positions read through a pending pair.
+uint64_t g_kv_block_checks = 0, g_kv_free_cached_checks = 0, g_kv_shared_checks = 0, g_kv_blocks_decoded = 0;
+uint64_t g_kv_pending_ops = 0, g_kv_settled_reads = 0;
 const char *g_mirror_desc = "";
 
 constexpr int kMaxIds = 8;       // sequence ids 0..7: collisions (exists / unknown) are frequent
@@ -226,6 +239,16 @@ struct Session {
     int64_t other_tokens = 0;  // op_other_traffic's next token id (offset by 1000: no template uses them)
     uint64_t input_hash = 0;   // picks the mirror's shape and backend
     std::vector<uint8_t> mirror_block;  // check_kv's buffer for one of the mirror's blocks
+    // The byte oracle (CPU pools): the pool's storage layout, kvo_write's K/V rows, every block's
+    // bytes as check_storage reads them, and the block ids 0 .. num_blocks - 1 it reads.
+    kvo_shape shape{};
+    std::vector<float> kv_scratch;
+    std::vector<uint8_t> storage;
+    std::vector<int32_t> all_blocks;
+    // Each block's bytes and model content when it last passed check_storage (cleared at a restart).
+    std::vector<uint8_t> passed_storage;
+    std::vector<model::Content> passed_kv;
+    int pending_ops = 0;  // operations that ended with copy-on-write pairs pending (check_kv)
     mirror::Rank mr;           // the mirror rank: every call below is made on mr.pool too
     // What a restart re-creates (op_restart): the configuration, the tiers' slot counts.
     kvc_pool_config cfg{};
@@ -493,28 +516,30 @@ MIRROR_NO_COVERAGE void compare_mirror(Session &s) {
 
 // ---- KV bytes (CPU pools) ----------------------------------------------------------------------
 // The fuzzer plays the forward pass: right after an alloc or append it writes the K/V of the tokens
-// the step computed (not the cached ones), K = position x 8 + token, V = -K. A block's bytes then
-// depend only on its tokens and positions, so cache hits, copy-on-write copies (kvc_copy_pending runs
-// before each write, as an engine drains them before its forward pass), host-tier spills, re-hits and
-// swaps can all be checked byte for byte against the model's tables.
+// the step computed (not the cached ones) with the byte oracle (tests/kv_oracle.h): every element is
+// a function of its position's identity, which chains the request's keys and every token up to it
+// (model.hpp, "KV content"), so a block holding another prefix's or another tenant's KV differs even
+// where the token and the position agree. A forward pass starts with kvc_copy_pending, as an engine
+// drains the pairs before it (kvc.h: any storage access would copy them first anyway). After every
+// operation check_kv compares:
+//   - every device block whose content the model knows -- sequences' blocks, blocks forks share,
+//     the cache's free entries, blocks restored, swapped in or copied -- byte for byte against the
+//     model's content (check_storage: the library moved the bytes the model moved; the whole
+//     storage after every operation, the fuzzer's pools being small);
+//   - what each sequence will read at its next step (a pending pair's destination reads its source)
+//     against the identities of its own positions (check_seq_content: the moves the model and the
+//     library agree on hand every sequence its own KV; while swapped out, in its held host slots).
+// Host and disk slots cannot be read through the API: their content is checked when it comes back
+// (a restore, a swap-in, a promotion and its restore), against what the model says went in.
+// Pending pairs: an append that only reserves lookahead slots computes nothing, so its pairs stay
+// pending -- for up to kPendingOps operations (a free cancelling a pair, a fork sharing its
+// destination, an append chaining a pair on it, a swap, a truncate, restores and spills around a
+// held source). Reading the storage would copy them (kvc.h), so meanwhile check_kv checks the
+// sequences' settled content only; then it copies them (kvc_copy_pending) and checks every block.
+constexpr int kPendingOps = 3;
 
-float kv_value(const model::Seq &q, int64_t pos) { return float(pos * 8 + q.tokens[size_t(pos)]); }
-
-// The mirror writes the same tokens' K/V in its own shape (mirror.hpp) when it has data.
-void write_kv(Session &s, uint64_t id, int64_t first, int64_t count) {
-    if (!s.cpu || count <= 0) return;
-    const model::Seq &q = s.m.seqs.at(id);
-    std::vector<int64_t> slots;
-    std::vector<float> k, v;
-    for (int64_t p = first; p < first + count; ++p) {
-        slots.push_back(int64_t(q.table[size_t(p / s.m.bs)]) * s.m.bs + p % s.m.bs);
-        k.push_back(kv_value(q, p));
-        v.push_back(-kv_value(q, p));
-    }
-    if (kvc_cache_write(s.pool, 0, slots.data(), count, k.data(), v.data(), KVC_DTYPE_F32, 1.0f, 1.0f, nullptr) != KVC_OK)
-        diverge("kvc_cache_write failed: %s", kvc_last_error());
-    if (s.mr.data) mirror::write_kv(s.mr, slots, q.tokens, first, count);
-}
+// The checks' branches follow the data, not the library's behaviour (mirror.hpp's reason).
+#define CHECK_NO_COVERAGE MIRROR_NO_COVERAGE
 
 // The fuzzed pool copies its pending pairs. A storage mirror does the same; a metadata-only one
 // drains them with kvc_take_pending_copies (what an engine without library storage does), and they
@@ -549,30 +574,181 @@ void copy_pending_now(Session &s) {
     s.m.drain_all();
 }
 
-// Every confirmed token of every resident sequence holds the bytes its position and token imply.
-void check_kv(Session &s) {
-    if (!s.cpu || !s.m.pending.empty()) return;
+// Writes the KV of positions first .. first + count - 1 of sequence id, after the pending pairs
+// are copied (the mirror writes the same tokens' K/V in its own shape, mirror.hpp, when it has data).
+void write_kv(Session &s, uint64_t id, int64_t first, int64_t count) {
+    if (!s.cpu || count <= 0) return;
+    copy_pending_now(s);
+    const model::Seq &q = s.m.seqs.at(id);
+    std::vector<int64_t> slots;
+    for (int64_t p = first; p < first + count; ++p)
+        slots.push_back(int64_t(q.table[size_t(p / s.m.bs)]) * s.m.bs + p % s.m.bs);
+    s.kv_scratch.resize(size_t(2 * count * kvo_row_floats(&s.shape)));
+    if (kvo_write(s.pool, &s.shape, slots.data(), q.ids.data() + first, count, s.kv_scratch.data(), nullptr) != KVC_OK)
+        diverge("kvc_cache_write failed: %s", kvc_last_error());
+    s.m.record_write(q, first, count);
+    if (s.mr.data) mirror::write_kv(s.mr, slots, q.tokens, first, count);
+}
+
+// Does token slot t of a block read as the KV of identity id?
+bool holds(const Session &s, const uint8_t *block_bytes, int64_t t, uint64_t id) {
+    return kvo_check_block(&s.shape, block_bytes, int32_t(t), &id, 1, nullptr) == 0;
+}
+
+// For a divergence message: the first sequence holding block b, and the block's state.
+std::string block_holder(const Session &s, int32_t b) {
+    for (const auto &kv : s.m.seqs)
+        for (size_t i = 0; i < kv.second.table.size(); ++i)
+            if (kv.second.table[i] == b) return "block " + std::to_string(i) + " of sequence " + std::to_string(kv.first);
+    return "held by no sequence";
+}
+std::string block_role(const Session &s, int32_t b) {
+    const model::Block &blk = s.m.blocks[size_t(b)];
+    return block_holder(s, b) + ", refcount " + std::to_string(blk.ref) + (blk.cached ? ", cached" : ", uncached");
+}
+
+// For a divergence message: whose KV token slot t of a block holds, among every content the model
+// knows (device blocks, host and disk slots, sequences' positions), e.g. the evicted block's.
+std::string whose_kv(const Session &s, const uint8_t *bytes, int64_t t) {
+    auto find_in = [&](const char *what, size_t n, const auto &content_of) -> std::string {
+        for (size_t i = 0; i < n; ++i) {
+            const model::Content &kv = content_of(i);
+            for (size_t u = 0; u < kv.size(); ++u)
+                if (kv[u] != model::kUnknown && holds(s, bytes, t, kv[u]))
+                    return std::string(what) + " " + std::to_string(i) + " token " + std::to_string(u);
+        }
+        return "";
+    };
+    std::string r = find_in("device block", s.m.blocks.size(), [&](size_t i) -> const model::Content & { return s.m.blocks[i].kv; });
+    if (r.empty()) r = find_in("host slot", s.m.hslots.size(), [&](size_t i) -> const model::Content & { return s.m.hslots[i].kv; });
+    if (r.empty()) r = find_in("disk slot", s.m.dslots.size(), [&](size_t i) -> const model::Content & { return s.m.dslots[i].kv; });
+    for (const auto &kv : s.m.seqs)
+        for (size_t p = 0; p < kv.second.ids.size() && r.empty(); ++p)
+            if (holds(s, bytes, t, kv.second.ids[p]))
+                r = "position " + std::to_string(p) + " of sequence " + std::to_string(kv.first);
+    return r.empty() ? "KV the model knows nothing of" : "the KV of " + r;
+}
+
+// Block b's bytes against the model's content, token slot by token slot. Unknown slots (taken
+// fresh and not written since) are skipped.
+void check_block_bytes(Session &s, int32_t b, const uint8_t *bytes) {
+    const model::Block &blk = s.m.blocks[size_t(b)];
+    for (size_t t = 0; t < blk.kv.size(); ++t) {
+        if (blk.kv[t] == model::kUnknown) continue;
+        if (!holds(s, bytes, int64_t(t), blk.kv[t]))
+            diverge("KV bytes of block %d token %zu (%s) hold %s, not the content the model moved there (op #%d %s)",
+                    b, t, block_role(s, b).c_str(), whose_kv(s, bytes, int64_t(t)).c_str(), g_op, g_opname);
+    }
+}
+
+// Every device block (one read of the whole storage: the fuzzer's pools are small). A block whose
+// bytes and model content are both what they were when it last passed passes again without being
+// decoded: only the blocks an operation wrote, or whose content the model moved, cost oracle work.
+CHECK_NO_COVERAGE void check_storage(Session &s) {
+    const size_t stride = size_t(s.shape.block_stride), n = size_t(s.m.num_blocks);
+    s.storage.resize(stride * n);
+    s.passed_storage.resize(stride * n);
+    s.passed_kv.resize(n);
+    if (kvc_storage_copy_blocks(s.pool, s.all_blocks.data(), s.m.num_blocks, s.storage.data(), 1) != KVC_OK)
+        diverge("kvc_storage_copy_blocks failed: %s", kvc_last_error());
+    for (size_t b = 0; b < n; ++b) {
+        const model::Block &blk = s.m.blocks[b];
+        if (std::all_of(blk.kv.begin(), blk.kv.end(), [](uint64_t id) { return id == model::kUnknown; })) continue;
+        ++g_kv_block_checks;
+        g_kv_free_cached_checks += model::Pool::is_free(blk) && blk.cached;
+        g_kv_shared_checks += blk.ref > 1;
+        const uint8_t *bytes = s.storage.data() + b * stride;
+        uint8_t *passed = s.passed_storage.data() + b * stride;
+        if (s.passed_kv[b] == blk.kv && std::memcmp(bytes, passed, stride) == 0) continue;
+        ++g_kv_blocks_decoded;
+        check_block_bytes(s, int32_t(b), bytes);
+        s.passed_kv[b] = blk.kv;
+        std::memcpy(passed, bytes, stride);
+    }
+}
+
+// What sequence id reads at position p at its next step: its block's content once the pending pairs
+// are copied, or its held host slot's while swapped out.
+uint64_t seq_reads(const Session &s, const model::Seq &q, int64_t p) {
+    const size_t i = size_t(p / s.m.bs);
+    if (q.table[i] >= 0) return s.m.settled_content(q.table[i], p % s.m.bs);
+    if (!q.swapped || q.swap_slots[i] < 0) return model::kUnknown;  // no block: a model bug
+    return model::Pool::content_at(s.m.hslots[size_t(q.swap_slots[i])].kv, p % s.m.bs);
+}
+
+// Every confirmed position of every sequence (not those a sliding window released: never read
+// again) reads its own KV.
+CHECK_NO_COVERAGE void check_seq_content(Session &s) {
+    for (const auto &kv : s.m.seqs) {
+        const model::Seq &q = kv.second;
+        for (int64_t p = q.released * s.m.bs; p < q.num_tokens; ++p) {
+            const uint64_t got = seq_reads(s, q, p);
+            if (got != q.ids[size_t(p)])
+                diverge("sequence %" PRIu64 " position %" PRId64 " (block %d%s) would read %s, not its own KV (op #%d %s)",
+                        kv.first, p, q.table[size_t(p / s.m.bs)], q.swapped ? ", swapped out" : "",
+                        got == model::kUnknown ? "KV never written" : "another position's KV", g_op, g_opname);
+            g_kv_settled_reads += q.table[size_t(p / s.m.bs)] >= 0 && s.m.is_pending_dst(q.table[size_t(p / s.m.bs)]);
+        }
+    }
+}
+
+// The mirror's own KV bytes of the resident sequences' confirmed positions.
+CHECK_NO_COVERAGE void check_mirror_kv(Session &s) {
     const int32_t bs = s.m.bs;
-    std::vector<float> block(size_t(2 * bs));  // layout of these pools: [K | V] x block_size, 1 head, dim 1
     for (const auto &kv : s.m.seqs) {
         const model::Seq &q = kv.second;
         if (q.swapped) continue;
-        for (int64_t b = q.released; b * bs < q.num_tokens; ++b) {
-            const int32_t id = q.table[size_t(b)];
-            if (kvc_storage_copy_blocks(s.pool, &id, 1, block.data(), 1) != KVC_OK)
-                diverge("kvc_storage_copy_blocks failed: %s", kvc_last_error());
-            for (int64_t t = 0; t < bs && b * bs + t < q.num_tokens; ++t) {
-                const float want = kv_value(q, b * bs + t);
-                if (block[size_t(t)] != want || block[size_t(bs + t)] != -want)
-                    diverge("KV bytes of sequence %" PRIu64 " position %" PRId64 " (block %d): K %g V %g, expected %g "
-                            "(op #%d %s)", kv.first, b * bs + t, id, double(block[size_t(t)]),
-                            double(block[size_t(bs + t)]), double(want), g_op, g_opname);
-            }
-            if (s.mr.data)
-                mirror::check_block(s.mr, id, q.tokens, b * bs, std::min<int64_t>(bs, q.num_tokens - b * bs),
-                                    &s.mirror_block, kv.first);
-        }
+        for (int64_t b = q.released; b * bs < q.num_tokens; ++b)
+            mirror::check_block(s.mr, q.table[size_t(b)], q.tokens, b * bs, std::min<int64_t>(bs, q.num_tokens - b * bs),
+                                &s.mirror_block, kv.first);
     }
+}
+
+// KVC_FUZZ_KV_SKEW=cached, the self-test that the byte checks can fail (run.sh): the first time a
+// free cached block holds known KV, the fuzzer overwrites one of its token slots with the KV of
+// the same token at the same position under another prefix (another LoRA id) -- which the old
+// position-and-token values could not tell apart, and which no sequence reads: only the check of
+// the cache's own entries sees it.
+void skew_kv_once(Session &s) {
+    static const char *skew = std::getenv("KVC_FUZZ_KV_SKEW");
+    static bool done = false;
+    if (!skew || done) return;
+    if (std::strcmp(skew, "cached") != 0) {
+        std::fprintf(stderr, "KVC_FUZZ_KV_SKEW=%s: unknown (cached)\n", skew);
+        std::exit(2);
+    }
+    for (int32_t b = 0; b < s.m.num_blocks; ++b) {
+        const model::Block &blk = s.m.blocks[size_t(b)];
+        if (!model::Pool::is_free(blk) || !blk.cached || blk.kv.empty() || blk.kv[0] == model::kUnknown) continue;
+        model::Keys other;
+        other.lora = blk.id.lora + 1;
+        other.salt = blk.id.salt;
+        other.mm = blk.id.mm;
+        std::vector<uint64_t> ids;
+        model::extend_ids(other, blk.id.tokens, s.m.bs, &ids);
+        const int64_t slot = int64_t(b) * s.m.bs;  // token 0 of the block
+        s.kv_scratch.resize(size_t(2 * kvo_row_floats(&s.shape)));
+        if (kvo_write(s.pool, &s.shape, &slot, &ids[ids.size() - size_t(s.m.bs)], 1, s.kv_scratch.data(), nullptr) != KVC_OK)
+            diverge("kvc_cache_write (KVC_FUZZ_KV_SKEW) failed: %s", kvc_last_error());
+        done = true;
+        return;
+    }
+}
+
+// After every operation (see the section comment for pending pairs).
+void check_kv(Session &s) {
+    if (!s.cpu) return;
+    if (!s.m.pending.empty() && ++s.pending_ops < kPendingOps) {
+        check_seq_content(s);
+        ++g_kv_pending_ops;
+        return;
+    }
+    s.pending_ops = 0;
+    copy_pending_now(s);
+    skew_kv_once(s);
+    check_storage(s);
+    check_seq_content(s);
+    if (s.mr.data) check_mirror_kv(s);
 }
 
 void op_other_traffic(Input &in, Session &s);
@@ -805,10 +981,7 @@ void op_append(Input &in, Session &s) {
     int32_t m_fresh = -7;
     MIRROR_EQ("kvc_append status", st, kvc_append(s.mr.pool, id, null_tokens ? nullptr : toks.data(), nt, nl, &m_fresh));
     MIRROR_EQ("kvc_append new blocks", fresh, m_fresh);
-    if (st == KVC_OK) {
-        copy_pending_now(s);
-        write_kv(s, id, before, nt);
-    }
+    if (st == KVC_OK) write_kv(s, id, before, nt);  // none for a lookahead-only append: its pairs wait
     else EXPECT_EQ("kvc_append wrote its out-param on failure", fresh, -7);
 }
 
@@ -976,6 +1149,7 @@ void op_other_traffic(Input &in, Session &s) {
     MIRROR_EQ("kvc_alloc cached tokens (other traffic)", cached, m_cached);
     if (st != KVC_OK) return;
     EXPECT_EQ("kvc_alloc cached tokens (other traffic)", cached, 0);
+    write_kv(s, id, 0, n);  // its forward pass ran: what it leaves in the cache is real KV
     st = kvc_free(s.pool, id);
     EXPECT_EQ("kvc_free status (other traffic)", st, s.m.free_seq(id));
     MIRROR_EQ("kvc_free status (other traffic)", st, kvc_free(s.mr.pool, id));
@@ -1354,6 +1528,11 @@ void trace_state(Session &s) {
         for (int32_t b : kv.second.table) std::fprintf(stderr, " %d", b);
         std::fprintf(stderr, "\n");
     }
+    if (!m.pending.empty()) {
+        std::fprintf(stderr, "  pending pairs:");
+        for (const auto &pr : m.pending) std::fprintf(stderr, " %d->%d", pr.first, pr.second);
+        std::fprintf(stderr, "\n");
+    }
     std::fprintf(stderr, "  free: unhashed");
     for (int32_t b : m.unhashed) std::fprintf(stderr, " %d", b);
     for (size_t p = 0; p < m.lru.size(); ++p)
@@ -1467,6 +1646,11 @@ void setup_mirror(Session &s) {
 void open_pool(Session &s, bool fresh) {
     if (kvc_pool_create(&s.cfg, &s.pool) != KVC_OK) diverge("kvc_pool_create failed: %s", kvc_last_error());
     if (kvc_bytes_per_block(&s.cfg, &s.block_bytes) != KVC_OK) diverge("kvc_bytes_per_block failed");
+    if (s.cpu && kvo_shape_of(s.pool, &s.shape) != KVC_OK) diverge("kvo_shape_of failed: %s", kvc_last_error());
+    s.all_blocks.resize(size_t(s.cfg.num_blocks));
+    for (size_t b = 0; b < s.all_blocks.size(); ++b) s.all_blocks[b] = int32_t(b);
+    s.passed_storage.clear();  // a new pool: nothing has passed yet
+    s.passed_kv.clear();
     if (s.host_slots > 0 && kvc_tier_attach_host(s.pool, s.host_slots) != KVC_OK)
         diverge("kvc_tier_attach_host failed: %s", kvc_last_error());
     if (s.disk_slots > 0 && attach_disk(s.pool, s.disk_slots, "pool", false, s.persistent, fresh, s.identity) != KVC_OK)
@@ -1533,7 +1717,10 @@ bool setup(Input &in, Session &s) {
     cfg.max_seq_len = max_len;
     cfg.event_capacity = ev_cap;
     cfg.backend = s.cpu ? KVC_BACKEND_CPU : KVC_BACKEND_NONE;
-    cfg.head_dim = 1;
+    // Two KV heads of dimension 2: a token slot holds 8 oracle values, so another position's KV
+    // matches by chance with probability 2^-64 (one head of dimension 1: 2^-16), at little cost.
+    cfg.num_kv_heads = 2;
+    cfg.head_dim = 2;
     cfg.kv_dtype = KVC_DTYPE_F32;
     open_pool(s, true);
     if (kvc_keys_create(&s.keys) != KVC_OK) diverge("kvc_keys_create failed");
@@ -1775,6 +1962,12 @@ void report_totals() {
                  PRIu64 ", CPU->NONE %" PRIu64 ", CPU->CPU %" PRIu64 ", NONE->NONE %" PRIu64
                  "; operations with the mirror's own KV bytes checked %" PRIu64 ")\n",
                  g_mirror_none_cpu, g_mirror_cpu_none, g_mirror_cpu_cpu, g_mirror_none_none, g_mirror_data_ops);
+    std::fprintf(stderr, "fuzz_pool: KV bytes: device blocks compared with the model's content %" PRIu64
+                 " (free cached %" PRIu64 ", shared %" PRIu64 "; decoded, the others unchanged since they passed %" PRIu64
+                 "), operations checked with copy-on-write pairs pending %" PRIu64
+                 ", sequence positions read through a pending pair %" PRIu64 "\n",
+                 g_kv_block_checks, g_kv_free_cached_checks, g_kv_shared_checks, g_kv_blocks_decoded, g_kv_pending_ops,
+                 g_kv_settled_reads);
 }
 
 }  // namespace

@@ -128,6 +128,22 @@
 // fail where an earlier one holds. Blocks wholly before the window start out released (-1): not
 // taken, not counted against capacity, a cached one left where it is. Without a window the hit is
 // the leading run of available blocks, as before.
+//
+// KV content (the byte oracle, tests/kv_oracle.h): the model also knows what every device block
+// and every host and disk slot *holds*, token slot by token slot: the identity of the position
+// whose K/V was written there, or kUnknown. A position's identity chains the request's keys that
+// enter block identities (LoRA id and cache salt at the root, each multimodal item at the start
+// of the block its offset lies in) and every token up to it: the positions of two blocks the
+// library may share (one Identity above) have the same identities, and a block holding another
+// prefix's or another tenant's KV differs from the expectation even where token and position agree.
+// Sequences carry their positions' identities (Seq::ids). Content moves with every copy the model
+// knows, when the copy is planned (the library runs its copies in the order planned, before any
+// later write of their source): the driver's writes (record_write), kvc_copy_pending (dst := src,
+// pair by pair in queue order, so a pair reading an earlier pair's destination reads the copy),
+// spills, restores, swap-out / swap-in, disk spills and promotions, and the file keeps what each
+// successful disk write put in its slot (a restart recovers it). A block taken fresh holds
+// unknown content (the library promises nothing about it); freeing, truncating, aborting,
+// uncaching and resetting move nothing, so a free block (cached or not) keeps its content.
 #pragma once
 
 #include <algorithm>
@@ -138,6 +154,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../kv_oracle.h"
 #include "kvc/kvc.h"
 
 namespace model {
@@ -185,6 +202,34 @@ inline Identity identity_of(const Keys &k, const std::vector<int32_t> &tokens, i
     return id;
 }
 
+// ---- KV content (see the header comment) ----
+// One entry per token slot of a block: a position's identity, or kUnknown. Empty = all unknown.
+using Content = std::vector<uint64_t>;
+constexpr uint64_t kUnknown = 0;  // kvo ids are 64-bit hashes: 0 stands for "never written"
+
+// The identity of a request's empty prefix: the keys every block identity carries (LoRA id, salt).
+inline uint64_t content_root(const Keys &k) {
+    uint64_t salt = kvo_mix(k.lora);
+    for (unsigned char ch : k.salt) salt = kvo_mix(salt ^ ch);
+    return kvo_root(salt);
+}
+
+inline uint64_t mm_digest(const MmItem &m) {
+    return kvo_mix(m.hi ^ kvo_mix(m.lo ^ kvo_mix((uint64_t(m.offset) << 32) ^ uint64_t(m.length))));
+}
+
+// Extends ids (identities of positions 0..ids.size()-1) to every token of `tokens`. A multimodal
+// item enters at the start of the block its offset lies in: the first block whose identity has it.
+inline void extend_ids(const Keys &k, const std::vector<int32_t> &tokens, int32_t bs, std::vector<uint64_t> *ids) {
+    uint64_t id = ids->empty() ? content_root(k) : ids->back();
+    for (size_t p = ids->size(); p < tokens.size(); ++p) {
+        if (p % size_t(bs) == 0)
+            for (const MmItem &m : k.mm)
+                if (m.offset / bs == int64_t(p) / bs) id = kvo_mix(id ^ mm_digest(m));
+        ids->push_back(id = kvo_next(id, tokens[p]));
+    }
+}
+
 struct Block {
     int32_t ref = 0;
     int32_t pins = 0;
@@ -194,6 +239,7 @@ struct Block {
     int32_t priority = KVC_PRIORITY_DEFAULT;
     bool cached = false;
     Identity id;  // valid while cached
+    Content kv;   // what its storage holds (see "KV content")
 };
 
 struct Seq {
@@ -210,6 +256,7 @@ struct Seq {
     int64_t window_from = 0;      // first position the latest alloc (first uncached) / append added
     int64_t hit_blocks = 0;       // table entries kvc_alloc found cached (a fork's inherits them, a
                                   // truncate lowers them to n / bs): kvc_abort leaves those cached
+    std::vector<uint64_t> ids;    // the identity of each confirmed position: what its KV must be
 };
 
 struct HostSlot {
@@ -219,6 +266,7 @@ struct HostSlot {
     Identity id;
     int32_t priority = KVC_PRIORITY_DEFAULT;
     bool recovered = false;  // disk: re-indexed at a restart and not reused since (coverage only)
+    Content kv;              // what the slot holds once its copy in has run
 };
 
 // A lower tier's block counts (kvc_tier_stats; failures only with injected disk faults).
@@ -288,6 +336,7 @@ struct FileHeader {
     uint64_t stamp = 0;
     int32_t owner = 0;          // the disk identity it was written under (an identity class, 0 = none)
     bool seen_foreign = false;  // counted foreign at an attach since it was written (coverage only)
+    Content kv;                 // the block's bytes the write put in the file
 };
 
 // Where the prefix walk looks past the device (lib/pool.hpp's WalkTiers).
@@ -425,6 +474,7 @@ public:
             d.recovered = true;
             d.id = dfile[size_t(f.second)].id;
             d.priority = dfile[size_t(f.second)].priority;
+            d.kv = dfile[size_t(f.second)].kv;
             disk_commit_cached(f.second);
             ++recovered;
             recovered_stale += std::find(cached_before.begin(), cached_before.end(), d.id) == cached_before.end();
@@ -631,7 +681,7 @@ public:
                         ++dc.io_errors;
                     } else {
                         dfile[size_t(j.disk)] = {true, dslots[size_t(j.disk)].id, dslots[size_t(j.disk)].priority, j.stamp,
-                                                 owner, false};
+                                                 owner, false, dslots[size_t(j.disk)].kv};
                         disk_commit_cached(j.disk);
                         ++dc.blocks_in;
                     }
@@ -689,6 +739,7 @@ public:
         d.recovered = false;
         d.id = hs.id;
         d.priority = hs.priority;
+        d.kv = hs.kv;
         jobs.push_back({kind, v, ds, next_stamp++});
         return true;
     }
@@ -700,6 +751,7 @@ public:
         Block &blk = blocks[size_t(b)];
         blk.cached = true;
         blk.id = hslots[size_t(v)].id;
+        blk.kv = hslots[size_t(v)].kv;
         blk.staged = blk.id;
         blk.staged_valid = true;
         Event e;
@@ -754,6 +806,7 @@ public:
             hs.indexed = true;
             hs.id = dslots[size_t(ds)].id;
             hs.priority = dslots[size_t(ds)].priority;
+            hs.kv = dslots[size_t(ds)].kv;
             jobs.push_back({Job::kPromote, v, ds});
         }
         for (int32_t b : h.blocks)
@@ -864,6 +917,7 @@ public:
         hs.indexed = true;
         hs.id = blk.id;
         hs.priority = blk.priority;
+        hs.kv = blk.kv;
         jobs.push_back({Job::kSpill, v});
     }
 
@@ -882,6 +936,7 @@ public:
         unlink(b);
         blk.ref = 1;
         blk.priority = priority;
+        blk.kv.assign(size_t(bs), kUnknown);  // whatever it held is no longer anyone's KV
         return b;
     }
 
@@ -915,12 +970,36 @@ public:
         if (is_free(blk)) became_free(b);
     }
 
+    // ---- KV content (see the header comment) ----
+    // The driver wrote the KV of positions first .. first + count - 1 of q into q's blocks.
+    void record_write(const Seq &q, int64_t first, int64_t count) {
+        for (int64_t p = first; p < first + count; ++p) {
+            Content &kv = blocks[size_t(q.table[size_t(p / bs)])].kv;
+            kv.resize(size_t(bs), kUnknown);
+            kv[size_t(p % bs)] = q.ids[size_t(p)];
+        }
+    }
+    static uint64_t content_at(const Content &kv, int64_t t) { return size_t(t) < kv.size() ? kv[size_t(t)] : kUnknown; }
+    // What token slot t of block b holds once the pending pairs are copied: what a sequence
+    // holding b reads at its next forward pass (kvc_copy_pending runs first). Pairs apply in
+    // queue order, so a destination gets its source's content as of its own pair.
+    uint64_t settled_content(int32_t b, int64_t t) const { return settled_before(b, t, pending.size()); }
+    uint64_t settled_before(int32_t b, int64_t t, size_t end) const {
+        for (size_t j = end; j-- > 0;)
+            if (pending[j].second == b) return settled_before(pending[j].first, t, j);
+        return content_at(blocks[size_t(b)].kv, t);
+    }
+    bool is_pending_dst(int32_t b) const {
+        return std::any_of(pending.begin(), pending.end(), [b](const auto &pr) { return pr.second == b; });
+    }
+
     // Drains up to n pending pairs into out (may be null), then drops their holds in order.
     void drain(int64_t n, std::vector<std::pair<int32_t, int32_t>> *out) {
         std::vector<std::pair<int32_t, int32_t>> taken;
         for (int64_t i = 0; i < n && !pending.empty(); ++i) {
             taken.push_back(pending.front());
             pending.pop_front();
+            blocks[size_t(taken.back().second)].kv = blocks[size_t(taken.back().first)].kv;  // queue order
         }
         for (const auto &pr : taken) unhold(pr.first);
         if (out) out->insert(out->end(), taken.begin(), taken.end());
@@ -1019,6 +1098,8 @@ public:
         s.keys = k;
         if (tokens) s.tokens.assign(tokens->begin(), tokens->begin() + n);
         else s.tokens.assign(size_t(n), 0);  // NULL tokens (caching off): ids unknown, 0 stands for them
+        s.ids.clear();
+        extend_ids(k, s.tokens, bs, &s.ids);
         s.table.assign(size_t(p.skip), -1);  // before the window: never taken, a cached one left alone
         for (int32_t b : p.hits) {
             if (b >= 0) {
@@ -1118,6 +1199,7 @@ public:
         }
         if (tokens) s.tokens.insert(s.tokens.end(), tokens->begin(), tokens->begin() + nt);
         else s.tokens.insert(s.tokens.end(), size_t(nt), 0);
+        extend_ids(s.keys, s.tokens, bs, &s.ids);
         s.num_tokens = new_tokens;
         s.reserved = new_end;
         if (caching) hash_full_blocks(s);
@@ -1205,6 +1287,7 @@ public:
         hs.indexed = true;
         hs.id = blk.id;
         hs.priority = blk.priority;
+        hs.kv = blk.kv;
         jobs.push_back({Job::kSpill, v});
         return write_to_disk(v, Job::kDiskSpill) ? 1 : -1;
     }
@@ -1392,6 +1475,7 @@ public:
             if (!swappable(b)) continue;
             const int32_t v = host_take_slot();
             hslots[size_t(v)].state = HostSlot::kHeld;
+            hslots[size_t(v)].kv = blocks[size_t(b)].kv;
             ++hc.blocks_in;
             s.swap_slots[i] = v;
             s.table[i] = -1;
@@ -1413,6 +1497,7 @@ public:
             const int32_t v = s.swap_slots[i];
             if (v < 0) continue;
             s.table[i] = take_fresh(s.keys.priority);
+            blocks[size_t(s.table[i])].kv = hslots[size_t(v)].kv;
             hslots[size_t(v)].state = HostSlot::kBusy;
             jobs.push_back({Job::kSwapIn, v});
         }
@@ -1480,6 +1565,7 @@ public:
         for (int64_t i = int64_t(s.table.size()); i-- > keep;) c.blocks_freed += release(s.table[size_t(i)]);
         s.table.resize(size_t(keep));
         s.tokens.resize(size_t(n));
+        s.ids.resize(size_t(n));
         s.num_tokens = s.reserved = n;
         s.window_from = std::min(s.window_from, n);
         return {KVC_OK, dropped};

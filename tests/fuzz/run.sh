@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the differential fuzzer with clang (libFuzzer + ASan + UBSan, library instrumented for
 # coverage), replays the committed corpus, checks that a skewed mirror rank is reported (the
-# determinism self-test, see mirror.hpp), then fuzzes for a bounded time.
+# determinism self-test, see mirror.hpp) and that KV bytes made wrong are reported (the byte
+# oracle's self-test, KVC_FUZZ_KV_SKEW in fuzz_pool.cpp), then fuzzes for a bounded time.
 #
 #   tests/fuzz/run.sh [seconds]        default 60; 0 = replay only
 #   KVC_FUZZ_BUILD=dir                 build directory (default build/fuzz)
@@ -25,7 +26,7 @@ CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebI
   -DKVC_BUILD_TESTS=OFF -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_BENCH=OFF -DKVC_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build "$BUILD" -j"${KVC_JOBS:-2}" --target fuzz_pool >/dev/null
 FUZZ=$BUILD/tests/fuzz/fuzz_pool
-unset KVC_FUZZ_MIRROR_SKEW  # only the self-test below sets it
+unset KVC_FUZZ_MIRROR_SKEW KVC_FUZZ_KV_SKEW  # only the self-tests below set them
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
@@ -43,6 +44,14 @@ for skew in blocks alloc; do
   fi
   echo "fuzz: self-test: skewed mirror ($skew) reported: $(grep -m1 -o 'mirror rank diverges.*' <<<"$out")"
 done
+
+# The byte checks can fail: a free cached block given another prefix's KV (same token, same position)
+# must be reported.
+out=$(KVC_FUZZ_KV_SKEW=cached "$FUZZ" -runs=0 -artifact_prefix="$BUILD/kv-skew-" "$CORPUS" 2>&1 || true)
+if ! grep -q 'diverges from the model: KV bytes of block' <<<"$out"; then
+  echo "fuzz: self-test failed: a cached block holding another prefix's KV was not reported"; exit 1
+fi
+echo "fuzz: self-test: wrong KV in a cached block reported: $(grep -m1 -o 'KV bytes of block.*' <<<"$out")"
 
 if [ "$SECONDS_TO_FUZZ" -gt 0 ]; then
   mkdir -p "$WORK"
