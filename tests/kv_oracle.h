@@ -96,14 +96,19 @@ static inline kvc_status kvo_shape_of(kvc_pool *pool, kvo_shape *out) {
 /* Floats per token and layer in kvc_cache_write's source layout ([kv_heads][head_dim]). */
 static inline int64_t kvo_row_floats(const kvo_shape *s) { return (int64_t)s->kv_heads * s->head_dim; }
 
+/* Floats kvo_write's scratch must hold for n positions: K and V of every layer, each layer in a
+ * region of its own (on CUDA a layer's write may still be queued when the next layer's is made). */
+static inline int64_t kvo_scratch_floats(const kvo_shape *s, int64_t n) { return 2 * n * kvo_row_floats(s) * s->layers; }
+
 /* Writes the oracle's K and V of n positions (identities ids[i]) into slots[i], every layer.
- * scratch holds 2 x n x kv_heads x head_dim floats. On CUDA the pool reads k/v from device memory:
- * this helper is for CPU pools (and the emulated CUDA backend, whose device memory is host memory). */
+ * scratch holds kvo_scratch_floats(s, n) floats and must stay untouched until the writes ran (CPU:
+ * on return; CUDA: when `stream` reaches them). On CUDA the pool reads k/v from device memory: this
+ * helper is for CPU pools and the emulated CUDA backend, whose device memory is host memory. */
 static inline kvc_status kvo_write(kvc_pool *pool, const kvo_shape *s, const int64_t *slots, const uint64_t *ids,
                                    int64_t n, float *scratch, void *stream) {
     const int64_t row = kvo_row_floats(s);
-    float *k = scratch, *v = scratch + n * row;
     for (int32_t l = 0; l < s->layers; ++l) {
+        float *k = scratch + 2 * n * row * l, *v = k + n * row;
         for (int64_t i = 0; i < n; ++i)
             for (int32_t h = 0; h < s->kv_heads; ++h)
                 for (int32_t d = 0; d < s->head_dim; ++d) {

@@ -27,7 +27,7 @@ enum { MAX_POS = 64 };
 typedef struct oracle_pool {
     kvc_pool *pool;
     kvo_shape shape;
-    float scratch[2 * MAX_POS * 2 * 8];  /* kvo_write's K and V: MAX_POS tokens x 2 heads x dim 8 */
+    float scratch[2 * 2 * MAX_POS * 2 * 8];  /* kvo_write's: 2 layers x K,V x MAX_POS tokens x 2 heads x dim 8 */
     unsigned char block[TBLOCK_BYTES];
 } oracle_pool;
 
@@ -35,6 +35,7 @@ static void oracle_init(oracle_pool *o, kvc_pool *p) {
     o->pool = p;
     OK(kvo_shape_of(p, &o->shape));
     assert_int_equal(o->shape.block_stride, TBLOCK_BYTES);
+    assert_true(kvo_scratch_floats(&o->shape, MAX_POS) <= (int64_t)(sizeof o->scratch / sizeof(float)));
 }
 
 /* Writes the oracle's KV of positions [first, first + n) of seq (tokens: the whole sequence). */
