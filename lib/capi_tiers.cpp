@@ -77,9 +77,25 @@ void fill_slots(const TierSlots &s, int64_t stride, kvc_tier_stats *o) {
     o->bytes_used = s.num_used() * stride;
 }
 
-// kvc_tier_attach_disk and kvc_tier_attach_disk_with_identity; `fn` names the caller in messages.
+// The MAC key of kvc_tier_attach_disk_keyed; not given for the unkeyed attaches (given with a NULL
+// key is an error, never "unkeyed").
+struct DiskKey {
+    bool given = false;
+    const uint8_t *bytes = nullptr;
+    int64_t len = 0;
+};
+
+kvc_status check_key(const DiskKey &key, const char *fn) {
+    if (!key.bytes) return fail(KVC_ERR_NULL_ARG, "%s: key is NULL", fn);
+    if (key.len < KVC_DISK_KEY_MIN_LEN || key.len > KVC_DISK_KEY_MAX_LEN)
+        return fail(KVC_ERR_INVALID_ARG, "%s: key_len must be in [%d, %d], got %lld", fn, KVC_DISK_KEY_MIN_LEN,
+                    KVC_DISK_KEY_MAX_LEN, (long long)key.len);
+    return KVC_OK;
+}
+
+// The kvc_tier_attach_disk* functions; `fn` names the caller in messages.
 kvc_status attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks, int32_t flags, const char *identity,
-                       const char *fn) {
+                       const DiskKey &key, const char *fn) {
     if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
     if (!path) return fail(KVC_ERR_NULL_ARG, "%s: path is NULL", fn);
     if (!*path) return fail(KVC_ERR_INVALID_ARG, "%s: path is empty", fn);
@@ -90,6 +106,8 @@ kvc_status attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks, int
         return fail(KVC_ERR_INVALID_ARG, "%s: unknown flags 0x%x", fn, unsigned(flags));
     if (identity && strnlen(identity, KVC_MAX_DISK_IDENTITY_LEN + 1) > KVC_MAX_DISK_IDENTITY_LEN)
         return fail(KVC_ERR_INVALID_ARG, "%s: identity is longer than %d bytes", fn, KVC_MAX_DISK_IDENTITY_LEN);
+    if (key.given)
+        if (kvc_status st = check_key(key, fn); st != KVC_OK) return st;
     Tiers *t = pool->tiers.load(std::memory_order_acquire);
     if (!t) return fail(KVC_ERR_STATE, "%s: attach a host tier first (kvc_tier_attach_host)", fn);
     {
@@ -97,8 +115,8 @@ kvc_status attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks, int
         if (t->disk) return fail(KVC_ERR_STATE, "%s: this pool already has a disk tier", fn);
     }
     std::unique_ptr<kvc::DiskTier> d(new kvc::DiskTier());
-    if (kvc_status st = d->open(path, int32_t(num_blocks), pool->layout, flags, identity, fn); st != KVC_OK)
-        return st;
+    kvc_status st = d->open(path, int32_t(num_blocks), pool->layout, flags, identity, fn, key.bytes, size_t(key.len));
+    if (st != KVC_OK) return st;
     // Job capacity grows by the disk slots (see Tiers::pending); exec_mu first, as the executor.
     std::lock_guard<std::mutex> ex(t->exec_mu);
     std::lock_guard<std::mutex> lk(pool->mu);
@@ -151,12 +169,22 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks) {
 }
 
 KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks, int32_t flags) {
-    KVC_GUARD({ return attach_disk(pool, path, num_blocks, flags, nullptr, "kvc_tier_attach_disk"); })
+    KVC_GUARD({ return attach_disk(pool, path, num_blocks, flags, nullptr, DiskKey{}, "kvc_tier_attach_disk"); })
 }
 
 KVC_API kvc_status kvc_tier_attach_disk_with_identity(kvc_pool *pool, const char *path, int64_t num_blocks,
                                                       int32_t flags, const char *identity) {
-    KVC_GUARD({ return attach_disk(pool, path, num_blocks, flags, identity, "kvc_tier_attach_disk_with_identity"); })
+    KVC_GUARD({
+        return attach_disk(pool, path, num_blocks, flags, identity, DiskKey{}, "kvc_tier_attach_disk_with_identity");
+    })
+}
+
+KVC_API kvc_status kvc_tier_attach_disk_keyed(kvc_pool *pool, const char *path, int64_t num_blocks, int32_t flags,
+                                              const char *identity, const uint8_t *key, int64_t key_len) {
+    KVC_GUARD({
+        return attach_disk(pool, path, num_blocks, flags, identity, DiskKey{true, key, key_len},
+                           "kvc_tier_attach_disk_keyed");
+    })
 }
 
 KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_op) {

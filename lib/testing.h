@@ -46,6 +46,9 @@ void kvct_corrupt_refcount(kvc_pool *pool, int32_t block, int32_t delta);
 void kvct_disk_fault(int32_t kind, int32_t count);
 /** on != 0: disk tiers attached afterwards use pread/pwrite instead of io_uring. */
 void kvct_disk_force_sync_io(int32_t on);
+/** The file keyed disk attaches (kvc_tier_attach_disk_keyed) load libsodium from: a name that
+ *  cannot be loaded stands in for a machine without libsodium23. NULL restores libsodium.so.23. */
+void kvct_sodium_library(const char *name);
 /** on > 0: the pool's planned tier copies stay pending (not run, not committed); on = 0 runs them;
  *  on < 0 lets them be run by the next call that runs copies, leaving them pending meanwhile (as
  *  copies another thread planned and has not run yet). Lets a test put a call between another

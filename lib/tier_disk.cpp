@@ -43,6 +43,15 @@ struct DiskHeader {
 
 size_t token_bytes(const KvLayout &L) { return size_t(L.block_size) * sizeof(int32_t); }
 
+// What every header of this tier carries to say whose slot it is: the layout, and the caller's
+// identity if any. No identity keeps the layout-only fingerprint: files written before identities
+// existed, or without one, stay recoverable.
+uint64_t tier_fingerprint(const KvLayout &L, const char *identity) {
+    const int32_t words[] = {L.block_size, L.num_layers, L.num_kv_heads, L.head_dim, L.dtype, int32_t(kVersion)};
+    const uint64_t fp = XXH3_64bits_withSeed(words, sizeof words, uint64_t(L.block_stride));
+    return identity && *identity ? XXH3_64bits_withSeed(identity, std::strlen(identity), fp) : fp;
+}
+
 uint64_t header_hash(const char *hdr, size_t tokens_len) {
     DiskHeader h;
     std::memcpy(&h, hdr, sizeof h);
@@ -170,22 +179,26 @@ kvc_status DiskTier::claim_file(const char *path, int64_t file_bytes, int32_t nu
     return KVC_OK;
 }
 
+size_t DiskTier::signed_bytes() const { return sizeof(DiskHeader) + token_bytes(layout_); }
+
 kvc_status DiskTier::open(const char *path, int32_t num_slots, const KvLayout &layout, int32_t flags,
-                          const char *identity, const char *fn) {
+                          const char *identity, const char *fn, const uint8_t *key, size_t key_len) {
     layout_ = layout;
     persistent = (flags & KVC_DISK_PERSISTENT) != 0;
-    header_bytes_ = tier_round_up(int64_t(sizeof(DiskHeader) + token_bytes(layout)));
+    // The key first: a keyed attach that cannot load libsodium fails before the file is touched.
+    if (key)
+        if (kvc_status st = mac_.init(key, key_len, fn); st != KVC_OK) return st;
+    // A keyed header holds the MAC after the token ids.
+    header_bytes_ = tier_round_up(int64_t(signed_bytes() + (mac_.keyed() ? DiskMac::kTagBytes : 0)));
     data_bytes_ = tier_round_up(layout.block_stride);
     slot_bytes_ = header_bytes_ + data_bytes_;
     int64_t file_bytes;
     if (mul_overflows(slot_bytes_, num_slots, &file_bytes))
         return fail(KVC_ERR_OVERFLOW, "%s: %d slots of %lld bytes overflow", fn, num_slots, (long long)slot_bytes_);
-    const int32_t fp_words[] = {layout.block_size, layout.num_layers, layout.num_kv_heads, layout.head_dim,
-                                layout.dtype, int32_t(kVersion)};
-    fingerprint_ = XXH3_64bits_withSeed(fp_words, sizeof fp_words, uint64_t(layout.block_stride));
-    // No identity keeps the layout-only fingerprint: files written before identities existed, or
-    // without one, stay recoverable.
-    if (identity && *identity) fingerprint_ = XXH3_64bits_withSeed(identity, std::strlen(identity), fingerprint_);
+    // A keyed fingerprint makes another key's slots, and unkeyed ones, foreign at a persistent attach
+    // (and ours foreign to them); forged headers that copy it still fail the MAC when read.
+    fingerprint_ = tier_fingerprint(layout, identity);
+    if (mac_.keyed()) fingerprint_ = mac_.derive(fingerprint_);
 
     bool created = false;
     if (kvc_status st = open_file(path, flags, &created, fn); st != KVC_OK) return st;
@@ -236,6 +249,7 @@ void DiskTier::build_header(int32_t slot, const char *data, char *hdr) const {
     h.header_check = header_hash(hdr, token_bytes(layout_));
     h.checksum = XXH3_64bits_withSeed(data, size_t(layout_.block_stride), h.header_check);
     std::memcpy(hdr, &h, sizeof h);
+    if (mac_.keyed()) mac_.tag(hdr, signed_bytes(), data, size_t(layout_.block_stride), hdr + signed_bytes());
 }
 
 int32_t DiskTier::verify(int32_t slot, const char *hdr, const char *data) const {
@@ -251,6 +265,9 @@ int32_t DiskTier::verify(int32_t slot, const char *hdr, const char *data) const 
         return kDiskChecksum;
     if (header_hash(hdr, token_bytes(layout_)) != h.header_check) return kDiskChecksum;
     if (XXH3_64bits_withSeed(data, size_t(layout_.block_stride), h.header_check) != h.checksum) return kDiskChecksum;
+    // Last: the framing above is cheap and catches plain corruption; only the MAC catches forgery.
+    if (mac_.keyed() && !mac_.verify(hdr, signed_bytes(), data, size_t(layout_.block_stride), hdr + signed_bytes()))
+        return kDiskChecksum;
     return kDiskOk;
 }
 

@@ -6,7 +6,10 @@
 // priority, token ids), the fingerprint (layout, and the caller's identity string if any), a write stamp (LRU order across restarts), a hash of
 // the header itself and an XXH3-64 checksum over the block's bytes seeded with that header hash — so
 // the checksum covers bytes and identity together. A read is used only when all of it matches what
-// the index expects; anything else (I/O error, short read, mismatch) is a miss.
+// the index expects; anything else (I/O error, short read, mismatch) is a miss. A keyed tier
+// (kvc_tier_attach_disk_keyed) also writes a MAC (disk_mac.hpp) after the token ids, over the header
+// fields, token ids and block bytes, and mixes a key-derived value into the fingerprint: XXH3 framing
+// can be recomputed by whoever writes the file, the MAC cannot without the key.
 //
 // With KVC_DISK_PERSISTENT the file is kept and, on attach, every slot header is read back and valid
 // ones re-enter the index (their bytes are verified later, when a prefix hit reads them). Without
@@ -17,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "disk_mac.hpp"
 #include "kv_layout.hpp"
 #include "tier_index.hpp"
 #include "tier_io.hpp"
@@ -38,9 +42,11 @@ public:
     // Opens (creates, owner-only) the file and, if persistent, re-indexes its valid slots. Not yet visible to
     // other threads: no lock needed. Errors carry `fn` and the path.
     // `identity` (may be NULL; at most KVC_MAX_DISK_IDENTITY_LEN bytes, checked by the caller) is
-    // mixed into the fingerprint every header carries.
+    // mixed into the fingerprint every header carries. With a key (key_len bytes, range checked by
+    // the caller) every slot is authenticated; KVC_ERR_UNSUPPORTED before the file is touched when
+    // libsodium cannot be loaded.
     kvc_status open(const char *path, int32_t num_slots, const KvLayout &layout, int32_t flags, const char *identity,
-                    const char *fn);
+                    const char *fn, const uint8_t *key = nullptr, size_t key_len = 0);
 
     // Writes host slot data to disk slots (identity taken from this tier's index, where the slots
     // are busy and indexed) / reads disk slots into host slot buffers and verifies them. Run
@@ -65,6 +71,7 @@ private:
     kvc_status open_file(const char *path, int32_t flags, bool *created, const char *fn);
     kvc_status open_failed(const char *path, const char *fn) const;
     kvc_status claim_file(const char *path, int64_t file_bytes, int32_t num_slots, const char *fn);
+    size_t signed_bytes() const;  // the header's part the MAC covers: fixed fields + token ids
     void build_header(int32_t slot, const char *data, char *hdr) const;
     int32_t verify(int32_t slot, const char *hdr, const char *data) const;
     void run_io(IoOp *ops, int n);
@@ -77,6 +84,7 @@ private:
     int64_t data_bytes_ = 0;
     int64_t slot_bytes_ = 0;
     uint64_t fingerprint_ = 0;
+    DiskMac mac_;  // keyed only for kvc_tier_attach_disk_keyed
     char *scratch_ = nullptr;  // kBatch header buffers, 4 KiB aligned
 };
 

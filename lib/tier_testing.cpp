@@ -1,4 +1,5 @@
 // Test-only hooks for the memory tiers (testing.h): fault injection and slot-state counts.
+#include "disk_mac.hpp"
 #include "pool.hpp"
 #include "testing.h"
 #include "tiers.hpp"
@@ -8,6 +9,8 @@ extern "C" {
 void kvct_disk_fault(int32_t kind, int32_t count) { kvc::tier_fault_set(count > 0 ? kind : 0, count); }
 
 void kvct_disk_force_sync_io(int32_t on) { kvc::tier_force_sync_io(on != 0); }
+
+void kvct_sodium_library(const char *name) { kvc::disk_mac_set_library(name); }
 
 void kvct_tier_hold_jobs(kvc_pool *pool, int32_t on) {
     kvc::Tiers *t = pool ? pool->tiers.load() : nullptr;

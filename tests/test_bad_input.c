@@ -315,6 +315,9 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     "zero size", "overflow", "out of range", "unknown id", "freed id", "id exists", "buffer too small",
     "wrong struct_size", "wrong state", "over capacity", "unsupported"};
 
+/* A slot-MAC key one byte longer than the longest taken (its contents do not matter). */
+static const uint8_t k_disk_key[KVC_DISK_KEY_MAX_LEN + 1];
+
 /* Row flags. */
 #define F_NONE 0
 #define F_KEEP_MSG 1 /* the function documents that it keeps the previous message */
@@ -741,6 +744,17 @@ static const char *const k_class_names[] = {"NULL handle", "NULL out-param", "NU
     X(kvc_tier_attach_disk_with_identity, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk_with_identity(F.C, TIER_PATH, 4, 0x40, "m"), 1) \
     X(kvc_tier_attach_disk_with_identity, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk_with_identity(F.C, TIER_PATH, 4, 0, F.long_identity), 1) \
     X(kvc_tier_attach_disk_with_identity, STATE, KVC_ERR_STATE, F_NONE, kvc_tier_attach_disk_with_identity(F.C, TIER_PATH, 4, 0, "m"), 1) \
+    X(kvc_tier_attach_disk_keyed, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_attach_disk_keyed(NULL, TIER_PATH, 4, 0, "m", k_disk_key, 32), 1) \
+    X(kvc_tier_attach_disk_keyed, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_attach_disk_keyed(F.C, NULL, 4, 0, "m", k_disk_key, 32), 1) \
+    X(kvc_tier_attach_disk_keyed, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_tier_attach_disk_keyed(F.C, TIER_PATH, 4, 0, "m", NULL, 32), 1) \
+    X(kvc_tier_attach_disk_keyed, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk_keyed(F.C, TIER_PATH, 0, 0, "m", k_disk_key, 32), 1) \
+    X(kvc_tier_attach_disk_keyed, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk_keyed(F.C, TIER_PATH, 4, 0x40, "m", k_disk_key, 32), 1) \
+    X(kvc_tier_attach_disk_keyed, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk_keyed(F.C, TIER_PATH, 4, 0, F.long_identity, k_disk_key, 32), 1) \
+    X(kvc_tier_attach_disk_keyed, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk_keyed(F.C, TIER_PATH, 4, 0, "m", k_disk_key, 0), 1) \
+    X(kvc_tier_attach_disk_keyed, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk_keyed(F.C, TIER_PATH, 4, 0, "m", k_disk_key, -1), 1) \
+    X(kvc_tier_attach_disk_keyed, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk_keyed(F.C, TIER_PATH, 4, 0, "m", k_disk_key, KVC_DISK_KEY_MIN_LEN - 1), 1) \
+    X(kvc_tier_attach_disk_keyed, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_attach_disk_keyed(F.C, TIER_PATH, 4, 0, "m", k_disk_key, KVC_DISK_KEY_MAX_LEN + 1), 1) \
+    X(kvc_tier_attach_disk_keyed, STATE, KVC_ERR_STATE, F_NONE, kvc_tier_attach_disk_keyed(F.C, TIER_PATH, 4, 0, "m", k_disk_key, 32), 1) \
     X(kvc_swap_out, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_swap_out(NULL, SEQ_C1, OP_OUT), 1) \
     X(kvc_swap_out, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_swap_out(F.C, SEQ_NONE, OP_OUT), 1) \
     X(kvc_swap_out, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_swap_out(F.C, SEQ_CFREED, OP_OUT), 1) \

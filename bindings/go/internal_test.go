@@ -56,6 +56,8 @@ func TestEnumValuesMatchHeader(t *testing.T) {
 	check("PRIORITY_DEFAULT", PriorityDefault, raw.KVC_PRIORITY_DEFAULT)
 	check("MAX_SALT_LEN", MaxSaltLen, raw.KVC_MAX_SALT_LEN)
 	check("MAX_DISK_IDENTITY_LEN", MaxDiskIdentityLen, raw.KVC_MAX_DISK_IDENTITY_LEN)
+	check("DISK_KEY_MIN_LEN", DiskKeyMinLen, raw.KVC_DISK_KEY_MIN_LEN)
+	check("DISK_KEY_MAX_LEN", DiskKeyMaxLen, raw.KVC_DISK_KEY_MAX_LEN)
 	check("TIER_DEVICE", int(TierDevice), int(raw.KVC_TIER_DEVICE))
 	check("TIER_HOST", int(TierHost), int(raw.KVC_TIER_HOST))
 	check("TIER_DISK", int(TierDisk), int(raw.KVC_TIER_DISK))

@@ -54,15 +54,45 @@ const MaxDiskIdentityLen = 1024
 // count in TierStats.ForeignBlocks. "" is no identity. A path or identity with a NUL byte is
 // rejected with ErrInvalidArg here; an identity longer than MaxDiskIdentityLen by the library.
 func (p *Pool) AttachDiskTierWithIdentity(path string, numBlocks int64, flags DiskFlags, identity string) error {
-	if err := nulError("AttachDiskTierWithIdentity", "path", path); err != nil {
+	const op = "AttachDiskTierWithIdentity"
+	if err := diskStringsError(op, path, identity); err != nil {
 		return err
 	}
-	if err := nulError("AttachDiskTierWithIdentity", "identity", identity); err != nil {
-		return err
-	}
-	return p.do("AttachDiskTierWithIdentity", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+	return p.do(op, func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
 		return raw.Kvc_tier_attach_disk_with_identity(h, path, numBlocks, int(flags), identity)
 	})
+}
+
+// DiskKeyMinLen and DiskKeyMaxLen bound the key AttachDiskTierKeyed takes, in bytes.
+const (
+	DiskKeyMinLen = 16
+	DiskKeyMaxLen = 64
+)
+
+// AttachDiskTierKeyed is AttachDiskTierWithIdentity with every slot authenticated by a keyed MAC
+// (kvc_tier_attach_disk_keyed), so that whoever can write the file but lacks the key cannot make
+// it serve chosen KV: a slot whose MAC does not verify is a miss counted in ChecksumFailures, and
+// a DiskPersistent re-attach with another key, or none, recovers none of the keyed slots (they
+// count in ForeignBlocks). key holds DiskKeyMinLen..DiskKeyMaxLen bytes (a secret from the
+// service's secret store); the library keeps its own copy, so the caller may wipe key on return.
+// ErrUnsupported when libsodium (Debian libsodium23) cannot be loaded: no tier is attached then,
+// authenticated or not. A nil key is ErrNullArg, a length out of range ErrInvalidArg.
+func (p *Pool) AttachDiskTierKeyed(path string, numBlocks int64, flags DiskFlags, identity string, key []byte) error {
+	const op = "AttachDiskTierKeyed"
+	if err := diskStringsError(op, path, identity); err != nil {
+		return err
+	}
+	return p.do(op, func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+		return raw.Kvc_tier_attach_disk_keyed(h, path, numBlocks, int(flags), identity, key, int64(len(key)))
+	})
+}
+
+// diskStringsError refuses a disk path or identity with a NUL byte (C would cut it short).
+func diskStringsError(op, path, identity string) error {
+	if err := nulError(op, "path", path); err != nil {
+		return err
+	}
+	return nulError(op, "identity", identity)
 }
 
 // FlushTiers writes every cached block the disk tier lacks to it — the host tier's, then the

@@ -163,6 +163,31 @@ func TestFlushTiersThenWarmRestart(t *testing.T) {
 	wantStatus(t, err, kvc.ErrState) // no disk tier
 }
 
+// writeSpanToDisk caches span(0, 9) (blocks 0, 1 + a partial one), writes the two full blocks to
+// the disk tier and closes the pool.
+func writeSpanToDisk(t *testing.T, p *kvc.Pool) {
+	t.Helper()
+	mustV[int64](t)(p.Alloc(1, span(0, 9), nil))
+	must(t, p.Free(1))
+	if n := mustV[int64](t)(p.FlushTiers()); n != 2 {
+		t.Fatalf("flush queued %d blocks, want 2", n)
+	}
+	must(t, p.Close())
+}
+
+// expectRecovered checks what a persistent attach found of the blocks writeSpanToDisk wrote.
+func expectRecovered(t *testing.T, q *kvc.Pool, what string, recovered, foreign int64) {
+	t.Helper()
+	s := mustV[kvc.TierStats](t)(q.TierStats(kvc.TierDisk))
+	if s.RecoveredBlocks != recovered || s.ForeignBlocks != foreign {
+		t.Fatalf("%s: recovered %d, foreign %d; want %d, %d", what, s.RecoveredBlocks, s.ForeignBlocks, recovered,
+			foreign)
+	}
+	if h := mustV[kvc.TierHits](t)(q.PrefixLookupTiers(span(0, 9), nil)); h.Disk != 4*recovered {
+		t.Fatalf("%s: hits %+v", what, h)
+	}
+}
+
 // A persistent file recovers only the blocks of the identity that wrote them: another rank's
 // shard of the same layout finds none and counts them as foreign.
 func TestDiskIdentity(t *testing.T) {
@@ -173,26 +198,13 @@ func TestDiskIdentity(t *testing.T) {
 		must(t, p.AttachDiskTierWithIdentity(path, 16, kvc.DiskPersistent, identity))
 		return p
 	}
-	p := open("model-a;tp=0/2")
-	mustV[int64](t)(p.Alloc(1, span(0, 9), nil)) // blocks 0, 1 cached + 1 partial
-	must(t, p.Free(1))
-	if n := mustV[int64](t)(p.FlushTiers()); n != 2 {
-		t.Fatalf("flush queued %d blocks, want 2", n)
-	}
-	must(t, p.Close())
+	writeSpanToDisk(t, open("model-a;tp=0/2"))
 	for _, c := range []struct {
 		identity           string
 		recovered, foreign int64
 	}{{"model-a;tp=1/2", 0, 2}, {"", 0, 2}, {"model-a;tp=0/2", 2, 0}} {
 		q := open(c.identity)
-		s := mustV[kvc.TierStats](t)(q.TierStats(kvc.TierDisk))
-		if s.RecoveredBlocks != c.recovered || s.ForeignBlocks != c.foreign {
-			t.Fatalf("identity %q: recovered %d, foreign %d; want %d, %d", c.identity, s.RecoveredBlocks,
-				s.ForeignBlocks, c.recovered, c.foreign)
-		}
-		if h := mustV[kvc.TierHits](t)(q.PrefixLookupTiers(span(0, 9), nil)); h.Disk != 4*c.recovered {
-			t.Fatalf("identity %q: hits %+v", c.identity, h)
-		}
+		expectRecovered(t, q, "identity "+c.identity, c.recovered, c.foreign)
 		must(t, q.Close())
 	}
 	q := newPool(t, cpuConfig())
@@ -203,6 +215,53 @@ func TestDiskIdentity(t *testing.T) {
 	if s := mustV[kvc.TierStats](t)(q.TierStats(kvc.TierDisk)); s.CapacityBlocks != 0 {
 		t.Fatalf("a refused attach left a disk tier: %+v", s)
 	}
+}
+
+// Keyed slots (AttachDiskTierKeyed): recovered with their key only — another key or none finds
+// them foreign —, the caller's key may be wiped once attached, bad keys change nothing.
+func TestDiskKeyed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kv.bin")
+	keyA := bytes.Repeat([]byte{0xa5}, 32)
+	open := func(key []byte) *kvc.Pool {
+		p := newPool(t, cpuConfig())
+		must(t, p.AttachHostTier(8))
+		if key == nil {
+			must(t, p.AttachDiskTierWithIdentity(path, 16, kvc.DiskPersistent, "m"))
+		} else {
+			must(t, p.AttachDiskTierKeyed(path, 16, kvc.DiskPersistent, "m", key))
+		}
+		return p
+	}
+	key := append([]byte(nil), keyA...)
+	p := open(key)
+	for i := range key {
+		key[i] = 0 // the tier MACs with its own copy
+	}
+	writeSpanToDisk(t, p)
+	for _, c := range []struct {
+		what               string
+		key                []byte
+		recovered, foreign int64
+	}{{"another key", bytes.Repeat([]byte{0x5a}, 32), 0, 2}, {"no key", nil, 0, 2}, {"the key", keyA, 2, 0}} {
+		q := open(c.key)
+		expectRecovered(t, q, c.what, c.recovered, c.foreign)
+		must(t, q.Close())
+	}
+	q := newPool(t, cpuConfig())
+	must(t, q.AttachHostTier(8))
+	other := filepath.Join(t.TempDir(), "other.bin")
+	wantStatus(t, q.AttachDiskTierKeyed(other, 16, 0, "m", nil), kvc.ErrNullArg)
+	wantStatus(t, q.AttachDiskTierKeyed(other, 16, 0, "m", make([]byte, kvc.DiskKeyMinLen-1)), kvc.ErrInvalidArg)
+	wantStatus(t, q.AttachDiskTierKeyed(other, 16, 0, "m", make([]byte, kvc.DiskKeyMaxLen+1)), kvc.ErrInvalidArg)
+	wantStatus(t, q.AttachDiskTierKeyed(other, 16, 0, "m", []byte{}), kvc.ErrInvalidArg)
+	wantStatus(t, q.AttachDiskTierKeyed(other, 16, 0, "a\x00b", keyA), kvc.ErrInvalidArg)
+	if s := mustV[kvc.TierStats](t)(q.TierStats(kvc.TierDisk)); s.CapacityBlocks != 0 {
+		t.Fatalf("a refused attach left a disk tier: %+v", s)
+	}
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Fatalf("a refused attach touched the file: %v", err)
+	}
+	must(t, q.AttachDiskTierKeyed(other, 16, 0, "", make([]byte, kvc.DiskKeyMaxLen)))
 }
 
 func TestTierEvents(t *testing.T) {

@@ -10,7 +10,7 @@
  *    pointers) back out by JNI; callers pass counts that match the array lengths (the public
  *    classes do).
  *  - host buffers (k, v, q, out, host, buf) -> byte[]; the salt, the disk tier's path and identity ->
- *    NUL-terminated UTF-8 byte[];
+ *    NUL-terminated UTF-8 byte[]; the disk tier's key -> byte[] (a wiped copy);
  *    device memory, ALiBi addresses and streams -> long, through the *_addr helpers.
  *  - kvc_status results: a failing status throws dev.kvc.KvcException from C, built from
  *    kvc_last_error() inside the same JNI call (so the message is that of the failing call, whatever
@@ -23,6 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kvc/kvc.h"
+
+/* Zeroes a secret before its memory is freed (volatile: the stores cannot be optimized away). */
+static void kvcjni_wipe(void *p, size_t n) {
+    volatile unsigned char *c = (volatile unsigned char *)p;
+    while (n--) *c++ = 0;
+}
 
 /* Throws dev.kvc.KvcException(status, op, message bytes). The message is passed as bytes and
  * decoded as UTF-8 in Java: it may quote caller data that is not valid modified UTF-8. */
@@ -164,6 +170,31 @@ KVC_BYTES(const char *identity, JNI_ABORT)
 KVC_BYTES(void *out, 0)
 KVC_BYTES(void *host, 0)
 KVC_BYTES(char *buf, 0)
+
+/* The disk tier's MAC key: byte[] copied into C memory that is wiped and freed after the call
+ * (GetByteArrayElements' copy would be freed unwiped); null is NULL. */
+%typemap(jni) const uint8_t *key "jbyteArray"
+%typemap(jtype) const uint8_t *key "byte[]"
+%typemap(jstype) const uint8_t *key "byte[]"
+%typemap(javain) const uint8_t *key "$javainput"
+%typemap(in) const uint8_t *key (jsize keylen = 0) %{
+  $1 = NULL;
+  if ($input != NULL) {
+    keylen = (*jenv)->GetArrayLength(jenv, $input);
+    $1 = ($1_ltype)malloc(keylen > 0 ? (size_t)keylen : 1);
+    if ($1 == NULL) {
+      SWIG_JavaThrowException(jenv, SWIG_JavaOutOfMemoryError, "copy of the disk tier key");
+      return $null;
+    }
+    (*jenv)->GetByteArrayRegion(jenv, $input, 0, keylen, (jbyte *)$1);
+  }
+%}
+%typemap(freearg) const uint8_t *key %{
+  if ($1 != NULL) {
+    kvcjni_wipe((void *)$1, (size_t)keylen$argnum);
+    free((void *)$1);
+  }
+%}
 
 /* Streams are opaque integers. */
 %typemap(jni) void *stream "jlong"

@@ -137,6 +137,8 @@ typedef enum kvc_alloc_verdict {
 #define KVC_PRIORITY_DEFAULT 50
 #define KVC_MAX_SALT_LEN 256
 #define KVC_MAX_DISK_IDENTITY_LEN 1024
+#define KVC_DISK_KEY_MIN_LEN 16 /**< shortest slot-MAC key kvc_tier_attach_disk_keyed takes, bytes */
+#define KVC_DISK_KEY_MAX_LEN 64 /**< longest slot-MAC key kvc_tier_attach_disk_keyed takes, bytes */
 
 /* ------------------------------------------------------------------------------------------------
  * Pool configuration and sizing
@@ -797,6 +799,8 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
  *  - Integrity: every block on disk carries an XXH3 checksum over its bytes and identity; a bad
  *    read is a miss (the caller recomputes), never wrong data. A persistent file also records who
  *    computed its blocks (kvc_tier_attach_disk_with_identity): another model's are never hits.
+ *    Checksums catch corruption, not forgery: kvc_tier_attach_disk_keyed adds a keyed MAC to every
+ *    slot, so that whoever can write the file without the key cannot make it serve chosen KV.
  *  - Prefetch: kvc_tier_prefetch reads a queued prompt's disk hits up into the host tier from the
  *    caller's I/O thread, so that its kvc_alloc does not wait for the disk.
  *  - Ordering: copies run outside the pool lock. On CUDA they are asynchronous on a dedicated tier
@@ -835,8 +839,11 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks);
  *  untouched. A lock still held is waited for up to 200 ms first (environment
  *  KVC_DISK_LOCK_WAIT_MS changes it): a server restarted right after it was killed gets its file
  *  although the kernel releases the dead process's lock a few ms late.
- *  Trust: checksums detect corruption, not forgery — whoever can write the file can make it
- *  serve any KV for any prompt; keep it where only the service's user can write.
+ *  Trust: this unauthenticated mode trusts everyone who can write the file (or its directory,
+ *  or the block device under it) as much as the service itself. The XXH3 checksums detect
+ *  corruption, not forgery: anyone who can write the file can recompute them and make it serve
+ *  chosen KV for any prompt — the model then attends to what the writer chose. Keep the file where
+ *  only the service's user can write, or use kvc_tier_attach_disk_keyed.
  *  I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system
  *  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool. Only blocks that
  *  reached the disk are kept by KVC_DISK_PERSISTENT (blocks still in the host tier when the pool is
@@ -866,6 +873,28 @@ KVC_API kvc_status kvc_tier_attach_disk(kvc_pool *pool, const char *path, int64_
  *  KVC_MAX_DISK_IDENTITY_LEN bytes). */
 KVC_API kvc_status kvc_tier_attach_disk_with_identity(kvc_pool *pool, const char *path, int64_t num_blocks,
                                                       int32_t flags, const char *identity);
+
+/** As kvc_tier_attach_disk_with_identity, with every slot authenticated by a keyed MAC, so that the
+ *  file need not be trusted: key_len bytes of `key` (KVC_DISK_KEY_MIN_LEN..KVC_DISK_KEY_MAX_LEN; a
+ *  random secret from the service's secret store, 32 bytes is plenty) key a BLAKE2b-256 MAC over
+ *  each slot's header fields, token ids and block bytes, written with the slot and checked before
+ *  its bytes are used. A slot whose MAC does not verify (its bytes or header forged or damaged by
+ *  anyone without the key) is a miss counted like a checksum failure (checksum_failures, failures)
+ *  and erased, never wrong KV. A KVC_DISK_PERSISTENT re-attach recovers only the slots written under the same key
+ *  (and identity and layout): slots of another key, or written without one, count in
+ *  foreign_blocks, and an unkeyed attach recovers none of the keyed slots either.
+ *  The key is copied into the tier (the caller may wipe its own copy when this returns) and wiped
+ *  when the pool is destroyed. libsodium (Debian libsodium23) computes the MAC: it is loaded
+ *  (dlopen "libsodium.so.23") by the first keyed attach, so libkvc.so itself does not depend on it.
+ *  What the key does not give: secrecy (slot headers still hold token ids in clear: the file stays
+ *  0600), or freshness — a slot erased by kvc_prefix_cache_reset (a weight update) and put back from
+ *  an older copy of the file verifies again: change the identity or the key with the weights.
+ *  Errors: those of kvc_tier_attach_disk_with_identity; KVC_ERR_NULL_ARG (key is NULL),
+ *  KVC_ERR_INVALID_ARG (key_len outside [KVC_DISK_KEY_MIN_LEN, KVC_DISK_KEY_MAX_LEN]),
+ *  KVC_ERR_UNSUPPORTED (libsodium cannot be loaded: the tier is not attached, unauthenticated or
+ *  otherwise; the pool and the file are left as they were). */
+KVC_API kvc_status kvc_tier_attach_disk_keyed(kvc_pool *pool, const char *path, int64_t num_blocks, int32_t flags,
+                                              const char *identity, const uint8_t *key, int64_t key_len);
 
 /** Reads the prompt's disk-tier prefix hits up into the host tier (verifying them) and returns when
  *  they are there, so that a later kvc_alloc of the prompt restores them from host memory instead of

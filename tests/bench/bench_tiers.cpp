@@ -17,6 +17,10 @@
 //   BM_PersistentAttach vs BM_HeaderReadsQD1: a warm restart's attach of a KVC_DISK_PERSISTENT file
 //     of 65536 slots (every header read back and checked, 64 in flight) against reading the same
 //     headers with one blocking O_DIRECT pread each.
+//   BM_DiskSlotMac vs BM_DiskSlotXxh3: what authenticating a slot (kvc_tier_attach_disk_keyed)
+//     costs per block: the keyed BLAKE2b-256 MAC (libsodium) over a slot header (16 tokens) and a
+//     32 KiB / 256 KiB block, against the XXH3-64 checksum of the same block bytes that every slot
+//     already pays. BM_DiskWrite / BM_DiskRead with keyed:1 show it on the whole I/O path.
 // Run: bench_tiers --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
@@ -28,6 +32,9 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "cuda_api.hpp"
 #include "kvc/kvc.h"
@@ -75,7 +82,12 @@ kvc::Hash128 bench_hash(int32_t s, uint64_t salt) {
     return kvc::Hash128{uint64_t(s) + 1, z ^ (z >> 31)};
 }
 
+// A 32-byte slot MAC key (kvc_tier_attach_disk_keyed); its value does not matter here.
+constexpr uint8_t kBenchKey[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                   17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+
 // A disk tier whose slots all carry an identity, plus host buffers to write from / read into.
+// keyed: every slot authenticated with kBenchKey.
 struct DiskBench {
     kvc::DiskTier disk;
     kvc::KvLayout layout;
@@ -83,11 +95,13 @@ struct DiskBench {
     std::vector<char *> data;
     void *buffers = nullptr;
 
-    explicit DiskBench(int32_t flags) {
+    DiskBench(int32_t flags, bool keyed) {
         kvc_pool_config c = block_config(1);
         layout.init(1, c.block_size, c.num_layers, c.num_kv_heads, c.head_dim, c.kv_dtype);
         const std::string path = bench_file("kvc_bench_tier.bin");
-        check(disk.open(path.c_str(), kDiskSlots, layout, flags, nullptr, "bench"), "disk open");
+        check(disk.open(path.c_str(), kDiskSlots, layout, flags, nullptr, "bench", keyed ? kBenchKey : nullptr,
+                        keyed ? sizeof kBenchKey : 0),
+              "disk open");
         const int64_t stride = kvc::tier_round_up(layout.block_stride);
         buffers = std::aligned_alloc(4096, size_t(stride) * kDiskSlots);
         std::memset(buffers, 0x5a, size_t(stride) * kDiskSlots);
@@ -110,8 +124,13 @@ void report(benchmark::State &state, const DiskBench &b) {
     state.counters["io_uring"] = b.disk.uring ? 1 : 0;
 }
 
+// BM_DiskWrite / BM_DiskRead: open flags 0, unkeyed and keyed slots.
+void disk_io_args(benchmark::internal::Benchmark *b) {
+    b->Args({0, 0})->Args({0, 1})->ArgNames({"flags", "keyed"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
 void BM_DiskWrite(benchmark::State &state) {
-    DiskBench b(int32_t(state.range(0)));
+    DiskBench b(int32_t(state.range(0)), state.range(1) != 0);
     std::vector<int32_t> out(kDiskSlots);
     for (auto _ : state) {
         b.disk.write_slots(b.slots.data(), b.data.data(), out.data(), kDiskSlots);
@@ -120,10 +139,10 @@ void BM_DiskWrite(benchmark::State &state) {
     }
     report(state, b);
 }
-BENCHMARK(BM_DiskWrite)->Arg(0)->ArgName("flags")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DiskWrite)->Apply(disk_io_args);
 
 void BM_DiskRead(benchmark::State &state) {
-    DiskBench b(int32_t(state.range(0)));
+    DiskBench b(int32_t(state.range(0)), state.range(1) != 0);
     std::vector<int32_t> out(kDiskSlots);
     b.disk.write_slots(b.slots.data(), b.data.data(), out.data(), kDiskSlots);
     for (auto _ : state) {
@@ -133,7 +152,35 @@ void BM_DiskRead(benchmark::State &state) {
     }
     report(state, b);
 }
-BENCHMARK(BM_DiskRead)->Arg(0)->ArgName("flags")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DiskRead)->Apply(disk_io_args);
+
+// One slot's bytes as the MAC sees them: the header of a 16-token block (112 bytes of fixed fields,
+// DiskHeader in lib/tier_disk.cpp, then the token ids) and state.range(0) block bytes.
+struct SlotBytes {
+    std::vector<char> header = std::vector<char>(112 + 16 * sizeof(int32_t), 0x11);
+    std::vector<char> block;
+    explicit SlotBytes(int64_t bytes) : block(size_t(bytes), 0x5a) {}
+};
+
+void BM_DiskSlotMac(benchmark::State &state) {
+    SlotBytes s(state.range(0));
+    kvc::DiskMac mac;
+    check(mac.init(kBenchKey, sizeof kBenchKey, "bench"), "load libsodium");
+    unsigned char tag[kvc::DiskMac::kTagBytes];
+    for (auto _ : state) {
+        mac.tag(s.header.data(), s.header.size(), s.block.data(), s.block.size(), tag);
+        benchmark::DoNotOptimize(tag);
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) * state.range(0));
+}
+BENCHMARK(BM_DiskSlotMac)->Arg(32 << 10)->Arg(256 << 10)->ArgName("block_bytes");
+
+void BM_DiskSlotXxh3(benchmark::State &state) {
+    SlotBytes s(state.range(0));
+    for (auto _ : state) benchmark::DoNotOptimize(XXH3_64bits_withSeed(s.block.data(), s.block.size(), 42));
+    state.SetBytesProcessed(int64_t(state.iterations()) * state.range(0));
+}
+BENCHMARK(BM_DiskSlotXxh3)->Arg(32 << 10)->Arg(256 << 10)->ArgName("block_bytes");
 
 constexpr int64_t kSwapBlocks = 64;  // 32 MiB sequence
 

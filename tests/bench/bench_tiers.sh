@@ -38,8 +38,8 @@ for b in d["benchmarks"]:
         print(b["bytes_per_second"] / 1e6); break
 ' "$1" <<<"$JSON"
 }
-TW=$(get BM_DiskWrite)
-TR=$(get BM_DiskRead)
+TW=$(get BM_DiskWrite/flags:0/keyed:0)  # unkeyed: the raw I/O path
+TR=$(get BM_DiskRead/flags:0/keyed:0)
 HS=$(get BM_HostSwap)
 MC=$(get BM_Memcpy)
 GS=$(get BM_HostSwapCuda)

@@ -9,8 +9,11 @@ pub const KVC_PRIORITY_MAX: u32 = 100;
 pub const KVC_PRIORITY_DEFAULT: u32 = 50;
 pub const KVC_MAX_SALT_LEN: u32 = 256;
 pub const KVC_MAX_DISK_IDENTITY_LEN: u32 = 1024;
+pub const KVC_DISK_KEY_MIN_LEN: u32 = 16;
+pub const KVC_DISK_KEY_MAX_LEN: u32 = 64;
 pub const KVC_DISK_PERSISTENT: u32 = 1;
 pub const KVC_DISK_NO_DIRECT: u32 = 2;
+pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -2562,8 +2565,11 @@ extern "C" {
     #[doc = "  untouched. A lock still held is waited for up to 200 ms first (environment"]
     #[doc = "  KVC_DISK_LOCK_WAIT_MS changes it): a server restarted right after it was killed gets its file"]
     #[doc = "  although the kernel releases the dead process's lock a few ms late."]
-    #[doc = "  Trust: checksums detect corruption, not forgery — whoever can write the file can make it"]
-    #[doc = "  serve any KV for any prompt; keep it where only the service's user can write."]
+    #[doc = "  Trust: this unauthenticated mode trusts everyone who can write the file (or its directory,"]
+    #[doc = "  or the block device under it) as much as the service itself. The XXH3 checksums detect"]
+    #[doc = "  corruption, not forgery: anyone who can write the file can recompute them and make it serve"]
+    #[doc = "  chosen KV for any prompt — the model then attends to what the writer chose. Keep the file where"]
+    #[doc = "  only the service's user can write, or use kvc_tier_attach_disk_keyed."]
     #[doc = "  I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system"]
     #[doc = "  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool. Only blocks that"]
     #[doc = "  reached the disk are kept by KVC_DISK_PERSISTENT (blocks still in the host tier when the pool is"]
@@ -2602,6 +2608,36 @@ extern "C" {
         num_blocks: i64,
         flags: i32,
         identity: *const ::std::os::raw::c_char,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " As kvc_tier_attach_disk_with_identity, with every slot authenticated by a keyed MAC, so that the"]
+    #[doc = "  file need not be trusted: key_len bytes of `key` (KVC_DISK_KEY_MIN_LEN..KVC_DISK_KEY_MAX_LEN; a"]
+    #[doc = "  random secret from the service's secret store, 32 bytes is plenty) key a BLAKE2b-256 MAC over"]
+    #[doc = "  each slot's header fields, token ids and block bytes, written with the slot and checked before"]
+    #[doc = "  its bytes are used. A slot whose MAC does not verify (its bytes or header forged or damaged by"]
+    #[doc = "  anyone without the key) is a miss counted like a checksum failure (checksum_failures, failures)"]
+    #[doc = "  and erased, never wrong KV. A KVC_DISK_PERSISTENT re-attach recovers only the slots written under the same key"]
+    #[doc = "  (and identity and layout): slots of another key, or written without one, count in"]
+    #[doc = "  foreign_blocks, and an unkeyed attach recovers none of the keyed slots either."]
+    #[doc = "  The key is copied into the tier (the caller may wipe its own copy when this returns) and wiped"]
+    #[doc = "  when the pool is destroyed. libsodium (Debian libsodium23) computes the MAC: it is loaded"]
+    #[doc = "  (dlopen \"libsodium.so.23\") by the first keyed attach, so libkvc.so itself does not depend on it."]
+    #[doc = "  What the key does not give: secrecy (slot headers still hold token ids in clear: the file stays"]
+    #[doc = "  0600), or freshness — a slot erased by kvc_prefix_cache_reset (a weight update) and put back from"]
+    #[doc = "  an older copy of the file verifies again: change the identity or the key with the weights."]
+    #[doc = "  Errors: those of kvc_tier_attach_disk_with_identity; KVC_ERR_NULL_ARG (key is NULL),"]
+    #[doc = "  KVC_ERR_INVALID_ARG (key_len outside [KVC_DISK_KEY_MIN_LEN, KVC_DISK_KEY_MAX_LEN]),"]
+    #[doc = "  KVC_ERR_UNSUPPORTED (libsodium cannot be loaded: the tier is not attached, unauthenticated or"]
+    #[doc = "  otherwise; the pool and the file are left as they were)."]
+    pub fn kvc_tier_attach_disk_keyed(
+        pool: *mut kvc_pool,
+        path: *const ::std::os::raw::c_char,
+        num_blocks: i64,
+        flags: i32,
+        identity: *const ::std::os::raw::c_char,
+        key: *const u8,
+        key_len: i64,
     ) -> kvc_status;
 }
 extern "C" {

@@ -55,7 +55,8 @@ pub use sequences::CopyPair;
 pub use stats::Stats;
 pub use storage::StorageInfo;
 pub use tiers::{
-    OpId, PreemptionCost, Tier, TierHits, TierStats, DISK_NO_DIRECT, DISK_PERSISTENT, MAX_DISK_IDENTITY_LEN,
+    OpId, PreemptionCost, Tier, TierHits, TierStats, DISK_KEY_MAX_LEN, DISK_KEY_MIN_LEN, DISK_NO_DIRECT,
+    DISK_PERSISTENT, MAX_DISK_IDENTITY_LEN,
 };
 pub use types::{
     AllocVerdict, Backend, Bf16, Dtype, EventType, HostElement, F16, MAX_SALT_LEN, PRIORITY_DEFAULT,

@@ -44,6 +44,10 @@ pub const DISK_NO_DIRECT: i32 = sys::KVC_DISK_NO_DIRECT as i32;
 
 /// The longest identity [`Pool::attach_disk_tier_with_identity`] takes, in bytes.
 pub const MAX_DISK_IDENTITY_LEN: usize = sys::KVC_MAX_DISK_IDENTITY_LEN as usize;
+/// The shortest key [`Pool::attach_disk_tier_keyed`] takes, in bytes.
+pub const DISK_KEY_MIN_LEN: usize = sys::KVC_DISK_KEY_MIN_LEN as usize;
+/// The longest key [`Pool::attach_disk_tier_keyed`] takes, in bytes.
+pub const DISK_KEY_MAX_LEN: usize = sys::KVC_DISK_KEY_MAX_LEN as usize;
 
 // A path as the C calls take it: UTF-8 without NUL bytes, else INVALID_ARG naming `func`.
 fn disk_path(func: &str, path: &Path) -> Result<CString> {
@@ -52,6 +56,12 @@ fn disk_path(func: &str, path: &Path) -> Result<CString> {
         .ok_or_else(|| Error::new(Status::INVALID_ARG, format!("{func}: path is not valid UTF-8")))?;
     CString::new(text)
         .map_err(|_| Error::new(Status::INVALID_ARG, format!("{func}: path contains a NUL byte")))
+}
+
+// An identity as the C calls take it: without NUL bytes, else INVALID_ARG naming `func`.
+fn disk_identity(func: &str, identity: &str) -> Result<CString> {
+    CString::new(identity)
+        .map_err(|_| Error::new(Status::INVALID_ARG, format!("{func}: identity contains a NUL byte")))
 }
 
 /// Identifies the copies of a swap (`kvc_swap_out` / `kvc_swap_in`) for [`Pool::op_done`] and
@@ -169,9 +179,7 @@ impl Pool {
         identity: &str,
     ) -> Result<()> {
         let c_path = disk_path("attach_disk_tier_with_identity", path)?;
-        let c_identity = CString::new(identity).map_err(|_| {
-            Error::new(Status::INVALID_ARG, "attach_disk_tier_with_identity: identity contains a NUL byte")
-        })?;
+        let c_identity = disk_identity("attach_disk_tier_with_identity", identity)?;
         // SAFETY: live pool; NUL-terminated path and identity valid for the call.
         check(unsafe {
             sys::kvc_tier_attach_disk_with_identity(
@@ -180,6 +188,42 @@ impl Pool {
                 num_blocks,
                 flags,
                 c_identity.as_ptr(),
+            )
+        })
+    }
+
+    /// As [`Pool::attach_disk_tier_with_identity`], with every slot authenticated by a keyed MAC
+    /// (`kvc_tier_attach_disk_keyed`), so that whoever can write the file but lacks the key cannot
+    /// make it serve chosen KV: a slot whose MAC does not verify is a miss counted in
+    /// [`TierStats::checksum_failures`], and a [`DISK_PERSISTENT`] re-attach with another key, or
+    /// none, recovers none of the keyed slots (they count in [`TierStats::foreign_blocks`]). `key`:
+    /// [`DISK_KEY_MIN_LEN`]..=[`DISK_KEY_MAX_LEN`] bytes, a secret from the service's secret store;
+    /// the library keeps its own copy, so the caller may wipe `key` on return. `UNSUPPORTED` when
+    /// libsodium (Debian `libsodium23`) cannot be loaded: no tier is attached then, authenticated or
+    /// not. A key length out of range is `INVALID_ARG` (from the library).
+    pub fn attach_disk_tier_keyed(
+        &self,
+        path: &Path,
+        num_blocks: i64,
+        flags: i32,
+        identity: &str,
+        key: &[u8],
+    ) -> Result<()> {
+        let c_path = disk_path("attach_disk_tier_keyed", path)?;
+        let c_identity = disk_identity("attach_disk_tier_keyed", identity)?;
+        // A slice is never longer than isize::MAX bytes, so the length fits an i64.
+        let key_len = key.len() as i64;
+        // SAFETY: live pool; NUL-terminated path and identity and key_len readable key bytes, all
+        // valid for the call (the library copies the key).
+        check(unsafe {
+            sys::kvc_tier_attach_disk_keyed(
+                self.raw(),
+                c_path.as_ptr(),
+                num_blocks,
+                flags,
+                c_identity.as_ptr(),
+                key.as_ptr(),
+                key_len,
             )
         })
     }

@@ -4,7 +4,10 @@
 mod common;
 
 use common::{cpu_config, meta_pool, range};
-use kvc::{EventType, OpId, Pool, Tier, DISK_NO_DIRECT, DISK_PERSISTENT, MAX_DISK_IDENTITY_LEN};
+use kvc::{
+    EventType, OpId, Pool, Tier, DISK_KEY_MAX_LEN, DISK_KEY_MIN_LEN, DISK_NO_DIRECT, DISK_PERSISTENT,
+    MAX_DISK_IDENTITY_LEN,
+};
 
 /// 4-token blocks, 2 layers x 2 KV heads x head_dim 8 x F32 = 1024-byte blocks.
 fn tier_pool(num_blocks: i64) -> Pool {
@@ -225,10 +228,30 @@ fn flush_then_warm_restart() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Caches range(0, 9) (blocks 0, 1 + a partial one), writes the two full blocks to the disk tier
+/// and drops the pool.
+fn write_range_to_disk(pool: Pool) {
+    pool.alloc(1, &range(0, 9), None).unwrap();
+    pool.free(1).unwrap();
+    assert_eq!(pool.tier_flush().unwrap(), 2);
+}
+
+/// What a persistent attach found of the blocks write_range_to_disk wrote.
+fn expect_recovered(pool: Pool, what: &str, recovered: i64, foreign: i64) {
+    let disk = pool.tier_stats(Tier::Disk).unwrap();
+    assert_eq!((disk.recovered_blocks, disk.foreign_blocks), (recovered, foreign), "{what}");
+    assert_eq!(pool.prefix_lookup_tiers(&range(0, 9), None).unwrap().disk, 4 * recovered, "{what}");
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("kvc-rust-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 #[test]
 fn disk_identity_guards_a_persistent_file() {
-    let dir = std::env::temp_dir().join(format!("kvc-rust-identity-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("identity");
     let path = dir.join("kv.bin");
     let open = |identity: &str| {
         let pool = tier_pool(8);
@@ -236,23 +259,10 @@ fn disk_identity_guards_a_persistent_file() {
         pool.attach_disk_tier_with_identity(&path, 16, DISK_PERSISTENT, identity).unwrap();
         pool
     };
-    let pool = open("model-a;tp=0/2");
-    pool.alloc(1, &range(0, 9), None).unwrap(); // blocks 0, 1 cached + 1 partial
-    pool.free(1).unwrap();
-    assert_eq!(pool.tier_flush().unwrap(), 2);
-    drop(pool);
-
+    write_range_to_disk(open("model-a;tp=0/2"));
     // Another rank's shard of the same layout: nothing recovered, both slots foreign.
-    let pool = open("model-a;tp=1/2");
-    let disk = pool.tier_stats(Tier::Disk).unwrap();
-    assert_eq!((disk.recovered_blocks, disk.foreign_blocks), (0, 2));
-    assert_eq!(pool.prefix_lookup_tiers(&range(0, 9), None).unwrap().total(), 0);
-    drop(pool);
-    let pool = open("model-a;tp=0/2");
-    let disk = pool.tier_stats(Tier::Disk).unwrap();
-    assert_eq!((disk.recovered_blocks, disk.foreign_blocks), (2, 0));
-    assert_eq!(pool.prefix_lookup_tiers(&range(0, 9), None).unwrap().disk, 8);
-    drop(pool);
+    expect_recovered(open("model-a;tp=1/2"), "another rank", 0, 2);
+    expect_recovered(open("model-a;tp=0/2"), "the same rank", 2, 0);
 
     // Bad input: NUL byte (refused here), too long (refused by the library); no tier attached.
     let pool = tier_pool(8);
@@ -264,6 +274,48 @@ fn disk_identity_guards_a_persistent_file() {
     assert!(err.is_invalid_arg());
     assert!(err.message().contains("identity"));
     assert_eq!(pool.tier_stats(Tier::Disk).unwrap().capacity_blocks, 0);
+    drop(pool);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Keyed slots: recovered with their key only (another key or none finds them foreign), the
+/// caller's key may be wiped once attached, bad keys change nothing, not even the file.
+#[test]
+fn disk_key_guards_a_persistent_file() {
+    let dir = temp_dir("keyed");
+    let path = dir.join("kv.bin");
+    let key_a = [0xa5u8; 32];
+    let open = |key: Option<&[u8]>| {
+        let pool = tier_pool(8);
+        pool.attach_host_tier(8).unwrap();
+        match key {
+            Some(k) => pool.attach_disk_tier_keyed(&path, 16, DISK_PERSISTENT, "m", k).unwrap(),
+            None => pool.attach_disk_tier_with_identity(&path, 16, DISK_PERSISTENT, "m").unwrap(),
+        }
+        pool
+    };
+    let mut key = key_a;
+    let pool = open(Some(&key));
+    key.fill(0); // the tier MACs with its own copy
+    write_range_to_disk(pool);
+    expect_recovered(open(Some(&[0x5a; 32])), "another key", 0, 2);
+    expect_recovered(open(None), "no key", 0, 2);
+    expect_recovered(open(Some(&key_a)), "the key", 2, 0);
+
+    let other = dir.join("other.bin");
+    let pool = tier_pool(8);
+    pool.attach_host_tier(8).unwrap();
+    for bad in [DISK_KEY_MIN_LEN - 1, DISK_KEY_MAX_LEN + 1, 0] {
+        let err = pool.attach_disk_tier_keyed(&other, 16, 0, "m", &vec![1u8; bad]).unwrap_err();
+        assert!(err.is_invalid_arg(), "{bad}-byte key: {err}");
+        assert!(err.message().contains("key_len"), "{err}");
+    }
+    let err = pool.attach_disk_tier_keyed(&other, 16, 0, "a\0b", &key_a).unwrap_err();
+    assert!(err.is_invalid_arg());
+    assert_eq!(pool.tier_stats(Tier::Disk).unwrap().capacity_blocks, 0);
+    assert!(!other.exists());
+    pool.attach_disk_tier_keyed(&other, 16, 0, "", &[7u8; DISK_KEY_MAX_LEN]).unwrap(); // the limit itself
+    assert_eq!(pool.tier_stats(Tier::Disk).unwrap().capacity_blocks, 16);
     drop(pool);
     std::fs::remove_dir_all(&dir).unwrap();
 }

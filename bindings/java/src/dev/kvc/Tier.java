@@ -12,6 +12,10 @@ public enum Tier {
     public static final int DISK_NO_DIRECT = 2;
     /** The longest identity {@link Tiers#attachDisk(String, long, int, String)} takes, in UTF-8 bytes. */
     public static final int MAX_DISK_IDENTITY_LEN = 1024;
+    /** The shortest key {@link Tiers#attachDisk(String, long, int, String, byte[])} takes, in bytes. */
+    public static final int DISK_KEY_MIN_LEN = 16;
+    /** The longest key {@link Tiers#attachDisk(String, long, int, String, byte[])} takes, in bytes. */
+    public static final int DISK_KEY_MAX_LEN = 64;
 
     private final int code;
 

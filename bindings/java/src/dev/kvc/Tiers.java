@@ -42,6 +42,26 @@ public final class Tiers {
     }
 
     /**
+     * As {@link #attachDisk(String, long, int, String)}, with every slot authenticated by a keyed MAC
+     * (kvc_tier_attach_disk_keyed), so that whoever can write the file but lacks the key cannot make
+     * it serve chosen KV: a slot whose MAC does not verify is a miss counted in
+     * {@link TierStats#checksumFailures()}, and a {@link Tier#DISK_PERSISTENT} re-attach with another
+     * key, or none, recovers none of the keyed slots (they count in {@link TierStats#foreignBlocks()}).
+     * key: {@link Tier#DISK_KEY_MIN_LEN}..{@link Tier#DISK_KEY_MAX_LEN} bytes, a secret from the
+     * service's secret store; the library keeps its own copy (the copy made for the call is wiped), so
+     * the caller may zero its array on return. Throws UNSUPPORTED when libsodium (Debian libsodium23)
+     * cannot be loaded — no tier is attached then, authenticated or not —, NULL_ARG for a null key,
+     * INVALID_ARG for a length out of range.
+     */
+    public void attachDisk(String path, long numBlocks, int flags, String identity, byte[] key) {
+        final String fn = "kvc_tier_attach_disk_keyed";
+        byte[] cpath = CStrings.utf8z(fn, "path", path);
+        byte[] cid = CStrings.utf8z(fn, "identity", identity);
+        long keyLen = key == null ? 0 : key.length;
+        pool.with(fn, h -> KvcNative.kvc_tier_attach_disk_keyed(h, cpath, numBlocks, flags, cid, key, keyLen));
+    }
+
+    /**
      * Writes every cached block the disk tier lacks to it — the host tier's, then the device's that no
      * sequence uses — and returns the blocks queued (kvc_tier_flush). For a shutdown before a restart
      * with {@link Tier#DISK_PERSISTENT}. STATE without a disk tier.

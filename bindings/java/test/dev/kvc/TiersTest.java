@@ -11,6 +11,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -130,28 +132,39 @@ class TiersTest {
         }
     }
 
-    /** A persistent file recovers only its identity's blocks; another rank's shard finds them foreign. */
-    @Test
-    void diskIdentity(@TempDir Path dir) {
-        String file = dir.resolve("kv.bin").toString();
+    /** Caches span(0, 9) in a pool whose disk tier `attach` attaches; writes its 2 full blocks to disk. */
+    private static void writeSpanToDisk(Consumer<Tiers> attach) {
         try (Pool p = Pool.create(cpu())) {
             p.tiers().attachHost(8);
-            p.tiers().attachDisk(file, 16, Tier.DISK_PERSISTENT, "model-a;tp=0/2");
+            attach.accept(p.tiers());
             p.alloc(1, span(0, 9), null); // blocks 0, 1 cached + 1 partial
             p.free(1);
             assertEquals(2, p.tiers().flush());
         }
+    }
+
+    /** A pool whose disk tier `attach` attaches recovers `recovered` of those 2 blocks; the rest are foreign. */
+    private static void expectRecovered(Consumer<Tiers> attach, String what, long recovered) {
+        try (Pool q = Pool.create(cpu())) {
+            q.tiers().attachHost(8);
+            attach.accept(q.tiers());
+            TierStats s = q.tiers().stats(Tier.DISK);
+            assertEquals(recovered, s.recoveredBlocks(), what);
+            assertEquals(2 - recovered, s.foreignBlocks(), what);
+            assertEquals(new TierHits(0, 0, 4 * recovered), q.tiers().prefixLookup(span(0, 9), null), what);
+        }
+    }
+
+    /** A persistent file recovers only its identity's blocks; another rank's shard finds them foreign. */
+    @Test
+    void diskIdentity(@TempDir Path dir) {
+        String file = dir.resolve("kv.bin").toString();
+        writeSpanToDisk(t -> t.attachDisk(file, 16, Tier.DISK_PERSISTENT, "model-a;tp=0/2"));
         String[] identities = {"model-a;tp=1/2", "", "model-a;tp=0/2"};
         long[] recovered = {0, 0, 2};
         for (int i = 0; i < identities.length; i++) {
-            try (Pool q = Pool.create(cpu())) {
-                q.tiers().attachHost(8);
-                q.tiers().attachDisk(file, 16, Tier.DISK_PERSISTENT, identities[i]);
-                TierStats s = q.tiers().stats(Tier.DISK);
-                assertEquals(recovered[i], s.recoveredBlocks(), identities[i]);
-                assertEquals(2 - recovered[i], s.foreignBlocks(), identities[i]);
-                assertEquals(new TierHits(0, 0, 4 * recovered[i]), q.tiers().prefixLookup(span(0, 9), null));
-            }
+            String identity = identities[i];
+            expectRecovered(t -> t.attachDisk(file, 16, Tier.DISK_PERSISTENT, identity), identity, recovered[i]);
         }
         try (Pool q = Pool.create(cpu())) {
             q.tiers().attachHost(8);
@@ -161,6 +174,41 @@ class TiersTest {
             assertEquals(0, q.tiers().stats(Tier.DISK).capacityBlocks());
             q.tiers().attachDisk(file, 16, 0, "x".repeat(Tier.MAX_DISK_IDENTITY_LEN)); // the limit itself
             assertEquals(16, q.tiers().stats(Tier.DISK).capacityBlocks());
+        }
+    }
+
+    /**
+     * Keyed slots are recovered with their key only (another key or none finds them foreign); the
+     * caller may zero its key once attached; bad keys change nothing, not even the file.
+     */
+    @Test
+    void diskKeyed(@TempDir Path dir) {
+        String file = dir.resolve("kv.bin").toString();
+        byte[] keyA = new byte[32];
+        Arrays.fill(keyA, (byte) 0xa5);
+        byte[] keyB = new byte[32];
+        Arrays.fill(keyB, (byte) 0x5a);
+        byte[] key = keyA.clone();
+        writeSpanToDisk(t -> {
+            t.attachDisk(file, 16, Tier.DISK_PERSISTENT, "m", key);
+            Arrays.fill(key, (byte) 0); // the tier MACs with its own copy
+        });
+        expectRecovered(t -> t.attachDisk(file, 16, Tier.DISK_PERSISTENT, "m", keyB), "another key", 0);
+        expectRecovered(t -> t.attachDisk(file, 16, Tier.DISK_PERSISTENT, "m"), "no key", 0);
+        expectRecovered(t -> t.attachDisk(file, 16, Tier.DISK_PERSISTENT, "m", keyA), "the key", 2);
+        Path other = dir.resolve("other.bin");
+        String o = other.toString();
+        try (Pool q = Pool.create(cpu())) {
+            Tiers t = q.tiers();
+            t.attachHost(8);
+            expectStatus(Status.NULL_ARG, () -> t.attachDisk(o, 16, 0, "m", null));
+            expectStatus(Status.INVALID_ARG, () -> t.attachDisk(o, 16, 0, "m", new byte[Tier.DISK_KEY_MIN_LEN - 1]));
+            expectStatus(Status.INVALID_ARG, () -> t.attachDisk(o, 16, 0, "m", new byte[Tier.DISK_KEY_MAX_LEN + 1]));
+            expectStatus(Status.INVALID_ARG, () -> t.attachDisk(o, 16, 0, "a\0b", keyA));
+            assertEquals(0, t.stats(Tier.DISK).capacityBlocks());
+            assertFalse(Files.exists(other));
+            t.attachDisk(o, 16, 0, "", new byte[Tier.DISK_KEY_MAX_LEN]); // the limit itself
+            assertEquals(16, t.stats(Tier.DISK).capacityBlocks());
         }
     }
 
