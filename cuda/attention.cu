@@ -71,8 +71,24 @@ AttnLauncher find_mma_launcher(int32_t q_dtype, int32_t kv_dtype, int idx) {
 // Rows (query token x query head) one CTA holds for this head dim; mirrors TileShape::kMaxRows.
 int32_t max_rows(int32_t head_dim) { return std::max<int32_t>(1, detail::kMaxRowElems / head_dim); }
 
-// Combines the partitions of one (sequence, query head): out = sum_i e^(m_i - M) acc_i / L with
-// M = max m_i and L = sum_i e^(m_i - M) l_i. One thread per output dim.
+// The decode instantiation whose rows per CTA (a power of two up to kDecodeMaxRows) cover `chunk`
+// query heads; rows past the chunk are computed on zeros and never stored.
+detail::DecodeKernel find_decode_kernel(const AttentionArgs &a, int idx, int32_t chunk) {
+    int rows_idx = 0;
+    while ((1 << rows_idx) < chunk) ++rows_idx;
+    const bool aligned = reinterpret_cast<uintptr_t>(a.q) % 4 == 0;
+    switch (a.layout.dtype) {
+        case KVC_DTYPE_F32: return detail::find_decode_kernel<float>(idx, rows_idx, a.q_dtype, aligned);
+        case KVC_DTYPE_F16: return detail::find_decode_kernel<__half>(idx, rows_idx, a.q_dtype, aligned);
+        case KVC_DTYPE_BF16: return detail::find_decode_kernel<__nv_bfloat16>(idx, rows_idx, a.q_dtype, aligned);
+        default: return detail::find_decode_kernel<detail::fp8_t>(idx, rows_idx, a.q_dtype, aligned);
+    }
+}
+
+// Combines the partitions of one (sequence, query head): out = sum_i 2^(m_i - M) acc_i / L with
+// M = max m_i and L = sum_i 2^(m_i - M) l_i (the decode kernel's maxima are in log2 units). One
+// thread per output dim. A sequence without a query (q_len 0) has no output row: its
+// query_start_loc is the next sequence's first token, which must not be written.
 __global__ void attention_reduce_kernel(const float *__restrict__ ws_acc, const float *__restrict__ ws_ml,
                                         const int32_t *__restrict__ seq_lens,
                                         const int32_t *__restrict__ query_start_loc, void *out, int32_t q_dtype,
@@ -80,6 +96,7 @@ __global__ void attention_reduce_kernel(const float *__restrict__ ws_acc, const 
                                         int32_t part_size, int32_t window) {
     const int head = blockIdx.x;
     const int seq = blockIdx.y;
+    if (query_start_loc[seq + 1] - query_start_loc[seq] != 1) return;
     const int32_t ctx_len = seq_lens[seq];
     const int32_t key_begin = window > 0 ? max(0, ctx_len - window) : 0;
     const int32_t span = ctx_len - key_begin;
@@ -95,7 +112,7 @@ __global__ void attention_reduce_kernel(const float *__restrict__ ws_acc, const 
         for (int i = 0; i < parts; ++i) {
             const float l = ws_ml[(row0 + i) * 2 + 1];
             if (!(l > 0.0f)) continue;
-            const float w = __expf(ws_ml[(row0 + i) * 2] - m_max);
+            const float w = exp2f(ws_ml[(row0 + i) * 2] - m_max);
             sum += l * w;
             acc += ws_acc[(row0 + i) * head_dim + d] * w;
         }
@@ -104,6 +121,51 @@ __global__ void attention_reduce_kernel(const float *__restrict__ ws_acc, const 
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Split-K for decode: the keys of the longest sequence (its window, if any) in partitions of
+// part_size, each partition a CTA of its own, combined by attention_reduce_kernel. A forced
+// partition size (> 0) is taken as given. Auto (0) splits only while the (sequence, KV head chunk)
+// CTAs leave resident slots of one wave empty (the occupancy API's CTAs per SM x SMs), and into at
+// most as many partitions as fill them: a second, partial wave plus the reduce would cost more than
+// the idle slots save (the headline, 512 CTAs against 132 x 6 slots, runs unsplit).
+kvc_status plan_split_k(const AttentionArgs &a, const detail::DecodeKernel &k, void *stream, AttnParams *p) {
+    if (a.partition_size < 0) return KVC_OK;
+    const KvLayout &L = a.layout;
+    const int64_t ctas = int64_t(a.num_seqs) * L.num_kv_heads * p->head_chunks;
+    int64_t fill_parts = 0;  // auto: partitions per CTA that one wave holds
+    if (a.partition_size == 0) {
+        int per_sm = 0;
+        if (cudaError_t err = k.ctas_per_sm(&per_sm); err != cudaSuccess)
+            return device_error(err, "kvc attention (CUDA) occupancy");
+        fill_parts = int64_t(std::max(per_sm, 1)) * current_sm_count() / ctas;
+        if (fill_parts < 2) return KVC_OK;
+    }
+    // A launch captured into a CUDA graph replays with this plan while the contexts grow: plan for
+    // the batch's capacity then, so the partitions cover any context a replay can see (the
+    // partitions past a sequence's end exit at once).
+    bool capturing = false;
+    if (kvc_status st = stream_capturing(stream, &capturing); st != KVC_OK) return st;
+    int64_t span = capturing ? int64_t(a.max_blocks_per_seq) * L.block_size : a.max_seq_len;
+    if (a.sliding_window > 0) span = std::min<int64_t>(span, a.sliding_window);
+    int64_t part = a.partition_size > 0 ? int64_t(a.partition_size)
+                                        : std::max(kMinPartition, ceil_div(span, fill_parts));
+    if (part >= span) return KVC_OK;
+    // The workspace bounds the number of partitions: a partition grows rather than overflow it.
+    const int64_t row_bytes = int64_t(L.head_dim + 2) * int64_t(sizeof(float));
+    const int64_t cap =
+        int64_t(a.workspace ? a.workspace_bytes : 0) / row_bytes / (int64_t(a.num_seqs) * a.num_q_heads);
+    int64_t parts = ceil_div(span, part);
+    if (parts > cap) {
+        parts = cap;
+        if (parts >= 2) part = ceil_div(span, parts), parts = ceil_div(span, part);
+    }
+    if (parts < 2) return KVC_OK;
+    p->num_parts = int32_t(parts);
+    p->part_size = int32_t(part);
+    p->ws_acc = static_cast<float *>(a.workspace);
+    p->ws_ml = p->ws_acc + int64_t(a.num_seqs) * a.num_q_heads * parts * L.head_dim;
+    return KVC_OK;
+}
 
 }  // namespace
 
@@ -156,11 +218,7 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
     p.q_dtype = a.q_dtype;
     p.num_q_heads = a.num_q_heads;
     p.group_size = a.num_q_heads / L.num_kv_heads;
-    const int32_t rows = max_rows(L.head_dim);
-    p.group_chunk = std::min(p.group_size, rows);
-    p.head_chunks = int32_t(ceil_div(p.group_size, p.group_chunk));
     const bool decode = a.max_q_len == 1;
-    p.queries_per_cta = decode ? 1 : std::max<int32_t>(1, std::min<int32_t>(a.max_q_len, rows / p.group_chunk));
     p.q_scale = a.scale * (fp8 ? a.k_scale : 1.0f);
     p.v_scale = fp8 ? a.v_scale : 1.0f;
     p.softcap = a.softcap;
@@ -169,48 +227,30 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
     p.num_parts = 1;
     p.part_size = 0;
 
-    // Split-K for decode: the keys of the longest sequence (its window, if any) in partitions. Auto
-    // (partition_size 0) splits only when (sequence, KV head) CTAs cannot fill ~4 per SM.
-    const int64_t ctas = int64_t(a.num_seqs) * L.num_kv_heads * p.head_chunks;
-    const int64_t target = decode && a.partition_size == 0 ? 4 * int64_t(current_sm_count()) : 0;
-    if (decode && (a.partition_size > 0 || (a.partition_size == 0 && ctas < target))) {
-        // A launch captured into a CUDA graph replays with this plan while the contexts grow: plan
-        // for the batch's capacity then, so the partitions cover any context a replay can see (the
-        // partitions past a sequence's end exit at once).
-        bool capturing = false;
-        if (kvc_status st = stream_capturing(stream, &capturing); st != KVC_OK) return st;
-        int64_t span = capturing ? int64_t(a.max_blocks_per_seq) * L.block_size : a.max_seq_len;
-        if (a.sliding_window > 0) span = std::min<int64_t>(span, a.sliding_window);
-        int64_t part = a.partition_size > 0 ? int64_t(a.partition_size)
-                                            : std::max(kMinPartition, ceil_div(span, ceil_div(target, ctas)));
-        if (part < span) {
-            // The workspace bounds the number of partitions: a partition grows rather than overflow it.
-            const int64_t row_bytes = int64_t(L.head_dim + 2) * int64_t(sizeof(float));
-            const int64_t cap = int64_t(a.workspace ? a.workspace_bytes : 0) / row_bytes /
-                                (int64_t(a.num_seqs) * a.num_q_heads);
-            int64_t parts = ceil_div(span, part);
-            if (parts > cap) {
-                parts = cap;
-                if (parts >= 2) part = ceil_div(span, parts), parts = ceil_div(span, part);
-            }
-            if (parts >= 2) {
-                p.num_parts = int32_t(parts);
-                p.part_size = int32_t(part);
-                p.ws_acc = static_cast<float *>(a.workspace);
-                p.ws_ml = p.ws_acc + int64_t(a.num_seqs) * a.num_q_heads * parts * L.head_dim;
-            }
-        }
-    }
-
-    // Prefill with 16-bit q and KV in q's dtype or FP8 runs on tensor cores (the same scales: k_scale
-    // is in q_scale, v_scale applied to the output); F32 on either side stays on the generic kernel.
-    const bool aligned = (reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.out)) % 16 == 0;
-    const AttnLauncher mma_launch = decode || !aligned ? nullptr : find_mma_launcher(a.q_dtype, L.dtype, hidx);
-    if (mma_launch) {
-        launch = mma_launch;
-        p.group_chunk = std::min(p.group_size, detail::kMmaRows);
+    if (decode) {
+        // One query per sequence: the decode kernel, up to kDecodeMaxRows query heads per CTA.
+        p.block_div = detail::FastDiv::of(uint32_t(L.block_size));
+        p.group_chunk = std::min(p.group_size, detail::kDecodeMaxRows);
         p.head_chunks = int32_t(ceil_div(p.group_size, p.group_chunk));
-        p.queries_per_cta = std::max<int32_t>(1, std::min<int32_t>(a.max_q_len, detail::kMmaRows / p.group_chunk));
+        p.queries_per_cta = 1;
+        const detail::DecodeKernel k = find_decode_kernel(a, hidx, p.group_chunk);
+        launch = k.launch;
+        if (kvc_status st = plan_split_k(a, k, stream, &p); st != KVC_OK) return st;
+    } else {
+        const int32_t rows = max_rows(L.head_dim);
+        p.group_chunk = std::min(p.group_size, rows);
+        p.head_chunks = int32_t(ceil_div(p.group_size, p.group_chunk));
+        p.queries_per_cta = std::max<int32_t>(1, std::min<int32_t>(a.max_q_len, rows / p.group_chunk));
+        // Prefill with 16-bit q and KV in q's dtype or FP8 runs on tensor cores (the same scales:
+        // k_scale is in q_scale, v_scale applied to the output); F32 on either side stays on the
+        // generic kernel.
+        const bool aligned = (reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.out)) % 16 == 0;
+        if (const AttnLauncher mma = aligned ? find_mma_launcher(a.q_dtype, L.dtype, hidx) : nullptr) {
+            launch = mma;
+            p.group_chunk = std::min(p.group_size, detail::kMmaRows);
+            p.head_chunks = int32_t(ceil_div(p.group_size, p.group_chunk));
+            p.queries_per_cta = std::max<int32_t>(1, std::min<int32_t>(a.max_q_len, detail::kMmaRows / p.group_chunk));
+        }
     }
 
     const int64_t q_tiles = ceil_div(a.max_q_len, p.queries_per_cta);

@@ -1,6 +1,8 @@
-// The paged attention kernel, shared by decode and prefill/append.
+// The generic paged prefill/append attention kernel: every q/KV dtype pair that the tensor-core
+// prefill (prefill_mma_kernel.cuh) does not take (f32 on either side, q and KV of different 16-bit
+// types, unaligned q/out). Decode (one query per sequence) runs decode_kernel.cuh.
 //
-// One CTA serves one (sequence, KV head, group of query heads, tile of query tokens[, partition]).
+// One CTA serves one (sequence, KV head, group of query heads, tile of query tokens).
 // Its rows are the (query token, query head) pairs of that KV head, so every K/V byte it streams
 // is used by the whole GQA group (vLLM's per-query-head grid re-reads it G times). K/V tiles move
 // global -> shared with 16-byte cp.async, double-buffered so the next tile is in flight while the
@@ -50,19 +52,12 @@ __global__ void __launch_bounds__(kAttnThreads, 4) paged_attention_kernel(const 
     int32_t *qpos_s = reinterpret_cast<int32_t *>(slope_s + S::kMaxRows);
 
     const int tid = threadIdx.x;
-    const int part = blockIdx.x % p.num_parts;  // split-K partition (decode), packed with the query tile
     CtaWork w;
-    if (!cta_work(p, int32_t(blockIdx.x) / p.num_parts, &w)) return;
+    if (!cta_work(p, int32_t(blockIdx.x), &w)) return;
     const int32_t rows = w.rows;  // <= S::kMaxRows by construction in the dispatcher
 
     // Keys this CTA may need: up to its last query's position; from its first query's window start.
-    const int32_t key_begin = w.key_begin, key_end = w.key_end;
-    int32_t range_begin = key_begin, range_end = key_end;
-    if (p.num_parts > 1) {
-        range_begin = key_begin + part * p.part_size;
-        range_end = min(key_end, range_begin + p.part_size);
-        if (part > 0 && range_begin >= key_end) return;  // the reduce never reads this partition
-    }
+    const int32_t range_begin = w.key_begin, range_end = w.key_end;
 
     // Rows: r = query * gc + head-in-chunk. q is pre-scaled so scores need one FMA chain only.
     for (int r = tid; r < rows; r += kAttnThreads) {
@@ -241,29 +236,18 @@ __global__ void __launch_bounds__(kAttnThreads, 4) paged_attention_kernel(const 
         }
     }
 
-    // 4. Output: normalized rows, or unnormalized partials plus (max, exp-sum) for the reduce.
+    // 4. Output: normalized rows.
 #pragma unroll
     for (int k = 0; k < S::kItemsPerThread; ++k) {
         const int item = first_item + k * kAttnThreads;
         if (my_slice != 0 || item >= n_items) continue;
         const int r = item / kDG;
         const int dg = item - r * kDG;
-        if (p.num_parts == 1) {
-            const float l = l_s[r];
-            const float inv = l > 0.0f ? p.v_scale / l : 0.0f;
-            const int64_t o = w.qo_offset(r, p, kHeadDim) + dg * 8;
+        const float l = l_s[r];
+        const float inv = l > 0.0f ? p.v_scale / l : 0.0f;
+        const int64_t o = w.qo_offset(r, p, kHeadDim) + dg * 8;
 #pragma unroll
-            for (int e = 0; e < 8; ++e) store_qo(p.out, p.q_dtype, o + e, acc[k][e] * inv);
-        } else {
-            const int64_t prow = (int64_t(w.seq) * p.num_q_heads + w.head_of_row(r, p)) * p.num_parts + part;
-            float *dst = p.ws_acc + prow * kHeadDim + dg * 8;
-#pragma unroll
-            for (int e = 0; e < 8; ++e) dst[e] = acc[k][e] * p.v_scale;
-            if (dg == 0) {
-                p.ws_ml[prow * 2] = m_s[r];
-                p.ws_ml[prow * 2 + 1] = l_s[r];
-            }
-        }
+        for (int e = 0; e < 8; ++e) store_qo(p.out, p.q_dtype, o + e, acc[k][e] * inv);
     }
 }
 

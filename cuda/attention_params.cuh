@@ -8,17 +8,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "device_primitives.cuh"
+
 namespace kvc::cuda::detail {
 
 constexpr int kAttnThreads = 128;
 // Rows = (query token, query head) pairs one CTA computes; their fp32 accumulators live in
 // registers: kMaxRowElems / kAttnThreads = 16 floats per thread.
 constexpr int kMaxRowElems = 2048;
-// Shared memory a CTA may use (the launch opts in above the default 48 KiB). At 48 KiB the row
-// padding that keeps shared-memory reads conflict-free pushed the 16-bit head-dim-128 tile (the
-// common decode shape) from 32 tokens down to 16: half the bytes in flight per CTA of every other
-// shape. 56 KiB still fits the four CTAs per SM that __launch_bounds__ asks for on H100 (228 KiB
-// per SM; three on A100's 164 KiB).
+// Shared memory a CTA of the generic kernel (prefill/append of the dtype pairs the tensor-core
+// prefill does not take) may use; the launch opts in above the default 48 KiB. At 48 KiB the row
+// padding that keeps shared-memory reads conflict-free pushed the 16-bit head-dim-128 tile from 32
+// tokens down to 16. 56 KiB still fits the four CTAs per SM that __launch_bounds__ asks for on
+// H100 (228 KiB per SM; three on A100's 164 KiB). The decode kernel has its own shape
+// (decode_kernel.cuh).
 constexpr size_t kAttnSmemLimit = 56 * 1024;
 
 // Compile-time shape of one instantiation: KV element type size and head dim.
@@ -78,6 +81,7 @@ struct AttnParams {
     const unsigned char *layer_base;
     int64_t kv_stride, head_stride, token_stride, block_stride;
     int32_t block_size;
+    FastDiv block_div;  // division by block_size (decode kernel)
     const int32_t *block_tables;
     int32_t max_blocks_per_seq;
     const int32_t *seq_lens;
@@ -98,12 +102,12 @@ struct AttnParams {
     int32_t window;
     const float *alibi_slopes;
 
-    // Split-K (decode only): num_parts > 1 writes unnormalized partials to the workspace, reduced by
-    // attention_reduce_kernel.
+    // Split-K (decode kernel only): num_parts > 1 writes unnormalized partials to the workspace,
+    // reduced by attention_reduce_kernel.
     int32_t num_parts;
     int32_t part_size;  // tokens per partition (when num_parts > 1)
     float *ws_acc;      // [num_seqs][num_q_heads][num_parts][head_dim]
-    float *ws_ml;       // [num_seqs][num_q_heads][num_parts][2]: running max, exp-sum
+    float *ws_ml;       // [num_seqs][num_q_heads][num_parts][2]: max (log2 units), exp-sum
 };
 
 // Launch of one (KV dtype, head dim) instantiation; defined in attention_<dtype>.cu.
@@ -111,6 +115,18 @@ using AttnLauncher = cudaError_t (*)(const AttnParams &p, dim3 grid, cudaStream_
 
 template <typename KV, int kHeadDim>
 cudaError_t launch_attention_kernel(const AttnParams &p, dim3 grid, cudaStream_t stream);
+
+// Decode (one query per sequence, decode_kernel.cuh): per KV dtype x head dim x query rows per CTA
+// (1, 2, 4, 8, 16), its launch and the occupancy API's count of its CTAs one SM holds (which the
+// split-K plan fills); defined in attention_<dtype>.cu.
+struct DecodeKernel {
+    AttnLauncher launch;
+    cudaError_t (*ctas_per_sm)(int *n);
+};
+constexpr int kDecodeMaxRows = 16;
+// dim_idx: head dim 64, 80, 96, 128, 256; rows_idx: log2 of the rows per CTA (0..4).
+template <typename KV>
+DecodeKernel find_decode_kernel(int dim_idx, int rows_idx, int32_t q_dtype, bool q_pairs_aligned);
 
 // Tensor-core prefill (prefill_mma.cu, prefill_mma_fp8.cu): q F16 or BF16 (T) with KV in the same
 // dtype or FP8 e4m3 (KV), every supported head dim, 64 rows (query token x query head) per CTA,

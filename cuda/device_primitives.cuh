@@ -40,20 +40,36 @@ inline cudaError_t opt_in_dynamic_smem(const void *kernel, size_t bytes, std::at
 }
 
 // 16-byte global -> shared copy, asynchronous (sm_80+); !valid zero-fills without reading memory.
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+// The three cp.async statements carry a "memory" clobber: they write (or order) shared memory the
+// compiler cannot see, so without it a shared-memory load of the landed tile could be hoisted above
+// the wait, or a store into a stage still being copied sunk below the copy.
+//
+// SmemAddr is a shared-memory address as cp.async takes it (32 bits, shared window): a kernel that
+// computes it once per thread, outside its loops, pays no generic-to-shared conversion per copy.
+using SmemAddr = uint32_t;
+__device__ __forceinline__ SmemAddr smem_addr(const void *p) {
 #ifdef KVC_CUDA_EMULATION
-    ::kvc_emu::cp_async16(smem, gmem, valid);
+    return SmemAddr(static_cast<const unsigned char *>(p) - ::kvc_emu::dynamic_smem());
 #else
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    const int src_bytes = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+    return static_cast<SmemAddr>(__cvta_generic_to_shared(p));
 #endif
+}
+__device__ __forceinline__ void cp_async16(SmemAddr smem, const void *gmem, bool valid) {
+#ifdef KVC_CUDA_EMULATION
+    ::kvc_emu::cp_async16(::kvc_emu::dynamic_smem() + smem, gmem, valid);
+#else
+    const int src_bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+    cp_async16(smem_addr(smem), gmem, valid);
 }
 __device__ __forceinline__ void cp_async_commit() {
 #ifdef KVC_CUDA_EMULATION
     ::kvc_emu::cp_async_commit();
 #else
-    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
 // Waits until at most kPending of this thread's committed groups are still in flight.
@@ -62,9 +78,67 @@ __device__ __forceinline__ void cp_async_wait() {
 #ifdef KVC_CUDA_EMULATION
     ::kvc_emu::cp_async_wait(kPending);
 #else
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 #endif
 }
+
+// Warp-level primitives over all 32 lanes (every caller is warp-uniform). __syncwarp also orders
+// the lanes' shared-memory accesses, which is what makes a warp-private cp.async stage readable by
+// the lanes that did not copy it.
+__device__ __forceinline__ void warp_barrier() {
+#ifdef KVC_CUDA_EMULATION
+    ::kvc_emu::syncwarp();
+#else
+    __syncwarp();
+#endif
+}
+__device__ __forceinline__ float shfl_idx(float v, int src_lane) {
+#ifdef KVC_CUDA_EMULATION
+    return ::kvc_emu::shfl_idx(v, src_lane);
+#else
+    return __shfl_sync(0xffffffffu, v, src_lane);
+#endif
+}
+__device__ __forceinline__ bool warp_any(bool pred) {
+#ifdef KVC_CUDA_EMULATION
+    return ::kvc_emu::any_sync(pred);
+#else
+    return __any_sync(0xffffffffu, pred) != 0;
+#endif
+}
+
+// 2^x in one MUFU.EX2 (ex2.approx, ~2 ulp; exp2(-inf) = 0): the softmax works in log2 units so an
+// exponential is this plus one subtraction.
+__device__ __forceinline__ float fast_exp2(float x) {
+#ifdef KVC_CUDA_EMULATION
+    return exp2f(x);
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
+
+// Division by a runtime divisor that stays fixed for a launch (the block size), as a multiply-high,
+// an add and a shift (Granlund-Montgomery round-up method): exact for every n < 2^31. The host
+// builds it once per launch (FastDiv::of), so no integer division runs on the device.
+struct FastDiv {
+    uint32_t divisor, mul, shift;
+    static FastDiv of(uint32_t d) {  // d >= 1
+        uint32_t l = 0;
+        while ((uint64_t(1) << l) < d) ++l;
+        const uint64_t m = ((uint64_t(1) << 32) * ((uint64_t(1) << l) - d)) / d + 1;
+        return {d, uint32_t(m), l};
+    }
+    __device__ __forceinline__ uint32_t div(uint32_t n) const {
+#ifdef KVC_CUDA_EMULATION
+        const uint32_t hi = uint32_t((uint64_t(n) * mul) >> 32);
+#else
+        const uint32_t hi = __umulhi(n, mul);
+#endif
+        return (hi + n) >> shift;
+    }
+};
 
 // d += a * b for one m16n8k16 tile, fp32 accumulate; kBf16 selects bf16 inputs over f16.
 template <bool kBf16>

@@ -58,52 +58,32 @@ __device__ __forceinline__ void store_qo(void *p, int32_t dtype, int64_t i, floa
     }
 }
 
-// Widening of one 16-byte shared-memory chunk of KV elements (16 / sizeof(T) of them).
-template <typename T> struct Chunk16;
+// Widening of one 32-bit word of KV elements (4 / sizeof(T) of them): the unit every vector width
+// below is built from, so each dtype's conversion is written once.
+template <typename T> struct Word;
 
-template <> struct Chunk16<float> {
+template <> struct Word<float> {
+    static constexpr int kElems = 1;
+    __device__ __forceinline__ static void widen(uint32_t w, float *out) { out[0] = __uint_as_float(w); }
+};
+template <> struct Word<__half> {
+    static constexpr int kElems = 2;
+    __device__ __forceinline__ static void widen(uint32_t w, float *out) {
+        const float2 f = __half22float2(bit_cast<__half2>(w));
+        out[0] = f.x; out[1] = f.y;
+    }
+};
+template <> struct Word<__nv_bfloat16> {
+    static constexpr int kElems = 2;
+    // bf16 -> f32 is a 16-bit shift: exact and cheaper than the intrinsic pair.
+    __device__ __forceinline__ static void widen(uint32_t w, float *out) {
+        out[0] = __uint_as_float(w << 16);
+        out[1] = __uint_as_float(w & 0xffff0000u);
+    }
+};
+template <> struct Word<fp8_t> {
     static constexpr int kElems = 4;
-    __device__ __forceinline__ static void widen(const void *src, float *out) {
-        float4 v = *static_cast<const float4 *>(src);
-        out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
-    }
-};
-template <> struct Chunk16<__half> {
-    static constexpr int kElems = 8;
-    __device__ __forceinline__ static void widen(const void *src, float *out) {
-        uint4 v = *static_cast<const uint4 *>(src);
-        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            float2 f = __half22float2(bit_cast<__half2>(w[i]));
-            out[2 * i] = f.x; out[2 * i + 1] = f.y;
-        }
-    }
-};
-template <> struct Chunk16<__nv_bfloat16> {
-    static constexpr int kElems = 8;
-    __device__ __forceinline__ static void widen(const void *src, float *out) {
-        uint4 v = *static_cast<const uint4 *>(src);
-        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            // bf16 -> f32 is a 16-bit shift: exact and cheaper than the intrinsic pair.
-            out[2 * i] = __uint_as_float(w[i] << 16);
-            out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-        }
-    }
-};
-template <> struct Chunk16<fp8_t> {
-    static constexpr int kElems = 16;
-    __device__ __forceinline__ static void widen(const void *src, float *out) {
-        uint4 v = *static_cast<const uint4 *>(src);
-        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            widen_word(w[i], out + 4 * i);
-        }
-    }
-    __device__ __forceinline__ static void widen_word(uint32_t w, float *out) {
+    __device__ __forceinline__ static void widen(uint32_t w, float *out) {
         __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(w & 0xffffu), __NV_E4M3);
         __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(w >> 16), __NV_E4M3);
         float2 a = __half22float2(__half2(lo));
@@ -112,18 +92,42 @@ template <> struct Chunk16<fp8_t> {
     }
 };
 
-// Eight consecutive KV elements from shared memory, widened (the V accumulation granule).
+// kN consecutive KV elements from shared memory in one vector load (kN * sizeof(T) = 4, 8 or 16
+// bytes, aligned to that size), widened.
+template <typename T, int kN>
+__device__ __forceinline__ void widen_vec(const unsigned char *src, float *out) {
+    constexpr int kWords = kN * int(sizeof(T)) / 4;
+    static_assert(kWords == 1 || kWords == 2 || kWords == 4, "one 4-, 8- or 16-byte load");
+    uint32_t w[kWords];
+    if constexpr (kWords == 4) {
+        const uint4 v = *reinterpret_cast<const uint4 *>(src);
+        w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+    } else if constexpr (kWords == 2) {
+        const uint2 v = *reinterpret_cast<const uint2 *>(src);
+        w[0] = v.x; w[1] = v.y;
+    } else {
+        w[0] = *reinterpret_cast<const uint32_t *>(src);
+    }
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) Word<T>::widen(w[i], out + i * Word<T>::kElems);
+}
+
+// One 16-byte shared-memory chunk of KV elements (16 / sizeof(T) of them), widened.
+template <typename T> struct Chunk16 {
+    static constexpr int kElems = 16 / int(sizeof(T));
+    __device__ __forceinline__ static void widen(const void *src, float *out) {
+        widen_vec<T, kElems>(static_cast<const unsigned char *>(src), out);
+    }
+};
+
+// Eight consecutive KV elements from shared memory, widened (the generic kernel's V granule).
 template <typename T>
 __device__ __forceinline__ void widen8(const unsigned char *src, float *out) {
     if constexpr (sizeof(T) == 4) {
-        Chunk16<T>::widen(src, out);
-        Chunk16<T>::widen(src + 16, out + 4);
-    } else if constexpr (sizeof(T) == 2) {
-        Chunk16<T>::widen(src, out);
+        widen_vec<T, 4>(src, out);
+        widen_vec<T, 4>(src + 16, out + 4);
     } else {
-        uint2 v = *reinterpret_cast<const uint2 *>(src);
-        Chunk16<T>::widen_word(v.x, out);
-        Chunk16<T>::widen_word(v.y, out + 4);
+        widen_vec<T, 8>(src, out);
     }
 }
 

@@ -281,11 +281,11 @@ kvc_test::CaseSpec spec_of(int32_t bs, int32_t q_heads, int32_t kv_heads, std::v
 // ---- decode ------------------------------------------------------------------------------------
 
 // Query heads one decode CTA serves: the dispatcher's group chunk (cuda/attention.cu: at most
-// kMaxRowElems / head_dim = 2048 / d rows). A group larger than that is split over CTAs, each of
-// which streams the KV head's keys: the read-once claim holds for group <= 2048 / d.
+// kDecodeMaxRows = 16, every head dim). A group larger than that is split over CTAs, each of which
+// streams the KV head's keys: the read-once claim holds for groups of up to 16.
 int64_t decode_reads_per_byte(const kvc_test::CaseSpec &s) {
     const int64_t group = s.num_q_heads / s.num_kv_heads;
-    const int64_t chunk = std::min<int64_t>(group, std::max(1, 2048 / s.head_dim));
+    const int64_t chunk = std::min<int64_t>(group, 16);
     return (group + chunk - 1) / chunk;
 }
 
@@ -305,7 +305,7 @@ DecodeFigures audit_decode(const kvc_test::CaseSpec &spec, int32_t partition_siz
     // Decode q is read with plain loads by the generic kernel: every cp.async is K/V.
     assert_int_equal(S.q_chunks, 0);
     // (a) Each attended key's K and V rows exactly once per KV head (times the CTAs a query group
-    // is split over, 1 for group <= 2048 / d): keys [max(0, L - W), L) with a window W (the query is
+    // is split over, 1 for groups of up to 16): keys [max(0, L - W), L) with a window W (the query is
     // at position L - 1 and sees L - 1 - W < pos <= L - 1: whole keys, not whole blocks, so the
     // window's partial first block is loaded only from the window start), [0, L) without one.
     // Split-K partitions tile that range without overlap.
@@ -371,8 +371,8 @@ void test_decode_window_and_split_k(void **) {
     }
 }
 
-// Where the read-once claim stops: 32 query heads on one KV head exceed the 2048 / 128 = 16 rows a
-// decode CTA holds, so two CTAs each stream the KV head (measured, asserted as the dispatcher's rule).
+// Where the read-once claim stops: 32 query heads on one KV head exceed the 16 rows a decode CTA
+// holds, so two CTAs each stream the KV head (measured, asserted as the dispatcher's rule).
 void test_decode_large_group_reads_per_chunk(void **) {
     REQUIRE_AUDIT();
     const kvc_test::CaseSpec s = spec_of(16, 32, 1, {{150, 1}, {33, 1}}, 0, 7);
@@ -486,7 +486,8 @@ void test_recorder_is_opt_in(void **) {
     GpuProblem D(P);
     assert_true(kvc_emu::access_audit_end().empty());  // nothing recorded outside begin/end
     const std::vector<kvc_emu::AsyncCopyRecord> rec = run_recorded(D, -1);
-    // One decode CTA per KV head (8), 128 threads, one 32-key tile: 4 chunks x (K, V) per thread.
+    // One decode CTA per KV head (8), 128 threads: 4 token groups (one warp each, one row: MHA) of
+    // 8 keys per tile, 20 keys in one tile; each thread copies 4 chunks x (K, V) of its group's keys.
     assert_int_equal(rec.size(), 8 * 128 * 8);
     std::set<uint32_t> heads;
     for (const auto &r : rec) {

@@ -303,6 +303,85 @@ void test_shared_blocks_and_large_groups(void **) {
     }
 }
 
+// GQA groups that are not a power of two (3, 5, 6, 12, 24 query heads per KV head): the decode
+// kernel rounds its rows per CTA up to 4, 8 or 16 and must neither let the padding rows disturb the
+// real ones nor store them; f16 q (tensor-core scores from 4 rows) and f32 q (CUDA-core scores).
+void test_decode_odd_groups(void **) {
+    REQUIRE_GPU();
+    const int32_t heads[][2] = {{12, 4}, {20, 4}, {24, 4}, {48, 4}, {24, 1}};
+    int n = 0;
+    for (const auto &h : heads)
+        for (int32_t qd : {KVC_DTYPE_F16, KVC_DTYPE_F32}) {
+            kvc_test::CaseSpec s;
+            s.block_size = n % 3 ? 16 : 5;
+            s.head_dim = n % 2 ? 64 : 128;
+            s.num_q_heads = h[0];
+            s.num_kv_heads = h[1];
+            s.q_dtype = qd;
+            s.seed = uint32_t(7000 + n++);
+            s.seqs = {{len(1500), 1}, {77, 1}};
+            check_case(s, {-1, 0, 128}, "odd group decode");
+        }
+}
+
+// The tensor-core decode scores: q f16 / bf16 with KV in q's type or fp8 (widened to q's type), at
+// the head dims they take (rows of whole 128-byte lines) and 4, 8, 16 rows per CTA (groups 4, 8,
+// 16), fp8 with scales; one case with window, soft-cap and ALiBi.
+void test_decode_tensor_core_scores(void **) {
+    REQUIRE_GPU();
+    const int32_t pairs[][2] = {{KVC_DTYPE_F16, KVC_DTYPE_F16},
+                                {KVC_DTYPE_BF16, KVC_DTYPE_BF16},
+                                {KVC_DTYPE_F16, KVC_DTYPE_FP8_E4M3},
+                                {KVC_DTYPE_BF16, KVC_DTYPE_FP8_E4M3}};
+    const int32_t groups[] = {4, 8, 16};
+    int n = 0;
+    for (int32_t d : {64, 128, 256})
+        for (const auto &qk : pairs) {
+            kvc_test::CaseSpec s;
+            s.block_size = n % 2 ? 16 : 7;
+            s.head_dim = d;
+            s.num_kv_heads = 2;
+            s.num_q_heads = 2 * groups[n % 3];
+            s.q_dtype = qk[0];
+            s.kv_dtype = qk[1];
+            if (qk[1] == KVC_DTYPE_FP8_E4M3) { s.k_scale = 0.5f; s.v_scale = 1.5f; }
+            s.seed = uint32_t(7100 + n++);
+            s.seqs = {{len(1300), 1}, {40, 1}, {1, 1}};
+            check_case(s, {-1, 0, 96}, "tensor-core decode");
+        }
+    kvc_test::CaseSpec s;
+    s.block_size = 16;
+    s.head_dim = 128;
+    s.num_q_heads = 16;
+    s.num_kv_heads = 2;
+    s.q_dtype = KVC_DTYPE_BF16;
+    s.kv_dtype = KVC_DTYPE_FP8_E4M3;
+    s.k_scale = 2.0f;
+    s.v_scale = 0.5f;
+    s.sliding_window = 200;
+    s.softcap = 5.0f;
+    s.alibi = true;
+    s.scale_mult = 4.0f;
+    s.seed = 7200;
+    s.seqs = {{len(2000), 1}, {150, 1}};
+    check_case(s, {-1, 0, 64}, "tensor-core decode features");
+}
+
+// Sequences without a query (q_len 0) among decode queries: nothing is computed for them, and the
+// split-K reduce must not write their (absent) rows: in the middle that would be the next
+// sequence's first token (hidden wherever that sequence's reduce runs later, as on the emulator),
+// at the end past the output (an ASan build of the emulator reports it).
+void test_decode_empty_query(void **) {
+    REQUIRE_GPU();
+    kvc_test::CaseSpec s;
+    s.block_size = 16;
+    s.head_dim = 128;
+    s.num_q_heads = 32;
+    s.num_kv_heads = 8;
+    s.seqs = {{len(900), 1}, {len(600), 0}, {len(800), 1}, {len(500), 0}};
+    check_case(s, {-1, 0, 64}, "decode with an empty query");
+}
+
 // Unsupported shapes come back as statuses before any launch.
 void test_attention_bad_input(void **) {
     REQUIRE_GPU();
@@ -481,6 +560,9 @@ int main(void) {
         cmocka_unit_test(test_prefill_grid),
         cmocka_unit_test(test_prefill_tensor_core_dtypes),
         cmocka_unit_test(test_shared_blocks_and_large_groups),
+        cmocka_unit_test(test_decode_odd_groups),
+        cmocka_unit_test(test_decode_tensor_core_scores),
+        cmocka_unit_test(test_decode_empty_query),
         cmocka_unit_test(test_attention_bad_input),
     };
     if (const char *filter = std::getenv("KVC_GPU_TEST_FILTER")) cmocka_set_test_filter(filter);

@@ -4,8 +4,10 @@
 //    (bytes read + written / time).
 //  - Decode: effective bandwidth = bytes of K/V actually attended + Q + O, divided by kernel time;
 //    reported in GB/s, as % of the H100 SXM HBM3 peak (3.35 TB/s) and as % of the measured copy.
-//    Headline shape: B=64, ctx=4096, 32 q / 8 kv heads, d=128, fp16, block 16; then a sweep over
-//    batch x context x block size.
+//    Headline shape: B=64, ctx=4096, 32 q / 8 kv heads, d=128, fp16, block 16, under every split-K
+//    setting (auto, never, forced), scores on tensor cores (fp16 q) and on CUDA cores (fp32 q:
+//    the decode kernel's other score path, same K/V bytes); then a sweep over batch x context x
+//    block size.
 //  - Prefill: causal prompt of 2048 tokens per sequence, TFLOP/s (4 * visible q-k pairs * d * heads);
 //    fp16 q with fp16 or FP8 (e4m3) KV, head dim 128 or 256 (all on the tensor-core prefill kernel).
 //
@@ -102,6 +104,24 @@ std::vector<uint16_t> random_halves(size_t n, uint32_t seed) {
     return v;
 }
 
+float half_to_float(uint16_t h) {
+    const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0) {  // random_halves makes no zeros or subnormals; kept exact anyway
+        bits = sign;
+        if (man) {
+            float f = std::ldexp(float(man), -24);
+            std::memcpy(&bits, &f, 4);
+            bits |= sign;
+        }
+    } else {
+        bits = sign | ((exp + 112u) << 23) | (man << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
 // One device KV storage shared by every case (largest shape), filled once with random halves by
 // uploading 64 MiB and doubling on the device.
 struct SharedStorage {
@@ -133,7 +153,7 @@ struct AttentionCase {
     double kv_bytes = 0, qo_bytes = 0, flops = 0;
 
     AttentionCase(int32_t num_seqs, int32_t ctx_len, int32_t q_len, int32_t block_size, int32_t partition,
-                  int32_t kv_dtype = KVC_DTYPE_F16, int32_t d = 128) {
+                  int32_t kv_dtype = KVC_DTYPE_F16, int32_t d = 128, int32_t q_dtype = KVC_DTYPE_F16) {
         const int32_t hq = 32, hkv = 8;
         const int32_t blocks_per_seq = (ctx_len + block_size - 1) / block_size;
         const int64_t num_blocks = int64_t(num_seqs) * blocks_per_seq;
@@ -148,8 +168,16 @@ struct AttentionCase {
         for (int32_t s = 0; s <= num_seqs; ++s) starts[size_t(s)] = s * q_len;
         qsl.upload(starts);
         const size_t q_elems = size_t(num_seqs) * q_len * hq * d;
-        q.upload(random_halves(q_elems, 2));
-        out.alloc(q_elems * 2);
+        const size_t q_bytes = q_dtype == KVC_DTYPE_F32 ? 4 : 2;
+        std::vector<uint16_t> q_halves = random_halves(q_elems, 2);
+        if (q_bytes == 4) {  // the same values, widened: fp16 -> fp32 is exact
+            std::vector<float> wide(q_elems);
+            for (size_t i = 0; i < q_elems; ++i) wide[i] = half_to_float(q_halves[i]);
+            q.upload(wide);
+        } else {
+            q.upload(q_halves);
+        }
+        out.alloc(q_elems * q_bytes);
         const size_t ws = kvc::cuda::attention_workspace_bytes(num_seqs, hq, d, int64_t(blocks_per_seq) * block_size);
         workspace.alloc(ws);
 
@@ -158,7 +186,7 @@ struct AttentionCase {
         args.layer = 0;
         args.q = q.p;
         args.out = out.p;
-        args.q_dtype = KVC_DTYPE_F16;
+        args.q_dtype = q_dtype;
         args.num_q_heads = hq;
         args.scale = 1.0f / std::sqrt(float(d));
         args.partition_size = partition;
@@ -175,7 +203,7 @@ struct AttentionCase {
         args.workspace_bytes = ws;
 
         kv_bytes = double(num_seqs) * ctx_len * hkv * d * 2.0 * double(layout.elem_bytes);
-        qo_bytes = 2.0 * double(q_elems) * 2.0;
+        qo_bytes = 2.0 * double(q_elems) * double(q_bytes);
         // Causal: query j (of q_len, at the end of ctx_len) sees ctx_len - q_len + j + 1 keys.
         const double pairs = double(q_len) * (ctx_len - q_len) + double(q_len) * (q_len + 1) / 2.0;
         flops = 4.0 * pairs * d * hq * num_seqs;
@@ -200,7 +228,8 @@ void BM_DeviceCopy(benchmark::State &state) {
 void BM_Decode(benchmark::State &state) {
     const int32_t batch = int32_t(state.range(0)), ctx = int32_t(state.range(1)), bs = int32_t(state.range(2));
     const int32_t partition = int32_t(state.range(3));
-    AttentionCase c(batch, ctx, 1, bs, partition);
+    const int32_t q_dtype = int32_t(state.range(4));
+    AttentionCase c(batch, ctx, 1, bs, partition, KVC_DTYPE_F16, 128, q_dtype);
     double sec = 0;
     for (auto _ : state) {
         sec = time_launches([&] { BENCH_CHECK(kvc::cuda::attention(c.args, nullptr)); }, 20);
@@ -236,16 +265,20 @@ int main(int argc, char **argv) {
     }
     benchmark::Initialize(&argc, argv);
     benchmark::RegisterBenchmark("DeviceCopy/1GiB", BM_DeviceCopy)->UseManualTime()->Iterations(3);
-    // Headline: B=64, ctx=4096, block 16, auto / never / forced split-K.
-    for (int64_t part : {0, -1, 1024})
-        benchmark::RegisterBenchmark("Decode/headline", BM_Decode)
-            ->Args({64, 4096, 16, part})->ArgNames({"B", "ctx", "bs", "part"})->UseManualTime()->Iterations(5);
+    // Headline: B=64, ctx=4096, block 16, auto / never / forced split-K; fp16 q (tensor-core scores)
+    // and fp32 q (CUDA-core scores).
+    for (int64_t q : {KVC_DTYPE_F16, KVC_DTYPE_F32})
+        for (int64_t part : {0, -1, 1024, 512})
+            benchmark::RegisterBenchmark(q == KVC_DTYPE_F16 ? "Decode/headline" : "Decode/headline_q_f32", BM_Decode)
+                ->Args({64, 4096, 16, part, q})->ArgNames({"B", "ctx", "bs", "part", "q"})->UseManualTime()
+                ->Iterations(5);
     for (int64_t b : {1, 8, 64, 256})
         for (int64_t ctx : {1024, 4096, 16384})
             for (int64_t bs : {1, 8, 16, 32, 128, 256}) {
                 if (b * ctx > (int64_t(1) << 20)) continue;  // 4 GiB of KV at most
                 benchmark::RegisterBenchmark("Decode/sweep", BM_Decode)
-                    ->Args({b, ctx, bs, 0})->ArgNames({"B", "ctx", "bs", "part"})->UseManualTime()->Iterations(3);
+                    ->Args({b, ctx, bs, 0, KVC_DTYPE_F16})->ArgNames({"B", "ctx", "bs", "part", "q"})->UseManualTime()
+                    ->Iterations(3);
             }
     // kv: KVC_DTYPE_* (F16 or FP8_E4M3); q is always fp16.
     for (int64_t kv : {KVC_DTYPE_F16, KVC_DTYPE_FP8_E4M3})

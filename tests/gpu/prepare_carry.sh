@@ -55,7 +55,7 @@ cp -L "$(command -v pkg-config)" "$PREFIX/bin/pkg-config"
 for lib in $(ldd "$(command -v pkg-config)" | awk '/libpkgconf/ {print $3}'); do cp -L "$lib" "$PREFIX/lib/"; done
 
 # --- prebuilt test and benchmark binaries ------------------------------------------------------
-BUILD="$ROOT/build-gpu-carry"
+BUILD="${KVC_CARRY_BUILD:-$ROOT/build-gpu-carry}"  # e.g. build/carry on a machine shared with other builds
 cmake -S "$ROOT" -B "$BUILD" -DKVC_CUDA=ON -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_EXAMPLES=ON \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real \
     -DCMAKE_CXX_FLAGS="-isystem /usr/local/cuda/include" >/dev/null

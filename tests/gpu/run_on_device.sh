@@ -10,7 +10,11 @@
 # Results (logs, benchmark JSON) go to $OUT when set (the device tool returns that folder), else
 # to ./gpu-results. Exit status: nonzero if any test step failed.
 #
-# usage: run_on_device.sh [PHASE...]   PHASE: build test serve memcheck bench sdpa, or all (default)
+# usage: run_on_device.sh [PHASE...]   PHASE: build test serve memcheck bench sdpa headline, or all
+#   (default). headline: the decode headline under every split-K setting and both score paths
+#   (bench_gpu_attention, a minute) and, where ncu exists, one profiled headline launch (issue
+#   activity, stall reasons, DRAM throughput) to confirm or refute tests/bench/RESULTS.md's static
+#   instruction budget (tests/gpu/kernel_report.sh).
 # The device tool limits one command to 10 minutes: run the phases as separate calls (the build
 # tree, build-gpu/, is git-ignored and stays on a warm machine between calls), e.g.
 #   run_on_device.sh build; run_on_device.sh test serve; run_on_device.sh memcheck; ... bench; ... sdpa
@@ -133,6 +137,26 @@ if want bench; then
         [ -x "$BIN/$b" ] || { echo "$b not built"; continue; }
         "$BIN/$b" --benchmark_out="$RESULTS/$b.json" --benchmark_out_format=json 2>&1 | tee "$RESULTS/$b.log"
     done
+fi
+
+if want headline; then
+    echo "=== decode headline: every split-K setting, tensor-core and CUDA-core scores ==="
+    "$BIN/bench_gpu_attention" --benchmark_filter='DeviceCopy|Decode/headline' \
+        --benchmark_out="$RESULTS/headline.json" --benchmark_out_format=json 2>&1 | tee "$RESULTS/headline.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    NCU="$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
+    if [ -n "$NCU" ]; then
+        # One decode launch of the headline (auto split-K, fp16 q), past the warm-up launches.
+        timeout 300 "$NCU" --kernel-name regex:paged_decode_kernel --launch-skip 10 --launch-count 1 \
+            --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats \
+            --metrics smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+            "$BIN/bench_gpu_attention" --benchmark_filter='Decode/headline/B:64/ctx:4096/bs:16/part:0/q:1/' \
+            >"$RESULTS/ncu_headline.log" 2>&1 || echo "ncu failed (exit $?; counters may need admin rights)"
+        grep -E "issue_active|inst_executed|dram__|Issue Slots|Achieved Occupancy|Stall|Warp Cycles" \
+            "$RESULTS/ncu_headline.log" | head -40
+    else
+        echo "ncu not found on this machine: no profiled launch" | tee "$RESULTS/ncu_headline.log"
+    fi
 fi
 
 if want sdpa; then

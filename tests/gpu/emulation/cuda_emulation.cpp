@@ -250,6 +250,29 @@ float shfl_xor(float v, int lane_mask) {
     return r;
 }
 
+void syncwarp() { warp_sync(); }
+
+float shfl_idx(float v, int src_lane) {
+    const int t = my_index(), w = t / 32, lane = t % 32;
+    g_cta.shfl[size_t(w * 32 + lane)] = v;
+    warp_sync();
+    const float r = g_cta.shfl[size_t(w * 32 + (src_lane & 31))];
+    warp_sync();
+    return r;
+}
+
+// True on every lane when the pred of any live lane of the warp is (each posts, then all read).
+bool any_sync(bool pred) {
+    const int t = my_index(), w = t / 32, lane = t % 32;
+    g_cta.shfl[size_t(w * 32 + lane)] = pred ? 1.0f : 0.0f;
+    warp_sync();
+    bool any = false;
+    for (int l = w * 32; l < std::min(w * 32 + 32, int(g_cta.fibers.size())); ++l)
+        any = any || (!g_cta.fibers[size_t(l)].done && g_cta.shfl[size_t(l)] != 0.0f);
+    warp_sync();
+    return any;
+}
+
 // noinline: the return address names the kernel's call site (one per unrolled copy instruction).
 __attribute__((noinline)) void cp_async16(void *smem, const void *gmem, bool valid) {
     Fiber &f = me();

@@ -40,6 +40,10 @@ unsigned char *dynamic_smem();
 
 void syncthreads();
 float shfl_xor(float v, int lane_mask);
+// __syncwarp(), __shfl_sync(full, v, src_lane) and __any_sync(full, pred) over all 32 lanes.
+void syncwarp();
+float shfl_idx(float v, int src_lane);
+bool any_sync(bool pred);
 void cp_async16(void *smem, const void *gmem, bool valid);
 void cp_async_commit();
 void cp_async_wait(int pending);

@@ -373,6 +373,26 @@ const char *cudaGetErrorName(cudaError_t err) {
     default: return "cudaErrorEmulated";
     }
 }
+// Resident CTAs per SM, as the occupancy calculator of an H100 (sm_90) would count them from threads
+// and shared memory: 2048 threads, 32 CTAs, 228 KiB of shared memory per SM with 1 KiB reserved per
+// CTA. Registers are not modelled (host code has none to count): a kernel's register limit comes
+// from its __launch_bounds__, which tests/gpu/kernel_report.sh checks against the same target.
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *num_blocks, const void *func, int block_size,
+                                                           size_t dynamic_smem) {
+    Lock lk(g_mu);
+    auto opted = kvc_emu::g_max_dynamic_smem.find(func);
+    const size_t smem_limit =
+        opted == kvc_emu::g_max_dynamic_smem.end() ? kvc_emu::kDefaultDynamicSmem : size_t(opted->second);
+    if (block_size < 1 || block_size > 1024 || dynamic_smem > smem_limit) {
+        *num_blocks = 0;
+        return cudaSuccess;
+    }
+    const size_t by_smem = (size_t(228) * 1024) / (dynamic_smem + 1024);
+    const size_t by_threads = size_t(2048) / size_t((block_size + 31) / 32 * 32);
+    *num_blocks = int(std::min<size_t>({by_smem, by_threads, 32}));
+    return cudaSuccess;
+}
+
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
     Lock lk(g_mu);
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
