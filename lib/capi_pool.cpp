@@ -1,6 +1,9 @@
 // C API: configuration, sizing, pool lifetime, checker and statistics.
+#include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <memory>
 #include <new>
 
@@ -264,9 +267,12 @@ KVC_API kvc_status kvc_pool_check(kvc_pool *pool) {
 KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out) {
     if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_pool_stats: pool is NULL");
     if (!out) return fail(KVC_ERR_NULL_ARG, "kvc_pool_stats: out is NULL");
-    if (out->struct_size < sizeof(kvc_stats))
-        return fail(KVC_ERR_VERSION, "kvc_pool_stats: out->struct_size is %u, this library needs %zu",
-                    out->struct_size, sizeof(kvc_stats));
+    // Callers built before cached_blocks_total was appended pass the shorter size and get the fields
+    // they know.
+    const size_t size_v1 = offsetof(kvc_stats, cached_blocks_total);
+    if (out->struct_size != size_v1 && out->struct_size < sizeof(kvc_stats))
+        return fail(KVC_ERR_VERSION, "kvc_pool_stats: out->struct_size is %u, this library takes %zu or %zu",
+                    out->struct_size, size_v1, sizeof(kvc_stats));
     kvc_stats s{};
     s.struct_size = out->struct_size;
     {
@@ -277,6 +283,7 @@ KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out) {
         s.free_blocks = b.num_free();
         s.used_blocks = b.num_used();
         s.cached_free_blocks = b.num_cached_free();
+        s.cached_blocks_total = pool->cache.size();
         s.pinned_blocks = b.num_pinned();
         s.num_seqs = int64_t(pool->seqs.size());
         s.allocs = c.allocs;
@@ -295,7 +302,8 @@ KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out) {
     }
     s.utilization = s.total_blocks ? double(s.used_blocks) / double(s.total_blocks) : 0.0;
     s.prefix_hit_rate = s.prefix_query_tokens ? double(s.prefix_hit_tokens) / double(s.prefix_query_tokens) : 0.0;
-    *out = s;  // the fields this version knows; a larger caller struct keeps its tail
+    // The fields the caller's struct has room for; a larger caller struct keeps its tail.
+    std::memcpy(out, &s, std::min(size_t(out->struct_size), sizeof s));
     return KVC_OK;
 }
 

@@ -186,11 +186,10 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
             }
             s->table.push_back(b);  // -1: a host-tier hit, restored below
         }
-        if (restores) {
-            kvc::tier_pin_restore_sources(p, 0, held_hits);
-            for (int64_t j = 0; j < held_hits; ++j)
-                if (s->table[size_t(skip + j)] < 0) s->table[size_t(skip + j)] = kvc::tier_restore_hit(p, j, ks.priority);
-        }
+        if (restores) kvc::tier_pin_restore_sources(p, 0, held_hits);  // before the spills claim host slots
+        kvc::pool_spill_before_taking(p, plan.fresh);
+        for (int64_t j = 0; restores && j < held_hits; ++j)
+            if (s->table[size_t(skip + j)] < 0) s->table[size_t(skip + j)] = kvc::tier_restore_hit(p, j, ks.priority);
         for (int64_t i = restores; i < plan.fresh; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, ks.priority));
         s->num_tokens = s->reserved_end = num_tokens;
         s->window_from = plan.walk.hit_blocks * p->block_size;  // where the prompt's queries start
@@ -283,6 +282,7 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
         // ---- from here on nothing can fail ----
         if (__builtin_expect(p->sliding_window > 0, 0)) kvc::pool_window_release(p, s);
         if (fresh > 0) {
+            kvc::pool_spill_before_taking(p, fresh);
             const int32_t prio = s->priority;
             for (int64_t i = first_written; i < last_written && cows; ++i) {
                 int32_t src = s->table[size_t(i)];

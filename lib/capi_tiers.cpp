@@ -157,6 +157,8 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks) {
         t->running.reserve(2 * size_t(num_blocks));
         t->hit_tier.assign(size_t(pool->num_blocks), 0);
         t->hit_slot.assign(size_t(pool->num_blocks), -1);
+        t->victims.reserve(size_t(pool->num_blocks));
+        t->victim_state.assign(size_t(pool->num_blocks), 0);
         if (cuda) {
             if (kvc_status st = kvc::cuda::tier_stream_create(pool->device, &t->stream); st != KVC_OK) return st;
             if (kvc_status st = kvc::cuda::event_create(&t->last_event); st != KVC_OK) return st;
@@ -263,10 +265,11 @@ KVC_API kvc_status kvc_swap_in(kvc_pool *pool, uint64_t seq_id, uint64_t *out_op
                             (unsigned long long)seq_id, (long long)need, (long long)p->blocks.num_free());
             // ---- from here on nothing can fail ----
             const int32_t prio = s->keys.priority;
+            kvc::pool_spill_before_taking(p, need);  // may spill (never into a held slot)
             for (size_t i = 0; i < s->table.size(); ++i) {
                 const int32_t slot = s->swap_slots[i];
                 if (slot < 0) continue;
-                const int32_t b = kvc::pool_take_fresh_block(p, prio);  // may spill (never a held slot)
+                const int32_t b = kvc::pool_take_fresh_block(p, prio);
                 t->host->slots.unhold(slot);
                 kvc::tier_push_job(t, kvc::kJobSwapIn, b, slot, -1);
                 s->table[i] = b;
@@ -456,11 +459,13 @@ KVC_API kvc_status kvc_tier_get_stats(kvc_pool *pool, int32_t tier, kvc_tier_sta
         const char *fn = "kvc_tier_get_stats";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         if (!out) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL", fn);
-        // The first release's struct ended before foreign_blocks; its callers get what fits.
+        // Earlier releases' structs ended before foreign_blocks, then before reachable_blocks; their
+        // callers get what fits.
         const size_t size_v1 = offsetof(kvc_tier_stats, foreign_blocks);
-        if (out->struct_size != size_v1 && out->struct_size < sizeof(kvc_tier_stats))
-            return fail(KVC_ERR_VERSION, "%s: out->struct_size is %u, this library takes %zu or %zu", fn,
-                        out->struct_size, size_v1, sizeof(kvc_tier_stats));
+        const size_t size_v2 = offsetof(kvc_tier_stats, reachable_blocks);
+        if (out->struct_size != size_v1 && out->struct_size != size_v2 && out->struct_size < sizeof(kvc_tier_stats))
+            return fail(KVC_ERR_VERSION, "%s: out->struct_size is %u, this library takes %zu, %zu or %zu", fn,
+                        out->struct_size, size_v1, size_v2, sizeof(kvc_tier_stats));
         if (tier < KVC_TIER_DEVICE || tier > KVC_TIER_DISK)
             return fail(KVC_ERR_INVALID_ARG, "%s: unknown tier %d (0 device, 1 host, 2 disk)", fn, tier);
         kvc_tier_stats o{};
@@ -490,6 +495,8 @@ KVC_API kvc_status kvc_tier_get_stats(kvc_pool *pool, int32_t tier, kvc_tier_sta
             o.recovered_blocks = d.recovered;
             o.foreign_blocks = d.foreign;
         }
+        // Walks every chain: only for a caller whose struct has the field.
+        if (out->struct_size > size_v2) o.reachable_blocks = kvc::tier_reachable_blocks(pool, tier);
         std::memcpy(out, &o, std::min(size_t(out->struct_size), sizeof o));
         return KVC_OK;
     })

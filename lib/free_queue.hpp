@@ -66,6 +66,15 @@ public:
         return -1;
     }
 
+    // The block next_victim() would hand out after b if b were taken (b still listed): b's successor
+    // in its list, else the head of the next list in reuse order. -1 after the last.
+    int32_t victim_after(int32_t b) const {
+        if (next_[b] >= 0) return next_[b];
+        for (int list = list_[b] == kUnhashedList ? 0 : list_[b] + 1; list < kNumPriorities; ++list)
+            if (head_[list] >= 0) return head_[list];
+        return -1;
+    }
+
     bool contains(int32_t b) const { return list_[b] != kNoList; }
     uint8_t list_of(int32_t b) const { return list_[b]; }
     int32_t head(uint8_t list) const { return head_[list]; }

@@ -118,7 +118,17 @@ inline int64_t pool_blocks_for(const kvc_pool *p, int64_t tokens) {
 // ---- Block-level operations with prefix-cache side effects (pool_blocks.cpp); lock held --------
 
 // Takes a fresh block with refcount 1 (caller checked capacity). Evicts its cache entry lazily.
+// With tiers, a caller taking n blocks calls pool_spill_before_taking(p, n) first.
 int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority);
+
+// The caller is about to take n fresh blocks, with nothing in between that changes the free lists
+// (a restore's block is referenced at once, a copy-on-write source never becomes free): with tiers,
+// the cached blocks those takes will evict are spilled now, decided together so that the host slots
+// go to the chain heads (tier_plan_spills). Inline: without tiers, one load per taking call.
+void tier_plan_spills(kvc_pool *p, int64_t n);  // tiers.hpp
+inline void pool_spill_before_taking(kvc_pool *p, int64_t n) {
+    if (n > 0 && p->tiers.load(std::memory_order_relaxed)) tier_plan_spills(p, n);
+}
 
 // Block b has just become free: cancels the pending copy-on-write pairs into it (and drops their
 // holds on their sources, which may free those in turn). Out of line: pairs are rarely pending.

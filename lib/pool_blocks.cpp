@@ -24,8 +24,7 @@ int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
     int32_t b = p->blocks.next_victim();
     if (p->blocks.cached(b)) {
         // Lazy eviction: the block kept its cache entry while it waited in the LRU list. With a host
-        // tier its content moves one tier down instead of being lost.
-        if (p->tiers.load(std::memory_order_relaxed)) tier_spill_evicted(p, b);
+        // tier, pool_spill_before_taking has already queued the copy of what is worth keeping.
         pool_uncache_block(p, b);
         ++p->counters.evictions;
     }

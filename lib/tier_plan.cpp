@@ -69,10 +69,28 @@ static void copy_device_block_to_host(kvc_pool *p, Tiers *t, int32_t b, int32_t 
     tier_push_job(t, kJobSpill, b, v, -1);
 }
 
-// Host slot v (cached) is about to be reused: its block goes to the disk tier when there is one and
-// the disk does not hold it yet (else it is dropped).
+// Tiers::victim_state of a device block during tier_plan_spills (kNotVictim outside it).
+enum VictimState : uint8_t { kNotVictim = 0, kUndecided, kSpilled, kDropped };
+
+// Whether a lookup can still walk through the block `parent` names once the planned takes are
+// done: it is the root, or cached on the device and not dropped by tier_plan_spills' evictions, or
+// indexed in the host or disk tier (a copy in flight included). A parent still undecided (evicted
+// after its child, by a lower retention priority) counts as not kept: the child is dropped rather
+// than take a slot that nothing may lead to.
+static bool parent_kept(const kvc_pool *p, const Tiers *t, const Hash128 &parent) {
+    if (parent == kRootHash) return true;
+    const int32_t pb = p->cache.find(parent);
+    if (pb >= 0 && (t->victim_state[size_t(pb)] == kNotVictim || t->victim_state[size_t(pb)] == kSpilled))
+        return true;
+    if (t->host->slots.find(parent) >= 0) return true;
+    return t->disk && t->disk->slots.find(parent) >= 0;
+}
+
+// Host slot v (cached) is about to be reused: its block goes to the disk tier when there is one,
+// the disk does not hold it yet and its parent is kept (else it is dropped: on disk it could never
+// be reached, as when its parent was dropped by the evictions that take v).
 static void spill_host_slot_to_disk(kvc_pool *p, Tiers *t, int32_t v) {
-    (void)write_host_slot_to_disk(p, t, v, kJobDiskSpill);
+    if (parent_kept(p, t, t->host->slots.index().parent_of(v))) (void)write_host_slot_to_disk(p, t, v, kJobDiskSpill);
 }
 
 int tier_flush_host_slot(kvc_pool *p, int32_t v) {
@@ -116,14 +134,48 @@ int32_t tier_take_host_slot(kvc_pool *p, Tiers *t) {
     return v;
 }
 
-void tier_spill_evicted(kvc_pool *p, int32_t b) {
+// The cached blocks the next n takes evict, in eviction order, into t->victims (marked undecided).
+// The unhashed blocks are taken first and evict nothing: skipped without a walk.
+static void collect_victims(kvc_pool *p, Tiers *t, int64_t n) {
+    const FreeQueues &q = p->blocks.queues();
+    t->victims.clear();
+    n -= q.size(FreeQueues::kUnhashedList);
+    if (n <= 0) return;
+    int32_t b = -1;
+    for (int list = 0; list < FreeQueues::kNumPriorities && b < 0; ++list) b = q.head(uint8_t(list));
+    for (; b >= 0 && n > 0; b = q.victim_after(b), --n) {
+        t->victims.push_back(b);
+        t->victim_state[size_t(b)] = kUndecided;
+    }
+}
+
+// Heads first: the victims in the reverse of eviction order, each worth keeping taking one of the
+// host slots a claim can get (free or cached ones; held and busy ones cannot be taken).
+static void choose_spills(const kvc_pool *p, Tiers *t) {
+    const TierSlots &hs = t->host->slots;
+    int64_t slots = hs.num_evictable();
+    for (auto it = t->victims.rbegin(); it != t->victims.rend(); ++it) {
+        const int32_t b = *it;
+        const bool keep = slots > 0 && hs.find(p->cache.hash_of(b)) < 0 && parent_kept(p, t, p->cache.parent_of(b));
+        t->victim_state[size_t(b)] = keep ? kSpilled : kDropped;
+        slots -= keep ? 1 : 0;
+    }
+}
+
+void tier_plan_spills(kvc_pool *p, int64_t n) {
     Tiers *t = p->tiers.load(std::memory_order_relaxed);
-    TierSlots &hs = t->host->slots;
-    const Hash128 &h = p->cache.hash_of(b);
-    if (hs.find(h) >= 0) return;  // already one tier down (restored from there, or in flight)
-    const int32_t v = tier_take_host_slot(p, t);
-    if (v < 0) return;  // every host slot held or busy: dropped, as without tiers
-    copy_device_block_to_host(p, t, b, v);
+    collect_victims(p, t, n);
+    if (t->victims.empty()) return;
+    choose_spills(p, t);
+    // Queued in eviction order: the copies commit in it, so the deepest blocks lead the host's LRU
+    // list as they led the device's.
+    for (int32_t b : t->victims) {
+        if (t->victim_state[size_t(b)] != kSpilled) continue;
+        const int32_t v = tier_take_host_slot(p, t);  // cannot fail: choose_spills counted the slots
+        if (v >= 0) copy_device_block_to_host(p, t, b, v);
+    }
+    // Only now: the host victims' disk spills above judge their parents by the decisions.
+    for (int32_t b : t->victims) t->victim_state[size_t(b)] = kNotVictim;
 }
 
 int32_t tier_find_lower(kvc_pool *p, const Hash128 &parent, const BlockKey &key, const int32_t *tokens,

@@ -101,6 +101,7 @@ bool restore_round(kvc_pool *p, Tiers *t, const PrefixWalk &w, int32_t priority,
         if (p->hit_scratch[size_t(i)] >= 0) p->blocks.pin(p->hit_scratch[size_t(i)]);
     keep_tier_hits(p, t, w, KVC_TIER_DISK, true);  // a host victim's disk spill must not take them
     keep_tier_hits(p, t, w, KVC_TIER_HOST, true);  // restore sources: busy until their copies ran
+    pool_spill_before_taking(p, w.host_hits);        // one fresh block per restore below
     for (int64_t i = 0; i < held; ++i) {
         int32_t b = p->hit_scratch[size_t(i)];
         if (b < 0) {

@@ -95,6 +95,10 @@ struct Tiers {
     // Prefix-walk scratch (num_blocks entries): where lower-tier hit i lives.
     std::vector<uint8_t> hit_tier;
     std::vector<int32_t> hit_slot;
+    // tier_plan_spills scratch: the cached blocks the next takes evict (capacity num_blocks) and,
+    // per device block, what the plan decided for it (0 outside tier_plan_spills).
+    std::vector<int32_t> victims;
+    std::vector<uint8_t> victim_state;
 };
 
 // ---- lifetime (capi_tiers.cpp / tier_exec.cpp) --------------------------------------------------
@@ -107,9 +111,14 @@ void tier_destroy(kvc_pool *p);  // runs pending copies, then frees everything; 
 // the block became usable there (its copy committed), KVC_EVENT_BLOCK_REMOVED when it left.
 void tier_event(kvc_pool *p, int32_t type, const TierSlots &slots, int32_t s, int32_t tier);
 
-// pool_take_fresh_block is about to drop cached refcount-0 block b from the device cache: copy it
-// into the host tier instead (if there is one and it is not there yet).
-void tier_spill_evicted(kvc_pool *p, int32_t b);
+// pool_spill_before_taking: the next n fresh blocks taken will evict the cached blocks among them.
+// Those worth keeping are copied into host slots now (README "Tiers", spills under slot pressure):
+// a block is spilled only when its parent is kept (the root, cached on the device and not dropped by
+// these evictions, or in a lower tier), and when there are fewer host slots to take than such
+// blocks, the chain heads get them (the blocks are decided in the reverse of eviction order: a
+// sequence releases its blocks deepest first, so its heads are evicted last). The copies are queued
+// in eviction order, so the host's LRU list still evicts the deepest blocks first.
+void tier_plan_spills(kvc_pool *p, int64_t n);
 
 // Looks up a block that missed on the device in the host tier (and with use_disk, the disk tier).
 // Returns the tier (KVC_TIER_HOST / KVC_TIER_DISK) and slot, or -1.
@@ -132,6 +141,11 @@ void tier_release_swapped(kvc_pool *p, Sequence *s);
 // free of copies (try again after running the pending jobs).
 int tier_flush_host_slot(kvc_pool *p, int32_t v);
 int tier_flush_device_block(kvc_pool *p, int32_t b);
+
+// kvc_tier_get_stats (tier_reach.cpp): of the tier's cached blocks, those whose whole chain is
+// cached in some tier (kvc_tier_stats.reachable_blocks). Linear in the blocks the tiers hold;
+// allocates its memo. Works without tiers (the device's).
+int64_t tier_reachable_blocks(const kvc_pool *p, int32_t tier);
 
 // kvc_prefix_cache_reset: drops the cached blocks of the lower tiers.
 void tier_reset_cache(kvc_pool *p);

@@ -83,6 +83,7 @@ typedef struct outs {
     kvc_batch_info binfo, binfo_old;
     int32_t i32buf[64], i32buf2[64];
     int64_t i64buf[64];
+    uint64_t u64buf[64], u64buf2[64];
     char chars[64];
     float attn_out[16 * C_Q_HEADS * C_HEAD_DIM];
     kvc_tier_stats tstats, tstats_old; /* tstats_old: struct_size too small */
@@ -535,6 +536,23 @@ static const uint8_t k_disk_key[KVC_DISK_KEY_MAX_LEN + 1];
     X(kvc_prefix_lookup, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_prefix_lookup(F.P, F.tok_a, 10, NULL, NULL), 1)       \
     X(kvc_prefix_lookup, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_prefix_lookup(F.C, F.tok_a, 10, NULL, NULL), 1)       \
                                                                                                                        \
+    X(kvc_hash_blocks, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_hash_blocks(BS, F.K, F.tok_a, 10, HASH_OUTS(64), NULL), 1) \
+    X(kvc_hash_blocks, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE,                                                            \
+      kvc_hash_blocks(BS, F.K, F.tok_a, 10, NULL, O.u64buf2, 4, &O.i64), 1)                                           \
+    X(kvc_hash_blocks, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE,                                                            \
+      kvc_hash_blocks(BS, F.K, F.tok_a, 10, O.u64buf, NULL, 4, &O.i64), 1)                                            \
+    X(kvc_hash_blocks, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_hash_blocks(BS, F.K, NULL, 10, HASH_OUTS(64), &O.i64), 1) \
+    X(kvc_hash_blocks, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_hash_blocks(0, NULL, F.tok_a, 10, HASH_OUTS(64), &O.i64), 1) \
+    X(kvc_hash_blocks, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE,                                                         \
+      kvc_hash_blocks(-4, NULL, F.tok_a, 10, HASH_OUTS(64), &O.i64), 1)                                               \
+    X(kvc_hash_blocks, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE,                                                         \
+      kvc_hash_blocks(BS, NULL, F.tok_a, -1, HASH_OUTS(64), &O.i64), 1)                                               \
+    X(kvc_hash_blocks, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_hash_blocks(BS, NULL, F.tok_a, 10, HASH_OUTS(-1), &O.i64), 1) \
+    X(kvc_hash_blocks, TOO_SMALL, KVC_ERR_BUFFER_TOO_SMALL, F_OUT_LEN,                                                \
+      kvc_hash_blocks(BS, F.K, F.tok_a, 10, HASH_OUTS(1), &O.i64), O.i64 == 2)                                        \
+    X(kvc_hash_blocks, TOO_SMALL, KVC_ERR_BUFFER_TOO_SMALL, F_OUT_LEN,                                                \
+      kvc_hash_blocks(BS, NULL, F.tok_a, 10, HASH_OUTS(0), &O.i64), O.i64 == 2)                                       \
+                                                                                                                       \
     X(kvc_prefix_pin, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_prefix_pin(NULL, F.tok_a, 8, NULL, &O.i64), 1)        \
     X(kvc_prefix_pin, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_prefix_pin(F.P, NULL, 8, NULL, &O.i64), 1)                \
     X(kvc_prefix_pin, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_prefix_pin(F.P, F.tok_a, 0, NULL, &O.i64), 1)             \
@@ -841,6 +859,8 @@ static unsigned char g_host[2 * 4096];
 #define TIER_PATH "/tmp/kvc_bad_input_tier_never_created.bin"
 #define OP_OUT ((uint64_t *)&O.i64)
 #define TIER_OUTS &O.i64, &O.i64buf[0], &O.i64buf[1]
+/* kvc_hash_blocks: the hi and lo arrays and their capacity. */
+#define HASH_OUTS(cap) O.u64buf, O.u64buf2, (cap)
 static void *scratch_host(void) { return g_host; }
 
 static uint64_t g_ids3[3];

@@ -242,7 +242,9 @@ static void test_stats_errors(void **state) {
     kvc_pool *p = make_pool(16, 4, 1);
     kvc_stats s;
     memset(&s, 0, sizeof s);
-    s.struct_size = sizeof s - 8;
+    s.struct_size = sizeof s - 4; /* neither this release's size nor the one before cached_blocks_total */
+    EXPECT_ERR(kvc_pool_stats(p, &s), KVC_ERR_VERSION);
+    s.struct_size = offsetof(kvc_stats, cached_blocks_total) - 8;
     EXPECT_ERR(kvc_pool_stats(p, &s), KVC_ERR_VERSION);
     s.struct_size = 0;
     EXPECT_ERR(kvc_pool_stats(p, &s), KVC_ERR_VERSION);

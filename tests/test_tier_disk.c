@@ -594,25 +594,35 @@ static void test_disk_identity(void **state) {
     reopen_as(f->path, "model-a@r1;tp=0/2", P, 1, 0);
 }
 
-/* kvc_tier_get_stats still takes the first release's struct (before foreign_blocks) and writes
- * nothing past it; any other short size is refused. */
-static void test_tier_stats_first_release_size(void **state) {
+/* A struct of `size` bytes gets the host tier's fields that fit and nothing written past them; one
+ * byte less is refused. */
+static void expect_short_tier_stats(kvc_pool *p, size_t size) {
+    kvc_tier_stats s;
+    memset(&s, 0xAB, sizeof s);
+    s.struct_size = (uint32_t)size;
+    OK(kvc_tier_get_stats(p, KVC_TIER_HOST, &s));
+    assert_int_equal(s.capacity_blocks, HOST_SLOTS);
+    assert_int_equal(s.struct_size, size);
+    const unsigned char *tail = (const unsigned char *)&s + size;
+    for (size_t i = 0; i < sizeof s - size; ++i) assert_int_equal(tail[i], 0xAB);
+    s.struct_size = (uint32_t)size - 1;
+    EXPECT_ERR(kvc_tier_get_stats(p, KVC_TIER_HOST, &s), KVC_ERR_VERSION);
+}
+
+/* kvc_tier_get_stats still takes the earlier releases' structs: the first (before foreign_blocks)
+ * and the second (before reachable_blocks). */
+static void test_tier_stats_earlier_release_sizes(void **state) {
     (void)state;
     kvc_pool *p = tier_pool(DEV_BLOCKS, 1);
     OK(kvc_tier_attach_host(p, HOST_SLOTS));
+    expect_short_tier_stats(p, offsetof(kvc_tier_stats, foreign_blocks));
+    expect_short_tier_stats(p, offsetof(kvc_tier_stats, reachable_blocks));
     kvc_tier_stats s;
     memset(&s, 0xAB, sizeof s);
-    s.struct_size = (uint32_t)offsetof(kvc_tier_stats, foreign_blocks);
-    OK(kvc_tier_get_stats(p, KVC_TIER_HOST, &s));
-    assert_int_equal(s.capacity_blocks, HOST_SLOTS);
-    assert_int_equal(s.struct_size, offsetof(kvc_tier_stats, foreign_blocks));
-    const unsigned char *tail = (const unsigned char *)&s.foreign_blocks;
-    for (size_t i = 0; i < sizeof s.foreign_blocks; ++i) assert_int_equal(tail[i], 0xAB);
-    s.struct_size = (uint32_t)offsetof(kvc_tier_stats, foreign_blocks) - 1;
-    EXPECT_ERR(kvc_tier_get_stats(p, KVC_TIER_HOST, &s), KVC_ERR_VERSION);
     s.struct_size = (uint32_t)sizeof s;
     OK(kvc_tier_get_stats(p, KVC_TIER_HOST, &s));
     assert_int_equal(s.foreign_blocks, 0);
+    assert_int_equal(s.reachable_blocks, 0);
     OK(kvc_pool_destroy(p));
 }
 
@@ -1096,7 +1106,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_promotion_rounds_keep_device_hits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prefetch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_identity, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_tier_stats_first_release_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tier_stats_earlier_release_sizes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_errors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

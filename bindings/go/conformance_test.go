@@ -127,7 +127,11 @@ func (l scenarioLine) tokens() []int32 {
 	return out
 }
 
-func parseScenario(t *testing.T, path string) []scenarioLine {
+func parseScenario(t *testing.T, path string) []scenarioLine { return parseLines(t, path, opKeys) }
+
+// parseLines reads a file in the scenario's line format whose ops and their keys are `ops`
+// (the scenario's, or the hash vectors' in hash_test.go).
+func parseLines(t *testing.T, path string, ops map[string][]string) []scenarioLine {
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatalf("open scenario: %v", err)
@@ -145,7 +149,7 @@ func parseScenario(t *testing.T, path string) []scenarioLine {
 			continue
 		}
 		l := scenarioLine{num: n, op: fields[0], args: map[string]string{}}
-		allowed, ok := opKeys[l.op]
+		allowed, ok := ops[l.op]
 		if !ok {
 			t.Fatalf("line %d: unknown op %q", n, l.op)
 		}

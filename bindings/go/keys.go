@@ -47,6 +47,20 @@ func (k *Keys) Close() error {
 	return nil
 }
 
+// read runs f with the keys' handle under their read lock, so setters cannot change them during
+// the call; nil keys pass a nil handle (no keys).
+func (k *Keys) read(op string, f func(h raw.Struct_SS_kvc_keys) error) error {
+	if k == nil {
+		return f(nil)
+	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.h == nil {
+		return closedError(op)
+	}
+	return f(k.h)
+}
+
 func (k *Keys) set(op string, f func(h raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -76,15 +76,9 @@ func (p *Pool) do(op string, f func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_st
 
 // doKeys is do for calls that also read a Keys (nil = no keys).
 func (p *Pool) doKeys(op string, keys *Keys, f func(h raw.Struct_SS_kvc_pool, k raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status) error {
-	if keys == nil {
-		return p.do(op, func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return f(h, nil) })
-	}
-	keys.mu.RLock()
-	defer keys.mu.RUnlock()
-	if keys.h == nil {
-		return closedError(op)
-	}
-	return p.do(op, func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return f(h, keys.h) })
+	return keys.read(op, func(k raw.Struct_SS_kvc_keys) error {
+		return p.do(op, func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return f(h, k) })
+	})
 }
 
 // Config returns the resolved configuration, NumBlocks filled in (kvc_pool_get_config).
@@ -148,6 +142,7 @@ type Stats struct {
 	Evictions         int64
 	VerifyMisses      int64
 	EventsDropped     int64
+	CachedBlocksTotal      int64 // in the prefix cache, held or free: what an event-fed router holds
 }
 
 // Stats returns a snapshot of the pool's counters (kvc_pool_stats).
@@ -179,5 +174,6 @@ func (p *Pool) Stats() (Stats, error) {
 		Evictions:         s.GetEvictions(),
 		VerifyMisses:      s.GetVerify_misses(),
 		EventsDropped:     s.GetEvents_dropped(),
+		CachedBlocksTotal:      s.GetCached_blocks_total(),
 	}, nil
 }

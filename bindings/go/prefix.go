@@ -33,6 +33,33 @@ func (p *Pool) PrefixUnpin(tokens []int32, keys *Keys) (int64, error) {
 	return n[0], err
 }
 
+// HashBlocks returns the chained hashes of the prompt's full blocks, block 0 first, exactly as a pool
+// with this block size and these keys computes them and reports them in its events
+// (kvc_hash_blocks); the partial last block has none. No pool is needed: a KV-aware router predicts
+// hits with it. keys may be nil; only its LoRA id, salt and multimodal items count. The bytes
+// hashed are specified in the libkvc README ("Block hash specification").
+func HashBlocks(blockSize int32, tokens []int32, keys *Keys) ([]Hash128, error) {
+	full := int64(0)
+	if blockSize > 0 {
+		full = int64(len(tokens)) / int64(blockSize)
+	}
+	hi, lo := make([]uint64, full), make([]uint64, full)
+	var n [1]int64
+	err := keys.read("HashBlocks", func(k raw.Struct_SS_kvc_keys) error {
+		return callC("HashBlocks", func() raw.Enum_SS_kvc_status {
+			return raw.Kvc_hash_blocks(int(blockSize), k, nonNil(tokens), int64(len(tokens)), hi, lo, full, n[:])
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Hash128, n[0])
+	for i := range out {
+		out[i] = Hash128{Hi: hi[i], Lo: lo[i]}
+	}
+	return out, nil
+}
+
 // ResetPrefixCache drops every cached block (kvc_prefix_cache_reset); ErrBusy while blocks are in
 // use or pinned.
 func (p *Pool) ResetPrefixCache() error {

@@ -206,6 +206,9 @@ type TierStats struct {
 	IOErrors           int64
 	RecoveredBlocks    int64 // disk: blocks re-indexed from a persistent file at attach
 	ForeignBlocks      int64 // disk: slots of another identity or layout at that attach (reused)
+	// Of CachedBlocks, those a prefix lookup can reach: every block before it in its prompt is
+	// cached in some tier (device, host or disk). Counted by this call, walking every chain once.
+	ReachableBlocks int64
 }
 
 // TierStats returns the statistics of one tier; an unattached tier reports capacity 0
@@ -241,5 +244,6 @@ func (p *Pool) TierStats(tier Tier) (TierStats, error) {
 		IOErrors:           s.GetIo_errors(),
 		RecoveredBlocks:    s.GetRecovered_blocks(),
 		ForeignBlocks:      s.GetForeign_blocks(),
+		ReachableBlocks:    s.GetReachable_blocks(),
 	}, nil
 }

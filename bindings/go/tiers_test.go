@@ -325,3 +325,25 @@ func TestSpillAndRehit(t *testing.T) {
 	_, err := p.PrefixLookupTiers(nil, nil)
 	wantStatus(t, err, kvc.ErrInvalidArg)
 }
+
+// One allocation evicts more cached blocks than the host tier has slots to take: the chain's head
+// gets the slot (its child could never be reached without it), and the tier stats count what a
+// lookup can reach.
+func TestSpillsKeepChainHeads(t *testing.T) {
+	cfg := cpuConfig()
+	cfg.NumBlocks = 4
+	p := newPool(t, cfg)
+	must(t, p.AttachHostTier(1))
+	mustV[int64](t)(p.Alloc(1, span(0, 9), nil)) // blocks 0, 1 cached + 1 partial
+	must(t, p.Free(1))
+	mustV[int64](t)(p.Alloc(2, span(100, 116), nil)) // all 4 device blocks: evicts both at once
+	must(t, p.Free(2))
+	if h := mustV[kvc.TierHits](t)(p.PrefixLookupTiers(span(0, 9), nil)); h != (kvc.TierHits{Host: 4}) {
+		t.Fatalf("lookup after the spill: %+v, want the first block from the host tier", h)
+	}
+	host := mustV[kvc.TierStats](t)(p.TierStats(kvc.TierHost))
+	dev := mustV[kvc.TierStats](t)(p.TierStats(kvc.TierDevice))
+	if host.CachedBlocks != 1 || host.ReachableBlocks != 1 || dev.CachedBlocks != 4 || dev.ReachableBlocks != 4 {
+		t.Fatalf("host %+v, device %+v", host, dev)
+	}
+}

@@ -160,7 +160,11 @@ typedef struct kvc_pool_config {
     int32_t prefix_caching;       /**< 1 = on (default), 0 = off */
     int32_t backend;              /**< kvc_backend (default KVC_BACKEND_NONE) */
     int32_t device;               /**< CUDA device ordinal (default 0) */
-    int32_t event_capacity;       /**< KV event ring size, 0 disables events (default 4096) */
+    int32_t event_capacity;       /**< KV event ring size, 0 disables events (default 4096: on,
+                                       so a router attached to a service configured without it
+                                       still gets events; unread, the ring costs its fixed memory,
+                                       about 4096 x (80 + 4 x block_size) bytes, and then one
+                                       counter increment per dropped event: README, "KV events") */
     double gpu_memory_utilization;/**< CUDA: if > 0 and num_blocks == 0, size the pool from this
                                        fraction of the device's free memory (default 0) */
 } kvc_pool_config;
@@ -262,7 +266,10 @@ KVC_API kvc_status kvc_keys_set_lora(kvc_keys *keys, uint64_t lora_id);
  *  Errors: KVC_ERR_NULL_ARG (keys), KVC_ERR_INVALID_ARG (too long). */
 KVC_API kvc_status kvc_keys_set_salt(kvc_keys *keys, const char *salt);
 /** Adds a multimodal item: a 128-bit content hash (hi, lo) covering the prompt tokens
- *  [offset, offset + length). Every full block whose token range overlaps it carries its hash.
+ *  [offset, offset + length). Every full block whose token range overlaps it carries its hash
+ *  *and its position*: the item's offset relative to the block's first token and its length are
+ *  part of the block's key (README, "Block hash specification"), so the same image at another
+ *  position in the prompt gives other block hashes.
  *  Items must be added in increasing, non-overlapping offset order.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (offset < 0, length <= 0, overlap/out of order),
  *  KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY. */
@@ -426,8 +433,10 @@ KVC_API kvc_status kvc_seq_slot_mapping(kvc_pool *pool, uint64_t seq_id, int64_t
 /** Drains up to cap pending copy-on-write pairs (src block -> dst block) into src[] / dst[], oldest
  *  first; *out_count receives the number drained. The caller must copy those blocks' KV before the
  *  next forward pass and before its next call that can take a block (kvc_alloc, kvc_append,
- *  kvc_swap_in may reuse a drained src at once) — or let the pool do it: kvc_copy_pending. With
- *  cap == 0 and NULL arrays it only reports the pending count and drains nothing. With memory
+ *  kvc_swap_in may reuse a drained src at once) — or let the pool do it: kvc_copy_pending.
+ *  Count query: with cap == 0 (src and dst may then be NULL) the call drains nothing and
+ *  *out_count receives the number of pairs pending, so size the arrays with one call and drain
+ *  with the next (kvc_stats.pending_copies reports the same count). With memory
  *  tiers, tier copies planned before the pairs (the spill of a block evicted to make a dst) are
  *  run first (on CUDA: finished), so the caller's copies cannot overtake them.
  *  While pending, a pair keeps its src block's bytes: even if every sequence lets the block go, it
@@ -466,9 +475,17 @@ typedef struct kvc_stats {
     int64_t evictions;              /**< cached blocks dropped to reuse their memory */
     int64_t verify_misses;          /**< hash matched but tokens/keys differed: treated as a miss */
     int64_t events_dropped;         /**< KV events lost because the ring was full */
+    /* Appended after the first release: older callers pass offsetof(kvc_stats, cached_blocks_total). */
+    int64_t cached_blocks_total;    /**< device blocks in the prefix cache, held by sequences,
+                                         pinned or free (cached_free_blocks is its free part;
+                                         kvc_tier_stats.cached_blocks of the device tier counts
+                                         refcount-0 ones only): what a router fed by this pool's
+                                         device KV events holds, at any time */
 } kvc_stats;
 
-/** Snapshot of the pool's counters. out->struct_size must be set (sizeof(kvc_stats)).
+/** Snapshot of the pool's counters. out->struct_size must be set: sizeof(kvc_stats), or
+ *  offsetof(kvc_stats, cached_blocks_total) (the struct before cached_blocks_total was appended,
+ *  which gets every field but that one).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION. */
 KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out);
 
@@ -521,6 +538,25 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
  *  KVC_DISK_PERSISTENT). One ALL_BLOCKS_CLEARED event covers every tier. Refused with
  *  KVC_ERR_BUSY while any block is in use or pinned. Errors: KVC_ERR_NULL_ARG, KVC_ERR_BUSY. */
 KVC_API kvc_status kvc_prefix_cache_reset(kvc_pool *pool);
+
+/** A prompt's block hashes, computed without a pool: hash_hi[i], hash_lo[i] receive the 128-bit
+ *  chained hash of full block i (tokens [i x block_size, (i + 1) x block_size)) for i <
+ *  num_tokens / block_size, exactly as a pool with this block_size computes it for the same tokens
+ *  and keys: the hash its KV events report for that block (kvc_event.hash_hi / hash_lo; block i's
+ *  parent is hash i - 1). The trailing partial block has no hash. For KV-aware routers, which
+ *  predict hits from KV events without a pool; the README's "Block hash specification" defines the
+ *  bytes hashed, so a router in any language can compute the same values. keys (may be NULL):
+ *  its LoRA id, salt and multimodal items count; its priority and hit cap do not. Stateless and
+ *  thread-safe (keys is only read).
+ *  *out_count receives the number of full blocks. Size query: hash_hi and hash_lo NULL with cap 0
+ *  returns KVC_OK with only *out_count set. tokens may be NULL only when num_tokens is 0.
+ *  Errors: KVC_ERR_NULL_ARG (out_count; tokens with num_tokens > 0; hash_hi or hash_lo with
+ *  cap > 0), KVC_ERR_INVALID_ARG (block_size < 1, num_tokens < 0, cap < 0),
+ *  KVC_ERR_BUFFER_TOO_SMALL (cap below the number of full blocks; *out_count = that number),
+ *  KVC_ERR_NO_MEMORY. */
+KVC_API kvc_status kvc_hash_blocks(int32_t block_size, const kvc_keys *keys, const int32_t *tokens,
+                                   int64_t num_tokens, uint64_t *hash_hi, uint64_t *hash_lo, int64_t cap,
+                                   int64_t *out_count);
 
 /* KV events, for KV-aware routers. One event per block and tier: by default the device tier's
  * (block ids are device blocks); with kvc_pool_set_tier_events also the host and disk tiers'
@@ -795,7 +831,10 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
  *  - Spill and re-hit: with prefix caching, a cached refcount-0 block evicted from the device is
  *    copied to the host tier instead of being dropped (and a block evicted from the host tier goes
  *    to the disk tier), keeping its identity. Prefix lookups continue into the lower tiers, and
- *    kvc_alloc restores those blocks into fresh device blocks (counted as cached tokens).
+ *    kvc_alloc restores those blocks into fresh device blocks (counted as cached tokens). A lookup
+ *    reaches a block only through every block before it, so a block whose parent is cached in no
+ *    tier is not spilled, and when one call evicts more blocks than the host has slots to take,
+ *    the slots go to the chain heads (kvc_tier_stats.reachable_blocks).
  *  - Integrity: every block on disk carries an XXH3 checksum over its bytes and identity; a bad
  *    read is a miss (the caller recomputes), never wrong data. A persistent file also records who
  *    computed its blocks (kvc_tier_attach_disk_with_identity): another model's are never hits.
@@ -1008,14 +1047,23 @@ typedef struct kvc_tier_stats {
     int64_t recovered_blocks;      /**< disk: blocks re-indexed from a persistent file at attach */
     int64_t foreign_blocks;        /**< disk: slots that held, at a persistent attach, a block of
                                         another identity or layout (not recovered; reused) */
+    int64_t reachable_blocks;      /**< of cached_blocks, those whose whole chain is cached: every
+                                        block before it in its prompt is in the device's prefix
+                                        cache or a host or disk slot, so a prefix lookup can reach
+                                        it (the rest can only be evicted). Counted on demand */
 } kvc_tier_stats;
 
 /** Statistics of one tier (an unattached host/disk tier reports capacity 0). A failed disk write
  *  drops the block it was spilling (counted in failures and io_errors); a failed disk read is a
  *  miss (counted in failures and io_errors or checksum_failures) and the bad disk slot is freed
  *  and erased in the file; a failed erasure (see kvc_prefix_cache_reset) counts in both too.
- *  out->struct_size: sizeof(kvc_tier_stats), or offsetof(kvc_tier_stats, foreign_blocks) (the
- *  first release's struct, which gets every field but foreign_blocks).
+ *  reachable_blocks is counted by this call, under the pool lock, in time linear in the blocks
+ *  the three tiers hold (each chain walked once), and only for a struct that has the field: call
+ *  it between steps, not per token. With a sliding window a hit needs fewer blocks than the whole
+ *  chain, so more may be usable than it says.
+ *  out->struct_size: sizeof(kvc_tier_stats); offsetof(kvc_tier_stats, reachable_blocks) (the
+ *  struct before that field); or offsetof(kvc_tier_stats, foreign_blocks) (the first release's
+ *  struct). A shorter struct gets the fields that fit in it and nothing is written past it.
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (unknown tier), KVC_ERR_VERSION. */
 KVC_API kvc_status kvc_tier_get_stats(kvc_pool *pool, int32_t tier, kvc_tier_stats *out);
 

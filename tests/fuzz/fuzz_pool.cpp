@@ -115,6 +115,10 @@ const char *g_opname = "";
 uint64_t g_total_ops = 0;  // over the whole fuzzing session (printed at exit)
 uint64_t g_total_runs = 0;
 uint64_t g_swaps = 0, g_host_hits = 0, g_host_runs = 0, g_spills = 0;  // tier coverage, printed at exit
+// Spill planning (README "Tiers"): evicted cached blocks not spilled (no slot left, parent not kept,
+// already in the host), host victims not written to disk for want of a kept parent, and host / disk
+// blocks a lookup could not reach (summed over the checks after each operation).
+uint64_t g_spills_left_out = 0, g_disk_orphans = 0, g_unreachable_seen = 0;
 // Disk-tier coverage: inputs with a disk, blocks spilled to it, promotions (disk hits), disk
 // evictions, disk hits left on disk for want of a host slot, injected faults that failed a copy.
 uint64_t g_disk_runs = 0, g_disk_spills = 0, g_disk_hits = 0, g_disk_evictions = 0, g_disk_refused = 0;
@@ -395,6 +399,7 @@ void remember_seq(Session &s, uint64_t id) {
 // own fields are compared by the caller). *ts receives the library's stats.
 void compare_slot_tier(Session &s, int32_t tier, const char *name, const std::vector<model::HostSlot> &slots,
                        size_t free_slots, const model::HostCounters &c, kvc_tier_stats *ts) {
+    const model::Pool &m = s.m;
     std::memset(ts, 0, sizeof *ts);
     ts->struct_size = sizeof *ts;
     if (kvc_tier_get_stats(s.pool, tier, ts) != KVC_OK) diverge("kvc_tier_get_stats(%s) failed", name);
@@ -412,6 +417,8 @@ void compare_slot_tier(Session &s, int32_t tier, const char *name, const std::ve
     EXPECT_EQ(field("blocks_in"), ts->blocks_in, c.blocks_in);
     EXPECT_EQ(field("blocks_out"), ts->blocks_out, c.blocks_out);
     EXPECT_EQ(field("failures"), ts->failures, c.failures);
+    EXPECT_EQ(field("reachable_blocks"), ts->reachable_blocks, m.reachable(slots));
+    g_unreachable_seen += uint64_t(ts->cached_blocks - ts->reachable_blocks);
 }
 void compare_stats(Session &s) {
     kvc_stats st;
@@ -454,6 +461,7 @@ void compare_stats(Session &s) {
     if (kvc_tier_get_stats(s.pool, KVC_TIER_DEVICE, &ts) != KVC_OK) diverge("kvc_tier_get_stats(device) failed");
     EXPECT_EQ("device.used_blocks", ts.used_blocks, m.num_used());
     EXPECT_EQ("device.cached_blocks", ts.cached_blocks, m.num_cached_free());
+    EXPECT_EQ("device.reachable_blocks", ts.reachable_blocks, m.device_reachable());
     EXPECT_EQ("device.hits", ts.hits, m.c.device_hits);
 }
 
@@ -1747,6 +1755,8 @@ void add_coverage(Session &s) {
     ts.struct_size = sizeof ts;
     if (s.m.host && kvc_tier_get_stats(s.pool, KVC_TIER_HOST, &ts) == KVC_OK) g_spills += uint64_t(ts.blocks_in);
     g_disk_spills += uint64_t(s.m.dc.blocks_in);
+    g_spills_left_out += uint64_t(s.m.spills_left_out);
+    g_disk_orphans += uint64_t(s.m.disk_orphans);
     g_disk_hits += uint64_t(s.m.dc.hits);
     g_disk_evictions += uint64_t(s.m.dc.evictions);
     g_disk_refused += uint64_t(s.m.promotions_refused);
@@ -1933,6 +1943,10 @@ void report_totals() {
                  ", lookup_tiers with disk blocks %" PRIu64 ", copies failed by injected faults %" PRIu64 "\n",
                  g_disk_runs, g_disk_spills, g_disk_hits, g_disk_evictions, g_disk_refused, g_disk_lookup_hits,
                  g_disk_faults);
+    std::fprintf(stderr, "fuzz_pool: spills: evicted cached blocks not spilled %" PRIu64
+                 ", host victims not written to disk (parent not kept) %" PRIu64
+                 ", lower-tier blocks seen unreachable after an operation %" PRIu64 "\n",
+                 g_spills_left_out, g_disk_orphans, g_unreachable_seen);
     std::fprintf(stderr, "fuzz_pool: kvc_alloc promotion rounds: allocs with restore rounds %" PRIu64
                  ", restore rounds %" PRIu64 ", blocks restored by them %" PRIu64
                  ", restore rounds not possible (no host block, too few free blocks) %" PRIu64

@@ -188,6 +188,7 @@ MIRROR_NO_COVERAGE inline void compare_tier_stats(kvc_pool *pool, kvc_pool *mir)
         MIRROR_TIER_EQ(recovered_blocks);
         MIRROR_TIER_EQ(foreign_blocks);  // the mirror's file is attached under the same identity
         MIRROR_TIER_EQ(persistent);
+        MIRROR_TIER_EQ(reachable_blocks);
 #undef MIRROR_TIER_EQ
     }
 }

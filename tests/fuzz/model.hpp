@@ -32,8 +32,18 @@
 // lowest non-empty priority list (dropping the cached block there). Copies planned during a call
 // finish in order at its end: a spilled or restored slot then joins the back of its LRU list, a slot
 // a swap-in read goes back to the front of the free list.
-//   - Spill: a cached device block being evicted is copied to a slot, unless the host holds that
-//     identity already or every slot is held.
+//   - Spill (lib/tier_plan.cpp tier_plan_spills; README "Tiers"): before a call takes n fresh
+//     device blocks (kvc_alloc: its restores and fresh blocks; kvc_append: copy-on-write and new
+//     blocks; kvc_swap_in; a promotion's restore round), the cached blocks among the next n of the
+//     free order (the ones those takes evict) are decided together. In the reverse of that order
+//     (chain heads first: blocks are released deepest first) each is chosen while a slot is left to
+//     take (free or cached ones, counted before any is taken), unless the host holds its identity
+//     already or its parent is not kept. A parent is kept when the block is a prompt's first, or
+//     the parent is cached on the device and not one of these victims (chosen ones excepted: a
+//     victim decided later, or left out, counts as not kept), or indexed in the host or disk tier.
+//     The chosen blocks are then copied, in the free order, each into a slot taken as below; every
+//     other evicted block is dropped. So a lower tier never gets a block a lookup cannot walk to
+//     through its parent, and when slots run short the heads get them.
 //   - Re-hit: kvc_alloc's walk continues into the host tier where the device misses; each host hit is
 //     copied into a fresh device block which enters the device cache. kvc_prefix_lookup and
 //     kvc_can_alloc count host hits (a restore still takes a fresh block); pin/unpin look at the device.
@@ -46,10 +56,11 @@
 // held), with the host tier's lists: free front first, else the LRU front of the lowest priority.
 //   - Spill: a cached host slot taken for new content (by a device spill, a swap-out or a promotion)
 //     first has its block copied to a disk slot, keeping its identity and retention priority, unless
-//     the disk holds that identity already (in any state) or every disk slot is busy (then it is
-//     dropped). A cached disk slot taken so is an eviction. kvc.h/README say "a host victim goes to
-//     the disk keeping its identity"; the "already there" and "all busy" cases and the priority
-//     carried are lib/tier_plan.cpp's (spill_host_slot_to_disk).
+//     the disk holds that identity already (in any state), every disk slot is busy or its parent is
+//     not kept (as for device spills, the victims of a spill plan that are left out counting as not
+//     kept; then it is dropped). A cached disk slot taken so is an eviction. kvc.h/README say "a host
+//     victim goes to the disk keeping its identity"; the "already there" and "all busy" cases and the
+//     priority carried are lib/tier_plan.cpp's (spill_host_slot_to_disk).
 //   - Lookups: kvc_prefix_lookup and kvc_prefix_lookup_tiers continue host -> disk (a block is
 //     counted in the highest tier holding it). kvc_can_alloc walks host -> disk too, counting a
 //     disk hit as a restore (a fresh block), as kvc_alloc's own walk does after promoting it: a
@@ -88,6 +99,9 @@
 //     then. So the allocation gets the whole hit kvc_prefix_lookup announced unless the host slots
 //     are held or the device blocks run short. kvc_tier_prefetch makes one round only.
 //   - Counts: blocks_in = disk spills, blocks_out = hits = promotions, evictions as above.
+//   - reachable_blocks (every tier, kvc_tier_stats): of the cached blocks (device: refcount 0, not
+//     pinned), those whose every ancestor identity is cached on the device or indexed in a host or
+//     disk slot.
 //   - kvc_prefix_cache_reset frees every cached host and disk slot (lowest priority list first,
 //     each list front first, each freed slot to the front of the free list).
 //   - Injected faults (lib/testing.h kvct_disk_fault, kvc.h's kvc_tier_get_stats doc): the next
@@ -721,9 +735,12 @@ public:
     void disk_commit_cached(int32_t ds) { slot_commit_cached(dslots, dlru, ds); }
     int64_t disk_count(HostSlot::State st) const { return slot_count(dslots, st); }
     // Host slot v (cached) is being reused: its block goes to a disk slot (free first, then the
-    // lowest-priority LRU head, evicted) keeping its identity and priority, unless the disk has that
-    // identity already (in any state) or every disk slot is busy.
-    void disk_spill(int32_t v) { (void)write_to_disk(v, Job::kDiskSpill); }
+    // lowest-priority LRU head, evicted) keeping its identity and priority, unless its parent is not
+    // kept, the disk has that identity already (in any state) or every disk slot is busy.
+    void disk_spill(int32_t v) {
+        if (parent_kept(hslots[size_t(v)].id)) (void)write_to_disk(v, Job::kDiskSpill);
+        else ++disk_orphans;
+    }
     // Queues the write of host slot v's block to a disk slot (disk_spill's rule); false when the
     // disk has the block or no disk slot is to be had.
     bool write_to_disk(int32_t v, Job::Kind kind) {
@@ -841,6 +858,7 @@ public:
         const int64_t evictions_before = c.evictions;
         keep_lower_hits(h, true);  // a host victim's disk spill must not take them
         keep_lower_hits(h, false);
+        spill_victims(host_hits);  // one fresh block per restore below
         for (size_t j = 0; j < h.blocks.size(); ++j) {
             int32_t b = h.blocks[j];
             if (b < 0) {
@@ -908,9 +926,80 @@ public:
         return {KVC_OK, caching ? find_hit(*tokens, n, k, kHostTier).tokens(bs) : 0};
     }
 
+    // ---- spill planning (see the header comment, "Spill") ----
+    // The identity of block `id`'s parent; false for a prompt's first block.
+    bool parent_identity(const Identity &id, Identity *parent) const {
+        if (id.tokens.size() <= size_t(bs)) return false;
+        *parent = id;
+        parent->tokens.resize(id.tokens.size() - size_t(bs));
+        const int64_t end = int64_t(parent->tokens.size());
+        auto &mm = parent->mm;
+        mm.erase(std::remove_if(mm.begin(), mm.end(), [end](const MmItem &m) { return m.offset >= end; }), mm.end());
+        return true;
+    }
+    // Cached on the device (a block not in `unkept`) or indexed in a host or disk slot.
+    bool cached_anywhere(const Identity &id, const std::vector<int32_t> &unkept) const {
+        const int32_t b = find_cached(id);
+        if (b >= 0 && std::find(unkept.begin(), unkept.end(), b) == unkept.end()) return true;
+        return host_find_indexed(id) >= 0 || disk_find_indexed(id) >= 0;
+    }
+    bool parent_kept(const Identity &id) const {
+        Identity parent;
+        return !parent_identity(id, &parent) || cached_anywhere(parent, spill_unkept);
+    }
+    // The cached blocks the next n fresh takes evict, in the order they are taken.
+    std::vector<int32_t> next_evictions(int64_t n) const {
+        std::vector<int32_t> order(unhashed.begin(), unhashed.end());
+        for (const auto &l : lru) order.insert(order.end(), l.begin(), l.end());
+        order.resize(size_t(std::min<int64_t>(n, int64_t(order.size()))));
+        order.erase(std::remove_if(order.begin(), order.end(), [this](int32_t b) { return !blocks[size_t(b)].cached; }),
+                    order.end());
+        return order;
+    }
+    // Before n fresh takes: their victims are chosen heads first and the chosen ones spilled in order.
+    void spill_victims(int64_t n) {
+        if (!host) return;
+        const std::vector<int32_t> victims = next_evictions(n);
+        spill_unkept = victims;  // undecided ones count as not kept
+        int64_t slots = int64_t(hfree.size());
+        for (const auto &l : hlru) slots += int64_t(l.size());
+        std::vector<bool> chosen(victims.size(), false);
+        for (size_t i = victims.size(); i-- > 0;) {
+            const Identity &id = blocks[size_t(victims[i])].id;
+            chosen[i] = slots > 0 && host_find_indexed(id) < 0 && parent_kept(id);
+            if (!chosen[i]) continue;
+            --slots;
+            spill_unkept.erase(std::find(spill_unkept.begin(), spill_unkept.end(), victims[i]));
+        }
+        spills_left_out += int64_t(std::count(chosen.begin(), chosen.end(), false));
+        for (size_t i = 0; i < victims.size(); ++i)
+            if (chosen[i]) spill(victims[i]);
+        spill_unkept.clear();
+    }
+    std::vector<int32_t> spill_unkept;  // during spill_victims: its victims not chosen (yet)
+    int64_t spills_left_out = 0;        // evicted cached blocks not spilled (coverage only)
+    int64_t disk_orphans = 0;           // host victims not written to disk: parent not kept (coverage)
+
+    // kvc_tier_stats.reachable_blocks: every ancestor of `id` is cached somewhere.
+    bool chain_cached(const Identity &id) const {
+        Identity cur = id, parent;
+        for (; parent_identity(cur, &parent); cur = parent)
+            if (!cached_anywhere(parent, {})) return false;
+        return true;
+    }
+    int64_t reachable(const std::vector<HostSlot> &slots) const {
+        int64_t n = 0;
+        for (const HostSlot &hs : slots) n += hs.state == HostSlot::kCached && chain_cached(hs.id);
+        return n;
+    }
+    int64_t device_reachable() const {
+        int64_t n = 0;
+        for (const Block &b : blocks) n += is_free(b) && b.cached && chain_cached(b.id);
+        return n;
+    }
+
     void spill(int32_t b) {
         const Block &blk = blocks[size_t(b)];
-        if (host_find_indexed(blk.id) >= 0) return;
         int32_t v = host_take_slot();
         if (v < 0) return;
         HostSlot &hs = hslots[size_t(v)];
@@ -924,8 +1013,7 @@ public:
     int32_t take_fresh(int32_t priority) {
         int32_t b = victim();
         Block &blk = blocks[size_t(b)];
-        if (blk.cached) {
-            if (host) spill(b);
+        if (blk.cached) {  // spilled, if at all, by spill_victims before the takes
             Event e;
             e.type = KVC_EVENT_BLOCK_REMOVED;
             e.block = b;
@@ -1116,6 +1204,7 @@ public:
                 host_unlink(-2 - b);
                 hslots[size_t(-2 - b)].state = HostSlot::kBusy;
             }
+        spill_victims(p.fresh);
         for (size_t j = 0; j < p.hits.size(); ++j) {
             if (p.hits[j] >= 0) continue;
             const size_t i = size_t(p.skip) + j;  // table index = block index in the prompt
@@ -1177,6 +1266,7 @@ public:
         window_released += release_to - s.released;
         s.released = release_to;
         if (window > 0) s.window_from = s.num_tokens;
+        spill_victims(fresh);
         for (int64_t i = first; i < last; ++i) {
             int32_t src = s.table[size_t(i)];
             if (!must_copy(src)) continue;
@@ -1493,6 +1583,7 @@ public:
         int64_t need = 0;
         for (int32_t v : s.swap_slots) need += v >= 0;
         if (need > num_free()) return KVC_ERR_OUT_OF_BLOCKS;
+        spill_victims(need);
         for (size_t i = 0; i < s.table.size(); ++i) {
             const int32_t v = s.swap_slots[i];
             if (v < 0) continue;

@@ -141,7 +141,11 @@ pub struct kvc_pool_config {
     pub backend: i32,
     #[doc = "< CUDA device ordinal (default 0)"]
     pub device: i32,
-    #[doc = "< KV event ring size, 0 disables events (default 4096)"]
+    #[doc = "< KV event ring size, 0 disables events (default 4096: on,"]
+    #[doc = "so a router attached to a service configured without it"]
+    #[doc = "still gets events; unread, the ring costs its fixed memory,"]
+    #[doc = "about 4096 x (80 + 4 x block_size) bytes, and then one"]
+    #[doc = "counter increment per dropped event: README, \"KV events\")"]
     pub event_capacity: i32,
     #[doc = "< CUDA: if > 0 and num_blocks == 0, size the pool from this"]
     #[doc = "fraction of the device's free memory (default 0)"]
@@ -574,7 +578,10 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Adds a multimodal item: a 128-bit content hash (hi, lo) covering the prompt tokens"]
-    #[doc = "  [offset, offset + length). Every full block whose token range overlaps it carries its hash."]
+    #[doc = "  [offset, offset + length). Every full block whose token range overlaps it carries its hash"]
+    #[doc = "  *and its position*: the item's offset relative to the block's first token and its length are"]
+    #[doc = "  part of the block's key (README, \"Block hash specification\"), so the same image at another"]
+    #[doc = "  position in the prompt gives other block hashes."]
     #[doc = "  Items must be added in increasing, non-overlapping offset order."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (offset < 0, length <= 0, overlap/out of order),"]
     #[doc = "  KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY."]
@@ -782,8 +789,10 @@ extern "C" {
     #[doc = " Drains up to cap pending copy-on-write pairs (src block -> dst block) into src[] / dst[], oldest"]
     #[doc = "  first; *out_count receives the number drained. The caller must copy those blocks' KV before the"]
     #[doc = "  next forward pass and before its next call that can take a block (kvc_alloc, kvc_append,"]
-    #[doc = "  kvc_swap_in may reuse a drained src at once) — or let the pool do it: kvc_copy_pending. With"]
-    #[doc = "  cap == 0 and NULL arrays it only reports the pending count and drains nothing. With memory"]
+    #[doc = "  kvc_swap_in may reuse a drained src at once) — or let the pool do it: kvc_copy_pending."]
+    #[doc = "  Count query: with cap == 0 (src and dst may then be NULL) the call drains nothing and"]
+    #[doc = "  *out_count receives the number of pairs pending, so size the arrays with one call and drain"]
+    #[doc = "  with the next (kvc_stats.pending_copies reports the same count). With memory"]
     #[doc = "  tiers, tier copies planned before the pairs (the spill of a block evicted to make a dst) are"]
     #[doc = "  run first (on CUDA: finished), so the caller's copies cannot overtake them."]
     #[doc = "  While pending, a pair keeps its src block's bytes: even if every sequence lets the block go, it"]
@@ -844,12 +853,18 @@ pub struct kvc_stats {
     pub verify_misses: i64,
     #[doc = "< KV events lost because the ring was full"]
     pub events_dropped: i64,
+    #[doc = "< device blocks in the prefix cache, held by sequences,"]
+    #[doc = "pinned or free (cached_free_blocks is its free part;"]
+    #[doc = "kvc_tier_stats.cached_blocks of the device tier counts"]
+    #[doc = "refcount-0 ones only): what a router fed by this pool's"]
+    #[doc = "device KV events holds, at any time"]
+    pub cached_blocks_total: i64,
 }
 #[test]
 fn bindgen_test_layout_kvc_stats() {
     assert_eq!(
         ::std::mem::size_of::<kvc_stats>(),
-        176usize,
+        184usize,
         concat!("Size of: ", stringify!(kvc_stats))
     );
     assert_eq!(
@@ -1231,9 +1246,28 @@ fn bindgen_test_layout_kvc_stats() {
         );
     }
     test_field_events_dropped();
+    fn test_field_cached_blocks_total() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cached_blocks_total) as usize - ptr as usize
+            },
+            176usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stats),
+                "::",
+                stringify!(cached_blocks_total)
+            )
+        );
+    }
+    test_field_cached_blocks_total();
 }
 extern "C" {
-    #[doc = " Snapshot of the pool's counters. out->struct_size must be set (sizeof(kvc_stats))."]
+    #[doc = " Snapshot of the pool's counters. out->struct_size must be set: sizeof(kvc_stats), or"]
+    #[doc = "  offsetof(kvc_stats, cached_blocks_total) (the struct before cached_blocks_total was appended,"]
+    #[doc = "  which gets every field but that one)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION."]
     pub fn kvc_pool_stats(pool: *mut kvc_pool, out: *mut kvc_stats) -> kvc_status;
 }
@@ -1301,6 +1335,33 @@ extern "C" {
     #[doc = "  KVC_DISK_PERSISTENT). One ALL_BLOCKS_CLEARED event covers every tier. Refused with"]
     #[doc = "  KVC_ERR_BUSY while any block is in use or pinned. Errors: KVC_ERR_NULL_ARG, KVC_ERR_BUSY."]
     pub fn kvc_prefix_cache_reset(pool: *mut kvc_pool) -> kvc_status;
+}
+extern "C" {
+    #[doc = " A prompt's block hashes, computed without a pool: hash_hi[i], hash_lo[i] receive the 128-bit"]
+    #[doc = "  chained hash of full block i (tokens [i x block_size, (i + 1) x block_size)) for i <"]
+    #[doc = "  num_tokens / block_size, exactly as a pool with this block_size computes it for the same tokens"]
+    #[doc = "  and keys: the hash its KV events report for that block (kvc_event.hash_hi / hash_lo; block i's"]
+    #[doc = "  parent is hash i - 1). The trailing partial block has no hash. For KV-aware routers, which"]
+    #[doc = "  predict hits from KV events without a pool; the README's \"Block hash specification\" defines the"]
+    #[doc = "  bytes hashed, so a router in any language can compute the same values. keys (may be NULL):"]
+    #[doc = "  its LoRA id, salt and multimodal items count; its priority and hit cap do not. Stateless and"]
+    #[doc = "  thread-safe (keys is only read)."]
+    #[doc = "  *out_count receives the number of full blocks. Size query: hash_hi and hash_lo NULL with cap 0"]
+    #[doc = "  returns KVC_OK with only *out_count set. tokens may be NULL only when num_tokens is 0."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG (out_count; tokens with num_tokens > 0; hash_hi or hash_lo with"]
+    #[doc = "  cap > 0), KVC_ERR_INVALID_ARG (block_size < 1, num_tokens < 0, cap < 0),"]
+    #[doc = "  KVC_ERR_BUFFER_TOO_SMALL (cap below the number of full blocks; *out_count = that number),"]
+    #[doc = "  KVC_ERR_NO_MEMORY."]
+    pub fn kvc_hash_blocks(
+        block_size: i32,
+        keys: *const kvc_keys,
+        tokens: *const i32,
+        num_tokens: i64,
+        hash_hi: *mut u64,
+        hash_lo: *mut u64,
+        cap: i64,
+        out_count: *mut i64,
+    ) -> kvc_status;
 }
 #[doc = "< a full block entered the cache (of event.tier)"]
 pub const KVC_EVENT_BLOCK_STORED: kvc_event_type = 1;
@@ -2804,12 +2865,17 @@ pub struct kvc_tier_stats {
     #[doc = "< disk: slots that held, at a persistent attach, a block of"]
     #[doc = "another identity or layout (not recovered; reused)"]
     pub foreign_blocks: i64,
+    #[doc = "< of cached_blocks, those whose whole chain is cached: every"]
+    #[doc = "block before it in its prompt is in the device's prefix"]
+    #[doc = "cache or a host or disk slot, so a prefix lookup can reach"]
+    #[doc = "it (the rest can only be evicted). Counted on demand"]
+    pub reachable_blocks: i64,
 }
 #[test]
 fn bindgen_test_layout_kvc_tier_stats() {
     assert_eq!(
         ::std::mem::size_of::<kvc_tier_stats>(),
-        176usize,
+        184usize,
         concat!("Size of: ", stringify!(kvc_tier_stats))
     );
     assert_eq!(
@@ -3242,14 +3308,36 @@ fn bindgen_test_layout_kvc_tier_stats() {
         );
     }
     test_field_foreign_blocks();
+    fn test_field_reachable_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reachable_blocks) as usize - ptr as usize
+            },
+            176usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(reachable_blocks)
+            )
+        );
+    }
+    test_field_reachable_blocks();
 }
 extern "C" {
     #[doc = " Statistics of one tier (an unattached host/disk tier reports capacity 0). A failed disk write"]
     #[doc = "  drops the block it was spilling (counted in failures and io_errors); a failed disk read is a"]
     #[doc = "  miss (counted in failures and io_errors or checksum_failures) and the bad disk slot is freed"]
     #[doc = "  and erased in the file; a failed erasure (see kvc_prefix_cache_reset) counts in both too."]
-    #[doc = "  out->struct_size: sizeof(kvc_tier_stats), or offsetof(kvc_tier_stats, foreign_blocks) (the"]
-    #[doc = "  first release's struct, which gets every field but foreign_blocks)."]
+    #[doc = "  reachable_blocks is counted by this call, under the pool lock, in time linear in the blocks"]
+    #[doc = "  the three tiers hold (each chain walked once), and only for a struct that has the field: call"]
+    #[doc = "  it between steps, not per token. With a sliding window a hit needs fewer blocks than the whole"]
+    #[doc = "  chain, so more may be usable than it says."]
+    #[doc = "  out->struct_size: sizeof(kvc_tier_stats); offsetof(kvc_tier_stats, reachable_blocks) (the"]
+    #[doc = "  struct before that field); or offsetof(kvc_tier_stats, foreign_blocks) (the first release's"]
+    #[doc = "  struct). A shorter struct gets the fields that fit in it and nothing is written past it."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (unknown tier), KVC_ERR_VERSION."]
     pub fn kvc_tier_get_stats(
         pool: *mut kvc_pool,

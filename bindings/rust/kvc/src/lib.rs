@@ -50,7 +50,7 @@ pub use config::PoolConfig;
 pub use error::{Error, Result, Status};
 pub use keys::Keys;
 pub use pool::Pool;
-pub use prefix::Event;
+pub use prefix::{hash_blocks, Event};
 pub use sequences::CopyPair;
 pub use stats::Stats;
 pub use storage::StorageInfo;

@@ -51,6 +51,32 @@ impl Pool {
     }
 }
 
+/// The chained hashes of the prompt's full blocks, block 0 first, exactly as a pool with this block
+/// size and these keys computes them and reports them in its events (`kvc_hash_blocks`; the same
+/// `u128` as [`Event::hash`]); the partial last block has none. Needs no pool: a KV-aware router
+/// predicts hits with it. Only the keys' LoRA id, salt and multimodal items count. The bytes
+/// hashed are specified in the libkvc README ("Block hash specification").
+pub fn hash_blocks(block_size: i32, tokens: &[i32], keys: Option<&Keys>) -> Result<Vec<u128>> {
+    let full = if block_size > 0 { tokens.len() / block_size as usize } else { 0 };
+    let (mut hi, mut lo) = (vec![0u64; full], vec![0u64; full]);
+    let mut n = 0i64;
+    // SAFETY: tokens valid for tokens.len() reads; keys NULL or live (borrowed, so not changed
+    // meanwhile); hi and lo valid for `full` writes; n a valid out-pointer.
+    check(unsafe {
+        sys::kvc_hash_blocks(
+            block_size,
+            keys_ptr(keys),
+            tokens.as_ptr(),
+            tokens.len() as i64,
+            hi.as_mut_ptr(),
+            lo.as_mut_ptr(),
+            full as i64,
+            &mut n,
+        )
+    })?;
+    Ok((0..to_len(n, "block count")?).map(|i| join(hi[i], lo[i])).collect())
+}
+
 fn join(hi: u64, lo: u64) -> u128 {
     ((hi as u128) << 64) | lo as u128
 }

@@ -28,6 +28,8 @@ pub struct Stats {
     pub evictions: i64,
     pub verify_misses: i64,
     pub events_dropped: i64,
+    /// Blocks in the prefix cache, held or free: what a router fed by the pool's events holds.
+    pub cached_blocks_total: i64,
 }
 
 impl Stats {
@@ -54,6 +56,7 @@ impl Stats {
             evictions: s.evictions,
             verify_misses: s.verify_misses,
             events_dropped: s.events_dropped,
+            cached_blocks_total: s.cached_blocks_total,
         }
     }
 }

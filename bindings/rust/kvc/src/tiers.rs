@@ -118,6 +118,9 @@ pub struct TierStats {
     pub io_errors: i64,
     pub recovered_blocks: i64,
     pub foreign_blocks: i64,
+    /// Of `cached_blocks`, those a prefix lookup can reach: every block before it in its prompt is
+    /// cached in some tier (device, host or disk). Counted by the call, walking every chain once.
+    pub reachable_blocks: i64,
 }
 
 impl TierStats {
@@ -145,6 +148,7 @@ impl TierStats {
             io_errors: s.io_errors,
             recovered_blocks: s.recovered_blocks,
             foreign_blocks: s.foreign_blocks,
+            reachable_blocks: s.reachable_blocks,
         }
     }
 }

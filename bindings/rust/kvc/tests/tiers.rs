@@ -79,6 +79,26 @@ fn preempt_recompute_frees_and_reports_tokens() {
     assert_eq!(pool.stats().unwrap().used_blocks, 0);
 }
 
+/// One allocation evicts more cached blocks than the host tier has slots to take: the chain's head
+/// gets the slot (its child could never be reached without it), and the tier stats count what a
+/// lookup can reach.
+#[test]
+fn spills_keep_chain_heads() {
+    let pool = tier_pool(4);
+    pool.attach_host_tier(1).unwrap();
+    pool.alloc(1, &range(0, 9), None).unwrap(); // blocks 0, 1 cached + 1 partial
+    pool.free(1).unwrap();
+    pool.alloc(2, &range(100, 116), None).unwrap(); // all 4 device blocks: evicts both at once
+    pool.free(2).unwrap();
+    let hits = pool.prefix_lookup_tiers(&range(0, 9), None).unwrap();
+    assert_eq!((hits.device, hits.host, hits.disk), (0, 4, 0));
+    let host = pool.tier_stats(Tier::Host).unwrap();
+    assert_eq!((host.cached_blocks, host.reachable_blocks), (1, 1));
+    let device = pool.tier_stats(Tier::Device).unwrap();
+    assert_eq!((device.cached_blocks, device.reachable_blocks), (4, 4));
+    pool.check().unwrap();
+}
+
 #[test]
 fn spill_and_rehit_from_host_and_disk() {
     let dir = std::env::temp_dir().join(format!("kvc_rust_tiers_{}", std::process::id()));

@@ -58,6 +58,27 @@ public final class Keys implements AutoCloseable {
         cleanable.clean();
     }
 
+    /** A call reading the keys' handle (0 for no keys). */
+    interface Reader<T> {
+        T call(long keys);
+    }
+
+    /** Runs f with the keys' handle under their read lock, so setters wait; null keys pass 0. */
+    static <T> T read(String op, Keys keys, Reader<T> f) {
+        if (keys == null) {
+            return f.call(0L);
+        }
+        keys.state.lock.readLock().lock();
+        try {
+            if (keys.state.handle == 0) {
+                throw KvcException.closed(op);
+            }
+            return f.call(keys.state.handle);
+        } finally {
+            keys.state.lock.readLock().unlock();
+        }
+    }
+
     private interface Setter {
         void call(long handle);
     }

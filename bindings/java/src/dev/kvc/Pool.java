@@ -113,19 +113,7 @@ public final class Pool implements AutoCloseable {
     }
 
     private <T> T withKeys(String op, Keys keys, PoolKeysCall<T> f) {
-        if (keys == null) {
-            return with(op, h -> f.call(h, 0L));
-        }
-        keys.state.lock.readLock().lock();
-        try {
-            if (keys.state.handle == 0) {
-                throw KvcException.closed(op);
-            }
-            long k = keys.state.handle;
-            return with(op, h -> f.call(h, k));
-        } finally {
-            keys.state.lock.readLock().unlock();
-        }
+        return Keys.read(op, keys, k -> with(op, h -> f.call(h, k)));
     }
 
     private static int[] orEmpty(int[] a) {

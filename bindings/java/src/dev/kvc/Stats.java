@@ -22,13 +22,16 @@ public record Stats(
         double prefixHitRate,
         long evictions,
         long verifyMisses,
-        long eventsDropped) {
+        long eventsDropped,
+        /** Blocks in the prefix cache, held or free: what a router fed by the pool's events holds. */
+        long cachedBlocksTotal) {
 
     static Stats fromNative(kvc_stats s) {
         return new Stats(s.getTotal_blocks(), s.getFree_blocks(), s.getUsed_blocks(), s.getCached_free_blocks(),
                 s.getPinned_blocks(), s.getNum_seqs(), s.getUtilization(), s.getAllocs(), s.getFrees(),
                 s.getForks(), s.getAppends(), s.getBlocks_allocated(), s.getBlocks_freed(), s.getCow_copies(),
                 s.getPending_copies(), s.getPrefix_query_tokens(), s.getPrefix_hit_tokens(),
-                s.getPrefix_hit_rate(), s.getEvictions(), s.getVerify_misses(), s.getEvents_dropped());
+                s.getPrefix_hit_rate(), s.getEvictions(), s.getVerify_misses(), s.getEvents_dropped(),
+                s.getCached_blocks_total());
     }
 }

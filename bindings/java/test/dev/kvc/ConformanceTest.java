@@ -42,7 +42,7 @@ class ConformanceTest {
             Map.entry("reset", Set.of()),
             Map.entry("destroy", Set.of()));
 
-    private static final class Line {
+    static final class Line {
         final int num;
         final String op;
         final Map<String, String> args = new HashMap<>();
@@ -96,6 +96,11 @@ class ConformanceTest {
     }
 
     static List<Line> parse(Path path) throws IOException {
+        return parse(path, OP_KEYS);
+    }
+
+    /** Reads a file in the scenario's line format whose ops and their keys are `ops`. */
+    static List<Line> parse(Path path, Map<String, Set<String>> ops) throws IOException {
         List<Line> lines = new ArrayList<>();
         List<String> text = Files.readAllLines(path, StandardCharsets.UTF_8);
         for (int n = 1; n <= text.size(); n++) {
@@ -109,7 +114,7 @@ class ConformanceTest {
                 continue;
             }
             Line l = new Line(n, fields[0]);
-            Set<String> allowed = OP_KEYS.get(l.op);
+            Set<String> allowed = ops.get(l.op);
             if (allowed == null) {
                 fail("line " + n + ": unknown op " + l.op);
             }

@@ -265,4 +265,28 @@ class TiersTest {
             expectStatus(Status.INVALID_ARG, () -> t.prefixLookup(null, null));
         }
     }
+
+    /**
+     * One allocation evicts more cached blocks than the host tier has slots to take: the chain's
+     * head gets the slot (its child could never be reached without it), and the tier stats count
+     * what a lookup can reach.
+     */
+    @Test
+    void spillsKeepChainHeads() {
+        try (Pool p = Pool.create(cpu().numBlocks(4))) {
+            Tiers t = p.tiers();
+            t.attachHost(1);
+            p.alloc(1, span(0, 9), null);  // blocks 0, 1 cached + 1 partial
+            p.free(1);
+            p.alloc(2, span(100, 116), null);  // all 4 device blocks: evicts both at once
+            p.free(2);
+            assertEquals(new TierHits(0, 4, 0), t.prefixLookup(span(0, 9), null));
+            TierStats host = t.stats(Tier.HOST);
+            assertEquals(1, host.cachedBlocks(), host.toString());
+            assertEquals(1, host.reachableBlocks(), host.toString());
+            TierStats device = t.stats(Tier.DEVICE);
+            assertEquals(4, device.cachedBlocks(), device.toString());
+            assertEquals(4, device.reachableBlocks(), device.toString());
+        }
+    }
 }
