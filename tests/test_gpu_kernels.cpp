@@ -239,6 +239,27 @@ void test_prefill_grid(void **) {
         }
 }
 
+// bf16 q over an fp8 cache with every feature on (window, soft-cap, ALiBi, a large scale): the
+// tensor-core paths' widening and epilogue under the options that change the scores.
+kvc_test::CaseSpec fp8_features_case(int32_t head_dim, int32_t q_heads, int32_t kv_heads, float k_scale, float v_scale,
+                                     int32_t window, uint32_t seed) {
+    kvc_test::CaseSpec s;
+    s.block_size = 16;
+    s.head_dim = head_dim;
+    s.num_q_heads = q_heads;
+    s.num_kv_heads = kv_heads;
+    s.q_dtype = KVC_DTYPE_BF16;
+    s.kv_dtype = KVC_DTYPE_FP8_E4M3;
+    s.k_scale = k_scale;
+    s.v_scale = v_scale;
+    s.sliding_window = window;
+    s.softcap = 5.0f;
+    s.alibi = true;
+    s.scale_mult = 4.0f;
+    s.seed = seed;
+    return s;
+}
+
 // The tensor-core prefill's dtype pairs (q f16/bf16 x KV same or FP8 with scales) at the head dims
 // the grids above reach rarely for them: 64 (the smallest tile) and 256 (32-key tiles, 128
 // accumulator registers); GQA so rows span several heads; one FP8 case with every feature on.
@@ -260,20 +281,7 @@ void test_prefill_tensor_core_dtypes(void **) {
                 s.seqs = {{len(400) + 37, 37}, {21, 21}, {9, 1}};
                 check_case(s, {-1}, "tensor-core prefill");
             }
-    kvc_test::CaseSpec s;
-    s.block_size = 16;
-    s.head_dim = 96;
-    s.num_q_heads = 8;
-    s.num_kv_heads = 4;
-    s.q_dtype = KVC_DTYPE_BF16;
-    s.kv_dtype = KVC_DTYPE_FP8_E4M3;
-    s.k_scale = 1.5f;
-    s.v_scale = 0.25f;
-    s.sliding_window = 50;
-    s.softcap = 5.0f;
-    s.alibi = true;
-    s.scale_mult = 4.0f;
-    s.seed = 9200;
+    kvc_test::CaseSpec s = fp8_features_case(96, 8, 4, 1.5f, 0.25f, 50, 9200);
     s.seqs = {{len(500) + 70, 70}, {33, 33}};
     check_case(s, {-1}, "tensor-core prefill fp8 features");
 }
@@ -349,20 +357,7 @@ void test_decode_tensor_core_scores(void **) {
             s.seqs = {{len(1300), 1}, {40, 1}, {1, 1}};
             check_case(s, {-1, 0, 96}, "tensor-core decode");
         }
-    kvc_test::CaseSpec s;
-    s.block_size = 16;
-    s.head_dim = 128;
-    s.num_q_heads = 16;
-    s.num_kv_heads = 2;
-    s.q_dtype = KVC_DTYPE_BF16;
-    s.kv_dtype = KVC_DTYPE_FP8_E4M3;
-    s.k_scale = 2.0f;
-    s.v_scale = 0.5f;
-    s.sliding_window = 200;
-    s.softcap = 5.0f;
-    s.alibi = true;
-    s.scale_mult = 4.0f;
-    s.seed = 7200;
+    kvc_test::CaseSpec s = fp8_features_case(128, 16, 2, 2.0f, 0.5f, 200, 7200);
     s.seqs = {{len(2000), 1}, {150, 1}};
     check_case(s, {-1, 0, 64}, "tensor-core decode features");
 }
