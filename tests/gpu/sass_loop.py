@@ -25,7 +25,7 @@ import struct
 import sys
 
 # Low 9 bits of the opcode -> name, for the instruction mix (best effort; sm_80/sm_90 encodings as
-# seen in probe kernels; anything else is printed as op_XXX).
+# seen in probe kernels; any other opcode is printed as op_ and its 3 hex digits).
 OPS = {
     0x023: "FFMA", 0x021: "FADD", 0x020: "FMUL", 0x009: "FMNMX", 0x008: "FSEL", 0x00B: "FSETP",
     0x010: "IADD3", 0x024: "IMAD", 0x025: "IMAD.WIDE", 0x027: "IMAD.HI", 0x00C: "ISETP", 0x011: "LEA",
