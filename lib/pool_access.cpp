@@ -29,7 +29,6 @@ int64_t pool_take_pending_copies(kvc_pool *p, int32_t *src, int32_t *dst, int64_
     if (cap <= 0) return 0;
     const int64_t n = p->copies.take(src, dst, cap);
     for (int64_t i = 0; i < n; ++i) p->blocks.hold(dst[i]);
-    p->copies.in_flight += n;
     return n;
 }
 

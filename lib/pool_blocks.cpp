@@ -48,7 +48,6 @@ void pool_unpin_block(kvc_pool *p, int32_t b) {
 }
 
 void pool_release_copy_pairs(kvc_pool *p, const int32_t *src, const int32_t *dst, int64_t n) {
-    p->copies.in_flight -= n;
     p->copies.finished(n);
     for (int64_t i = 0; i < n; ++i) {
         // A block that became free here (its holders let it go during the copy) takes the pairs

@@ -83,7 +83,7 @@ kvc_status pool_check_invariants(kvc_pool *p) {
         KVC_CHECK(bp.refcount(b) == refs[size_t(b)], "block %d has refcount %d but %lld table references", b,
                   bp.refcount(b), (long long)refs[size_t(b)]);
         // Drained pairs still being copied (kvc_copy_pending, outside the lock) keep their holds.
-        if (p->copies.in_flight == 0)
+        if (p->copies.in_flight() == 0)
             KVC_CHECK(bp.copy_holds(b) == holds[size_t(b)], "block %d has %d copy holds but is the source of %lld pending pairs",
                       b, bp.copy_holds(b), (long long)holds[size_t(b)]);
         else
@@ -100,9 +100,9 @@ kvc_status pool_check_invariants(kvc_pool *p) {
         }
     }
     // A pending pair holds its src; a pair being copied holds its src and its dst.
-    KVC_CHECK(total_holds == p->copies.size() + 2 * p->copies.in_flight,
+    KVC_CHECK(total_holds == p->copies.size() + 2 * p->copies.in_flight(),
               "%lld copy holds for %lld pending pairs and %lld being copied", (long long)total_holds,
-              (long long)p->copies.size(), (long long)p->copies.in_flight);
+              (long long)p->copies.size(), (long long)p->copies.in_flight());
     KVC_CHECK(used == bp.num_used(), "%lld blocks in use but the counter says %lld", (long long)used,
               (long long)bp.num_used());
     KVC_CHECK(pinned == bp.num_pinned(), "%lld blocks pinned but the counter says %lld", (long long)pinned,

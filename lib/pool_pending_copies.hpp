@@ -21,19 +21,19 @@ public:
         src_.assign(size_t(capacity < 1 ? 1 : capacity), -1);
         dst_.assign(src_.size(), -1);
         head_ = count_ = 0;
+        outstanding_.store(0, std::memory_order_relaxed);
     }
 
     int64_t size() const { return count_; }
-
-    // Pairs drained (pool_take_pending_copies) whose holds (on src and dst) are not dropped yet: the
-    // copy is running outside the pool lock. Only the invariant checker reads it.
-    int64_t in_flight = 0;
 
     // Pairs queued or being copied: changed under the pool lock, read without it by the storage
     // barrier (pool_storage_barrier), whose common case is one load of 0.
     int64_t outstanding() const { return outstanding_.load(std::memory_order_acquire); }
     // Drained pairs whose copies are done (or handed to the caller): no longer outstanding.
     void finished(int64_t n) { outstanding_.fetch_sub(n, std::memory_order_release); }
+    // Pairs drained (pool_take_pending_copies) and not finished: their copies run outside the pool
+    // lock and they hold their src and dst. Only the invariant checker asks.
+    int64_t in_flight() const { return outstanding() - count_; }
 
     // Never full: see the header comment.
     void push(int32_t src, int32_t dst) {
