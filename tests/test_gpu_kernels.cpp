@@ -39,6 +39,29 @@ bool quick_mode() {
 }
 int64_t len(int64_t n) { return quick_mode() ? std::max<int64_t>(1, n / 10) : n; }
 
+// A subset of the attention cases, for compute-sanitizer (tests/gpu/quick_check.sh), which slows
+// kernels down 10-100x: KVC_GPU_TEST_STRIDE=k runs every k-th case of the run (a spread over every
+// grid), KVC_GPU_TEST_MAX_CASES=n at most n cases in all (racecheck on one case, with
+// KVC_GPU_TEST_FILTER naming one test). Cases left out are counted and printed at the end, so a
+// subset run never reads as the whole grid.
+long env_long(const char *name, long fallback) {
+    const char *v = std::getenv(name);
+    return v && *v ? std::strtol(v, nullptr, 10) : fallback;
+}
+long g_cases_run = 0, g_cases_left_out = 0;
+bool case_selected() {
+    static const long stride = std::max(1L, env_long("KVC_GPU_TEST_STRIDE", 1));
+    static const long max_cases = env_long("KVC_GPU_TEST_MAX_CASES", -1);
+    static long seen = 0;
+    const long index = seen++;
+    if (index % stride != 0 || (max_cases >= 0 && g_cases_run >= max_cases)) {
+        ++g_cases_left_out;
+        return false;
+    }
+    ++g_cases_run;
+    return true;
+}
+
 const char *dtype_name(int32_t dt) {
     switch (dt) {
         case KVC_DTYPE_F32: return "f32";
@@ -99,6 +122,7 @@ void expect_close(const std::vector<float> &gpu, const std::vector<float> &cpu, 
 // Builds the case, runs the CPU oracle once (single pass) and the GPU with each partition size.
 void check_case(const kvc_test::CaseSpec &spec, std::initializer_list<int32_t> partitions, const char *what,
                 size_t workspace_bytes = SIZE_MAX) {
+    if (!case_selected()) return;
     if (quick_mode())  // the emulator is slow: show where it is
         print_message("%s: bs=%d d=%d heads=%d/%d kv=%s q=%s seqs=%zu\n", what, spec.block_size, spec.head_dim,
                       spec.num_q_heads, spec.num_kv_heads, dtype_name(spec.kv_dtype), dtype_name(spec.q_dtype),
@@ -566,5 +590,8 @@ int main(void) {
     // ctest turns this line into SKIPPED (tests/CMakeLists.txt SKIP_REGULAR_EXPRESSION), so a
     // machine without a GPU never reports these tests as passed.
     if (!kvc_gpu_test::gpu_available()) std::printf("[  SKIPPED ] ALL GPU tests: no CUDA device or driver\n");
+    if (g_cases_left_out > 0)
+        std::printf("[  SUBSET  ] %ld attention cases run, %ld left out (KVC_GPU_TEST_STRIDE / KVC_GPU_TEST_MAX_CASES)\n",
+                    g_cases_run, g_cases_left_out);
     return failed;
 }

@@ -17,6 +17,7 @@ extern "C" {
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -653,6 +654,9 @@ int main(void) {
         cmocka_unit_test(test_cuda_graph_capture_replay),
 #endif
     };
+    // One test by name (glob), e.g. racecheck on a single case (tests/gpu/quick_check.sh).
+    if (const char *filter = std::getenv("KVC_GPU_TEST_FILTER")) cmocka_set_test_filter(filter);
+    if (const char *skip = std::getenv("KVC_GPU_TEST_SKIP")) cmocka_set_skip_filter(skip);
     const int rc = cmocka_run_group_tests(tests, nullptr, nullptr);
     int32_t n = 0;
     // The suite-level marker ctest's SKIP_REGULAR_EXPRESSION looks for (tests/CMakeLists.txt).

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -63,9 +64,12 @@ struct DevMem {
         BENCH_CHECK(kvc::cuda::memcpy_h2d(p, v.data(), v.size() * sizeof(T), nullptr));
         BENCH_CHECK(kvc::cuda::stream_sync(nullptr));
     }
-    ~DevMem() {
+    void release() {
         if (p) (void)kvc::cuda::free_device(0, p);
+        p = nullptr;
+        bytes = 0;
     }
+    ~DevMem() { release(); }
 };
 
 // Times `launch` (one kernel sequence on the default stream); returns seconds per launch.
@@ -210,8 +214,16 @@ struct AttentionCase {
     }
 };
 
+// KVC_BENCH_TINY=1: every shape shrunk (a 4 MiB copy, B <= 2, ctx <= 256, 64-token prompts) so
+// that the CPU emulator of CUDA can rehearse the benchmark steps of tests/gpu/quick_check.sh.
+// Its figures say nothing about a GPU; the names carry the real arguments, so no one mistakes them.
+bool tiny() {
+    static const bool t = std::getenv("KVC_BENCH_TINY") != nullptr;
+    return t;
+}
+
 void BM_DeviceCopy(benchmark::State &state) {
-    const size_t bytes = size_t(1) << 30;
+    const size_t bytes = tiny() ? size_t(4) << 20 : size_t(1) << 30;
     DevMem a, b;
     a.alloc(bytes);
     b.alloc(bytes);
@@ -232,7 +244,7 @@ void BM_Decode(benchmark::State &state) {
     AttentionCase c(batch, ctx, 1, bs, partition, KVC_DTYPE_F16, 128, q_dtype);
     double sec = 0;
     for (auto _ : state) {
-        sec = time_launches([&] { BENCH_CHECK(kvc::cuda::attention(c.args, nullptr)); }, 20);
+        sec = time_launches([&] { BENCH_CHECK(kvc::cuda::attention(c.args, nullptr)); }, tiny() ? 2 : 20);
         state.SetIterationTime(sec);
     }
     const double bw = (c.kv_bytes + c.qo_bytes) / sec;
@@ -248,7 +260,7 @@ void BM_Prefill(benchmark::State &state) {
     AttentionCase c(batch, prefix + q_len, q_len, 16, -1, kv_dtype, d);
     double sec = 0;
     for (auto _ : state) {
-        sec = time_launches([&] { BENCH_CHECK(kvc::cuda::attention(c.args, nullptr)); }, 3);
+        sec = time_launches([&] { BENCH_CHECK(kvc::cuda::attention(c.args, nullptr)); }, tiny() ? 1 : 3);
         state.SetIterationTime(sec);
     }
     state.counters["TFLOP/s"] = c.flops / sec / 1e12;
@@ -264,16 +276,19 @@ int main(int argc, char **argv) {
         return 0;
     }
     benchmark::Initialize(&argc, argv);
-    benchmark::RegisterBenchmark("DeviceCopy/1GiB", BM_DeviceCopy)->UseManualTime()->Iterations(3);
+    const bool t = tiny();
+    benchmark::RegisterBenchmark(t ? "DeviceCopy/4MiB" : "DeviceCopy/1GiB", BM_DeviceCopy)->UseManualTime()->Iterations(3);
     // Headline: B=64, ctx=4096, block 16, auto / never / forced split-K; fp16 q (tensor-core scores)
     // and fp32 q (CUDA-core scores).
     for (int64_t q : {KVC_DTYPE_F16, KVC_DTYPE_F32})
         for (int64_t part : {0, -1, 1024, 512})
             benchmark::RegisterBenchmark(q == KVC_DTYPE_F16 ? "Decode/headline" : "Decode/headline_q_f32", BM_Decode)
-                ->Args({64, 4096, 16, part, q})->ArgNames({"B", "ctx", "bs", "part", "q"})->UseManualTime()
-                ->Iterations(5);
-    for (int64_t b : {1, 8, 64, 256})
-        for (int64_t ctx : {1024, 4096, 16384})
+                ->Args({t ? 2 : 64, t ? 256 : 4096, 16, t && part > 0 ? part / 8 : part, q})
+                ->ArgNames({"B", "ctx", "bs", "part", "q"})->UseManualTime()->Iterations(t ? 1 : 5);
+    const std::vector<int64_t> batches = t ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1, 8, 64, 256};
+    const std::vector<int64_t> contexts = t ? std::vector<int64_t>{64, 256} : std::vector<int64_t>{1024, 4096, 16384};
+    for (int64_t b : batches)
+        for (int64_t ctx : contexts)
             for (int64_t bs : {1, 8, 16, 32, 128, 256}) {
                 if (b * ctx > (int64_t(1) << 20)) continue;  // 4 GiB of KV at most
                 benchmark::RegisterBenchmark("Decode/sweep", BM_Decode)
@@ -286,10 +301,13 @@ int main(int argc, char **argv) {
             for (int64_t prefix : {0, 2048}) {
                 if (d == 256 && prefix > 0) continue;
                 benchmark::RegisterBenchmark(kv == KVC_DTYPE_F16 ? "Prefill/f16" : "Prefill/fp8", BM_Prefill)
-                    ->Args({4, 2048, prefix, kv, d})->ArgNames({"B", "q_len", "prefix", "kv", "d"})
-                    ->UseManualTime()->Iterations(2);
+                    ->Args({t ? 1 : 4, t ? 64 : 2048, t ? prefix / 32 : prefix, kv, d})
+                    ->ArgNames({"B", "q_len", "prefix", "kv", "d"})->UseManualTime()->Iterations(t ? 1 : 2);
             }
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
+    // Freed here, not by a static destructor that may run after the CUDA runtime (or its emulator)
+    // has torn itself down: the emulated build aborted with a double free at exit.
+    g_storage.mem.release();
     return 0;
 }
