@@ -77,6 +77,8 @@ if [ "$CARRY_MB" -gt 64 ]; then say "carried folder over 64 MiB: the device tool
 say ""
 say "step                       verdict    time  detail"
 
+SAN="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)"
+
 # ---- one step: its cap, its log, its verdict --------------------------------------------------
 # run_step NAME CAP LOGFILE CMD...: runs CMD under `timeout` with min(CAP, time left) seconds;
 # leaves RC (124 = timed out) and LOG (the step's own output file) for the verdict.
@@ -105,12 +107,15 @@ run_step() {
 }
 # verdict NAME VERDICT DETAIL: one summary line; FAIL and TIMEOUT make the exit status 1.
 verdict() {
-    local v="$2"
-    [ "$RC" = 124 ] || [ "$RC" = 137 ] && v="TIMEOUT"
+    local v="$2" detail="$3"
+    if [ "$RC" = 124 ] || [ "$RC" = 137 ]; then
+        v="TIMEOUT"
+        detail="killed at its ${STEP_CAP} s cap; last output: $(grep -v '^$' "$LOG" | tail -1 | cut -c1-60)"
+    fi
     [ "$RC" = 125 ] && v="NOT-RUN"
     case "$v" in FAIL | TIMEOUT) FAILED=1 ;; esac
     [ "$v" = PASS ] && [ "$EMULATED" = 1 ] && v="PASS-EMU"
-    printf '%-26s %-9s %4ss  %s\n' "$1" "$v" "$((SECONDS - STEP_T0))" "$3" | tee -a "$SUMMARY"
+    printf '%-26s %-9s %4ss  %s\n' "$1" "$v" "$((SECONDS - STEP_T0))" "$detail" | tee -a "$SUMMARY"
 }
 skip_step() {  # NAME REASON
     RC=0
@@ -136,7 +141,6 @@ judge() {  # NAME PATTERN...
         verdict "$name" FAIL "exit $RC${missing:+; missing:$missing}; $(grep -Em1 'FAILED|ERROR|error' "$LOG" | cut -c1-60)"
     fi
 }
-SAN="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)"
 # A compute-sanitizer run: PASS only with its "ERROR SUMMARY: 0 errors" line and a passing program.
 judge_san() {  # NAME PATTERN...
     local name="$1" errors
@@ -150,7 +154,7 @@ judge_san() {  # NAME PATTERN...
 if command -v nvidia-smi >/dev/null; then
     run_step device_info 10 "$STEPS" nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,power.limit --format=csv
     verdict "1 device info" "$([ "$RC" = 0 ] && echo INFO || echo FAIL)" "$(sed -n 3p "$LOG" | cut -c1-90)"
-    { nvidia-smi; "$SAN" --version 2>/dev/null | tail -1; command -v nvcc >/dev/null && nvcc --version | tail -1; } >>"$STEPS" 2>&1
+    { timeout 10 nvidia-smi; [ -n "$SAN" ] && "$SAN" --version | tail -1; command -v nvcc >/dev/null && nvcc --version | tail -1; } >>"$STEPS" 2>&1
 else
     skip_step "1 device info" "no nvidia-smi on this machine"
 fi
@@ -163,8 +167,8 @@ else judge "1 d2d copy bandwidth" 'DeviceCopy'; fi
 
 # ---- 2. kernels vs the CPU backend, C API glue incl. CUDA graphs ---------------------------------
 GRID_ENV=(KVC_GPU_TEST_QUICK=1)
-# The emulator runs a kernel thousands of times slower: a spread of every 8th case rehearses the step.
-[ "$EMULATED" = 1 ] && GRID_ENV+=(KVC_GPU_TEST_STRIDE=8)
+# The emulator runs a kernel thousands of times slower: a spread of every 20th case rehearses the step.
+[ "$EMULATED" = 1 ] && GRID_ENV+=(KVC_GPU_TEST_STRIDE=20)
 run_step kernel_grid 50 "$STEPS" env "${GRID_ENV[@]}" "$BIN/test_gpu_kernels"
 judge "2 kernel grid vs CPU" '\[  PASSED  \] 14 test\(s\)'
 GLUE_ENV=()

@@ -10,6 +10,11 @@
 # Results (logs, benchmark JSON) go to $OUT when set (the device tool returns that folder), else
 # to ./gpu-results. Exit status: nonzero if any test step failed.
 #
+# For a 15-minute GPU window use the single-call check instead: `run_on_device.sh quick` runs
+# tests/gpu/quick_check.sh (prebuilt binaries, no build, <= 7 minutes; tests/gpu/README.md). The
+# phases below build on the device and take several calls: for a later, longer window, or to
+# rebuild there after a fix.
+#
 # usage: run_on_device.sh [PHASE...]   PHASE: build test serve memcheck bench sdpa headline, or all
 #   (default). headline: the decode headline under every split-K setting and both score paths
 #   (bench_gpu_attention, a minute) and, where ncu exists, one profiled headline launch (issue
@@ -20,6 +25,10 @@
 #   run_on_device.sh build; run_on_device.sh test serve; run_on_device.sh memcheck; ... bench; ... sdpa
 # A phase after `build` reuses build-gpu/ when it holds the programs, else builds first.
 set -uo pipefail
+if [ "${1:-}" = quick ]; then
+    shift
+    exec bash "$(dirname "$0")/quick_check.sh" "$@"
+fi
 PHASES="${*:-all}"
 want() { case " $PHASES " in *" all "* | *" $1 "*) return 0 ;; esac; return 1; }
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -71,13 +80,17 @@ elif command -v cmake >/dev/null && command -v nvcc >/dev/null; then
     fi
 fi
 if [ -z "$BIN" ]; then
-    if [ ! -x "$CARRY/bin/test_gpu_kernels" ]; then
+    if [ ! -f "$CARRY/bin/programs.tar.xz" ]; then
         echo "no cmake/nvcc here and no prebuilt binaries: run tests/gpu/prepare_carry.sh and carry .gpu" >&2
         exit 2
     fi
-    BIN="$CARRY/bin"
-    SERVE="$CARRY/bin/kvc_serve"
-    KVC_LIB_DIR="$CARRY/bin"
+    # prepare_carry.sh packs the programs (137 MiB unpacked, over the carry limit): unpack to /tmp.
+    BIN="/tmp/kvc-gpu-bin"
+    mkdir -p "$BIN" && tar -xJf "$CARRY/bin/programs.tar.xz" -C "$BIN" || exit 2
+    cp "$CARRY/bin/BUILT_FROM_COMMIT" "$BIN/"
+    SERVE="$BIN/kvc_serve"
+    KVC_LIB_DIR="$BIN"
+    export LD_LIBRARY_PATH="$BIN:$LD_LIBRARY_PATH"
     echo "using prebuilt binaries from $(head -1 "$CARRY/bin/BUILT_FROM_COMMIT")" | tee -a "$RESULTS/device.txt"
 fi
 
