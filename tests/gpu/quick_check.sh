@@ -41,6 +41,7 @@ SANLOG="$OUT/sanitizer.log"
 : >"$SANLOG"
 FAILED=0
 CURRENT=""
+COUNTS=""  # every verdict so far, for the last line
 
 say() { echo "$*" | tee -a "$SUMMARY"; }
 on_signal() {
@@ -69,7 +70,9 @@ fi
 export LD_LIBRARY_PATH="$BIN:$CARRY/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="/usr/local/cuda/bin:$PATH"
 CARRY_MB="$(du -sm "$CARRY" | cut -f1)"
-TREE_MB="$(cd "$ROOT" && git ls-files -z 2>/dev/null | xargs -0 du -cb 2>/dev/null | tail -1 | awk '{printf "%.1f", $1 / 1048576}')"
+# The working tree that travelled (the device copy may have no .git: then everything but the carry).
+TREE_MB="$(cd "$ROOT" && { git ls-files -z 2>/dev/null | xargs -0 -r du -cb 2>/dev/null | tail -1 | grep . ||
+    du -sb --exclude=./.gpu --exclude=./.gpu-emu --exclude=./.git .; } | awk '{printf "%.1f", $1 / 1048576}')"
 say "binaries from commit $(head -1 "$BIN/BUILT_FROM_COMMIT" 2>/dev/null || head -1 "$CARRY/bin/BUILT_FROM_COMMIT")," \
     "tree at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'); carry ${CARRY_MB} MiB + tree ${TREE_MB} MiB" \
     "(unpacked in $((SECONDS - START)) s)"
@@ -88,19 +91,19 @@ run_step() {
     CURRENT="$name"
     local left=$((BUDGET - (SECONDS - START)))
     [ "$cap" -gt "$left" ] && cap=$left
-    LOG="$WORK/$name.log"
+    LOG="$WORK/$name.log"  # the program's output alone: the patterns judged below must not match the command line
     STEP_T0=$SECONDS
     if [ "$cap" -lt 5 ]; then
         echo "not run: the budget of $BUDGET s is spent" >"$LOG"
         RC=125
     else
-        echo "\$ $*  (cap ${cap} s)" >"$LOG"
-        timeout -k 5 "$cap" "$@" >>"$LOG" 2>&1
+        timeout -k 5 "$cap" "$@" >"$LOG" 2>&1
         RC=$?
     fi
     STEP_CAP=$cap
     {   # the step's output, head and tail if long (16 MiB per returned file)
         echo "===== $name (exit $RC, $((SECONDS - STEP_T0)) s of cap $cap s) ====="
+        echo "\$ $*"
         if [ "$(wc -l <"$LOG")" -gt 1500 ]; then head -700 "$LOG"; echo "[... $(($(wc -l <"$LOG") - 1400)) lines cut ...]"; tail -700 "$LOG"; else cat "$LOG"; fi
         echo
     } >>"$dest"
@@ -112,9 +115,10 @@ verdict() {
         v="TIMEOUT"
         detail="killed at its ${STEP_CAP} s cap; last output: $(grep -v '^$' "$LOG" | tail -1 | cut -c1-60)"
     fi
-    [ "$RC" = 125 ] && v="NOT-RUN"
+    if [ "$RC" = 125 ]; then v="NOT-RUN"; detail="the ${BUDGET} s budget was spent before this step"; fi
     case "$v" in FAIL | TIMEOUT) FAILED=1 ;; esac
     [ "$v" = PASS ] && [ "$EMULATED" = 1 ] && v="PASS-EMU"
+    COUNTS="$COUNTS $v"
     printf '%-26s %-9s %4ss  %s\n' "$1" "$v" "$((SECONDS - STEP_T0))" "$detail" | tee -a "$SUMMARY"
 }
 skip_step() {  # NAME REASON
@@ -130,13 +134,16 @@ judge() {  # NAME PATTERN...
     shift
     # Only a whole-program skip (no device) is SKIPPED; one test skipped among others misses its
     # pattern below and FAILS: on a GPU machine nothing may skip.
-    if grep -Eq 'SKIPPED \] ALL|: SKIPPED' "$LOG" && [ "$RC" = 0 ] || [ "$RC" = 77 ]; then
-        verdict "$name" SKIPPED "$(grep -Em1 'SKIPPED \] ALL|SKIPPED' "$LOG" | cut -c1-70)"
+    local whole='SKIPPED \] ALL|: SKIPPED|no CUDA device or driver; skipped'
+    if grep -Eq "$whole" "$LOG" && [ "$RC" = 0 ] || [ "$RC" = 77 ]; then
+        # Where nvidia-smi sees a GPU, a program that finds no device is a finding, not a skip.
+        [ "$HAVE_GPU" = 1 ] && { verdict "$name" FAIL "found no device though nvidia-smi lists one: $(grep -Em1 "$whole" "$LOG" | cut -c1-50)"; return; }
+        verdict "$name" SKIPPED "$({ grep -Em1 "$whole" "$LOG" || grep -m1 SKIPPED "$LOG"; } | cut -c1-70)"
         return
     fi
     for p in "$@"; do grep -Eq -- "$p" "$LOG" || missing="$missing '$p'"; done
     if [ "$RC" = 0 ] && [ -z "$missing" ]; then
-        verdict "$name" PASS "$(grep -Eo '\[  PASSED  \] [0-9]+ test\(s\)|\[  SUBSET  \] [0-9]+ attention cases run' "$LOG" | tr '\n' ' ')"
+        verdict "$name" PASS "${PASS_DETAIL:-$(grep -Eo '\[  PASSED  \] [0-9]+ test\(s\)|\[  SUBSET  \] [0-9]+ attention cases run' "$LOG" | tr '\n' ' ')}"
     else
         verdict "$name" FAIL "exit $RC${missing:+; missing:$missing}; $(grep -Em1 'FAILED|ERROR|error' "$LOG" | cut -c1-60)"
     fi
@@ -151,6 +158,8 @@ judge_san() {  # NAME PATTERN...
 }
 
 # ---- 1. device ----------------------------------------------------------------------------------
+HAVE_GPU=0
+timeout 10 nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && HAVE_GPU=1
 if command -v nvidia-smi >/dev/null; then
     run_step device_info 10 "$STEPS" nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,power.limit --format=csv
     verdict "1 device info" "$([ "$RC" = 0 ] && echo INFO || echo FAIL)" "$(sed -n 3p "$LOG" | cut -c1-90)"
@@ -182,7 +191,8 @@ judge "2 C API glue + graphs" '\[       OK \] test_cuda_graph_capture_replay' "\
 run_step serve_cuda 30 "$STEPS" "$BIN/kvc_serve" --backend cuda --kv-dtype f16 --requests 4 --seed 5 --blocks 20 \
     --quiet --svg "$WORK/serve_cuda.svg"
 # The same evidence as ctest's serve_cuda (examples/serve/CMakeLists.txt): swaps both ways, COW copies, OK.
-judge "3 kvc_serve cuda vs dense" 'served +4 requests' 'preemptions +[1-9][0-9]* swap' 'device->host [1-9]' \
+PASS_DETAIL="$(grep -Eo '^preemptions +[0-9]+ swap|device->host [0-9.]+ [KMG]iB|^copy-on-write [0-9]+ block copies|max \|logit diff\| [0-9.e+-]+' "$LOG" |
+    sed 's/  */ /g' | paste -sd ';' -)" judge "3 kvc_serve cuda vs dense" 'served +4 requests' 'preemptions +[1-9][0-9]* swap' 'device->host [1-9]' \
     'copy-on-write [1-9][0-9]* block copies' '-- OK'
 
 # ---- 4. compute-sanitizer -------------------------------------------------------------------------
@@ -231,7 +241,8 @@ fi
 run_step swap_bench 25 "$STEPS" "$BIN/bench_tiers" --benchmark_filter='^BM_(HostSwapCuda|PinnedCopyCuda)' \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     --benchmark_out="$OUT/bench_tiers.json" --benchmark_out_format=json
-if grep -q "no CUDA device" "$LOG"; then verdict "7 swap vs pinned copy" SKIPPED "no CUDA device"
+if grep -q "no CUDA device" "$LOG"; then
+    verdict "7 swap vs pinned copy" "$([ "$HAVE_GPU" = 1 ] && echo FAIL || echo SKIPPED)" "bench_tiers: no CUDA device"
 elif [ "$RC" = 0 ] && grep -q "BM_HostSwapCuda" "$LOG"; then
     verdict "7 swap vs pinned copy" INFO "$(python3 "$ROOT/tests/gpu/quick_figures.py" swap "$OUT/bench_tiers.json")$TAG"
 else judge "7 swap vs pinned copy" 'BM_HostSwapCuda'; fi
@@ -239,8 +250,9 @@ else judge "7 swap vs pinned copy" 'BM_HostSwapCuda'; fi
 # ---- the figures, one screen ------------------------------------------------------------------------
 CURRENT="summary"
 say ""
-python3 "$ROOT/tests/gpu/quick_figures.py" all "$OUT" "$WORK/copy.json" 2>&1 | tee -a "$SUMMARY"
+python3 "$ROOT/tests/gpu/quick_figures.py" all "$OUT" "$WORK/copy.json" "$TAG" 2>&1 | tee -a "$SUMMARY"
 say ""
+say "verdicts:$(printf '%s\n' $COUNTS | sort | uniq -c | awk '{printf " %s %s", $1, $2}')"
 say "total $((SECONDS - START)) s; $([ "$FAILED" = 0 ] && echo "no step failed or timed out" || echo "SOME STEPS FAILED OR TIMED OUT: see steps.log / sanitizer.log")$TAG"
 rm -rf "$WORK"
 exit $FAILED

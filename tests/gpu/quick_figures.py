@@ -4,7 +4,7 @@
   quick_figures.py copy FILE          DeviceCopy GB/s (bytes read + written per second)
   quick_figures.py headline FILE      the headline decode: GB/s, % of 3.35 TB/s, % of the copy
   quick_figures.py swap FILE          CUDA swap vs pinned cudaMemcpyAsync (bench_tiers medians)
-  quick_figures.py all OUT COPYFILE   the figures block of summary.txt (whatever JSON exists)
+  quick_figures.py all OUT COPYFILE [TAG]   the figures block of summary.txt (whatever JSON exists)
 
 Missing or partial files (a step that timed out) print what is there and say what is not; the
 script never fails the check itself: the verdicts come from quick_check.sh.
@@ -75,8 +75,8 @@ def swap(doc):
     return "swap %.1f GB/s vs pinned copy %.1f GB/s = %.0f%% (goal >= 80%%)" % (s, p, 100.0 * s / p)
 
 
-def all_figures(out, copy_file):
-    print("figures")
+def all_figures(out, copy_file, tag=""):
+    print("figures" + tag)
     c = copy_gbs(load(copy_file)) or copy_gbs(load(os.path.join(out, "bench_gpu_attention.json")))
     print("  d2d copy: %s" % ("%s GB/s (read + written), %.1f%% of 3.35 TB/s" % (gbs(c), 100 * c / PEAK_GBS)
                               if c else "not measured"))
@@ -131,7 +131,7 @@ def main(argv):
     elif mode == "swap":
         print(swap(load(argv[2])) or "no swap medians")
     elif mode == "all":
-        all_figures(argv[2], argv[3] if len(argv) > 3 else "")
+        all_figures(argv[2], argv[3] if len(argv) > 3 else "", argv[4] if len(argv) > 4 else "")
     else:
         print(__doc__)
         return 2
