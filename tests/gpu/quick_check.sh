@@ -65,7 +65,10 @@ if [ -f "$CARRY/bin/programs.tar.xz" ]; then  # compressed to fit the carry limi
     BIN="$WORK/bin"
     mkdir -p "$BIN"
     cp -p "$CARRY/bin/"*.so* "$BIN/" 2>/dev/null
-    tar -xJf "$CARRY/bin/programs.tar.xz" -C "$BIN" || { say "cannot unpack $CARRY/bin/programs.tar.xz"; exit 2; }
+    # xz if the image has it, else Python's own lzma (the device image has Python; xz is not promised).
+    if command -v xz >/dev/null; then tar -xJf "$CARRY/bin/programs.tar.xz" -C "$BIN"
+    else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))' "$CARRY/bin/programs.tar.xz" "$BIN"
+    fi || { say "cannot unpack $CARRY/bin/programs.tar.xz"; exit 2; }
 fi
 export LD_LIBRARY_PATH="$BIN:$CARRY/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="/usr/local/cuda/bin:$PATH"

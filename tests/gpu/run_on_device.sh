@@ -86,7 +86,8 @@ if [ -z "$BIN" ]; then
     fi
     # prepare_carry.sh packs the programs (137 MiB unpacked, over the carry limit): unpack to /tmp.
     BIN="/tmp/kvc-gpu-bin"
-    mkdir -p "$BIN" && tar -xJf "$CARRY/bin/programs.tar.xz" -C "$BIN" || exit 2
+    mkdir -p "$BIN" && { tar -xJf "$CARRY/bin/programs.tar.xz" -C "$BIN" ||
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))' "$CARRY/bin/programs.tar.xz" "$BIN"; } || exit 2
     cp "$CARRY/bin/BUILT_FROM_COMMIT" "$BIN/"
     SERVE="$BIN/kvc_serve"
     KVC_LIB_DIR="$BIN"
