@@ -194,30 +194,36 @@ kvc_status check_append_args(const kvc_pool *p, const int32_t *tokens, int64_t n
     return KVC_OK;
 }
 
-// kvc_append's work on one sequence once its arguments are checked (lock held): the plan, then
-// the changes, which cannot fail. Shared by kvc_append and kvc_append_batch.
-kvc_status append_locked(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
-                         int64_t num_lookahead, int32_t *out_new_blocks, const char *fn) {
-    const int32_t bs = p->block_size;
-    Sequence *s = p->seqs.find(seq_id);
-    if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
-    if (s->swapped_out)
-        return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
-    // The decode step's usual case: one confirmed token that lands in a block the sequence already
-    // has, alone (no copy-on-write to consider), without a window. It takes no block and can
-    // change nothing but the length, so the general plan below is skipped; the effect is the same.
-    if (num_tokens == 1 && num_lookahead == 0 && !s->may_share_tail && p->sliding_window <= 0) {
-        const int64_t end = s->num_tokens + 1;  // < INT64_MAX: a sequence holds far fewer tokens
-        const int64_t max = p->config.max_seq_len;
-        if (end <= int64_t(s->table.size()) * p->block_size && (max <= 0 || end <= max)) {
-            s->num_tokens = end;
-            if (end > s->reserved_end) s->reserved_end = end;
-            if (p->caching && !s->hash_stopped) kvc::pool_hash_full_blocks(p, s, tokens, 1);
-            ++p->counters.appends;
-            if (out_new_blocks) *out_new_blocks = 0;
-            return KVC_OK;
-        }
+// The decode step's usual case, on a sequence found and not swapped out (lock held): one confirmed
+// token that lands in a block the sequence already has, alone (no copy-on-write to consider),
+// without a window. It takes no block and changes nothing but the length and the unhashed tail, so
+// the general plan (append_general) is skipped; the effect is the same. False: not that case,
+// nothing done.
+__attribute__((always_inline)) inline bool append_in_place(kvc_pool *p, Sequence *s, const int32_t *tokens,
+                                                           int64_t num_tokens, int64_t num_lookahead,
+                                                           int32_t *out_new_blocks) {
+    if (num_tokens != 1 || num_lookahead != 0 || s->may_share_tail || p->sliding_window > 0) return false;
+    const int64_t end = s->num_tokens + 1;  // < INT64_MAX: a sequence holds far fewer tokens
+    const int64_t max = p->config.max_seq_len;
+    if (end > int64_t(s->table.size()) * p->block_size || (max > 0 && end > max)) return false;
+    s->num_tokens = end;
+    if (end > s->reserved_end) s->reserved_end = end;
+    if (p->caching && !s->hash_stopped) {
+        // The tail's capacity is block_size: this push never reallocates.
+        if (int64_t(s->tail.size()) + 1 < p->block_size) s->tail.push_back(tokens[0]);
+        else kvc::pool_hash_full_blocks(p, s, tokens, 1);  // fills a block: hashed and cached
     }
+    ++p->counters.appends;
+    if (out_new_blocks) *out_new_blocks = 0;
+    return true;
+}
+
+// kvc_append's general case on a sequence found and not swapped out (lock held): the plan, then
+// the changes, which cannot fail.
+__attribute__((noinline)) kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens,
+                                                    int64_t num_tokens, int64_t num_lookahead, int32_t *out_new_blocks,
+                                                    const char *fn) {
+    const int32_t bs = p->block_size;
     int64_t new_tokens, want_end;
     if (kvc::add_overflows(s->num_tokens, num_tokens, &new_tokens) ||
         kvc::add_overflows(new_tokens, num_lookahead, &want_end))
@@ -291,6 +297,19 @@ kvc_status append_locked(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, in
     p->counters.blocks_allocated += fresh;
     if (out_new_blocks) *out_new_blocks = int32_t(fresh);
     return KVC_OK;
+}
+
+// kvc_append's work on one sequence once its arguments are checked (lock held). Shared by
+// kvc_append and kvc_append_batch.
+__attribute__((always_inline)) inline kvc_status append_locked(kvc_pool *p, uint64_t seq_id, const int32_t *tokens,
+                                                               int64_t num_tokens, int64_t num_lookahead,
+                                                               int32_t *out_new_blocks, const char *fn) {
+    Sequence *s = p->seqs.find(seq_id);
+    if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
+    if (s->swapped_out)
+        return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
+    if (append_in_place(p, s, tokens, num_tokens, num_lookahead, out_new_blocks)) return KVC_OK;
+    return append_general(p, s, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
 }
 
 // The watermark verdict of kvc_can_alloc for a plan (lock held).
@@ -427,11 +446,13 @@ KVC_API kvc_status kvc_append_batch(kvc_pool *pool, int32_t num_seqs, const uint
         if (token_offsets && token_offsets[0] != 0)
             return fail(KVC_ERR_INVALID_ARG, "%s: token_offsets[0] must be 0, got %lld", fn, (long long)token_offsets[0]);
         // Every entry's arguments first, so that a bad one changes nothing.
+        const bool need_tokens = pool->caching && !tokens;
         for (int32_t i = 0; i < num_seqs; ++i) {
             const int64_t n = token_offsets ? token_offsets[i + 1] - token_offsets[i] : 1;
             const int64_t la = lookahead_per_seq ? lookahead_per_seq[i] : num_lookahead;
-            if (kvc_status bad = check_append_args(pool, tokens, n, la, fn); bad != KVC_OK)
-                return batch_entry_failed(bad, i, num_seqs, -1);
+            // check_append_args' rules, tested inline; it runs only to word the refusal.
+            if (__builtin_expect(n < 0 || la < 0 || (n == 0 && la == 0) || (n > 0 && need_tokens), 0))
+                return batch_entry_failed(check_append_args(pool, tokens, n, la, fn), i, num_seqs, -1);
         }
         kvc_pool *p = pool;
         kvc_status st = KVC_OK;
