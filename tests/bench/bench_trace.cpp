@@ -8,18 +8,20 @@
 // admits waiting requests while fewer than 64 run and the watermark verdict is OK, appends one
 // token to every running request, and frees the ones that are done.
 //
-// Two replays of the same trace:
-//   single  one call per operation: kvc_can_alloc + kvc_alloc per admission, kvc_append per token,
-//           kvc_free per request (what the 44x figure against nano-vllm's BlockManager measured);
-//   batch   kvc_admit per admission (one walk of the prompt), one kvc_append_batch per step,
-//           kvc_free per request.
+// Three replays of the same trace:
+//   twostep one call per operation as before kvc_admit: kvc_can_alloc + kvc_alloc per admission,
+//           kvc_append per token, kvc_free per request (what the 44x figure against nano-vllm's
+//           BlockManager measured);
+//   single  one call per operation: kvc_admit per admission (one walk of the prompt), kvc_append
+//           per token, kvc_free per request;
+//   batch   kvc_admit per admission, one kvc_append_batch per step, kvc_free per request.
 // "ns/op" divides the replay's time by the same count of logical operations in both (admission
 // = 2: verdict + allocation; append = 1 per token; free = 1), so the two figures compare directly.
 // Hit tokens (the sum of the cached prefixes) must come out the same in both; the program fails
 // otherwise. Medians over --reps replays of each, interleaved.
 //
-// Built against an older libkvc without the batch calls (they are weak references here), only the
-// single replay runs: that is how RESULTS.md compares before and after in one run.
+// Built against an older libkvc without the new calls (they are weak references here), only the
+// twostep replay runs: that is how RESULTS.md compares before and after in one run.
 //
 // usage: bench_trace [--requests N] [--reps R] [--verify] [--only single|batch]
 //   --only    runs that replay alone, once per rep, and prints nothing (for callgrind)
@@ -105,7 +107,8 @@ kvc_pool *make_pool() {
     return p;
 }
 
-enum class Mode { kSingle, kBatch };
+enum class Mode { kTwoStep, kSingle, kBatch };
+const char *const kModeNames[] = {"twostep", "single", "batch"};
 
 // One scheduler replaying the trace on one pool. step() runs one scheduler step; done() when every
 // request finished.
@@ -134,7 +137,7 @@ struct Replay {
         const int64_t n = int64_t(r.prompt.size());
         int32_t verdict = KVC_ALLOC_NEVER;
         int64_t cached = 0;
-        if (mode == Mode::kBatch) {
+        if (mode != Mode::kTwoStep) {
             check(kvc_admit(pool, id, r.prompt.data(), n, nullptr, &verdict, &cached), "admit");
         } else {
             check(kvc_can_alloc(pool, r.prompt.data(), n, nullptr, &verdict), "can_alloc");
@@ -206,7 +209,7 @@ std::vector<int32_t> table_of(kvc_pool *p, uint64_t id) {
 // Single and batch replays in lockstep: the same requests run, with the same block tables, after
 // every step (the two pools start equal and the calls are meant to be equivalent).
 int verify(const std::vector<Request> &trace) {
-    Replay a(Mode::kSingle, trace), b(Mode::kBatch, trace);
+    Replay a(Mode::kTwoStep, trace), b(Mode::kBatch, trace);
     int64_t steps = 0;
     while (!a.done() || !b.done()) {
         a.step();
@@ -246,7 +249,7 @@ double median(std::vector<double> v) {
 int main(int argc, char **argv) {
     int requests = 2000, reps = 7;
     bool do_verify = false;
-    std::string only;  // "single" or "batch": run that replay alone (profiling)
+    std::string only;  // a replay's name: run that one alone (profiling)
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--requests" && i + 1 < argc) requests = std::atoi(argv[++i]);
@@ -254,7 +257,7 @@ int main(int argc, char **argv) {
         else if (a == "--verify") do_verify = true;
         else if (a == "--only" && i + 1 < argc) only = argv[++i];
         else {
-            std::fprintf(stderr, "usage: bench_trace [--requests N] [--reps R] [--verify] [--only single|batch]\n");
+            std::fprintf(stderr, "usage: bench_trace [--requests N] [--reps R] [--verify] [--only twostep|single|batch]\n");
             return 2;
         }
     }
@@ -268,34 +271,30 @@ int main(int argc, char **argv) {
         return verify(trace);
     }
     if (!only.empty()) {
-        const Mode m = only == "batch" ? Mode::kBatch : Mode::kSingle;
-        if (m == Mode::kBatch && !have_batch) return 2;
+        int m = 0;
+        while (m < 3 && only != kModeNames[m]) ++m;
+        if (m == 3 || (m > 0 && !have_batch)) return 2;
         int64_t hits = 0, n = 0;
-        for (int r = 0; r < reps; ++r) run_once(m, trace, &hits, &n);
+        for (int r = 0; r < reps; ++r) run_once(Mode(m), trace, &hits, &n);
         return 0;
     }
-    std::vector<double> single, batch;
-    int64_t hits_single = -1, hits_batch = -1, ops = 0, ops_batch = 0;
-    for (int r = 0; r < reps; ++r) {
-        single.push_back(run_once(Mode::kSingle, trace, &hits_single, &ops));
-        if (have_batch) batch.push_back(run_once(Mode::kBatch, trace, &hits_batch, &ops_batch));
-    }
+    const int modes = have_batch ? 3 : 1;
+    std::vector<double> times[3];
+    int64_t hits[3] = {-1, -1, -1}, ops[3] = {0, 0, 0};
+    for (int r = 0; r < reps; ++r)
+        for (int m = 0; m < modes; ++m) times[m].push_back(run_once(Mode(m), trace, &hits[m], &ops[m]));
     std::printf("trace: %d requests (8 x 1024-token system prompts + 64..256-token suffix, 64..256 output "
-                "tokens), %d running, block size %d\n",
-                requests, kRunning, kBlockSize);
-    std::printf("single: %8.2f ns/op  (%lld ops, %lld hit tokens, median of %d: %.2f ms)\n",
-                median(single) / double(ops), (long long)ops, (long long)hits_single, reps, median(single) / 1e6);
-    if (!have_batch) {
-        std::printf("batch:  skipped (this libkvc has no kvc_append_batch / kvc_admit)\n");
-        return 0;
-    }
-    std::printf("batch:  %8.2f ns/op  (%lld ops, %lld hit tokens, median of %d: %.2f ms)\n",
-                median(batch) / double(ops_batch), (long long)ops_batch, (long long)hits_batch, reps,
-                median(batch) / 1e6);
-    if (hits_single != hits_batch || ops != ops_batch) {
-        std::fprintf(stderr, "bench_trace: the replays differ (hits %lld vs %lld, ops %lld vs %lld)\n",
-                     (long long)hits_single, (long long)hits_batch, (long long)ops, (long long)ops_batch);
-        return 1;
-    }
+                "tokens), %d running, block size %d, median of %d replays each\n",
+                requests, kRunning, kBlockSize, reps);
+    for (int m = 0; m < modes; ++m)
+        std::printf("%-8s %8.2f ns/op  (%lld ops, %lld hit tokens, %.2f ms)\n", kModeNames[m],
+                    median(times[m]) / double(ops[m]), (long long)ops[m], (long long)hits[m], median(times[m]) / 1e6);
+    if (!have_batch) std::printf("single, batch: skipped (this libkvc has no kvc_append_batch / kvc_admit)\n");
+    for (int m = 1; m < modes; ++m)
+        if (hits[m] != hits[0] || ops[m] != ops[0]) {
+            std::fprintf(stderr, "bench_trace: the %s replay differs (hits %lld vs %lld, ops %lld vs %lld)\n",
+                         kModeNames[m], (long long)hits[m], (long long)hits[0], (long long)ops[m], (long long)ops[0]);
+            return 1;
+        }
     return 0;
 }
