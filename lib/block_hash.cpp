@@ -59,6 +59,12 @@ void BlockHasher::init(int32_t block_size) {
     buf_.assign(staged_bytes_ + kLoraBytes + kSaltBytes + size_t(block_size) * kMmBytes, 0);
 }
 
+// A block with no extra key (no LoRA, no multimodal item, no salt on block 0): LoRA id and digest
+// are 0 and its hash covers "parent || token ids" alone (README, "Block hash specification").
+static inline bool plain_block(int64_t index, const KeySet &keys) {
+    return keys.lora_id == 0 && keys.mm.empty() && (index != 0 || keys.salt_len == 0);
+}
+
 int32_t *BlockHasher::stage_in_scratch(const Hash128 &parent) {
     unsigned char *p = buf_.data();
     p = put_u64(p, parent.hi);
@@ -69,11 +75,16 @@ int32_t *BlockHasher::stage_in_scratch(const Hash128 &parent) {
 BlockKey BlockHasher::hash_block(const Hash128 &parent, const int32_t *block_tokens, int64_t index,
                                  const KeySet &keys) {
     copy_block_tokens(stage_in_scratch(parent), block_tokens, staged_bytes_ - sizeof(Hash128));
+    if (plain_block(index, keys)) {
+        BlockKey key;  // no extra keys: the hash covers the staged bytes only
+        key.hash = hash_bytes(buf_.data(), staged_bytes_);
+        return key;
+    }
     return finish(index, keys);
 }
 
 BlockKey BlockHasher::hash_staged(const void *staged, int64_t index, const KeySet &keys) {
-    if (keys.lora_id == 0 && keys.mm.empty() && (index != 0 || keys.salt_len == 0)) {
+    if (plain_block(index, keys)) {
         BlockKey key;  // no extra keys: LoRA id and digest 0, the hash covers the staged bytes only
         key.hash = hash_bytes(staged, staged_bytes_);
         return key;

@@ -3,6 +3,8 @@
 // before it changes anything; the mutation phase cannot fail (no allocation, no throw), which is
 // what makes each call all-or-nothing.
 #include <algorithm>
+#include <cstdio>
+#include <new>
 
 #include "capi_args.hpp"
 #include "copy_pending.hpp"
@@ -80,6 +82,66 @@ kvc_status check_alloc(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, const A
     return KVC_OK;
 }
 
+// kvc_alloc's changes once its plan passed check_alloc (lock held); only the reservations at the
+// start can fail (out of host memory), before anything changed. Shared by kvc_alloc and kvc_admit.
+kvc_status apply_alloc(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens, const KeySet &ks,
+                       const AllocPlan &plan, int64_t *out_cached_tokens) {
+    Sequence *s = p->seqs.create(seq_id);
+    try {
+        s->table.reserve(size_t(plan.blocks));
+        if (p->caching) {
+            s->tail.reserve(size_t(p->block_size));
+            s->set_keys(ks);
+        }
+    } catch (...) {
+        p->seqs.erase(s);
+        throw;
+    }
+    // ---- from here on nothing can fail ----
+    s->keys.priority = s->priority = ks.priority;
+    // A windowed hit's blocks before the window start out released (never taken).
+    const int64_t skip = plan.walk.first_block, held_hits = plan.walk.held();
+    s->table.assign(size_t(skip), -1);
+    s->released = skip;
+    // Device hits are referenced before any fresh block is taken, so eviction cannot take them.
+    const int64_t restores = plan.walk.host_hits;
+    for (int64_t j = 0; j < held_hits; ++j) {
+        int32_t b = p->hit_scratch[size_t(j)];
+        if (b >= 0) {
+            p->blocks.add_ref(b);  // a refcount-0 hit leaves the free queue ("touch")
+            p->blocks.set_priority(b, ks.priority);
+        }
+        s->table.push_back(b);  // -1: a host-tier hit, restored below
+    }
+    if (restores) kvc::tier_pin_restore_sources(p, 0, held_hits);  // before the spills claim host slots
+    kvc::pool_spill_before_taking(p, plan.fresh);
+    for (int64_t j = 0; restores && j < held_hits; ++j)
+        if (s->table[size_t(skip + j)] < 0) s->table[size_t(skip + j)] = kvc::tier_restore_hit(p, j, ks.priority);
+    for (int64_t i = restores; i < plan.fresh; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, ks.priority));
+    s->num_tokens = s->reserved_end = num_tokens;
+    s->window_from = plan.walk.hit_blocks * p->block_size;  // where the prompt's queries start
+    s->hit_blocks = plan.walk.hit_blocks;
+    s->chain = plan.walk.chain;
+    s->num_hashed = plan.walk.hit_blocks;
+    if (p->caching) {
+        const int64_t hashed_tokens = plan.walk.hit_blocks * p->block_size;
+        const int64_t known = plan.walk.num_keys - plan.walk.hit_blocks;  // > 0 only after a windowed search
+        if (known > 0)
+            kvc::pool_hash_prompt_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens,
+                                         plan.walk.keys + plan.walk.hit_blocks, known);
+        else
+            kvc::pool_hash_full_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens);
+        p->counters.prefix_query_tokens += num_tokens;
+        p->counters.prefix_hit_tokens += plan.walk.hit_blocks * p->block_size;
+        p->counters.device_hits += held_hits - restores;
+        p->counters.verify_misses += plan.walk.verify_miss ? 1 : 0;
+    }
+    ++p->counters.allocs;
+    p->counters.blocks_allocated += plan.fresh;
+    if (out_cached_tokens) *out_cached_tokens = plan.walk.hit_blocks * p->block_size;
+    return KVC_OK;
+}
+
 // kvc_alloc with a disk tier promotes the prompt's disk hits into the host tier before it plans
 // (moving blocks, perhaps evicting host blocks to disk); tier_promote_prefix asks this first, on the
 // hit through the disk tier (which counts disk hits as restores, as the plan after a complete
@@ -119,6 +181,154 @@ kvc_status free_sequence(kvc_pool *p, uint64_t seq_id, bool abort, const char *f
     return KVC_OK;
 }
 
+// kvc_append's argument checks, which need no lock.
+kvc_status check_append_args(const kvc_pool *p, const int32_t *tokens, int64_t num_tokens, int64_t num_lookahead,
+                             const char *fn) {
+    if (num_tokens < 0) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 0, got %lld", fn, (long long)num_tokens);
+    if (num_lookahead < 0)
+        return fail(KVC_ERR_INVALID_ARG, "%s: num_lookahead must be >= 0, got %lld", fn, (long long)num_lookahead);
+    if (num_tokens == 0 && num_lookahead == 0)
+        return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens and num_lookahead are both 0", fn);
+    if (!tokens && num_tokens > 0 && p->caching)
+        return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL while prefix caching is on", fn);
+    return KVC_OK;
+}
+
+// The decode step's usual case, on a sequence found and not swapped out (lock held): one confirmed
+// token that lands in a block the sequence already has, alone (no copy-on-write to consider),
+// without a window. It takes no block and changes nothing but the length and the unhashed tail, so
+// the general plan (append_general) is skipped; the effect is the same. False: not that case,
+// nothing done.
+__attribute__((always_inline)) inline bool append_in_place(kvc_pool *p, Sequence *s, const int32_t *tokens,
+                                                           int64_t num_tokens, int64_t num_lookahead,
+                                                           int32_t *out_new_blocks) {
+    if (num_tokens != 1 || num_lookahead != 0 || s->may_share_tail || p->sliding_window > 0) return false;
+    const int64_t end = s->num_tokens + 1;  // < INT64_MAX: a sequence holds far fewer tokens
+    const int64_t max = p->config.max_seq_len;
+    if (end > int64_t(s->table.size()) * p->block_size || (max > 0 && end > max)) return false;
+    s->num_tokens = end;
+    if (end > s->reserved_end) s->reserved_end = end;
+    if (p->caching && !s->hash_stopped) {
+        // The tail's capacity is block_size: this push never reallocates.
+        if (int64_t(s->tail.size()) + 1 < p->block_size) s->tail.push_back(tokens[0]);
+        else kvc::pool_hash_full_blocks(p, s, tokens, 1);  // fills a block: hashed and cached
+    }
+    ++p->counters.appends;
+    if (out_new_blocks) *out_new_blocks = 0;
+    return true;
+}
+
+// kvc_append's general case on a sequence found and not swapped out (lock held): the plan, then
+// the changes, which cannot fail.
+__attribute__((noinline)) kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens,
+                                                    int64_t num_tokens, int64_t num_lookahead, int32_t *out_new_blocks,
+                                                    const char *fn) {
+    const int32_t bs = p->block_size;
+    int64_t new_tokens, want_end;
+    if (kvc::add_overflows(s->num_tokens, num_tokens, &new_tokens) ||
+        kvc::add_overflows(new_tokens, num_lookahead, &want_end))
+        return fail(KVC_ERR_OVERFLOW, "%s: sequence %llu length %lld + %lld + %lld lookahead overflows", fn,
+                    (unsigned long long)seq_id, (long long)s->num_tokens, (long long)num_tokens,
+                    (long long)num_lookahead);
+    int64_t max = p->config.max_seq_len;
+    if (max > 0 && want_end > max)
+        return fail(KVC_ERR_MAX_LEN, "%s: sequence %llu would reach %lld tokens (%lld confirmed + %lld lookahead), "
+                    "max_seq_len is %lld", fn, (unsigned long long)seq_id, (long long)want_end,
+                    (long long)new_tokens, (long long)num_lookahead, (long long)max);
+    const int64_t new_end = std::max(s->reserved_end, want_end);
+    const int64_t old_nb = int64_t(s->table.size());
+    // Most decode steps stay inside the reserved blocks: skip the division then.
+    const int64_t new_nb = new_end <= old_nb * bs ? old_nb : kvc::pool_blocks_for(p, new_end);
+    // Sliding window: the blocks no query from the previous call's first token on can see go
+    // first, and count as free.
+    // Out of line and behind one test: the decode step of a pool without a window stays as it
+    // was (measured: keeping the window's values live through this function cost ~10%).
+    int64_t window_free = 0, held = new_nb;
+    if (__builtin_expect(p->sliding_window > 0, 0)) held -= kvc::pool_window_plan(p, s, &window_free);
+    if (held > p->num_blocks)
+        return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu would need %lld blocks, the pool has only %d", fn,
+                    (unsigned long long)seq_id, (long long)held, p->num_blocks);
+    // Existing blocks that receive writes: those overlapping [num_tokens, want_end). Shared ones
+    // (refcount > 1, e.g. after a fork) are copied first, and so are pinned ones (a cut by
+    // kvc_truncate into a pinned prefix block): a pinned block's content must stay.
+    const int64_t first_written = kvc::pool_block_of(p, s->num_tokens);
+    const int64_t last_written = std::min(old_nb, kvc::pool_blocks_for(p, want_end));  // exclusive
+    const auto must_copy = [p](int32_t b) { return p->blocks.refcount(b) > 1 || p->blocks.pins(b) > 0; };
+    int64_t cows = 0;
+    if (s->may_share_tail)
+        for (int64_t i = first_written; i < last_written; ++i)
+            if (must_copy(s->table[size_t(i)])) ++cows;
+    const int64_t fresh = cows + (new_nb - old_nb);
+    if (fresh > p->blocks.num_free() + window_free)
+        return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu needs %lld new blocks (%lld copy-on-write), "
+                    "only %lld are free", fn, (unsigned long long)seq_id, (long long)fresh, (long long)cows,
+                    (long long)(p->blocks.num_free() + window_free));
+    reserve_geometric(s->table, new_nb);
+    // ---- from here on nothing can fail ----
+    if (__builtin_expect(p->sliding_window > 0, 0)) kvc::pool_window_release(p, s);
+    if (fresh > 0) {
+        kvc::pool_spill_before_taking(p, fresh);
+        const int32_t prio = s->priority;
+        for (int64_t i = first_written; i < last_written && cows; ++i) {
+            int32_t src = s->table[size_t(i)];
+            if (!must_copy(src)) continue;
+            int32_t dst = kvc::pool_take_fresh_block(p, prio);
+            kvc::pool_release_block(p, src);  // shared or pinned: never becomes free here
+            // src keeps its bytes until the copy has read them, even if every other holder
+            // lets it go first (a tier restore would otherwise overwrite them at once).
+            p->blocks.hold(src);
+            p->copies.push(src, dst);
+            s->table[size_t(i)] = dst;
+            ++p->counters.cow_copies;
+        }
+        for (int64_t i = old_nb; i < new_nb; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, prio));
+    }
+    // A block this sequence alone holds, unpinned, but still in the prefix cache (kvc_truncate
+    // cut into it) leaves the cache before it is written: a cached block never changes.
+    if (s->may_share_tail)
+        for (int64_t i = first_written; i < last_written; ++i) {
+            const int32_t b = s->table[size_t(i)];
+            if (p->blocks.cached(b)) kvc::pool_uncache_block(p, b);
+        }
+    s->num_tokens = new_tokens;
+    s->reserved_end = new_end;
+    if (p->caching && num_tokens > 0 && !s->hash_stopped) kvc::pool_hash_full_blocks(p, s, tokens, num_tokens);
+    ++p->counters.appends;
+    p->counters.blocks_allocated += fresh;
+    if (out_new_blocks) *out_new_blocks = int32_t(fresh);
+    return KVC_OK;
+}
+
+// kvc_append's work on one sequence once its arguments are checked (lock held). Shared by
+// kvc_append and kvc_append_batch.
+__attribute__((always_inline)) inline kvc_status append_locked(kvc_pool *p, uint64_t seq_id, const int32_t *tokens,
+                                                               int64_t num_tokens, int64_t num_lookahead,
+                                                               int32_t *out_new_blocks, const char *fn) {
+    Sequence *s = p->seqs.find(seq_id);
+    if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
+    if (s->swapped_out)
+        return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
+    if (append_in_place(p, s, tokens, num_tokens, num_lookahead, out_new_blocks)) return KVC_OK;
+    return append_general(p, s, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
+}
+
+// The watermark verdict of kvc_can_alloc for a plan (lock held).
+int32_t verdict_of(const kvc_pool *p, const AllocPlan &plan) {
+    const int64_t w = p->watermark_blocks;
+    if (p->num_blocks - plan.fresh < w || plan.held > p->num_blocks) return KVC_ALLOC_NEVER;
+    if (plan.free_now - plan.fresh >= w) return KVC_ALLOC_OK;
+    return KVC_ALLOC_LATER;
+}
+
+// A kvc_append_batch entry's refusal: the message says which entry and how many went in (done < 0:
+// refused while checking the arguments, before any entry).
+kvc_status batch_entry_failed(kvc_status st, int32_t entry, int32_t num_seqs, int32_t done) {
+    char why[400];
+    std::snprintf(why, sizeof why, "%s", kvc_last_error());
+    if (done < 0) return fail(st, "%s (entry %d of %d; nothing was appended)", why, entry, num_seqs);
+    return fail(st, "%s (entry %d of %d; the %d before it were appended)", why, entry, num_seqs, done);
+}
+
 }  // namespace
 
 extern "C" {
@@ -134,10 +344,7 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
         // tier's hits): a device hit behind a lower-tier hit is a hit for kvc_alloc, so it must be
         // one here too, or the verdict can be NEVER for a prompt kvc_alloc admits.
         AllocPlan plan = plan_alloc(pool, tokens, num_tokens, keys_or_empty(keys), kvc::kWalkHostDisk);
-        const int64_t w = pool->watermark_blocks;
-        if (pool->num_blocks - plan.fresh < w || plan.held > pool->num_blocks) *out_verdict = KVC_ALLOC_NEVER;
-        else if (plan.free_now - plan.fresh >= w) *out_verdict = KVC_ALLOC_OK;
-        else *out_verdict = KVC_ALLOC_LATER;
+        *out_verdict = verdict_of(pool, plan);
         return KVC_OK;
     })
 }
@@ -159,61 +366,48 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         AllocPlan plan = plan_alloc(p, tokens, num_tokens, ks, kvc::kWalkHost);
         if (kvc_status refused = check_alloc(p, seq_id, num_tokens, plan); refused != KVC_OK) return refused;
 
-        Sequence *s = p->seqs.create(seq_id);
-        try {
-            s->table.reserve(size_t(plan.blocks));
-            if (p->caching) {
-                s->tail.reserve(size_t(p->block_size));
-                s->set_keys(ks);
-            }
-        } catch (...) {
-            p->seqs.erase(s);
-            throw;
-        }
-        // ---- from here on nothing can fail ----
-        s->keys.priority = s->priority = ks.priority;
-        // A windowed hit's blocks before the window start out released (never taken).
-        const int64_t skip = plan.walk.first_block, held_hits = plan.walk.held();
-        s->table.assign(size_t(skip), -1);
-        s->released = skip;
-        // Device hits are referenced before any fresh block is taken, so eviction cannot take them.
-        const int64_t restores = plan.walk.host_hits;
-        for (int64_t j = 0; j < held_hits; ++j) {
-            int32_t b = p->hit_scratch[size_t(j)];
-            if (b >= 0) {
-                p->blocks.add_ref(b);  // a refcount-0 hit leaves the free queue ("touch")
-                p->blocks.set_priority(b, ks.priority);
-            }
-            s->table.push_back(b);  // -1: a host-tier hit, restored below
-        }
-        if (restores) kvc::tier_pin_restore_sources(p, 0, held_hits);  // before the spills claim host slots
-        kvc::pool_spill_before_taking(p, plan.fresh);
-        for (int64_t j = 0; restores && j < held_hits; ++j)
-            if (s->table[size_t(skip + j)] < 0) s->table[size_t(skip + j)] = kvc::tier_restore_hit(p, j, ks.priority);
-        for (int64_t i = restores; i < plan.fresh; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, ks.priority));
-        s->num_tokens = s->reserved_end = num_tokens;
-        s->window_from = plan.walk.hit_blocks * p->block_size;  // where the prompt's queries start
-        s->hit_blocks = plan.walk.hit_blocks;
-        s->chain = plan.walk.chain;
-        s->num_hashed = plan.walk.hit_blocks;
-        if (p->caching) {
-            const int64_t hashed_tokens = plan.walk.hit_blocks * p->block_size;
-            const int64_t known = plan.walk.num_keys - plan.walk.hit_blocks;  // > 0 only after a windowed search
-            if (known > 0)
-                kvc::pool_hash_prompt_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens,
-                                             plan.walk.keys + plan.walk.hit_blocks, known);
-            else
-                kvc::pool_hash_full_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens);
-            p->counters.prefix_query_tokens += num_tokens;
-            p->counters.prefix_hit_tokens += plan.walk.hit_blocks * p->block_size;
-            p->counters.device_hits += held_hits - restores;
-            p->counters.verify_misses += plan.walk.verify_miss ? 1 : 0;
-        }
-        ++p->counters.allocs;
-        p->counters.blocks_allocated += plan.fresh;
-        if (out_cached_tokens) *out_cached_tokens = plan.walk.hit_blocks * p->block_size;
-        return KVC_OK;
+        return apply_alloc(p, seq_id, tokens, num_tokens, ks, plan, out_cached_tokens);
         }();
+        kvc::tier_run_pending(p);  // spills and restores this call planned (no-op without tiers)
+        return st;
+    })
+}
+
+KVC_API kvc_status kvc_admit(kvc_pool *pool, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
+                             const kvc_keys *keys, int32_t *out_verdict, int64_t *out_cached_tokens) {
+    KVC_GUARD({
+        const char *fn = "kvc_admit";
+        kvc_status st = check_prompt_args(pool, tokens, num_tokens, fn);
+        if (st != KVC_OK) return st;
+        if (!out_verdict) return fail(KVC_ERR_NULL_ARG, "%s: out_verdict is NULL", fn);
+        const KeySet &ks = keys_or_empty(keys);
+        kvc_pool *p = pool;
+        const kvc::Tiers *t = p->tiers.load(std::memory_order_acquire);
+        bool two_steps = false;
+        {
+            std::lock_guard<std::mutex> lock(p->mu);
+            if (p->seqs.find(seq_id))
+                return fail(KVC_ERR_SEQ_EXISTS, "%s: sequence %llu already exists", fn, (unsigned long long)seq_id);
+            // With a disk tier, kvc_alloc promotes the prompt's disk hits before its walk, which
+            // must not happen for a prompt that is not admitted: the verdict is taken first, on the
+            // walk through every tier (kvc_can_alloc's), and an admitted prompt then goes the
+            // kvc_alloc way. Without one, the verdict's walk is the allocation's.
+            two_steps = t && t->disk && p->caching;
+            AllocPlan plan = plan_alloc(p, tokens, num_tokens, ks, two_steps ? kvc::kWalkHostDisk : kvc::kWalkHost);
+            *out_verdict = verdict_of(p, plan);
+            if (out_cached_tokens) *out_cached_tokens = 0;
+            if (*out_verdict != KVC_ALLOC_OK) return KVC_OK;
+            if (!two_steps) st = apply_alloc(p, seq_id, tokens, num_tokens, ks, plan, out_cached_tokens);
+        }
+        if (two_steps) {
+            st = kvc_alloc(pool, seq_id, tokens, num_tokens, keys, out_cached_tokens);
+            // Another thread took the blocks in between: what kvc_can_alloc then kvc_alloc would say.
+            if (st == KVC_ERR_OUT_OF_BLOCKS) {
+                *out_verdict = KVC_ALLOC_LATER;
+                return KVC_OK;
+            }
+            return st;
+        }
         kvc::tier_run_pending(p);  // spills and restores this call planned (no-op without tiers)
         return st;
     })
@@ -224,97 +418,64 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
     KVC_GUARD({
         const char *fn = "kvc_append";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
-        if (num_tokens < 0) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 0, got %lld", fn, (long long)num_tokens);
-        if (num_lookahead < 0)
-            return fail(KVC_ERR_INVALID_ARG, "%s: num_lookahead must be >= 0, got %lld", fn, (long long)num_lookahead);
-        if (num_tokens == 0 && num_lookahead == 0)
-            return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens and num_lookahead are both 0", fn);
-        if (!tokens && num_tokens > 0 && pool->caching)
-            return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL while prefix caching is on", fn);
+        if (kvc_status bad = check_append_args(pool, tokens, num_tokens, num_lookahead, fn); bad != KVC_OK) return bad;
         kvc_pool *p = pool;
-        const int32_t bs = p->block_size;
-        kvc_status st = [&]() -> kvc_status {
-        std::lock_guard<std::mutex> lock(p->mu);
-        Sequence *s = p->seqs.find(seq_id);
-        if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
-        if (s->swapped_out)
-            return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
-        int64_t new_tokens, want_end;
-        if (kvc::add_overflows(s->num_tokens, num_tokens, &new_tokens) ||
-            kvc::add_overflows(new_tokens, num_lookahead, &want_end))
-            return fail(KVC_ERR_OVERFLOW, "%s: sequence %llu length %lld + %lld + %lld lookahead overflows", fn,
-                        (unsigned long long)seq_id, (long long)s->num_tokens, (long long)num_tokens,
-                        (long long)num_lookahead);
-        int64_t max = p->config.max_seq_len;
-        if (max > 0 && want_end > max)
-            return fail(KVC_ERR_MAX_LEN, "%s: sequence %llu would reach %lld tokens (%lld confirmed + %lld lookahead), "
-                        "max_seq_len is %lld", fn, (unsigned long long)seq_id, (long long)want_end,
-                        (long long)new_tokens, (long long)num_lookahead, (long long)max);
-        const int64_t new_end = std::max(s->reserved_end, want_end);
-        const int64_t old_nb = int64_t(s->table.size());
-        // Most decode steps stay inside the reserved blocks: skip the division then.
-        const int64_t new_nb = new_end <= old_nb * bs ? old_nb : kvc::pool_blocks_for(p, new_end);
-        // Sliding window: the blocks no query from the previous call's first token on can see go
-        // first, and count as free.
-        // Out of line and behind one test: the decode step of a pool without a window stays as it
-        // was (measured: keeping the window's values live through this function cost ~10%).
-        int64_t window_free = 0, held = new_nb;
-        if (__builtin_expect(p->sliding_window > 0, 0)) held -= kvc::pool_window_plan(p, s, &window_free);
-        if (held > p->num_blocks)
-            return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu would need %lld blocks, the pool has only %d", fn,
-                        (unsigned long long)seq_id, (long long)held, p->num_blocks);
-        // Existing blocks that receive writes: those overlapping [num_tokens, want_end). Shared ones
-        // (refcount > 1, e.g. after a fork) are copied first, and so are pinned ones (a cut by
-        // kvc_truncate into a pinned prefix block): a pinned block's content must stay.
-        const int64_t first_written = kvc::pool_block_of(p, s->num_tokens);
-        const int64_t last_written = std::min(old_nb, kvc::pool_blocks_for(p, want_end));  // exclusive
-        const auto must_copy = [p](int32_t b) { return p->blocks.refcount(b) > 1 || p->blocks.pins(b) > 0; };
-        int64_t cows = 0;
-        if (s->may_share_tail)
-            for (int64_t i = first_written; i < last_written; ++i)
-                if (must_copy(s->table[size_t(i)])) ++cows;
-        const int64_t fresh = cows + (new_nb - old_nb);
-        if (fresh > p->blocks.num_free() + window_free)
-            return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu needs %lld new blocks (%lld copy-on-write), "
-                        "only %lld are free", fn, (unsigned long long)seq_id, (long long)fresh, (long long)cows,
-                        (long long)(p->blocks.num_free() + window_free));
-        reserve_geometric(s->table, new_nb);
-        // ---- from here on nothing can fail ----
-        if (__builtin_expect(p->sliding_window > 0, 0)) kvc::pool_window_release(p, s);
-        if (fresh > 0) {
-            kvc::pool_spill_before_taking(p, fresh);
-            const int32_t prio = s->priority;
-            for (int64_t i = first_written; i < last_written && cows; ++i) {
-                int32_t src = s->table[size_t(i)];
-                if (!must_copy(src)) continue;
-                int32_t dst = kvc::pool_take_fresh_block(p, prio);
-                kvc::pool_release_block(p, src);  // shared or pinned: never becomes free here
-                // src keeps its bytes until the copy has read them, even if every other holder
-                // lets it go first (a tier restore would otherwise overwrite them at once).
-                p->blocks.hold(src);
-                p->copies.push(src, dst);
-                s->table[size_t(i)] = dst;
-                ++p->counters.cow_copies;
-            }
-            for (int64_t i = old_nb; i < new_nb; ++i) s->table.push_back(kvc::pool_take_fresh_block(p, prio));
+        kvc_status st;
+        {
+            std::lock_guard<std::mutex> lock(p->mu);
+            st = append_locked(p, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
         }
-        // A block this sequence alone holds, unpinned, but still in the prefix cache (kvc_truncate
-        // cut into it) leaves the cache before it is written: a cached block never changes.
-        if (s->may_share_tail)
-            for (int64_t i = first_written; i < last_written; ++i) {
-                const int32_t b = s->table[size_t(i)];
-                if (p->blocks.cached(b)) kvc::pool_uncache_block(p, b);
-            }
-        s->num_tokens = new_tokens;
-        s->reserved_end = new_end;
-        if (p->caching && num_tokens > 0 && !s->hash_stopped) kvc::pool_hash_full_blocks(p, s, tokens, num_tokens);
-        ++p->counters.appends;
-        p->counters.blocks_allocated += fresh;
-        if (out_new_blocks) *out_new_blocks = int32_t(fresh);
-        return KVC_OK;
-        }();
         // Spills of evicted cached blocks. Without tiers (the common case) the check stays here
         // rather than costing a call per append.
+        if (p->tiers.load(std::memory_order_acquire)) kvc::tier_run_pending(p);
+        return st;
+    })
+}
+
+KVC_API kvc_status kvc_append_batch(kvc_pool *pool, int32_t num_seqs, const uint64_t *seq_ids,
+                                    const int64_t *token_offsets, const int32_t *tokens, int64_t num_lookahead,
+                                    const int64_t *lookahead_per_seq, int32_t *out_new_blocks, int32_t *out_done) {
+    int32_t done = 0;
+    if (out_done) *out_done = 0;
+    KVC_GUARD({
+        const char *fn = "kvc_append_batch";
+        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (num_seqs < 0) return fail(KVC_ERR_INVALID_ARG, "%s: num_seqs must be >= 0, got %d", fn, num_seqs);
+        if (num_seqs == 0) return KVC_OK;
+        if (!seq_ids) return fail(KVC_ERR_NULL_ARG, "%s: seq_ids is NULL", fn);
+        if (token_offsets && token_offsets[0] != 0)
+            return fail(KVC_ERR_INVALID_ARG, "%s: token_offsets[0] must be 0, got %lld", fn, (long long)token_offsets[0]);
+        // Every entry's arguments first, so that a bad one changes nothing.
+        const bool need_tokens = pool->caching && !tokens;
+        for (int32_t i = 0; i < num_seqs; ++i) {
+            const int64_t n = token_offsets ? token_offsets[i + 1] - token_offsets[i] : 1;
+            const int64_t la = lookahead_per_seq ? lookahead_per_seq[i] : num_lookahead;
+            // check_append_args' rules, tested inline; it runs only to word the refusal.
+            if (__builtin_expect(n < 0 || la < 0 || (n == 0 && la == 0) || (n > 0 && need_tokens), 0))
+                return batch_entry_failed(check_append_args(pool, tokens, n, la, fn), i, num_seqs, -1);
+        }
+        kvc_pool *p = pool;
+        kvc_status st = KVC_OK;
+        {
+            std::lock_guard<std::mutex> lock(p->mu);
+            for (; done < num_seqs; ++done) {
+                const int32_t i = done;
+                const int64_t first = token_offsets ? token_offsets[i] : i;
+                const int64_t n = token_offsets ? token_offsets[i + 1] - first : 1;
+                const int64_t la = lookahead_per_seq ? lookahead_per_seq[i] : num_lookahead;
+                try {
+                    st = append_locked(p, seq_ids[i], tokens ? tokens + first : nullptr, n, la,
+                                       out_new_blocks ? out_new_blocks + i : nullptr, fn);
+                } catch (const std::bad_alloc &) {  // before the entry changed anything
+                    st = fail(KVC_ERR_NO_MEMORY, "%s: out of host memory", fn);
+                }
+                if (st != KVC_OK) {
+                    st = batch_entry_failed(st, i, num_seqs, done);
+                    break;
+                }
+            }
+        }
+        if (out_done) *out_done = done;
         if (p->tiers.load(std::memory_order_acquire)) kvc::tier_run_pending(p);
         return st;
     })

@@ -53,6 +53,17 @@ enum { T_BLOCKS = 6, T_HOST_SLOTS = 2 };
 
 static const uint64_t k_probe_ids[] = {SEQ_A, SEQ_FORK, SEQ_FREED, SEQ_B, SEQ_C1, SEQ_C2, SEQ_CFREED, SEQ_CFORK,
                                        SEQ_SWAPPED, SEQ_TCOW, SEQ_TFORK, SEQ_TBIG};
+/* kvc_append_batch's rows: entries naming SEQ_A (twice), an unknown, a freed and the C pool's
+ * sequence, and CSR offsets that start past 0, decrease, or append 50 tokens. */
+static const uint64_t k_batch_a[2] = {SEQ_A, SEQ_A};
+static const uint64_t k_batch_none[1] = {SEQ_NONE};
+static const uint64_t k_batch_freed[1] = {SEQ_FREED};
+static const uint64_t k_batch_c1[1] = {SEQ_C1};
+static const int64_t k_batch_neg_lookahead[2] = {0, -1};
+static const int64_t k_batch_offsets_from_1[2] = {1, 2};
+static const int64_t k_batch_offsets_down[3] = {0, 2, 1};
+static const int64_t k_batch_offsets_50[2] = {0, 50};
+
 
 typedef struct fixture {
     kvc_pool *P, *C, *T;
@@ -323,6 +334,7 @@ static const uint8_t k_disk_key[KVC_DISK_KEY_MAX_LEN + 1];
 #define F_NONE 0
 #define F_KEEP_MSG 1 /* the function documents that it keeps the previous message */
 #define F_OUT_LEN 2  /* O.i64 receives the documented required size */
+#define F_OUT_DONE 4 /* O.i32 receives the entries done (kvc_append_batch); the row checks it is 0 */
 
 /* X(function, class, expected status, flags, call, extra check after the call) */
 #define BAD_INPUT_ROWS(X)                                                                                              \
@@ -436,6 +448,14 @@ static const uint8_t k_disk_key[KVC_DISK_KEY_MAX_LEN + 1];
     X(kvc_alloc, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_NONE, kvc_alloc(F.P, 50, F.tok_x, 64, NULL, &O.i64), 1)            \
     X(kvc_alloc, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_NONE, kvc_alloc(F.C, 50, NULL, 17 * BS, NULL, &O.i64), 1)          \
     X(kvc_alloc, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_NONE, kvc_alloc(F.C, 50, NULL, 11 * BS, NULL, &O.i64), 1)          \
+    X(kvc_admit, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_admit(NULL, 50, F.tok_x, 8, NULL, &O.i32, &O.i64), 1)     \
+    X(kvc_admit, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_admit(F.P, 50, NULL, 8, NULL, &O.i32, &O.i64), 1)             \
+    X(kvc_admit, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_admit(F.P, 50, F.tok_x, 0, NULL, &O.i32, &O.i64), 1)          \
+    X(kvc_admit, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_admit(F.P, 50, F.tok_x, -1, NULL, &O.i32, &O.i64), 1)     \
+    X(kvc_admit, OVERFLOW, KVC_ERR_MAX_LEN, F_NONE, kvc_admit(F.P, 50, F.tok_x, INT64_MAX, NULL, &O.i32, &O.i64), 1)  \
+    X(kvc_admit, EXISTS, KVC_ERR_SEQ_EXISTS, F_NONE, kvc_admit(F.P, SEQ_A, F.tok_x, 8, NULL, &O.i32, &O.i64), 1)      \
+    X(kvc_admit, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_admit(F.P, 50, F.tok_x, 8, NULL, NULL, &O.i64), 1)           \
+    X(kvc_admit, CAPACITY, KVC_ERR_MAX_LEN, F_NONE, kvc_admit(F.P, 50, F.tok_x, 65, NULL, &O.i32, &O.i64), 1)         \
                                                                                                                        \
     X(kvc_append, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_append(NULL, SEQ_A, F.tok_x, 1, 0, &O.i32), 1)            \
     X(kvc_append, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_append(F.P, SEQ_A, F.tok_x, -1, 0, &O.i32), 1)            \
@@ -450,6 +470,30 @@ static const uint8_t k_disk_key[KVC_DISK_KEY_MAX_LEN + 1];
     X(kvc_append, CAPACITY, KVC_ERR_MAX_LEN, F_NONE, kvc_append(F.P, SEQ_A, F.tok_x, 50, 5, &O.i32), 1)                \
     X(kvc_append, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_NONE, kvc_append(F.C, SEQ_C1, NULL, 50, 0, &O.i32), 1)            \
     X(kvc_append, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_NONE, kvc_append(F.C, SEQ_C1, NULL, 0, 17 * BS, &O.i32), 1)       \
+    X(kvc_append_batch, NULL_HANDLE, KVC_ERR_NULL_ARG, F_OUT_DONE,                                                       \
+      kvc_append_batch(NULL, 1, k_batch_a, NULL, F.tok_x, 0, NULL, NULL, &O.i32), O.i32 == 0)                         \
+    X(kvc_append_batch, NULL_IN, KVC_ERR_NULL_ARG, F_OUT_DONE,                                                           \
+      kvc_append_batch(F.P, 1, NULL, NULL, F.tok_x, 0, NULL, NULL, &O.i32), O.i32 == 0)                               \
+    X(kvc_append_batch, NULL_IN, KVC_ERR_NULL_ARG, F_OUT_DONE,                                                           \
+      kvc_append_batch(F.P, 1, k_batch_a, NULL, NULL, 0, NULL, NULL, &O.i32), O.i32 == 0)                             \
+    X(kvc_append_batch, NEGATIVE, KVC_ERR_INVALID_ARG, F_OUT_DONE,                                                       \
+      kvc_append_batch(F.P, -1, k_batch_a, NULL, F.tok_x, 0, NULL, NULL, &O.i32), O.i32 == 0)                         \
+    X(kvc_append_batch, NEGATIVE, KVC_ERR_INVALID_ARG, F_OUT_DONE,                                                       \
+      kvc_append_batch(F.P, 1, k_batch_a, NULL, F.tok_x, -1, NULL, NULL, &O.i32), O.i32 == 0)                         \
+    X(kvc_append_batch, NEGATIVE, KVC_ERR_INVALID_ARG, F_OUT_DONE,                                                       \
+      kvc_append_batch(F.P, 2, k_batch_a, NULL, F.tok_x, 0, k_batch_neg_lookahead, NULL, &O.i32), O.i32 == 0)         \
+    X(kvc_append_batch, RANGE, KVC_ERR_INVALID_ARG, F_OUT_DONE,                                                          \
+      kvc_append_batch(F.P, 1, k_batch_a, k_batch_offsets_from_1, F.tok_x, 0, NULL, NULL, &O.i32), O.i32 == 0)        \
+    X(kvc_append_batch, RANGE, KVC_ERR_INVALID_ARG, F_OUT_DONE,                                                          \
+      kvc_append_batch(F.P, 2, k_batch_a, k_batch_offsets_down, F.tok_x, 0, NULL, NULL, &O.i32), O.i32 == 0)          \
+    X(kvc_append_batch, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_OUT_DONE,                                                     \
+      kvc_append_batch(F.P, 1, k_batch_none, NULL, F.tok_x, 0, NULL, NULL, &O.i32), O.i32 == 0)                       \
+    X(kvc_append_batch, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_OUT_DONE,                                                       \
+      kvc_append_batch(F.P, 1, k_batch_freed, NULL, F.tok_x, 0, NULL, NULL, &O.i32), O.i32 == 0)                      \
+    X(kvc_append_batch, CAPACITY, KVC_ERR_MAX_LEN, F_OUT_DONE,                                                           \
+      kvc_append_batch(F.P, 1, k_batch_a, k_batch_offsets_50, F.tok_x, 5, NULL, NULL, &O.i32), O.i32 == 0)            \
+    X(kvc_append_batch, CAPACITY, KVC_ERR_OUT_OF_BLOCKS, F_OUT_DONE,                                                     \
+      kvc_append_batch(F.C, 1, k_batch_c1, NULL, NULL, 17 * BS, NULL, NULL, &O.i32), O.i32 == 0)                      \
                                                                                                                        \
     X(kvc_truncate, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_truncate(NULL, SEQ_A, 4, &O.i32), 1)                    \
     X(kvc_truncate, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_truncate(F.P, SEQ_A, -1, &O.i32), 1)                    \
@@ -834,6 +878,8 @@ static const struct { const char *fn, *reason; } k_exempt[] = {
 static const struct { const char *fn, *param; } k_nullable_out[] = {
     {"kvc_last_error_copy", "out_len"},       {"kvc_alloc", "out_cached_tokens"},
     {"kvc_append", "out_new_blocks"},         {"kvc_truncate", "out_freed_blocks"},
+    {"kvc_append_batch", "out_new_blocks"},   {"kvc_append_batch", "out_done"},
+    {"kvc_admit", "out_cached_tokens"},
     {"kvc_prefix_pin", "out_pinned_tokens"},
     {"kvc_prefix_unpin", "out_unpinned_tokens"}, {"kvc_copy_pending", "out_copied"},
     {"kvc_swap_out", "out_op"},                {"kvc_swap_in", "out_op"},
@@ -1133,6 +1179,7 @@ static void test_matrix(void **state) {
             ++failures;
         }
         if (r->flags & F_OUT_LEN) O.i64 = O_pattern.i64;
+        if (r->flags & F_OUT_DONE) O.i32 = O_pattern.i32;
         if (memcmp(&O, &O_pattern, sizeof O) != 0) {
             print_error("%s\n  -> wrote an out-param although it failed\n", desc);
             ++failures;
@@ -1284,8 +1331,8 @@ static int param_requirements(const decl *d, const char *type, const char *name)
         missing += require(d, NULL_HANDLE, name);
     if (pointer && strstr(type, "kvc_keys *") && !strstr(type, "const") && !strstr(type, "**"))
         missing += require(d, NULL_HANDLE, name);
-    /* kvc_alloc names a new sequence: its id can only clash with an existing one. */
-    if (strcmp(name, "seq_id") == 0 && strcmp(d->name, "kvc_alloc") == 0) {
+    /* kvc_alloc and kvc_admit name a new sequence: its id can only clash with an existing one. */
+    if (strcmp(name, "seq_id") == 0 && (strcmp(d->name, "kvc_alloc") == 0 || strcmp(d->name, "kvc_admit") == 0)) {
         missing += require(d, EXISTS, name);
     } else if (strcmp(name, "seq_id") == 0 || strcmp(name, "parent_id") == 0) {
         missing += require(d, UNKNOWN_ID, name);

@@ -2,6 +2,8 @@ package kvc
 
 import (
 	"errors"
+	"fmt"
+	"math"
 
 	"kvc.dev/kvc/internal/raw"
 )
@@ -46,6 +48,18 @@ func (p *Pool) Alloc(seq uint64, tokens []int32, keys *Keys) (cachedTokens int64
 	return cached[0], err
 }
 
+// Admit is CanAlloc and, when the verdict is AllocOK, Alloc, in one call that walks the prompt
+// once (kvc_admit): how a scheduler admits a waiting request. Only with AllocOK was seq created;
+// cachedTokens is then what Alloc returns, else 0. AllocLater and AllocNever change nothing.
+func (p *Pool) Admit(seq uint64, tokens []int32, keys *Keys) (verdict AllocVerdict, cachedTokens int64, err error) {
+	var v [1]int32
+	var cached [1]int64
+	err = p.doKeys("Admit", keys, func(h raw.Struct_SS_kvc_pool, k raw.Struct_SS_kvc_keys) raw.Enum_SS_kvc_status {
+		return raw.Kvc_admit(h, seq, nonNil(tokens), int64(len(tokens)), k, v[:], cached[:])
+	})
+	return AllocVerdict(v[0]), cached[0], err
+}
+
 // AllocN creates sequence seq of numTokens tokens without token ids, for pools with prefix
 // caching off (schedulers, simulators) (kvc_alloc with NULL tokens).
 func (p *Pool) AllocN(seq uint64, numTokens int64, keys *Keys) error {
@@ -72,6 +86,46 @@ func (p *Pool) AppendN(seq uint64, numTokens, lookahead int64) (newBlocks int32,
 		return raw.Kvc_append(h, seq, nil, numTokens, lookahead, n[:])
 	})
 	return n[0], err
+}
+
+// AppendBatch is a decode step for many sequences in one call (kvc_append_batch): entry i appends
+// tokens[offsets[i]:offsets[i+1]] to seqs[i] and reserves lookaheadPerSeq[i] further slots
+// (lookaheadPerSeq nil: lookahead for every entry), exactly as the Append calls it stands for,
+// in order. offsets has len(seqs)+1 entries from 0 (CSR); nil means one token per entry,
+// tokens[i]. newBlocks (nil, or len(seqs)) receives each appended entry's new blocks.
+// The call stops at the first entry Append would refuse: done entries before it are appended, it
+// and the later ones are untouched, and err is that entry's error (its message names the entry). A
+// scheduler listing its sequences by priority preempts from the end on ErrOutOfBlocks and calls
+// again with seqs[done:]. Bad arguments in any entry change nothing (done = 0).
+func (p *Pool) AppendBatch(seqs []uint64, offsets []int64, tokens []int32, lookahead int64, lookaheadPerSeq []int64,
+	newBlocks []int32) (done int, err error) {
+	const op = "AppendBatch"
+	n := len(seqs)
+	if int64(n) > math.MaxInt32 {
+		return 0, argError(op, ErrInvalidArg, "more than 2^31-1 entries")
+	}
+	// The C call reads these arrays by the lengths the entries imply: check them here.
+	if offsets != nil {
+		if len(offsets) != n+1 {
+			return 0, argError(op, ErrInvalidArg, fmt.Sprintf("offsets has %d entries, want len(seqs)+1 = %d", len(offsets), n+1))
+		}
+		if offsets[n] > int64(len(tokens)) {
+			return 0, argError(op, ErrInvalidArg, fmt.Sprintf("offsets end at %d, past the %d tokens", offsets[n], len(tokens)))
+		}
+	} else if len(tokens) < n {
+		return 0, argError(op, ErrInvalidArg, fmt.Sprintf("%d tokens for %d entries of one token each", len(tokens), n))
+	}
+	if lookaheadPerSeq != nil && len(lookaheadPerSeq) != n {
+		return 0, argError(op, ErrInvalidArg, fmt.Sprintf("lookaheadPerSeq has %d entries, want %d", len(lookaheadPerSeq), n))
+	}
+	if newBlocks != nil && len(newBlocks) != n {
+		return 0, argError(op, ErrInvalidArg, fmt.Sprintf("newBlocks has %d entries, want %d", len(newBlocks), n))
+	}
+	var d [1]int32
+	err = p.do(op, func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
+		return raw.Kvc_append_batch(h, n, nonNil(seqs), offsets, nonNil(tokens), lookahead, lookaheadPerSeq, newBlocks, d[:])
+	})
+	return int(d[0]), err
 }
 
 // Truncate rolls seq back to its first numTokens confirmed tokens and drops its lookahead

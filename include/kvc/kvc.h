@@ -342,6 +342,19 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
 KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tokens,
                              int64_t num_tokens, const kvc_keys *keys, int64_t *out_cached_tokens);
 
+/** kvc_can_alloc and, when its verdict is KVC_ALLOC_OK, kvc_alloc, in one call: how a scheduler
+ *  admits a waiting request. The prompt is walked and hashed once (kvc_can_alloc then kvc_alloc
+ *  walk it twice). *out_verdict receives the verdict; only with KVC_ALLOC_OK was seq_id created
+ *  (exactly as kvc_alloc creates it; *out_cached_tokens, may be NULL, as kvc_alloc sets it, else 0).
+ *  LATER and NEVER return KVC_OK and change nothing. With a disk tier the verdict is taken first and
+ *  an admitted prompt then goes through kvc_alloc (its disk hits are promoted only for a prompt that
+ *  is admitted), so the prompt is walked twice there; if another thread took the blocks in
+ *  between, the verdict becomes LATER and nothing changed.
+ *  Errors: those of kvc_alloc except KVC_ERR_OUT_OF_BLOCKS (a verdict instead), KVC_ERR_NULL_ARG
+ *  (out_verdict). KVC_ERR_SEQ_EXISTS is reported whatever the verdict would be. */
+KVC_API kvc_status kvc_admit(kvc_pool *pool, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
+                             const kvc_keys *keys, int32_t *out_verdict, int64_t *out_cached_tokens);
+
 /** Decode/extend step: appends num_tokens confirmed tokens (ids in `tokens`) and reserves
  *  num_lookahead further slots for speculative tokens (reserved slots are not cached and not counted
  *  in the length; a later append confirms them by writing into them). A block that becomes full of
@@ -359,6 +372,27 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
  *  KVC_ERR_OUT_OF_BLOCKS, KVC_ERR_NO_MEMORY. */
 KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *tokens,
                               int64_t num_tokens, int64_t num_lookahead, int32_t *out_new_blocks);
+
+/** A decode step for many sequences in one call (one lock, one tier run): entry i appends the
+ *  tokens tokens[token_offsets[i] .. token_offsets[i+1]) to seq_ids[i] and reserves
+ *  lookahead_per_seq[i] further slots (lookahead_per_seq NULL: num_lookahead for every entry) —
+ *  exactly what kvc_append(pool, seq_ids[i], tokens + token_offsets[i], count, lookahead,
+ *  out_new_blocks + i) would do, entry after entry (an id may appear more than once). token_offsets
+ *  has num_seqs + 1 entries, starts at 0 and never decreases (CSR); NULL means one token per entry,
+ *  tokens[i]. out_new_blocks (num_seqs entries, may be NULL) receives each entry's new blocks.
+ *  Atomicity, per entry: every entry's arguments are checked first (a bad one: its status, nothing
+ *  changed); then the entries are applied in order and the call stops at the first one kvc_append
+ *  would refuse — the entries before it are appended, it and those after it are untouched (their
+ *  out_new_blocks too). *out_done (may be NULL) receives the number of entries appended (num_seqs
+ *  on KVC_OK); the status and message are the refused entry's, the message naming the entry. A
+ *  scheduler that lists its running sequences by priority preempts from the end on
+ *  KVC_ERR_OUT_OF_BLOCKS and calls again from seq_ids + *out_done.
+ *  Errors: KVC_ERR_NULL_ARG (pool; seq_ids with num_seqs > 0; tokens while caching is on and an
+ *  entry appends tokens), KVC_ERR_INVALID_ARG (num_seqs < 0; token_offsets[0] != 0 or decreasing;
+ *  an entry's lookahead < 0; an entry appending nothing), and per entry those of kvc_append. */
+KVC_API kvc_status kvc_append_batch(kvc_pool *pool, int32_t num_seqs, const uint64_t *seq_ids,
+                                    const int64_t *token_offsets, const int32_t *tokens, int64_t num_lookahead,
+                                    const int64_t *lookahead_per_seq, int32_t *out_new_blocks, int32_t *out_done);
 
 /** Rewinds seq_id to its first num_tokens confirmed tokens and drops its reserved lookahead slots:
  *  the rollback of speculative decoding (append the draft tokens, verify them in one pass with

@@ -7,8 +7,8 @@
  * copy-on-write made and attention's input can all be verified with no record of who wrote what.
  *
  * Modes (stress_bytes MODE [options]):
- *   all  >= 16 workers over every documented-concurrent call: kvc_alloc with prefix hits (the hit
- *        verified at once, the rest written), kvc_append with lookahead, kvc_fork + copy-on-write +
+ *   all  >= 16 workers over every documented-concurrent call: kvc_alloc / kvc_admit with prefix hits (the hit
+ *        verified at once, the rest written), kvc_append / kvc_append_batch with lookahead, kvc_fork + copy-on-write +
  *        kvc_copy_pending (also from a drainer thread), kvc_free, kvc_abort, kvc_truncate + append,
  *        swap out / in, spill and re-hit through the host and disk tiers (--tiers), prefetch, flush,
  *        prefix pin / unpin, batch build + attention (a zero query attends uniformly: the output is
@@ -418,8 +418,14 @@ bool alloc_seq(Worker &w, Seq &s) {
     const std::string where = tiers_before(w, s);
     g_inflight.add(made.data(), made.size());
     int64_t cached = -1;
-    const kvc_status st = kvc_alloc(g.pool, s.id, s.toks.data(), s.n(), keys_of(w, s), &cached);
-    if (!expect(st, "kvc_alloc", s.id, {KVC_ERR_OUT_OF_BLOCKS})) {
+    // Half the admissions go through kvc_admit (verdict + allocation in one walk): a verdict other
+    // than OK is a refusal, as OUT_OF_BLOCKS is for kvc_alloc.
+    const bool admit = rng_next(&w.rng) % 2 == 0;
+    int32_t verdict = KVC_ALLOC_OK;
+    const kvc_status st = admit ? kvc_admit(g.pool, s.id, s.toks.data(), s.n(), keys_of(w, s), &verdict, &cached)
+                                : kvc_alloc(g.pool, s.id, s.toks.data(), s.n(), keys_of(w, s), &cached);
+    if (!expect(st, admit ? "kvc_admit" : "kvc_alloc", s.id, {KVC_ERR_OUT_OF_BLOCKS}) || verdict != KVC_ALLOC_OK) {
+        if (st == KVC_OK) count(OP_REFUSED);
         g_inflight.remove(made.data(), made.size());
         return false;
     }
@@ -465,8 +471,13 @@ Appended append_tokens(Worker &w, Seq &s, const std::vector<int32_t> &toks, int6
     a.made = completed_blocks(s, a.from, s.n());
     g_inflight.add(a.made.data(), a.made.size());
     const int32_t none = 0;  // a lookahead-only append passes no token
-    const kvc_status st = kvc_append(g.pool, s.id, toks.empty() ? &none : toks.data(), int64_t(toks.size()), lookahead, nullptr);
-    a.ok = expect(st, "kvc_append", s.id, {KVC_ERR_OUT_OF_BLOCKS});
+    const int32_t *ids = toks.empty() ? &none : toks.data();
+    // Half the appends go through kvc_append_batch (one entry: its semantics are kvc_append's).
+    const bool batch = rng_next(&w.rng) % 2 == 0;
+    const int64_t offsets[2] = {0, int64_t(toks.size())};
+    const kvc_status st = batch ? kvc_append_batch(g.pool, 1, &s.id, offsets, ids, lookahead, nullptr, nullptr, nullptr)
+                                : kvc_append(g.pool, s.id, ids, int64_t(toks.size()), lookahead, nullptr);
+    a.ok = expect(st, batch ? "kvc_append_batch" : "kvc_append", s.id, {KVC_ERR_OUT_OF_BLOCKS});
     if (a.ok) {
         count(OP_APPEND);
         return a;

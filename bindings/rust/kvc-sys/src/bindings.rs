@@ -668,6 +668,27 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
+    #[doc = " kvc_can_alloc and, when its verdict is KVC_ALLOC_OK, kvc_alloc, in one call: how a scheduler"]
+    #[doc = "  admits a waiting request. The prompt is walked and hashed once (kvc_can_alloc then kvc_alloc"]
+    #[doc = "  walk it twice). *out_verdict receives the verdict; only with KVC_ALLOC_OK was seq_id created"]
+    #[doc = "  (exactly as kvc_alloc creates it; *out_cached_tokens, may be NULL, as kvc_alloc sets it, else 0)."]
+    #[doc = "  LATER and NEVER return KVC_OK and change nothing. With a disk tier the verdict is taken first and"]
+    #[doc = "  an admitted prompt then goes through kvc_alloc (its disk hits are promoted only for a prompt that"]
+    #[doc = "  is admitted), so the prompt is walked twice there; if another thread took the blocks in"]
+    #[doc = "  between, the verdict becomes LATER and nothing changed."]
+    #[doc = "  Errors: those of kvc_alloc except KVC_ERR_OUT_OF_BLOCKS (a verdict instead), KVC_ERR_NULL_ARG"]
+    #[doc = "  (out_verdict). KVC_ERR_SEQ_EXISTS is reported whatever the verdict would be."]
+    pub fn kvc_admit(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        tokens: *const i32,
+        num_tokens: i64,
+        keys: *const kvc_keys,
+        out_verdict: *mut i32,
+        out_cached_tokens: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
     #[doc = " Decode/extend step: appends num_tokens confirmed tokens (ids in `tokens`) and reserves"]
     #[doc = "  num_lookahead further slots for speculative tokens (reserved slots are not cached and not counted"]
     #[doc = "  in the length; a later append confirms them by writing into them). A block that becomes full of"]
@@ -690,6 +711,36 @@ extern "C" {
         num_tokens: i64,
         num_lookahead: i64,
         out_new_blocks: *mut i32,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " A decode step for many sequences in one call (one lock, one tier run): entry i appends the"]
+    #[doc = "  tokens tokens[token_offsets[i] .. token_offsets[i+1]) to seq_ids[i] and reserves"]
+    #[doc = "  lookahead_per_seq[i] further slots (lookahead_per_seq NULL: num_lookahead for every entry) —"]
+    #[doc = "  exactly what kvc_append(pool, seq_ids[i], tokens + token_offsets[i], count, lookahead,"]
+    #[doc = "  out_new_blocks + i) would do, entry after entry (an id may appear more than once). token_offsets"]
+    #[doc = "  has num_seqs + 1 entries, starts at 0 and never decreases (CSR); NULL means one token per entry,"]
+    #[doc = "  tokens[i]. out_new_blocks (num_seqs entries, may be NULL) receives each entry's new blocks."]
+    #[doc = "  Atomicity, per entry: every entry's arguments are checked first (a bad one: its status, nothing"]
+    #[doc = "  changed); then the entries are applied in order and the call stops at the first one kvc_append"]
+    #[doc = "  would refuse — the entries before it are appended, it and those after it are untouched (their"]
+    #[doc = "  out_new_blocks too). *out_done (may be NULL) receives the number of entries appended (num_seqs"]
+    #[doc = "  on KVC_OK); the status and message are the refused entry's, the message naming the entry. A"]
+    #[doc = "  scheduler that lists its running sequences by priority preempts from the end on"]
+    #[doc = "  KVC_ERR_OUT_OF_BLOCKS and calls again from seq_ids + *out_done."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG (pool; seq_ids with num_seqs > 0; tokens while caching is on and an"]
+    #[doc = "  entry appends tokens), KVC_ERR_INVALID_ARG (num_seqs < 0; token_offsets[0] != 0 or decreasing;"]
+    #[doc = "  an entry's lookahead < 0; an entry appending nothing), and per entry those of kvc_append."]
+    pub fn kvc_append_batch(
+        pool: *mut kvc_pool,
+        num_seqs: i32,
+        seq_ids: *const u64,
+        token_offsets: *const i64,
+        tokens: *const i32,
+        num_lookahead: i64,
+        lookahead_per_seq: *const i64,
+        out_new_blocks: *mut i32,
+        out_done: *mut i32,
     ) -> kvc_status;
 }
 extern "C" {

@@ -2,7 +2,7 @@
 //! block table / slot mapping, plus the pending copy-on-write pairs.
 use kvc_sys as sys;
 
-use crate::error::{check, to_len, Result};
+use crate::error::{check, to_len, Error, Result, Status};
 use crate::keys::{keys_ptr, Keys};
 use crate::pool::Pool;
 use crate::types::AllocVerdict;
@@ -41,6 +41,93 @@ impl Pool {
             )
         })?;
         Ok(cached)
+    }
+
+    /// [`Pool::can_alloc`] and, when the verdict is OK, [`Pool::alloc`], in one call that walks the
+    /// prompt once (`kvc_admit`): how a scheduler admits a waiting request. Returns the verdict and
+    /// the cached tokens; only with [`AllocVerdict::OK`] was `seq_id` created (cached tokens 0
+    /// otherwise, and nothing changed).
+    pub fn admit(&self, seq_id: u64, tokens: &[i32], keys: Option<&Keys>) -> Result<(AllocVerdict, i64)> {
+        let (mut verdict, mut cached) = (-1, 0);
+        // SAFETY: live pool; tokens valid for tokens.len() reads; keys NULL or live; valid out-pointers.
+        check(unsafe {
+            sys::kvc_admit(
+                self.raw(),
+                seq_id,
+                tokens.as_ptr(),
+                tokens.len() as i64,
+                keys_ptr(keys),
+                &mut verdict,
+                &mut cached,
+            )
+        })?;
+        Ok((AllocVerdict(verdict), cached))
+    }
+
+    /// A decode step for many sequences in one call (`kvc_append_batch`): entry `i` appends
+    /// `tokens[offsets[i]..offsets[i + 1]]` to `seq_ids[i]` and reserves `lookahead_per_seq[i]`
+    /// further slots (`None`: `lookahead` for every entry), exactly as the [`Pool::append`] calls it
+    /// stands for, in order. `token_offsets` has `seq_ids.len() + 1` entries from 0; `None` means
+    /// one token per entry, `tokens[i]`. `new_blocks` (`seq_ids.len()` entries) receives each
+    /// appended entry's new blocks.
+    ///
+    /// Returns the number of entries appended and the outcome: the call stops at the first entry
+    /// `append` would refuse (the ones before it appended, it and the later ones untouched, the
+    /// error being that entry's, its message naming the entry); bad arguments in any entry change
+    /// nothing (0 appended). A scheduler listing its sequences by priority preempts from the end on
+    /// `OUT_OF_BLOCKS` and calls again with `&seq_ids[appended..]`.
+    #[must_use = "the entries from the returned count on were not appended when the result is an error"]
+    pub fn append_batch(
+        &self,
+        seq_ids: &[u64],
+        token_offsets: Option<&[i64]>,
+        tokens: &[i32],
+        lookahead: i64,
+        lookahead_per_seq: Option<&[i64]>,
+        new_blocks: Option<&mut [i32]>,
+    ) -> (usize, Result<()>) {
+        let n = seq_ids.len();
+        let refuse = |msg: String| (0, Err(Error::new(Status::INVALID_ARG, format!("kvc_append_batch: {}", msg))));
+        // C reads these slices by the lengths the entries imply: check them here.
+        if i32::try_from(n).is_err() {
+            return refuse(format!("{} entries, more than i32::MAX", n));
+        }
+        match token_offsets {
+            Some(o) if o.len() != n + 1 => return refuse(format!("token_offsets has {} entries, want {}", o.len(), n + 1)),
+            Some(o) if o[n] > tokens.len() as i64 => {
+                return refuse(format!("token_offsets end at {}, past the {} tokens", o[n], tokens.len()))
+            }
+            None if tokens.len() < n => return refuse(format!("{} tokens for {} entries of one token each", tokens.len(), n)),
+            _ => {}
+        }
+        if let Some(l) = lookahead_per_seq {
+            if l.len() != n {
+                return refuse(format!("lookahead_per_seq has {} entries, want {}", l.len(), n));
+            }
+        }
+        let new_blocks_ptr = match new_blocks {
+            Some(b) if b.len() != n => return refuse(format!("new_blocks has {} entries, want {}", b.len(), n)),
+            Some(b) => b.as_mut_ptr(),
+            None => std::ptr::null_mut(),
+        };
+        let mut done = 0i32;
+        // SAFETY: live pool; every slice is at least as long as the entries make C read (checked
+        // above; C checks that the offsets start at 0 and never decrease before reading tokens);
+        // done is a valid out-pointer.
+        let status = unsafe {
+            sys::kvc_append_batch(
+                self.raw(),
+                n as i32,
+                seq_ids.as_ptr(),
+                token_offsets.map_or(std::ptr::null(), |o| o.as_ptr()),
+                tokens.as_ptr(),
+                lookahead,
+                lookahead_per_seq.map_or(std::ptr::null(), |l| l.as_ptr()),
+                new_blocks_ptr,
+                &mut done,
+            )
+        };
+        (done.max(0) as usize, check(status))
     }
 
     /// Appends confirmed `tokens` and reserves `lookahead` further slots; returns the number of

@@ -193,6 +193,19 @@ public final class Pool implements AutoCloseable {
         return cached[0];
     }
 
+    /**
+     * canAlloc and, when the verdict is OK, alloc, in one call that walks the prompt once
+     * (kvc_admit): how a scheduler admits a waiting request. Only with verdict OK was seqId created;
+     * LATER and NEVER change nothing.
+     */
+    public Admission admit(long seqId, int[] tokens, Keys keys) {
+        int[] t = orEmpty(tokens);
+        int[] v = new int[1];
+        long[] cached = new long[1];
+        withKeys("kvc_admit", keys, (h, k) -> KvcNative.kvc_admit(h, seqId, t, t.length, k, v, cached));
+        return new Admission(AllocVerdict.of(v[0]), cached[0]);
+    }
+
     /** Creates seqId with numTokens tokens and no token ids (prefix caching off). */
     public void allocN(long seqId, long numTokens, Keys keys) {
         withKeys("kvc_alloc", keys, (h, k) -> KvcNative.kvc_alloc(h, seqId, null, numTokens, k, null));
@@ -207,6 +220,49 @@ public final class Pool implements AutoCloseable {
         int[] n = new int[1];
         with("kvc_append", h -> KvcNative.kvc_append(h, seqId, t, t.length, lookahead, n));
         return n[0];
+    }
+
+    /**
+     * A decode step for many sequences in one call (kvc_append_batch): entry i appends
+     * tokens[tokenOffsets[i] .. tokenOffsets[i+1]) to seqIds[i] and reserves lookaheadPerSeq[i]
+     * further slots (lookaheadPerSeq null: lookahead for every entry), exactly as the append calls
+     * it stands for, in order. tokenOffsets has seqIds.length + 1 entries from 0; null means one
+     * token per entry, tokens[i]. newBlocks (null, or seqIds.length entries) receives each appended
+     * entry's new blocks. Returns seqIds.length. Throws {@link AppendBatchException} when libkvc
+     * refuses: at the first entry append would refuse, the entries before it appended (appended()),
+     * or for bad arguments in any entry, nothing changed (appended() 0). Arrays shorter than the
+     * entries imply throw KvcException (INVALID_ARG) before libkvc is called.
+     */
+    public int appendBatch(long[] seqIds, long[] tokenOffsets, int[] tokens, long lookahead, long[] lookaheadPerSeq,
+                           int[] newBlocks) {
+        final String op = "kvc_append_batch";
+        long[] ids = seqIds == null ? new long[0] : seqIds;
+        int n = ids.length;
+        int[] t = orEmpty(tokens);
+        // The C call reads these arrays by the lengths the entries imply: check them here.
+        if (tokenOffsets != null) {
+            if (tokenOffsets.length != n + 1)
+                throw new KvcException(Status.INVALID_ARG, op, "tokenOffsets has " + tokenOffsets.length
+                        + " entries, want seqIds.length + 1 = " + (n + 1));
+            if (tokenOffsets[n] > t.length)
+                throw new KvcException(Status.INVALID_ARG, op, "tokenOffsets end at " + tokenOffsets[n]
+                        + ", past the " + t.length + " tokens");
+        } else if (t.length < n) {
+            throw new KvcException(Status.INVALID_ARG, op, t.length + " tokens for " + n + " entries of one token each");
+        }
+        if (lookaheadPerSeq != null && lookaheadPerSeq.length != n)
+            throw new KvcException(Status.INVALID_ARG, op, "lookaheadPerSeq has " + lookaheadPerSeq.length
+                    + " entries, want " + n);
+        if (newBlocks != null && newBlocks.length != n)
+            throw new KvcException(Status.INVALID_ARG, op, "newBlocks has " + newBlocks.length + " entries, want " + n);
+        int[] done = new int[1];
+        try {
+            with(op, h -> KvcNative.kvc_append_batch(h, n, ids, tokenOffsets, t, lookahead, lookaheadPerSeq,
+                    newBlocks, done));
+        } catch (KvcException e) {
+            throw new AppendBatchException(e, done[0]);
+        }
+        return done[0];
     }
 
     /** append without token ids (prefix caching off). */

@@ -1,0 +1,300 @@
+// A serving trace replayed through the C ABI: the host metadata cost per operation of a prefix-
+// caching server, the figure [perf-host-2] sets a goal for (<= 20 ns/op with the batch calls,
+// <= 30 ns/op with single calls).
+//
+// The trace (deterministic, generated here): 2000 requests, each one of 8 shared 1024-token system
+// prompts followed by a unique 64..256-token suffix, generating 64..256 tokens; 64 requests run at
+// once; block size 16; prefix caching on; a metadata-only pool (no KV storage). A scheduler step
+// admits waiting requests while fewer than 64 run and the watermark verdict is OK, appends one
+// token to every running request, and frees the ones that are done.
+//
+// Three replays of the same trace:
+//   twostep one call per operation as before kvc_admit: kvc_can_alloc + kvc_alloc per admission,
+//           kvc_append per token, kvc_free per request (what the 44x figure against nano-vllm's
+//           BlockManager measured);
+//   single  one call per operation: kvc_admit per admission (one walk of the prompt), kvc_append
+//           per token, kvc_free per request;
+//   batch   kvc_admit per admission, one kvc_append_batch per step, kvc_free per request.
+// "ns/op" divides the replay's time by the same count of logical operations in both (admission
+// = 2: verdict + allocation; append = 1 per token; free = 1), so the two figures compare directly.
+// Hit tokens (the sum of the cached prefixes) must come out the same in both; the program fails
+// otherwise. Medians over --reps replays of each, interleaved.
+//
+// Built against an older libkvc without the new calls (they are weak references here), only the
+// twostep replay runs: that is how RESULTS.md compares before and after in one run.
+//
+// usage: bench_trace [--requests N] [--reps R] [--verify] [--only single|batch]
+//   --only    runs that replay alone, once per rep, and prints nothing (for callgrind)
+//   --verify  replays single and batch side by side on two pools and compares every request's block
+//             table after every step (a ctest entry runs it on a short trace).
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kvc/kvc.h"
+
+// Weak: present in this libkvc, absent from older ones (the baseline build).
+extern "C" {
+#pragma weak kvc_admit
+#pragma weak kvc_append_batch
+}
+
+namespace {
+
+constexpr int32_t kBlockSize = 16;
+constexpr int kSystemPrompts = 8;
+constexpr int64_t kSystemTokens = 1024;
+constexpr int kRunning = 64;
+
+void check(kvc_status st, const char *what) {
+    if (st != KVC_OK) {
+        std::fprintf(stderr, "bench_trace: %s failed: %s\n", what, kvc_last_error());
+        std::exit(1);
+    }
+}
+
+// splitmix64: a fixed generator, so every build replays the same trace.
+struct Rng {
+    uint64_t s;
+    uint64_t next() {
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    int64_t uniform(int64_t lo, int64_t hi) { return lo + int64_t(next() % uint64_t(hi - lo + 1)); }
+    int32_t token() { return int32_t(next() % 32000); }
+};
+
+struct Request {
+    std::vector<int32_t> prompt;
+    std::vector<int32_t> output;
+};
+
+std::vector<Request> make_trace(int n) {
+    Rng rng{20261126};
+    std::vector<std::vector<int32_t>> system(kSystemPrompts);
+    for (auto &s : system)
+        for (int64_t i = 0; i < kSystemTokens; ++i) s.push_back(rng.token());
+    std::vector<Request> trace(static_cast<size_t>(n));
+    for (auto &r : trace) {
+        r.prompt = system[size_t(rng.next() % kSystemPrompts)];
+        const int64_t suffix = rng.uniform(64, 256), out = rng.uniform(64, 256);
+        for (int64_t i = 0; i < suffix; ++i) r.prompt.push_back(rng.token());
+        for (int64_t i = 0; i < out; ++i) r.output.push_back(rng.token());
+    }
+    return trace;
+}
+
+kvc_pool *make_pool() {
+    kvc_pool_config c;
+    check(kvc_pool_config_default(&c), "config");
+    c.block_size = kBlockSize;
+    // Room for 64 requests of the longest shape (1024 + 256 + 256 tokens = 96 blocks) plus the
+    // system prompts; what is left holds finished requests' cached blocks until evicted.
+    c.num_blocks = 8192;
+    c.prefix_caching = 1;
+    c.event_capacity = 0;  // no router reads events here
+    c.watermark = 0.01;
+    c.backend = KVC_BACKEND_NONE;  // metadata only: no KV storage
+    kvc_pool *p = nullptr;
+    check(kvc_pool_create(&c, &p), "pool_create");
+    return p;
+}
+
+enum class Mode { kTwoStep, kSingle, kBatch };
+const char *const kModeNames[] = {"twostep", "single", "batch"};
+
+// One scheduler replaying the trace on one pool. step() runs one scheduler step; done() when every
+// request finished.
+struct Replay {
+    Mode mode;
+    const std::vector<Request> &trace;
+    kvc_pool *pool = make_pool();
+    size_t next_waiting = 0;
+    std::vector<uint64_t> running;      // request ids
+    std::vector<int64_t> generated;     // per request
+    std::vector<uint64_t> step_ids;     // kvc_append_batch arguments, reused every step
+    std::vector<int32_t> step_tokens;
+    int64_t hit_tokens = 0, ops = 0;
+
+    Replay(Mode m, const std::vector<Request> &t) : mode(m), trace(t), generated(t.size(), 0) {
+        running.reserve(kRunning);
+        step_ids.reserve(kRunning);
+        step_tokens.reserve(kRunning);
+    }
+    ~Replay() { kvc_pool_destroy(pool); }
+
+    bool done() const { return next_waiting == trace.size() && running.empty(); }
+
+    bool admit(uint64_t id) {
+        const Request &r = trace[id];
+        const int64_t n = int64_t(r.prompt.size());
+        int32_t verdict = KVC_ALLOC_NEVER;
+        int64_t cached = 0;
+        if (mode != Mode::kTwoStep) {
+            check(kvc_admit(pool, id, r.prompt.data(), n, nullptr, &verdict, &cached), "admit");
+        } else {
+            check(kvc_can_alloc(pool, r.prompt.data(), n, nullptr, &verdict), "can_alloc");
+            if (verdict == KVC_ALLOC_OK) check(kvc_alloc(pool, id, r.prompt.data(), n, nullptr, &cached), "alloc");
+        }
+        if (verdict == KVC_ALLOC_NEVER) {
+            std::fprintf(stderr, "bench_trace: request %llu can never be admitted\n", (unsigned long long)id);
+            std::exit(1);
+        }
+        if (verdict != KVC_ALLOC_OK) return false;
+        hit_tokens += cached;
+        ops += 2;
+        return true;
+    }
+
+    void step() {
+        while (next_waiting < trace.size() && running.size() < kRunning && admit(next_waiting)) {
+            running.push_back(next_waiting);
+            ++next_waiting;
+        }
+        if (mode == Mode::kBatch) {
+            step_ids.clear();
+            step_tokens.clear();
+            for (uint64_t id : running) {
+                step_ids.push_back(id);
+                step_tokens.push_back(trace[id].output[size_t(generated[id])]);
+            }
+            int32_t appended = 0;
+            check(kvc_append_batch(pool, int32_t(step_ids.size()), step_ids.data(), nullptr, step_tokens.data(), 0,
+                                   nullptr, nullptr, &appended),
+                  "append_batch");
+        } else {
+            for (uint64_t id : running)
+                check(kvc_append(pool, id, &trace[id].output[size_t(generated[id])], 1, 0, nullptr), "append");
+        }
+        ops += int64_t(running.size());
+        // Finished requests leave; the others keep their order.
+        size_t kept = 0;
+        for (uint64_t id : running) {
+            if (++generated[id] == int64_t(trace[id].output.size())) {
+                check(kvc_free(pool, id), "free");
+                ++ops;
+            } else {
+                running[kept++] = id;
+            }
+        }
+        running.resize(kept);
+    }
+};
+
+double run_once(Mode mode, const std::vector<Request> &trace, int64_t *hits, int64_t *ops) {
+    Replay r(mode, trace);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!r.done()) r.step();
+    const auto t1 = std::chrono::steady_clock::now();
+    *hits = r.hit_tokens;
+    *ops = r.ops;
+    return std::chrono::duration<double, std::nano>(t1 - t0).count();
+}
+
+std::vector<int32_t> table_of(kvc_pool *p, uint64_t id) {
+    int64_t len = 0;
+    check(kvc_seq_block_table(p, id, nullptr, 0, &len), "block_table size");
+    std::vector<int32_t> t(static_cast<size_t>(len));
+    check(kvc_seq_block_table(p, id, t.data(), len, &len), "block_table");
+    return t;
+}
+
+// Single and batch replays in lockstep: the same requests run, with the same block tables, after
+// every step (the two pools start equal and the calls are meant to be equivalent).
+int verify(const std::vector<Request> &trace) {
+    Replay a(Mode::kTwoStep, trace), b(Mode::kBatch, trace);
+    int64_t steps = 0;
+    while (!a.done() || !b.done()) {
+        a.step();
+        b.step();
+        ++steps;
+        if (a.running != b.running) {
+            std::fprintf(stderr, "verify: step %lld: running sets differ\n", (long long)steps);
+            return 1;
+        }
+        for (uint64_t id : a.running)
+            if (table_of(a.pool, id) != table_of(b.pool, id)) {
+                std::fprintf(stderr, "verify: step %lld: request %llu has different block tables\n", (long long)steps,
+                             (unsigned long long)id);
+                return 1;
+            }
+    }
+    kvc_stats sa, sb;
+    check(kvc_pool_stats(a.pool, &sa), "stats");
+    check(kvc_pool_stats(b.pool, &sb), "stats");
+    if (a.hit_tokens != b.hit_tokens || sa.free_blocks != sb.free_blocks || sa.cached_free_blocks != sb.cached_free_blocks) {
+        std::fprintf(stderr, "verify: end state differs (hits %lld vs %lld)\n", (long long)a.hit_tokens,
+                     (long long)b.hit_tokens);
+        return 1;
+    }
+    std::printf("verify: %zu requests, %lld steps, block tables equal after every step, %lld hit tokens\n",
+                trace.size(), (long long)steps, (long long)a.hit_tokens);
+    return 0;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    int requests = 2000, reps = 7;
+    bool do_verify = false;
+    std::string only;  // a replay's name: run that one alone (profiling)
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--requests" && i + 1 < argc) requests = std::atoi(argv[++i]);
+        else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+        else if (a == "--verify") do_verify = true;
+        else if (a == "--only" && i + 1 < argc) only = argv[++i];
+        else {
+            std::fprintf(stderr, "usage: bench_trace [--requests N] [--reps R] [--verify] [--only twostep|single|batch]\n");
+            return 2;
+        }
+    }
+    const std::vector<Request> trace = make_trace(requests);
+    const bool have_batch = kvc_append_batch != nullptr && kvc_admit != nullptr;
+    if (do_verify) {
+        if (!have_batch) {
+            std::printf("verify: skipped (this libkvc has no kvc_append_batch)\n");
+            return 0;
+        }
+        return verify(trace);
+    }
+    if (!only.empty()) {
+        int m = 0;
+        while (m < 3 && only != kModeNames[m]) ++m;
+        if (m == 3 || (m > 0 && !have_batch)) return 2;
+        int64_t hits = 0, n = 0;
+        for (int r = 0; r < reps; ++r) run_once(Mode(m), trace, &hits, &n);
+        return 0;
+    }
+    const int modes = have_batch ? 3 : 1;
+    std::vector<double> times[3];
+    int64_t hits[3] = {-1, -1, -1}, ops[3] = {0, 0, 0};
+    for (int r = 0; r < reps; ++r)
+        for (int m = 0; m < modes; ++m) times[m].push_back(run_once(Mode(m), trace, &hits[m], &ops[m]));
+    std::printf("trace: %d requests (8 x 1024-token system prompts + 64..256-token suffix, 64..256 output "
+                "tokens), %d running, block size %d, median of %d replays each\n",
+                requests, kRunning, kBlockSize, reps);
+    for (int m = 0; m < modes; ++m)
+        std::printf("%-8s %8.2f ns/op  (%lld ops, %lld hit tokens, %.2f ms)\n", kModeNames[m],
+                    median(times[m]) / double(ops[m]), (long long)ops[m], (long long)hits[m], median(times[m]) / 1e6);
+    if (!have_batch) std::printf("single, batch: skipped (this libkvc has no kvc_append_batch / kvc_admit)\n");
+    for (int m = 1; m < modes; ++m)
+        if (hits[m] != hits[0] || ops[m] != ops[0]) {
+            std::fprintf(stderr, "bench_trace: the %s replay differs (hits %lld vs %lld, ops %lld vs %lld)\n",
+                         kModeNames[m], (long long)hits[m], (long long)hits[0], (long long)ops[m], (long long)ops[0]);
+            return 1;
+        }
+    return 0;
+}
