@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds examples/c/main.c against an *installed* libkvc — with pkg-config and with
+# Builds examples/c/main.c (the block manager) and data_path.c (one model step's kernels on a CPU
+# pool, checked against dense attention) against an *installed* libkvc — with pkg-config and with
 # find_package(kvc); when the prefix has libkvc.a (KVC_INSTALL_STATIC) also statically, both ways,
 # checking that the program needs no libkvc.so — and runs each. With a second argument, the libkvc
 # source tree, also as an add_subdirectory consumer (kvc::kvc; the library alone gets built).
@@ -14,13 +15,18 @@ export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PAT
 echo "[examples/c] pkg-config build"
 cc -std=c99 -Wall -Werror "$HERE/main.c" $(pkg-config --cflags --libs kvc) \
    -Wl,-rpath,"$(pkg-config --variable=libdir kvc)" -o "$OUT/example_pc"
+echo "[examples/c] data_path.c (batch build -> cache write -> attention, vs dense), pkg-config build"
+cc -std=c99 -Wall -Wextra -Werror "$HERE/data_path.c" $(pkg-config --cflags --libs kvc) -lm \
+   -Wl,-rpath,"$(pkg-config --variable=libdir kvc)" -o "$OUT/data_path"
+"$OUT/data_path"
 "$OUT/example_pc"
 
 echo "[examples/c] find_package(kvc) build"
 cmake -S "$HERE/cmake" -B "$OUT/cmake" -DCMAKE_PREFIX_PATH="$PREFIX" \
   -DCMAKE_BUILD_RPATH="$PREFIX/lib" >/dev/null
 cmake --build "$OUT/cmake" >/dev/null
-"$OUT/cmake/kvc_example_c" >/dev/null && echo "[examples/c] find_package build ran ok"
+"$OUT/cmake/kvc_example_c" >/dev/null && "$OUT/cmake/kvc_example_data_path" >/dev/null \
+  && echo "[examples/c] find_package build ran ok"
 
 no_libkvc_so() {  # a static link must not need libkvc.so at run time
   if readelf -d "$1" | grep NEEDED | grep -q libkvc; then
