@@ -21,6 +21,16 @@ cc -std=c99 -Wall -Wextra -Werror "$HERE/data_path.c" $(pkg-config --cflags --li
 "$OUT/data_path"
 "$OUT/example_pc"
 
+echo "[examples/c] README's quick start (extracted), pkg-config build"
+awk '/^## Quick start \(C\)/ {f = 1} f && /^```c$/ {c = 1; next} c && /^```$/ {exit} c' \
+  "$HERE/../../README.md" > "$OUT/quickstart.c"
+[ -s "$OUT/quickstart.c" ] || { echo "[examples/c] no quick start found in README.md" >&2; exit 1; }
+cc -std=c99 -Wall -Wextra -Werror "$OUT/quickstart.c" $(pkg-config --cflags --libs kvc) \
+   -Wl,-rpath,"$(pkg-config --variable=libdir kvc)" -o "$OUT/quickstart"
+"$OUT/quickstart" | tee "$OUT/quickstart.out"
+grep -q "^32 cached, hit rate 0.40, 3 blocks used$" "$OUT/quickstart.out" \
+  || { echo "[examples/c] the quick start's output changed; update README.md" >&2; exit 1; }
+
 echo "[examples/c] find_package(kvc) build"
 cmake -S "$HERE/cmake" -B "$OUT/cmake" -DCMAKE_PREFIX_PATH="$PREFIX" \
   -DCMAKE_BUILD_RPATH="$PREFIX/lib" >/dev/null
