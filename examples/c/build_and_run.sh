@@ -46,7 +46,7 @@ no_libkvc_so() {  # a static link must not need libkvc.so at run time
 if [ -f "$PREFIX/lib/libkvc.a" ]; then
   echo "[examples/c] static build (pkg-config --static)"
   cc -std=c99 -Wall -Werror "$HERE/main.c" $(pkg-config --cflags kvc) "$PREFIX/lib/libkvc.a" \
-     $(pkg-config --static --libs-only-l kvc | sed 's/-lkvc //') -o "$OUT/example_static"
+     $(pkg-config --static --libs kvc | sed 's/ -lkvc / /') -o "$OUT/example_static"
   no_libkvc_so "$OUT/example_static"
   "$OUT/example_static" >/dev/null && echo "[examples/c] static pkg-config build ran ok"
   echo "[examples/c] static build (find_package(kvc), kvc::kvc_static)"
