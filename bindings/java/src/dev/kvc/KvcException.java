@@ -22,7 +22,7 @@ public class KvcException extends RuntimeException {
     }
 
     KvcException(int statusCode, String op, String message) {
-        super(op + ": " + statusName(statusCode) + ": " + message);
+        super(op + ": " + statusName(statusCode) + ": " + withoutOp(op, message));
         this.statusCode = statusCode;
         this.op = op;
         this.libraryMessage = message;
@@ -30,6 +30,15 @@ public class KvcException extends RuntimeException {
 
     KvcException(Status status, String op, String message) {
         this(status.code(), op, message);
+    }
+
+    /**
+     * The library's messages start with the function's name ("kvc_free: unknown sequence 7"): said
+     * once in getMessage(), "kvc_free: UNKNOWN_SEQ: unknown sequence 7", not twice.
+     */
+    private static String withoutOp(String op, String message) {
+        String prefix = op + ": ";
+        return message.startsWith(prefix) ? message.substring(prefix.length()) : message;
     }
 
     private static String statusName(int code) {

@@ -93,6 +93,19 @@ class ApiTest {
     }
 
     @Test
+    void exceptionMessageNamesTheFunctionOnce() {
+        try (Pool p = Pool.create(small())) {
+            KvcException e = expectStatus(Status.UNKNOWN_SEQ, () -> p.free(7));
+            String m = e.getMessage();
+            // kvc_last_error() itself starts with "kvc_free: "; getMessage() must not say it twice.
+            assertTrue(e.libraryMessage().startsWith("kvc_free: "), e.libraryMessage());
+            assertTrue(m.startsWith("kvc_free: UNKNOWN_SEQ: "), m);
+            assertEquals(m.indexOf("kvc_free"), m.lastIndexOf("kvc_free"), m);
+            assertEquals("kvc_free: UNKNOWN_SEQ: " + e.libraryMessage().substring("kvc_free: ".length()), m);
+        }
+    }
+
+    @Test
     void poolLifecycleAndUseAfterClose() {
         Pool p = Pool.create(small());
         PoolConfig cfg = p.config();

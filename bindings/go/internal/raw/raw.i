@@ -1,8 +1,9 @@
-/* SWIG interface for the Go binding's low layer. The go tool runs SWIG on this file at build time
- * (`swig -go -cgo -intgosize 64 -module raw`), so the wrapper is regenerated from include/kvc/kvc.h
- * on every build and never exists in the source tree. Package raw is internal: the public package
- * kvc.dev/kvc wraps it and exposes no SWIG type.
- *
+/* SWIG interface for the Go binding's low layer. bindings/go/regen.sh runs
+ * `swig -go -cgo -intgosize 64 -module raw` on it into raw.go and raw_wrap.c, which are checked in
+ * (a consumer needs cgo and pkg-config, not SWIG) and never edited: check_swig_drift.sh (ctest
+ * go_swig_drift) fails when they differ from a fresh run. The file is named .i, not .swig, so that
+ * the go tool does not run SWIG on it again. Package raw is internal: the public package
+ * kvc.dev/kvc wraps it and exposes no SWIG type. *
  * Mapping rules (every pointer in kvc.h is an array, an out-param or backend memory):
  *  - int32_t* / int64_t* / uint64_t* / float* -> Go slices, passed as their data pointer: a nil
  *    slice is NULL, an empty non-nil slice is not. The caller passes counts and capacities that
