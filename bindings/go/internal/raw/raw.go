@@ -63,42 +63,42 @@ typedef _goslice_ swig_type_33;
 typedef long long swig_type_34;
 typedef _goslice_ swig_type_35;
 typedef long long swig_type_36;
-typedef long long swig_type_37;
+typedef _goslice_ swig_type_37;
 typedef _goslice_ swig_type_38;
 typedef long long swig_type_39;
-typedef long long swig_type_40;
-typedef _goslice_ swig_type_41;
+typedef _goslice_ swig_type_40;
+typedef long long swig_type_41;
 typedef long long swig_type_42;
-typedef long long swig_type_43;
-typedef long long swig_type_44;
-typedef long long swig_type_45;
-typedef long long swig_type_46;
-typedef _goslice_ swig_type_47;
-typedef long long swig_type_48;
+typedef _goslice_ swig_type_43;
+typedef _goslice_ swig_type_44;
+typedef _goslice_ swig_type_45;
+typedef _goslice_ swig_type_46;
+typedef long long swig_type_47;
+typedef _goslice_ swig_type_48;
 typedef _goslice_ swig_type_49;
-typedef long long swig_type_50;
-typedef _goslice_ swig_type_51;
+typedef _goslice_ swig_type_50;
+typedef long long swig_type_51;
 typedef long long swig_type_52;
-typedef long long swig_type_53;
+typedef _goslice_ swig_type_53;
 typedef long long swig_type_54;
-typedef _goslice_ swig_type_55;
+typedef long long swig_type_55;
 typedef long long swig_type_56;
-typedef _goslice_ swig_type_57;
-typedef _goslice_ swig_type_58;
-typedef long long swig_type_59;
-typedef _goslice_ swig_type_60;
-typedef long long swig_type_61;
+typedef long long swig_type_57;
+typedef long long swig_type_58;
+typedef _goslice_ swig_type_59;
+typedef long long swig_type_60;
+typedef _goslice_ swig_type_61;
 typedef long long swig_type_62;
-typedef long long swig_type_63;
+typedef _goslice_ swig_type_63;
 typedef long long swig_type_64;
 typedef long long swig_type_65;
 typedef long long swig_type_66;
-typedef long long swig_type_67;
+typedef _goslice_ swig_type_67;
 typedef long long swig_type_68;
-typedef long long swig_type_69;
-typedef long long swig_type_70;
+typedef _goslice_ swig_type_69;
+typedef _goslice_ swig_type_70;
 typedef long long swig_type_71;
-typedef long long swig_type_72;
+typedef _goslice_ swig_type_72;
 typedef long long swig_type_73;
 typedef long long swig_type_74;
 typedef long long swig_type_75;
@@ -127,38 +127,38 @@ typedef long long swig_type_97;
 typedef long long swig_type_98;
 typedef long long swig_type_99;
 typedef long long swig_type_100;
-typedef _goslice_ swig_type_101;
+typedef long long swig_type_101;
 typedef long long swig_type_102;
-typedef _goslice_ swig_type_103;
-typedef _goslice_ swig_type_104;
+typedef long long swig_type_103;
+typedef long long swig_type_104;
 typedef long long swig_type_105;
-typedef _goslice_ swig_type_106;
-typedef _goslice_ swig_type_107;
+typedef long long swig_type_106;
+typedef long long swig_type_107;
 typedef long long swig_type_108;
-typedef _goslice_ swig_type_109;
-typedef _goslice_ swig_type_110;
+typedef long long swig_type_109;
+typedef long long swig_type_110;
 typedef long long swig_type_111;
-typedef _goslice_ swig_type_112;
+typedef long long swig_type_112;
 typedef _goslice_ swig_type_113;
 typedef long long swig_type_114;
 typedef _goslice_ swig_type_115;
-typedef long long swig_type_116;
+typedef _goslice_ swig_type_116;
 typedef long long swig_type_117;
-typedef long long swig_type_118;
-typedef long long swig_type_119;
+typedef _goslice_ swig_type_118;
+typedef _goslice_ swig_type_119;
 typedef long long swig_type_120;
-typedef long long swig_type_121;
-typedef long long swig_type_122;
+typedef _goslice_ swig_type_121;
+typedef _goslice_ swig_type_122;
 typedef long long swig_type_123;
-typedef long long swig_type_124;
-typedef long long swig_type_125;
+typedef _goslice_ swig_type_124;
+typedef _goslice_ swig_type_125;
 typedef long long swig_type_126;
-typedef long long swig_type_127;
+typedef _goslice_ swig_type_127;
 typedef long long swig_type_128;
 typedef long long swig_type_129;
-typedef _goslice_ swig_type_130;
+typedef long long swig_type_130;
 typedef long long swig_type_131;
-typedef _goslice_ swig_type_132;
+typedef long long swig_type_132;
 typedef long long swig_type_133;
 typedef long long swig_type_134;
 typedef long long swig_type_135;
@@ -168,35 +168,35 @@ typedef long long swig_type_138;
 typedef long long swig_type_139;
 typedef long long swig_type_140;
 typedef long long swig_type_141;
-typedef long long swig_type_142;
+typedef _goslice_ swig_type_142;
 typedef long long swig_type_143;
-typedef long long swig_type_144;
+typedef _goslice_ swig_type_144;
 typedef long long swig_type_145;
 typedef long long swig_type_146;
-typedef _goslice_ swig_type_147;
+typedef long long swig_type_147;
 typedef long long swig_type_148;
-typedef _goslice_ swig_type_149;
-typedef _goslice_ swig_type_150;
-typedef _goslice_ swig_type_151;
-typedef _goslice_ swig_type_152;
+typedef long long swig_type_149;
+typedef long long swig_type_150;
+typedef long long swig_type_151;
+typedef long long swig_type_152;
 typedef long long swig_type_153;
-typedef _goslice_ swig_type_154;
+typedef long long swig_type_154;
 typedef long long swig_type_155;
-typedef _goslice_ swig_type_156;
-typedef _goslice_ swig_type_157;
-typedef _goslice_ swig_type_158;
-typedef long long swig_type_159;
+typedef long long swig_type_156;
+typedef long long swig_type_157;
+typedef long long swig_type_158;
+typedef _goslice_ swig_type_159;
 typedef long long swig_type_160;
-typedef long long swig_type_161;
-typedef long long swig_type_162;
-typedef long long swig_type_163;
-typedef long long swig_type_164;
+typedef _goslice_ swig_type_161;
+typedef _goslice_ swig_type_162;
+typedef _goslice_ swig_type_163;
+typedef _goslice_ swig_type_164;
 typedef long long swig_type_165;
-typedef long long swig_type_166;
+typedef _goslice_ swig_type_166;
 typedef long long swig_type_167;
-typedef long long swig_type_168;
-typedef long long swig_type_169;
-typedef long long swig_type_170;
+typedef _goslice_ swig_type_168;
+typedef _goslice_ swig_type_169;
+typedef _goslice_ swig_type_170;
 typedef long long swig_type_171;
 typedef long long swig_type_172;
 typedef long long swig_type_173;
@@ -205,56 +205,56 @@ typedef long long swig_type_175;
 typedef long long swig_type_176;
 typedef long long swig_type_177;
 typedef long long swig_type_178;
-typedef _goslice_ swig_type_179;
+typedef long long swig_type_179;
 typedef long long swig_type_180;
-typedef _goslice_ swig_type_181;
+typedef long long swig_type_181;
 typedef long long swig_type_182;
-typedef _goslice_ swig_type_183;
-typedef _goslice_ swig_type_184;
+typedef long long swig_type_183;
+typedef long long swig_type_184;
 typedef long long swig_type_185;
-typedef _gostring_ swig_type_186;
+typedef long long swig_type_186;
 typedef long long swig_type_187;
-typedef _gostring_ swig_type_188;
+typedef long long swig_type_188;
 typedef long long swig_type_189;
-typedef _gostring_ swig_type_190;
-typedef _gostring_ swig_type_191;
+typedef long long swig_type_190;
+typedef _goslice_ swig_type_191;
 typedef long long swig_type_192;
-typedef _gostring_ swig_type_193;
-typedef _goslice_ swig_type_194;
-typedef long long swig_type_195;
+typedef _goslice_ swig_type_193;
+typedef long long swig_type_194;
+typedef _goslice_ swig_type_195;
 typedef _goslice_ swig_type_196;
 typedef long long swig_type_197;
-typedef _goslice_ swig_type_198;
-typedef _goslice_ swig_type_199;
-typedef long long swig_type_200;
-typedef _goslice_ swig_type_201;
-typedef long long swig_type_202;
-typedef _goslice_ swig_type_203;
+typedef _gostring_ swig_type_198;
+typedef long long swig_type_199;
+typedef _gostring_ swig_type_200;
+typedef long long swig_type_201;
+typedef _gostring_ swig_type_202;
+typedef _gostring_ swig_type_203;
 typedef long long swig_type_204;
-typedef _goslice_ swig_type_205;
-typedef long long swig_type_206;
+typedef _gostring_ swig_type_205;
+typedef _goslice_ swig_type_206;
 typedef long long swig_type_207;
 typedef _goslice_ swig_type_208;
 typedef long long swig_type_209;
 typedef _goslice_ swig_type_210;
 typedef _goslice_ swig_type_211;
-typedef _goslice_ swig_type_212;
-typedef long long swig_type_213;
-typedef _goslice_ swig_type_214;
+typedef long long swig_type_212;
+typedef _goslice_ swig_type_213;
+typedef long long swig_type_214;
 typedef _goslice_ swig_type_215;
-typedef _goslice_ swig_type_216;
-typedef long long swig_type_217;
+typedef long long swig_type_216;
+typedef _goslice_ swig_type_217;
 typedef long long swig_type_218;
 typedef long long swig_type_219;
-typedef long long swig_type_220;
+typedef _goslice_ swig_type_220;
 typedef long long swig_type_221;
-typedef long long swig_type_222;
-typedef long long swig_type_223;
-typedef long long swig_type_224;
+typedef _goslice_ swig_type_222;
+typedef _goslice_ swig_type_223;
+typedef _goslice_ swig_type_224;
 typedef long long swig_type_225;
-typedef long long swig_type_226;
-typedef long long swig_type_227;
-typedef long long swig_type_228;
+typedef _goslice_ swig_type_226;
+typedef _goslice_ swig_type_227;
+typedef _goslice_ swig_type_228;
 typedef long long swig_type_229;
 typedef long long swig_type_230;
 typedef long long swig_type_231;
@@ -284,13 +284,25 @@ typedef long long swig_type_254;
 typedef long long swig_type_255;
 typedef long long swig_type_256;
 typedef long long swig_type_257;
-typedef _goslice_ swig_type_258;
-typedef _goslice_ swig_type_259;
-typedef _goslice_ swig_type_260;
+typedef long long swig_type_258;
+typedef long long swig_type_259;
+typedef long long swig_type_260;
 typedef long long swig_type_261;
 typedef long long swig_type_262;
 typedef long long swig_type_263;
 typedef long long swig_type_264;
+typedef long long swig_type_265;
+typedef long long swig_type_266;
+typedef long long swig_type_267;
+typedef long long swig_type_268;
+typedef long long swig_type_269;
+typedef _goslice_ swig_type_270;
+typedef _goslice_ swig_type_271;
+typedef _goslice_ swig_type_272;
+typedef long long swig_type_273;
+typedef long long swig_type_274;
+typedef long long swig_type_275;
+typedef long long swig_type_276;
 extern void _wrap_Swig_free_raw_f0e8be975af7219c(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_raw_f0e8be975af7219c(swig_intgo arg1);
 extern swig_intgo _wrap_KVC_VERSION_NUMBER_raw_f0e8be975af7219c(void);
@@ -383,69 +395,71 @@ extern swig_intgo _wrap_kvc_keys_set_priority_raw_f0e8be975af7219c(uintptr_t arg
 extern swig_intgo _wrap_kvc_keys_set_max_cached_tokens_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_26 arg2);
 extern swig_intgo _wrap_kvc_can_alloc_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_27 arg2, swig_type_28 arg3, uintptr_t arg4, swig_type_29 arg5);
 extern swig_intgo _wrap_kvc_alloc_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_30 arg2, swig_type_31 arg3, swig_type_32 arg4, uintptr_t arg5, swig_type_33 arg6);
-extern swig_intgo _wrap_kvc_append_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_34 arg2, swig_type_35 arg3, swig_type_36 arg4, swig_type_37 arg5, swig_type_38 arg6);
-extern swig_intgo _wrap_kvc_truncate_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_39 arg2, swig_type_40 arg3, swig_type_41 arg4);
-extern swig_intgo _wrap_kvc_fork_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_42 arg2, swig_type_43 arg3);
-extern swig_intgo _wrap_kvc_free_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_44 arg2);
-extern swig_intgo _wrap_kvc_abort_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_45 arg2);
-extern swig_intgo _wrap_kvc_seq_block_table_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_46 arg2, swig_type_47 arg3, swig_type_48 arg4, swig_type_49 arg5);
-extern swig_intgo _wrap_kvc_seq_num_tokens_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_50 arg2, swig_type_51 arg3);
-extern swig_intgo _wrap_kvc_seq_slot_mapping_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_52 arg2, swig_type_53 arg3, swig_type_54 arg4, swig_type_55 arg5, swig_type_56 arg6);
-extern swig_intgo _wrap_kvc_take_pending_copies_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_57 arg2, swig_type_58 arg3, swig_type_59 arg4, swig_type_60 arg5);
+extern swig_intgo _wrap_kvc_admit_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_34 arg2, swig_type_35 arg3, swig_type_36 arg4, uintptr_t arg5, swig_type_37 arg6, swig_type_38 arg7);
+extern swig_intgo _wrap_kvc_append_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_39 arg2, swig_type_40 arg3, swig_type_41 arg4, swig_type_42 arg5, swig_type_43 arg6);
+extern swig_intgo _wrap_kvc_append_batch_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, swig_type_44 arg3, swig_type_45 arg4, swig_type_46 arg5, swig_type_47 arg6, swig_type_48 arg7, swig_type_49 arg8, swig_type_50 arg9);
+extern swig_intgo _wrap_kvc_truncate_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_51 arg2, swig_type_52 arg3, swig_type_53 arg4);
+extern swig_intgo _wrap_kvc_fork_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_54 arg2, swig_type_55 arg3);
+extern swig_intgo _wrap_kvc_free_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_56 arg2);
+extern swig_intgo _wrap_kvc_abort_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_57 arg2);
+extern swig_intgo _wrap_kvc_seq_block_table_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_58 arg2, swig_type_59 arg3, swig_type_60 arg4, swig_type_61 arg5);
+extern swig_intgo _wrap_kvc_seq_num_tokens_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_62 arg2, swig_type_63 arg3);
+extern swig_intgo _wrap_kvc_seq_slot_mapping_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_64 arg2, swig_type_65 arg3, swig_type_66 arg4, swig_type_67 arg5, swig_type_68 arg6);
+extern swig_intgo _wrap_kvc_take_pending_copies_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_69 arg2, swig_type_70 arg3, swig_type_71 arg4, swig_type_72 arg5);
 extern void _wrap_kvc_stats_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_stats_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_total_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_61 arg2);
-extern swig_type_62 _wrap_kvc_stats_total_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_free_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_63 arg2);
-extern swig_type_64 _wrap_kvc_stats_free_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_used_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_65 arg2);
-extern swig_type_66 _wrap_kvc_stats_used_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_cached_free_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_67 arg2);
-extern swig_type_68 _wrap_kvc_stats_cached_free_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_pinned_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_69 arg2);
-extern swig_type_70 _wrap_kvc_stats_pinned_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_num_seqs_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_71 arg2);
-extern swig_type_72 _wrap_kvc_stats_num_seqs_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_total_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_73 arg2);
+extern swig_type_74 _wrap_kvc_stats_total_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_free_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_75 arg2);
+extern swig_type_76 _wrap_kvc_stats_free_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_used_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_77 arg2);
+extern swig_type_78 _wrap_kvc_stats_used_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_cached_free_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_79 arg2);
+extern swig_type_80 _wrap_kvc_stats_cached_free_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_pinned_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_81 arg2);
+extern swig_type_82 _wrap_kvc_stats_pinned_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_num_seqs_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_83 arg2);
+extern swig_type_84 _wrap_kvc_stats_num_seqs_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_stats_utilization_set_raw_f0e8be975af7219c(uintptr_t arg1, double arg2);
 extern double _wrap_kvc_stats_utilization_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_allocs_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_73 arg2);
-extern swig_type_74 _wrap_kvc_stats_allocs_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_frees_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_75 arg2);
-extern swig_type_76 _wrap_kvc_stats_frees_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_forks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_77 arg2);
-extern swig_type_78 _wrap_kvc_stats_forks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_appends_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_79 arg2);
-extern swig_type_80 _wrap_kvc_stats_appends_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_blocks_allocated_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_81 arg2);
-extern swig_type_82 _wrap_kvc_stats_blocks_allocated_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_blocks_freed_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_83 arg2);
-extern swig_type_84 _wrap_kvc_stats_blocks_freed_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_cow_copies_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_85 arg2);
-extern swig_type_86 _wrap_kvc_stats_cow_copies_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_pending_copies_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_87 arg2);
-extern swig_type_88 _wrap_kvc_stats_pending_copies_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_prefix_query_tokens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_89 arg2);
-extern swig_type_90 _wrap_kvc_stats_prefix_query_tokens_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_prefix_hit_tokens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_91 arg2);
-extern swig_type_92 _wrap_kvc_stats_prefix_hit_tokens_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_allocs_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_85 arg2);
+extern swig_type_86 _wrap_kvc_stats_allocs_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_frees_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_87 arg2);
+extern swig_type_88 _wrap_kvc_stats_frees_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_forks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_89 arg2);
+extern swig_type_90 _wrap_kvc_stats_forks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_appends_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_91 arg2);
+extern swig_type_92 _wrap_kvc_stats_appends_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_blocks_allocated_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_93 arg2);
+extern swig_type_94 _wrap_kvc_stats_blocks_allocated_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_blocks_freed_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_95 arg2);
+extern swig_type_96 _wrap_kvc_stats_blocks_freed_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_cow_copies_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_97 arg2);
+extern swig_type_98 _wrap_kvc_stats_cow_copies_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_pending_copies_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_99 arg2);
+extern swig_type_100 _wrap_kvc_stats_pending_copies_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_prefix_query_tokens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_101 arg2);
+extern swig_type_102 _wrap_kvc_stats_prefix_query_tokens_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_prefix_hit_tokens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_103 arg2);
+extern swig_type_104 _wrap_kvc_stats_prefix_hit_tokens_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_stats_prefix_hit_rate_set_raw_f0e8be975af7219c(uintptr_t arg1, double arg2);
 extern double _wrap_kvc_stats_prefix_hit_rate_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_evictions_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_93 arg2);
-extern swig_type_94 _wrap_kvc_stats_evictions_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_verify_misses_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_95 arg2);
-extern swig_type_96 _wrap_kvc_stats_verify_misses_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_events_dropped_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_97 arg2);
-extern swig_type_98 _wrap_kvc_stats_events_dropped_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_cached_blocks_total_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_99 arg2);
-extern swig_type_100 _wrap_kvc_stats_cached_blocks_total_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_evictions_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_105 arg2);
+extern swig_type_106 _wrap_kvc_stats_evictions_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_verify_misses_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_107 arg2);
+extern swig_type_108 _wrap_kvc_stats_verify_misses_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_events_dropped_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_109 arg2);
+extern swig_type_110 _wrap_kvc_stats_events_dropped_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_stats_cached_blocks_total_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_111 arg2);
+extern swig_type_112 _wrap_kvc_stats_cached_blocks_total_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_stats_raw_f0e8be975af7219c(void);
 extern void _wrap_delete_kvc_stats_raw_f0e8be975af7219c(uintptr_t arg1);
 extern swig_intgo _wrap_kvc_pool_stats_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_prefix_lookup_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_101 arg2, swig_type_102 arg3, uintptr_t arg4, swig_type_103 arg5);
-extern swig_intgo _wrap_kvc_prefix_pin_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_104 arg2, swig_type_105 arg3, uintptr_t arg4, swig_type_106 arg5);
-extern swig_intgo _wrap_kvc_prefix_unpin_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_107 arg2, swig_type_108 arg3, uintptr_t arg4, swig_type_109 arg5);
+extern swig_intgo _wrap_kvc_prefix_lookup_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, uintptr_t arg4, swig_type_115 arg5);
+extern swig_intgo _wrap_kvc_prefix_pin_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_116 arg2, swig_type_117 arg3, uintptr_t arg4, swig_type_118 arg5);
+extern swig_intgo _wrap_kvc_prefix_unpin_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_119 arg2, swig_type_120 arg3, uintptr_t arg4, swig_type_121 arg5);
 extern swig_intgo _wrap_kvc_prefix_cache_reset_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_hash_blocks_raw_f0e8be975af7219c(swig_intgo arg1, uintptr_t arg2, swig_type_110 arg3, swig_type_111 arg4, swig_type_112 arg5, swig_type_113 arg6, swig_type_114 arg7, swig_type_115 arg8);
+extern swig_intgo _wrap_kvc_hash_blocks_raw_f0e8be975af7219c(swig_intgo arg1, uintptr_t arg2, swig_type_122 arg3, swig_type_123 arg4, swig_type_124 arg5, swig_type_125 arg6, swig_type_126 arg7, swig_type_127 arg8);
 extern swig_intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_f0e8be975af7219c(void);
 extern swig_intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_f0e8be975af7219c(void);
 extern swig_intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_f0e8be975af7219c(void);
@@ -453,29 +467,29 @@ extern void _wrap_kvc_event_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1,
 extern swig_intgo _wrap_kvc_event_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_event_event_type_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_event_event_type_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_hash_hi_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_116 arg2);
-extern swig_type_117 _wrap_kvc_event_hash_hi_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_hash_lo_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_118 arg2);
-extern swig_type_119 _wrap_kvc_event_hash_lo_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_parent_hash_hi_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_120 arg2);
-extern swig_type_121 _wrap_kvc_event_parent_hash_hi_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_parent_hash_lo_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_122 arg2);
-extern swig_type_123 _wrap_kvc_event_parent_hash_lo_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_lora_id_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_124 arg2);
-extern swig_type_125 _wrap_kvc_event_lora_id_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_extra_keys_digest_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_126 arg2);
-extern swig_type_127 _wrap_kvc_event_extra_keys_digest_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_event_hash_hi_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_128 arg2);
+extern swig_type_129 _wrap_kvc_event_hash_hi_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_event_hash_lo_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_130 arg2);
+extern swig_type_131 _wrap_kvc_event_hash_lo_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_event_parent_hash_hi_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_132 arg2);
+extern swig_type_133 _wrap_kvc_event_parent_hash_hi_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_event_parent_hash_lo_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_134 arg2);
+extern swig_type_135 _wrap_kvc_event_parent_hash_lo_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_event_lora_id_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_136 arg2);
+extern swig_type_137 _wrap_kvc_event_lora_id_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_event_extra_keys_digest_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_138 arg2);
+extern swig_type_139 _wrap_kvc_event_extra_keys_digest_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_event_block_id_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_event_block_id_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_event_num_tokens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_event_num_tokens_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_sequence_number_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_128 arg2);
-extern swig_type_129 _wrap_kvc_event_sequence_number_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_event_sequence_number_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_140 arg2);
+extern swig_type_141 _wrap_kvc_event_sequence_number_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_event_tier_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_event_tier_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_event_raw_f0e8be975af7219c(void);
 extern void _wrap_delete_kvc_event_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_event_pop_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_type_130 arg3, swig_type_131 arg4, swig_type_132 arg5);
+extern swig_intgo _wrap_kvc_event_pop_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_type_142 arg3, swig_type_143 arg4, swig_type_144 arg5);
 extern swig_intgo _wrap_kvc_pool_set_tier_events_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_kvc_storage_info_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_storage_info_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
@@ -487,67 +501,67 @@ extern void _wrap_kvc_storage_info_elem_bytes_set_raw_f0e8be975af7219c(uintptr_t
 extern swig_intgo _wrap_kvc_storage_info_elem_bytes_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_storage_info_device_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_storage_info_device_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_base_address_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_133 arg2);
-extern swig_type_134 _wrap_kvc_storage_info_base_address_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_total_bytes_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_135 arg2);
-extern swig_type_136 _wrap_kvc_storage_info_total_bytes_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_block_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_137 arg2);
-extern swig_type_138 _wrap_kvc_storage_info_block_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_layer_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_139 arg2);
-extern swig_type_140 _wrap_kvc_storage_info_layer_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_kv_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_141 arg2);
-extern swig_type_142 _wrap_kvc_storage_info_kv_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_head_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_143 arg2);
-extern swig_type_144 _wrap_kvc_storage_info_head_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_token_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_145 arg2);
-extern swig_type_146 _wrap_kvc_storage_info_token_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_base_address_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_145 arg2);
+extern swig_type_146 _wrap_kvc_storage_info_base_address_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_total_bytes_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_147 arg2);
+extern swig_type_148 _wrap_kvc_storage_info_total_bytes_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_block_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_149 arg2);
+extern swig_type_150 _wrap_kvc_storage_info_block_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_layer_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_151 arg2);
+extern swig_type_152 _wrap_kvc_storage_info_layer_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_kv_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_153 arg2);
+extern swig_type_154 _wrap_kvc_storage_info_kv_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_head_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_155 arg2);
+extern swig_type_156 _wrap_kvc_storage_info_head_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_token_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_157 arg2);
+extern swig_type_158 _wrap_kvc_storage_info_token_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_storage_info_raw_f0e8be975af7219c(void);
 extern void _wrap_delete_kvc_storage_info_raw_f0e8be975af7219c(uintptr_t arg1);
 extern swig_intgo _wrap_kvc_storage_get_info_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_cache_write_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, swig_type_147 arg3, swig_type_148 arg4, swig_type_149 arg5, swig_type_150 arg6, swig_intgo arg7, float arg8, float arg9, uintptr_t arg10);
-extern swig_intgo _wrap_kvc_copy_pending_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_type_151 arg3);
-extern swig_intgo _wrap_kvc_storage_copy_blocks_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_152 arg2, swig_type_153 arg3, swig_type_154 arg4, swig_intgo arg5);
-extern swig_intgo _wrap_kvc_batch_create_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, swig_type_155 arg3, swig_intgo arg4, swig_type_156 arg5);
+extern swig_intgo _wrap_kvc_cache_write_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, swig_type_159 arg3, swig_type_160 arg4, swig_type_161 arg5, swig_type_162 arg6, swig_intgo arg7, float arg8, float arg9, uintptr_t arg10);
+extern swig_intgo _wrap_kvc_copy_pending_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3);
+extern swig_intgo _wrap_kvc_storage_copy_blocks_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3, swig_type_166 arg4, swig_intgo arg5);
+extern swig_intgo _wrap_kvc_batch_create_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, swig_type_167 arg3, swig_intgo arg4, swig_type_168 arg5);
 extern swig_intgo _wrap_kvc_batch_destroy_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_batch_build_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvc_batch_build_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_169 arg2, swig_type_170 arg3, swig_intgo arg4);
 extern swig_intgo _wrap_kvc_batch_set_stream_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_kvc_batch_info_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_batch_info_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_batch_info_num_seqs_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_batch_info_num_seqs_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_num_tokens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_159 arg2);
-extern swig_type_160 _wrap_kvc_batch_info_num_tokens_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_num_tokens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_171 arg2);
+extern swig_type_172 _wrap_kvc_batch_info_num_tokens_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_batch_info_max_q_len_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_batch_info_max_q_len_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_max_seq_len_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_161 arg2);
-extern swig_type_162 _wrap_kvc_batch_info_max_seq_len_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_num_indices_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_163 arg2);
-extern swig_type_164 _wrap_kvc_batch_info_num_indices_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_max_seq_len_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_173 arg2);
+extern swig_type_174 _wrap_kvc_batch_info_max_seq_len_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_num_indices_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_175 arg2);
+extern swig_type_176 _wrap_kvc_batch_info_num_indices_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_batch_info_is_decode_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_batch_info_is_decode_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_batch_info_rows_uploaded_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_block_tables_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_165 arg2);
-extern swig_type_166 _wrap_kvc_batch_info_block_tables_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_seq_lens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_167 arg2);
-extern swig_type_168 _wrap_kvc_batch_info_seq_lens_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_query_start_loc_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_169 arg2);
-extern swig_type_170 _wrap_kvc_batch_info_query_start_loc_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_slot_mapping_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_171 arg2);
-extern swig_type_172 _wrap_kvc_batch_info_slot_mapping_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_kv_indptr_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_173 arg2);
-extern swig_type_174 _wrap_kvc_batch_info_kv_indptr_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_kv_indices_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_175 arg2);
-extern swig_type_176 _wrap_kvc_batch_info_kv_indices_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_kv_last_page_len_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_177 arg2);
-extern swig_type_178 _wrap_kvc_batch_info_kv_last_page_len_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_block_tables_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_177 arg2);
+extern swig_type_178 _wrap_kvc_batch_info_block_tables_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_seq_lens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_179 arg2);
+extern swig_type_180 _wrap_kvc_batch_info_seq_lens_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_query_start_loc_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_181 arg2);
+extern swig_type_182 _wrap_kvc_batch_info_query_start_loc_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_slot_mapping_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_183 arg2);
+extern swig_type_184 _wrap_kvc_batch_info_slot_mapping_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_kv_indptr_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_185 arg2);
+extern swig_type_186 _wrap_kvc_batch_info_kv_indptr_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_kv_indices_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_187 arg2);
+extern swig_type_188 _wrap_kvc_batch_info_kv_indices_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_kv_last_page_len_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_189 arg2);
+extern swig_type_190 _wrap_kvc_batch_info_kv_last_page_len_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_batch_info_raw_f0e8be975af7219c(void);
 extern void _wrap_delete_kvc_batch_info_raw_f0e8be975af7219c(uintptr_t arg1);
 extern swig_intgo _wrap_kvc_batch_get_info_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_batch_copy_slot_mapping_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_179 arg2, swig_type_180 arg3);
-extern swig_intgo _wrap_kvc_batch_copy_block_tables_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_181 arg2, swig_type_182 arg3);
+extern swig_intgo _wrap_kvc_batch_copy_slot_mapping_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_191 arg2, swig_type_192 arg3);
+extern swig_intgo _wrap_kvc_batch_copy_block_tables_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3);
 extern void _wrap_kvc_attention_params_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_attention_params_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_attention_params_num_q_heads_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
@@ -569,23 +583,23 @@ extern swig_intgo _wrap_kvc_attention_params_partition_size_get_raw_f0e8be975af7
 extern uintptr_t _wrap_new_kvc_attention_params_raw_f0e8be975af7219c(void);
 extern void _wrap_delete_kvc_attention_params_raw_f0e8be975af7219c(uintptr_t arg1);
 extern swig_intgo _wrap_kvc_attention_params_default_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_launch_attention_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_183 arg4, swig_type_184 arg5, uintptr_t arg6, uintptr_t arg7);
+extern swig_intgo _wrap_kvc_launch_attention_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_195 arg4, swig_type_196 arg5, uintptr_t arg6, uintptr_t arg7);
 extern swig_intgo _wrap_KVC_TIER_DEVICE_raw_f0e8be975af7219c(void);
 extern swig_intgo _wrap_KVC_TIER_HOST_raw_f0e8be975af7219c(void);
 extern swig_intgo _wrap_KVC_TIER_DISK_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_kvc_tier_attach_host_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_185 arg2);
-extern swig_intgo _wrap_kvc_tier_attach_disk_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_186 arg2, swig_type_187 arg3, swig_intgo arg4);
-extern swig_intgo _wrap_kvc_tier_attach_disk_with_identity_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_intgo arg4, swig_type_190 arg5);
-extern swig_intgo _wrap_kvc_tier_attach_disk_keyed_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_191 arg2, swig_type_192 arg3, swig_intgo arg4, swig_type_193 arg5, swig_type_194 arg6, swig_type_195 arg7);
-extern swig_intgo _wrap_kvc_tier_prefetch_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_196 arg2, swig_type_197 arg3, uintptr_t arg4, swig_type_198 arg5);
-extern swig_intgo _wrap_kvc_tier_flush_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_199 arg2);
-extern swig_intgo _wrap_kvc_swap_out_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_200 arg2, swig_type_201 arg3);
-extern swig_intgo _wrap_kvc_swap_in_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_202 arg2, swig_type_203 arg3);
-extern swig_intgo _wrap_kvc_op_query_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_204 arg2, swig_type_205 arg3);
-extern swig_intgo _wrap_kvc_op_wait_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_206 arg2);
-extern swig_intgo _wrap_kvc_preempt_recompute_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3);
-extern swig_intgo _wrap_kvc_preemption_cost_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_209 arg2, swig_type_210 arg3, swig_type_211 arg4);
-extern swig_intgo _wrap_kvc_prefix_lookup_tiers_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3, uintptr_t arg4, swig_type_214 arg5, swig_type_215 arg6, swig_type_216 arg7);
+extern swig_intgo _wrap_kvc_tier_attach_host_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_197 arg2);
+extern swig_intgo _wrap_kvc_tier_attach_disk_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_198 arg2, swig_type_199 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvc_tier_attach_disk_with_identity_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_200 arg2, swig_type_201 arg3, swig_intgo arg4, swig_type_202 arg5);
+extern swig_intgo _wrap_kvc_tier_attach_disk_keyed_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_203 arg2, swig_type_204 arg3, swig_intgo arg4, swig_type_205 arg5, swig_type_206 arg6, swig_type_207 arg7);
+extern swig_intgo _wrap_kvc_tier_prefetch_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_208 arg2, swig_type_209 arg3, uintptr_t arg4, swig_type_210 arg5);
+extern swig_intgo _wrap_kvc_tier_flush_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_211 arg2);
+extern swig_intgo _wrap_kvc_swap_out_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3);
+extern swig_intgo _wrap_kvc_swap_in_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_214 arg2, swig_type_215 arg3);
+extern swig_intgo _wrap_kvc_op_query_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_216 arg2, swig_type_217 arg3);
+extern swig_intgo _wrap_kvc_op_wait_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_218 arg2);
+extern swig_intgo _wrap_kvc_preempt_recompute_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3);
+extern swig_intgo _wrap_kvc_preemption_cost_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_221 arg2, swig_type_222 arg3, swig_type_223 arg4);
+extern swig_intgo _wrap_kvc_prefix_lookup_tiers_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_224 arg2, swig_type_225 arg3, uintptr_t arg4, swig_type_226 arg5, swig_type_227 arg6, swig_type_228 arg7);
 extern void _wrap_kvc_tier_stats_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_tier_stats_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_tier_stats_tier_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
@@ -598,52 +612,52 @@ extern void _wrap_kvc_tier_stats_io_uring_set_raw_f0e8be975af7219c(uintptr_t arg
 extern swig_intgo _wrap_kvc_tier_stats_io_uring_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_tier_stats_reserved_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_tier_stats_reserved_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_capacity_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_217 arg2);
-extern swig_type_218 _wrap_kvc_tier_stats_capacity_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_used_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_219 arg2);
-extern swig_type_220 _wrap_kvc_tier_stats_used_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_cached_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_221 arg2);
-extern swig_type_222 _wrap_kvc_tier_stats_cached_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_held_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_223 arg2);
-extern swig_type_224 _wrap_kvc_tier_stats_held_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bytes_used_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_225 arg2);
-extern swig_type_226 _wrap_kvc_tier_stats_bytes_used_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_blocks_in_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_227 arg2);
-extern swig_type_228 _wrap_kvc_tier_stats_blocks_in_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_blocks_out_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_229 arg2);
-extern swig_type_230 _wrap_kvc_tier_stats_blocks_out_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bytes_in_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_231 arg2);
-extern swig_type_232 _wrap_kvc_tier_stats_bytes_in_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bytes_out_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_233 arg2);
-extern swig_type_234 _wrap_kvc_tier_stats_bytes_out_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_transfers_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_235 arg2);
-extern swig_type_236 _wrap_kvc_tier_stats_transfers_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_capacity_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_229 arg2);
+extern swig_type_230 _wrap_kvc_tier_stats_capacity_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_used_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_231 arg2);
+extern swig_type_232 _wrap_kvc_tier_stats_used_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_cached_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_233 arg2);
+extern swig_type_234 _wrap_kvc_tier_stats_cached_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_held_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_235 arg2);
+extern swig_type_236 _wrap_kvc_tier_stats_held_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bytes_used_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_237 arg2);
+extern swig_type_238 _wrap_kvc_tier_stats_bytes_used_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_blocks_in_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_239 arg2);
+extern swig_type_240 _wrap_kvc_tier_stats_blocks_in_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_blocks_out_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_241 arg2);
+extern swig_type_242 _wrap_kvc_tier_stats_blocks_out_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bytes_in_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_243 arg2);
+extern swig_type_244 _wrap_kvc_tier_stats_bytes_in_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bytes_out_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_245 arg2);
+extern swig_type_246 _wrap_kvc_tier_stats_bytes_out_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_transfers_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_247 arg2);
+extern swig_type_248 _wrap_kvc_tier_stats_transfers_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_tier_stats_transfer_seconds_set_raw_f0e8be975af7219c(uintptr_t arg1, double arg2);
 extern double _wrap_kvc_tier_stats_transfer_seconds_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_f0e8be975af7219c(uintptr_t arg1, double arg2);
 extern double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_hits_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_237 arg2);
-extern swig_type_238 _wrap_kvc_tier_stats_hits_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_evictions_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_239 arg2);
-extern swig_type_240 _wrap_kvc_tier_stats_evictions_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_failures_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_241 arg2);
-extern swig_type_242 _wrap_kvc_tier_stats_failures_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_checksum_failures_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_243 arg2);
-extern swig_type_244 _wrap_kvc_tier_stats_checksum_failures_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_io_errors_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_245 arg2);
-extern swig_type_246 _wrap_kvc_tier_stats_io_errors_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_recovered_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_247 arg2);
-extern swig_type_248 _wrap_kvc_tier_stats_recovered_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_foreign_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_249 arg2);
-extern swig_type_250 _wrap_kvc_tier_stats_foreign_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_reachable_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_251 arg2);
-extern swig_type_252 _wrap_kvc_tier_stats_reachable_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_hits_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_249 arg2);
+extern swig_type_250 _wrap_kvc_tier_stats_hits_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_evictions_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_251 arg2);
+extern swig_type_252 _wrap_kvc_tier_stats_evictions_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_failures_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_253 arg2);
+extern swig_type_254 _wrap_kvc_tier_stats_failures_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_checksum_failures_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_255 arg2);
+extern swig_type_256 _wrap_kvc_tier_stats_checksum_failures_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_io_errors_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_257 arg2);
+extern swig_type_258 _wrap_kvc_tier_stats_io_errors_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_recovered_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_259 arg2);
+extern swig_type_260 _wrap_kvc_tier_stats_recovered_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_foreign_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_261 arg2);
+extern swig_type_262 _wrap_kvc_tier_stats_foreign_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_reachable_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_263 arg2);
+extern swig_type_264 _wrap_kvc_tier_stats_reachable_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_tier_stats_raw_f0e8be975af7219c(void);
 extern void _wrap_delete_kvc_tier_stats_raw_f0e8be975af7219c(uintptr_t arg1);
 extern swig_intgo _wrap_kvc_tier_get_stats_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
-extern swig_intgo _wrap_kvcgo_cache_write_addr_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, swig_type_253 arg3, swig_type_254 arg4, swig_type_255 arg5, swig_type_256 arg6, swig_intgo arg7, float arg8, float arg9, swig_type_257 arg10);
-extern swig_intgo _wrap_kvcgo_launch_attention_host_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_258 arg4, swig_type_259 arg5, uintptr_t arg6, swig_type_260 arg7);
-extern swig_intgo _wrap_kvcgo_launch_attention_addr_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_261 arg4, swig_type_262 arg5, uintptr_t arg6, swig_type_263 arg7, swig_type_264 arg8);
+extern swig_intgo _wrap_kvcgo_cache_write_addr_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, swig_type_265 arg3, swig_type_266 arg4, swig_type_267 arg5, swig_type_268 arg6, swig_intgo arg7, float arg8, float arg9, swig_type_269 arg10);
+extern swig_intgo _wrap_kvcgo_launch_attention_host_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_270 arg4, swig_type_271 arg5, uintptr_t arg6, swig_type_272 arg7);
+extern swig_intgo _wrap_kvcgo_launch_attention_addr_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_273 arg4, swig_type_274 arg5, uintptr_t arg6, swig_type_275 arg7, swig_type_276 arg8);
 #undef intgo
 */
 import "C"
@@ -1440,6 +1454,28 @@ func Kvc_alloc(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, a
 	return swig_r
 }
 
+func Kvc_admit(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, arg5 Struct_SS_kvc_keys, arg6 []int32, arg7 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := getSwigcptr(arg5)
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_admit_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_2)), C.swig_type_36(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_6))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	return swig_r
+}
+
 func Kvc_append(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, arg5 int64, arg6 []int32) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
@@ -1448,12 +1484,45 @@ func Kvc_append(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_2)), C.swig_type_36(_swig_i_3), C.swig_type_37(_swig_i_4), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_5))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_2)), C.swig_type_41(_swig_i_3), C.swig_type_42(_swig_i_4), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_5))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
 	if Swig_escape_always_false {
 		Swig_escape_val = arg6
+	}
+	return swig_r
+}
+
+func Kvc_append_batch(arg1 Struct_SS_kvc_pool, arg2 int, arg3 []uint64, arg4 []int64, arg5 []int32, arg6 int64, arg7 []int64, arg8 []int32, arg9 []int32) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	_swig_i_7 := arg8
+	_swig_i_8 := arg9
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_batch_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_4)), C.swig_type_47(_swig_i_5), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_8))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg8
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg9
 	}
 	return swig_r
 }
@@ -1464,7 +1533,7 @@ func Kvc_truncate(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 int64, arg4 []int32
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_truncate_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1), C.swig_type_40(_swig_i_2), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_truncate_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_51(_swig_i_1), C.swig_type_52(_swig_i_2), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -1476,7 +1545,7 @@ func Kvc_fork(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 uint64) (_swig_ret Enum
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_fork_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1), C.swig_type_43(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_fork_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1), C.swig_type_55(_swig_i_2)))
 	return swig_r
 }
 
@@ -1484,7 +1553,7 @@ func Kvc_free(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_statu
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_free_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_44(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_free_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1)))
 	return swig_r
 }
 
@@ -1492,7 +1561,7 @@ func Kvc_abort(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_stat
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_abort_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_45(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_abort_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1)))
 	return swig_r
 }
 
@@ -1503,7 +1572,7 @@ func Kvc_seq_block_table(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_block_table_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_46(_swig_i_1), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_2)), C.swig_type_48(_swig_i_3), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_block_table_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_2)), C.swig_type_60(_swig_i_3), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1518,7 +1587,7 @@ func Kvc_seq_num_tokens(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64) (_sw
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_num_tokens_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_50(_swig_i_1), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_num_tokens_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1533,7 +1602,7 @@ func Kvc_seq_slot_mapping(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 int64, arg4
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_slot_mapping_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_52(_swig_i_1), C.swig_type_53(_swig_i_2), C.swig_type_54(_swig_i_3), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_4)), C.swig_type_56(_swig_i_5)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_slot_mapping_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), C.swig_type_65(_swig_i_2), C.swig_type_66(_swig_i_3), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_4)), C.swig_type_68(_swig_i_5)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
 	}
@@ -1547,7 +1616,7 @@ func Kvc_take_pending_copies(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 []int32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_take_pending_copies_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_2)), C.swig_type_59(_swig_i_3), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_take_pending_copies_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_2)), C.swig_type_71(_swig_i_3), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1585,7 +1654,7 @@ func (arg1 SwigcptrKvc_stats) GetStruct_size() (_swig_ret uint) {
 func (arg1 SwigcptrKvc_stats) SetTotal_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_total_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_61(_swig_i_1))
+	C._wrap_kvc_stats_total_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetTotal_blocks() (_swig_ret int64) {
@@ -1598,7 +1667,7 @@ func (arg1 SwigcptrKvc_stats) GetTotal_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetFree_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_free_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1))
+	C._wrap_kvc_stats_free_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetFree_blocks() (_swig_ret int64) {
@@ -1611,7 +1680,7 @@ func (arg1 SwigcptrKvc_stats) GetFree_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetUsed_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_used_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1))
+	C._wrap_kvc_stats_used_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetUsed_blocks() (_swig_ret int64) {
@@ -1624,7 +1693,7 @@ func (arg1 SwigcptrKvc_stats) GetUsed_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetCached_free_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_cached_free_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1))
+	C._wrap_kvc_stats_cached_free_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetCached_free_blocks() (_swig_ret int64) {
@@ -1637,7 +1706,7 @@ func (arg1 SwigcptrKvc_stats) GetCached_free_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetPinned_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_pinned_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_69(_swig_i_1))
+	C._wrap_kvc_stats_pinned_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_81(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPinned_blocks() (_swig_ret int64) {
@@ -1650,7 +1719,7 @@ func (arg1 SwigcptrKvc_stats) GetPinned_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetNum_seqs(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_num_seqs_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_71(_swig_i_1))
+	C._wrap_kvc_stats_num_seqs_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetNum_seqs() (_swig_ret int64) {
@@ -1676,7 +1745,7 @@ func (arg1 SwigcptrKvc_stats) GetUtilization() (_swig_ret float64) {
 func (arg1 SwigcptrKvc_stats) SetAllocs(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_allocs_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1))
+	C._wrap_kvc_stats_allocs_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_85(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetAllocs() (_swig_ret int64) {
@@ -1689,7 +1758,7 @@ func (arg1 SwigcptrKvc_stats) GetAllocs() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetFrees(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_frees_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
+	C._wrap_kvc_stats_frees_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetFrees() (_swig_ret int64) {
@@ -1702,7 +1771,7 @@ func (arg1 SwigcptrKvc_stats) GetFrees() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetForks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_forks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
+	C._wrap_kvc_stats_forks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_89(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetForks() (_swig_ret int64) {
@@ -1715,7 +1784,7 @@ func (arg1 SwigcptrKvc_stats) GetForks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetAppends(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_appends_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
+	C._wrap_kvc_stats_appends_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetAppends() (_swig_ret int64) {
@@ -1728,7 +1797,7 @@ func (arg1 SwigcptrKvc_stats) GetAppends() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetBlocks_allocated(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_blocks_allocated_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_81(_swig_i_1))
+	C._wrap_kvc_stats_blocks_allocated_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetBlocks_allocated() (_swig_ret int64) {
@@ -1741,7 +1810,7 @@ func (arg1 SwigcptrKvc_stats) GetBlocks_allocated() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetBlocks_freed(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_blocks_freed_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1))
+	C._wrap_kvc_stats_blocks_freed_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetBlocks_freed() (_swig_ret int64) {
@@ -1754,7 +1823,7 @@ func (arg1 SwigcptrKvc_stats) GetBlocks_freed() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetCow_copies(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_cow_copies_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_85(_swig_i_1))
+	C._wrap_kvc_stats_cow_copies_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetCow_copies() (_swig_ret int64) {
@@ -1767,7 +1836,7 @@ func (arg1 SwigcptrKvc_stats) GetCow_copies() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetPending_copies(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_pending_copies_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1))
+	C._wrap_kvc_stats_pending_copies_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPending_copies() (_swig_ret int64) {
@@ -1780,7 +1849,7 @@ func (arg1 SwigcptrKvc_stats) GetPending_copies() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetPrefix_query_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_prefix_query_tokens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_89(_swig_i_1))
+	C._wrap_kvc_stats_prefix_query_tokens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_101(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPrefix_query_tokens() (_swig_ret int64) {
@@ -1793,7 +1862,7 @@ func (arg1 SwigcptrKvc_stats) GetPrefix_query_tokens() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetPrefix_hit_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_prefix_hit_tokens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
+	C._wrap_kvc_stats_prefix_hit_tokens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPrefix_hit_tokens() (_swig_ret int64) {
@@ -1819,7 +1888,7 @@ func (arg1 SwigcptrKvc_stats) GetPrefix_hit_rate() (_swig_ret float64) {
 func (arg1 SwigcptrKvc_stats) SetEvictions(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_evictions_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
+	C._wrap_kvc_stats_evictions_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetEvictions() (_swig_ret int64) {
@@ -1832,7 +1901,7 @@ func (arg1 SwigcptrKvc_stats) GetEvictions() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetVerify_misses(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_verify_misses_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
+	C._wrap_kvc_stats_verify_misses_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetVerify_misses() (_swig_ret int64) {
@@ -1845,7 +1914,7 @@ func (arg1 SwigcptrKvc_stats) GetVerify_misses() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetEvents_dropped(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_events_dropped_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
+	C._wrap_kvc_stats_events_dropped_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetEvents_dropped() (_swig_ret int64) {
@@ -1858,7 +1927,7 @@ func (arg1 SwigcptrKvc_stats) GetEvents_dropped() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetCached_blocks_total(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_cached_blocks_total_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1))
+	C._wrap_kvc_stats_cached_blocks_total_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetCached_blocks_total() (_swig_ret int64) {
@@ -1945,7 +2014,7 @@ func Kvc_prefix_lookup(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 S
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C.swig_type_102(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), C.swig_type_114(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1962,7 +2031,7 @@ func Kvc_prefix_pin(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Stru
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_pin_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_1)), C.swig_type_105(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_pin_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.swig_type_117(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1979,7 +2048,7 @@ func Kvc_prefix_unpin(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 St
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_unpin_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), C.swig_type_108(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_unpin_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), C.swig_type_120(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2006,7 +2075,7 @@ func Kvc_hash_blocks(arg1 int, arg2 Struct_SS_kvc_keys, arg3 []int32, arg4 int64
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_hash_blocks_raw_f0e8be975af7219c(C.swig_intgo(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_2)), C.swig_type_111(_swig_i_3), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_5)), C.swig_type_114(_swig_i_6), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_7))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_hash_blocks_raw_f0e8be975af7219c(C.swig_intgo(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)), C.swig_type_123(_swig_i_3), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_5)), C.swig_type_126(_swig_i_6), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_7))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2082,7 +2151,7 @@ func (arg1 SwigcptrKvc_event) GetEvent_type() (_swig_ret int) {
 func (arg1 SwigcptrKvc_event) SetHash_hi(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_hash_hi_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_116(_swig_i_1))
+	C._wrap_kvc_event_hash_hi_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetHash_hi() (_swig_ret uint64) {
@@ -2095,7 +2164,7 @@ func (arg1 SwigcptrKvc_event) GetHash_hi() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event) SetHash_lo(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_hash_lo_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_118(_swig_i_1))
+	C._wrap_kvc_event_hash_lo_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetHash_lo() (_swig_ret uint64) {
@@ -2108,7 +2177,7 @@ func (arg1 SwigcptrKvc_event) GetHash_lo() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event) SetParent_hash_hi(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_parent_hash_hi_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1))
+	C._wrap_kvc_event_parent_hash_hi_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetParent_hash_hi() (_swig_ret uint64) {
@@ -2121,7 +2190,7 @@ func (arg1 SwigcptrKvc_event) GetParent_hash_hi() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event) SetParent_hash_lo(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_parent_hash_lo_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1))
+	C._wrap_kvc_event_parent_hash_lo_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetParent_hash_lo() (_swig_ret uint64) {
@@ -2134,7 +2203,7 @@ func (arg1 SwigcptrKvc_event) GetParent_hash_lo() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_lora_id_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_124(_swig_i_1))
+	C._wrap_kvc_event_lora_id_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetLora_id() (_swig_ret uint64) {
@@ -2147,7 +2216,7 @@ func (arg1 SwigcptrKvc_event) GetLora_id() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event) SetExtra_keys_digest(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_extra_keys_digest_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1))
+	C._wrap_kvc_event_extra_keys_digest_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetExtra_keys_digest() (_swig_ret uint64) {
@@ -2186,7 +2255,7 @@ func (arg1 SwigcptrKvc_event) GetNum_tokens() (_swig_ret int) {
 func (arg1 SwigcptrKvc_event) SetSequence_number(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_sequence_number_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1))
+	C._wrap_kvc_event_sequence_number_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetSequence_number() (_swig_ret uint64) {
@@ -2256,7 +2325,7 @@ func Kvc_event_pop(arg1 Struct_SS_kvc_pool, arg2 Kvc_event, arg3 []int32, arg4 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_event_pop_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_2)), C.swig_type_131(_swig_i_3), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_event_pop_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_2)), C.swig_type_143(_swig_i_3), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2351,7 +2420,7 @@ func (arg1 SwigcptrKvc_storage_info) GetDevice() (_swig_ret int) {
 func (arg1 SwigcptrKvc_storage_info) SetBase_address(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_base_address_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1))
+	C._wrap_kvc_storage_info_base_address_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetBase_address() (_swig_ret uint64) {
@@ -2364,7 +2433,7 @@ func (arg1 SwigcptrKvc_storage_info) GetBase_address() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_storage_info) SetTotal_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_total_bytes_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1))
+	C._wrap_kvc_storage_info_total_bytes_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetTotal_bytes() (_swig_ret int64) {
@@ -2377,7 +2446,7 @@ func (arg1 SwigcptrKvc_storage_info) GetTotal_bytes() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_storage_info) SetBlock_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_block_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1))
+	C._wrap_kvc_storage_info_block_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_149(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetBlock_stride() (_swig_ret int64) {
@@ -2390,7 +2459,7 @@ func (arg1 SwigcptrKvc_storage_info) GetBlock_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_storage_info) SetLayer_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_layer_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1))
+	C._wrap_kvc_storage_info_layer_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetLayer_stride() (_swig_ret int64) {
@@ -2403,7 +2472,7 @@ func (arg1 SwigcptrKvc_storage_info) GetLayer_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_storage_info) SetKv_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_kv_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_141(_swig_i_1))
+	C._wrap_kvc_storage_info_kv_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_153(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetKv_stride() (_swig_ret int64) {
@@ -2416,7 +2485,7 @@ func (arg1 SwigcptrKvc_storage_info) GetKv_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_storage_info) SetHead_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_head_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_143(_swig_i_1))
+	C._wrap_kvc_storage_info_head_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetHead_stride() (_swig_ret int64) {
@@ -2429,7 +2498,7 @@ func (arg1 SwigcptrKvc_storage_info) GetHead_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_storage_info) SetToken_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_token_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1))
+	C._wrap_kvc_storage_info_token_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetToken_stride() (_swig_ret int64) {
@@ -2499,7 +2568,7 @@ func Kvc_cache_write(arg1 Struct_SS_kvc_pool, arg2 int, arg3 []int64, arg4 int64
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_cache_write_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_2)), C.swig_type_148(_swig_i_3), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.uintptr_t(_swig_i_9)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_cache_write_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_2)), C.swig_type_160(_swig_i_3), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.uintptr_t(_swig_i_9)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2517,7 +2586,7 @@ func Kvc_copy_pending(arg1 Struct_SS_kvc_pool, arg2 uintptr, arg3 []int64) (_swi
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_copy_pending_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_copy_pending_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2531,7 +2600,7 @@ func Kvc_storage_copy_blocks(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_storage_copy_blocks_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.swig_type_153(_swig_i_2), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_storage_copy_blocks_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), C.swig_type_165(_swig_i_2), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2548,7 +2617,7 @@ func Kvc_batch_create(arg1 Struct_SS_kvc_pool, arg2 int, arg3 int64, arg4 int, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_create_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_155(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_create_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_167(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
 	}
@@ -2568,7 +2637,7 @@ func Kvc_batch_build(arg1 Struct_SS_kvc_batch, arg2 []uint64, arg3 []int64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_build_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_build_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2624,7 +2693,7 @@ func (arg1 SwigcptrKvc_batch_info) GetNum_seqs() (_swig_ret int) {
 func (arg1 SwigcptrKvc_batch_info) SetNum_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_num_tokens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1))
+	C._wrap_kvc_batch_info_num_tokens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetNum_tokens() (_swig_ret int64) {
@@ -2663,7 +2732,7 @@ func (arg1 SwigcptrKvc_batch_info) GetMax_q_len() (_swig_ret int) {
 func (arg1 SwigcptrKvc_batch_info) SetMax_seq_len(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_max_seq_len_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1))
+	C._wrap_kvc_batch_info_max_seq_len_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetMax_seq_len() (_swig_ret int64) {
@@ -2676,7 +2745,7 @@ func (arg1 SwigcptrKvc_batch_info) GetMax_seq_len() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_batch_info) SetNum_indices(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_num_indices_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1))
+	C._wrap_kvc_batch_info_num_indices_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetNum_indices() (_swig_ret int64) {
@@ -2715,7 +2784,7 @@ func (arg1 SwigcptrKvc_batch_info) GetRows_uploaded() (_swig_ret int) {
 func (arg1 SwigcptrKvc_batch_info) SetBlock_tables(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_block_tables_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_165(_swig_i_1))
+	C._wrap_kvc_batch_info_block_tables_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetBlock_tables() (_swig_ret uint64) {
@@ -2728,7 +2797,7 @@ func (arg1 SwigcptrKvc_batch_info) GetBlock_tables() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_batch_info) SetSeq_lens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_seq_lens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_167(_swig_i_1))
+	C._wrap_kvc_batch_info_seq_lens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetSeq_lens() (_swig_ret uint64) {
@@ -2741,7 +2810,7 @@ func (arg1 SwigcptrKvc_batch_info) GetSeq_lens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_batch_info) SetQuery_start_loc(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_query_start_loc_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_169(_swig_i_1))
+	C._wrap_kvc_batch_info_query_start_loc_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetQuery_start_loc() (_swig_ret uint64) {
@@ -2754,7 +2823,7 @@ func (arg1 SwigcptrKvc_batch_info) GetQuery_start_loc() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_batch_info) SetSlot_mapping(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_slot_mapping_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1))
+	C._wrap_kvc_batch_info_slot_mapping_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetSlot_mapping() (_swig_ret uint64) {
@@ -2767,7 +2836,7 @@ func (arg1 SwigcptrKvc_batch_info) GetSlot_mapping() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_batch_info) SetKv_indptr(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_kv_indptr_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
+	C._wrap_kvc_batch_info_kv_indptr_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetKv_indptr() (_swig_ret uint64) {
@@ -2780,7 +2849,7 @@ func (arg1 SwigcptrKvc_batch_info) GetKv_indptr() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_batch_info) SetKv_indices(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_kv_indices_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
+	C._wrap_kvc_batch_info_kv_indices_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetKv_indices() (_swig_ret uint64) {
@@ -2793,7 +2862,7 @@ func (arg1 SwigcptrKvc_batch_info) GetKv_indices() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_batch_info) SetKv_last_page_len(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_kv_last_page_len_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
+	C._wrap_kvc_batch_info_kv_last_page_len_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetKv_last_page_len() (_swig_ret uint64) {
@@ -2864,7 +2933,7 @@ func Kvc_batch_copy_slot_mapping(arg1 Struct_SS_kvc_batch, arg2 []int64, arg3 in
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_slot_mapping_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.swig_type_180(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_slot_mapping_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_1)), C.swig_type_192(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2876,7 +2945,7 @@ func Kvc_batch_copy_block_tables(arg1 Struct_SS_kvc_batch, arg2 []int32, arg3 in
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_block_tables_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.swig_type_182(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_block_tables_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)), C.swig_type_194(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3059,7 +3128,7 @@ func Kvc_launch_attention(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_batch, arg
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_launch_attention_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.uintptr_t(_swig_i_6)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_launch_attention_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.uintptr_t(_swig_i_6)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -3097,7 +3166,7 @@ func Kvc_tier_attach_host(arg1 Struct_SS_kvc_pool, arg2 int64) (_swig_ret Enum_S
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_host_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_host_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1)))
 	return swig_r
 }
 
@@ -3107,7 +3176,7 @@ func Kvc_tier_attach_disk(arg1 Struct_SS_kvc_pool, arg2 string, arg3 int64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_1)), C.swig_type_187(_swig_i_2), C.swig_intgo(_swig_i_3)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.swig_type_199(_swig_i_2), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3121,7 +3190,7 @@ func Kvc_tier_attach_disk_with_identity(arg1 Struct_SS_kvc_pool, arg2 string, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_with_identity_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), C.swig_type_189(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_with_identity_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_type_201(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3140,7 +3209,7 @@ func Kvc_tier_attach_disk_keyed(arg1 Struct_SS_kvc_pool, arg2 string, arg3 int64
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_keyed_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_1)), C.swig_type_192(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_5)), C.swig_type_195(_swig_i_6)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_keyed_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)), C.swig_type_204(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_5)), C.swig_type_207(_swig_i_6)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3160,7 +3229,7 @@ func Kvc_tier_prefetch(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 S
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_prefetch_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), C.swig_type_197(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_prefetch_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_1)), C.swig_type_209(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3174,7 +3243,7 @@ func Kvc_tier_flush(arg1 Struct_SS_kvc_pool, arg2 []int64) (_swig_ret Enum_SS_kv
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_flush_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_flush_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3186,7 +3255,7 @@ func Kvc_swap_out(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []uint64) (_swig_re
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_out_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_200(_swig_i_1), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_out_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3198,7 +3267,7 @@ func Kvc_swap_in(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []uint64) (_swig_ret
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_in_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_202(_swig_i_1), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_in_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_214(_swig_i_1), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3210,7 +3279,7 @@ func Kvc_op_query(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32) (_swig_ret
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_query_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_query_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3221,7 +3290,7 @@ func Kvc_op_wait(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_st
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_wait_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_wait_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_218(_swig_i_1)))
 	return swig_r
 }
 
@@ -3230,7 +3299,7 @@ func Kvc_preempt_recompute(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64) (
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preempt_recompute_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preempt_recompute_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3243,7 +3312,7 @@ func Kvc_preemption_cost(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64, arg
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preemption_cost_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preemption_cost_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3262,7 +3331,7 @@ func Kvc_prefix_lookup_tiers(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_tiers_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_1)), C.swig_type_213(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_6))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_tiers_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_1)), C.swig_type_225(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_6))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3368,7 +3437,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetReserved() (_swig_ret int) {
 func (arg1 SwigcptrKvc_tier_stats) SetCapacity_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_capacity_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1))
+	C._wrap_kvc_tier_stats_capacity_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetCapacity_blocks() (_swig_ret int64) {
@@ -3381,7 +3450,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetCapacity_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetUsed_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_used_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1))
+	C._wrap_kvc_tier_stats_used_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetUsed_blocks() (_swig_ret int64) {
@@ -3394,7 +3463,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetUsed_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetCached_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_cached_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1))
+	C._wrap_kvc_tier_stats_cached_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetCached_blocks() (_swig_ret int64) {
@@ -3407,7 +3476,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetCached_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetHeld_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_held_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1))
+	C._wrap_kvc_tier_stats_held_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetHeld_blocks() (_swig_ret int64) {
@@ -3420,7 +3489,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetHeld_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetBytes_used(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bytes_used_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_225(_swig_i_1))
+	C._wrap_kvc_tier_stats_bytes_used_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBytes_used() (_swig_ret int64) {
@@ -3433,7 +3502,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetBytes_used() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetBlocks_in(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_blocks_in_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1))
+	C._wrap_kvc_tier_stats_blocks_in_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBlocks_in() (_swig_ret int64) {
@@ -3446,7 +3515,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetBlocks_in() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetBlocks_out(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_blocks_out_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
+	C._wrap_kvc_tier_stats_blocks_out_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_241(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBlocks_out() (_swig_ret int64) {
@@ -3459,7 +3528,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetBlocks_out() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetBytes_in(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bytes_in_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1))
+	C._wrap_kvc_tier_stats_bytes_in_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_243(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBytes_in() (_swig_ret int64) {
@@ -3472,7 +3541,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetBytes_in() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetBytes_out(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bytes_out_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
+	C._wrap_kvc_tier_stats_bytes_out_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBytes_out() (_swig_ret int64) {
@@ -3485,7 +3554,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetBytes_out() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetTransfers(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_transfers_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
+	C._wrap_kvc_tier_stats_transfers_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetTransfers() (_swig_ret int64) {
@@ -3524,7 +3593,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetBandwidth_bytes_per_s() (_swig_ret float64
 func (arg1 SwigcptrKvc_tier_stats) SetHits(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_hits_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1))
+	C._wrap_kvc_tier_stats_hits_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_249(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetHits() (_swig_ret int64) {
@@ -3537,7 +3606,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetHits() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetEvictions(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_evictions_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1))
+	C._wrap_kvc_tier_stats_evictions_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetEvictions() (_swig_ret int64) {
@@ -3550,7 +3619,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetEvictions() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetFailures(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_failures_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_241(_swig_i_1))
+	C._wrap_kvc_tier_stats_failures_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetFailures() (_swig_ret int64) {
@@ -3563,7 +3632,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetFailures() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetChecksum_failures(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_checksum_failures_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_243(_swig_i_1))
+	C._wrap_kvc_tier_stats_checksum_failures_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetChecksum_failures() (_swig_ret int64) {
@@ -3576,7 +3645,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetChecksum_failures() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetIo_errors(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_io_errors_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1))
+	C._wrap_kvc_tier_stats_io_errors_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetIo_errors() (_swig_ret int64) {
@@ -3589,7 +3658,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetIo_errors() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetRecovered_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_recovered_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1))
+	C._wrap_kvc_tier_stats_recovered_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetRecovered_blocks() (_swig_ret int64) {
@@ -3602,7 +3671,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetRecovered_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetForeign_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_foreign_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_249(_swig_i_1))
+	C._wrap_kvc_tier_stats_foreign_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetForeign_blocks() (_swig_ret int64) {
@@ -3615,7 +3684,7 @@ func (arg1 SwigcptrKvc_tier_stats) GetForeign_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_tier_stats) SetReachable_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_reachable_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1))
+	C._wrap_kvc_tier_stats_reachable_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetReachable_blocks() (_swig_ret int64) {
@@ -3714,7 +3783,7 @@ func Kvcgo_cache_write_addr(arg1 Struct_SS_kvc_pool, arg2 int, arg3 uint64, arg4
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_cache_write_addr_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_253(_swig_i_2), C.swig_type_254(_swig_i_3), C.swig_type_255(_swig_i_4), C.swig_type_256(_swig_i_5), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.swig_type_257(_swig_i_9)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_cache_write_addr_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_265(_swig_i_2), C.swig_type_266(_swig_i_3), C.swig_type_267(_swig_i_4), C.swig_type_268(_swig_i_5), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.swig_type_269(_swig_i_9)))
 	return swig_r
 }
 
@@ -3727,7 +3796,7 @@ func Kvcgo_launch_attention_host(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_bat
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_launch_attention_host_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_6))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_launch_attention_host_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_6))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -3750,7 +3819,7 @@ func Kvcgo_launch_attention_addr(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_bat
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_launch_attention_addr_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_261(_swig_i_3), C.swig_type_262(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_263(_swig_i_6), C.swig_type_264(_swig_i_7)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_launch_attention_addr_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_273(_swig_i_3), C.swig_type_274(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_275(_swig_i_6), C.swig_type_276(_swig_i_7)))
 	return swig_r
 }
 

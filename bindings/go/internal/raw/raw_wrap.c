@@ -1477,6 +1477,31 @@ intgo _wrap_kvc_alloc_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long lon
 }
 
 
+intgo _wrap_kvc_admit_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  int64_t arg4 ;
+  kvc_keys *arg5 = (kvc_keys *) 0 ;
+  int32_t *arg6 = (int32_t *) 0 ;
+  int64_t *arg7 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = *(kvc_keys **)&_swig_go_4; 
+  arg6 = (int32_t *)_swig_go_5.array; 
+  arg7 = (int64_t *)_swig_go_6.array; 
+  
+  result = (kvc_status)kvc_admit(arg1,arg2,(int const *)arg3,arg4,(struct kvc_keys const *)arg5,arg6,arg7);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_kvc_append_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
@@ -1495,6 +1520,35 @@ intgo _wrap_kvc_append_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long lo
   arg6 = (int32_t *)_swig_go_5.array; 
   
   result = (kvc_status)kvc_append(arg1,arg2,(int const *)arg3,arg4,arg5,arg6);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_append_batch_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int32_t arg2 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  int64_t arg6 ;
+  int64_t *arg7 = (int64_t *) 0 ;
+  int32_t *arg8 = (int32_t *) 0 ;
+  int32_t *arg9 = (int32_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2.array; 
+  arg4 = (int64_t *)_swig_go_3.array; 
+  arg5 = (int32_t *)_swig_go_4.array; 
+  arg6 = (int64_t)_swig_go_5; 
+  arg7 = (int64_t *)_swig_go_6.array; 
+  arg8 = (int32_t *)_swig_go_7.array; 
+  arg9 = (int32_t *)_swig_go_8.array; 
+  
+  result = (kvc_status)kvc_append_batch(arg1,arg2,(unsigned long const *)arg3,(long const *)arg4,(int const *)arg5,arg6,(long const *)arg7,arg8,arg9);
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
 }
