@@ -64,12 +64,16 @@ struct Tiers;
 enum WalkTiers { kWalkDevice = 0, kWalkHost = 1, kWalkHostDisk = 2 };
 
 // Which copy a prefix search takes when a hash has several (prefix_cache.hpp), newest first:
-//   kPickHit  the first one not in a free list (held by a sequence, pinned or read by a pending
-//             copy), else the newest: a hit then shares a block already in use and leaves the free
-//             copies evictable (kvc_alloc, kvc_can_alloc, kvc_prefix_lookup, promotion rounds);
-//   kPickPin  the first pinned one, else as kPickHit: kvc_prefix_pin pins the copy an earlier pin
-//             of the prefix pinned, and kvc_prefix_unpin finds it.
+//   kPickHit  of the kPickScan newest, the first one not in a free list (held by a sequence, pinned
+//             or read by a pending copy), else the newest: a hit then shares a block already in use
+//             and leaves the free copies evictable (kvc_alloc, kvc_can_alloc, kvc_prefix_lookup,
+//             promotion rounds). The bound keeps a hit O(1) however many copies a popular block
+//             has; a copy in use is nearly always among the newest (blocks enter the cache held);
+//   kPickPin  the first pinned one of all, else as kPickHit: kvc_prefix_pin pins the copy an
+//             earlier pin of the prefix pinned, and kvc_prefix_unpin finds it wherever it is (an
+//             explicit, rare call: O(copies)).
 enum CopyPick { kPickHit = 0, kPickPin = 1 };
+constexpr int kPickScan = 8;
 
 }  // namespace kvc
 
@@ -204,7 +208,8 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
                             WalkTiers lower = kWalkDevice, CopyPick pick = kPickHit);
 
 // The copy `pick` names among the copies of `newest`'s hash (newest: PrefixCache::find's block).
-// O(copies); out of line: hashes with one copy never get here.
+// kPickHit: at most kPickScan steps; kPickPin: O(copies). Out of line: hashes with one copy never
+// get here.
 int32_t pool_pick_copy(const kvc_pool *p, int32_t newest, CopyPick pick);
 
 // The device block a prefix search takes for this hash (-1: not cached on the device).

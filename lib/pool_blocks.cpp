@@ -255,15 +255,13 @@ void pool_record_lower_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t tier, 
 
 int32_t pool_pick_copy(const kvc_pool *p, int32_t newest, CopyPick pick) {
     const FreeQueues &q = p->blocks.queues();
-    int32_t held = -1;
-    for (int32_t c = newest; c >= 0; c = p->cache.next_copy(c)) {
-        if (pick == kPickPin && p->blocks.pins(c) > 0) return c;
-        if (held < 0 && !q.contains(c)) {
-            if (pick == kPickHit) return c;
-            held = c;
-        }
-    }
-    return held >= 0 ? held : newest;
+    if (pick == kPickPin)
+        for (int32_t c = newest; c >= 0; c = p->cache.next_copy(c))
+            if (p->blocks.pins(c) > 0) return c;
+    int32_t c = newest;
+    for (int i = 0; i < kPickScan && c >= 0; ++i, c = p->cache.next_copy(c))
+        if (!q.contains(c)) return c;
+    return newest;
 }
 
 PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,

@@ -166,9 +166,11 @@ kvc_status pool_check_invariants(kvc_pool *p) {
             if (head < 0) continue;
             ++hashes;
             int64_t len = 0;
-            for (int32_t x = head; x >= 0; x = c.next_copy(x)) {
+            for (int32_t x = head, newer = -1; x >= 0; newer = x, x = c.next_copy(x)) {
                 KVC_CHECK(x < n && bp.cached(x), "cache map slot %lld holds block %d which is not cached", (long long)i, x);
                 KVC_CHECK(++len <= n, "cache map slot %lld: its chain of copies is cyclic", (long long)i);
+                KVC_CHECK(!c.slot_has_copies(i) || c.prev_copy(x) == newer,
+                          "cache map slot %lld: block %d links back to %d, not %d", (long long)i, x, c.prev_copy(x), newer);
                 if (x == head) continue;
                 KVC_CHECK(c.hash_of(x) == c.hash_of(head) && c.parent_of(x) == c.parent_of(head) &&
                               c.lora_of(x) == c.lora_of(head) && c.digest_of(x) == c.digest_of(head) &&

@@ -29,6 +29,7 @@ void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
     size_ = hashes_ = 0;
     slots_.assign(cap, Slot{});
     next_.assign(size_t(num_blocks), -1);
+    prev_.assign(size_t(num_blocks), -1);
     lines_.reset(new Line[size_t(num_blocks) * size_t(lines_per_record_)]());  // zeroed token rows
     for (int32_t b = 0; b < num_blocks; ++b) new (rec(b)) Record();
 }
@@ -46,23 +47,23 @@ void PrefixCache::erase(int32_t b) {
     const Hash128 h = rec(b)->hash;
     const uint32_t tag = tag_of(h);
     uint64_t i = home(h);
+    bool newest = false;
     for (;; i = (i + 1) & mask_) {
-        Slot &sl = slots_[i];
-        if (sl.block == b) break;
-        if ((sl.tag ^ tag) <= kCopies && rec(sl.block)->hash == h) {
-            // b is an older copy of this slot's hash: unlink it from the chain (O(copies)).
-            int32_t c = sl.block;
-            while (next_[size_t(c)] != b) c = next_[size_t(c)];
-            next_[size_t(c)] = next_[size_t(b)];
-            if (next_[size_t(sl.block)] < 0) sl.tag &= ~kCopies;
-            --size_;
-            return;
+        const Slot &sl = slots_[i];
+        if (sl.block == b) {
+            newest = true;
+            break;
         }
+        if ((sl.tag ^ tag) <= kCopies && rec(sl.block)->hash == h) break;  // b is an older copy
     }
+    Slot &sl = slots_[i];
     --size_;
-    if (const int32_t older = next_[size_t(b)]; older >= 0) {  // the next copy heads the chain now
-        slots_[i].block = older;
-        if (next_[size_t(older)] < 0) slots_[i].tag &= ~kCopies;
+    if (sl.tag & kCopies) {  // unlink b from the chain: O(1) wherever it is
+        const int32_t older = next_[size_t(b)], newer = prev_[size_t(b)];
+        if (older >= 0) prev_[size_t(older)] = newer;
+        if (newest) sl.block = older;
+        else next_[size_t(newer)] = older;
+        if (next_[size_t(sl.block)] < 0) sl.tag &= ~kCopies;  // one copy left
         return;
     }
     // b was the hash's last copy. Backward-shift deletion: pull later entries of the probe run into

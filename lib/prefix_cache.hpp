@@ -10,9 +10,9 @@
 // One hash, several copies (vLLM v1's semantics): when a block fills with content whose hash is
 // already cached (a cached prompt re-run puts its last block in a fresh block, two sequences
 // decode the same text), it is entered too, as another copy. A map slot names the newest copy;
-// the older ones follow it in an intrusive chain through next_[] (one int32 per block,
-// preallocated), newest first, so entering a copy is O(1) and allocates nothing. Evicting one copy
-// keeps the hash cached through the others. All copies of a hash hold the same identity and token
+// the older ones follow it in an intrusive doubly-linked chain through next_[] / prev_[] (one
+// int32 each per block, preallocated), newest first, so entering a copy and erasing any copy are
+// O(1) and allocate nothing. Evicting one copy keeps the hash cached through the others. All copies of a hash hold the same identity and token
 // ids (the pool checks that before it adds one; a different block under an equal hash, a hash
 // collision, stays uncached), so a hit may be verified against any of them. A slot's tag has one
 // bit saying "more than one copy": a lookup of a hash with a single copy, by far the common case,
@@ -81,6 +81,9 @@ public:
 
     // The next older copy of b's hash after b (b cached), or -1.
     int32_t next_copy(int32_t b) const { return next_[size_t(b)]; }
+    // The next newer copy (b cached, its hash with several copies), or -1 for the newest. For the
+    // invariant checker: a hash with one copy leaves it unset.
+    int32_t prev_copy(int32_t b) const { return prev_[size_t(b)]; }
 
     // True when block b (found under key.hash) holds exactly this content.
     bool verify(int32_t b, const Hash128 &parent, const BlockKey &key, const int32_t *tokens) const {
@@ -117,7 +120,10 @@ public:
     // find_or_slot() found them (nothing else may have changed the map in between).
     void add_copy_at(uint64_t slot, int32_t b, const BlockKey &key) {
         set_identity(b, key);
-        next_[size_t(b)] = slots_[slot].block;
+        const int32_t older = slots_[slot].block;
+        next_[size_t(b)] = older;
+        prev_[size_t(b)] = -1;
+        prev_[size_t(older)] = b;
         slots_[slot].block = b;
         slots_[slot].tag |= kCopies;
         ++size_;
@@ -191,6 +197,7 @@ private:
     int64_t hashes_ = 0;  // occupied slots
     std::vector<Slot> slots_;
     std::vector<int32_t> next_;  // per block: the next older copy of its hash, or -1
+    std::vector<int32_t> prev_;  // per block: the next newer copy, or -1 (set once its hash has two)
     std::unique_ptr<Line[]> lines_;  // num_blocks records of lines_per_record_ lines
 };
 
