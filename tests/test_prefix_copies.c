@@ -169,6 +169,42 @@ static void test_hit_takes_a_held_copy(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* A sequence that starts with one token and appends the rest fills every block itself, so each is
+ * entered as another copy when the prompt is cached already. Returns its first block. */
+static int32_t fill_copy(kvc_pool *p, uint64_t id, const int32_t *x, int64_t n) {
+    OK(kvc_alloc(p, id, x, 1, NULL, NULL));
+    OK(kvc_append(p, id, x + 1, n - 1, 0, NULL));
+    int32_t t[4];
+    table_of(p, id, t, 4);
+    return t[0];
+}
+
+/* A hit looks for a copy in use among the 8 most recently cached copies only (its cost stays
+ * bounded however many copies a popular block has): a held copy 8th in line is taken, 10th in
+ * line it is not, and the newest (free) copy is. */
+static void test_hit_looks_at_the_8_newest_copies(void **state) {
+    (void)state;
+    kvc_pool *p = make_pool(4, 64, 1);
+    int32_t x[9], t[3];
+    iota_tokens(x, 9, 600);
+    const int32_t held = fill_copy(p, 100, x, 9);
+    int32_t newest = -1;
+    for (uint64_t s = 1; s <= 7; ++s) newest = fill_copy(p, s, x, 9);
+    for (uint64_t s = 1; s <= 7; ++s) OK(kvc_free(p, s));
+    assert_int_equal(stats_of(p).cached_blocks_total, 16); /* 8 copies of each of 2 blocks */
+    assert_int_equal(alloc_hit(p, 200, x, 9), 8);
+    table_of(p, 200, t, 3);
+    assert_int_equal(t[0], held);
+    OK(kvc_free(p, 200));
+    for (uint64_t s = 8; s <= 9; ++s) newest = fill_copy(p, s, x, 9);
+    for (uint64_t s = 8; s <= 9; ++s) OK(kvc_free(p, s));
+    assert_int_equal(alloc_hit(p, 201, x, 9), 8);
+    table_of(p, 201, t, 3);
+    assert_int_equal(t[0], newest);
+    assert_int_equal(kvct_block_refcount(p, held), 1);
+    OK(kvc_pool_destroy(p));
+}
+
 /* Pins take a pinned copy first, so pin / unpin of one prefix keep to one copy however many exist. */
 static void test_pin_takes_the_pinned_copy(void **state) {
     (void)state;
@@ -294,6 +330,7 @@ int main(void) {
         cmocka_unit_test(test_decode_after_rerun),
         cmocka_unit_test(test_each_copy_has_its_events),
         cmocka_unit_test(test_hit_takes_a_held_copy),
+        cmocka_unit_test(test_hit_looks_at_the_8_newest_copies),
         cmocka_unit_test(test_pin_takes_the_pinned_copy),
         cmocka_unit_test(test_windowed_hit_on_a_copy),
         cmocka_unit_test(test_hit_on_a_copy_reads_its_kv),
