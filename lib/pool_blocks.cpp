@@ -253,7 +253,7 @@ void pool_record_lower_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t tier, 
     ++(tier == KVC_TIER_HOST ? w->host_hits : w->disk_hits);
 }
 
-int32_t pool_pick_copy(const kvc_pool *p, int32_t newest, CopyPick pick) {
+__attribute__((noinline)) int32_t pool_pick_copy(const kvc_pool *p, int32_t newest, CopyPick pick) {
     const FreeQueues &q = p->blocks.queues();
     if (pick == kPickPin)
         for (int32_t c = newest; c >= 0; c = p->cache.next_copy(c))
@@ -272,9 +272,11 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
     for (int64_t i = 0; i < max_blocks; ++i) {
         const int32_t *toks = tokens + i * bs;
         BlockKey key = p->hasher.hash_block(w.chain, toks, i, keys);
-        int32_t b = pool_find_copy(p, key.hash, pick);
-        Tiers *t = lower != kWalkDevice ? p->tiers.load() : nullptr;
-        if (b < 0 && t) {
+        bool more;
+        int32_t b = p->cache.find(key.hash, &more);
+        if (b < 0) {  // not on the device: perhaps in a lower tier
+            Tiers *t = lower != kWalkDevice ? p->tiers.load() : nullptr;
+            if (!t) break;
             int32_t slot = -1;
             const int32_t tier = tier_find_lower(p, w.chain, key, toks, lower == kWalkHostDisk, &slot);
             if (tier < 0) break;
@@ -283,7 +285,9 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
             w.hit_blocks = i + 1;
             continue;
         }
-        if (b < 0) break;
+        // After the miss branch, so that the hot path knows b >= 0 (pool_find_copy's result it
+        // would test again: 16 more instructions per block, measured).
+        if (__builtin_expect(more, 0)) b = pool_pick_copy(p, b, pick);
         if (!p->cache.verify(b, w.chain, key, toks)) {
             w.verify_miss = true;
             break;
