@@ -501,9 +501,9 @@ KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out);
  * computes its last block afresh, two sequences decode the same text), so one hash may name several
  * device blocks, as in vLLM v1. A hash stays cached while any of its copies is: evicting one copy
  * keeps the others, and the blocks cached after it stay reachable. A hit (kvc_alloc, kvc_can_alloc,
- * kvc_prefix_lookup) takes the most recently cached copy that is in use (held by a sequence, pinned,
- * or read by a pending copy), else the most recently cached one: blocks are shared where they can
- * be, and the free copies stay evictable. kvc_prefix_pin and kvc_prefix_unpin take the most
+ * kvc_prefix_lookup) takes, of the 8 most recently cached copies, the most recent one in use (held
+ * by a sequence, pinned, or read by a pending copy), else the most recently cached one: blocks are
+ * shared where they can be, the free copies stay evictable, and the choice costs O(1). kvc_prefix_pin and kvc_prefix_unpin take the most
  * recently cached pinned copy before those, so repeated pins of a prefix keep to one copy. (A
  * block whose hash equals a cached block's but whose content differs, a hash collision, is not
  * cached.) Copies reach the memory tiers one per hash: of two copies evicted together only one is
