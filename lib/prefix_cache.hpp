@@ -12,12 +12,13 @@
 // decode the same text), it is entered too, as another copy. A map slot names the newest copy;
 // the older ones follow it in an intrusive doubly-linked chain through next_[] / prev_[] (one
 // int32 each per block, preallocated), newest first, so entering a copy and erasing any copy are
-// O(1) and allocate nothing. Evicting one copy keeps the hash cached through the others. All copies of a hash hold the same identity and token
-// ids (the pool checks that before it adds one; a different block under an equal hash, a hash
-// collision, stays uncached), so a hit may be verified against any of them. A slot's tag has one
-// bit saying "more than one copy": a lookup of a hash with a single copy, by far the common case,
-// never reads next_[]. size() counts cached blocks (copies), num_hashes() distinct hashes. The
-// lower tiers' indexes (tier_index.hpp) reuse this class but never hold two entries of one hash.
+// O(1) and allocate nothing. Evicting one copy keeps the hash cached through the others. All
+// copies of a hash hold the same identity and token ids (the pool checks that before it adds one;
+// a different block under an equal hash, a hash collision, stays uncached), so a hit may be
+// verified against any of them. A slot's tag has one bit saying "more than one copy": a lookup of
+// a hash with a single copy, by far the common case, never reads the chain. size() counts cached
+// blocks (copies), num_hashes() distinct hashes. The lower tiers' indexes (tier_index.hpp) reuse
+// this class but never hold two entries of one hash.
 //
 // Per block one record, preallocated and aligned to a cache line, no per-block allocation:
 //   [hash 16][lora id 8][extras digest 8][parent hash 16][token ids block_size x 4]

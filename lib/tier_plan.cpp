@@ -73,7 +73,8 @@ static void copy_device_block_to_host(kvc_pool *p, Tiers *t, int32_t b, int32_t 
 enum VictimState : uint8_t { kNotVictim = 0, kUndecided, kSpilled, kDropped };
 
 // Whether a copy of hash h on the device other than block `except` stays cached once the planned
-// takes are done (not a victim) or goes to the host tier (a victim chosen for a spill).
+// takes are done (not a victim) or goes to the host tier (a victim chosen for a spill). Walks the
+// hash's copies (one, nearly always; stops at the first kept one).
 static bool device_copy_kept(const kvc_pool *p, const Tiers *t, const Hash128 &h, int32_t except) {
     for (int32_t c = p->cache.find(h); c >= 0; c = p->cache.next_copy(c))
         if (c != except && (t->victim_state[size_t(c)] == kNotVictim || t->victim_state[size_t(c)] == kSpilled))
