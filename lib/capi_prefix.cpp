@@ -50,7 +50,8 @@ KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t
         const int64_t full = num_tokens / pool->block_size;
         const kvc::KeySet &ks = keys_or_empty(keys);
         const kvc::PrefixWalk w = pool->sliding_window > 0 ? kvc::pool_window_pin_range(pool, tokens, full, ks, false)
-                                                           : kvc::pool_walk_prefix(pool, tokens, full, ks);
+                                                           : kvc::pool_walk_prefix(pool, tokens, full, ks,
+                                                                                   kvc::kWalkDevice, kvc::kPickPin);
         for (int64_t i = 0; i < w.held(); ++i) pool->blocks.pin(pool->hit_scratch[size_t(i)]);
         if (out_pinned_tokens) *out_pinned_tokens = w.hit_blocks * pool->block_size;
         return KVC_OK;
@@ -81,7 +82,7 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
                 return fail(KVC_ERR_STATE, "%s: no pinned window of this prefix (sliding window %d)", fn,
                             pool->sliding_window);
         } else {
-            const kvc::PrefixWalk w = kvc::pool_walk_prefix(pool, tokens, full, ks);
+            const kvc::PrefixWalk w = kvc::pool_walk_prefix(pool, tokens, full, ks, kvc::kWalkDevice, kvc::kPickPin);
             while (run < w.hit_blocks && pool->blocks.pins(pool->hit_scratch[size_t(run)]) > 0) ++run;
             if (full > 0 && run == 0)
                 return fail(KVC_ERR_STATE, "%s: the first block of this prefix is not pinned%s", fn,

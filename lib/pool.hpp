@@ -63,6 +63,18 @@ struct Tiers;
 // How far a prefix walk looks when a block is not on the device.
 enum WalkTiers { kWalkDevice = 0, kWalkHost = 1, kWalkHostDisk = 2 };
 
+// Which copy a prefix search takes when a hash has several (prefix_cache.hpp), newest first:
+//   kPickHit  of the kPickScan newest, the first one not in a free list (held by a sequence, pinned
+//             or read by a pending copy), else the newest: a hit then shares a block already in use
+//             and leaves the free copies evictable (kvc_alloc, kvc_can_alloc, kvc_prefix_lookup,
+//             promotion rounds). The bound keeps a hit O(1) however many copies a popular block
+//             has; a copy in use is nearly always among the newest (blocks enter the cache held);
+//   kPickPin  the first pinned one of all, else as kPickHit: kvc_prefix_pin pins the copy an
+//             earlier pin of the prefix pinned, and kvc_prefix_unpin finds it wherever it is (an
+//             explicit, rare call: O(copies)).
+enum CopyPick { kPickHit = 0, kPickPin = 1 };
+constexpr int kPickScan = 8;
+
 }  // namespace kvc
 
 struct kvc_pool {
@@ -167,13 +179,14 @@ void pool_window_release(kvc_pool *p, Sequence *s);
 // filled and pinned before its copy-on-write copy ran, whose holders all let it go).
 void pool_unpin_block(kvc_pool *p, int32_t b);
 
-// Takes cached block b out of the prefix cache (entry erased, KVC_EVENT_BLOCK_REMOVED sent) while
-// its content stays where it is: lazy eviction, and an in-use block about to be written again.
+// Takes cached block b out of the prefix cache (its entry erased, KVC_EVENT_BLOCK_REMOVED sent;
+// other copies of its hash stay cached) while its content stays where it is: lazy eviction, and an in-use block about to be written again.
 void pool_uncache_block(kvc_pool *p, int32_t b);
 
 // The sequence has just confirmed n tokens src[0..n) (s->num_tokens already counts them): hashes
-// every block they complete and enters it in the cache unless an equal block is already cached;
-// the rest goes to s->tail.
+// every block they complete and enters it in the cache (as another copy when its hash is cached
+// already; not at all in the one case of an equal hash over different content, a collision); the
+// rest goes to s->tail.
 void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n);
 
 // pool_hash_full_blocks() for a new sequence's prompt (empty tail) when the keys of its first
@@ -188,11 +201,23 @@ void pool_hash_prompt_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64
 void pool_rewind_hashing(kvc_pool *p, Sequence *s, int64_t n);
 
 // Walks the prompt's first max_blocks full blocks while they are cached and verified; hit ids go
-// to p->hit_scratch. With `lower` != kWalkDevice a block missing on the device is looked up in the
-// host (and disk) tier; such hits get hit_scratch -1 and their slot in p->tiers->hit_tier/hit_slot.
-// No side effects.
+// to p->hit_scratch (of a hash with several copies, the one `pick` names). With `lower` !=
+// kWalkDevice a block missing on the device is looked up in the host (and disk) tier; such hits
+// get hit_scratch -1 and their slot in p->tiers->hit_tier/hit_slot. No side effects.
 PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
-                            WalkTiers lower = kWalkDevice);
+                            WalkTiers lower = kWalkDevice, CopyPick pick = kPickHit);
+
+// The copy `pick` names among the copies of `newest`'s hash (newest: PrefixCache::find's block).
+// kPickHit: at most kPickScan steps; kPickPin: O(copies). Out of line: hashes with one copy never
+// get here.
+int32_t pool_pick_copy(const kvc_pool *p, int32_t newest, CopyPick pick);
+
+// The device block a prefix search takes for this hash (-1: not cached on the device).
+inline int32_t pool_find_copy(const kvc_pool *p, const Hash128 &h, CopyPick pick) {
+    bool more;
+    const int32_t b = p->cache.find(h, &more);
+    return __builtin_expect(more, 0) ? pool_pick_copy(p, b, pick) : b;
+}
 
 // A prompt's prefix hit as kvc_alloc takes it (at most num_tokens - 1 tokens): the leading run of
 // pool_walk_prefix, or with a sliding window the longest prefix whose blocks from the window of its
@@ -201,8 +226,8 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
 PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
                                 WalkTiers lower = kWalkDevice);
 
-// kvc_prefix_pin / kvc_prefix_unpin with a sliding window: the device blocks a hit at the end of
-// the prefix's first full_blocks blocks needs -- blocks first_block .. hit_blocks - 1, for the
+// kvc_prefix_pin / kvc_prefix_unpin with a sliding window (copies picked by kPickPin): the device
+// blocks a hit at the end of the prefix's first full_blocks blocks needs -- blocks first_block .. hit_blocks - 1, for the
 // largest such end whose window is cached (with pinned_only: cached and pinned) -- plus the block
 // before them when the prefix's own admission (one block shorter when block-aligned) needs it and
 // it qualifies. Ids to p->hit_scratch. May throw std::bad_alloc before anything changed.

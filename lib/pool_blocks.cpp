@@ -80,14 +80,32 @@ void stage_tokens(int32_t *row, const int32_t *head, int64_t n_head, const int32
     if (k < bs) row[k] = rest[k - n_head];
 }
 
+// b, staged with the content of key.hash's cached copies (verified here), joins them as their
+// newest copy; false (b stays uncached) when its content differs: a hash collision. Out of line:
+// the common path enters a new hash.
+__attribute__((noinline)) bool enter_copy(kvc_pool *p, Sequence *s, int32_t b, int32_t newest, uint64_t slot,
+                                          const BlockKey &key, const int32_t *row) {
+    if (!p->cache.verify(newest, s->chain, key, row)) return false;
+    p->cache.add_copy_at(slot, b, key);
+    return true;
+}
+
 // Enters the sequence's next block b (index num_hashed), its token ids staged at `row`, under key:
-// in the cache unless an equal block is (or b is cached already), with its event; the chain moves
-// on. Always inlined: hash_next_block's key must stay in registers (see there).
+// in the cache (a new hash, or another copy of a cached one) unless b is cached already, with its
+// event; the chain moves on. Always inlined: hash_next_block's key must stay in registers (see
+// there).
 __attribute__((always_inline)) inline void enter_block(kvc_pool *p, Sequence *s, int32_t b, bool cached,
                                                        const BlockKey key, const int32_t *row) {
-    uint64_t slot = 0;
-    if (!cached && p->cache.find_or_slot(key.hash, &slot) < 0) {
-        p->cache.insert_at(slot, b, key);
+    bool entered = false;
+    if (!cached) {
+        uint64_t slot = 0;
+        bool more;
+        const int32_t newest = p->cache.find_or_slot(key.hash, &slot, &more);
+        entered = true;
+        if (__builtin_expect(newest < 0, 1)) p->cache.insert_at(slot, b, key);
+        else entered = enter_copy(p, s, b, newest, slot, key, row);
+    }
+    if (entered) {
         p->blocks.set_cached(b, true);
         if (p->events.enabled()) {
             EventRecord ev;
@@ -235,17 +253,30 @@ void pool_record_lower_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t tier, 
     ++(tier == KVC_TIER_HOST ? w->host_hits : w->disk_hits);
 }
 
+__attribute__((noinline)) int32_t pool_pick_copy(const kvc_pool *p, int32_t newest, CopyPick pick) {
+    const FreeQueues &q = p->blocks.queues();
+    if (pick == kPickPin)
+        for (int32_t c = newest; c >= 0; c = p->cache.next_copy(c))
+            if (p->blocks.pins(c) > 0) return c;
+    int32_t c = newest;
+    for (int i = 0; i < kPickScan && c >= 0; ++i, c = p->cache.next_copy(c))
+        if (!q.contains(c)) return c;
+    return newest;
+}
+
 PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
-                            WalkTiers lower) {
+                            WalkTiers lower, CopyPick pick) {
     PrefixWalk w;
     const int32_t bs = p->block_size;
     if (max_blocks > p->num_blocks) max_blocks = p->num_blocks;  // bounds hit_scratch
     for (int64_t i = 0; i < max_blocks; ++i) {
         const int32_t *toks = tokens + i * bs;
         BlockKey key = p->hasher.hash_block(w.chain, toks, i, keys);
-        int32_t b = p->cache.find(key.hash);
-        Tiers *t = lower != kWalkDevice ? p->tiers.load() : nullptr;
-        if (b < 0 && t) {
+        bool more;
+        int32_t b = p->cache.find(key.hash, &more);
+        if (b < 0) {  // not on the device: perhaps in a lower tier
+            Tiers *t = lower != kWalkDevice ? p->tiers.load() : nullptr;
+            if (!t) break;
             int32_t slot = -1;
             const int32_t tier = tier_find_lower(p, w.chain, key, toks, lower == kWalkHostDisk, &slot);
             if (tier < 0) break;
@@ -254,7 +285,9 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
             w.hit_blocks = i + 1;
             continue;
         }
-        if (b < 0) break;
+        // Picked after the miss branch, so that the hot path knows b >= 0 (picking first made GCC
+        // test the block id and the tiers pointer again: 16 instructions per block, measured).
+        if (__builtin_expect(more, 0)) b = pool_pick_copy(p, b, pick);
         if (!p->cache.verify(b, w.chain, key, toks)) {
             w.verify_miss = true;
             break;

@@ -1,5 +1,6 @@
 // The invariant checker behind kvc_pool_check. O(blocks + table entries); allocates freely (it is
 // a debugging aid, not a hot path). Reports the first violation found.
+#include <cstring>
 #include <vector>
 
 #include "error.hpp"
@@ -148,23 +149,42 @@ kvc_status pool_check_invariants(kvc_pool *p) {
         KVC_CHECK(should == q.contains(b), "block %d list tag disagrees with its state", b);
     }
 
-    // 3. Cache map: every cached block is in the map under its hash, and nothing else is.
+    // 3. Cache map: every cached block is in the map under its hash (in its hash's chain of
+    // copies), and nothing else is; the copies of a hash hold one content; the size counts copies.
     if (p->caching) {
-        int64_t cached = 0, slots_used = 0;
+        const PrefixCache &c = p->cache;
+        int64_t cached = 0, chained = 0, hashes = 0;
         for (int32_t b = 0; b < n; ++b) {
             if (!bp.cached(b)) continue;
             ++cached;
-            KVC_CHECK(p->cache.find(p->cache.hash_of(b)) == b, "cached block %d is not found under its hash", b);
+            int32_t x = c.find(c.hash_of(b));
+            for (int64_t steps = 0; x >= 0 && x != b && steps < n; ++steps) x = c.next_copy(x);
+            KVC_CHECK(x == b, "cached block %d is not found under its hash", b);
         }
-        for (int64_t i = 0; i < p->cache.slot_count(); ++i) {
-            int32_t b = p->cache.slot(i);
-            if (b < 0) continue;
-            ++slots_used;
-            KVC_CHECK(b < n && bp.cached(b), "cache map slot %lld holds block %d which is not cached", (long long)i, b);
+        for (int64_t i = 0; i < c.slot_count(); ++i) {
+            const int32_t head = c.slot(i);
+            if (head < 0) continue;
+            ++hashes;
+            int64_t len = 0;
+            for (int32_t x = head, newer = -1; x >= 0; newer = x, x = c.next_copy(x)) {
+                KVC_CHECK(x < n && bp.cached(x), "cache map slot %lld holds block %d which is not cached", (long long)i, x);
+                KVC_CHECK(++len <= n, "cache map slot %lld: its chain of copies is cyclic", (long long)i);
+                KVC_CHECK(!c.slot_has_copies(i) || c.prev_copy(x) == newer,
+                          "cache map slot %lld: block %d links back to %d, not %d", (long long)i, x, c.prev_copy(x), newer);
+                if (x == head) continue;
+                KVC_CHECK(c.hash_of(x) == c.hash_of(head) && c.parent_of(x) == c.parent_of(head) &&
+                              c.lora_of(x) == c.lora_of(head) && c.digest_of(x) == c.digest_of(head) &&
+                              std::memcmp(c.tokens_of(x), c.tokens_of(head), size_t(bs) * sizeof(int32_t)) == 0,
+                          "blocks %d and %d are copies of one hash with different content", head, x);
+            }
+            KVC_CHECK(c.slot_has_copies(i) == (len > 1), "cache map slot %lld says %s copy but holds %lld", (long long)i,
+                      c.slot_has_copies(i) ? "more than one" : "one", (long long)len);
+            chained += len;
         }
-        KVC_CHECK(cached == slots_used && cached == p->cache.size(),
-                  "%lld cached blocks, %lld map entries, map size %lld", (long long)cached, (long long)slots_used,
-                  (long long)p->cache.size());
+        KVC_CHECK(cached == chained && cached == c.size() && hashes == c.num_hashes(),
+                  "%lld cached blocks, %lld in the map's chains, map size %lld; %lld map entries, %lld hashes counted",
+                  (long long)cached, (long long)chained, (long long)c.size(), (long long)hashes,
+                  (long long)c.num_hashes());
     } else {
         for (int32_t b = 0; b < n; ++b) KVC_CHECK(!bp.cached(b), "block %d is cached while caching is off", b);
     }

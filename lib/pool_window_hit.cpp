@@ -14,13 +14,14 @@ namespace {
 
 // Is block k of the prompt usable as a hit (cached on the device with the same content, or with
 // `lower` in a lower tier)? keys[] holds every block's key; keys[k - 1] is block k's parent.
-// *verify_miss is set when a device entry with block k's hash holds other tokens. With
-// pinned_only (kvc_prefix_unpin's search) only pinned device blocks count.
-bool usable(kvc_pool *p, const int32_t *tokens, const BlockKey *keys, int64_t k, WalkTiers lower,
+// *verify_miss is set when a device entry with block k's hash holds other tokens. Of several
+// copies, `pick` chooses (pool.hpp). With pinned_only (kvc_prefix_unpin's search) only pinned
+// device blocks count.
+bool usable(kvc_pool *p, const int32_t *tokens, const BlockKey *keys, int64_t k, WalkTiers lower, CopyPick pick,
             bool *verify_miss, bool pinned_only = false) {
     const Hash128 &parent = k > 0 ? keys[k - 1].hash : kRootHash;
     const int32_t *toks = tokens + k * p->block_size;
-    const int32_t b = p->cache.find(keys[k].hash);
+    const int32_t b = pool_find_copy(p, keys[k].hash, pick);
     if (b >= 0) {
         if (p->cache.verify(b, parent, keys[k], toks)) return !pinned_only || p->blocks.pins(b) > 0;
         *verify_miss = true;
@@ -40,7 +41,7 @@ int64_t first_needed(const kvc_pool *p, int64_t e) {
 }
 
 PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
-                         WalkTiers lower, bool pinned_only = false) {
+                         WalkTiers lower, CopyPick pick, bool pinned_only = false) {
     PrefixWalk w;
     if (max_blocks <= 0) return w;
     // Every block's key, left to right (each chains on its parent). Grown, never shrunk: steady
@@ -66,7 +67,7 @@ PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks,
             if (lo > e + 1) lo = e + 1;
             continue;
         }
-        while (lo > f && usable(p, tokens, k.data(), lo - 1, lower, &verify_miss, pinned_only)) --lo;
+        while (lo > f && usable(p, tokens, k.data(), lo - 1, lower, pick, &verify_miss, pinned_only)) --lo;
         if (lo <= f) break;
         e = lo - 2;
         lo = e + 1;
@@ -78,7 +79,7 @@ PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks,
     // Record the hit's held blocks f..e as pool_walk_prefix does (ids, tier slots, counts).
     const int64_t f = first_needed(p, e);
     for (int64_t i = f; i <= e; ++i) {
-        const int32_t b = p->cache.find(k[size_t(i)].hash);
+        const int32_t b = pool_find_copy(p, k[size_t(i)].hash, pick);
         if (b >= 0) {  // verified in the scan
             pool_record_device_hit(p, &w, i - f, b);
             continue;
@@ -99,7 +100,7 @@ PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks,
 
 PrefixWalk pool_window_pin_range(kvc_pool *p, const int32_t *tokens, int64_t full_blocks, const KeySet &keys,
                                  bool pinned_only) {
-    PrefixWalk w = walk_windowed(p, tokens, full_blocks, keys, kWalkDevice, pinned_only);
+    PrefixWalk w = walk_windowed(p, tokens, full_blocks, keys, kWalkDevice, kPickPin, pinned_only);
     if (w.hit_blocks < 2) return w;
     // The prefix itself, when block-aligned, is admitted one block short of this hit (the last
     // token is always computed): that hit ends at e - 1 and needs block first_needed(e - 1), one
@@ -108,10 +109,10 @@ PrefixWalk pool_window_pin_range(kvc_pool *p, const int32_t *tokens, int64_t ful
     const int64_t e = w.hit_blocks - 1, g = first_needed(p, e - 1);
     if (g >= w.first_block || w.held() + 1 > p->num_blocks) return w;
     bool verify_miss = false;
-    if (!usable(p, tokens, w.keys, g, kWalkDevice, &verify_miss, pinned_only)) return w;
+    if (!usable(p, tokens, w.keys, g, kWalkDevice, kPickPin, &verify_miss, pinned_only)) return w;
     int32_t *ids = p->hit_scratch.data();
     std::memmove(ids + 1, ids, size_t(w.held()) * sizeof(int32_t));
-    pool_record_device_hit(p, &w, 0, p->cache.find(w.keys[g].hash));
+    pool_record_device_hit(p, &w, 0, pool_find_copy(p, w.keys[g].hash, kPickPin));
     w.first_block = g;
     return w;
 }
@@ -127,7 +128,7 @@ PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_
     // Nothing cached anywhere: skip hashing the whole prompt.
     if (p->cache.size() == 0 && (lower == kWalkDevice || !p->tiers.load(std::memory_order_relaxed)))
         return PrefixWalk{};
-    return walk_windowed(p, tokens, max_blocks, keys, lower);
+    return walk_windowed(p, tokens, max_blocks, keys, lower, kPickHit);
 }
 
 }  // namespace kvc

@@ -26,8 +26,10 @@ void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
     }
     key_[0] |= 1;  // odd: multiplication by it is a bijection
     key_[1] |= 1;
-    size_ = 0;
+    size_ = hashes_ = 0;
     slots_.assign(cap, Slot{});
+    next_.assign(size_t(num_blocks), -1);
+    prev_.assign(size_t(num_blocks), -1);
     lines_.reset(new Line[size_t(num_blocks) * size_t(lines_per_record_)]());  // zeroed token rows
     for (int32_t b = 0; b < num_blocks; ++b) new (rec(b)) Record();
 }
@@ -35,28 +37,49 @@ void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
 void PrefixCache::insert(int32_t b, const Hash128 &parent, const BlockKey &key, const int32_t *tokens) {
     int32_t *row = stage(b, parent);
     if (row != tokens) copy_block_tokens(row, tokens, token_bytes_);
-    uint64_t slot = home(key.hash);
-    while (slots_[slot].block >= 0) slot = (slot + 1) & mask_;
-    insert_at(slot, b, key);
+    uint64_t slot;
+    bool more;
+    if (find_or_slot(key.hash, &slot, &more) < 0) insert_at(slot, b, key);
+    else add_copy_at(slot, b, key);
 }
 
 void PrefixCache::erase(int32_t b) {
-    uint64_t i = home(rec(b)->hash);
-    while (slots_[i].block != b) i = (i + 1) & mask_;
-    // Backward-shift deletion: pull later entries of the probe run into the hole so every entry
-    // stays reachable from its home slot without tombstones.
+    const Hash128 h = rec(b)->hash;
+    const uint32_t tag = tag_of(h);
+    uint64_t i = home(h);
+    bool newest = false;
+    for (;; i = (i + 1) & mask_) {
+        const Slot &sl = slots_[i];
+        if (sl.block == b) {
+            newest = true;
+            break;
+        }
+        if ((sl.tag ^ tag) <= kCopies && rec(sl.block)->hash == h) break;  // b is an older copy
+    }
+    Slot &sl = slots_[i];
+    --size_;
+    if (sl.tag & kCopies) {  // unlink b from the chain: O(1) wherever it is
+        const int32_t older = next_[size_t(b)], newer = prev_[size_t(b)];
+        if (older >= 0) prev_[size_t(older)] = newer;
+        if (newest) sl.block = older;
+        else next_[size_t(newer)] = older;
+        if (next_[size_t(sl.block)] < 0) sl.tag &= ~kCopies;  // one copy left
+        return;
+    }
+    // b was the hash's last copy. Backward-shift deletion: pull later entries of the probe run into
+    // the hole so every entry stays reachable from its home slot without tombstones.
     uint64_t hole = i;
     for (uint64_t j = (i + 1) & mask_; slots_[j].block >= 0; j = (j + 1) & mask_) {
-        const uint64_t h = home(rec(slots_[j].block)->hash);
+        const uint64_t hj = home(rec(slots_[j].block)->hash);
         // Move j into the hole unless its home lies cyclically in (hole, j].
-        bool home_after_hole = hole <= j ? (h > hole && h <= j) : (h > hole || h <= j);
+        bool home_after_hole = hole <= j ? (hj > hole && hj <= j) : (hj > hole || hj <= j);
         if (!home_after_hole) {
             slots_[hole] = slots_[j];
             hole = j;
         }
     }
     slots_[hole] = Slot{};
-    --size_;
+    --hashes_;
 }
 
 int64_t PrefixCache::longest_displacement() const {
@@ -68,7 +91,7 @@ int64_t PrefixCache::longest_displacement() const {
 
 void PrefixCache::clear() {
     std::fill(slots_.begin(), slots_.end(), Slot{});
-    size_ = 0;
+    size_ = hashes_ = 0;
 }
 
 }  // namespace kvc

@@ -58,6 +58,8 @@ kvc_status check_slots(const TierSlots &ts, const char *name, const std::vector<
         ++map_entries;
         TIER_CHECK(s < ts.capacity() && ts.indexed(s), "%s index entry %lld names slot %d, which is not indexed", name,
                    (long long)i, s);
+        // Unlike the device's prefix cache, a lower tier holds one copy of a block at most.
+        TIER_CHECK(!ts.index().slot_has_copies(i), "%s index entry %lld holds two copies of one hash", name, (long long)i);
     }
     TIER_CHECK(map_entries == indexed && indexed == ts.index().size(), "%s tier: %lld indexed slots, %lld map entries, "
                "map size %lld", name, (long long)indexed, (long long)map_entries, (long long)ts.index().size());

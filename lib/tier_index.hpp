@@ -13,7 +13,9 @@
 //
 // The lists reuse FreeQueues (its "unhashed" list is the free list, its priority lists the LRU) and
 // the index reuses PrefixCache, so a tier has exactly the device tier's eviction order and
-// identity checks.
+// identity checks. Unlike the device's, a tier's index holds at most one slot per hash: every path
+// that indexes a slot first checks that the tier lacks the hash (tier_plan.cpp, tier_promote.cpp,
+// DiskTier::scan), and kvc_pool_check checks it.
 #pragma once
 
 #include <cstdint>

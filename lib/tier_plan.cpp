@@ -72,16 +72,24 @@ static void copy_device_block_to_host(kvc_pool *p, Tiers *t, int32_t b, int32_t 
 // Tiers::victim_state of a device block during tier_plan_spills (kNotVictim outside it).
 enum VictimState : uint8_t { kNotVictim = 0, kUndecided, kSpilled, kDropped };
 
+// Whether a copy of hash h on the device other than block `except` stays cached once the planned
+// takes are done (not a victim) or goes to the host tier (a victim chosen for a spill). Walks the
+// hash's copies (one, nearly always; stops at the first kept one).
+static bool device_copy_kept(const kvc_pool *p, const Tiers *t, const Hash128 &h, int32_t except) {
+    for (int32_t c = p->cache.find(h); c >= 0; c = p->cache.next_copy(c))
+        if (c != except && (t->victim_state[size_t(c)] == kNotVictim || t->victim_state[size_t(c)] == kSpilled))
+            return true;
+    return false;
+}
+
 // Whether a lookup can still walk through the block `parent` names once the planned takes are
-// done: it is the root, or cached on the device and not dropped by tier_plan_spills' evictions, or
-// indexed in the host or disk tier (a copy in flight included). A parent still undecided (evicted
-// after its child, by a lower retention priority) counts as not kept: the child is dropped rather
-// than take a slot that nothing may lead to.
+// done: it is the root, or a copy of it is cached on the device and not dropped by
+// tier_plan_spills' evictions, or it is indexed in the host or disk tier (a copy in flight
+// included). A parent still undecided (evicted after its child, by a lower retention priority)
+// counts as not kept: the child is dropped rather than take a slot that nothing may lead to.
 static bool parent_kept(const kvc_pool *p, const Tiers *t, const Hash128 &parent) {
     if (parent == kRootHash) return true;
-    const int32_t pb = p->cache.find(parent);
-    if (pb >= 0 && (t->victim_state[size_t(pb)] == kNotVictim || t->victim_state[size_t(pb)] == kSpilled))
-        return true;
+    if (device_copy_kept(p, t, parent, -1)) return true;
     if (t->host->slots.find(parent) >= 0) return true;
     return t->disk && t->disk->slots.find(parent) >= 0;
 }
@@ -150,13 +158,17 @@ static void collect_victims(kvc_pool *p, Tiers *t, int64_t n) {
 }
 
 // Heads first: the victims in the reverse of eviction order, each worth keeping taking one of the
-// host slots a claim can get (free or cached ones; held and busy ones cannot be taken).
+// host slots a claim can get (free or cached ones; held and busy ones cannot be taken). A victim is
+// not worth keeping when the host has its hash already, or another device copy of it stays (or
+// is spilled: of two evicted copies only one goes to the host), or its parent is not kept.
 static void choose_spills(const kvc_pool *p, Tiers *t) {
     const TierSlots &hs = t->host->slots;
     int64_t slots = hs.num_evictable();
     for (auto it = t->victims.rbegin(); it != t->victims.rend(); ++it) {
         const int32_t b = *it;
-        const bool keep = slots > 0 && hs.find(p->cache.hash_of(b)) < 0 && parent_kept(p, t, p->cache.parent_of(b));
+        const Hash128 &h = p->cache.hash_of(b);
+        const bool keep = slots > 0 && hs.find(h) < 0 && !device_copy_kept(p, t, h, b) &&
+                          parent_kept(p, t, p->cache.parent_of(b));
         t->victim_state[size_t(b)] = keep ? kSpilled : kDropped;
         slots -= keep ? 1 : 0;
     }

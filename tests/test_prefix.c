@@ -61,17 +61,26 @@ static void test_last_token_rule_and_duplicates(void **state) {
     table_of(p, 1, t1, 3);
     table_of(p, 2, t2, 3);
     assert_int_not_equal(t1[2], t2[2]);
-    /* Same content, second block: the existing entry is kept, no second BlockStored event. */
+    /* Same content in a second block: it is entered too, as another copy of the hash, with its own
+     * BlockStored event (tests/test_prefix_copies.c has the rest of the duplicate semantics). */
     assert_int_equal(kvct_block_is_cached(p, t1[2]), 1);
-    assert_int_equal(kvct_block_is_cached(p, t2[2]), 0);
+    assert_int_equal(kvct_block_is_cached(p, t2[2]), 1);
     kvc_event ev;
     ev.struct_size = sizeof ev;
     int32_t toks[16], has = -1;
     OK(kvc_event_pop(p, &ev, toks, 16, &has));
+    assert_int_equal(has, 1);
+    assert_int_equal(ev.type, KVC_EVENT_BLOCK_STORED);
+    assert_int_equal(ev.block_id, t2[2]);
+    assert_memory_equal(toks, t + 32, sizeof toks);
+    OK(kvc_event_pop(p, &ev, toks, 16, &has));
     assert_int_equal(has, 0);
-    /* Freeing the first owner keeps its entry; the duplicate goes to the unhashed list. */
+    assert_int_equal(stats_of(p).cached_blocks_total, 4); /* copies count */
+    /* Freeing the first owner keeps its copy cached (in the LRU list), the second's stays held. */
     OK(kvc_free(p, 1));
     CHECK_POOL(p);
+    assert_int_equal(kvct_block_is_cached(p, t1[2]), 1);
+    assert_int_equal(stats_of(p).cached_free_blocks, 1);
     assert_int_equal(cached_tokens_of(p, t, 49, NULL), 48);
     OK(kvc_pool_destroy(p));
 }
@@ -273,6 +282,11 @@ static void test_forced_collision_is_a_counted_miss(void **state) {
     table_of(p, 1, ta, 3);
     assert_int_not_equal(tb[0], ta[0]); /* not shared */
     assert_int_equal(kvct_block_refcount(p, ta[0]), 1);
+    /* Nor entered as another copy of that hash: a copy must hold the same content. */
+    assert_int_equal(kvct_block_is_cached(p, tb[0]), 0);
+    assert_int_equal(kvct_block_is_cached(p, tb[1]), 0);
+    assert_int_equal(stats_of(p).cached_blocks_total, 1);
+    assert_int_equal(cached_tokens_of(p, b, 9, NULL), 0);
     kvct_set_hash_override(NULL);
     OK(kvc_pool_destroy(p));
 }

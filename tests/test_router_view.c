@@ -1,6 +1,8 @@
 /* What a KV-aware router reads without a pool or beside one: kvc_hash_blocks (checked against the
  * shared vectors of tests/conformance/hash_vectors.txt and against the hashes a pool reports in its
- * KV events, on the prompt path and the decode path) and kvc_stats.cached_blocks_total. */
+ * KV events, on the prompt path and the decode path) and kvc_stats.cached_blocks_total; and a
+ * router fed by nothing but the device KV events and kvc_hash_blocks predicting kvc_prefix_lookup
+ * exactly while blocks of equal content (copies of one hash) come and go. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -282,6 +284,156 @@ static void test_stats_before_cached_blocks_total(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* ---- An event-fed router predicts kvc_prefix_lookup ------------------------------------------ */
+
+enum { RV_BS = 4, RV_BLOCKS = 24, RV_SEQS = 6, RV_MAXT = 48, RV_FAMILIES = 3 };
+
+/* The router's whole state: per device block id, the hash its latest BLOCK_STORED named (valid
+ * until its BLOCK_REMOVED). A hash is cached while any block holds it: copies count one by one. */
+typedef struct rv_router {
+    int used[RV_BLOCKS];
+    uint64_t hi[RV_BLOCKS], lo[RV_BLOCKS];
+    uint64_t next_seq;
+} rv_router;
+
+static void rv_drain(kvc_pool *p, rv_router *r) {
+    for (;;) {
+        kvc_event e = {.struct_size = sizeof(kvc_event)};
+        int32_t toks[RV_BS], has = 0;
+        OK(kvc_event_pop(p, &e, toks, RV_BS, &has));
+        if (!has) return;
+        assert_int_equal(e.sequence_number, r->next_seq++); /* nothing dropped */
+        if (e.type == KVC_EVENT_ALL_BLOCKS_CLEARED) {
+            memset(r->used, 0, sizeof r->used);
+            continue;
+        }
+        assert_true(e.block_id >= 0 && e.block_id < RV_BLOCKS);
+        if (e.type == KVC_EVENT_BLOCK_STORED) {
+            assert_false(r->used[e.block_id]);
+            r->used[e.block_id] = 1;
+            r->hi[e.block_id] = e.hash_hi;
+            r->lo[e.block_id] = e.hash_lo;
+        } else {
+            assert_int_equal(e.type, KVC_EVENT_BLOCK_REMOVED);
+            assert_true(r->used[e.block_id] && r->hi[e.block_id] == e.hash_hi && r->lo[e.block_id] == e.hash_lo);
+            r->used[e.block_id] = 0;
+        }
+    }
+}
+
+static int rv_has(const rv_router *r, uint64_t hi, uint64_t lo) {
+    for (int b = 0; b < RV_BLOCKS; ++b)
+        if (r->used[b] && r->hi[b] == hi && r->lo[b] == lo) return 1;
+    return 0;
+}
+
+/* The router's prediction: the leading run of the prompt's block hashes it holds, at most
+ * num_tokens - 1 tokens (the last one is always computed) and at most the pool's block count. */
+static int64_t rv_predict(const rv_router *r, const int32_t *t, int64_t n) {
+    uint64_t hi[RV_MAXT], lo[RV_MAXT];
+    int64_t count = 0, run = 0;
+    OK(kvc_hash_blocks(RV_BS, NULL, t, n, hi, lo, RV_MAXT, &count));
+    const int64_t cap = (n - 1) / RV_BS < RV_BLOCKS ? (n - 1) / RV_BS : RV_BLOCKS;
+    while (run < cap && rv_has(r, hi[run], lo[run])) ++run;
+    return run * RV_BS;
+}
+
+static int64_t rv_count(const rv_router *r) {
+    int64_t n = 0;
+    for (int b = 0; b < RV_BLOCKS; ++b) n += r->used[b];
+    return n;
+}
+
+/* Token i of family f's text: every sequence of a family reads and decodes the same text, so equal
+ * blocks (copies) arise all the time: re-runs of a prompt, sequences decoding alike, a family's
+ * prompts of different lengths. */
+static int32_t rv_token(int f, int64_t i) { return (int32_t)(f * 1000 + i); }
+
+static uint64_t rv_next(uint64_t *rng) {
+    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    return *rng >> 33;
+}
+
+static void test_router_predicts_lookups_with_copies(void **state) {
+    (void)state;
+    kvc_pool_config c;
+    OK(kvc_pool_config_default(&c));
+    c.block_size = RV_BS;
+    c.num_blocks = RV_BLOCKS;
+    c.watermark = 0.0;
+    kvc_pool *p = NULL;
+    OK(kvc_pool_create(&c, &p));
+    rv_router r;
+    memset(&r, 0, sizeof r);
+    int live[RV_SEQS] = {0}, fam[RV_SEQS] = {0};
+    int64_t len[RV_SEQS] = {0};
+    uint64_t rng = 23;
+    int64_t copies_seen = 0, probes = 0, hits = 0;
+    for (int step = 0; step < 4000; ++step) {
+        const int s = (int)(rv_next(&rng) % RV_SEQS);
+        const uint64_t op = rv_next(&rng) % 10;
+        int32_t t[RV_MAXT + 1];
+        if (!live[s]) {
+            fam[s] = (int)(rv_next(&rng) % RV_FAMILIES);
+            const int64_t n = 1 + (int64_t)(rv_next(&rng) % 24);
+            for (int64_t i = 0; i < n; ++i) t[i] = rv_token(fam[s], i);
+            if (kvc_alloc(p, (uint64_t)s, t, n, NULL, NULL) == KVC_OK) {
+                live[s] = 1;
+                len[s] = n;
+            }
+        } else if (op < 5 && len[s] < RV_MAXT) { /* decode the family's text */
+            t[0] = rv_token(fam[s], len[s]);
+            if (kvc_append(p, (uint64_t)s, t, 1, 0, NULL) == KVC_OK) ++len[s];
+        } else if (op == 5 && len[s] > 1) { /* a rejected draft: back to an earlier length */
+            len[s] -= 1 + (int64_t)(rv_next(&rng) % (uint64_t)(len[s] - 1));
+            OK(kvc_truncate(p, (uint64_t)s, len[s], NULL));
+        } else if (op == 6) {
+            const int d = (s + 1) % RV_SEQS;
+            if (!live[d] && kvc_fork(p, (uint64_t)s, (uint64_t)d) == KVC_OK) {
+                live[d] = 1;
+                fam[d] = fam[s];
+                len[d] = len[s];
+            }
+        } else if (op == 7) {
+            OK(kvc_abort(p, (uint64_t)s));
+            live[s] = 0;
+        } else {
+            OK(kvc_free(p, (uint64_t)s));
+            live[s] = 0;
+        }
+        rv_drain(p, &r);
+        kvc_stats st = stats_of(p);
+        assert_int_equal(rv_count(&r), st.cached_blocks_total);
+        /* Copies in the pool: cached blocks beyond the distinct hashes the router holds. */
+        int64_t distinct = 0;
+        for (int b = 0; b < RV_BLOCKS; ++b) {
+            if (!r.used[b]) continue;
+            int first = 1;
+            for (int e = 0; e < b; ++e) first = first && !(r.used[e] && r.hi[e] == r.hi[b] && r.lo[e] == r.lo[b]);
+            distinct += first;
+        }
+        copies_seen += rv_count(&r) - distinct;
+        for (int f = 0; f < RV_FAMILIES; ++f) { /* every prefix length of every family */
+            for (int64_t n = 1; n <= RV_MAXT; n += 1 + (int64_t)(rv_next(&rng) % 4)) {
+                for (int64_t i = 0; i < n; ++i) t[i] = rv_token(f, i);
+                int64_t got = -1;
+                OK(kvc_prefix_lookup(p, t, n, NULL, &got));
+                const int64_t want = rv_predict(&r, t, n);
+                if (got != want)
+                    fail_msg("step %d family %d length %lld: kvc_prefix_lookup %lld, the router predicts %lld", step, f,
+                             (long long)n, (long long)got, (long long)want);
+                ++probes;
+                hits += got > 0;
+            }
+        }
+        if (step % 100 == 0) OK(kvc_pool_check(p));
+    }
+    /* The run did what it is for: copies existed, lookups hit. */
+    assert_true(copies_seen > 1000);
+    assert_true(hits > probes / 4);
+    OK(kvc_pool_destroy(p));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vectors),
@@ -290,6 +442,7 @@ int main(void) {
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_cached_blocks_total),
         cmocka_unit_test(test_stats_before_cached_blocks_total),
+        cmocka_unit_test(test_router_predicts_lookups_with_copies),
     };
     return cmocka_run_group_tests(tests, load_vectors, NULL);
 }

@@ -146,41 +146,74 @@ static void test_truncate_into_shared_block(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
-/* A cut into a hashed block that was never cached (its content was already cached elsewhere):
- * the last hashed block is verified against the chain and hashing goes on; deeper, the ids cannot
- * be trusted and the sequence stops entering blocks in the cache (its KV stays right). */
+/* A hash for test_truncate_uncached_hashed_block: any input holding MARK as a token id hashes to
+ * one constant (so two different blocks holding it collide), every other input to an FNV-1a mix
+ * of its bytes (distinct enough for these few blocks). */
+enum { MARK = 0x7ead0001 };
+static void marker_collision_hash(const void *data, size_t len, uint64_t *hi, uint64_t *lo) {
+    const unsigned char *d = (const unsigned char *)data;
+    for (size_t i = 0; i + 4 <= len; i += 4) {
+        int32_t v;
+        memcpy(&v, d + i, 4);
+        if (v == MARK) {
+            *hi = *lo = 0xC0111DEull;
+            return;
+        }
+    }
+    uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
+    for (size_t i = 0; i < len; ++i) {
+        a = (a ^ d[i]) * 0x100000001b3ull;
+        b = (b ^ d[i] ^ (uint64_t)i) * 0x100000001b3ull;
+    }
+    *hi = a;
+    *lo = b;
+}
+
+/* A cut into a hashed block that is not cached. A block whose content is cached elsewhere is
+ * cached too (another copy), so the only such block is one whose hash collided with a different
+ * block's (forced here): the last hashed block is verified against the chain and hashing goes on;
+ * deeper, the ids cannot be trusted and the sequence stops entering blocks in the cache (its KV
+ * stays right). (After a swap-in: test_truncate_after_swap_in_stops_hashing.) */
 static void test_truncate_uncached_hashed_block(void **state) {
     (void)state;
+    kvct_set_hash_override(marker_collision_hash);
     kvc_pool *p = make_pool(4, 32, 1);
-    int32_t t[24];
+    int32_t t[24], c[24];
     iota_tokens(t, 24, 300);
+    t[15] = MARK;
+    memcpy(c, t, sizeof t);
+    c[14] = MARK; /* block 3 differs from t's, with the same (forced) hash */
+    c[15] = 1;
     OK(kvc_alloc(p, 1, t, 16, NULL, NULL)); /* 4 cached blocks */
-    OK(kvc_alloc(p, 2, t, 16, NULL, NULL)); /* hits 3 blocks; its block 3 duplicates 1's: uncached */
+    OK(kvc_alloc(p, 2, c, 16, NULL, NULL)); /* hits 3 blocks; its block 3 collides with 1's: uncached */
     int32_t b1[8], b2[8];
     table_of(p, 1, b1, 8);
     table_of(p, 2, b2, 8);
     assert_int_not_equal(b1[3], b2[3]);
+    assert_int_equal(kvct_block_is_cached(p, b2[3]), 0);
+    assert_int_equal(stats_of(p).cached_blocks_total, 4);
 
-    OK(kvc_truncate(p, 2, 13, NULL)); /* the last hashed block: verified, tail = t[12] */
+    OK(kvc_truncate(p, 2, 13, NULL)); /* the last hashed block: verified, tail = c[12] */
     CHECK_POOL(p);
     const int32_t y[3] = {800, 801, 802};
     OK(kvc_append(p, 2, y, 3, 0, NULL));
     CHECK_POOL(p);
+    assert_int_equal(kvct_block_is_cached(p, b2[3]), 1);
     int32_t u[17];
-    memcpy(u, t, 13 * sizeof(int32_t));
+    memcpy(u, c, 13 * sizeof(int32_t));
     memcpy(u + 13, y, sizeof y);
     u[16] = 5;
     assert_int_equal(cached_tokens_of(p, u, 17, NULL), 16);
 
-    OK(kvc_alloc(p, 3, t, 16, NULL, NULL));
-    OK(kvc_append(p, 3, t + 16, 4, 0, NULL)); /* block 4 is new content: cached */
+    OK(kvc_alloc(p, 3, c, 16, NULL, NULL));
+    OK(kvc_append(p, 3, c + 16, 4, 0, NULL)); /* block 4 is new content: cached */
     OK(kvc_truncate(p, 3, 13, NULL));         /* into block 3: uncached and not the last hashed */
     CHECK_POOL(p);
     const int32_t z[7] = {810, 811, 812, 813, 814, 815, 816};
     OK(kvc_append(p, 3, z, 3, 0, NULL));
     CHECK_POOL(p);
     int32_t v[21];
-    memcpy(v, t, 13 * sizeof(int32_t));
+    memcpy(v, c, 13 * sizeof(int32_t));
     memcpy(v + 13, z, sizeof z);
     v[20] = 5;
     assert_int_equal(cached_tokens_of(p, v, 17, NULL), 12); /* not entered: hashing stopped */
@@ -189,6 +222,7 @@ static void test_truncate_uncached_hashed_block(void **state) {
     OK(kvc_append(p, 3, z + 3, 4, 0, NULL));
     CHECK_POOL(p);
     assert_int_equal(cached_tokens_of(p, v, 21, NULL), 12);
+    kvct_set_hash_override(NULL);
     OK(kvc_pool_destroy(p));
 }
 

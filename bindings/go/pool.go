@@ -142,7 +142,7 @@ type Stats struct {
 	Evictions         int64
 	VerifyMisses      int64
 	EventsDropped     int64
-	CachedBlocksTotal      int64 // in the prefix cache, held or free: what an event-fed router holds
+	CachedBlocksTotal int64 // blocks (every copy of a hash) in the prefix cache, held or free: what an event-fed router holds
 }
 
 // Stats returns a snapshot of the pool's counters (kvc_pool_stats).
@@ -174,6 +174,6 @@ func (p *Pool) Stats() (Stats, error) {
 		Evictions:         s.GetEvictions(),
 		VerifyMisses:      s.GetVerify_misses(),
 		EventsDropped:     s.GetEvents_dropped(),
-		CachedBlocksTotal:      s.GetCached_blocks_total(),
+		CachedBlocksTotal: s.GetCached_blocks_total(),
 	}, nil
 }

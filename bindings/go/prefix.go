@@ -70,8 +70,8 @@ func (p *Pool) ResetPrefixCache() error {
 type EventType int32
 
 const (
-	EventBlockStored      EventType = 1 // a full block entered the cache
-	EventBlockRemoved     EventType = 2 // a cached block was evicted
+	EventBlockStored      EventType = 1 // a full block entered the cache (a copy of a cached hash too)
+	EventBlockRemoved     EventType = 2 // a cached block left it; other copies of its hash stay
 	EventAllBlocksCleared EventType = 3 // ResetPrefixCache
 )
 

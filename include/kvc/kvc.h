@@ -312,7 +312,8 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
 
 /** Creates sequence seq_id holding num_tokens prompt tokens. With prefix caching, the longest
  *  cached prefix (full blocks, verified token by token, at most num_tokens - 1 tokens) is shared
- *  (refcount + 1); the rest is allocated. *out_cached_tokens (may be NULL) receives the number of
+ *  (refcount + 1; of several copies of a block, the one "Prefix cache" below names); the rest is
+ *  allocated, and its full blocks enter the prefix cache at once (as kvc_append's do). *out_cached_tokens (may be NULL) receives the number of
  *  tokens whose KV the prefill need not compute. With a sliding window (kvc_pool_set_sliding_window)
  *  only the hit's blocks inside the window of the first uncached token need to be cached, and the
  *  ones before it start out released (-1 in the table, not taken, not counted against capacity).
@@ -358,7 +359,8 @@ KVC_API kvc_status kvc_admit(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
 /** Decode/extend step: appends num_tokens confirmed tokens (ids in `tokens`) and reserves
  *  num_lookahead further slots for speculative tokens (reserved slots are not cached and not counted
  *  in the length; a later append confirms them by writing into them). A block that becomes full of
- *  confirmed tokens is entered in the prefix cache right away, before its KV exists: write it
+ *  confirmed tokens is entered in the prefix cache right away (as another copy when equal content
+ *  is cached already: see "Prefix cache"), before its KV exists: write it
  *  (kvc_cache_write) in the step's forward pass before any other sequence's attention reads the
  *  block (a prompt that hits it and runs in the same batch is fine: every layer writes before it
  *  attends). Writing into a block shared with another
@@ -511,10 +513,11 @@ typedef struct kvc_stats {
     int64_t events_dropped;         /**< KV events lost because the ring was full */
     /* Appended after the first release: older callers pass offsetof(kvc_stats, cached_blocks_total). */
     int64_t cached_blocks_total;    /**< device blocks in the prefix cache, held by sequences,
-                                         pinned or free (cached_free_blocks is its free part;
-                                         kvc_tier_stats.cached_blocks of the device tier counts
-                                         refcount-0 ones only): what a router fed by this pool's
-                                         device KV events holds, at any time */
+                                         pinned or free: blocks, every copy of a hash counted, not
+                                         distinct hashes (see "Prefix cache"). cached_free_blocks
+                                         is its free part; kvc_tier_stats.cached_blocks of the
+                                         device tier counts refcount-0 ones only. What a router
+                                         fed by this pool's device KV events holds, at any time */
 } kvc_stats;
 
 /** Snapshot of the pool's counters. out->struct_size must be set: sizeof(kvc_stats), or
@@ -525,6 +528,20 @@ KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out);
 
 /* ------------------------------------------------------------------------------------------------
  * Prefix cache
+ *
+ * Every full block of confirmed tokens is cached when it fills (kvc_alloc's prompt blocks,
+ * kvc_append's), under its chained block hash (kvc_hash_blocks), even when a block of equal
+ * content is cached already: it then becomes another copy of that hash (a cached prompt run again
+ * computes its last block afresh, two sequences decode the same text), so one hash may name several
+ * device blocks, as in vLLM v1. A hash stays cached while any of its copies is: evicting one copy
+ * keeps the others, and the blocks cached after it stay reachable. A hit (kvc_alloc, kvc_can_alloc,
+ * kvc_prefix_lookup) takes, of the 8 most recently cached copies, the most recent one in use (held
+ * by a sequence, pinned, or read by a pending copy), else the most recently cached one: blocks are
+ * shared where they can be, the free copies stay evictable, and the choice costs O(1). kvc_prefix_pin and kvc_prefix_unpin take the most
+ * recently cached pinned copy before those, so repeated pins of a prefix keep to one copy. (A
+ * block whose hash equals a cached block's but whose content differs, a hash collision, is not
+ * cached.) Copies reach the memory tiers one per hash: of two copies evicted together only one is
+ * spilled, and none while another copy stays on the device.
  * --------------------------------------------------------------------------------------------- */
 
 /** How many leading tokens of this prompt are cached right now (full blocks, verified, at most
@@ -594,10 +611,21 @@ KVC_API kvc_status kvc_hash_blocks(int32_t block_size, const kvc_keys *keys, con
 
 /* KV events, for KV-aware routers. One event per block and tier: by default the device tier's
  * (block ids are device blocks); with kvc_pool_set_tier_events also the host and disk tiers'
- * (block ids are that tier's slots), so a router can tell a fast hit from a slower one. */
+ * (block ids are that tier's slots), so a router can tell a fast hit from a slower one.
+ * Copies of one hash (see "Prefix cache") are blocks like any other: each has its own
+ * BLOCK_STORED when it enters the cache and its own BLOCK_REMOVED when it leaves, with its
+ * block_id and the hash they share. So a hash is cached on the device -- kvc_prefix_lookup hits it
+ * -- exactly while the device events show at least one block holding it: a router keeps block_id
+ * -> hash (or a count of copies per hash) and must not forget a hash at a BLOCK_REMOVED while
+ * another block still holds it. The blocks the device events show held always number
+ * kvc_stats.cached_blocks_total. tests/test_router_view.c is such a router: from the events and
+ * kvc_hash_blocks alone it predicts kvc_prefix_lookup exactly. */
 typedef enum kvc_event_type {
     KVC_EVENT_BLOCK_STORED = 1,      /**< a full block entered the cache (of event.tier) */
-    KVC_EVENT_BLOCK_REMOVED = 2,     /**< a cached block was evicted (from event.tier) */
+    KVC_EVENT_BLOCK_REMOVED = 2,     /**< a cached block left the cache (of event.tier): evicted,
+                                          or taken out before it is rewritten (kvc_abort, an append
+                                          into a block kvc_truncate cut). Other copies of its
+                                          hash stay cached */
     KVC_EVENT_ALL_BLOCKS_CLEARED = 3 /**< kvc_prefix_cache_reset */
 } kvc_event_type;
 
@@ -868,7 +896,8 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
  *    kvc_alloc restores those blocks into fresh device blocks (counted as cached tokens). A lookup
  *    reaches a block only through every block before it, so a block whose parent is cached in no
  *    tier is not spilled, and when one call evicts more blocks than the host has slots to take,
- *    the slots go to the chain heads (kvc_tier_stats.reachable_blocks).
+ *    the slots go to the chain heads (kvc_tier_stats.reachable_blocks). Of the device's copies of
+ *    one hash (see "Prefix cache") at most one is spilled, and none while another stays.
  *  - Integrity: every block on disk carries an XXH3 checksum over its bytes and identity; a bad
  *    read is a miss (the caller recomputes), never wrong data. A persistent file also records who
  *    computed its blocks (kvc_tier_attach_disk_with_identity): another model's are never hits.

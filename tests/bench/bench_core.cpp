@@ -1,5 +1,6 @@
 // Host-core costs: per-block alloc / append / fork / free, a 256-sequence decode step, prefix
-// lookup per block (hash + verify), and alloc with cache hits per block (each also with a window).
+// lookup per block (hash + verify), and alloc with cache hits per block (each also with a window);
+// lookups through blocks cached several times (copies) and allocs that enter a copy.
 // Run: bench_core --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // "ns/block" (or "ns/step") is the figure to read; goals: <= 50 ns per block op, <= 10 us per
 // 256-sequence decode step, lookup <= 100 ns per block.
@@ -225,6 +226,57 @@ void BM_AllocWithHits(benchmark::State &state) {
     kvc_pool_destroy(p);
 }
 
+// kvc_prefix_lookup of a 64-block prompt (+1 token) each of whose blocks is cached `copies` times
+// (Arg), every copy free: `copies` sequences each allocated the prompt's first token and appended
+// the rest, so each block they filled was entered as another copy of the same hash (before the
+// duplicate-block change only the first sequence's blocks were cached, so this was BM_PrefixLookup
+// on a smaller map). The worst case for choosing a copy: none is in use, so a hit looks at the
+// newest kPickScan (8) before it takes the newest. ns/block divides by 64.
+void BM_PrefixLookupCopies(benchmark::State &state) {
+    constexpr int64_t kBlocks = 64;
+    const int copies = int(state.range(0));
+    kvc_pool *p = make_pool(4096, 1);
+    std::vector<int32_t> prompt = tokens_for(1, kBlocks * kBlockSize + 1);
+    for (int c = 0; c < copies; ++c) {
+        check(kvc_alloc(p, uint64_t(c), prompt.data(), 1, nullptr, nullptr), "alloc");
+        check(kvc_append(p, uint64_t(c), prompt.data() + 1, kBlocks * kBlockSize, 0, nullptr), "append");
+    }
+    for (int c = 0; c < copies; ++c) check(kvc_free(p, uint64_t(c)), "free");
+    int64_t cached = 0;
+    for (auto _ : state) {
+        check(kvc_prefix_lookup(p, prompt.data(), int64_t(prompt.size()), nullptr, &cached), "lookup");
+        benchmark::DoNotOptimize(cached);
+    }
+    if (cached != kBlocks * kBlockSize) state.SkipWithError("unexpected hit length");
+    per_block(state, kBlocks);
+    kvc_pool_destroy(p);
+}
+
+// kvc_alloc of a block-aligned 64-block prompt whose blocks are cached (held by another sequence):
+// 63 hit, and the last one is computed again (the last-token rule) -- since the duplicate-block
+// change it is entered as another copy of the cached last block (one verify of its 16 token ids
+// and a chain link), where before it stayed uncached. 16 allocs per timed batch, frees untimed;
+// the free copies pile up in the LRU list until the unhashed blocks run out, and are then evicted
+// oldest first (each a copy erased from the middle of a long chain). ns/block divides by 64.
+void BM_AllocRerun(benchmark::State &state) {
+    constexpr int64_t kBlocks = 64;
+    constexpr int kAllocs = 16;
+    kvc_pool *p = make_pool(4096, 1);
+    std::vector<int32_t> prompt = tokens_for(1, kBlocks * kBlockSize);
+    check(kvc_alloc(p, 1000, prompt.data(), int64_t(prompt.size()), nullptr, nullptr), "alloc");
+    int64_t cached = 0;
+    for (auto _ : state) {
+        for (int s = 0; s < kAllocs; ++s)
+            check(kvc_alloc(p, uint64_t(s), prompt.data(), int64_t(prompt.size()), nullptr, &cached), "alloc");
+        state.PauseTiming();
+        for (int s = 0; s < kAllocs; ++s) check(kvc_free(p, uint64_t(s)), "free");
+        state.ResumeTiming();
+    }
+    if (cached != (kBlocks - 1) * kBlockSize) state.SkipWithError("alloc did not hit 63 blocks");
+    per_block(state, kAllocs * kBlocks);
+    kvc_pool_destroy(p);
+}
+
 }  // namespace
 
 // With --benchmark_repetitions, also report the fastest repetition: on a shared, busy machine the
@@ -247,5 +299,7 @@ KVC_BENCH(BM_DecodeStep256Window)->Arg(0)->Arg(1);
 KVC_BENCH(BM_PrefixLookup)->Arg(0)->Arg(256);
 KVC_BENCH(BM_PrefixLookupMiss)->Arg(0)->Arg(256);
 KVC_BENCH(BM_AllocWithHits)->Arg(0)->Arg(256);
+KVC_BENCH(BM_PrefixLookupCopies)->Arg(4)->Arg(16);
+KVC_BENCH(BM_AllocRerun);
 
 BENCHMARK_MAIN();

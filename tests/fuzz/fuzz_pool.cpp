@@ -119,6 +119,9 @@ uint64_t g_swaps = 0, g_host_hits = 0, g_host_runs = 0, g_spills = 0;  // tier c
 // already in the host), host victims not written to disk for want of a kept parent, and host / disk
 // blocks a lookup could not reach (summed over the checks after each operation).
 uint64_t g_spills_left_out = 0, g_disk_orphans = 0, g_unreachable_seen = 0;
+// Duplicate-content blocks (copies of one hash): blocks entered as another copy, allocations whose
+// hit had several copies of a block to choose from, evicted copies not spilled (another stays).
+uint64_t g_copies_entered = 0, g_copy_hits = 0, g_spill_copies_dropped = 0;
 // Disk-tier coverage: inputs with a disk, blocks spilled to it, promotions (disk hits), disk
 // evictions, disk hits left on disk for want of a host slot, injected faults that failed a copy.
 uint64_t g_disk_runs = 0, g_disk_spills = 0, g_disk_hits = 0, g_disk_evictions = 0, g_disk_refused = 0;
@@ -1757,6 +1760,9 @@ void add_coverage(Session &s) {
     g_disk_spills += uint64_t(s.m.dc.blocks_in);
     g_spills_left_out += uint64_t(s.m.spills_left_out);
     g_disk_orphans += uint64_t(s.m.disk_orphans);
+    g_copies_entered += uint64_t(s.m.copies_entered);
+    g_copy_hits += uint64_t(s.m.copy_hits);
+    g_spill_copies_dropped += uint64_t(s.m.spill_copies_dropped);
     g_disk_hits += uint64_t(s.m.dc.hits);
     g_disk_evictions += uint64_t(s.m.dc.evictions);
     g_disk_refused += uint64_t(s.m.promotions_refused);
@@ -1947,6 +1953,9 @@ void report_totals() {
                  ", host victims not written to disk (parent not kept) %" PRIu64
                  ", lower-tier blocks seen unreachable after an operation %" PRIu64 "\n",
                  g_spills_left_out, g_disk_orphans, g_unreachable_seen);
+    std::fprintf(stderr, "fuzz_pool: copies of one hash: blocks entered as another copy %" PRIu64
+                 ", allocs choosing among copies %" PRIu64 ", evicted copies not spilled (another stays) %" PRIu64 "\n",
+                 g_copies_entered, g_copy_hits, g_spill_copies_dropped);
     std::fprintf(stderr, "fuzz_pool: kvc_alloc promotion rounds: allocs with restore rounds %" PRIu64
                  ", restore rounds %" PRIu64 ", blocks restored by them %" PRIu64
                  ", restore rounds not possible (no host block, too few free blocks) %" PRIu64

@@ -15,6 +15,15 @@
 //   - blocks are released deepest first (kvc_free, kvc_prefix_unpin);
 //   - a cache hit or a pin takes a refcount-0 block out of its list; initially 0..N-1 in order.
 //
+// Copies (vLLM v1's duplicate blocks; lib/prefix_cache.hpp): a full block is entered in the device
+// cache whenever a sequence completes it (or a restore brings it up), even when its identity is
+// cached already: it becomes another copy, stamped with the order it entered in; each copy has its
+// own STORED and REMOVED event and evicting one leaves the others. A hit (kvc_alloc, kvc_can_alloc,
+// lookups, promotion rounds) takes, of the 8 newest copies, the newest in no free list
+// (referenced, pinned or held by a pending pair), else the newest; kvc_prefix_pin / unpin take the
+// newest pinned copy (of all) before those. (The library keeps copies newest first in a chain; the
+// model sorts by the stamp.)
+//
 // Copy-on-write pairs: a pending pair holds its source (a refcount-0 source is in no free list until
 // the pair is drained; it is not a sharer); when a pair's destination becomes free (refcount, pins
 // and holds 0) the pair is cancelled and its hold on the source dropped (which may free that too).
@@ -38,9 +47,11 @@
 //     free order (the ones those takes evict) are decided together. In the reverse of that order
 //     (chain heads first: blocks are released deepest first) each is chosen while a slot is left to
 //     take (free or cached ones, counted before any is taken), unless the host holds its identity
-//     already or its parent is not kept. A parent is kept when the block is a prompt's first, or
-//     the parent is cached on the device and not one of these victims (chosen ones excepted: a
-//     victim decided later, or left out, counts as not kept), or indexed in the host or disk tier.
+//     already, or another device copy of it is kept (one that is not a victim, or a victim chosen
+//     already: of two evicted copies only the one evicted later is spilled), or its parent is not
+//     kept. A parent is kept when the block is a prompt's first, or a copy of the parent is cached
+//     on the device and not one of these victims (chosen ones excepted: a victim decided later, or
+//     left out, counts as not kept), or indexed in the host or disk tier.
 //     The chosen blocks are then copied, in the free order, each into a slot taken as below; every
 //     other evicted block is dropped. So a lower tier never gets a block a lookup cannot walk to
 //     through its parent, and when slots run short the heads get them.
@@ -253,6 +264,7 @@ struct Block {
     int32_t priority = KVC_PRIORITY_DEFAULT;
     bool cached = false;
     Identity id;  // valid while cached
+    uint64_t entered = 0;  // when it entered the cache (Pool::next_entered): copies are taken newest first
     Content kv;   // what its storage holds (see "KV content")
 };
 
@@ -399,6 +411,9 @@ public:
     std::deque<std::pair<int32_t, int32_t>> pending;
     std::deque<Event> events;
     uint64_t next_seqno = 0;
+    uint64_t next_entered = 1;  // stamps blocks entering the device cache (Block::entered)
+    int64_t copies_entered = 0;  // blocks entered while their identity was cached already (coverage)
+    int64_t copy_hits = 0;       // hits that had several copies to choose from (coverage)
     int64_t events_dropped = 0;
     Counters c;
 
@@ -586,17 +601,36 @@ public:
     }
 
     // ---- cache ----
-    int32_t find_cached(const Identity &id) const {
+    // The device blocks cached with this identity (its copies), newest first.
+    std::vector<int32_t> copies_of(const Identity &id) const {
+        std::vector<int32_t> cs;
         for (int32_t b = 0; b < num_blocks; ++b)
-            if (blocks[size_t(b)].cached && blocks[size_t(b)].id == id) return b;
-        return -1;
+            if (blocks[size_t(b)].cached && blocks[size_t(b)].id == id) cs.push_back(b);
+        std::sort(cs.begin(), cs.end(),
+                  [this](int32_t x, int32_t y) { return blocks[size_t(x)].entered > blocks[size_t(y)].entered; });
+        return cs;
+    }
+    // The copy a device hit takes (see the header comment, "Copies"): of the kPickScan newest, the
+    // newest one in no free list, else the newest; with `pin` (kvc_prefix_pin / unpin) the newest
+    // pinned one (of all) before those. -1 when none is cached.
+    static constexpr size_t kPickScan = 8;  // lib/pool.hpp kPickScan
+    int32_t pick_cached(const Identity &id, bool pin = false) const {
+        const std::vector<int32_t> cs = copies_of(id);
+        if (cs.empty()) return -1;
+        if (pin)
+            for (int32_t b : cs)
+                if (blocks[size_t(b)].pins > 0) return b;
+        for (size_t i = 0; i < cs.size() && i < kPickScan; ++i)
+            if (!is_free(blocks[size_t(cs[i])])) return cs[i];
+        return cs.front();
     }
 
-    // Where full block i of the prompt is available: its device block, else (lower >= kHostTier)
-    // -2 - its host slot, else (lower == kHostDisk) -2 - host slots - its disk slot, else -1.
-    int32_t locate(const std::vector<int32_t> &tokens, int64_t i, const Keys &k, int lower) const {
+    // Where full block i of the prompt is available: its device block (pick_cached's), else (lower
+    // >= kHostTier) -2 - its host slot, else (lower == kHostDisk) -2 - host slots - its disk slot,
+    // else -1.
+    int32_t locate(const std::vector<int32_t> &tokens, int64_t i, const Keys &k, int lower, bool pin = false) const {
         Identity id = identity_of(k, tokens, i, bs);
-        int32_t b = find_cached(id);
+        int32_t b = pick_cached(id, pin);
         if (b < 0 && lower >= kHostTier && host) {
             int32_t v = host_find_usable(id);
             if (v >= 0) b = -2 - v;
@@ -610,10 +644,10 @@ public:
 
     // Leading full blocks of the prompt that are cached now (at most max_blocks), as locate() gives them.
     std::vector<int32_t> walk(const std::vector<int32_t> &tokens, int64_t max_blocks, const Keys &k,
-                              int lower = kDeviceOnly) const {
+                              int lower = kDeviceOnly, bool pin = false) const {
         std::vector<int32_t> hits;
         for (int64_t i = 0; i < max_blocks && i < num_blocks; ++i) {
-            int32_t b = locate(tokens, i, k, lower);
+            int32_t b = locate(tokens, i, k, lower, pin);
             if (b == -1) break;
             hits.push_back(b);
         }
@@ -766,8 +800,10 @@ public:
     int32_t restore_hit(int32_t v, const std::vector<int32_t> &tokens, int64_t i, const Keys &k) {
         const int32_t b = take_fresh(k.priority);
         Block &blk = blocks[size_t(b)];
+        copies_entered += !copies_of(hslots[size_t(v)].id).empty();
         blk.cached = true;
         blk.id = hslots[size_t(v)].id;
+        blk.entered = next_entered++;
         blk.kv = hslots[size_t(v)].kv;
         blk.staged = blk.id;
         blk.staged_valid = true;
@@ -937,11 +973,15 @@ public:
         mm.erase(std::remove_if(mm.begin(), mm.end(), [end](const MmItem &m) { return m.offset >= end; }), mm.end());
         return true;
     }
-    // Cached on the device (a block not in `unkept`) or indexed in a host or disk slot.
+    // A copy of `id` cached on the device other than block `except` and not in `unkept`.
+    bool device_copy_kept(const Identity &id, int32_t except, const std::vector<int32_t> &unkept) const {
+        for (int32_t b : copies_of(id))
+            if (b != except && std::find(unkept.begin(), unkept.end(), b) == unkept.end()) return true;
+        return false;
+    }
+    // Cached on the device (a copy not in `unkept`) or indexed in a host or disk slot.
     bool cached_anywhere(const Identity &id, const std::vector<int32_t> &unkept) const {
-        const int32_t b = find_cached(id);
-        if (b >= 0 && std::find(unkept.begin(), unkept.end(), b) == unkept.end()) return true;
-        return host_find_indexed(id) >= 0 || disk_find_indexed(id) >= 0;
+        return device_copy_kept(id, -1, unkept) || host_find_indexed(id) >= 0 || disk_find_indexed(id) >= 0;
     }
     bool parent_kept(const Identity &id) const {
         Identity parent;
@@ -966,7 +1006,10 @@ public:
         std::vector<bool> chosen(victims.size(), false);
         for (size_t i = victims.size(); i-- > 0;) {
             const Identity &id = blocks[size_t(victims[i])].id;
-            chosen[i] = slots > 0 && host_find_indexed(id) < 0 && parent_kept(id);
+            chosen[i] = slots > 0 && host_find_indexed(id) < 0 && !device_copy_kept(id, victims[i], spill_unkept) &&
+                        parent_kept(id);
+            spill_copies_dropped += slots > 0 && host_find_indexed(id) < 0 && !chosen[i] &&
+                                    device_copy_kept(id, victims[i], spill_unkept);
             if (!chosen[i]) continue;
             --slots;
             spill_unkept.erase(std::find(spill_unkept.begin(), spill_unkept.end(), victims[i]));
@@ -977,6 +1020,7 @@ public:
         spill_unkept.clear();
     }
     std::vector<int32_t> spill_unkept;  // during spill_victims: its victims not chosen (yet)
+    int64_t spill_copies_dropped = 0;   // victims left out because another copy stays (coverage only)
     int64_t spills_left_out = 0;        // evicted cached blocks not spilled (coverage only)
     int64_t disk_orphans = 0;           // host victims not written to disk: parent not kept (coverage)
 
@@ -1104,9 +1148,11 @@ public:
                 blocks[size_t(b)].staged = id;
                 blocks[size_t(b)].staged_valid = true;
             }
-            if (!blocks[size_t(b)].cached && find_cached(id) < 0) {
+            if (!blocks[size_t(b)].cached) {  // a new identity, or another copy of a cached one
+                copies_entered += !copies_of(id).empty();
                 blocks[size_t(b)].cached = true;
                 blocks[size_t(b)].id = id;
+                blocks[size_t(b)].entered = next_entered++;
                 Event e;
                 e.type = KVC_EVENT_BLOCK_STORED;
                 e.block = b;
@@ -1191,6 +1237,7 @@ public:
         s.table.assign(size_t(p.skip), -1);  // before the window: never taken, a cached one left alone
         for (int32_t b : p.hits) {
             if (b >= 0) {
+                copy_hits += copies_of(blocks[size_t(b)].id).size() > 1;
                 add_ref(b);
                 blocks[size_t(b)].priority = k.priority;
                 ++c.device_hits;
@@ -1433,7 +1480,7 @@ public:
     // hits one block short, at e - 1). tokens() = (e + 1) x bs; no candidate: empty.
     Hit window_pin_range(const std::vector<int32_t> &tokens, int64_t full, const Keys &k, bool pinned_only) const {
         auto qualifying = [&](int64_t i) {
-            const int32_t b = locate(tokens, i, k, kDeviceOnly);
+            const int32_t b = locate(tokens, i, k, kDeviceOnly, true);
             return b >= 0 && (!pinned_only || blocks[size_t(b)].pins > 0) ? b : -1;
         };
         auto first_needed = [&](int64_t e) {
@@ -1472,7 +1519,7 @@ public:
             if (h.skip > 0) ++window_pins_skipping;
             return {KVC_OK, h.blocks.empty() ? 0 : h.tokens(bs)};
         }
-        std::vector<int32_t> hits = walk(*tokens, n / bs, k);
+        std::vector<int32_t> hits = walk(*tokens, n / bs, k, kDeviceOnly, true);
         for (int32_t b : hits) pin_block(b);
         return {KVC_OK, int64_t(hits.size()) * bs};
     }
@@ -1488,7 +1535,7 @@ public:
             for (size_t i = h.blocks.size(); i-- > 0;) unpin_block(h.blocks[i]);
             return {KVC_OK, h.blocks.empty() ? 0 : h.tokens(bs)};
         }
-        std::vector<int32_t> hits = walk(*tokens, full, k);
+        std::vector<int32_t> hits = walk(*tokens, full, k, kDeviceOnly, true);
         size_t run = 0;
         while (run < hits.size() && blocks[size_t(hits[run])].pins > 0) ++run;
         if (full > 0 && run == 0) return {KVC_ERR_STATE, 0};

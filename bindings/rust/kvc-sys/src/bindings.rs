@@ -631,7 +631,8 @@ extern "C" {
 extern "C" {
     #[doc = " Creates sequence seq_id holding num_tokens prompt tokens. With prefix caching, the longest"]
     #[doc = "  cached prefix (full blocks, verified token by token, at most num_tokens - 1 tokens) is shared"]
-    #[doc = "  (refcount + 1); the rest is allocated. *out_cached_tokens (may be NULL) receives the number of"]
+    #[doc = "  (refcount + 1; of several copies of a block, the one \"Prefix cache\" below names); the rest is"]
+    #[doc = "  allocated, and its full blocks enter the prefix cache at once (as kvc_append's do). *out_cached_tokens (may be NULL) receives the number of"]
     #[doc = "  tokens whose KV the prefill need not compute. With a sliding window (kvc_pool_set_sliding_window)"]
     #[doc = "  only the hit's blocks inside the window of the first uncached token need to be cached, and the"]
     #[doc = "  ones before it start out released (-1 in the table, not taken, not counted against capacity)."]
@@ -692,7 +693,8 @@ extern "C" {
     #[doc = " Decode/extend step: appends num_tokens confirmed tokens (ids in `tokens`) and reserves"]
     #[doc = "  num_lookahead further slots for speculative tokens (reserved slots are not cached and not counted"]
     #[doc = "  in the length; a later append confirms them by writing into them). A block that becomes full of"]
-    #[doc = "  confirmed tokens is entered in the prefix cache right away, before its KV exists: write it"]
+    #[doc = "  confirmed tokens is entered in the prefix cache right away (as another copy when equal content"]
+    #[doc = "  is cached already: see \"Prefix cache\"), before its KV exists: write it"]
     #[doc = "  (kvc_cache_write) in the step's forward pass before any other sequence's attention reads the"]
     #[doc = "  block (a prompt that hits it and runs in the same batch is fine: every layer writes before it"]
     #[doc = "  attends). Writing into a block shared with another"]
@@ -905,10 +907,11 @@ pub struct kvc_stats {
     #[doc = "< KV events lost because the ring was full"]
     pub events_dropped: i64,
     #[doc = "< device blocks in the prefix cache, held by sequences,"]
-    #[doc = "pinned or free (cached_free_blocks is its free part;"]
-    #[doc = "kvc_tier_stats.cached_blocks of the device tier counts"]
-    #[doc = "refcount-0 ones only): what a router fed by this pool's"]
-    #[doc = "device KV events holds, at any time"]
+    #[doc = "pinned or free: blocks, every copy of a hash counted, not"]
+    #[doc = "distinct hashes (see \"Prefix cache\"). cached_free_blocks"]
+    #[doc = "is its free part; kvc_tier_stats.cached_blocks of the"]
+    #[doc = "device tier counts refcount-0 ones only. What a router"]
+    #[doc = "fed by this pool's device KV events holds, at any time"]
     pub cached_blocks_total: i64,
 }
 #[test]
@@ -1416,7 +1419,10 @@ extern "C" {
 }
 #[doc = "< a full block entered the cache (of event.tier)"]
 pub const KVC_EVENT_BLOCK_STORED: kvc_event_type = 1;
-#[doc = "< a cached block was evicted (from event.tier)"]
+#[doc = "< a cached block left the cache (of event.tier): evicted,"]
+#[doc = "or taken out before it is rewritten (kvc_abort, an append"]
+#[doc = "into a block kvc_truncate cut). Other copies of its"]
+#[doc = "hash stay cached"]
 pub const KVC_EVENT_BLOCK_REMOVED: kvc_event_type = 2;
 #[doc = "< kvc_prefix_cache_reset"]
 pub const KVC_EVENT_ALL_BLOCKS_CLEARED: kvc_event_type = 3;

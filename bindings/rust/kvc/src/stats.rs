@@ -28,7 +28,8 @@ pub struct Stats {
     pub evictions: i64,
     pub verify_misses: i64,
     pub events_dropped: i64,
-    /// Blocks in the prefix cache, held or free: what a router fed by the pool's events holds.
+    /// Blocks in the prefix cache (every copy of a hash counted), held or free: what a router fed
+    /// by the pool's events holds.
     pub cached_blocks_total: i64,
 }
 

@@ -2,9 +2,9 @@ package dev.kvc;
 
 /** KV event types (kvc_event_type). */
 public enum EventType {
-    /** A full block entered the prefix cache. */
+    /** A full block entered the prefix cache (also another copy of a cached hash: each copy has its own). */
     BLOCK_STORED(1),
-    /** A cached block was evicted. */
+    /** A cached block left the prefix cache; other copies of its hash stay cached. */
     BLOCK_REMOVED(2),
     /** {@link Pool#resetPrefixCache}. */
     ALL_BLOCKS_CLEARED(3);
