@@ -148,6 +148,7 @@ uint64_t g_flush_faults = 0;
 // least what the prefetch reported (nothing evicted it in between).
 uint64_t g_prefetches = 0, g_prefetch_read = 0, g_prefetch_short = 0, g_prefetch_faults = 0, g_prefetch_refused = 0;
 uint64_t g_prefetch_allocs = 0, g_prefetch_allocs_full = 0;
+uint64_t g_append_batches = 0, g_append_batch_partial = 0, g_admits = 0, g_admits_not_ok = 0;
 // kvc_alloc's promotion rounds (model::Pool::promote): allocs that ran at least one restore round,
 // the restore rounds run, the blocks they restored into the device cache, and the restore rounds
 // not run after a disk hit found no host slot (no host block in the hit, or too few free blocks);
@@ -782,6 +783,8 @@ struct DiskFault {
 };
 
 void note_prefetched_alloc(Session &s, const std::vector<int32_t> &toks, int64_t n, const model::Keys &k, int64_t cached);
+void op_admit(Session &s, uint64_t id, const std::vector<int32_t> &toks, int64_t n, const model::Keys &k, bool null_keys,
+              bool null_tokens);
 
 // The prompt of kvc_alloc and kvc_tier_prefetch (the same bytes for both): a recent one, one derived
 // from a live sequence (read_derived_prompt), or a fresh one, remembered among the recent ones.
@@ -849,6 +852,12 @@ void op_alloc(Input &in, Session &s) {
         for (int64_t i = 0; i < n && !null_tokens; ++i) std::fprintf(stderr, " %d", toks[size_t(i)]);
         std::fprintf(stderr, "\n");
     }
+    // Every fourth allocation goes through kvc_admit (chosen by the op's index: inputs decode as
+    // before): the model's can_alloc verdict, and only on OK its alloc.
+    if (g_op % 4 == 3 && fault.count == 0) {
+        op_admit(s, id, toks, n, k, null_keys, null_tokens);
+        return;
+    }
     fault.arm();
     kvc_status st = kvc_alloc(s.pool, id, null_tokens ? nullptr : toks.data(), n, null_keys ? nullptr : s.keys,
                               &cached);
@@ -866,6 +875,45 @@ void op_alloc(Input &in, Session &s) {
     if (st == KVC_OK) write_kv(s, id, cached, n - cached);
     else EXPECT_EQ("kvc_alloc wrote its out-param on failure", cached, -7);
     if (st == KVC_OK && !null_tokens) note_prefetched_alloc(s, toks, n, k, cached);
+}
+
+// kvc_admit: kvc_can_alloc's verdict, then kvc_alloc only for OK. The model: the prompt's argument
+// checks, then an existing id (KVC_ERR_SEQ_EXISTS whatever the verdict), then can_alloc's verdict,
+// then alloc; with a disk tier the library allocates through kvc_alloc after the verdict, and a
+// refusal there (another walk found the blocks gone) reads as LATER.
+void op_admit(Session &s, uint64_t id, const std::vector<int32_t> &toks, int64_t n, const model::Keys &k, bool null_keys,
+              bool null_tokens) {
+    int32_t verdict = -7, m_verdict = -7;
+    int64_t cached = -7, m_cached = -7;
+    const int32_t *tp = null_tokens ? nullptr : toks.data();
+    const kvc_keys *kp = null_keys ? nullptr : s.keys;
+    if (g_trace) std::fprintf(stderr, "  admit seq %" PRIu64 " n %" PRId64 "%s\n", id, n, null_tokens ? " NULL tokens" : "");
+    const kvc_status st = kvc_admit(s.pool, id, tp, n, kp, &verdict, &cached);
+    model::Result want = s.m.can_alloc(null_tokens ? nullptr : &toks, n, k);
+    int64_t want_cached = 0;
+    if (want.status == KVC_OK && s.m.seqs.count(id)) want = {KVC_ERR_SEQ_EXISTS, 0};
+    if (want.status == KVC_OK && want.value == KVC_ALLOC_OK) {
+        const model::Result r = s.m.alloc(id, null_tokens ? nullptr : &toks, n, k);
+        if (r.status == KVC_ERR_OUT_OF_BLOCKS && s.m.disk && s.m.caching) want.value = KVC_ALLOC_LATER;
+        else if (r.status != KVC_OK) want = {r.status, 0};
+        else want_cached = r.value;
+    }
+    EXPECT_EQ("kvc_admit status", st, want.status);
+    if (st == KVC_OK) {
+        EXPECT_EQ("kvc_admit verdict", verdict, want.value);
+        EXPECT_EQ("kvc_admit cached tokens", cached, want_cached);
+    } else {
+        EXPECT_EQ("kvc_admit wrote its out-param on failure", cached, -7);
+    }
+    MIRROR_EQ("kvc_admit status", st, kvc_admit(s.mr.pool, id, tp, n, kp, &m_verdict, &m_cached));
+    MIRROR_EQ("kvc_admit verdict", verdict, m_verdict);
+    MIRROR_EQ("kvc_admit cached tokens", cached, m_cached);
+    ++g_admits;
+    g_admits_not_ok += st == KVC_OK && verdict != KVC_ALLOC_OK;
+    if (st == KVC_OK && verdict == KVC_ALLOC_OK) {
+        write_kv(s, id, cached, n - cached);
+        if (!null_tokens) note_prefetched_alloc(s, toks, n, k, cached);
+    }
 }
 
 // The same block identities: tokens and the keys that enter the hash (not the priority).
@@ -971,6 +1019,61 @@ void op_can_alloc(Input &in, Session &s) {
     MIRROR_EQ("kvc_can_alloc verdict", verdict, m_verdict);
 }
 
+// kvc_append_batch of one entry (id: nt tokens, nl lookahead), or two (then id + 1 mod kMaxIds:
+// one token, toks[0]). The model applies kvc_append's rules entry after entry: every entry's
+// arguments are checked first (a bad one: its status, nothing changed), then the entries run in
+// order until one is refused; the library must report that status, the entries done and each
+// appended entry's new blocks, and write nothing for the others.
+void op_append_batch(Session &s, uint64_t id, const std::vector<int32_t> &toks, int64_t nt, int64_t nl, bool null_tokens,
+                     bool two) {
+    const int32_t n = two ? 2 : 1;
+    const uint64_t ids[2] = {id, (id + 1) % kMaxIds};
+    const int64_t counts[2] = {nt, 1}, lookahead[2] = {nl, 0};
+    // CSR offsets; entry 1's token is toks[0], copied after entry 0's.
+    std::vector<int32_t> flat(toks.begin(), toks.begin() + (nt > 0 ? nt : 0));
+    flat.push_back(toks[0]);
+    const int64_t offsets[3] = {0, nt, nt + 1};
+    int32_t fresh[2] = {-7, -7}, m_fresh[2] = {-7, -7}, done = -7, m_done = -7;
+    if (g_trace)
+        std::fprintf(stderr, "  append_batch %d entries: seq %" PRIu64 " nt %" PRId64 " nl %" PRId64 "%s%s\n", n, id, nt, nl,
+                     two ? " + 1 token to the next id" : "", null_tokens ? " NULL tokens" : "");
+    const kvc_status st = kvc_append_batch(s.pool, n, ids, offsets, null_tokens ? nullptr : flat.data(), 0, lookahead,
+                                           fresh, &done);
+    // The model: arguments of every entry first, then the entries in order.
+    kvc_status want = KVC_OK;
+    int32_t want_done = 0;
+    int32_t want_fresh[2] = {-7, -7};
+    for (int32_t e = 0; e < n && want == KVC_OK; ++e) {
+        const int64_t c = counts[e], l = lookahead[e];
+        if (c < 0 || l < 0 || (c == 0 && l == 0)) want = KVC_ERR_INVALID_ARG;
+        else if (null_tokens && c > 0 && s.m.caching) want = KVC_ERR_NULL_ARG;
+    }
+    std::vector<std::pair<uint64_t, int64_t>> written;  // (id, first position) of each appended entry
+    for (int32_t e = 0; e < n && want == KVC_OK; ++e) {
+        auto at = s.m.seqs.find(ids[e]);
+        const int64_t before = at == s.m.seqs.end() ? 0 : at->second.num_tokens;
+        const std::vector<int32_t> entry(flat.begin() + offsets[e], flat.begin() + offsets[e + 1]);
+        const model::Result r = s.m.append(ids[e], null_tokens ? nullptr : &entry, counts[e], lookahead[e]);
+        if (r.status != KVC_OK) {
+            want = r.status;
+            break;
+        }
+        want_fresh[e] = int32_t(r.value);
+        written.push_back({ids[e], before});
+        ++want_done;
+    }
+    EXPECT_EQ("kvc_append_batch status", st, want);
+    EXPECT_EQ("kvc_append_batch entries done", done, want_done);
+    for (int32_t e = 0; e < n; ++e) EXPECT_EQ("kvc_append_batch new blocks", fresh[e], want_fresh[e]);
+    MIRROR_EQ("kvc_append_batch status", st,
+              kvc_append_batch(s.mr.pool, n, ids, offsets, null_tokens ? nullptr : flat.data(), 0, lookahead, m_fresh, &m_done));
+    MIRROR_EQ("kvc_append_batch entries done", done, m_done);
+    for (int32_t e = 0; e < n; ++e) MIRROR_EQ("kvc_append_batch new blocks", fresh[e], m_fresh[e]);
+    for (int32_t e = 0; e < int32_t(written.size()); ++e) write_kv(s, written[size_t(e)].first, written[size_t(e)].second, counts[e]);
+    g_append_batches += 1;
+    g_append_batch_partial += want != KVC_OK && want_done > 0;
+}
+
 void op_append(Input &in, Session &s) {
     uint64_t id = uint64_t(in.below(kMaxIds));
     int64_t nt = in.below(2 * s.m.bs + 2), nl = in.below(4) == 0 ? in.below(2 * s.m.bs + 1) : 0;
@@ -983,6 +1086,13 @@ void op_append(Input &in, Session &s) {
     if (in.below(2) && it != s.m.seqs.end())
         for (int64_t i = 0; i < nt; ++i) toks[size_t(i)] = template_token(0, it->second.num_tokens + i, s.alphabet);
     bool null_tokens = in.below(16) == 0 || (!s.m.caching && in.below(2));
+    // Every third append goes through kvc_append_batch (chosen by the op's index, so inputs decode
+    // as before): the drawn entry, and every other time a second entry appending one token to the
+    // next id (which may not exist: the stop rule).
+    if (g_op % 3 == 2) {
+        op_append_batch(s, id, toks, nt, nl, null_tokens, g_op % 6 == 5);
+        return;
+    }
     int32_t fresh = -7;
     const int64_t before = it == s.m.seqs.end() ? 0 : it->second.num_tokens;
     kvc_status st = kvc_append(s.pool, id, null_tokens ? nullptr : toks.data(), nt, nl, &fresh);
@@ -1981,6 +2091,9 @@ void report_totals() {
                  " (finding at least the prefetched hit %" PRIu64 ")\n",
                  g_prefetches, g_prefetch_read, g_prefetch_short, g_prefetch_faults, g_prefetch_refused, g_prefetch_allocs,
                  g_prefetch_allocs_full);
+    std::fprintf(stderr, "fuzz_pool: kvc_append_batch: %" PRIu64 " batches (%" PRIu64 " stopped after an appended entry); "
+                 "kvc_admit: %" PRIu64 " admissions (%" PRIu64 " not admitted: LATER or NEVER)\n",
+                 g_append_batches, g_append_batch_partial, g_admits, g_admits_not_ok);
     std::fprintf(stderr, "fuzz_pool: mirror ranks in lockstep, 0 divergences (fuzzed pool -> mirror backend: NONE->CPU %"
                  PRIu64 ", CPU->NONE %" PRIu64 ", CPU->CPU %" PRIu64 ", NONE->NONE %" PRIu64
                  "; operations with the mirror's own KV bytes checked %" PRIu64 ")\n",
