@@ -181,8 +181,14 @@ kvc_status free_sequence(kvc_pool *p, uint64_t seq_id, bool abort, const char *f
     return KVC_OK;
 }
 
-// kvc_append's argument checks, which need no lock.
-kvc_status check_append_args(const kvc_pool *p, const int32_t *tokens, int64_t num_tokens, int64_t num_lookahead,
+// kvc_append's argument rules, tested inline on the hot paths; check_append_args words a refusal.
+inline bool append_args_ok(const kvc_pool *p, const int32_t *tokens, int64_t num_tokens, int64_t num_lookahead) {
+    return num_tokens >= 0 && num_lookahead >= 0 && (num_tokens > 0 || num_lookahead > 0) &&
+           (tokens || num_tokens == 0 || !p->caching);
+}
+
+// kvc_append's argument checks, which need no lock: the status and message of a refusal.
+__attribute__((cold, noinline)) kvc_status check_append_args(const kvc_pool *p, const int32_t *tokens, int64_t num_tokens, int64_t num_lookahead,
                              const char *fn) {
     if (num_tokens < 0) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 0, got %lld", fn, (long long)num_tokens);
     if (num_lookahead < 0)
@@ -220,7 +226,7 @@ __attribute__((always_inline)) inline bool append_in_place(kvc_pool *p, Sequence
 
 // kvc_append's general case on a sequence found and not swapped out (lock held): the plan, then
 // the changes, which cannot fail.
-__attribute__((noinline)) kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens,
+inline kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens,
                                                     int64_t num_tokens, int64_t num_lookahead, int32_t *out_new_blocks,
                                                     const char *fn) {
     const int32_t bs = p->block_size;
@@ -418,7 +424,8 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
     KVC_GUARD({
         const char *fn = "kvc_append";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
-        if (kvc_status bad = check_append_args(pool, tokens, num_tokens, num_lookahead, fn); bad != KVC_OK) return bad;
+        if (__builtin_expect(!append_args_ok(pool, tokens, num_tokens, num_lookahead), 0))
+            return check_append_args(pool, tokens, num_tokens, num_lookahead, fn);
         kvc_pool *p = pool;
         kvc_status st;
         {
@@ -446,12 +453,10 @@ KVC_API kvc_status kvc_append_batch(kvc_pool *pool, int32_t num_seqs, const uint
         if (token_offsets && token_offsets[0] != 0)
             return fail(KVC_ERR_INVALID_ARG, "%s: token_offsets[0] must be 0, got %lld", fn, (long long)token_offsets[0]);
         // Every entry's arguments first, so that a bad one changes nothing.
-        const bool need_tokens = pool->caching && !tokens;
         for (int32_t i = 0; i < num_seqs; ++i) {
             const int64_t n = token_offsets ? token_offsets[i + 1] - token_offsets[i] : 1;
             const int64_t la = lookahead_per_seq ? lookahead_per_seq[i] : num_lookahead;
-            // check_append_args' rules, tested inline; it runs only to word the refusal.
-            if (__builtin_expect(n < 0 || la < 0 || (n == 0 && la == 0) || (n > 0 && need_tokens), 0))
+            if (__builtin_expect(!append_args_ok(pool, tokens, n, la), 0))
                 return batch_entry_failed(check_append_args(pool, tokens, n, la, fn), i, num_seqs, -1);
         }
         kvc_pool *p = pool;
