@@ -349,8 +349,10 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
  *  (exactly as kvc_alloc creates it; *out_cached_tokens, may be NULL, as kvc_alloc sets it, else 0).
  *  LATER and NEVER return KVC_OK and change nothing. With a disk tier the verdict is taken first and
  *  an admitted prompt then goes through kvc_alloc (its disk hits are promoted only for a prompt that
- *  is admitted), so the prompt is walked twice there; if another thread took the blocks in
- *  between, the verdict becomes LATER and nothing changed.
+ *  is admitted), so the prompt is walked twice there; if kvc_alloc then refuses it for want of
+ *  blocks (another thread took them in between, or a disk block failed its verification), the
+ *  verdict becomes LATER with what kvc_alloc's refusal leaves: no sequence, disk blocks it read up
+ *  possibly left cached in the host tier.
  *  Errors: those of kvc_alloc except KVC_ERR_OUT_OF_BLOCKS (a verdict instead), KVC_ERR_NULL_ARG
  *  (out_verdict). KVC_ERR_SEQ_EXISTS is reported whatever the verdict would be. */
 KVC_API kvc_status kvc_admit(kvc_pool *pool, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,

@@ -675,8 +675,10 @@ extern "C" {
     #[doc = "  (exactly as kvc_alloc creates it; *out_cached_tokens, may be NULL, as kvc_alloc sets it, else 0)."]
     #[doc = "  LATER and NEVER return KVC_OK and change nothing. With a disk tier the verdict is taken first and"]
     #[doc = "  an admitted prompt then goes through kvc_alloc (its disk hits are promoted only for a prompt that"]
-    #[doc = "  is admitted), so the prompt is walked twice there; if another thread took the blocks in"]
-    #[doc = "  between, the verdict becomes LATER and nothing changed."]
+    #[doc = "  is admitted), so the prompt is walked twice there; if kvc_alloc then refuses it for want of"]
+    #[doc = "  blocks (another thread took them in between, or a disk block failed its verification), the"]
+    #[doc = "  verdict becomes LATER with what kvc_alloc's refusal leaves: no sequence, disk blocks it read up"]
+    #[doc = "  possibly left cached in the host tier."]
     #[doc = "  Errors: those of kvc_alloc except KVC_ERR_OUT_OF_BLOCKS (a verdict instead), KVC_ERR_NULL_ARG"]
     #[doc = "  (out_verdict). KVC_ERR_SEQ_EXISTS is reported whatever the verdict would be."]
     pub fn kvc_admit(
