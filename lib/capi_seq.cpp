@@ -214,11 +214,7 @@ __attribute__((always_inline)) inline bool append_in_place(kvc_pool *p, Sequence
     if (end > int64_t(s->table.size()) * p->block_size || (max > 0 && end > max)) return false;
     s->num_tokens = end;
     if (end > s->reserved_end) s->reserved_end = end;
-    if (p->caching && !s->hash_stopped) {
-        // The tail's capacity is block_size: this push never reallocates.
-        if (int64_t(s->tail.size()) + 1 < p->block_size) s->tail.push_back(tokens[0]);
-        else kvc::pool_hash_full_blocks(p, s, tokens, 1);  // fills a block: hashed and cached
-    }
+    if (p->caching && !s->hash_stopped) kvc::pool_hash_full_blocks(p, s, tokens, 1);
     ++p->counters.appends;
     if (out_new_blocks) *out_new_blocks = 0;
     return true;
@@ -326,6 +322,13 @@ int32_t verdict_of(const kvc_pool *p, const AllocPlan &plan) {
     return KVC_ALLOC_LATER;
 }
 
+// kvc_admit's answer for a prompt it does not admit: KVC_OK, the verdict, no cached tokens.
+kvc_status not_admitted(int32_t verdict, int32_t *out_verdict, int64_t *out_cached_tokens) {
+    *out_verdict = verdict;
+    if (out_cached_tokens) *out_cached_tokens = 0;
+    return KVC_OK;
+}
+
 // A kvc_append_batch entry's refusal: the message says which entry and how many went in (done < 0:
 // refused while checking the arguments, before any entry).
 kvc_status batch_entry_failed(kvc_status st, int32_t entry, int32_t num_seqs, int32_t done) {
@@ -400,21 +403,18 @@ KVC_API kvc_status kvc_admit(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
             // kvc_alloc way. Without one, the verdict's walk is the allocation's.
             two_steps = t && t->disk && p->caching;
             AllocPlan plan = plan_alloc(p, tokens, num_tokens, ks, two_steps ? kvc::kWalkHostDisk : kvc::kWalkHost);
-            *out_verdict = verdict_of(p, plan);
-            if (out_cached_tokens) *out_cached_tokens = 0;
-            if (*out_verdict != KVC_ALLOC_OK) return KVC_OK;
+            const int32_t verdict = verdict_of(p, plan);
+            if (verdict != KVC_ALLOC_OK) return not_admitted(verdict, out_verdict, out_cached_tokens);
             if (!two_steps) st = apply_alloc(p, seq_id, tokens, num_tokens, ks, plan, out_cached_tokens);
         }
         if (two_steps) {
             st = kvc_alloc(pool, seq_id, tokens, num_tokens, keys, out_cached_tokens);
             // Another thread took the blocks in between: what kvc_can_alloc then kvc_alloc would say.
-            if (st == KVC_ERR_OUT_OF_BLOCKS) {
-                *out_verdict = KVC_ALLOC_LATER;
-                return KVC_OK;
-            }
-            return st;
+            if (st == KVC_ERR_OUT_OF_BLOCKS) return not_admitted(KVC_ALLOC_LATER, out_verdict, out_cached_tokens);
+        } else {
+            kvc::tier_run_pending(p);  // spills and restores this call planned (no-op without tiers)
         }
-        kvc::tier_run_pending(p);  // spills and restores this call planned (no-op without tiers)
+        if (st == KVC_OK) *out_verdict = KVC_ALLOC_OK;  // out-params only on success
         return st;
     })
 }

@@ -186,8 +186,17 @@ void pool_uncache_block(kvc_pool *p, int32_t b);
 // The sequence has just confirmed n tokens src[0..n) (s->num_tokens already counts them): hashes
 // every block they complete and enters it in the cache (as another copy when its hash is cached
 // already; not at all in the one case of an equal hash over different content, a collision); the
-// rest goes to s->tail.
-void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n);
+// rest goes to s->tail. The decode step's case -- one id that completes no block -- only appends
+// it to the tail (capacity block_size: no reallocation) and is inline, so kvc_append's and
+// kvc_append_batch's loops run it without a call; everything else is pool_add_tokens, out of line.
+void pool_add_tokens(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n);
+inline void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n) {
+    if (n == 1 && int64_t(s->tail.size()) + 1 < p->block_size) {
+        s->tail.push_back(src[0]);
+        return;
+    }
+    pool_add_tokens(p, s, src, n);
+}
 
 // pool_hash_full_blocks() for a new sequence's prompt (empty tail) when the keys of its first
 // num_known full blocks are known (PrefixWalk::keys past the hit): those are entered without

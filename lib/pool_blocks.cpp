@@ -162,10 +162,11 @@ void hash_next_block(kvc_pool *p, Sequence *s, const int32_t *head, int64_t n_he
     enter_block(p, s, b, cached, key, row);
 }
 
-// pool_hash_full_blocks() for everything but a single id that completes no block. Kept out of
-// line so that the decode step, which only adds that id to the tail, runs without its register
-// saves.
-__attribute__((noinline)) void add_tokens(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n) {
+
+}  // namespace
+
+// pool_hash_full_blocks()'s work for everything but a single id that completes no block (pool.hpp).
+void pool_add_tokens(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n) {
     const int64_t bs = p->block_size;
     std::vector<int32_t> &tail = s->tail;  // capacity >= bs: never reallocates
     const int64_t have = int64_t(tail.size());
@@ -181,17 +182,6 @@ __attribute__((noinline)) void add_tokens(kvc_pool *p, Sequence *s, const int32_
     // ids usually left a call to memmove (what assign() does) costs more than the copy.
     tail.clear();
     for (; i < n; ++i) tail.push_back(src[i]);
-}
-
-}  // namespace
-
-void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n) {
-    std::vector<int32_t> &tail = s->tail;
-    if (n == 1 && int64_t(tail.size()) + 1 < p->block_size) {  // the common decode step
-        tail.push_back(src[0]);
-        return;
-    }
-    add_tokens(p, s, src, n);
 }
 
 void pool_hash_prompt_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n, const BlockKey *known,

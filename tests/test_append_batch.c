@@ -28,10 +28,6 @@ static kvc_pool *meta_pool(int64_t blocks, double watermark) {
     return p;
 }
 
-static uint32_t rnd(uint64_t *s) {
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(*s >> 33);
-}
 
 /* Asserts that the two pools hold the same sequences with the same tables, lengths and stats. */
 static void expect_same_pools(kvc_pool *a, kvc_pool *b, const int *live) {
@@ -76,15 +72,15 @@ static void test_batch_equals_the_single_calls(void **state) {
         int32_t prompt[24];
         for (int i = 0; i < 24; ++i) prompt[i] = 100 + i;  /* shared: later prompts hit earlier ones */
         for (int step = 0; step < 60; ++step) {
-            const uint32_t op = rnd(&seed) % 10;
-            const uint64_t id = rnd(&seed) % MAXSEQ;
+            const uint32_t op = test_lcg_next(&seed) % 10;
+            const uint64_t id = test_lcg_next(&seed) % MAXSEQ;
             if (op <= 1 && !live[id]) {  /* a new sequence with a hit on the shared prompt */
-                const int64_t n = 1 + rnd(&seed) % 20;
+                const int64_t n = 1 + test_lcg_next(&seed) % 20;
                 const kvc_status sa = kvc_alloc(a, id, prompt, n, NULL, NULL);
                 assert_int_equal(kvc_alloc(b, id, prompt, n, NULL, NULL), sa);
                 live[id] = sa == KVC_OK;
             } else if ((op == 2 || op == 3) && live[id]) {
-                uint64_t child = rnd(&seed) % MAXSEQ;
+                uint64_t child = test_lcg_next(&seed) % MAXSEQ;
                 if (!live[child] && child != id) {
                     OK(kvc_fork(a, id, child));
                     OK(kvc_fork(b, id, child));
@@ -95,21 +91,21 @@ static void test_batch_equals_the_single_calls(void **state) {
                 OK(kvc_free(b, id));
                 live[id] = 0;
             } else {  /* a batch of 1..8 entries, live or not (unknown ids are refusals too) */
-                const int32_t n = 1 + (int32_t)(rnd(&seed) % 8);
+                const int32_t n = 1 + (int32_t)(test_lcg_next(&seed) % 8);
                 uint64_t ids[8];
                 int64_t offsets[9] = {0}, lookahead[8];
                 int32_t tokens[64], nb_a[8], nb_b[8];
-                const int per_seq = (int)(rnd(&seed) % 2), one_each = (int)(rnd(&seed) % 3 == 0);
-                const int64_t common = rnd(&seed) % 2;
+                const int per_seq = (int)(test_lcg_next(&seed) % 2), one_each = (int)(test_lcg_next(&seed) % 3 == 0);
+                const int64_t common = test_lcg_next(&seed) % 2;
                 for (int32_t i = 0; i < n; ++i) {
-                    ids[i] = rnd(&seed) % MAXSEQ;
-                    for (int tries = 0; tries < 8 && !live[ids[i]] && rnd(&seed) % 8 != 0; ++tries)
-                        ids[i] = rnd(&seed) % MAXSEQ;  /* mostly live ids; some unknown ones */
-                    lookahead[i] = rnd(&seed) % 3;
-                    int64_t k = one_each ? 1 : rnd(&seed) % 5;
+                    ids[i] = test_lcg_next(&seed) % MAXSEQ;
+                    for (int tries = 0; tries < 8 && !live[ids[i]] && test_lcg_next(&seed) % 8 != 0; ++tries)
+                        ids[i] = test_lcg_next(&seed) % MAXSEQ;  /* mostly live ids; some unknown ones */
+                    lookahead[i] = test_lcg_next(&seed) % 3;
+                    int64_t k = one_each ? 1 : test_lcg_next(&seed) % 5;
                     if (k == 0 && (per_seq ? lookahead[i] : common) == 0) k = 1;  /* an entry appends something */
                     offsets[i + 1] = offsets[i] + k;
-                    for (int64_t t = offsets[i]; t < offsets[i + 1]; ++t) tokens[t] = 100 + (int32_t)(rnd(&seed) % 30);
+                    for (int64_t t = offsets[i]; t < offsets[i + 1]; ++t) tokens[t] = 100 + (int32_t)(test_lcg_next(&seed) % 30);
                 }
                 for (int32_t i = 0; i < 8; ++i) nb_a[i] = nb_b[i] = -7;
                 /* Single calls, stopping at the first refusal. */

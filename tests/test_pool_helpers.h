@@ -58,6 +58,13 @@ static inline kvc_stats stats_of(kvc_pool *p) {
 
 #define CHECK_POOL(p) OK(kvc_pool_check(p))
 
+/* A 64-bit LCG step (Knuth's MMIX constants); returns the state's high 31 bits. The suites' random
+ * workloads use it so that a seed names one workload. */
+static inline uint64_t test_lcg_next(uint64_t *state) {
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return *state >> 33;
+}
+
 /* EXPECT_ERR plus: the pool's statistics are bit-identical before and after, and it passes the
  * invariant checker. */
 #define EXPECT_ERR_UNCHANGED(p, call, code)                                                        \

@@ -3,19 +3,9 @@
  * KV events, on the prompt path and the decode path) and kvc_stats.cached_blocks_total; and a
  * router fed by nothing but the device KV events and kvc_hash_blocks predicting kvc_prefix_lookup
  * exactly while blocks of equal content (copies of one hash) come and go. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include <cmocka.h>
-
-#include "kvc/kvc.h"
-
-#define OK(call) assert_int_equal((call), KVC_OK)
+#include "test_pool_helpers.h"
 
 enum { MAX_TOKENS = 64, MAX_MM = 4, MAX_BLOCKS = 64, MAX_VECTORS = 64 };
 
@@ -238,12 +228,6 @@ static void test_sizes(void **state) {
 
 /* ---- kvc_stats.cached_blocks_total ------------------------------------------------------------------- */
 
-static kvc_stats stats_of(kvc_pool *p) {
-    kvc_stats s = {.struct_size = sizeof(kvc_stats)};
-    OK(kvc_pool_stats(p, &s));
-    return s;
-}
-
 /* Every cached block counts, held or free; a router fed by the device events holds as many. */
 static void test_cached_blocks_total(void **state) {
     (void)state;
@@ -349,10 +333,6 @@ static int64_t rv_count(const rv_router *r) {
  * prompts of different lengths. */
 static int32_t rv_token(int f, int64_t i) { return (int32_t)(f * 1000 + i); }
 
-static uint64_t rv_next(uint64_t *rng) {
-    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
-    return *rng >> 33;
-}
 
 static void test_router_predicts_lookups_with_copies(void **state) {
     (void)state;
@@ -370,12 +350,12 @@ static void test_router_predicts_lookups_with_copies(void **state) {
     uint64_t rng = 23;
     int64_t copies_seen = 0, probes = 0, hits = 0;
     for (int step = 0; step < 4000; ++step) {
-        const int s = (int)(rv_next(&rng) % RV_SEQS);
-        const uint64_t op = rv_next(&rng) % 10;
+        const int s = (int)(test_lcg_next(&rng) % RV_SEQS);
+        const uint64_t op = test_lcg_next(&rng) % 10;
         int32_t t[RV_MAXT + 1];
         if (!live[s]) {
-            fam[s] = (int)(rv_next(&rng) % RV_FAMILIES);
-            const int64_t n = 1 + (int64_t)(rv_next(&rng) % 24);
+            fam[s] = (int)(test_lcg_next(&rng) % RV_FAMILIES);
+            const int64_t n = 1 + (int64_t)(test_lcg_next(&rng) % 24);
             for (int64_t i = 0; i < n; ++i) t[i] = rv_token(fam[s], i);
             if (kvc_alloc(p, (uint64_t)s, t, n, NULL, NULL) == KVC_OK) {
                 live[s] = 1;
@@ -385,7 +365,7 @@ static void test_router_predicts_lookups_with_copies(void **state) {
             t[0] = rv_token(fam[s], len[s]);
             if (kvc_append(p, (uint64_t)s, t, 1, 0, NULL) == KVC_OK) ++len[s];
         } else if (op == 5 && len[s] > 1) { /* a rejected draft: back to an earlier length */
-            len[s] -= 1 + (int64_t)(rv_next(&rng) % (uint64_t)(len[s] - 1));
+            len[s] -= 1 + (int64_t)(test_lcg_next(&rng) % (uint64_t)(len[s] - 1));
             OK(kvc_truncate(p, (uint64_t)s, len[s], NULL));
         } else if (op == 6) {
             const int d = (s + 1) % RV_SEQS;
@@ -414,7 +394,7 @@ static void test_router_predicts_lookups_with_copies(void **state) {
         }
         copies_seen += rv_count(&r) - distinct;
         for (int f = 0; f < RV_FAMILIES; ++f) { /* every prefix length of every family */
-            for (int64_t n = 1; n <= RV_MAXT; n += 1 + (int64_t)(rv_next(&rng) % 4)) {
+            for (int64_t n = 1; n <= RV_MAXT; n += 1 + (int64_t)(test_lcg_next(&rng) % 4)) {
                 for (int64_t i = 0; i < n; ++i) t[i] = rv_token(f, i);
                 int64_t got = -1;
                 OK(kvc_prefix_lookup(p, t, n, NULL, &got));

@@ -203,15 +203,12 @@ void prefix_lookup(benchmark::State &state, bool cached_too) {
 void BM_PrefixLookup(benchmark::State &state) { prefix_lookup(state, true); }
 void BM_PrefixLookupMiss(benchmark::State &state) { prefix_lookup(state, false); }
 
-// kvc_alloc of a prompt whose 64 full blocks are all cached (refcount + 1 each, one fresh block):
-// 16 such allocs per timed batch, frees untimed. Arg: sliding window as in BM_PrefixLookup (with
-// 256, each alloc takes 17 hit blocks and leaves 47 entries released; ns/block still divides by 65).
-void BM_AllocWithHits(benchmark::State &state) {
-    constexpr int64_t kBlocks = 64;
+// Shared by BM_AllocWithHits and BM_AllocRerun: the prompt is allocated once (sequence 1000, held
+// throughout, so its blocks stay cached), then each timed batch allocates it 16 times (frees
+// untimed); every alloc must report want_cached tokens. ns/block divides by blocks_per_alloc.
+void time_allocs_of_cached_prompt(benchmark::State &state, kvc_pool *p, const std::vector<int32_t> &prompt,
+                                  int64_t want_cached, int64_t blocks_per_alloc, const char *miss) {
     constexpr int kAllocs = 16;
-    kvc_pool *p = make_pool(4096, 1);
-    check(kvc_pool_set_sliding_window(p, int32_t(state.range(0))), "set_sliding_window");
-    std::vector<int32_t> prompt = tokens_for(1, kBlocks * kBlockSize + 1);
     check(kvc_alloc(p, 1000, prompt.data(), int64_t(prompt.size()), nullptr, nullptr), "alloc");
     int64_t cached = 0;
     for (auto _ : state) {
@@ -221,11 +218,21 @@ void BM_AllocWithHits(benchmark::State &state) {
         for (int s = 0; s < kAllocs; ++s) check(kvc_free(p, uint64_t(s)), "free");
         state.ResumeTiming();
     }
-    if (cached != kBlocks * kBlockSize) state.SkipWithError("alloc did not hit every block");
-    per_block(state, kAllocs * (kBlocks + 1));
-    kvc_pool_destroy(p);
+    if (cached != want_cached) state.SkipWithError(miss);
+    per_block(state, kAllocs * blocks_per_alloc);
 }
 
+// kvc_alloc of a prompt whose 64 full blocks are all cached (refcount + 1 each, one fresh block):
+// 16 such allocs per timed batch, frees untimed. Arg: sliding window as in BM_PrefixLookup (with
+// 256, each alloc takes 17 hit blocks and leaves 47 entries released; ns/block still divides by 65).
+void BM_AllocWithHits(benchmark::State &state) {
+    constexpr int64_t kBlocks = 64;
+    kvc_pool *p = make_pool(4096, 1);
+    check(kvc_pool_set_sliding_window(p, int32_t(state.range(0))), "set_sliding_window");
+    time_allocs_of_cached_prompt(state, p, tokens_for(1, kBlocks * kBlockSize + 1), kBlocks * kBlockSize, kBlocks + 1,
+                                 "alloc did not hit every block");
+    kvc_pool_destroy(p);
+}
 // kvc_prefix_lookup of a 64-block prompt (+1 token) each of whose blocks is cached `copies` times
 // (Arg), every copy free: `copies` sequences each allocated the prompt's first token and appended
 // the rest, so each block they filled was entered as another copy of the same hash (before the
@@ -260,23 +267,11 @@ void BM_PrefixLookupCopies(benchmark::State &state) {
 // oldest first (each a copy erased from the middle of a long chain). ns/block divides by 64.
 void BM_AllocRerun(benchmark::State &state) {
     constexpr int64_t kBlocks = 64;
-    constexpr int kAllocs = 16;
     kvc_pool *p = make_pool(4096, 1);
-    std::vector<int32_t> prompt = tokens_for(1, kBlocks * kBlockSize);
-    check(kvc_alloc(p, 1000, prompt.data(), int64_t(prompt.size()), nullptr, nullptr), "alloc");
-    int64_t cached = 0;
-    for (auto _ : state) {
-        for (int s = 0; s < kAllocs; ++s)
-            check(kvc_alloc(p, uint64_t(s), prompt.data(), int64_t(prompt.size()), nullptr, &cached), "alloc");
-        state.PauseTiming();
-        for (int s = 0; s < kAllocs; ++s) check(kvc_free(p, uint64_t(s)), "free");
-        state.ResumeTiming();
-    }
-    if (cached != (kBlocks - 1) * kBlockSize) state.SkipWithError("alloc did not hit 63 blocks");
-    per_block(state, kAllocs * kBlocks);
+    time_allocs_of_cached_prompt(state, p, tokens_for(1, kBlocks * kBlockSize), (kBlocks - 1) * kBlockSize, kBlocks,
+                                 "alloc did not hit 63 blocks");
     kvc_pool_destroy(p);
 }
-
 }  // namespace
 
 // With --benchmark_repetitions, also report the fastest repetition: on a shared, busy machine the

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "../kv_oracle.h"
 #include "kvc/kvc.h"
 
 // Weak: present in this libkvc, absent from older ones (the baseline build).
@@ -60,14 +61,14 @@ void check(kvc_status st, const char *what) {
     }
 }
 
-// splitmix64: a fixed generator, so every build replays the same trace.
+// splitmix64 (its step is the byte oracle's kvo_mix): a fixed generator, so every build replays
+// the same trace.
 struct Rng {
     uint64_t s;
     uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
+        const uint64_t x = s;
+        s += 0x9E3779B97F4A7C15ull;
+        return kvo_mix(x);
     }
     int64_t uniform(int64_t lo, int64_t hi) { return lo + int64_t(next() % uint64_t(hi - lo + 1)); }
     int32_t token() { return int32_t(next() % 32000); }

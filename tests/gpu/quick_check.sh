@@ -32,7 +32,7 @@ if [ "$EMULATED" = 1 ]; then CARRY="${KVC_QUICK_CARRY:-$ROOT/.gpu-emu}"; else CA
 BUDGET="${KVC_QUICK_BUDGET_S:-400}"
 OUT="${OUT:-$ROOT/gpu-results}"
 mkdir -p "$OUT"
-WORK="$(mktemp -d /tmp/kvc-quick.XXXXXX)"
+WORK="$(mktemp -d)"  # removed at the end (rm -rf "$WORK")
 SUMMARY="$OUT/summary.txt"
 STEPS="$OUT/steps.log"
 SANLOG="$OUT/sanitizer.log"
