@@ -11,6 +11,7 @@
 #                 3.35 TB/s and of the measured copy; a small batch x context x block-size sweep
 #   6 prefill     prefill vs PyTorch SDPA on the same shapes, outputs compared
 #   7 swap        CUDA swap vs pinned cudaMemcpyAsync (bench_tiers)
+#   8 ncu         one profiled headline decode launch where Nsight Compute exists (informative)
 # Each step's verdict goes to $OUT/summary.txt the moment it finishes, its output to $OUT/steps.log
 # (sanitizer output to $OUT/sanitizer.log), benchmark JSON beside them: six files at most, since the
 # device tool returns at most 8. A kill of the whole command therefore still leaves what ran.
@@ -20,7 +21,7 @@
 #   built with -DKVC_CUDA=EMULATE (tests/gpu/prepare_carry.sh --emulated -> .gpu-emu/). Steps whose
 #   tool is missing (nvidia-smi, compute-sanitizer, torch) report SKIPPED, never PASS; every figure
 #   is marked EMULATED and means nothing about a GPU.
-# Environment: OUT (default ./gpu-results), KVC_QUICK_BUDGET_S (all steps together, default 400),
+# Environment: OUT (default ./gpu-results), KVC_QUICK_BUDGET_S (all steps together, default 445),
 #   KVC_QUICK_CARRY (the carried folder, default .gpu or .gpu-emu).
 # Exit status: 0 when no step FAILED or TIMED OUT (SKIPPED steps are listed, not hidden), else 1.
 set -uo pipefail
@@ -29,7 +30,7 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 EMULATED="${KVC_QUICK_EMULATED:-0}"
 [ "${1:-}" = "--emulated" ] && EMULATED=1
 if [ "$EMULATED" = 1 ]; then CARRY="${KVC_QUICK_CARRY:-$ROOT/.gpu-emu}"; else CARRY="${KVC_QUICK_CARRY:-$ROOT/.gpu}"; fi
-BUDGET="${KVC_QUICK_BUDGET_S:-400}"
+BUDGET="${KVC_QUICK_BUDGET_S:-445}"
 OUT="${OUT:-$ROOT/gpu-results}"
 mkdir -p "$OUT"
 WORK="$(mktemp -d)"  # removed at the end (rm -rf "$WORK")
@@ -249,6 +250,24 @@ if grep -q "no CUDA device" "$LOG"; then
 elif [ "$RC" = 0 ] && grep -q "BM_HostSwapCuda" "$LOG"; then
     verdict "7 swap vs pinned copy" INFO "$(python3 "$ROOT/tests/gpu/quick_figures.py" swap "$OUT/bench_tiers.json")$TAG"
 else judge "7 swap vs pinned copy" 'BM_HostSwapCuda'; fi
+
+# ---- 8. one profiled headline launch (issue 31: confirm or refute the decode diagnosis) -------------
+NCU="$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
+if [ "$EMULATED" = 1 ] || [ -z "$NCU" ]; then
+    skip_step "8 ncu decode headline" "$([ "$EMULATED" = 1 ] && echo "emulated run" || echo "no ncu on this machine")"
+else
+    # The second launch of the headline decode kernel (the first warms caches and the table), with the
+    # sections that answer the review's questions: DRAM %, issue activity, occupancy, stall reasons.
+    run_step ncu_headline 45 "$STEPS" "$NCU" --kernel-name regex:paged_decode_kernel --launch-skip 1 --launch-count 1 \
+        --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats --section LaunchStats \
+        --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+        "$BIN/bench_gpu_attention" --benchmark_filter='^Decode/headline/B:64/ctx:4096/bs:16/part:0/'
+    NCU_DETAIL="$(grep -E '^ +(DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per Thread|No Eligible) ' "$LOG" |
+        awk '{v=$NF; $NF=""; sub(/ +[%a-z/]* *$/, ""); gsub(/^ +/, ""); printf "%s%s %s", (n++ ? "; " : ""), $0, v}')"
+    if [ "$RC" = 0 ] && [ -n "$NCU_DETAIL" ]; then verdict "8 ncu decode headline" INFO "$NCU_DETAIL"
+    elif [ "$RC" = 124 ] || [ "$RC" = 137 ]; then verdict "8 ncu decode headline" INFO "timed out"
+    else verdict "8 ncu decode headline" INFO "no profile (exit $RC): $(grep -Em1 'ERR|rror|==PROF==' "$LOG" | cut -c1-60)"; fi
+fi
 
 # ---- the figures, one screen ------------------------------------------------------------------------
 CURRENT="summary"
