@@ -110,6 +110,10 @@ struct kvc_pool {
     std::vector<int32_t> hit_scratch;  // num_blocks entries: block ids of a prefix walk
     std::vector<kvc::BlockKey> walk_keys;  // a windowed hit search's block keys (grown, kept)
     std::atomic<uint64_t> seq_generation{0};
+    // References held outside sequence tables (lib/transfer: blocks an export leases, blocks an
+    // import is filling); per block, empty until the first transfer agent uses the pool. The
+    // invariant checker counts them as table references.
+    std::vector<int32_t> ext_refs;
     // Memory tiers (tiers.hpp): set once by kvc_tier_attach_host, read without the lock by the
     // storage layer's ordering barrier, hence atomic.
     std::atomic<kvc::Tiers *> tiers{nullptr};

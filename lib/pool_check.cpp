@@ -73,6 +73,9 @@ kvc_status pool_check_invariants(kvc_pool *p) {
             ++refs[size_t(b)];
         }
     }
+    // Blocks leased by a transfer export or being filled by an import (lib/transfer/pool_hooks.cpp).
+    if (!p->ext_refs.empty())
+        for (int32_t b = 0; b < n; ++b) refs[size_t(b)] += p->ext_refs[size_t(b)];
     // A pending copy-on-write pair holds its source until the copy has read it.
     std::vector<int64_t> holds(size_t(n), 0);
     for (int64_t i = 0; i < p->copies.size(); ++i) {

@@ -49,6 +49,8 @@ enum { TOK_CAP = 64, MAX_IDS = 8 };
 #define SEQ_TCOW 22u    /* T: 5 tokens; its fork SEQ_TFORK appended, so a copy-on-write pair is pending */
 #define SEQ_TFORK 23u
 #define SEQ_TBIG 24u    /* T: 12 tokens, fills the device */
+#define SEQ_X1 31u      /* X: 9 tokens, KV written, exported */
+#define SEQ_XFREED 32u  /* X: allocated then freed */
 enum { T_BLOCKS = 6, T_HOST_SLOTS = 2 };
 
 static const uint64_t k_probe_ids[] = {SEQ_A, SEQ_FORK, SEQ_FREED, SEQ_B, SEQ_C1, SEQ_C2, SEQ_CFREED, SEQ_CFORK,
@@ -78,6 +80,11 @@ typedef struct fixture {
     float kv[16 * C_KV_HEADS * C_HEAD_DIM];
     int64_t slots[16];
     char long_identity[KVC_MAX_DISK_IDENTITY_LEN + 2]; /* one byte over the limit */
+    /* X: CPU storage, prefix caching, a transfer agent XA (needs UCX), SEQ_X1's two full blocks
+     * exported as XEX; SEQ_XFREED freed. */
+    kvc_pool *XP;
+    kvc_xfer_agent *XA;
+    uint64_t XEX;
 } fixture;
 
 /* Out-params a row may (wrongly) write; reset to a pattern before each row, compared after. */
@@ -98,6 +105,11 @@ typedef struct outs {
     char chars[64];
     float attn_out[16 * C_Q_HEADS * C_HEAD_DIM];
     kvc_tier_stats tstats, tstats_old; /* tstats_old: struct_size too small */
+    kvc_xfer_agent *agent;
+    kvc_xfer_config xcfg, xcfg_old;   /* xcfg_old: struct_size too small */
+    kvc_xfer_import_result xres, xres_old;
+    kvc_xfer_stats xstats, xstats_old;
+    uint8_t bytes[512];
 } outs;
 
 static fixture F;  /* the fixture a row runs on */
@@ -188,6 +200,14 @@ static void fixture_build(fixture *f) {
     SETUP(kvc_fork(f->C, SEQ_C1, SEQ_CFORK));
     SETUP(kvc_append(f->C, SEQ_CFORK, NULL, 1, 0, NULL));
 
+    /* X: a transfer agent with one export (the transfer rows; UCX must be installed). */
+    f->XP = make_pool(KVC_BACKEND_CPU, 8, 1, 0);
+    SETUP(kvc_alloc(f->XP, SEQ_X1, f->tok_a, 9, NULL, NULL));
+    SETUP(kvc_alloc(f->XP, SEQ_XFREED, f->tok_c, 5, NULL, NULL));
+    SETUP(kvc_free(f->XP, SEQ_XFREED));
+    SETUP(kvc_xfer_agent_create(f->XP, NULL, &f->XA));
+    SETUP(kvc_xfer_export_seq(f->XA, SEQ_X1, 0, &f->XEX, NULL));
+
     /* T: a swapped-out sequence, a pending copy-on-write pair, no free device block. */
     f->T = make_pool(KVC_BACKEND_CPU, T_BLOCKS, 1, 0);
     SETUP(kvc_tier_attach_host(f->T, T_HOST_SLOTS));
@@ -206,6 +226,8 @@ static void fixture_build(fixture *f) {
 }
 
 static void fixture_destroy(fixture *f) {
+    kvc_xfer_agent_destroy(f->XA);
+    kvc_pool_destroy(f->XP);
     kvc_batch_destroy(f->built);
     kvc_batch_destroy(f->unbuilt);
     kvc_batch_destroy(f->stale);
@@ -230,6 +252,11 @@ static void outs_reset(void) {
     O_pattern.binfo_old.struct_size = 4;
     O_pattern.tstats.struct_size = sizeof(kvc_tier_stats);
     O_pattern.tstats_old.struct_size = 4;
+    O_pattern.xcfg_old.struct_size = 4;
+    O_pattern.xres.struct_size = sizeof(kvc_xfer_import_result);
+    O_pattern.xres_old.struct_size = 4;
+    O_pattern.xstats.struct_size = sizeof(kvc_xfer_stats);
+    O_pattern.xstats_old.struct_size = 4;
     memcpy(&O, &O_pattern, sizeof O);
 }
 
@@ -849,6 +876,58 @@ static const uint8_t k_disk_key[KVC_DISK_KEY_MAX_LEN + 1];
     X(kvc_tier_get_stats, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_get_stats(F.C, 3, &O.tstats), 1) \
     X(kvc_tier_get_stats, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_tier_get_stats(F.C, -1, &O.tstats), 1)        \
                                                                                                                        \
+    /* KV transfer (pool X, agent XA, export XEX). */                                                                  \
+    X(kvc_xfer_config_default, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_config_default(NULL), 1)                   \
+    X(kvc_xfer_available, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_available(NULL), 1)                             \
+    X(kvc_xfer_agent_create, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_agent_create(NULL, NULL, &O.agent), 1)   \
+    X(kvc_xfer_agent_create, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_agent_create(F.XP, NULL, NULL), 1)            \
+    X(kvc_xfer_agent_create, VERSION, KVC_ERR_VERSION, F_NONE, kvc_xfer_agent_create(F.XP, &O.xcfg_old, &O.agent), 1)  \
+    X(kvc_xfer_agent_create, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_xfer_agent_create(F.XP, xcfg_lease0(), &O.agent), 1) \
+    X(kvc_xfer_agent_create, UNSUPPORTED, KVC_ERR_UNSUPPORTED, F_NONE, kvc_xfer_agent_create(F.P, NULL, &O.agent), 1) \
+    X(kvc_xfer_agent_create, UNSUPPORTED, KVC_ERR_UNSUPPORTED, F_NONE, kvc_xfer_agent_create(F.C, NULL, &O.agent), 1) \
+    X(kvc_xfer_export_prompt, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE,                                                  \
+      kvc_xfer_export_prompt(NULL, F.tok_a, 8, NULL, 0, OP_OUT, &O.i64), 1)                                            \
+    X(kvc_xfer_export_prompt, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_export_prompt(F.XA, NULL, 8, NULL, 0, OP_OUT, &O.i64), 1) \
+    X(kvc_xfer_export_prompt, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_export_prompt(F.XA, F.tok_a, 8, NULL, 0, NULL, &O.i64), 1) \
+    X(kvc_xfer_export_prompt, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE,                                                  \
+      kvc_xfer_export_prompt(F.XA, F.tok_a, -8, NULL, 0, OP_OUT, &O.i64), 1)                                           \
+    X(kvc_xfer_export_prompt, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_xfer_export_prompt(F.XA, F.tok_a, 0, NULL, 0, OP_OUT, &O.i64), 1) \
+    X(kvc_xfer_export_prompt, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE,                                                  \
+      kvc_xfer_export_prompt(F.XA, F.tok_a, 8, NULL, -1, OP_OUT, &O.i64), 1)                                           \
+    X(kvc_xfer_export_prompt, STATE, KVC_ERR_STATE, F_NONE, kvc_xfer_export_prompt(F.XA, F.tok_b, 8, NULL, 0, OP_OUT, &O.i64), 1) \
+    X(kvc_xfer_export_seq, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_export_seq(NULL, SEQ_X1, 0, OP_OUT, &O.i64), 1) \
+    X(kvc_xfer_export_seq, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_export_seq(F.XA, SEQ_X1, 0, NULL, &O.i64), 1) \
+    X(kvc_xfer_export_seq, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_xfer_export_seq(F.XA, SEQ_NONE, 0, OP_OUT, &O.i64), 1) \
+    X(kvc_xfer_export_seq, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_xfer_export_seq(F.XA, SEQ_XFREED, 0, OP_OUT, &O.i64), 1) \
+    X(kvc_xfer_export_seq, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_xfer_export_seq(F.XA, SEQ_X1, -1, OP_OUT, &O.i64), 1) \
+    X(kvc_xfer_export_descriptor, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE,                                              \
+      kvc_xfer_export_descriptor(NULL, F.XEX, O.bytes, 512, &O.i64), 1)                                                \
+    X(kvc_xfer_export_descriptor, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_export_descriptor(F.XA, F.XEX, O.bytes, 512, NULL), 1) \
+    X(kvc_xfer_export_descriptor, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_export_descriptor(F.XA, F.XEX, NULL, 512, &O.i64), 1) \
+    X(kvc_xfer_export_descriptor, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE,                                              \
+      kvc_xfer_export_descriptor(F.XA, F.XEX, O.bytes, -1, &O.i64), 1)                                                 \
+    X(kvc_xfer_export_descriptor, UNKNOWN_ID, KVC_ERR_INVALID_ARG, F_NONE,                                            \
+      kvc_xfer_export_descriptor(F.XA, F.XEX + 100, O.bytes, 512, &O.i64), 1)                                          \
+    X(kvc_xfer_export_descriptor, TOO_SMALL, KVC_ERR_BUFFER_TOO_SMALL, F_OUT_LEN,                                     \
+      kvc_xfer_export_descriptor(F.XA, F.XEX, O.bytes, 8, &O.i64), O.i64 > 96)                                         \
+    X(kvc_xfer_export_release, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_export_release(NULL, F.XEX), 1)       \
+    X(kvc_xfer_export_release, UNKNOWN_ID, KVC_ERR_INVALID_ARG, F_NONE, kvc_xfer_export_release(F.XA, F.XEX + 100), 1) \
+    X(kvc_xfer_import, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_import(NULL, O.bytes, 200, NULL, OP_OUT), 1)   \
+    X(kvc_xfer_import, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_import(F.XA, NULL, 200, NULL, OP_OUT), 1)          \
+    X(kvc_xfer_import, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_import(F.XA, O.bytes, 200, NULL, NULL), 1)        \
+    X(kvc_xfer_import, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_xfer_import(F.XA, O.bytes, 0, NULL, OP_OUT), 1)         \
+    X(kvc_xfer_import, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_xfer_import(F.XA, O.bytes, -1, NULL, OP_OUT), 1)    \
+    X(kvc_xfer_import, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_xfer_import(F.XA, g_junk, 200, NULL, OP_OUT), 1)       \
+    X(kvc_xfer_op_query, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_op_query(NULL, 1, &O.i32), 1)               \
+    X(kvc_xfer_op_query, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_op_query(F.XA, 1, NULL), 1)                     \
+    X(kvc_xfer_op_query, UNKNOWN_ID, KVC_ERR_INVALID_ARG, F_NONE, kvc_xfer_op_query(F.XA, 77, &O.i32), 1)            \
+    X(kvc_xfer_op_wait, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_op_wait(NULL, 1, -1, &O.xres), 1)            \
+    X(kvc_xfer_op_wait, UNKNOWN_ID, KVC_ERR_INVALID_ARG, F_NONE, kvc_xfer_op_wait(F.XA, 77, -1, &O.xres), 1)         \
+    X(kvc_xfer_op_wait, VERSION, KVC_ERR_VERSION, F_NONE, kvc_xfer_op_wait(F.XA, 77, -1, &O.xres_old), 1)           \
+    X(kvc_xfer_get_stats, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_get_stats(NULL, &O.xstats), 1)             \
+    X(kvc_xfer_get_stats, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_xfer_get_stats(F.XA, NULL), 1)                     \
+    X(kvc_xfer_get_stats, VERSION, KVC_ERR_VERSION, F_NONE, kvc_xfer_get_stats(F.XA, &O.xstats_old), 1)              \
+                                                                                                                       \
     /* A swapped-out sequence, a pending copy-on-write pair, a full device tier (pool T). */                           \
     X(kvc_append, STATE, KVC_ERR_STATE, F_NONE, kvc_append(F.T, SEQ_SWAPPED, F.tok_x, 1, 0, &O.i32), 1)                 \
     X(kvc_fork, STATE, KVC_ERR_STATE, F_NONE, kvc_fork(F.T, SEQ_SWAPPED, 50), 1)                                       \
@@ -872,6 +951,7 @@ static const struct { const char *fn, *reason; } k_exempt[] = {
     {"kvc_pool_destroy", "NULL is a documented no-op returning KVC_OK"},
     {"kvc_keys_destroy", "NULL is a documented no-op returning KVC_OK"},
     {"kvc_batch_destroy", "NULL is a documented no-op returning KVC_OK"},
+    {"kvc_xfer_agent_destroy", "NULL is a documented no-op returning KVC_OK"},
 };
 
 /* Out-params documented "may be NULL" (or that only report an optional figure): no NULL_OUT row. */
@@ -888,6 +968,8 @@ static const struct { const char *fn, *param; } k_nullable_out[] = {
     {"kvc_preemption_cost", "out_swap_bytes"}, {"kvc_preemption_cost", "out_recompute_tokens"},
     {"kvc_prefix_lookup_tiers", "out_device_tokens"}, {"kvc_prefix_lookup_tiers", "out_host_tokens"},
     {"kvc_prefix_lookup_tiers", "out_disk_tokens"},
+    {"kvc_xfer_export_prompt", "out_tokens"}, {"kvc_xfer_export_seq", "out_tokens"},
+    {"kvc_xfer_op_wait", "out"},
 };
 
 /* ---- helpers the rows use that need the fixture ----------------------------------------------- */
@@ -908,6 +990,14 @@ static unsigned char g_host[2 * 4096];
 /* kvc_hash_blocks: the hi and lo arrays and their capacity. */
 #define HASH_OUTS(cap) O.u64buf, O.u64buf2, (cap)
 static void *scratch_host(void) { return g_host; }
+/* kvc_xfer_import: 200 bytes that are no descriptor; an agent config with lease_ms 0. */
+static const uint8_t g_junk[200] = {'K', 'V', 'C', 'X', 1};
+static kvc_xfer_config g_xcfg;
+static const kvc_xfer_config *xcfg_lease0(void) {
+    kvc_xfer_config_default(&g_xcfg);
+    g_xcfg.lease_ms = 0;
+    return &g_xcfg;
+}
 
 static uint64_t g_ids3[3];
 static int64_t g_q3[3];

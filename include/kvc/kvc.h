@@ -1132,6 +1132,182 @@ typedef struct kvc_tier_stats {
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (unknown tier), KVC_ERR_VERSION. */
 KVC_API kvc_status kvc_tier_get_stats(kvc_pool *pool, int32_t tier, kvc_tier_stats *out);
 
+/* ------------------------------------------------------------------------------------------------
+ * KV transfer between pools in different processes or machines (prefill/decode disaggregation,
+ * prefix sharing across replicas), over UCX (lib/transfer/README.md).
+ *
+ * One agent per pool and process. The exporter leases a cached prefix's full blocks and hands out
+ * a descriptor (worker address, memory key, layout and model identity, hash chain, token ids,
+ * block addresses, lease) that the caller moves to the importer through its own channel (gRPC,
+ * HTTP, a queue). The importer's kvc_xfer_import is asynchronous (kvc_xfer_op_query /
+ * kvc_xfer_op_wait, like the tier operations): it checks the descriptor, its layout and identity
+ * against the importing pool, recomputes the hash chain from the token ids and the importer's
+ * keys, takes fresh blocks, pulls them with one-sided RMA gets (zero copy), asks the exporter
+ * whether the lease was held throughout, and only then enters the blocks in the prefix cache, so a
+ * later kvc_alloc of the prompt hits them. Any failure (peer gone, timeout, lease over, layout or
+ * identity mismatch, a truncated or damaged descriptor, importing pool full) is a status and a
+ * kvc_xfer_failure reason, with nothing cached and every block returned: the caller recomputes.
+ *
+ * UCX is loaded at run time (dlopen of libucp.so.0; libkvc.so does not link it): without it,
+ * kvc_xfer_available reports 0 and kvc_xfer_agent_create KVC_ERR_UNSUPPORTED; every other call of
+ * the library works as before. Pools: CPU backend, prefix caching on. (CUDA pools: not yet —
+ * KVC_ERR_UNSUPPORTED; see lib/transfer/README.md.)
+ * Thread safety: every kvc_xfer_* call on an agent may be made from many threads. Destroy an
+ * agent before its pool. An exported block is KV the exporter has written: export a prompt after
+ * the forward pass that wrote its KV.
+ * --------------------------------------------------------------------------------------------- */
+typedef struct kvc_xfer_agent kvc_xfer_agent;
+
+#define KVC_MAX_XFER_IDENTITY_LEN 1024 /**< longest model identity string, bytes */
+
+/** Why a transfer failed (kvc_xfer_import_result.failure; also named in kvc_last_error). */
+typedef enum kvc_xfer_failure {
+    KVC_XFER_OK = 0,
+    KVC_XFER_FAIL_DESCRIPTOR = 1, /**< truncated, damaged, malformed or another version (KVC_ERR_INVALID_ARG / KVC_ERR_VERSION) */
+    KVC_XFER_FAIL_LAYOUT = 2,     /**< block size, shape, dtype, block bytes or model identity differ (KVC_ERR_INVALID_ARG) */
+    KVC_XFER_FAIL_HASH = 3,       /**< the hash chain is not that of the token ids and the importer's keys (KVC_ERR_INVALID_ARG) */
+    KVC_XFER_FAIL_POOL_FULL = 4,  /**< the importing pool cannot take the blocks now (KVC_ERR_OUT_OF_BLOCKS) */
+    KVC_XFER_FAIL_PEER = 5,       /**< the exporter is unreachable or went away, or a get failed (KVC_ERR_IO) */
+    KVC_XFER_FAIL_TIMEOUT = 6,    /**< not done within the agent's timeout_ms (KVC_ERR_IO) */
+    KVC_XFER_FAIL_LEASE = 7,      /**< the exporter no longer held the blocks: released, expired, or another
+                                       agent at that address (KVC_ERR_STATE) */
+    KVC_XFER_FAIL_CANCELLED = 8   /**< the agent was destroyed first (KVC_ERR_STATE) */
+} kvc_xfer_failure;
+
+typedef struct kvc_xfer_config {
+    uint32_t struct_size;         /**< sizeof(kvc_xfer_config); set by kvc_xfer_config_default */
+    const char *model_identity;   /**< what computed the KV: model and revision, KV dtype, TP rank
+                                       ("llama-3.1-8b@5206a32;tp=0/1"); exporter and importer must
+                                       agree byte for byte. NUL-terminated, at most
+                                       KVC_MAX_XFER_IDENTITY_LEN bytes; NULL = "" (default NULL) */
+    const char *transports;       /**< UCX transports (UCX_TLS syntax: "tcp", "sm,self", "^ib");
+                                       NULL = UCX's choice / the UCX_TLS environment (default) */
+    const char *net_devices;      /**< UCX_NET_DEVICES ("eth0", "lo"); NULL = UCX's choice */
+    int64_t lease_ms;             /**< default lease of an export, ms, >= 1 (default 30000) */
+    int64_t timeout_ms;           /**< an import fails with KVC_XFER_FAIL_TIMEOUT after this, >= 1
+                                       (default 30000) */
+} kvc_xfer_config;
+
+/** Fills *cfg with defaults (including struct_size). Errors: KVC_ERR_NULL_ARG. */
+KVC_API kvc_status kvc_xfer_config_default(kvc_xfer_config *cfg);
+
+/** *out_available = 1 when UCX can be loaded (KV transfer works), else 0 (kvc_last_error says
+ *  why). Errors: KVC_ERR_NULL_ARG. */
+KVC_API kvc_status kvc_xfer_available(int32_t *out_available);
+
+/** Creates a transfer agent for pool: loads UCX, creates a UCP context and worker (RMA, active
+ *  messages), registers the pool's KV storage and starts one progress thread (it serves the
+ *  importers' gets and lease checks and drives this agent's imports). cfg may be NULL (defaults).
+ *  Errors: KVC_ERR_NULL_ARG (pool, out), KVC_ERR_VERSION, KVC_ERR_INVALID_ARG (identity too long,
+ *  lease_ms or timeout_ms < 1), KVC_ERR_UNSUPPORTED (UCX absent or too old; a metadata-only or CUDA
+ *  pool; prefix caching off), KVC_ERR_IO (UCX refused: no usable transport, the registration
+ *  failed), KVC_ERR_NO_MEMORY. */
+KVC_API kvc_status kvc_xfer_agent_create(kvc_pool *pool, const kvc_xfer_config *cfg, kvc_xfer_agent **out);
+
+/** Destroys an agent: imports still running fail (KVC_XFER_FAIL_CANCELLED; their blocks are
+ *  returned once their gets have stopped), every export's lease ends, UCX resources are freed.
+ *  NULL is a no-op. Must not race with other calls on the agent. Always KVC_OK. */
+KVC_API kvc_status kvc_xfer_agent_destroy(kvc_xfer_agent *agent);
+
+/** Exports the cached prompt: leases the leading full blocks of tokens[0, num_tokens) cached on
+ *  the device (verified as a prefix hit is, all full blocks: no last-token rule), so they are
+ *  neither evicted nor reused until kvc_xfer_export_release or the lease ends (lease_ms; 0 = the
+ *  agent's default). *out_export receives the export's id (for kvc_xfer_export_descriptor and
+ *  kvc_xfer_export_release); *out_tokens (may be NULL) the tokens exported (blocks × block_size).
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < block_size, lease_ms < 0),
+ *  KVC_ERR_STATE (the prompt's first block is not cached), KVC_ERR_NO_MEMORY. */
+KVC_API kvc_status kvc_xfer_export_prompt(kvc_xfer_agent *agent, const int32_t *tokens, int64_t num_tokens,
+                                          const kvc_keys *keys, int64_t lease_ms, uint64_t *out_export,
+                                          int64_t *out_tokens);
+
+/** As kvc_xfer_export_prompt for sequence seq_id's leading full blocks that are in the prefix
+ *  cache (a sequence the caller has just prefilled). The sequence may then be freed: the lease
+ *  holds the blocks. Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (lease_ms < 0),
+ *  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (swapped out, or no cached full block), KVC_ERR_NO_MEMORY. */
+KVC_API kvc_status kvc_xfer_export_seq(kvc_xfer_agent *agent, uint64_t seq_id, int64_t lease_ms,
+                                       uint64_t *out_export, int64_t *out_tokens);
+
+/** Copies export export_id's serialized descriptor into buf[0, cap) and its length into *out_len.
+ *  Size query: buf NULL with cap 0 sets only *out_len. The bytes are opaque to the caller and
+ *  versioned; move them to the importer unchanged.
+ *  Errors: KVC_ERR_NULL_ARG (agent, out_len; buf with cap > 0), KVC_ERR_INVALID_ARG (cap < 0, an
+ *  unknown or ended export), KVC_ERR_BUFFER_TOO_SMALL (*out_len = the size needed). */
+KVC_API kvc_status kvc_xfer_export_descriptor(kvc_xfer_agent *agent, uint64_t export_id, uint8_t *buf, int64_t cap,
+                                              int64_t *out_len);
+
+/** Ends export export_id's lease now: its blocks go back to the pool's cache (evictable). Imports
+ *  of it not yet checked fail with KVC_XFER_FAIL_LEASE. Errors: KVC_ERR_NULL_ARG,
+ *  KVC_ERR_INVALID_ARG (unknown, released or expired export). */
+KVC_API kvc_status kvc_xfer_export_release(kvc_xfer_agent *agent, uint64_t export_id);
+
+/** Starts importing the descriptor desc[0, len) into the agent's pool, for the request's keys
+ *  (LoRA, salt, multimodal items: the hash chain must be that of the descriptor's token ids under
+ *  these keys; its priority is the blocks' retention priority; NULL = no keys). Checked before
+ *  anything changes: the descriptor, its layout and model identity against this pool and agent,
+ *  the hash chain. Then the leading blocks already cached here are kept (not pulled), fresh blocks
+ *  are taken for the rest (KVC_ERR_OUT_OF_BLOCKS, nothing changed, when that would leave fewer
+ *  free blocks than the watermark) and the gets are posted. *out_op receives the operation id.
+ *  When it completes successfully every pulled block is cached (refcount 0, evictable; hashes
+ *  cached here meanwhile keep their own copy and the pulled block goes back).
+ *  Errors: KVC_ERR_NULL_ARG (agent, desc, out_op), KVC_ERR_INVALID_ARG (len < 1; a damaged,
+ *  truncated or malformed descriptor; layout, identity or hash chain mismatch), KVC_ERR_VERSION,
+ *  KVC_ERR_OUT_OF_BLOCKS, KVC_ERR_IO (the exporter's address cannot be reached),
+ *  KVC_ERR_NO_MEMORY. A failure here also counts in the agent's stats. */
+KVC_API kvc_status kvc_xfer_import(kvc_xfer_agent *agent, const uint8_t *desc, int64_t len, const kvc_keys *keys,
+                                   uint64_t *out_op);
+
+/** *out_done = 1 when import op has finished (successfully or not), else 0. Never blocks.
+ *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (an id this agent never issued or already
+ *  waited for). */
+KVC_API kvc_status kvc_xfer_op_query(kvc_xfer_agent *agent, uint64_t op, int32_t *out_done);
+
+typedef struct kvc_xfer_import_result {
+    uint32_t struct_size;   /**< set by the caller to sizeof(kvc_xfer_import_result) */
+    int32_t status;         /**< the import's kvc_status (also the return value of kvc_xfer_op_wait) */
+    int32_t failure;        /**< kvc_xfer_failure, KVC_XFER_OK on success */
+    int32_t reserved;
+    int64_t blocks;         /**< full blocks in the descriptor */
+    int64_t blocks_pulled;  /**< blocks read from the exporter */
+    int64_t blocks_cached;  /**< pulled blocks entered in the prefix cache */
+    int64_t blocks_skipped; /**< leading blocks already cached here, not pulled */
+    int64_t bytes_pulled;
+    int64_t cached_tokens;  /**< on success: tokens of the prefix cached here, blocks × block_size */
+    double seconds;         /**< from kvc_xfer_import to completion */
+} kvc_xfer_import_result;
+
+/** Waits until import op has finished, then retires it and returns its status: KVC_OK (the
+ *  blocks are cached), or its failure (KVC_ERR_IO: peer gone or timeout; KVC_ERR_STATE: lease
+ *  over or agent destroyed; ...) with kvc_last_error naming the reason. *out (may be NULL) receives
+ *  the result *whenever the import has finished, failed or not* (the documented exception to
+ *  "out-params only on success"). timeout_ms < 0 waits without limit; otherwise after timeout_ms
+ *  an import still running gives KVC_ERR_BUSY and is kept (*out untouched).
+ *  Errors: KVC_ERR_NULL_ARG (agent), KVC_ERR_INVALID_ARG (unknown op), KVC_ERR_VERSION (out's
+ *  struct_size), KVC_ERR_BUSY, and the import's own status. */
+KVC_API kvc_status kvc_xfer_op_wait(kvc_xfer_agent *agent, uint64_t op, int64_t timeout_ms,
+                                    kvc_xfer_import_result *out);
+
+typedef struct kvc_xfer_stats {
+    uint32_t struct_size;      /**< set by the caller to sizeof(kvc_xfer_stats) */
+    int32_t reserved;
+    int64_t exports_active;    /**< leases held now */
+    int64_t exports_total;
+    int64_t exports_expired;   /**< leases ended by expiry (not by kvc_xfer_export_release) */
+    int64_t export_blocks_held;/**< blocks held by active leases (a block in two counts twice) */
+    int64_t lease_checks;      /**< importers' lease checks answered by this agent */
+    int64_t imports_started;
+    int64_t imports_ok;
+    int64_t imports_failed;    /**< every failure, those refused by kvc_xfer_import included */
+    int64_t blocks_pulled;
+    int64_t blocks_cached;
+    int64_t blocks_skipped;
+    int64_t bytes_pulled;
+    double import_seconds;     /**< summed over finished imports */
+    int64_t failures[9];       /**< imports failed per kvc_xfer_failure (index 0 unused) */
+} kvc_xfer_stats;
+
+/** The agent's counters. Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION (struct_size unknown). */
+KVC_API kvc_status kvc_xfer_get_stats(kvc_xfer_agent *agent, kvc_xfer_stats *out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,0 +1,70 @@
+// The transfer descriptor: what an importer needs to pull an exported prefix, serialized by the
+// exporter and moved by the caller through its own channel (gRPC, HTTP, a queue), as NIXL's agent
+// metadata is. Versioned and bounds-checked; a trailing XXH3-64 checksum makes truncation and
+// accidental damage (a flipped bit) a clean refusal. It is not authenticated: whoever can forge a
+// descriptor can point an import at other memory of the exporter's pool (the import still checks
+// that the hash chain matches the tokens and keys, and the exporter that the lease is held), so
+// the channel must be as trusted as the services at its ends (lib/transfer/README.md).
+//
+// Format, version 1, every integer little-endian:
+//   off  size
+//   0    4   magic "KVCX"
+//   4    2   version (1)
+//   6    2   fixed header size (96)
+//   8    4   total length, checksum included
+//   12   4   flags (0)
+//   16   8   exporter nonce (random per agent: tells a restarted exporter apart)
+//   24   8   export id (per agent)
+//   32   8   lease expiry, Unix time in ms (informational: the exporter decides)
+//   40   4×6 block_size, num_layers, num_kv_heads, head_dim, kv_dtype, num_blocks (count)
+//   64   8   bytes per block (the pool's block stride)
+//   72   4×4 identity length, worker address length, rkey length, reserved (0)
+//   88   8   reserved (0)
+//   96   identity bytes, worker address bytes, rkey bytes,
+//        token ids (count × block_size i32), hashes (count × (u64 hi, u64 lo)),
+//        remote block addresses (count × u64)
+//   end  8   XXH3-64 (seed 0x6b76632d78666572) of every byte before it
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "block_hash.hpp"
+#include "kvc/kvc.h"
+
+namespace kvc::xfer {
+
+constexpr uint32_t kDescMagic = 0x5843564bu;  // "KVCX"
+constexpr uint16_t kDescVersion = 1;
+constexpr uint32_t kDescFixed = 96;
+constexpr uint64_t kDescSeed = 0x6b76632d78666572ull;
+// Bounds a parser enforces before allocating anything.
+constexpr uint32_t kMaxIdentity = KVC_MAX_XFER_IDENTITY_LEN;
+constexpr uint32_t kMaxWireBlob = 1u << 16;      // worker address, rkey
+constexpr uint32_t kMaxDescBlocks = 1u << 22;
+
+struct Descriptor {
+    uint64_t nonce = 0;
+    uint64_t export_id = 0;
+    uint64_t lease_unix_ms = 0;
+    int32_t block_size = 0, num_layers = 0, num_kv_heads = 0, head_dim = 0, kv_dtype = 0;
+    int64_t block_bytes = 0;
+    std::string identity;
+    std::vector<uint8_t> address;  // UCP worker address
+    std::vector<uint8_t> rkey;     // packed rkey of the exporter's storage
+    std::vector<int32_t> tokens;   // count × block_size
+    std::vector<Hash128> hashes;   // count
+    std::vector<uint64_t> addrs;   // count
+    int64_t count() const { return int64_t(hashes.size()); }
+};
+
+// Serializes d (sizes consistent: tokens = count × block_size, addrs = count).
+std::vector<uint8_t> encode(const Descriptor &d);
+
+// Parses and checks buf[0, len): KVC_OK, KVC_ERR_VERSION (another version), or
+// KVC_ERR_INVALID_ARG naming what is wrong (truncated, bad magic, checksum, a length out of
+// bounds or inconsistent). Message prefixed with fn. May throw std::bad_alloc.
+kvc_status decode(const uint8_t *buf, int64_t len, Descriptor *out, const char *fn);
+
+}  // namespace kvc::xfer

@@ -1,0 +1,675 @@
+/* KV transfer between pools over UCX (issue [kv-transfer], lib/transfer/README.md).
+ *
+ * Every imported byte is checked with the content-addressed byte oracle (tests/kv_oracle.h): the
+ * exporter writes each position's KV as a function of its prefix, the importer reads every block a
+ * later kvc_alloc of the prompt hits and checks it against what that position must hold.
+ *   - in one process, two pools and two agents, over UCX's TCP and shared-memory transports;
+ *   - two processes (fork: the child exports and serves, the parent imports), TCP and shm;
+ *   - faults: a truncated descriptor, every single-bit flip, another layout, another model
+ *     identity, other keys (salt), importer pool full, lease expiry, release before import,
+ *     concurrent imports of one prefix, the exporter killed mid-transfer (SIGKILL);
+ *   - UCX absent (KVC_UCX_LIBRARY pointing at nothing, in a child): KVC_ERR_UNSUPPORTED, and the
+ *     pool still works.
+ * After every import, successful or not: kvc_pool_check, and a failure leaves nothing cached and
+ * every block free. Suites skip where UCX cannot be loaded. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kv_oracle.h"
+#include "kvc/kvc.h"
+
+#define OK(x) assert_int_equal((x), KVC_OK)
+#define BS 4
+#define NBLK 64
+#define MAXTOK 256
+
+static int have_ucx(void) {
+    int32_t a = 0;
+    OK(kvc_xfer_available(&a));
+    return a;
+}
+
+static kvc_pool *make_pool(int64_t blocks, int32_t head_dim) {
+    kvc_pool_config c;
+    OK(kvc_pool_config_default(&c));
+    c.block_size = BS;
+    c.num_layers = 2;
+    c.num_kv_heads = 2;
+    c.head_dim = head_dim;
+    c.kv_dtype = KVC_DTYPE_F32;
+    c.num_blocks = blocks;
+    c.backend = KVC_BACKEND_CPU;
+    c.watermark = 0;
+    kvc_pool *p = NULL;
+    OK(kvc_pool_create(&c, &p));
+    return p;
+}
+
+static kvc_xfer_agent *make_agent(kvc_pool *p, const char *tls, const char *identity, int64_t lease_ms,
+                                  int64_t timeout_ms) {
+    kvc_xfer_config c;
+    OK(kvc_xfer_config_default(&c));
+    c.transports = tls;
+    c.model_identity = identity;
+    if (lease_ms) c.lease_ms = lease_ms;
+    if (timeout_ms) c.timeout_ms = timeout_ms;
+    kvc_xfer_agent *a = NULL;
+    kvc_status st = kvc_xfer_agent_create(p, &c, &a);
+    if (st != KVC_OK) fail_msg("kvc_xfer_agent_create(%s): %s", tls ? tls : "default", kvc_last_error());
+    return a;
+}
+
+static void prompt(int32_t *t, int64_t n, int32_t seed) {
+    for (int64_t i = 0; i < n; ++i) t[i] = (int32_t)(1000 + seed * 7919 + i * 31 % 977);
+}
+
+/* Allocates seq for tokens[0, n) and writes the oracle's KV of every position (salt 0). */
+static void prefill(kvc_pool *p, uint64_t seq, const int32_t *tokens, int64_t n) {
+    kvo_shape s;
+    memset(&s, 0, sizeof s);
+    OK(kvo_shape_of(p, &s));
+    uint64_t ids[MAXTOK];
+    int64_t slots[MAXTOK];
+    assert_true(n <= MAXTOK);
+    OK(kvc_alloc(p, seq, tokens, n, NULL, NULL));
+    kvo_ids(0, tokens, n, ids);
+    OK(kvc_seq_slot_mapping(p, seq, 0, n, slots, MAXTOK));
+    float *scratch = malloc(sizeof(float) * (size_t)kvo_scratch_floats(&s, n));
+    OK(kvo_write(p, &s, slots, ids, n, scratch, NULL));
+    free(scratch);
+}
+
+/* Allocates tokens[0, n + 1) in the importing pool and checks that the first `want` tokens hit and
+ * that every hit byte is the oracle's. */
+static void expect_hit_bytes(kvc_pool *p, uint64_t seq, const int32_t *tokens, int64_t n, int64_t want) {
+    kvo_shape s;
+    memset(&s, 0, sizeof s);
+    OK(kvo_shape_of(p, &s));
+    int32_t t[MAXTOK + 1];
+    memcpy(t, tokens, sizeof(int32_t) * (size_t)n);
+    t[n] = 4242;
+    int64_t cached = -1;
+    OK(kvc_alloc(p, seq, t, n + 1, NULL, &cached));
+    assert_int_equal(cached, want);
+    uint64_t ids[MAXTOK];
+    kvo_ids(0, t, n, ids);
+    int32_t table[MAXTOK];
+    int64_t nb = 0;
+    OK(kvc_seq_block_table(p, seq, table, MAXTOK, &nb));
+    unsigned char *buf = malloc((size_t)s.block_stride);
+    for (int64_t b = 0; b * BS < want; ++b) {
+        int32_t bad_tok = -1;
+        OK(kvo_read_block(p, table[b], buf));
+        const int64_t bad = kvo_check_block(&s, buf, 0, ids + b * BS, BS, &bad_tok);
+        if (bad) fail_msg("imported block %lld (id %d): %lld wrong elements, first at token %d", (long long)b, table[b],
+                          (long long)bad, bad_tok);
+    }
+    free(buf);
+    OK(kvc_free(p, seq));
+    OK(kvc_pool_check(p));
+}
+
+static kvc_stats pool_stats(kvc_pool *p) {
+    kvc_stats s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    OK(kvc_pool_stats(p, &s));
+    return s;
+}
+
+static kvc_xfer_stats xstats(kvc_xfer_agent *a) {
+    kvc_xfer_stats s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    OK(kvc_xfer_get_stats(a, &s));
+    return s;
+}
+
+/* The descriptor of export id (malloc'ed). */
+static uint8_t *descriptor(kvc_xfer_agent *a, uint64_t id, int64_t *len) {
+    OK(kvc_xfer_export_descriptor(a, id, NULL, 0, len));
+    uint8_t *d = malloc((size_t)*len);
+    int64_t len2 = 0;
+    assert_int_equal(kvc_xfer_export_descriptor(a, id, d, *len - 1, &len2), KVC_ERR_BUFFER_TOO_SMALL);
+    OK(kvc_xfer_export_descriptor(a, id, d, *len, &len2));
+    assert_int_equal(len2, *len);
+    return d;
+}
+
+/* Imports and waits; returns the status, result in *r. */
+static kvc_status import_wait(kvc_xfer_agent *a, const uint8_t *d, int64_t len, const kvc_keys *keys,
+                              kvc_xfer_import_result *r) {
+    memset(r, 0, sizeof *r);
+    r->struct_size = sizeof *r;
+    uint64_t op = 0;
+    kvc_status st = kvc_xfer_import(a, d, len, keys, &op);
+    if (st != KVC_OK) return st;
+    int32_t done = -1;
+    OK(kvc_xfer_op_query(a, op, &done));
+    st = kvc_xfer_op_wait(a, op, -1, r);
+    assert_int_equal(r->status, st);
+    return st;
+}
+
+/* A failed import left nothing behind: no block used, nothing new cached. */
+static void expect_clean(kvc_pool *p, int64_t cached_before) {
+    OK(kvc_pool_check(p));
+    kvc_stats s = pool_stats(p);
+    assert_int_equal(s.used_blocks, 0);
+    assert_int_equal(s.cached_blocks_total, cached_before);
+}
+
+/* ---- UCX absent --------------------------------------------------------------------------- */
+
+static void test_without_ucx_agents_are_unsupported_and_pools_work(void **state) {
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("KVC_UCX_LIBRARY", "/nonexistent/libucp.so.0", 1);
+        int32_t a = 7;
+        if (kvc_xfer_available(&a) != KVC_OK || a != 0) _exit(1);
+        kvc_pool *p = make_pool(8, 8);
+        kvc_xfer_agent *ag = NULL;
+        if (kvc_xfer_agent_create(p, NULL, &ag) != KVC_ERR_UNSUPPORTED || ag) _exit(2);
+        if (!strstr(kvc_last_error(), "UCX")) _exit(3);
+        int32_t t[9];
+        prompt(t, 9, 1);
+        if (kvc_alloc(p, 1, t, 9, NULL, NULL) != KVC_OK || kvc_pool_check(p) != KVC_OK) _exit(4);
+        kvc_pool_destroy(p);
+        _exit(0);
+    }
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
+/* ---- One process, two pools ------------------------------------------------------------------ */
+
+static void roundtrip_in_process(const char *tls) {
+    if (!have_ucx()) skip();
+    kvc_pool *pe = make_pool(NBLK, 8), *pi = make_pool(NBLK, 8);
+    kvc_xfer_agent *ae = make_agent(pe, tls, "model-a@1", 0, 10000);
+    kvc_xfer_agent *ai = make_agent(pi, tls, "model-a@1", 0, 10000);
+    const int64_t n = 10 * BS + 2; /* 10 full blocks and a partial one */
+    int32_t t[MAXTOK];
+    prompt(t, n, 3);
+    prefill(pe, 1, t, n);
+    uint64_t ex = 0;
+    int64_t ex_tokens = 0;
+    OK(kvc_xfer_export_seq(ae, 1, 0, &ex, &ex_tokens));
+    assert_int_equal(ex_tokens, 10 * BS);
+    OK(kvc_free(pe, 1)); /* the lease holds the blocks */
+    OK(kvc_pool_check(pe));
+    int64_t len = 0;
+    uint8_t *d = descriptor(ae, ex, &len);
+    kvc_xfer_import_result r;
+    kvc_status st = import_wait(ai, d, len, NULL, &r);
+    if (st != KVC_OK) fail_msg("import over %s: %s", tls, kvc_last_error());
+    assert_int_equal(r.failure, KVC_XFER_OK);
+    assert_int_equal(r.blocks, 10);
+    assert_int_equal(r.blocks_pulled, 10);
+    assert_int_equal(r.blocks_cached, 10);
+    assert_int_equal(r.blocks_skipped, 0);
+    assert_int_equal(r.cached_tokens, 10 * BS);
+    OK(kvc_pool_check(pi));
+    assert_int_equal(pool_stats(pi).cached_blocks_total, 10);
+    assert_int_equal(pool_stats(pi).used_blocks, 0);
+    expect_hit_bytes(pi, 7, t, n, 10 * BS);
+    /* Imported again: everything is cached here, nothing pulled. */
+    st = import_wait(ai, d, len, NULL, &r);
+    OK(st);
+    assert_int_equal(r.blocks_skipped, 10);
+    assert_int_equal(r.blocks_pulled, 0);
+    int32_t done = -1;
+    assert_int_equal(kvc_xfer_op_query(ai, 1, &done), KVC_ERR_INVALID_ARG); /* waited for: retired */
+    kvc_xfer_stats xs = xstats(ai);
+    assert_int_equal(xs.imports_ok, 2);
+    assert_int_equal(xs.blocks_pulled, 10);
+    assert_true(xs.bytes_pulled > 0);
+    xs = xstats(ae);
+    assert_int_equal(xs.exports_active, 1);
+    assert_int_equal(xs.export_blocks_held, 10);
+    assert_true(xs.lease_checks >= 1);
+    OK(kvc_xfer_export_release(ae, ex));
+    assert_int_equal(kvc_xfer_export_release(ae, ex), KVC_ERR_INVALID_ARG);
+    OK(kvc_pool_check(pe));
+    assert_int_equal(pool_stats(pe).used_blocks, 0);
+    free(d);
+    OK(kvc_xfer_agent_destroy(ai));
+    OK(kvc_xfer_agent_destroy(ae));
+    OK(kvc_pool_check(pi));
+    OK(kvc_pool_destroy(pi));
+    OK(kvc_pool_destroy(pe));
+}
+
+static void test_roundtrip_tcp(void **state) {
+    (void)state;
+    roundtrip_in_process("tcp");
+}
+static void test_roundtrip_shm(void **state) {
+    (void)state;
+    roundtrip_in_process("sm,self");
+}
+
+/* An export of a cached prompt (no sequence), a partial local hit on the importer (its first
+ * blocks are cached there already: only the rest is pulled). */
+static void test_export_prompt_and_partial_local_hit(void **state) {
+    (void)state;
+    if (!have_ucx()) skip();
+    kvc_pool *pe = make_pool(NBLK, 8), *pi = make_pool(NBLK, 8);
+    kvc_xfer_agent *ae = make_agent(pe, "tcp", NULL, 0, 10000);
+    kvc_xfer_agent *ai = make_agent(pi, "tcp", NULL, 0, 10000);
+    int32_t t[MAXTOK];
+    const int64_t n = 8 * BS;
+    prompt(t, n, 5);
+    prefill(pe, 1, t, n);
+    OK(kvc_free(pe, 1));
+    prefill(pi, 2, t, 3 * BS); /* the importer has the first 3 blocks */
+    OK(kvc_free(pi, 2));
+    uint64_t ex = 0;
+    int64_t ex_tokens = 0;
+    assert_int_equal(kvc_xfer_export_prompt(ae, t, BS - 1, NULL, 0, &ex, &ex_tokens), KVC_ERR_INVALID_ARG);
+    int32_t other[MAXTOK];
+    prompt(other, n, 99);
+    assert_int_equal(kvc_xfer_export_prompt(ae, other, n, NULL, 0, &ex, &ex_tokens), KVC_ERR_STATE);
+    OK(kvc_xfer_export_prompt(ae, t, n + 3, NULL, 0, &ex, &ex_tokens));
+    assert_int_equal(ex_tokens, n);
+    int64_t len = 0;
+    uint8_t *d = descriptor(ae, ex, &len);
+    kvc_xfer_import_result r;
+    OK(import_wait(ai, d, len, NULL, &r));
+    assert_int_equal(r.blocks_skipped, 3);
+    assert_int_equal(r.blocks_pulled, 5);
+    assert_int_equal(r.blocks_cached, 5);
+    expect_hit_bytes(pi, 3, t, n, n);
+    free(d);
+    OK(kvc_xfer_agent_destroy(ae)); /* ends the lease */
+    OK(kvc_pool_check(pe));
+    assert_int_equal(pool_stats(pe).used_blocks, 0);
+    OK(kvc_xfer_agent_destroy(ai));
+    OK(kvc_pool_destroy(pi));
+    OK(kvc_pool_destroy(pe));
+}
+
+/* ---- Two processes ---------------------------------------------------------------------------- */
+
+/* The child: a pool and an agent, prefill, export, descriptor to the pipe, then serve until told
+ * (a byte on `go`) or killed. */
+static void child_exporter(const char *tls, int out_fd, int go_fd, int64_t n, int32_t seed, int64_t blocks,
+                           int32_t head_dim) {
+    kvc_pool *p = make_pool(blocks, head_dim);
+    kvc_xfer_agent *a = make_agent(p, tls, "m", 60000, 0);
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)n);
+    prompt(t, n, seed);
+    kvo_shape s;
+    memset(&s, 0, sizeof s);
+    OK(kvo_shape_of(p, &s));
+    /* Long prompts: prefill in chunks of MAXTOK through kvc_append's slots. */
+    uint64_t *ids = malloc(sizeof(uint64_t) * (size_t)n);
+    kvo_ids(0, t, n, ids);
+    OK(kvc_alloc(p, 1, t, n, NULL, NULL));
+    int64_t *slots = malloc(sizeof(int64_t) * (size_t)n);
+    OK(kvc_seq_slot_mapping(p, 1, 0, n, slots, n));
+    float *scratch = malloc(sizeof(float) * (size_t)kvo_scratch_floats(&s, MAXTOK));
+    for (int64_t f = 0; f < n; f += MAXTOK) {
+        const int64_t m = n - f < MAXTOK ? n - f : MAXTOK;
+        OK(kvo_write(p, &s, slots + f, ids + f, m, scratch, NULL));
+    }
+    uint64_t ex = 0;
+    OK(kvc_xfer_export_seq(a, 1, 0, &ex, NULL));
+    int64_t len = 0;
+    OK(kvc_xfer_export_descriptor(a, ex, NULL, 0, &len));
+    uint8_t *d = malloc((size_t)len);
+    OK(kvc_xfer_export_descriptor(a, ex, d, len, &len));
+    if (write(out_fd, &len, sizeof len) != sizeof len || write(out_fd, d, (size_t)len) != len) _exit(3);
+    char c;
+    if (read(go_fd, &c, 1) != 1) _exit(4);
+    kvc_xfer_agent_destroy(a);
+    kvc_pool_destroy(p);
+    _exit(0);
+}
+
+typedef struct child {
+    pid_t pid;
+    int go;
+    uint8_t *desc;
+    int64_t len;
+} child;
+
+static child spawn_exporter(const char *tls, int64_t n, int32_t seed, int64_t blocks, int32_t head_dim) {
+    int a[2], b[2];
+    assert_int_equal(pipe(a), 0);
+    assert_int_equal(pipe(b), 0);
+    child c;
+    c.pid = fork();
+    assert_true(c.pid >= 0);
+    if (c.pid == 0) {
+        close(a[0]);
+        close(b[1]);
+        child_exporter(tls, a[1], b[0], n, seed, blocks, head_dim);
+    }
+    close(a[1]);
+    close(b[0]);
+    c.go = b[1];
+    assert_int_equal(read(a[0], &c.len, sizeof c.len), (ssize_t)sizeof c.len);
+    c.desc = malloc((size_t)c.len);
+    int64_t got = 0;
+    while (got < c.len) {
+        ssize_t r = read(a[0], c.desc + got, (size_t)(c.len - got));
+        assert_true(r > 0);
+        got += r;
+    }
+    close(a[0]);
+    return c;
+}
+
+static void finish_child(child *c) {
+    char x = 1;
+    assert_int_equal(write(c->go, &x, 1), 1);
+    close(c->go);
+    int ws = 0;
+    assert_int_equal(waitpid(c->pid, &ws, 0), c->pid);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    free(c->desc);
+}
+
+static void two_processes(const char *tls) {
+    if (!have_ucx()) skip();
+    const int64_t n = 16 * BS + 1;
+    child c = spawn_exporter(tls, n, 11, NBLK, 8);
+    kvc_pool *pi = make_pool(NBLK, 8);
+    kvc_xfer_agent *ai = make_agent(pi, tls, "m", 0, 10000);
+    kvc_xfer_import_result r;
+    kvc_status st = import_wait(ai, c.desc, c.len, NULL, &r);
+    if (st != KVC_OK) fail_msg("two-process import over %s: %s", tls, kvc_last_error());
+    assert_int_equal(r.blocks_cached, 16);
+    int32_t t[MAXTOK];
+    prompt(t, n, 11);
+    expect_hit_bytes(pi, 1, t, n, 16 * BS);
+    finish_child(&c);
+    OK(kvc_xfer_agent_destroy(ai));
+    OK(kvc_pool_destroy(pi));
+}
+
+static void test_two_processes_tcp(void **state) {
+    (void)state;
+    two_processes("tcp");
+}
+static void test_two_processes_shm(void **state) {
+    (void)state;
+    two_processes("sm,self");
+}
+
+/* ---- Faults ----------------------------------------------------------------------------------- */
+
+typedef struct pair {
+    kvc_pool *pe, *pi;
+    kvc_xfer_agent *ae, *ai;
+    int32_t t[MAXTOK];
+    int64_t n;
+    uint64_t ex;
+    uint8_t *d;
+    int64_t len;
+} pair;
+
+static void pair_up(pair *x, int64_t importer_blocks, int32_t importer_head_dim, const char *importer_identity,
+                    int64_t lease_ms) {
+    x->pe = make_pool(NBLK, 8);
+    x->pi = make_pool(importer_blocks, importer_head_dim);
+    x->ae = make_agent(x->pe, "tcp", "m", lease_ms, 0);
+    x->ai = make_agent(x->pi, "tcp", importer_identity, 0, 5000);
+    x->n = 6 * BS;
+    prompt(x->t, x->n, 21);
+    prefill(x->pe, 1, x->t, x->n);
+    OK(kvc_xfer_export_seq(x->ae, 1, 0, &x->ex, NULL));
+    OK(kvc_free(x->pe, 1));
+    x->d = descriptor(x->ae, x->ex, &x->len);
+}
+
+static void pair_down(pair *x) {
+    free(x->d);
+    OK(kvc_xfer_agent_destroy(x->ai));
+    OK(kvc_xfer_agent_destroy(x->ae));
+    OK(kvc_pool_check(x->pe));
+    assert_int_equal(pool_stats(x->pe).used_blocks, 0);
+    OK(kvc_pool_destroy(x->pi));
+    OK(kvc_pool_destroy(x->pe));
+}
+
+static void test_truncated_and_bit_flipped_descriptors_are_refused(void **state) {
+    (void)state;
+    if (!have_ucx()) skip();
+    pair x;
+    pair_up(&x, NBLK, 8, "m", 0);
+    kvc_xfer_import_result r;
+    uint8_t *bad = malloc((size_t)x.len);
+    for (int64_t cut = 0; cut < x.len; cut += (cut < 128 ? 1 : 37)) {
+        memcpy(bad, x.d, (size_t)x.len);
+        kvc_status st = import_wait(x.ai, bad, cut ? cut : 1, NULL, &r);
+        assert_int_equal(st, KVC_ERR_INVALID_ARG);
+    }
+    int64_t flips = 0;
+    for (int64_t bit = 0; bit < x.len * 8; ++bit) {
+        memcpy(bad, x.d, (size_t)x.len);
+        bad[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        kvc_status st = import_wait(x.ai, bad, x.len, NULL, &r);
+        /* The version field: KVC_ERR_VERSION; everything else: the checksum or a bound. */
+        assert_true(st == KVC_ERR_INVALID_ARG || (st == KVC_ERR_VERSION && bit / 8 >= 4 && bit / 8 < 6));
+        ++flips;
+    }
+    free(bad);
+    expect_clean(x.pi, 0);
+    kvc_xfer_stats s = xstats(x.ai);
+    assert_int_equal(s.imports_ok, 0);
+    assert_true(s.failures[KVC_XFER_FAIL_DESCRIPTOR] >= flips);
+    /* The intact descriptor still works afterwards. */
+    OK(import_wait(x.ai, x.d, x.len, NULL, &r));
+    expect_hit_bytes(x.pi, 9, x.t, x.n, x.n); /* n is block-aligned: the last block is computed */
+    pair_down(&x);
+}
+
+static void test_other_layout_identity_or_keys_are_refused(void **state) {
+    (void)state;
+    if (!have_ucx()) skip();
+    kvc_xfer_import_result r;
+    pair x;
+    pair_up(&x, NBLK, 16, "m", 0); /* head_dim 16 on the importer */
+    assert_int_equal(import_wait(x.ai, x.d, x.len, NULL, &r), KVC_ERR_INVALID_ARG);
+    assert_non_null(strstr(kvc_last_error(), "layout"));
+    expect_clean(x.pi, 0);
+    assert_int_equal(xstats(x.ai).failures[KVC_XFER_FAIL_LAYOUT], 1);
+    pair_down(&x);
+
+    pair_up(&x, NBLK, 8, "another-model", 0);
+    assert_int_equal(import_wait(x.ai, x.d, x.len, NULL, &r), KVC_ERR_INVALID_ARG);
+    assert_non_null(strstr(kvc_last_error(), "identity"));
+    expect_clean(x.pi, 0);
+    pair_down(&x);
+
+    pair_up(&x, NBLK, 8, "m", 0);
+    kvc_keys *k = NULL;
+    OK(kvc_keys_create(&k));
+    OK(kvc_keys_set_salt(k, "tenant-b"));
+    assert_int_equal(import_wait(x.ai, x.d, x.len, k, &r), KVC_ERR_INVALID_ARG);
+    assert_non_null(strstr(kvc_last_error(), "hash"));
+    assert_int_equal(xstats(x.ai).failures[KVC_XFER_FAIL_HASH], 1);
+    expect_clean(x.pi, 0);
+    OK(kvc_keys_destroy(k));
+    pair_down(&x);
+}
+
+static void test_importer_pool_full_is_a_clean_refusal(void **state) {
+    (void)state;
+    if (!have_ucx()) skip();
+    pair x;
+    pair_up(&x, 8, 8, "m", 0);
+    int32_t busy[8 * BS];
+    prompt(busy, 8 * BS, 77);
+    OK(kvc_alloc(x.pi, 50, busy, 4 * BS, NULL, NULL)); /* 4 of 8 blocks in use; 6 needed */
+    kvc_xfer_import_result r;
+    assert_int_equal(import_wait(x.ai, x.d, x.len, NULL, &r), KVC_ERR_OUT_OF_BLOCKS);
+    assert_int_equal(xstats(x.ai).failures[KVC_XFER_FAIL_POOL_FULL], 1);
+    OK(kvc_pool_check(x.pi));
+    assert_int_equal(pool_stats(x.pi).used_blocks, 4);
+    OK(kvc_free(x.pi, 50));
+    OK(kvc_prefix_cache_reset(x.pi));
+    OK(import_wait(x.ai, x.d, x.len, NULL, &r)); /* fits now */
+    expect_hit_bytes(x.pi, 9, x.t, x.n, x.n);
+    pair_down(&x);
+}
+
+static void test_lease_expiry_and_release_fail_the_import(void **state) {
+    (void)state;
+    if (!have_ucx()) skip();
+    pair x;
+    pair_up(&x, NBLK, 8, "m", 150);
+    kvc_xfer_import_result r;
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    assert_int_equal(import_wait(x.ai, x.d, x.len, NULL, &r), KVC_ERR_STATE);
+    assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
+    assert_non_null(strstr(kvc_last_error(), "no longer holds"));
+    expect_clean(x.pi, 0);
+    kvc_xfer_stats es = xstats(x.ae);
+    assert_int_equal(es.exports_expired, 1);
+    assert_int_equal(es.exports_active, 0);
+    OK(kvc_pool_check(x.pe));
+    assert_int_equal(pool_stats(x.pe).used_blocks, 0);
+    pair_down(&x);
+
+    pair_up(&x, NBLK, 8, "m", 0);
+    OK(kvc_xfer_export_release(x.ae, x.ex));
+    assert_int_equal(import_wait(x.ai, x.d, x.len, NULL, &r), KVC_ERR_STATE);
+    assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
+    expect_clean(x.pi, 0);
+    pair_down(&x);
+}
+
+static void test_concurrent_imports_of_one_prefix(void **state) {
+    (void)state;
+    if (!have_ucx()) skip();
+    pair x;
+    pair_up(&x, NBLK, 8, "m", 0);
+    enum { K = 4 };
+    uint64_t ops[K];
+    for (int i = 0; i < K; ++i) OK(kvc_xfer_import(x.ai, x.d, x.len, NULL, &ops[i]));
+    int64_t cached = 0;
+    for (int i = 0; i < K; ++i) {
+        kvc_xfer_import_result r;
+        memset(&r, 0, sizeof r);
+        r.struct_size = sizeof r;
+        OK(kvc_xfer_op_wait(x.ai, ops[i], -1, &r));
+        cached += r.blocks_cached;
+    }
+    assert_int_equal(cached, 6); /* each block entered once; the other copies went back */
+    OK(kvc_pool_check(x.pi));
+    assert_int_equal(pool_stats(x.pi).cached_blocks_total, 6);
+    assert_int_equal(pool_stats(x.pi).used_blocks, 0);
+    expect_hit_bytes(x.pi, 9, x.t, x.n, x.n);
+    pair_down(&x);
+}
+
+/* The exporter is SIGKILLed while an import of a large prefix is in flight: the import fails
+ * (peer gone, or its timeout), nothing is cached, every block is back. */
+static void test_exporter_killed_mid_transfer(void **state) {
+    (void)state;
+    if (!have_ucx()) skip();
+    /* 4096 blocks of 64 KiB (head_dim 1024): 256 MiB over TCP takes long enough to kill into. */
+    const int64_t blocks = 4096, n = 1024 * BS;
+    child c = spawn_exporter("tcp", n, 5, blocks, 1024);
+    kvc_pool *pi = make_pool(blocks, 1024);
+    kvc_xfer_agent *ai = make_agent(pi, "tcp", "m", 0, 8000);
+    uint64_t op = 0;
+    OK(kvc_xfer_import(ai, c.desc, c.len, NULL, &op));
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    kill(c.pid, SIGKILL);
+    int ws = 0;
+    waitpid(c.pid, &ws, 0);
+    kvc_xfer_import_result r;
+    memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
+    kvc_status st = kvc_xfer_op_wait(ai, op, -1, &r);
+    if (st == KVC_OK) {
+        /* The whole transfer finished in 2 ms (and its lease check): then the bytes must be right. */
+        print_message("exporter killed too late: the import completed first\n");
+    } else {
+        assert_int_equal(st, KVC_ERR_IO);
+        assert_true(r.failure == KVC_XFER_FAIL_PEER || r.failure == KVC_XFER_FAIL_TIMEOUT);
+        print_message("import failed as expected: %s\n", kvc_last_error());
+        expect_clean(pi, 0);
+    }
+    close(c.go);
+    free(c.desc);
+    OK(kvc_xfer_agent_destroy(ai));
+    OK(kvc_pool_check(pi));
+    OK(kvc_pool_destroy(pi));
+}
+
+/* ---- Arguments -------------------------------------------------------------------------------- */
+
+static void test_arguments(void **state) {
+    (void)state;
+    kvc_xfer_config c;
+    OK(kvc_xfer_config_default(&c));
+    assert_int_equal(c.struct_size, sizeof c);
+    assert_int_equal(c.lease_ms, 30000);
+    if (!have_ucx()) skip();
+    kvc_pool *p = make_pool(8, 8);
+    kvc_xfer_agent *a = NULL;
+    c.lease_ms = 0;
+    assert_int_equal(kvc_xfer_agent_create(p, &c, &a), KVC_ERR_INVALID_ARG);
+    c.lease_ms = 1;
+    c.struct_size = 4;
+    assert_int_equal(kvc_xfer_agent_create(p, &c, &a), KVC_ERR_VERSION);
+    assert_null(a);
+    OK(kvc_xfer_agent_create(p, NULL, &a));
+    int32_t done;
+    assert_int_equal(kvc_xfer_op_query(a, 12345, &done), KVC_ERR_INVALID_ARG);
+    assert_int_equal(kvc_xfer_op_wait(a, 12345, 0, NULL), KVC_ERR_INVALID_ARG);
+    int64_t len;
+    assert_int_equal(kvc_xfer_export_descriptor(a, 99, NULL, 0, &len), KVC_ERR_INVALID_ARG);
+    uint64_t ex;
+    assert_int_equal(kvc_xfer_export_seq(a, 5, 0, &ex, NULL), KVC_ERR_UNKNOWN_SEQ);
+    OK(kvc_xfer_agent_destroy(a));
+    kvc_pool_config meta;
+    OK(kvc_pool_config_default(&meta));
+    meta.num_blocks = 8;
+    kvc_pool *m = NULL;
+    OK(kvc_pool_create(&meta, &m));
+    assert_int_equal(kvc_xfer_agent_create(m, NULL, &a), KVC_ERR_UNSUPPORTED);
+    OK(kvc_pool_destroy(m));
+    OK(kvc_pool_destroy(p));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_without_ucx_agents_are_unsupported_and_pools_work),
+        cmocka_unit_test(test_arguments),
+        cmocka_unit_test(test_roundtrip_tcp),
+        cmocka_unit_test(test_roundtrip_shm),
+        cmocka_unit_test(test_export_prompt_and_partial_local_hit),
+        cmocka_unit_test(test_two_processes_tcp),
+        cmocka_unit_test(test_two_processes_shm),
+        cmocka_unit_test(test_truncated_and_bit_flipped_descriptors_are_refused),
+        cmocka_unit_test(test_other_layout_identity_or_keys_are_refused),
+        cmocka_unit_test(test_importer_pool_full_is_a_clean_refusal),
+        cmocka_unit_test(test_lease_expiry_and_release_fail_the_import),
+        cmocka_unit_test(test_concurrent_imports_of_one_prefix),
+        cmocka_unit_test(test_exporter_killed_mid_transfer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
