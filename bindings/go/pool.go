@@ -20,6 +20,7 @@ type Pool struct {
 
 	batchMu sync.Mutex
 	batches map[*batchState]struct{} // open batches, destroyed before the pool
+	agents  map[*XferAgent]struct{}  // open transfer agents, destroyed before the pool
 }
 
 // NewPool creates a pool (kvc_pool_create). Close it when done.
@@ -57,7 +58,12 @@ func (p *Pool) Close() error {
 		st.destroy()
 	}
 	p.batches = nil
+	agents := p.agents
+	p.agents = nil
 	p.batchMu.Unlock()
+	for a := range agents {
+		a.close(false)
+	}
 	raw.Kvc_pool_destroy(p.h)
 	p.h = nil
 	runtime.SetFinalizer(p, nil)

@@ -76,6 +76,12 @@ static void kvcjni_throw(JNIEnv *jenv, int status, const char *op) {
 %ignore kvc_alloc_verdict;
 %ignore kvc_event_type;
 %ignore kvc_tier;
+%ignore kvc_xfer_failure;
+/* Its strings would point into Java arrays: built in C by kvcjni_xfer_agent_create. */
+%ignore kvc_xfer_config;
+%ignore kvc_xfer_config_default;
+%ignore kvc_xfer_agent_create;
+%ignore kvc_xfer_stats::failures;
 
 /* Package-private generated classes; no finalizers (the public classes free explicitly). */
 %pragma(java) moduleclassmodifiers="final class"
@@ -123,6 +129,7 @@ static void kvcjni_throw(JNIEnv *jenv, int status, const char *op) {
 KVC_HANDLE(kvc_pool)
 KVC_HANDLE(kvc_keys)
 KVC_HANDLE(kvc_batch)
+KVC_HANDLE(kvc_xfer_agent)
 
 /* ---- primitive arrays -------------------------------------------------------------------------- */
 %define KVC_ARRAY(CTYPE, JNITYPE, JTYPE, JARRAY, GET, RELEASE)
@@ -170,6 +177,11 @@ KVC_BYTES(const char *identity, JNI_ABORT)
 KVC_BYTES(void *out, 0)
 KVC_BYTES(void *host, 0)
 KVC_BYTES(char *buf, 0)
+/* KV transfer: descriptors in and out, and the agent's strings (kvcjni_xfer_agent_create). */
+KVC_BYTES(const uint8_t *desc, JNI_ABORT)
+KVC_BYTES(uint8_t *buf, 0)
+KVC_BYTES(const char *transports, JNI_ABORT)
+KVC_BYTES(const char *net_devices, JNI_ABORT)
 
 /* The disk tier's MAC key: byte[] copied into C memory that is wiped and freed after the call
  * (GetByteArrayElements' copy would be freed unwiped); null is NULL. */
@@ -225,6 +237,8 @@ KVC_SIZED_STRUCT(kvc_storage_info)
 KVC_SIZED_STRUCT(kvc_batch_info)
 KVC_SIZED_STRUCT(kvc_attention_params)
 KVC_SIZED_STRUCT(kvc_tier_stats)
+KVC_SIZED_STRUCT(kvc_xfer_import_result)
+KVC_SIZED_STRUCT(kvc_xfer_stats)
 
 /* Read by the test that checks the hand-written constants against the header. */
 %rename(event_type) kvc_event::type;
@@ -271,5 +285,25 @@ static kvc_status kvcjni_launch_attention_addr(kvc_pool *pool, const kvc_batch *
     p.alibi_slopes = (const float *)(intptr_t)alibi_addr;
     return kvc_launch_attention(pool, batch, layer, (const void *)(intptr_t)q_addr,
                                 (void *)(intptr_t)out_addr, &p, (void *)(intptr_t)stream_addr);
+}
+
+/* kvc_xfer_agent_create with the config's fields as arguments (null or "" = NULL, 0 = default). */
+static kvc_status kvcjni_xfer_agent_create(kvc_pool *pool, const char *identity, const char *transports,
+                                           const char *net_devices, int64_t lease_ms, int64_t timeout_ms,
+                                           kvc_xfer_agent **out) {
+    kvc_xfer_config c;
+    kvc_status st = kvc_xfer_config_default(&c);
+    if (st != KVC_OK) return st;
+    c.model_identity = identity && *identity ? identity : NULL;
+    c.transports = transports && *transports ? transports : NULL;
+    c.net_devices = net_devices && *net_devices ? net_devices : NULL;
+    if (lease_ms != 0) c.lease_ms = lease_ms;
+    if (timeout_ms != 0) c.timeout_ms = timeout_ms;
+    return kvc_xfer_agent_create(pool, &c, out);
+}
+
+/* kvc_xfer_stats.failures[i] (0 outside the array). */
+static int64_t kvcjni_xfer_stats_failures(const kvc_xfer_stats *s, int32_t i) {
+    return i >= 0 && i < 9 ? s->failures[i] : 0;
 }
 %}

@@ -291,373 +291,517 @@ typedef long long swig_type_261;
 typedef long long swig_type_262;
 typedef long long swig_type_263;
 typedef long long swig_type_264;
-typedef long long swig_type_265;
-typedef long long swig_type_266;
-typedef long long swig_type_267;
+typedef _goslice_ swig_type_265;
+typedef _goslice_ swig_type_266;
+typedef _goslice_ swig_type_267;
 typedef long long swig_type_268;
 typedef long long swig_type_269;
 typedef _goslice_ swig_type_270;
 typedef _goslice_ swig_type_271;
-typedef _goslice_ swig_type_272;
+typedef long long swig_type_272;
 typedef long long swig_type_273;
-typedef long long swig_type_274;
-typedef long long swig_type_275;
+typedef _goslice_ swig_type_274;
+typedef _goslice_ swig_type_275;
 typedef long long swig_type_276;
-extern void _wrap_Swig_free_raw_f0e8be975af7219c(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_raw_f0e8be975af7219c(swig_intgo arg1);
-extern swig_intgo _wrap_KVC_VERSION_NUMBER_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_kvc_version_raw_f0e8be975af7219c(void);
-extern swig_type_1 _wrap_kvc_version_string_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_OK_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_NULL_ARG_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_INVALID_ARG_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_OVERFLOW_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_NO_MEMORY_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_MAX_LEN_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_BUSY_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_UNSUPPORTED_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_DEVICE_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_IO_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_VERSION_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_STATE_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ERR_INTERNAL_raw_f0e8be975af7219c(void);
-extern swig_type_2 _wrap_kvc_status_str_raw_f0e8be975af7219c(swig_intgo arg1);
-extern swig_type_3 _wrap_kvc_last_error_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_kvc_last_error_copy_raw_f0e8be975af7219c(swig_type_4 arg1, swig_type_5 arg2, swig_type_6 arg3);
-extern swig_intgo _wrap_KVC_DTYPE_F32_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_DTYPE_F16_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_DTYPE_BF16_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_BACKEND_NONE_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_BACKEND_CPU_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_BACKEND_CUDA_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_BACKEND_AUTO_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ALLOC_OK_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ALLOC_LATER_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_ALLOC_NEVER_raw_f0e8be975af7219c(void);
-extern void _wrap_kvc_pool_config_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_block_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_block_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_num_layers_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_num_layers_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_num_kv_heads_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_num_q_heads_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_num_q_heads_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_head_dim_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_head_dim_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_kv_dtype_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_kv_dtype_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_num_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_7 arg2);
-extern swig_type_8 _wrap_kvc_pool_config_num_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_9 arg2);
-extern swig_type_10 _wrap_kvc_pool_config_memory_budget_bytes_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_memory_utilization_set_raw_f0e8be975af7219c(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_pool_config_memory_utilization_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_watermark_set_raw_f0e8be975af7219c(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_pool_config_watermark_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_max_seq_len_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_11 arg2);
-extern swig_type_12 _wrap_kvc_pool_config_max_seq_len_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_prefix_caching_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_prefix_caching_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_backend_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_backend_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_device_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_device_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_event_capacity_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_event_capacity_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_f0e8be975af7219c(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_pool_config_raw_f0e8be975af7219c(void);
-extern void _wrap_delete_kvc_pool_config_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_pool_config_default_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_bytes_per_block_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_13 arg2);
-extern swig_intgo _wrap_kvc_blocks_for_budget_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_14 arg2, double arg3, swig_type_15 arg4);
-extern swig_intgo _wrap_kvc_cuda_device_count_raw_f0e8be975af7219c(swig_type_16 arg1);
-extern swig_intgo _wrap_kvc_pool_create_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_17 arg2);
-extern swig_intgo _wrap_kvc_pool_destroy_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_pool_get_config_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_pool_check_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_pool_set_sliding_window_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_get_sliding_window_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_18 arg2);
-extern swig_intgo _wrap_kvc_keys_create_raw_f0e8be975af7219c(swig_type_19 arg1);
-extern swig_intgo _wrap_kvc_keys_destroy_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_keys_clear_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_keys_set_lora_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_20 arg2);
-extern swig_intgo _wrap_kvc_keys_set_salt_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_21 arg2);
-extern swig_intgo _wrap_kvc_keys_add_mm_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_22 arg2, swig_type_23 arg3, swig_type_24 arg4, swig_type_25 arg5);
-extern swig_intgo _wrap_kvc_keys_set_priority_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_keys_set_max_cached_tokens_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_26 arg2);
-extern swig_intgo _wrap_kvc_can_alloc_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_27 arg2, swig_type_28 arg3, uintptr_t arg4, swig_type_29 arg5);
-extern swig_intgo _wrap_kvc_alloc_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_30 arg2, swig_type_31 arg3, swig_type_32 arg4, uintptr_t arg5, swig_type_33 arg6);
-extern swig_intgo _wrap_kvc_admit_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_34 arg2, swig_type_35 arg3, swig_type_36 arg4, uintptr_t arg5, swig_type_37 arg6, swig_type_38 arg7);
-extern swig_intgo _wrap_kvc_append_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_39 arg2, swig_type_40 arg3, swig_type_41 arg4, swig_type_42 arg5, swig_type_43 arg6);
-extern swig_intgo _wrap_kvc_append_batch_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, swig_type_44 arg3, swig_type_45 arg4, swig_type_46 arg5, swig_type_47 arg6, swig_type_48 arg7, swig_type_49 arg8, swig_type_50 arg9);
-extern swig_intgo _wrap_kvc_truncate_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_51 arg2, swig_type_52 arg3, swig_type_53 arg4);
-extern swig_intgo _wrap_kvc_fork_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_54 arg2, swig_type_55 arg3);
-extern swig_intgo _wrap_kvc_free_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_56 arg2);
-extern swig_intgo _wrap_kvc_abort_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_57 arg2);
-extern swig_intgo _wrap_kvc_seq_block_table_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_58 arg2, swig_type_59 arg3, swig_type_60 arg4, swig_type_61 arg5);
-extern swig_intgo _wrap_kvc_seq_num_tokens_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_62 arg2, swig_type_63 arg3);
-extern swig_intgo _wrap_kvc_seq_slot_mapping_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_64 arg2, swig_type_65 arg3, swig_type_66 arg4, swig_type_67 arg5, swig_type_68 arg6);
-extern swig_intgo _wrap_kvc_take_pending_copies_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_69 arg2, swig_type_70 arg3, swig_type_71 arg4, swig_type_72 arg5);
-extern void _wrap_kvc_stats_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_stats_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_total_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_73 arg2);
-extern swig_type_74 _wrap_kvc_stats_total_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_free_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_75 arg2);
-extern swig_type_76 _wrap_kvc_stats_free_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_used_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_77 arg2);
-extern swig_type_78 _wrap_kvc_stats_used_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_cached_free_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_79 arg2);
-extern swig_type_80 _wrap_kvc_stats_cached_free_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_pinned_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_81 arg2);
-extern swig_type_82 _wrap_kvc_stats_pinned_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_num_seqs_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_83 arg2);
-extern swig_type_84 _wrap_kvc_stats_num_seqs_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_utilization_set_raw_f0e8be975af7219c(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_stats_utilization_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_allocs_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_85 arg2);
-extern swig_type_86 _wrap_kvc_stats_allocs_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_frees_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_87 arg2);
-extern swig_type_88 _wrap_kvc_stats_frees_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_forks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_89 arg2);
-extern swig_type_90 _wrap_kvc_stats_forks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_appends_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_91 arg2);
-extern swig_type_92 _wrap_kvc_stats_appends_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_blocks_allocated_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_93 arg2);
-extern swig_type_94 _wrap_kvc_stats_blocks_allocated_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_blocks_freed_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_95 arg2);
-extern swig_type_96 _wrap_kvc_stats_blocks_freed_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_cow_copies_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_97 arg2);
-extern swig_type_98 _wrap_kvc_stats_cow_copies_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_pending_copies_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_99 arg2);
-extern swig_type_100 _wrap_kvc_stats_pending_copies_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_prefix_query_tokens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_101 arg2);
-extern swig_type_102 _wrap_kvc_stats_prefix_query_tokens_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_prefix_hit_tokens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_103 arg2);
-extern swig_type_104 _wrap_kvc_stats_prefix_hit_tokens_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_prefix_hit_rate_set_raw_f0e8be975af7219c(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_stats_prefix_hit_rate_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_evictions_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_105 arg2);
-extern swig_type_106 _wrap_kvc_stats_evictions_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_verify_misses_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_107 arg2);
-extern swig_type_108 _wrap_kvc_stats_verify_misses_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_events_dropped_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_109 arg2);
-extern swig_type_110 _wrap_kvc_stats_events_dropped_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_stats_cached_blocks_total_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_111 arg2);
-extern swig_type_112 _wrap_kvc_stats_cached_blocks_total_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stats_raw_f0e8be975af7219c(void);
-extern void _wrap_delete_kvc_stats_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_pool_stats_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_prefix_lookup_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, uintptr_t arg4, swig_type_115 arg5);
-extern swig_intgo _wrap_kvc_prefix_pin_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_116 arg2, swig_type_117 arg3, uintptr_t arg4, swig_type_118 arg5);
-extern swig_intgo _wrap_kvc_prefix_unpin_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_119 arg2, swig_type_120 arg3, uintptr_t arg4, swig_type_121 arg5);
-extern swig_intgo _wrap_kvc_prefix_cache_reset_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_hash_blocks_raw_f0e8be975af7219c(swig_intgo arg1, uintptr_t arg2, swig_type_122 arg3, swig_type_123 arg4, swig_type_124 arg5, swig_type_125 arg6, swig_type_126 arg7, swig_type_127 arg8);
-extern swig_intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_f0e8be975af7219c(void);
-extern void _wrap_kvc_event_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_event_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_event_type_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_event_event_type_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_hash_hi_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_128 arg2);
-extern swig_type_129 _wrap_kvc_event_hash_hi_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_hash_lo_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_130 arg2);
-extern swig_type_131 _wrap_kvc_event_hash_lo_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_parent_hash_hi_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_132 arg2);
-extern swig_type_133 _wrap_kvc_event_parent_hash_hi_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_parent_hash_lo_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_134 arg2);
-extern swig_type_135 _wrap_kvc_event_parent_hash_lo_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_lora_id_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_136 arg2);
-extern swig_type_137 _wrap_kvc_event_lora_id_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_extra_keys_digest_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_138 arg2);
-extern swig_type_139 _wrap_kvc_event_extra_keys_digest_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_block_id_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_event_block_id_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_num_tokens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_event_num_tokens_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_sequence_number_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_140 arg2);
-extern swig_type_141 _wrap_kvc_event_sequence_number_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_event_tier_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_event_tier_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_event_raw_f0e8be975af7219c(void);
-extern void _wrap_delete_kvc_event_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_event_pop_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_type_142 arg3, swig_type_143 arg4, swig_type_144 arg5);
-extern swig_intgo _wrap_kvc_pool_set_tier_events_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_kvc_storage_info_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_storage_info_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_backend_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_storage_info_backend_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_kv_dtype_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_storage_info_kv_dtype_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_elem_bytes_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_storage_info_elem_bytes_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_device_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_storage_info_device_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_base_address_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_145 arg2);
-extern swig_type_146 _wrap_kvc_storage_info_base_address_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_total_bytes_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_147 arg2);
-extern swig_type_148 _wrap_kvc_storage_info_total_bytes_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_block_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_149 arg2);
-extern swig_type_150 _wrap_kvc_storage_info_block_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_layer_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_151 arg2);
-extern swig_type_152 _wrap_kvc_storage_info_layer_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_kv_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_153 arg2);
-extern swig_type_154 _wrap_kvc_storage_info_kv_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_head_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_155 arg2);
-extern swig_type_156 _wrap_kvc_storage_info_head_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_token_stride_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_157 arg2);
-extern swig_type_158 _wrap_kvc_storage_info_token_stride_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_storage_info_raw_f0e8be975af7219c(void);
-extern void _wrap_delete_kvc_storage_info_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_storage_get_info_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_cache_write_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, swig_type_159 arg3, swig_type_160 arg4, swig_type_161 arg5, swig_type_162 arg6, swig_intgo arg7, float arg8, float arg9, uintptr_t arg10);
-extern swig_intgo _wrap_kvc_copy_pending_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3);
-extern swig_intgo _wrap_kvc_storage_copy_blocks_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3, swig_type_166 arg4, swig_intgo arg5);
-extern swig_intgo _wrap_kvc_batch_create_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, swig_type_167 arg3, swig_intgo arg4, swig_type_168 arg5);
-extern swig_intgo _wrap_kvc_batch_destroy_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_batch_build_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_169 arg2, swig_type_170 arg3, swig_intgo arg4);
-extern swig_intgo _wrap_kvc_batch_set_stream_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_kvc_batch_info_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_batch_info_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_num_seqs_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_batch_info_num_seqs_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_num_tokens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_171 arg2);
-extern swig_type_172 _wrap_kvc_batch_info_num_tokens_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_max_q_len_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_batch_info_max_q_len_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_max_seq_len_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_173 arg2);
-extern swig_type_174 _wrap_kvc_batch_info_max_seq_len_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_num_indices_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_175 arg2);
-extern swig_type_176 _wrap_kvc_batch_info_num_indices_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_is_decode_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_batch_info_is_decode_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_rows_uploaded_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_block_tables_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_177 arg2);
-extern swig_type_178 _wrap_kvc_batch_info_block_tables_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_seq_lens_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_179 arg2);
-extern swig_type_180 _wrap_kvc_batch_info_seq_lens_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_query_start_loc_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_181 arg2);
-extern swig_type_182 _wrap_kvc_batch_info_query_start_loc_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_slot_mapping_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_183 arg2);
-extern swig_type_184 _wrap_kvc_batch_info_slot_mapping_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_kv_indptr_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_185 arg2);
-extern swig_type_186 _wrap_kvc_batch_info_kv_indptr_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_kv_indices_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_187 arg2);
-extern swig_type_188 _wrap_kvc_batch_info_kv_indices_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_kv_last_page_len_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_189 arg2);
-extern swig_type_190 _wrap_kvc_batch_info_kv_last_page_len_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_batch_info_raw_f0e8be975af7219c(void);
-extern void _wrap_delete_kvc_batch_info_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_batch_get_info_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_batch_copy_slot_mapping_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_191 arg2, swig_type_192 arg3);
-extern swig_intgo _wrap_kvc_batch_copy_block_tables_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3);
-extern void _wrap_kvc_attention_params_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_attention_params_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_num_q_heads_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_attention_params_num_q_heads_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_q_dtype_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_attention_params_q_dtype_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_scale_set_raw_f0e8be975af7219c(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_attention_params_scale_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_k_scale_set_raw_f0e8be975af7219c(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_attention_params_k_scale_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_v_scale_set_raw_f0e8be975af7219c(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_attention_params_v_scale_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_logit_softcap_set_raw_f0e8be975af7219c(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_attention_params_logit_softcap_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_sliding_window_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_attention_params_sliding_window_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_partition_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_attention_params_partition_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_attention_params_raw_f0e8be975af7219c(void);
-extern void _wrap_delete_kvc_attention_params_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_attention_params_default_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_launch_attention_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_195 arg4, swig_type_196 arg5, uintptr_t arg6, uintptr_t arg7);
-extern swig_intgo _wrap_KVC_TIER_DEVICE_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_TIER_HOST_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_KVC_TIER_DISK_raw_f0e8be975af7219c(void);
-extern swig_intgo _wrap_kvc_tier_attach_host_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_197 arg2);
-extern swig_intgo _wrap_kvc_tier_attach_disk_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_198 arg2, swig_type_199 arg3, swig_intgo arg4);
-extern swig_intgo _wrap_kvc_tier_attach_disk_with_identity_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_200 arg2, swig_type_201 arg3, swig_intgo arg4, swig_type_202 arg5);
-extern swig_intgo _wrap_kvc_tier_attach_disk_keyed_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_203 arg2, swig_type_204 arg3, swig_intgo arg4, swig_type_205 arg5, swig_type_206 arg6, swig_type_207 arg7);
-extern swig_intgo _wrap_kvc_tier_prefetch_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_208 arg2, swig_type_209 arg3, uintptr_t arg4, swig_type_210 arg5);
-extern swig_intgo _wrap_kvc_tier_flush_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_211 arg2);
-extern swig_intgo _wrap_kvc_swap_out_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3);
-extern swig_intgo _wrap_kvc_swap_in_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_214 arg2, swig_type_215 arg3);
-extern swig_intgo _wrap_kvc_op_query_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_216 arg2, swig_type_217 arg3);
-extern swig_intgo _wrap_kvc_op_wait_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_218 arg2);
-extern swig_intgo _wrap_kvc_preempt_recompute_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3);
-extern swig_intgo _wrap_kvc_preemption_cost_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_221 arg2, swig_type_222 arg3, swig_type_223 arg4);
-extern swig_intgo _wrap_kvc_prefix_lookup_tiers_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_224 arg2, swig_type_225 arg3, uintptr_t arg4, swig_type_226 arg5, swig_type_227 arg6, swig_type_228 arg7);
-extern void _wrap_kvc_tier_stats_struct_size_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_struct_size_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_tier_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_tier_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_direct_io_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_direct_io_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_persistent_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_persistent_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_io_uring_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_io_uring_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_reserved_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_reserved_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_capacity_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_229 arg2);
-extern swig_type_230 _wrap_kvc_tier_stats_capacity_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_used_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_231 arg2);
-extern swig_type_232 _wrap_kvc_tier_stats_used_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_cached_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_233 arg2);
-extern swig_type_234 _wrap_kvc_tier_stats_cached_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_held_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_235 arg2);
-extern swig_type_236 _wrap_kvc_tier_stats_held_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bytes_used_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_237 arg2);
-extern swig_type_238 _wrap_kvc_tier_stats_bytes_used_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_blocks_in_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_239 arg2);
-extern swig_type_240 _wrap_kvc_tier_stats_blocks_in_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_blocks_out_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_241 arg2);
-extern swig_type_242 _wrap_kvc_tier_stats_blocks_out_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bytes_in_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_243 arg2);
-extern swig_type_244 _wrap_kvc_tier_stats_bytes_in_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bytes_out_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_245 arg2);
-extern swig_type_246 _wrap_kvc_tier_stats_bytes_out_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_transfers_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_247 arg2);
-extern swig_type_248 _wrap_kvc_tier_stats_transfers_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_transfer_seconds_set_raw_f0e8be975af7219c(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_tier_stats_transfer_seconds_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_f0e8be975af7219c(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_hits_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_249 arg2);
-extern swig_type_250 _wrap_kvc_tier_stats_hits_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_evictions_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_251 arg2);
-extern swig_type_252 _wrap_kvc_tier_stats_evictions_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_failures_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_253 arg2);
-extern swig_type_254 _wrap_kvc_tier_stats_failures_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_checksum_failures_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_255 arg2);
-extern swig_type_256 _wrap_kvc_tier_stats_checksum_failures_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_io_errors_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_257 arg2);
-extern swig_type_258 _wrap_kvc_tier_stats_io_errors_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_recovered_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_259 arg2);
-extern swig_type_260 _wrap_kvc_tier_stats_recovered_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_foreign_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_261 arg2);
-extern swig_type_262 _wrap_kvc_tier_stats_foreign_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_reachable_blocks_set_raw_f0e8be975af7219c(uintptr_t arg1, swig_type_263 arg2);
-extern swig_type_264 _wrap_kvc_tier_stats_reachable_blocks_get_raw_f0e8be975af7219c(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_tier_stats_raw_f0e8be975af7219c(void);
-extern void _wrap_delete_kvc_tier_stats_raw_f0e8be975af7219c(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_tier_get_stats_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
-extern swig_intgo _wrap_kvcgo_cache_write_addr_raw_f0e8be975af7219c(uintptr_t arg1, swig_intgo arg2, swig_type_265 arg3, swig_type_266 arg4, swig_type_267 arg5, swig_type_268 arg6, swig_intgo arg7, float arg8, float arg9, swig_type_269 arg10);
-extern swig_intgo _wrap_kvcgo_launch_attention_host_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_270 arg4, swig_type_271 arg5, uintptr_t arg6, swig_type_272 arg7);
-extern swig_intgo _wrap_kvcgo_launch_attention_addr_raw_f0e8be975af7219c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_273 arg4, swig_type_274 arg5, uintptr_t arg6, swig_type_275 arg7, swig_type_276 arg8);
+typedef _goslice_ swig_type_277;
+typedef long long swig_type_278;
+typedef _goslice_ swig_type_279;
+typedef long long swig_type_280;
+typedef _goslice_ swig_type_281;
+typedef long long swig_type_282;
+typedef _goslice_ swig_type_283;
+typedef long long swig_type_284;
+typedef _goslice_ swig_type_285;
+typedef long long swig_type_286;
+typedef long long swig_type_287;
+typedef long long swig_type_288;
+typedef long long swig_type_289;
+typedef long long swig_type_290;
+typedef long long swig_type_291;
+typedef long long swig_type_292;
+typedef long long swig_type_293;
+typedef long long swig_type_294;
+typedef long long swig_type_295;
+typedef long long swig_type_296;
+typedef long long swig_type_297;
+typedef long long swig_type_298;
+typedef long long swig_type_299;
+typedef long long swig_type_300;
+typedef long long swig_type_301;
+typedef long long swig_type_302;
+typedef long long swig_type_303;
+typedef long long swig_type_304;
+typedef long long swig_type_305;
+typedef long long swig_type_306;
+typedef long long swig_type_307;
+typedef long long swig_type_308;
+typedef long long swig_type_309;
+typedef long long swig_type_310;
+typedef long long swig_type_311;
+typedef long long swig_type_312;
+typedef long long swig_type_313;
+typedef long long swig_type_314;
+typedef long long swig_type_315;
+typedef long long swig_type_316;
+typedef long long swig_type_317;
+typedef long long swig_type_318;
+typedef long long swig_type_319;
+typedef long long swig_type_320;
+typedef long long swig_type_321;
+typedef long long swig_type_322;
+typedef long long swig_type_323;
+typedef long long swig_type_324;
+typedef long long swig_type_325;
+typedef long long swig_type_326;
+typedef long long swig_type_327;
+typedef long long swig_type_328;
+typedef _goslice_ swig_type_329;
+typedef _goslice_ swig_type_330;
+typedef _goslice_ swig_type_331;
+typedef long long swig_type_332;
+typedef long long swig_type_333;
+typedef long long swig_type_334;
+typedef long long swig_type_335;
+typedef _gostring_ swig_type_336;
+typedef _gostring_ swig_type_337;
+typedef _gostring_ swig_type_338;
+typedef long long swig_type_339;
+typedef long long swig_type_340;
+typedef _goslice_ swig_type_341;
+typedef long long swig_type_342;
+extern void _wrap_Swig_free_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_raw_5b7ddcfb25ede1b8(swig_intgo arg1);
+extern swig_intgo _wrap_KVC_VERSION_NUMBER_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_kvc_version_raw_5b7ddcfb25ede1b8(void);
+extern swig_type_1 _wrap_kvc_version_string_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_OK_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_NULL_ARG_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_INVALID_ARG_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_OVERFLOW_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_NO_MEMORY_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_MAX_LEN_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_BUSY_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_UNSUPPORTED_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_DEVICE_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_IO_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_VERSION_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_STATE_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ERR_INTERNAL_raw_5b7ddcfb25ede1b8(void);
+extern swig_type_2 _wrap_kvc_status_str_raw_5b7ddcfb25ede1b8(swig_intgo arg1);
+extern swig_type_3 _wrap_kvc_last_error_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_kvc_last_error_copy_raw_5b7ddcfb25ede1b8(swig_type_4 arg1, swig_type_5 arg2, swig_type_6 arg3);
+extern swig_intgo _wrap_KVC_DTYPE_F32_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_DTYPE_F16_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_DTYPE_BF16_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_BACKEND_NONE_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_BACKEND_CPU_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_BACKEND_CUDA_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_BACKEND_AUTO_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ALLOC_OK_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ALLOC_LATER_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ALLOC_NEVER_raw_5b7ddcfb25ede1b8(void);
+extern void _wrap_kvc_pool_config_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_block_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_block_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_num_layers_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_num_layers_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_num_kv_heads_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_num_q_heads_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_num_q_heads_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_head_dim_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_head_dim_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_kv_dtype_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_kv_dtype_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_num_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_7 arg2);
+extern swig_type_8 _wrap_kvc_pool_config_num_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_9 arg2);
+extern swig_type_10 _wrap_kvc_pool_config_memory_budget_bytes_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_memory_utilization_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_pool_config_memory_utilization_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_watermark_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_pool_config_watermark_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_max_seq_len_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_11 arg2);
+extern swig_type_12 _wrap_kvc_pool_config_max_seq_len_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_prefix_caching_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_prefix_caching_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_backend_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_backend_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_device_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_device_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_event_capacity_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_event_capacity_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_pool_config_raw_5b7ddcfb25ede1b8(void);
+extern void _wrap_delete_kvc_pool_config_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_pool_config_default_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_bytes_per_block_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_13 arg2);
+extern swig_intgo _wrap_kvc_blocks_for_budget_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_14 arg2, double arg3, swig_type_15 arg4);
+extern swig_intgo _wrap_kvc_cuda_device_count_raw_5b7ddcfb25ede1b8(swig_type_16 arg1);
+extern swig_intgo _wrap_kvc_pool_create_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_17 arg2);
+extern swig_intgo _wrap_kvc_pool_destroy_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_pool_get_config_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_kvc_pool_check_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_pool_set_sliding_window_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_get_sliding_window_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_18 arg2);
+extern swig_intgo _wrap_kvc_keys_create_raw_5b7ddcfb25ede1b8(swig_type_19 arg1);
+extern swig_intgo _wrap_kvc_keys_destroy_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_keys_clear_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_keys_set_lora_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_20 arg2);
+extern swig_intgo _wrap_kvc_keys_set_salt_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_21 arg2);
+extern swig_intgo _wrap_kvc_keys_add_mm_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_22 arg2, swig_type_23 arg3, swig_type_24 arg4, swig_type_25 arg5);
+extern swig_intgo _wrap_kvc_keys_set_priority_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_keys_set_max_cached_tokens_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_26 arg2);
+extern swig_intgo _wrap_kvc_can_alloc_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_27 arg2, swig_type_28 arg3, uintptr_t arg4, swig_type_29 arg5);
+extern swig_intgo _wrap_kvc_alloc_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_30 arg2, swig_type_31 arg3, swig_type_32 arg4, uintptr_t arg5, swig_type_33 arg6);
+extern swig_intgo _wrap_kvc_admit_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_34 arg2, swig_type_35 arg3, swig_type_36 arg4, uintptr_t arg5, swig_type_37 arg6, swig_type_38 arg7);
+extern swig_intgo _wrap_kvc_append_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_39 arg2, swig_type_40 arg3, swig_type_41 arg4, swig_type_42 arg5, swig_type_43 arg6);
+extern swig_intgo _wrap_kvc_append_batch_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, swig_type_44 arg3, swig_type_45 arg4, swig_type_46 arg5, swig_type_47 arg6, swig_type_48 arg7, swig_type_49 arg8, swig_type_50 arg9);
+extern swig_intgo _wrap_kvc_truncate_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_51 arg2, swig_type_52 arg3, swig_type_53 arg4);
+extern swig_intgo _wrap_kvc_fork_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_54 arg2, swig_type_55 arg3);
+extern swig_intgo _wrap_kvc_free_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_56 arg2);
+extern swig_intgo _wrap_kvc_abort_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_57 arg2);
+extern swig_intgo _wrap_kvc_seq_block_table_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_58 arg2, swig_type_59 arg3, swig_type_60 arg4, swig_type_61 arg5);
+extern swig_intgo _wrap_kvc_seq_num_tokens_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_62 arg2, swig_type_63 arg3);
+extern swig_intgo _wrap_kvc_seq_slot_mapping_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_64 arg2, swig_type_65 arg3, swig_type_66 arg4, swig_type_67 arg5, swig_type_68 arg6);
+extern swig_intgo _wrap_kvc_take_pending_copies_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_69 arg2, swig_type_70 arg3, swig_type_71 arg4, swig_type_72 arg5);
+extern void _wrap_kvc_stats_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_stats_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_total_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_73 arg2);
+extern swig_type_74 _wrap_kvc_stats_total_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_free_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_75 arg2);
+extern swig_type_76 _wrap_kvc_stats_free_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_77 arg2);
+extern swig_type_78 _wrap_kvc_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_cached_free_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_79 arg2);
+extern swig_type_80 _wrap_kvc_stats_cached_free_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_pinned_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_81 arg2);
+extern swig_type_82 _wrap_kvc_stats_pinned_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_num_seqs_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_83 arg2);
+extern swig_type_84 _wrap_kvc_stats_num_seqs_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_utilization_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_stats_utilization_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_allocs_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_85 arg2);
+extern swig_type_86 _wrap_kvc_stats_allocs_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_frees_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_87 arg2);
+extern swig_type_88 _wrap_kvc_stats_frees_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_forks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_89 arg2);
+extern swig_type_90 _wrap_kvc_stats_forks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_appends_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_91 arg2);
+extern swig_type_92 _wrap_kvc_stats_appends_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_blocks_allocated_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_93 arg2);
+extern swig_type_94 _wrap_kvc_stats_blocks_allocated_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_blocks_freed_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_95 arg2);
+extern swig_type_96 _wrap_kvc_stats_blocks_freed_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_cow_copies_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_97 arg2);
+extern swig_type_98 _wrap_kvc_stats_cow_copies_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_pending_copies_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_99 arg2);
+extern swig_type_100 _wrap_kvc_stats_pending_copies_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_prefix_query_tokens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_101 arg2);
+extern swig_type_102 _wrap_kvc_stats_prefix_query_tokens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_prefix_hit_tokens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_103 arg2);
+extern swig_type_104 _wrap_kvc_stats_prefix_hit_tokens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_prefix_hit_rate_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_stats_prefix_hit_rate_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_evictions_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_105 arg2);
+extern swig_type_106 _wrap_kvc_stats_evictions_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_verify_misses_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_107 arg2);
+extern swig_type_108 _wrap_kvc_stats_verify_misses_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_events_dropped_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_109 arg2);
+extern swig_type_110 _wrap_kvc_stats_events_dropped_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_cached_blocks_total_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_111 arg2);
+extern swig_type_112 _wrap_kvc_stats_cached_blocks_total_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stats_raw_5b7ddcfb25ede1b8(void);
+extern void _wrap_delete_kvc_stats_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_pool_stats_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_kvc_prefix_lookup_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, uintptr_t arg4, swig_type_115 arg5);
+extern swig_intgo _wrap_kvc_prefix_pin_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_116 arg2, swig_type_117 arg3, uintptr_t arg4, swig_type_118 arg5);
+extern swig_intgo _wrap_kvc_prefix_unpin_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_119 arg2, swig_type_120 arg3, uintptr_t arg4, swig_type_121 arg5);
+extern swig_intgo _wrap_kvc_prefix_cache_reset_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_hash_blocks_raw_5b7ddcfb25ede1b8(swig_intgo arg1, uintptr_t arg2, swig_type_122 arg3, swig_type_123 arg4, swig_type_124 arg5, swig_type_125 arg6, swig_type_126 arg7, swig_type_127 arg8);
+extern swig_intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_5b7ddcfb25ede1b8(void);
+extern void _wrap_kvc_event_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_event_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_event_type_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_event_event_type_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_hash_hi_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_128 arg2);
+extern swig_type_129 _wrap_kvc_event_hash_hi_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_hash_lo_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_130 arg2);
+extern swig_type_131 _wrap_kvc_event_hash_lo_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_parent_hash_hi_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_132 arg2);
+extern swig_type_133 _wrap_kvc_event_parent_hash_hi_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_parent_hash_lo_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_134 arg2);
+extern swig_type_135 _wrap_kvc_event_parent_hash_lo_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_lora_id_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_136 arg2);
+extern swig_type_137 _wrap_kvc_event_lora_id_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_extra_keys_digest_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_138 arg2);
+extern swig_type_139 _wrap_kvc_event_extra_keys_digest_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_block_id_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_event_block_id_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_num_tokens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_event_num_tokens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_sequence_number_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_140 arg2);
+extern swig_type_141 _wrap_kvc_event_sequence_number_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_tier_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_event_tier_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_event_raw_5b7ddcfb25ede1b8(void);
+extern void _wrap_delete_kvc_event_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_event_pop_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2, swig_type_142 arg3, swig_type_143 arg4, swig_type_144 arg5);
+extern swig_intgo _wrap_kvc_pool_set_tier_events_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_kvc_storage_info_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_storage_info_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_backend_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_storage_info_backend_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_kv_dtype_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_storage_info_kv_dtype_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_elem_bytes_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_storage_info_elem_bytes_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_device_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_storage_info_device_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_base_address_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_145 arg2);
+extern swig_type_146 _wrap_kvc_storage_info_base_address_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_total_bytes_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_147 arg2);
+extern swig_type_148 _wrap_kvc_storage_info_total_bytes_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_block_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_149 arg2);
+extern swig_type_150 _wrap_kvc_storage_info_block_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_layer_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_151 arg2);
+extern swig_type_152 _wrap_kvc_storage_info_layer_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_kv_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_153 arg2);
+extern swig_type_154 _wrap_kvc_storage_info_kv_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_head_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_155 arg2);
+extern swig_type_156 _wrap_kvc_storage_info_head_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_token_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_157 arg2);
+extern swig_type_158 _wrap_kvc_storage_info_token_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_storage_info_raw_5b7ddcfb25ede1b8(void);
+extern void _wrap_delete_kvc_storage_info_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_storage_get_info_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_kvc_cache_write_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, swig_type_159 arg3, swig_type_160 arg4, swig_type_161 arg5, swig_type_162 arg6, swig_intgo arg7, float arg8, float arg9, uintptr_t arg10);
+extern swig_intgo _wrap_kvc_copy_pending_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3);
+extern swig_intgo _wrap_kvc_storage_copy_blocks_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3, swig_type_166 arg4, swig_intgo arg5);
+extern swig_intgo _wrap_kvc_batch_create_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, swig_type_167 arg3, swig_intgo arg4, swig_type_168 arg5);
+extern swig_intgo _wrap_kvc_batch_destroy_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_batch_build_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_169 arg2, swig_type_170 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvc_batch_set_stream_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_kvc_batch_info_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_batch_info_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_num_seqs_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_batch_info_num_seqs_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_num_tokens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_171 arg2);
+extern swig_type_172 _wrap_kvc_batch_info_num_tokens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_max_q_len_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_batch_info_max_q_len_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_max_seq_len_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_173 arg2);
+extern swig_type_174 _wrap_kvc_batch_info_max_seq_len_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_num_indices_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_175 arg2);
+extern swig_type_176 _wrap_kvc_batch_info_num_indices_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_is_decode_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_batch_info_is_decode_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_rows_uploaded_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_block_tables_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_177 arg2);
+extern swig_type_178 _wrap_kvc_batch_info_block_tables_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_seq_lens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_179 arg2);
+extern swig_type_180 _wrap_kvc_batch_info_seq_lens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_query_start_loc_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_181 arg2);
+extern swig_type_182 _wrap_kvc_batch_info_query_start_loc_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_slot_mapping_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_183 arg2);
+extern swig_type_184 _wrap_kvc_batch_info_slot_mapping_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_kv_indptr_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_185 arg2);
+extern swig_type_186 _wrap_kvc_batch_info_kv_indptr_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_kv_indices_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_187 arg2);
+extern swig_type_188 _wrap_kvc_batch_info_kv_indices_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_kv_last_page_len_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_189 arg2);
+extern swig_type_190 _wrap_kvc_batch_info_kv_last_page_len_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_batch_info_raw_5b7ddcfb25ede1b8(void);
+extern void _wrap_delete_kvc_batch_info_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_batch_get_info_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_kvc_batch_copy_slot_mapping_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_191 arg2, swig_type_192 arg3);
+extern swig_intgo _wrap_kvc_batch_copy_block_tables_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3);
+extern void _wrap_kvc_attention_params_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_attention_params_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_num_q_heads_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_attention_params_num_q_heads_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_q_dtype_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_attention_params_q_dtype_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_scale_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_attention_params_scale_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_k_scale_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_attention_params_k_scale_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_v_scale_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_attention_params_v_scale_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_logit_softcap_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_attention_params_logit_softcap_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_sliding_window_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_attention_params_sliding_window_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_partition_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_attention_params_partition_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_attention_params_raw_5b7ddcfb25ede1b8(void);
+extern void _wrap_delete_kvc_attention_params_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_attention_params_default_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_launch_attention_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_195 arg4, swig_type_196 arg5, uintptr_t arg6, uintptr_t arg7);
+extern swig_intgo _wrap_KVC_TIER_DEVICE_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_TIER_HOST_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_TIER_DISK_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_kvc_tier_attach_host_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_197 arg2);
+extern swig_intgo _wrap_kvc_tier_attach_disk_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_198 arg2, swig_type_199 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvc_tier_attach_disk_with_identity_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_200 arg2, swig_type_201 arg3, swig_intgo arg4, swig_type_202 arg5);
+extern swig_intgo _wrap_kvc_tier_attach_disk_keyed_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_203 arg2, swig_type_204 arg3, swig_intgo arg4, swig_type_205 arg5, swig_type_206 arg6, swig_type_207 arg7);
+extern swig_intgo _wrap_kvc_tier_prefetch_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_208 arg2, swig_type_209 arg3, uintptr_t arg4, swig_type_210 arg5);
+extern swig_intgo _wrap_kvc_tier_flush_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_211 arg2);
+extern swig_intgo _wrap_kvc_swap_out_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3);
+extern swig_intgo _wrap_kvc_swap_in_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_214 arg2, swig_type_215 arg3);
+extern swig_intgo _wrap_kvc_op_query_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_216 arg2, swig_type_217 arg3);
+extern swig_intgo _wrap_kvc_op_wait_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_218 arg2);
+extern swig_intgo _wrap_kvc_preempt_recompute_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3);
+extern swig_intgo _wrap_kvc_preemption_cost_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_221 arg2, swig_type_222 arg3, swig_type_223 arg4);
+extern swig_intgo _wrap_kvc_prefix_lookup_tiers_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_224 arg2, swig_type_225 arg3, uintptr_t arg4, swig_type_226 arg5, swig_type_227 arg6, swig_type_228 arg7);
+extern void _wrap_kvc_tier_stats_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_tier_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_tier_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_direct_io_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_direct_io_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_persistent_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_persistent_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_io_uring_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_io_uring_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_reserved_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_reserved_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_capacity_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_229 arg2);
+extern swig_type_230 _wrap_kvc_tier_stats_capacity_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_231 arg2);
+extern swig_type_232 _wrap_kvc_tier_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_cached_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_233 arg2);
+extern swig_type_234 _wrap_kvc_tier_stats_cached_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_held_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_235 arg2);
+extern swig_type_236 _wrap_kvc_tier_stats_held_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bytes_used_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_237 arg2);
+extern swig_type_238 _wrap_kvc_tier_stats_bytes_used_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_blocks_in_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_239 arg2);
+extern swig_type_240 _wrap_kvc_tier_stats_blocks_in_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_blocks_out_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_241 arg2);
+extern swig_type_242 _wrap_kvc_tier_stats_blocks_out_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bytes_in_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_243 arg2);
+extern swig_type_244 _wrap_kvc_tier_stats_bytes_in_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bytes_out_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_245 arg2);
+extern swig_type_246 _wrap_kvc_tier_stats_bytes_out_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_transfers_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_247 arg2);
+extern swig_type_248 _wrap_kvc_tier_stats_transfers_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_transfer_seconds_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_tier_stats_transfer_seconds_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_hits_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_249 arg2);
+extern swig_type_250 _wrap_kvc_tier_stats_hits_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_evictions_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_251 arg2);
+extern swig_type_252 _wrap_kvc_tier_stats_evictions_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_failures_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_253 arg2);
+extern swig_type_254 _wrap_kvc_tier_stats_failures_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_checksum_failures_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_255 arg2);
+extern swig_type_256 _wrap_kvc_tier_stats_checksum_failures_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_io_errors_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_257 arg2);
+extern swig_type_258 _wrap_kvc_tier_stats_io_errors_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_recovered_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_259 arg2);
+extern swig_type_260 _wrap_kvc_tier_stats_recovered_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_foreign_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_261 arg2);
+extern swig_type_262 _wrap_kvc_tier_stats_foreign_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_reachable_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_263 arg2);
+extern swig_type_264 _wrap_kvc_tier_stats_reachable_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_tier_stats_raw_5b7ddcfb25ede1b8(void);
+extern void _wrap_delete_kvc_tier_stats_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_tier_get_stats_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
+extern swig_intgo _wrap_KVC_XFER_OK_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_LAYOUT_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_HASH_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_POOL_FULL_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_PEER_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_TIMEOUT_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_LEASE_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_CANCELLED_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_kvc_xfer_available_raw_5b7ddcfb25ede1b8(swig_type_265 arg1);
+extern swig_intgo _wrap_kvc_xfer_agent_create_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2, swig_type_266 arg3);
+extern swig_intgo _wrap_kvc_xfer_agent_destroy_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_xfer_export_prompt_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_267 arg2, swig_type_268 arg3, uintptr_t arg4, swig_type_269 arg5, swig_type_270 arg6, swig_type_271 arg7);
+extern swig_intgo _wrap_kvc_xfer_export_seq_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_272 arg2, swig_type_273 arg3, swig_type_274 arg4, swig_type_275 arg5);
+extern swig_intgo _wrap_kvc_xfer_export_descriptor_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_276 arg2, swig_type_277 arg3, swig_type_278 arg4, swig_type_279 arg5);
+extern swig_intgo _wrap_kvc_xfer_export_release_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_280 arg2);
+extern swig_intgo _wrap_kvc_xfer_import_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_281 arg2, swig_type_282 arg3, uintptr_t arg4, swig_type_283 arg5);
+extern swig_intgo _wrap_kvc_xfer_op_query_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_284 arg2, swig_type_285 arg3);
+extern void _wrap_kvc_xfer_import_result_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_xfer_import_result_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_status_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_xfer_import_result_status_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_failure_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_xfer_import_result_failure_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_reserved_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_xfer_import_result_reserved_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_286 arg2);
+extern swig_type_287 _wrap_kvc_xfer_import_result_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_blocks_pulled_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_288 arg2);
+extern swig_type_289 _wrap_kvc_xfer_import_result_blocks_pulled_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_blocks_cached_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_290 arg2);
+extern swig_type_291 _wrap_kvc_xfer_import_result_blocks_cached_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_blocks_skipped_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_292 arg2);
+extern swig_type_293 _wrap_kvc_xfer_import_result_blocks_skipped_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_bytes_pulled_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_294 arg2);
+extern swig_type_295 _wrap_kvc_xfer_import_result_bytes_pulled_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_cached_tokens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_296 arg2);
+extern swig_type_297 _wrap_kvc_xfer_import_result_cached_tokens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_seconds_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_xfer_import_result_seconds_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_xfer_import_result_raw_5b7ddcfb25ede1b8(void);
+extern void _wrap_delete_kvc_xfer_import_result_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_xfer_op_wait_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_298 arg2, swig_type_299 arg3, uintptr_t arg4);
+extern void _wrap_kvc_xfer_stats_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_xfer_stats_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_reserved_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_xfer_stats_reserved_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_exports_active_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_300 arg2);
+extern swig_type_301 _wrap_kvc_xfer_stats_exports_active_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_exports_total_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_302 arg2);
+extern swig_type_303 _wrap_kvc_xfer_stats_exports_total_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_exports_expired_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_304 arg2);
+extern swig_type_305 _wrap_kvc_xfer_stats_exports_expired_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_export_blocks_held_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_306 arg2);
+extern swig_type_307 _wrap_kvc_xfer_stats_export_blocks_held_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_lease_checks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_308 arg2);
+extern swig_type_309 _wrap_kvc_xfer_stats_lease_checks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_imports_started_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_310 arg2);
+extern swig_type_311 _wrap_kvc_xfer_stats_imports_started_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_imports_ok_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_312 arg2);
+extern swig_type_313 _wrap_kvc_xfer_stats_imports_ok_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_imports_failed_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_314 arg2);
+extern swig_type_315 _wrap_kvc_xfer_stats_imports_failed_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_blocks_pulled_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_316 arg2);
+extern swig_type_317 _wrap_kvc_xfer_stats_blocks_pulled_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_blocks_cached_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_318 arg2);
+extern swig_type_319 _wrap_kvc_xfer_stats_blocks_cached_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_blocks_skipped_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_320 arg2);
+extern swig_type_321 _wrap_kvc_xfer_stats_blocks_skipped_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_bytes_pulled_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_322 arg2);
+extern swig_type_323 _wrap_kvc_xfer_stats_bytes_pulled_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_import_seconds_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_xfer_stats_import_seconds_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_xfer_stats_raw_5b7ddcfb25ede1b8(void);
+extern void _wrap_delete_kvc_xfer_stats_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_xfer_get_stats_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_kvcgo_cache_write_addr_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, swig_type_324 arg3, swig_type_325 arg4, swig_type_326 arg5, swig_type_327 arg6, swig_intgo arg7, float arg8, float arg9, swig_type_328 arg10);
+extern swig_intgo _wrap_kvcgo_launch_attention_host_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_329 arg4, swig_type_330 arg5, uintptr_t arg6, swig_type_331 arg7);
+extern swig_intgo _wrap_kvcgo_launch_attention_addr_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_332 arg4, swig_type_333 arg5, uintptr_t arg6, swig_type_334 arg7, swig_type_335 arg8);
+extern swig_intgo _wrap_kvcgo_xfer_agent_create_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_336 arg2, swig_type_337 arg3, swig_type_338 arg4, swig_type_339 arg5, swig_type_340 arg6, swig_type_341 arg7);
+extern swig_type_342 _wrap_kvcgo_xfer_stats_failures_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 #undef intgo
 */
 import "C"
@@ -700,13 +844,13 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_raw_f0e8be975af7219c(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_raw_5b7ddcfb25ede1b8(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -715,20 +859,20 @@ const KVC_VERSION_MINOR int = 1
 const KVC_VERSION_PATCH int = 0
 func _swig_getKVC_VERSION_NUMBER() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_VERSION_NUMBER_raw_f0e8be975af7219c())
+	swig_r = (int)(C._wrap_KVC_VERSION_NUMBER_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_VERSION_NUMBER int = _swig_getKVC_VERSION_NUMBER()
 func Kvc_version() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_kvc_version_raw_f0e8be975af7219c())
+	swig_r = (int)(C._wrap_kvc_version_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 func Kvc_version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_kvc_version_string_raw_f0e8be975af7219c()
+	swig_r_p := C._wrap_kvc_version_string_raw_5b7ddcfb25ede1b8()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -738,119 +882,119 @@ func Kvc_version_string() (_swig_ret string) {
 type Enum_SS_kvc_status int
 func _swig_getKVC_OK() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_OK_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_OK_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_OK Enum_SS_kvc_status = _swig_getKVC_OK()
 func _swig_getKVC_ERR_NULL_ARG() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_NULL_ARG_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_NULL_ARG_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_NULL_ARG Enum_SS_kvc_status = _swig_getKVC_ERR_NULL_ARG()
 func _swig_getKVC_ERR_INVALID_ARG() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_INVALID_ARG_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_INVALID_ARG_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_INVALID_ARG Enum_SS_kvc_status = _swig_getKVC_ERR_INVALID_ARG()
 func _swig_getKVC_ERR_OVERFLOW() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_OVERFLOW_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_OVERFLOW_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_OVERFLOW Enum_SS_kvc_status = _swig_getKVC_ERR_OVERFLOW()
 func _swig_getKVC_ERR_NO_MEMORY() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_NO_MEMORY_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_NO_MEMORY_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_NO_MEMORY Enum_SS_kvc_status = _swig_getKVC_ERR_NO_MEMORY()
 func _swig_getKVC_ERR_OUT_OF_BLOCKS() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_OUT_OF_BLOCKS_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_OUT_OF_BLOCKS_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_OUT_OF_BLOCKS Enum_SS_kvc_status = _swig_getKVC_ERR_OUT_OF_BLOCKS()
 func _swig_getKVC_ERR_UNKNOWN_SEQ() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_UNKNOWN_SEQ_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_UNKNOWN_SEQ_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_UNKNOWN_SEQ Enum_SS_kvc_status = _swig_getKVC_ERR_UNKNOWN_SEQ()
 func _swig_getKVC_ERR_SEQ_EXISTS() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_SEQ_EXISTS_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_SEQ_EXISTS_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_SEQ_EXISTS Enum_SS_kvc_status = _swig_getKVC_ERR_SEQ_EXISTS()
 func _swig_getKVC_ERR_BUFFER_TOO_SMALL() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_BUFFER_TOO_SMALL Enum_SS_kvc_status = _swig_getKVC_ERR_BUFFER_TOO_SMALL()
 func _swig_getKVC_ERR_MAX_LEN() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_MAX_LEN_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_MAX_LEN_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_MAX_LEN Enum_SS_kvc_status = _swig_getKVC_ERR_MAX_LEN()
 func _swig_getKVC_ERR_BUSY() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_BUSY_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_BUSY_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_BUSY Enum_SS_kvc_status = _swig_getKVC_ERR_BUSY()
 func _swig_getKVC_ERR_UNSUPPORTED() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_UNSUPPORTED_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_UNSUPPORTED_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_UNSUPPORTED Enum_SS_kvc_status = _swig_getKVC_ERR_UNSUPPORTED()
 func _swig_getKVC_ERR_DEVICE() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_DEVICE_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_DEVICE_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_DEVICE Enum_SS_kvc_status = _swig_getKVC_ERR_DEVICE()
 func _swig_getKVC_ERR_IO() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_IO_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_IO_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_IO Enum_SS_kvc_status = _swig_getKVC_ERR_IO()
 func _swig_getKVC_ERR_VERSION() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_VERSION_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_VERSION_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_VERSION Enum_SS_kvc_status = _swig_getKVC_ERR_VERSION()
 func _swig_getKVC_ERR_STATE() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_STATE_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_STATE_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ERR_STATE Enum_SS_kvc_status = _swig_getKVC_ERR_STATE()
 func _swig_getKVC_ERR_INTERNAL() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_INTERNAL_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_INTERNAL_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
@@ -858,7 +1002,7 @@ var KVC_ERR_INTERNAL Enum_SS_kvc_status = _swig_getKVC_ERR_INTERNAL()
 func Kvc_status_str(arg1 int) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_status_str_raw_f0e8be975af7219c(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_kvc_status_str_raw_5b7ddcfb25ede1b8(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -867,7 +1011,7 @@ func Kvc_status_str(arg1 int) (_swig_ret string) {
 
 func Kvc_last_error() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_kvc_last_error_raw_f0e8be975af7219c()
+	swig_r_p := C._wrap_kvc_last_error_raw_5b7ddcfb25ede1b8()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -879,7 +1023,7 @@ func Kvc_last_error_copy(arg1 []byte, arg2 int64, arg3 []int64) (_swig_ret Enum_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_last_error_copy_raw_f0e8be975af7219c(*(*C.swig_type_4)(unsafe.Pointer(&_swig_i_0)), C.swig_type_5(_swig_i_1), *(*C.swig_type_6)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_last_error_copy_raw_5b7ddcfb25ede1b8(*(*C.swig_type_4)(unsafe.Pointer(&_swig_i_0)), C.swig_type_5(_swig_i_1), *(*C.swig_type_6)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -892,28 +1036,28 @@ func Kvc_last_error_copy(arg1 []byte, arg2 int64, arg3 []int64) (_swig_ret Enum_
 type Enum_SS_kvc_dtype int
 func _swig_getKVC_DTYPE_F32() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F32_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F32_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_DTYPE_F32 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_F32()
 func _swig_getKVC_DTYPE_F16() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F16_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F16_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_DTYPE_F16 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_F16()
 func _swig_getKVC_DTYPE_BF16() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_BF16_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_BF16_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_DTYPE_BF16 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_BF16()
 func _swig_getKVC_DTYPE_FP8_E4M3() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_FP8_E4M3_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_FP8_E4M3_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
@@ -921,28 +1065,28 @@ var KVC_DTYPE_FP8_E4M3 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_FP8_E4M3()
 type Enum_SS_kvc_backend int
 func _swig_getKVC_BACKEND_NONE() (_swig_ret Enum_SS_kvc_backend) {
 	var swig_r Enum_SS_kvc_backend
-	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_NONE_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_NONE_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_BACKEND_NONE Enum_SS_kvc_backend = _swig_getKVC_BACKEND_NONE()
 func _swig_getKVC_BACKEND_CPU() (_swig_ret Enum_SS_kvc_backend) {
 	var swig_r Enum_SS_kvc_backend
-	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_CPU_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_CPU_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_BACKEND_CPU Enum_SS_kvc_backend = _swig_getKVC_BACKEND_CPU()
 func _swig_getKVC_BACKEND_CUDA() (_swig_ret Enum_SS_kvc_backend) {
 	var swig_r Enum_SS_kvc_backend
-	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_CUDA_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_CUDA_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_BACKEND_CUDA Enum_SS_kvc_backend = _swig_getKVC_BACKEND_CUDA()
 func _swig_getKVC_BACKEND_AUTO() (_swig_ret Enum_SS_kvc_backend) {
 	var swig_r Enum_SS_kvc_backend
-	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_AUTO_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_AUTO_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
@@ -950,21 +1094,21 @@ var KVC_BACKEND_AUTO Enum_SS_kvc_backend = _swig_getKVC_BACKEND_AUTO()
 type Enum_SS_kvc_alloc_verdict int
 func _swig_getKVC_ALLOC_OK() (_swig_ret Enum_SS_kvc_alloc_verdict) {
 	var swig_r Enum_SS_kvc_alloc_verdict
-	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_OK_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_OK_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ALLOC_OK Enum_SS_kvc_alloc_verdict = _swig_getKVC_ALLOC_OK()
 func _swig_getKVC_ALLOC_LATER() (_swig_ret Enum_SS_kvc_alloc_verdict) {
 	var swig_r Enum_SS_kvc_alloc_verdict
-	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_LATER_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_LATER_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_ALLOC_LATER Enum_SS_kvc_alloc_verdict = _swig_getKVC_ALLOC_LATER()
 func _swig_getKVC_ALLOC_NEVER() (_swig_ret Enum_SS_kvc_alloc_verdict) {
 	var swig_r Enum_SS_kvc_alloc_verdict
-	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_NEVER_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_NEVER_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
@@ -988,233 +1132,233 @@ func (p SwigcptrKvc_pool_config) SwigIsKvc_pool_config() {
 func (arg1 SwigcptrKvc_pool_config) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_struct_size_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_struct_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_pool_config_struct_size_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_pool_config_struct_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetBlock_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_block_size_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_block_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetBlock_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_block_size_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_block_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetNum_layers(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_num_layers_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_num_layers_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetNum_layers() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_num_layers_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_num_layers_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetNum_kv_heads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_num_kv_heads_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_num_kv_heads_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetNum_kv_heads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_num_kv_heads_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_num_kv_heads_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetNum_q_heads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_num_q_heads_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_num_q_heads_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetNum_q_heads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_num_q_heads_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_num_q_heads_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetHead_dim(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_head_dim_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_head_dim_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetHead_dim() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_head_dim_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_head_dim_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetKv_dtype(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_kv_dtype_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_kv_dtype_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetKv_dtype() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_kv_dtype_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_kv_dtype_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetNum_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_num_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1))
+	C._wrap_kvc_pool_config_num_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetNum_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_pool_config_num_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_pool_config_num_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetMemory_budget_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_memory_budget_bytes_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_9(_swig_i_1))
+	C._wrap_kvc_pool_config_memory_budget_bytes_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_9(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetMemory_budget_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_pool_config_memory_budget_bytes_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_pool_config_memory_budget_bytes_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetMemory_utilization(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_memory_utilization_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_pool_config_memory_utilization_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetMemory_utilization() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_pool_config_memory_utilization_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_pool_config_memory_utilization_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetWatermark(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_watermark_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_pool_config_watermark_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetWatermark() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_pool_config_watermark_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_pool_config_watermark_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetMax_seq_len(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_max_seq_len_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1))
+	C._wrap_kvc_pool_config_max_seq_len_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetMax_seq_len() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_pool_config_max_seq_len_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_pool_config_max_seq_len_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetPrefix_caching(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_prefix_caching_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_prefix_caching_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetPrefix_caching() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_prefix_caching_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_prefix_caching_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetBackend(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_backend_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_backend_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetBackend() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_backend_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_backend_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetDevice(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_device_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_device_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetDevice() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_device_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_device_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetEvent_capacity(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_event_capacity_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_event_capacity_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetEvent_capacity() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_event_capacity_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_event_capacity_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetGpu_memory_utilization(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_gpu_memory_utilization_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_pool_config_gpu_memory_utilization_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetGpu_memory_utilization() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_pool_config_gpu_memory_utilization_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_pool_config_gpu_memory_utilization_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_pool_config() (_swig_ret Kvc_pool_config) {
 	var swig_r Kvc_pool_config
-	swig_r = (Kvc_pool_config)(SwigcptrKvc_pool_config(C._wrap_new_kvc_pool_config_raw_f0e8be975af7219c()))
+	swig_r = (Kvc_pool_config)(SwigcptrKvc_pool_config(C._wrap_new_kvc_pool_config_raw_5b7ddcfb25ede1b8()))
 	return swig_r
 }
 
 func DeleteKvc_pool_config(arg1 Kvc_pool_config) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_pool_config_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_pool_config_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_pool_config interface {
@@ -1259,7 +1403,7 @@ type Kvc_pool_config interface {
 func Kvc_pool_config_default(arg1 Kvc_pool_config) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_config_default_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_config_default_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -1267,7 +1411,7 @@ func Kvc_bytes_per_block(arg1 Kvc_pool_config, arg2 []int64) (_swig_ret Enum_SS_
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_bytes_per_block_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_13)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_bytes_per_block_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_13)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1280,7 +1424,7 @@ func Kvc_blocks_for_budget(arg1 Kvc_pool_config, arg2 int64, arg3 float64, arg4 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_blocks_for_budget_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_14(_swig_i_1), C.double(_swig_i_2), *(*C.swig_type_15)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_blocks_for_budget_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_14(_swig_i_1), C.double(_swig_i_2), *(*C.swig_type_15)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -1290,7 +1434,7 @@ func Kvc_blocks_for_budget(arg1 Kvc_pool_config, arg2 int64, arg3 float64, arg4 
 func Kvc_cuda_device_count(arg1 []int32) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_cuda_device_count_raw_f0e8be975af7219c(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_cuda_device_count_raw_5b7ddcfb25ede1b8(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -1301,7 +1445,7 @@ func Kvc_pool_create(arg1 Kvc_pool_config, arg2 []uintptr) (_swig_ret Enum_SS_kv
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_create_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_create_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1311,7 +1455,7 @@ func Kvc_pool_create(arg1 Kvc_pool_config, arg2 []uintptr) (_swig_ret Enum_SS_kv
 func Kvc_pool_destroy(arg1 Struct_SS_kvc_pool) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_destroy_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_destroy_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -1319,14 +1463,14 @@ func Kvc_pool_get_config(arg1 Struct_SS_kvc_pool, arg2 Kvc_pool_config) (_swig_r
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_get_config_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_get_config_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
 func Kvc_pool_check(arg1 Struct_SS_kvc_pool) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_check_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_check_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -1334,7 +1478,7 @@ func Kvc_pool_set_sliding_window(arg1 Struct_SS_kvc_pool, arg2 int) (_swig_ret E
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_set_sliding_window_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_set_sliding_window_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -1342,7 +1486,7 @@ func Kvc_pool_get_sliding_window(arg1 Struct_SS_kvc_pool, arg2 []int32) (_swig_r
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_get_sliding_window_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_18)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_get_sliding_window_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_18)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1352,7 +1496,7 @@ func Kvc_pool_get_sliding_window(arg1 Struct_SS_kvc_pool, arg2 []int32) (_swig_r
 func Kvc_keys_create(arg1 []uintptr) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_create_raw_f0e8be975af7219c(*(*C.swig_type_19)(unsafe.Pointer(&_swig_i_0))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_create_raw_5b7ddcfb25ede1b8(*(*C.swig_type_19)(unsafe.Pointer(&_swig_i_0))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -1362,14 +1506,14 @@ func Kvc_keys_create(arg1 []uintptr) (_swig_ret Enum_SS_kvc_status) {
 func Kvc_keys_destroy(arg1 Struct_SS_kvc_keys) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_destroy_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_destroy_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func Kvc_keys_clear(arg1 Struct_SS_kvc_keys) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_clear_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_clear_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -1377,7 +1521,7 @@ func Kvc_keys_set_lora(arg1 Struct_SS_kvc_keys, arg2 uint64) (_swig_ret Enum_SS_
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_lora_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_20(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_lora_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_20(_swig_i_1)))
 	return swig_r
 }
 
@@ -1385,7 +1529,7 @@ func Kvc_keys_set_salt(arg1 Struct_SS_kvc_keys, arg2 string) (_swig_ret Enum_SS_
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_salt_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_21)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_salt_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_21)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1399,7 +1543,7 @@ func Kvc_keys_add_mm(arg1 Struct_SS_kvc_keys, arg2 uint64, arg3 uint64, arg4 int
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_add_mm_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_22(_swig_i_1), C.swig_type_23(_swig_i_2), C.swig_type_24(_swig_i_3), C.swig_type_25(_swig_i_4)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_add_mm_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_22(_swig_i_1), C.swig_type_23(_swig_i_2), C.swig_type_24(_swig_i_3), C.swig_type_25(_swig_i_4)))
 	return swig_r
 }
 
@@ -1407,7 +1551,7 @@ func Kvc_keys_set_priority(arg1 Struct_SS_kvc_keys, arg2 int) (_swig_ret Enum_SS
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_priority_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_priority_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -1415,7 +1559,7 @@ func Kvc_keys_set_max_cached_tokens(arg1 Struct_SS_kvc_keys, arg2 int64) (_swig_
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_max_cached_tokens_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_26(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_max_cached_tokens_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_26(_swig_i_1)))
 	return swig_r
 }
 
@@ -1426,7 +1570,7 @@ func Kvc_can_alloc(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Struc
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_can_alloc_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_27)(unsafe.Pointer(&_swig_i_1)), C.swig_type_28(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_29)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_can_alloc_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_27)(unsafe.Pointer(&_swig_i_1)), C.swig_type_28(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_29)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1444,7 +1588,7 @@ func Kvc_alloc(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_alloc_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_30(_swig_i_1), *(*C.swig_type_31)(unsafe.Pointer(&_swig_i_2)), C.swig_type_32(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_5))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_alloc_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_30(_swig_i_1), *(*C.swig_type_31)(unsafe.Pointer(&_swig_i_2)), C.swig_type_32(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_5))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1463,7 +1607,7 @@ func Kvc_admit(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, a
 	_swig_i_4 := getSwigcptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_admit_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_2)), C.swig_type_36(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_6))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_admit_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_2)), C.swig_type_36(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_6))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1484,7 +1628,7 @@ func Kvc_append(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_2)), C.swig_type_41(_swig_i_3), C.swig_type_42(_swig_i_4), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_5))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_2)), C.swig_type_41(_swig_i_3), C.swig_type_42(_swig_i_4), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_5))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1505,7 +1649,7 @@ func Kvc_append_batch(arg1 Struct_SS_kvc_pool, arg2 int, arg3 []uint64, arg4 []i
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_batch_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_4)), C.swig_type_47(_swig_i_5), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_8))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_batch_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_4)), C.swig_type_47(_swig_i_5), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_8))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1533,7 +1677,7 @@ func Kvc_truncate(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 int64, arg4 []int32
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_truncate_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_51(_swig_i_1), C.swig_type_52(_swig_i_2), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_truncate_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_51(_swig_i_1), C.swig_type_52(_swig_i_2), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -1545,7 +1689,7 @@ func Kvc_fork(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 uint64) (_swig_ret Enum
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_fork_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1), C.swig_type_55(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_fork_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1), C.swig_type_55(_swig_i_2)))
 	return swig_r
 }
 
@@ -1553,7 +1697,7 @@ func Kvc_free(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_statu
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_free_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_free_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1)))
 	return swig_r
 }
 
@@ -1561,7 +1705,7 @@ func Kvc_abort(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_stat
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_abort_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_abort_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1)))
 	return swig_r
 }
 
@@ -1572,7 +1716,7 @@ func Kvc_seq_block_table(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_block_table_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_2)), C.swig_type_60(_swig_i_3), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_block_table_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_2)), C.swig_type_60(_swig_i_3), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1587,7 +1731,7 @@ func Kvc_seq_num_tokens(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64) (_sw
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_num_tokens_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_num_tokens_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1602,7 +1746,7 @@ func Kvc_seq_slot_mapping(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 int64, arg4
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_slot_mapping_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), C.swig_type_65(_swig_i_2), C.swig_type_66(_swig_i_3), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_4)), C.swig_type_68(_swig_i_5)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_slot_mapping_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), C.swig_type_65(_swig_i_2), C.swig_type_66(_swig_i_3), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_4)), C.swig_type_68(_swig_i_5)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
 	}
@@ -1616,7 +1760,7 @@ func Kvc_take_pending_copies(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 []int32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_take_pending_copies_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_2)), C.swig_type_71(_swig_i_3), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_take_pending_copies_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_2)), C.swig_type_71(_swig_i_3), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1641,311 +1785,311 @@ func (p SwigcptrKvc_stats) SwigIsKvc_stats() {
 func (arg1 SwigcptrKvc_stats) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_struct_size_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_stats_struct_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_stats_struct_size_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_stats_struct_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetTotal_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_total_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1))
+	C._wrap_kvc_stats_total_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetTotal_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_total_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_total_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetFree_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_free_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
+	C._wrap_kvc_stats_free_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetFree_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_free_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_free_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetUsed_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_used_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
+	C._wrap_kvc_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetUsed_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_used_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetCached_free_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_cached_free_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
+	C._wrap_kvc_stats_cached_free_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetCached_free_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_cached_free_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_cached_free_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetPinned_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_pinned_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_81(_swig_i_1))
+	C._wrap_kvc_stats_pinned_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_81(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPinned_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_pinned_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_pinned_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetNum_seqs(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_num_seqs_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1))
+	C._wrap_kvc_stats_num_seqs_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetNum_seqs() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_num_seqs_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_num_seqs_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetUtilization(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_utilization_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_stats_utilization_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetUtilization() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_stats_utilization_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_stats_utilization_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetAllocs(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_allocs_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_85(_swig_i_1))
+	C._wrap_kvc_stats_allocs_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_85(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetAllocs() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_allocs_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_allocs_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetFrees(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_frees_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1))
+	C._wrap_kvc_stats_frees_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetFrees() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_frees_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_frees_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetForks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_forks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_89(_swig_i_1))
+	C._wrap_kvc_stats_forks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_89(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetForks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_forks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_forks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetAppends(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_appends_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
+	C._wrap_kvc_stats_appends_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetAppends() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_appends_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_appends_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetBlocks_allocated(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_blocks_allocated_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
+	C._wrap_kvc_stats_blocks_allocated_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetBlocks_allocated() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_blocks_allocated_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_blocks_allocated_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetBlocks_freed(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_blocks_freed_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
+	C._wrap_kvc_stats_blocks_freed_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetBlocks_freed() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_blocks_freed_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_blocks_freed_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetCow_copies(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_cow_copies_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
+	C._wrap_kvc_stats_cow_copies_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetCow_copies() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_cow_copies_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_cow_copies_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetPending_copies(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_pending_copies_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1))
+	C._wrap_kvc_stats_pending_copies_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPending_copies() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_pending_copies_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_pending_copies_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetPrefix_query_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_prefix_query_tokens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_101(_swig_i_1))
+	C._wrap_kvc_stats_prefix_query_tokens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_101(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPrefix_query_tokens() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_prefix_query_tokens_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_prefix_query_tokens_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetPrefix_hit_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_prefix_hit_tokens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1))
+	C._wrap_kvc_stats_prefix_hit_tokens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPrefix_hit_tokens() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_prefix_hit_tokens_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_prefix_hit_tokens_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetPrefix_hit_rate(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_prefix_hit_rate_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_stats_prefix_hit_rate_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPrefix_hit_rate() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_stats_prefix_hit_rate_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_stats_prefix_hit_rate_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetEvictions(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_evictions_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
+	C._wrap_kvc_stats_evictions_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetEvictions() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_evictions_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_evictions_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetVerify_misses(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_verify_misses_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1))
+	C._wrap_kvc_stats_verify_misses_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetVerify_misses() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_verify_misses_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_verify_misses_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetEvents_dropped(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_events_dropped_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1))
+	C._wrap_kvc_stats_events_dropped_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetEvents_dropped() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_events_dropped_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_events_dropped_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetCached_blocks_total(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_cached_blocks_total_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1))
+	C._wrap_kvc_stats_cached_blocks_total_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetCached_blocks_total() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_cached_blocks_total_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_cached_blocks_total_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stats() (_swig_ret Kvc_stats) {
 	var swig_r Kvc_stats
-	swig_r = (Kvc_stats)(SwigcptrKvc_stats(C._wrap_new_kvc_stats_raw_f0e8be975af7219c()))
+	swig_r = (Kvc_stats)(SwigcptrKvc_stats(C._wrap_new_kvc_stats_raw_5b7ddcfb25ede1b8()))
 	return swig_r
 }
 
 func DeleteKvc_stats(arg1 Kvc_stats) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stats_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stats_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stats interface {
@@ -2003,7 +2147,7 @@ func Kvc_pool_stats(arg1 Struct_SS_kvc_pool, arg2 Kvc_stats) (_swig_ret Enum_SS_
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_stats_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_stats_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -2014,7 +2158,7 @@ func Kvc_prefix_lookup(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 S
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), C.swig_type_114(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), C.swig_type_114(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2031,7 +2175,7 @@ func Kvc_prefix_pin(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Stru
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_pin_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.swig_type_117(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_pin_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.swig_type_117(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2048,7 +2192,7 @@ func Kvc_prefix_unpin(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 St
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_unpin_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), C.swig_type_120(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_unpin_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), C.swig_type_120(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2061,7 +2205,7 @@ func Kvc_prefix_unpin(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 St
 func Kvc_prefix_cache_reset(arg1 Struct_SS_kvc_pool) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_cache_reset_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_cache_reset_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2075,7 +2219,7 @@ func Kvc_hash_blocks(arg1 int, arg2 Struct_SS_kvc_keys, arg3 []int32, arg4 int64
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_hash_blocks_raw_f0e8be975af7219c(C.swig_intgo(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)), C.swig_type_123(_swig_i_3), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_5)), C.swig_type_126(_swig_i_6), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_7))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_hash_blocks_raw_5b7ddcfb25ede1b8(C.swig_intgo(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)), C.swig_type_123(_swig_i_3), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_5)), C.swig_type_126(_swig_i_6), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_7))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2094,21 +2238,21 @@ func Kvc_hash_blocks(arg1 int, arg2 Struct_SS_kvc_keys, arg3 []int32, arg4 int64
 type Enum_SS_kvc_event_type int
 func _swig_getKVC_EVENT_BLOCK_STORED() (_swig_ret Enum_SS_kvc_event_type) {
 	var swig_r Enum_SS_kvc_event_type
-	swig_r = (Enum_SS_kvc_event_type)(C._wrap_KVC_EVENT_BLOCK_STORED_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_event_type)(C._wrap_KVC_EVENT_BLOCK_STORED_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_EVENT_BLOCK_STORED Enum_SS_kvc_event_type = _swig_getKVC_EVENT_BLOCK_STORED()
 func _swig_getKVC_EVENT_BLOCK_REMOVED() (_swig_ret Enum_SS_kvc_event_type) {
 	var swig_r Enum_SS_kvc_event_type
-	swig_r = (Enum_SS_kvc_event_type)(C._wrap_KVC_EVENT_BLOCK_REMOVED_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_event_type)(C._wrap_KVC_EVENT_BLOCK_REMOVED_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_EVENT_BLOCK_REMOVED Enum_SS_kvc_event_type = _swig_getKVC_EVENT_BLOCK_REMOVED()
 func _swig_getKVC_EVENT_ALL_BLOCKS_CLEARED() (_swig_ret Enum_SS_kvc_event_type) {
 	var swig_r Enum_SS_kvc_event_type
-	swig_r = (Enum_SS_kvc_event_type)(C._wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_event_type)(C._wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
@@ -2125,168 +2269,168 @@ func (p SwigcptrKvc_event) SwigIsKvc_event() {
 func (arg1 SwigcptrKvc_event) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_struct_size_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_event_struct_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_event_struct_size_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_event_struct_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetEvent_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_event_type_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_event_event_type_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetEvent_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_event_event_type_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_event_event_type_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetHash_hi(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_hash_hi_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1))
+	C._wrap_kvc_event_hash_hi_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetHash_hi() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_hash_hi_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_hash_hi_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetHash_lo(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_hash_lo_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1))
+	C._wrap_kvc_event_hash_lo_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetHash_lo() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_hash_lo_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_hash_lo_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetParent_hash_hi(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_parent_hash_hi_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1))
+	C._wrap_kvc_event_parent_hash_hi_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetParent_hash_hi() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_parent_hash_hi_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_parent_hash_hi_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetParent_hash_lo(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_parent_hash_lo_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1))
+	C._wrap_kvc_event_parent_hash_lo_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetParent_hash_lo() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_parent_hash_lo_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_parent_hash_lo_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_lora_id_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1))
+	C._wrap_kvc_event_lora_id_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetLora_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_lora_id_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_lora_id_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetExtra_keys_digest(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_extra_keys_digest_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1))
+	C._wrap_kvc_event_extra_keys_digest_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetExtra_keys_digest() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_extra_keys_digest_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_extra_keys_digest_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetBlock_id(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_block_id_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_event_block_id_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetBlock_id() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_event_block_id_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_event_block_id_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetNum_tokens(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_num_tokens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_event_num_tokens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetNum_tokens() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_event_num_tokens_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_event_num_tokens_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetSequence_number(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_sequence_number_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
+	C._wrap_kvc_event_sequence_number_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetSequence_number() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_sequence_number_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_sequence_number_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetTier(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_tier_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_event_tier_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetTier() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_event_tier_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_event_tier_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_event() (_swig_ret Kvc_event) {
 	var swig_r Kvc_event
-	swig_r = (Kvc_event)(SwigcptrKvc_event(C._wrap_new_kvc_event_raw_f0e8be975af7219c()))
+	swig_r = (Kvc_event)(SwigcptrKvc_event(C._wrap_new_kvc_event_raw_5b7ddcfb25ede1b8()))
 	return swig_r
 }
 
 func DeleteKvc_event(arg1 Kvc_event) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_event_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_event_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_event interface {
@@ -2325,7 +2469,7 @@ func Kvc_event_pop(arg1 Struct_SS_kvc_pool, arg2 Kvc_event, arg3 []int32, arg4 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_event_pop_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_2)), C.swig_type_143(_swig_i_3), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_event_pop_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_2)), C.swig_type_143(_swig_i_3), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2339,7 +2483,7 @@ func Kvc_pool_set_tier_events(arg1 Struct_SS_kvc_pool, arg2 int) (_swig_ret Enum
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_set_tier_events_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_set_tier_events_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -2355,168 +2499,168 @@ func (p SwigcptrKvc_storage_info) SwigIsKvc_storage_info() {
 func (arg1 SwigcptrKvc_storage_info) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_struct_size_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_storage_info_struct_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_storage_info_struct_size_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_storage_info_struct_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetBackend(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_backend_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_storage_info_backend_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetBackend() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_storage_info_backend_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_storage_info_backend_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetKv_dtype(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_kv_dtype_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_storage_info_kv_dtype_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetKv_dtype() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_storage_info_kv_dtype_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_storage_info_kv_dtype_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetElem_bytes(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_elem_bytes_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_storage_info_elem_bytes_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetElem_bytes() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_storage_info_elem_bytes_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_storage_info_elem_bytes_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetDevice(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_device_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_storage_info_device_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetDevice() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_storage_info_device_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_storage_info_device_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetBase_address(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_base_address_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1))
+	C._wrap_kvc_storage_info_base_address_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetBase_address() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_storage_info_base_address_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_storage_info_base_address_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetTotal_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_total_bytes_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1))
+	C._wrap_kvc_storage_info_total_bytes_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetTotal_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_storage_info_total_bytes_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_storage_info_total_bytes_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetBlock_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_block_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_149(_swig_i_1))
+	C._wrap_kvc_storage_info_block_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_149(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetBlock_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_storage_info_block_stride_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_storage_info_block_stride_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetLayer_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_layer_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1))
+	C._wrap_kvc_storage_info_layer_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetLayer_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_storage_info_layer_stride_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_storage_info_layer_stride_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetKv_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_kv_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_153(_swig_i_1))
+	C._wrap_kvc_storage_info_kv_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_153(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetKv_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_storage_info_kv_stride_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_storage_info_kv_stride_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetHead_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_head_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1))
+	C._wrap_kvc_storage_info_head_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetHead_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_storage_info_head_stride_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_storage_info_head_stride_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetToken_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_token_stride_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1))
+	C._wrap_kvc_storage_info_token_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetToken_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_storage_info_token_stride_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_storage_info_token_stride_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_storage_info() (_swig_ret Kvc_storage_info) {
 	var swig_r Kvc_storage_info
-	swig_r = (Kvc_storage_info)(SwigcptrKvc_storage_info(C._wrap_new_kvc_storage_info_raw_f0e8be975af7219c()))
+	swig_r = (Kvc_storage_info)(SwigcptrKvc_storage_info(C._wrap_new_kvc_storage_info_raw_5b7ddcfb25ede1b8()))
 	return swig_r
 }
 
 func DeleteKvc_storage_info(arg1 Kvc_storage_info) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_storage_info_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_storage_info_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_storage_info interface {
@@ -2552,7 +2696,7 @@ func Kvc_storage_get_info(arg1 Struct_SS_kvc_pool, arg2 Kvc_storage_info) (_swig
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_storage_get_info_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_storage_get_info_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -2568,7 +2712,7 @@ func Kvc_cache_write(arg1 Struct_SS_kvc_pool, arg2 int, arg3 []int64, arg4 int64
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_cache_write_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_2)), C.swig_type_160(_swig_i_3), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.uintptr_t(_swig_i_9)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_cache_write_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_2)), C.swig_type_160(_swig_i_3), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.uintptr_t(_swig_i_9)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2586,7 +2730,7 @@ func Kvc_copy_pending(arg1 Struct_SS_kvc_pool, arg2 uintptr, arg3 []int64) (_swi
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_copy_pending_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_copy_pending_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2600,7 +2744,7 @@ func Kvc_storage_copy_blocks(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_storage_copy_blocks_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), C.swig_type_165(_swig_i_2), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_storage_copy_blocks_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), C.swig_type_165(_swig_i_2), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2617,7 +2761,7 @@ func Kvc_batch_create(arg1 Struct_SS_kvc_pool, arg2 int, arg3 int64, arg4 int, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_create_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_167(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_create_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_167(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
 	}
@@ -2627,7 +2771,7 @@ func Kvc_batch_create(arg1 Struct_SS_kvc_pool, arg2 int, arg3 int64, arg4 int, a
 func Kvc_batch_destroy(arg1 Struct_SS_kvc_batch) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_destroy_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_destroy_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2637,7 +2781,7 @@ func Kvc_batch_build(arg1 Struct_SS_kvc_batch, arg2 []uint64, arg3 []int64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_build_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_build_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2651,7 +2795,7 @@ func Kvc_batch_set_stream(arg1 Struct_SS_kvc_batch, arg2 uintptr) (_swig_ret Enu
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_set_stream_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_set_stream_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -2667,220 +2811,220 @@ func (p SwigcptrKvc_batch_info) SwigIsKvc_batch_info() {
 func (arg1 SwigcptrKvc_batch_info) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_struct_size_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_batch_info_struct_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_batch_info_struct_size_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_batch_info_struct_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetNum_seqs(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_num_seqs_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_batch_info_num_seqs_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetNum_seqs() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_batch_info_num_seqs_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_batch_info_num_seqs_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetNum_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_num_tokens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1))
+	C._wrap_kvc_batch_info_num_tokens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetNum_tokens() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_batch_info_num_tokens_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_batch_info_num_tokens_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetMax_blocks_per_seq(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_max_blocks_per_seq_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_batch_info_max_blocks_per_seq_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetMax_blocks_per_seq() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_batch_info_max_blocks_per_seq_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_batch_info_max_blocks_per_seq_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetMax_q_len(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_max_q_len_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_batch_info_max_q_len_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetMax_q_len() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_batch_info_max_q_len_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_batch_info_max_q_len_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetMax_seq_len(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_max_seq_len_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
+	C._wrap_kvc_batch_info_max_seq_len_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetMax_seq_len() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_batch_info_max_seq_len_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_batch_info_max_seq_len_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetNum_indices(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_num_indices_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
+	C._wrap_kvc_batch_info_num_indices_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetNum_indices() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_batch_info_num_indices_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_batch_info_num_indices_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetIs_decode(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_is_decode_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_batch_info_is_decode_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetIs_decode() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_batch_info_is_decode_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_batch_info_is_decode_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetRows_uploaded(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_rows_uploaded_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_batch_info_rows_uploaded_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetRows_uploaded() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_batch_info_rows_uploaded_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_batch_info_rows_uploaded_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetBlock_tables(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_block_tables_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
+	C._wrap_kvc_batch_info_block_tables_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetBlock_tables() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_block_tables_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_block_tables_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetSeq_lens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_seq_lens_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
+	C._wrap_kvc_batch_info_seq_lens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetSeq_lens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_seq_lens_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_seq_lens_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetQuery_start_loc(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_query_start_loc_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
+	C._wrap_kvc_batch_info_query_start_loc_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetQuery_start_loc() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_query_start_loc_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_query_start_loc_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetSlot_mapping(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_slot_mapping_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
+	C._wrap_kvc_batch_info_slot_mapping_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetSlot_mapping() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_slot_mapping_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_slot_mapping_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetKv_indptr(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_kv_indptr_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
+	C._wrap_kvc_batch_info_kv_indptr_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetKv_indptr() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_kv_indptr_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_kv_indptr_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetKv_indices(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_kv_indices_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
+	C._wrap_kvc_batch_info_kv_indices_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetKv_indices() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_kv_indices_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_kv_indices_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetKv_last_page_len(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_kv_last_page_len_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
+	C._wrap_kvc_batch_info_kv_last_page_len_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetKv_last_page_len() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_kv_last_page_len_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_kv_last_page_len_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_batch_info() (_swig_ret Kvc_batch_info) {
 	var swig_r Kvc_batch_info
-	swig_r = (Kvc_batch_info)(SwigcptrKvc_batch_info(C._wrap_new_kvc_batch_info_raw_f0e8be975af7219c()))
+	swig_r = (Kvc_batch_info)(SwigcptrKvc_batch_info(C._wrap_new_kvc_batch_info_raw_5b7ddcfb25ede1b8()))
 	return swig_r
 }
 
 func DeleteKvc_batch_info(arg1 Kvc_batch_info) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_batch_info_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_batch_info_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_batch_info interface {
@@ -2924,7 +3068,7 @@ func Kvc_batch_get_info(arg1 Struct_SS_kvc_batch, arg2 Kvc_batch_info) (_swig_re
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_get_info_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_get_info_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -2933,7 +3077,7 @@ func Kvc_batch_copy_slot_mapping(arg1 Struct_SS_kvc_batch, arg2 []int64, arg3 in
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_slot_mapping_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_1)), C.swig_type_192(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_slot_mapping_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_1)), C.swig_type_192(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2945,7 +3089,7 @@ func Kvc_batch_copy_block_tables(arg1 Struct_SS_kvc_batch, arg2 []int32, arg3 in
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_block_tables_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)), C.swig_type_194(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_block_tables_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)), C.swig_type_194(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2964,129 +3108,129 @@ func (p SwigcptrKvc_attention_params) SwigIsKvc_attention_params() {
 func (arg1 SwigcptrKvc_attention_params) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_struct_size_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_attention_params_struct_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_attention_params_struct_size_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_attention_params_struct_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetNum_q_heads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_num_q_heads_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_attention_params_num_q_heads_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetNum_q_heads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_attention_params_num_q_heads_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_attention_params_num_q_heads_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetQ_dtype(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_q_dtype_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_attention_params_q_dtype_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetQ_dtype() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_attention_params_q_dtype_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_attention_params_q_dtype_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetScale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_scale_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_attention_params_scale_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetScale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_attention_params_scale_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_attention_params_scale_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_k_scale_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_attention_params_k_scale_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_attention_params_k_scale_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_attention_params_k_scale_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_v_scale_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_attention_params_v_scale_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_attention_params_v_scale_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_attention_params_v_scale_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetLogit_softcap(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_logit_softcap_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_attention_params_logit_softcap_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetLogit_softcap() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_attention_params_logit_softcap_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_attention_params_logit_softcap_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetSliding_window(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_sliding_window_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_attention_params_sliding_window_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetSliding_window() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_attention_params_sliding_window_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_attention_params_sliding_window_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetPartition_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_partition_size_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_attention_params_partition_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetPartition_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_attention_params_partition_size_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_attention_params_partition_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_attention_params() (_swig_ret Kvc_attention_params) {
 	var swig_r Kvc_attention_params
-	swig_r = (Kvc_attention_params)(SwigcptrKvc_attention_params(C._wrap_new_kvc_attention_params_raw_f0e8be975af7219c()))
+	swig_r = (Kvc_attention_params)(SwigcptrKvc_attention_params(C._wrap_new_kvc_attention_params_raw_5b7ddcfb25ede1b8()))
 	return swig_r
 }
 
 func DeleteKvc_attention_params(arg1 Kvc_attention_params) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_attention_params_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_attention_params_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_attention_params interface {
@@ -3115,7 +3259,7 @@ type Kvc_attention_params interface {
 func Kvc_attention_params_default(arg1 Kvc_attention_params) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_attention_params_default_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_attention_params_default_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -3128,7 +3272,7 @@ func Kvc_launch_attention(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_batch, arg
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_launch_attention_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.uintptr_t(_swig_i_6)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_launch_attention_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.uintptr_t(_swig_i_6)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -3141,21 +3285,21 @@ func Kvc_launch_attention(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_batch, arg
 type Enum_SS_kvc_tier int
 func _swig_getKVC_TIER_DEVICE() (_swig_ret Enum_SS_kvc_tier) {
 	var swig_r Enum_SS_kvc_tier
-	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_DEVICE_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_DEVICE_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_TIER_DEVICE Enum_SS_kvc_tier = _swig_getKVC_TIER_DEVICE()
 func _swig_getKVC_TIER_HOST() (_swig_ret Enum_SS_kvc_tier) {
 	var swig_r Enum_SS_kvc_tier
-	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_HOST_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_HOST_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
 var KVC_TIER_HOST Enum_SS_kvc_tier = _swig_getKVC_TIER_HOST()
 func _swig_getKVC_TIER_DISK() (_swig_ret Enum_SS_kvc_tier) {
 	var swig_r Enum_SS_kvc_tier
-	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_DISK_raw_f0e8be975af7219c())
+	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_DISK_raw_5b7ddcfb25ede1b8())
 	return swig_r
 }
 
@@ -3166,7 +3310,7 @@ func Kvc_tier_attach_host(arg1 Struct_SS_kvc_pool, arg2 int64) (_swig_ret Enum_S
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_host_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_host_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1)))
 	return swig_r
 }
 
@@ -3176,7 +3320,7 @@ func Kvc_tier_attach_disk(arg1 Struct_SS_kvc_pool, arg2 string, arg3 int64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.swig_type_199(_swig_i_2), C.swig_intgo(_swig_i_3)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.swig_type_199(_swig_i_2), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3190,7 +3334,7 @@ func Kvc_tier_attach_disk_with_identity(arg1 Struct_SS_kvc_pool, arg2 string, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_with_identity_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_type_201(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_with_identity_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_type_201(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3209,7 +3353,7 @@ func Kvc_tier_attach_disk_keyed(arg1 Struct_SS_kvc_pool, arg2 string, arg3 int64
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_keyed_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)), C.swig_type_204(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_5)), C.swig_type_207(_swig_i_6)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_keyed_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)), C.swig_type_204(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_5)), C.swig_type_207(_swig_i_6)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3229,7 +3373,7 @@ func Kvc_tier_prefetch(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 S
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_prefetch_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_1)), C.swig_type_209(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_prefetch_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_1)), C.swig_type_209(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3243,7 +3387,7 @@ func Kvc_tier_flush(arg1 Struct_SS_kvc_pool, arg2 []int64) (_swig_ret Enum_SS_kv
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_flush_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_flush_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3255,7 +3399,7 @@ func Kvc_swap_out(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []uint64) (_swig_re
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_out_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_out_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3267,7 +3411,7 @@ func Kvc_swap_in(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []uint64) (_swig_ret
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_in_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_214(_swig_i_1), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_in_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_214(_swig_i_1), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3279,7 +3423,7 @@ func Kvc_op_query(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32) (_swig_ret
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_query_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_query_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3290,7 +3434,7 @@ func Kvc_op_wait(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_st
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_wait_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_218(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_wait_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_218(_swig_i_1)))
 	return swig_r
 }
 
@@ -3299,7 +3443,7 @@ func Kvc_preempt_recompute(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64) (
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preempt_recompute_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preempt_recompute_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3312,7 +3456,7 @@ func Kvc_preemption_cost(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64, arg
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preemption_cost_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preemption_cost_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3331,7 +3475,7 @@ func Kvc_prefix_lookup_tiers(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_tiers_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_1)), C.swig_type_225(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_6))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_tiers_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_1)), C.swig_type_225(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_6))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3359,350 +3503,350 @@ func (p SwigcptrKvc_tier_stats) SwigIsKvc_tier_stats() {
 func (arg1 SwigcptrKvc_tier_stats) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_struct_size_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_tier_stats_struct_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_tier_stats_struct_size_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_tier_stats_struct_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetTier(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_tier_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_tier_stats_tier_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetTier() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_tier_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_tier_stats_tier_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetDirect_io(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_direct_io_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_tier_stats_direct_io_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetDirect_io() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_direct_io_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_tier_stats_direct_io_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetPersistent(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_persistent_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_tier_stats_persistent_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetPersistent() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_persistent_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_tier_stats_persistent_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetIo_uring(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_io_uring_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_tier_stats_io_uring_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetIo_uring() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_io_uring_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_tier_stats_io_uring_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetReserved(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_reserved_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_tier_stats_reserved_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetReserved() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_reserved_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_tier_stats_reserved_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetCapacity_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_capacity_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
+	C._wrap_kvc_tier_stats_capacity_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetCapacity_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_capacity_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_capacity_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetUsed_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_used_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1))
+	C._wrap_kvc_tier_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetUsed_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_used_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetCached_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_cached_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
+	C._wrap_kvc_tier_stats_cached_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetCached_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_cached_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_cached_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetHeld_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_held_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
+	C._wrap_kvc_tier_stats_held_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetHeld_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_held_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_held_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetBytes_used(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bytes_used_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1))
+	C._wrap_kvc_tier_stats_bytes_used_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBytes_used() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_used_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_used_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetBlocks_in(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_blocks_in_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1))
+	C._wrap_kvc_tier_stats_blocks_in_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBlocks_in() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_blocks_in_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_blocks_in_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetBlocks_out(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_blocks_out_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_241(_swig_i_1))
+	C._wrap_kvc_tier_stats_blocks_out_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_241(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBlocks_out() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_blocks_out_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_blocks_out_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetBytes_in(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bytes_in_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_243(_swig_i_1))
+	C._wrap_kvc_tier_stats_bytes_in_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_243(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBytes_in() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_in_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_in_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetBytes_out(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bytes_out_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1))
+	C._wrap_kvc_tier_stats_bytes_out_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBytes_out() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_out_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_out_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetTransfers(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_transfers_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1))
+	C._wrap_kvc_tier_stats_transfers_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetTransfers() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_transfers_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_transfers_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetTransfer_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_transfer_seconds_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_tier_stats_transfer_seconds_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetTransfer_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_tier_stats_transfer_seconds_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_tier_stats_transfer_seconds_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetBandwidth_bytes_per_s(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBandwidth_bytes_per_s() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetHits(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_hits_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_249(_swig_i_1))
+	C._wrap_kvc_tier_stats_hits_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_249(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetHits() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_hits_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_hits_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetEvictions(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_evictions_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1))
+	C._wrap_kvc_tier_stats_evictions_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetEvictions() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_evictions_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_evictions_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetFailures(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_failures_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1))
+	C._wrap_kvc_tier_stats_failures_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetFailures() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_failures_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_failures_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetChecksum_failures(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_checksum_failures_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1))
+	C._wrap_kvc_tier_stats_checksum_failures_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetChecksum_failures() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_checksum_failures_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_checksum_failures_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetIo_errors(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_io_errors_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1))
+	C._wrap_kvc_tier_stats_io_errors_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetIo_errors() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_io_errors_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_io_errors_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetRecovered_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_recovered_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1))
+	C._wrap_kvc_tier_stats_recovered_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetRecovered_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_recovered_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_recovered_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetForeign_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_foreign_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1))
+	C._wrap_kvc_tier_stats_foreign_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetForeign_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_foreign_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_foreign_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetReachable_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_reachable_blocks_set_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
+	C._wrap_kvc_tier_stats_reachable_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetReachable_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_reachable_blocks_get_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_reachable_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_tier_stats() (_swig_ret Kvc_tier_stats) {
 	var swig_r Kvc_tier_stats
-	swig_r = (Kvc_tier_stats)(SwigcptrKvc_tier_stats(C._wrap_new_kvc_tier_stats_raw_f0e8be975af7219c()))
+	swig_r = (Kvc_tier_stats)(SwigcptrKvc_tier_stats(C._wrap_new_kvc_tier_stats_raw_5b7ddcfb25ede1b8()))
 	return swig_r
 }
 
 func DeleteKvc_tier_stats(arg1 Kvc_tier_stats) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_tier_stats_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_tier_stats_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_tier_stats interface {
@@ -3767,7 +3911,652 @@ func Kvc_tier_get_stats(arg1 Struct_SS_kvc_pool, arg2 int, arg3 Kvc_tier_stats) 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_get_stats_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_get_stats_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	return swig_r
+}
+
+const KVC_MAX_XFER_IDENTITY_LEN int = 1024
+type Enum_SS_kvc_xfer_failure int
+func _swig_getKVC_XFER_OK() (_swig_ret Enum_SS_kvc_xfer_failure) {
+	var swig_r Enum_SS_kvc_xfer_failure
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_OK_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_XFER_OK Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_OK()
+func _swig_getKVC_XFER_FAIL_DESCRIPTOR() (_swig_ret Enum_SS_kvc_xfer_failure) {
+	var swig_r Enum_SS_kvc_xfer_failure
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_XFER_FAIL_DESCRIPTOR Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_DESCRIPTOR()
+func _swig_getKVC_XFER_FAIL_LAYOUT() (_swig_ret Enum_SS_kvc_xfer_failure) {
+	var swig_r Enum_SS_kvc_xfer_failure
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_LAYOUT_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_XFER_FAIL_LAYOUT Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_LAYOUT()
+func _swig_getKVC_XFER_FAIL_HASH() (_swig_ret Enum_SS_kvc_xfer_failure) {
+	var swig_r Enum_SS_kvc_xfer_failure
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_HASH_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_XFER_FAIL_HASH Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_HASH()
+func _swig_getKVC_XFER_FAIL_POOL_FULL() (_swig_ret Enum_SS_kvc_xfer_failure) {
+	var swig_r Enum_SS_kvc_xfer_failure
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_POOL_FULL_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_XFER_FAIL_POOL_FULL Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_POOL_FULL()
+func _swig_getKVC_XFER_FAIL_PEER() (_swig_ret Enum_SS_kvc_xfer_failure) {
+	var swig_r Enum_SS_kvc_xfer_failure
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_PEER_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_XFER_FAIL_PEER Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_PEER()
+func _swig_getKVC_XFER_FAIL_TIMEOUT() (_swig_ret Enum_SS_kvc_xfer_failure) {
+	var swig_r Enum_SS_kvc_xfer_failure
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_TIMEOUT_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_XFER_FAIL_TIMEOUT Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_TIMEOUT()
+func _swig_getKVC_XFER_FAIL_LEASE() (_swig_ret Enum_SS_kvc_xfer_failure) {
+	var swig_r Enum_SS_kvc_xfer_failure
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_LEASE_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_XFER_FAIL_LEASE Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_LEASE()
+func _swig_getKVC_XFER_FAIL_CANCELLED() (_swig_ret Enum_SS_kvc_xfer_failure) {
+	var swig_r Enum_SS_kvc_xfer_failure
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_CANCELLED_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_XFER_FAIL_CANCELLED Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_CANCELLED()
+func Kvc_xfer_available(arg1 []int32) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := arg1
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_available_raw_5b7ddcfb25ede1b8(*(*C.swig_type_265)(unsafe.Pointer(&_swig_i_0))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	return swig_r
+}
+
+func Kvc_xfer_agent_create(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_xfer_config, arg3 []uintptr) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_agent_create_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_2))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	return swig_r
+}
+
+func Kvc_xfer_agent_destroy(arg1 Struct_SS_kvc_xfer_agent) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_agent_destroy_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func Kvc_xfer_export_prompt(arg1 Struct_SS_kvc_xfer_agent, arg2 []int32, arg3 int64, arg4 Struct_SS_kvc_keys, arg5 int64, arg6 []uint64, arg7 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_export_prompt_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_1)), C.swig_type_268(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_269(_swig_i_4), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_6))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	return swig_r
+}
+
+func Kvc_xfer_export_seq(arg1 Struct_SS_kvc_xfer_agent, arg2 uint64, arg3 int64, arg4 []uint64, arg5 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_export_seq_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_272(_swig_i_1), C.swig_type_273(_swig_i_2), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_4))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
+func Kvc_xfer_export_descriptor(arg1 Struct_SS_kvc_xfer_agent, arg2 uint64, arg3 []byte, arg4 int64, arg5 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_export_descriptor_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_276(_swig_i_1), *(*C.swig_type_277)(unsafe.Pointer(&_swig_i_2)), C.swig_type_278(_swig_i_3), *(*C.swig_type_279)(unsafe.Pointer(&_swig_i_4))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
+func Kvc_xfer_export_release(arg1 Struct_SS_kvc_xfer_agent, arg2 uint64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_export_release_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_280(_swig_i_1)))
+	return swig_r
+}
+
+func Kvc_xfer_import(arg1 Struct_SS_kvc_xfer_agent, arg2 []byte, arg3 int64, arg4 Struct_SS_kvc_keys, arg5 []uint64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_import_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_1)), C.swig_type_282(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_4))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
+func Kvc_xfer_op_query(arg1 Struct_SS_kvc_xfer_agent, arg2 uint64, arg3 []int32) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_op_query_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_284(_swig_i_1), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_2))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	return swig_r
+}
+
+type SwigcptrKvc_xfer_import_result uintptr
+
+func (p SwigcptrKvc_xfer_import_result) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_xfer_import_result) SwigIsKvc_xfer_import_result() {
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) SetStruct_size(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_import_result_struct_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) GetStruct_size() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_kvc_xfer_import_result_struct_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) SetStatus(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_import_result_status_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) GetStatus() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_kvc_xfer_import_result_status_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) SetFailure(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_import_result_failure_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) GetFailure() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_kvc_xfer_import_result_failure_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) SetReserved(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_import_result_reserved_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) GetReserved() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_kvc_xfer_import_result_reserved_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) SetBlocks(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_import_result_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_286(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) GetBlocks() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_import_result_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) SetBlocks_pulled(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_import_result_blocks_pulled_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_288(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) GetBlocks_pulled() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_import_result_blocks_pulled_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) SetBlocks_cached(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_import_result_blocks_cached_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_290(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) GetBlocks_cached() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_import_result_blocks_cached_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) SetBlocks_skipped(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_import_result_blocks_skipped_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_292(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) GetBlocks_skipped() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_import_result_blocks_skipped_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) SetBytes_pulled(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_import_result_bytes_pulled_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_294(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) GetBytes_pulled() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_import_result_bytes_pulled_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) SetCached_tokens(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_import_result_cached_tokens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_296(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) GetCached_tokens() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_import_result_cached_tokens_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) SetSeconds(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_import_result_seconds_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_import_result) GetSeconds() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_kvc_xfer_import_result_seconds_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_xfer_import_result() (_swig_ret Kvc_xfer_import_result) {
+	var swig_r Kvc_xfer_import_result
+	swig_r = (Kvc_xfer_import_result)(SwigcptrKvc_xfer_import_result(C._wrap_new_kvc_xfer_import_result_raw_5b7ddcfb25ede1b8()))
+	return swig_r
+}
+
+func DeleteKvc_xfer_import_result(arg1 Kvc_xfer_import_result) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_xfer_import_result_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_xfer_import_result interface {
+	Swigcptr() uintptr
+	SwigIsKvc_xfer_import_result()
+	SetStruct_size(arg2 uint)
+	GetStruct_size() (_swig_ret uint)
+	SetStatus(arg2 int)
+	GetStatus() (_swig_ret int)
+	SetFailure(arg2 int)
+	GetFailure() (_swig_ret int)
+	SetReserved(arg2 int)
+	GetReserved() (_swig_ret int)
+	SetBlocks(arg2 int64)
+	GetBlocks() (_swig_ret int64)
+	SetBlocks_pulled(arg2 int64)
+	GetBlocks_pulled() (_swig_ret int64)
+	SetBlocks_cached(arg2 int64)
+	GetBlocks_cached() (_swig_ret int64)
+	SetBlocks_skipped(arg2 int64)
+	GetBlocks_skipped() (_swig_ret int64)
+	SetBytes_pulled(arg2 int64)
+	GetBytes_pulled() (_swig_ret int64)
+	SetCached_tokens(arg2 int64)
+	GetCached_tokens() (_swig_ret int64)
+	SetSeconds(arg2 float64)
+	GetSeconds() (_swig_ret float64)
+}
+
+func Kvc_xfer_op_wait(arg1 Struct_SS_kvc_xfer_agent, arg2 uint64, arg3 int64, arg4 Kvc_xfer_import_result) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_op_wait_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_298(_swig_i_1), C.swig_type_299(_swig_i_2), C.uintptr_t(_swig_i_3)))
+	return swig_r
+}
+
+type SwigcptrKvc_xfer_stats uintptr
+
+func (p SwigcptrKvc_xfer_stats) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_xfer_stats) SwigIsKvc_xfer_stats() {
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetStruct_size(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_struct_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetStruct_size() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_kvc_xfer_stats_struct_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetReserved(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_reserved_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetReserved() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_kvc_xfer_stats_reserved_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetExports_active(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_exports_active_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_300(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetExports_active() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_exports_active_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetExports_total(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_exports_total_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetExports_total() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_exports_total_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetExports_expired(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_exports_expired_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetExports_expired() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_exports_expired_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetExport_blocks_held(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_export_blocks_held_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetExport_blocks_held() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_export_blocks_held_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetLease_checks(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_lease_checks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetLease_checks() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_lease_checks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetImports_started(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_imports_started_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetImports_started() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_imports_started_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetImports_ok(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_imports_ok_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetImports_ok() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_imports_ok_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetImports_failed(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_imports_failed_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetImports_failed() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_imports_failed_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetBlocks_pulled(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_blocks_pulled_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetBlocks_pulled() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_blocks_pulled_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetBlocks_cached(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_blocks_cached_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_318(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetBlocks_cached() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_blocks_cached_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetBlocks_skipped(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_blocks_skipped_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_320(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetBlocks_skipped() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_blocks_skipped_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetBytes_pulled(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_bytes_pulled_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_322(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetBytes_pulled() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_bytes_pulled_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetImport_seconds(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_import_seconds_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetImport_seconds() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_kvc_xfer_stats_import_seconds_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_xfer_stats() (_swig_ret Kvc_xfer_stats) {
+	var swig_r Kvc_xfer_stats
+	swig_r = (Kvc_xfer_stats)(SwigcptrKvc_xfer_stats(C._wrap_new_kvc_xfer_stats_raw_5b7ddcfb25ede1b8()))
+	return swig_r
+}
+
+func DeleteKvc_xfer_stats(arg1 Kvc_xfer_stats) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_xfer_stats_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_xfer_stats interface {
+	Swigcptr() uintptr
+	SwigIsKvc_xfer_stats()
+	SetStruct_size(arg2 uint)
+	GetStruct_size() (_swig_ret uint)
+	SetReserved(arg2 int)
+	GetReserved() (_swig_ret int)
+	SetExports_active(arg2 int64)
+	GetExports_active() (_swig_ret int64)
+	SetExports_total(arg2 int64)
+	GetExports_total() (_swig_ret int64)
+	SetExports_expired(arg2 int64)
+	GetExports_expired() (_swig_ret int64)
+	SetExport_blocks_held(arg2 int64)
+	GetExport_blocks_held() (_swig_ret int64)
+	SetLease_checks(arg2 int64)
+	GetLease_checks() (_swig_ret int64)
+	SetImports_started(arg2 int64)
+	GetImports_started() (_swig_ret int64)
+	SetImports_ok(arg2 int64)
+	GetImports_ok() (_swig_ret int64)
+	SetImports_failed(arg2 int64)
+	GetImports_failed() (_swig_ret int64)
+	SetBlocks_pulled(arg2 int64)
+	GetBlocks_pulled() (_swig_ret int64)
+	SetBlocks_cached(arg2 int64)
+	GetBlocks_cached() (_swig_ret int64)
+	SetBlocks_skipped(arg2 int64)
+	GetBlocks_skipped() (_swig_ret int64)
+	SetBytes_pulled(arg2 int64)
+	GetBytes_pulled() (_swig_ret int64)
+	SetImport_seconds(arg2 float64)
+	GetImport_seconds() (_swig_ret float64)
+}
+
+func Kvc_xfer_get_stats(arg1 Struct_SS_kvc_xfer_agent, arg2 Kvc_xfer_stats) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := getSwigcptr(arg2)
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_get_stats_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -3783,7 +4572,7 @@ func Kvcgo_cache_write_addr(arg1 Struct_SS_kvc_pool, arg2 int, arg3 uint64, arg4
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_cache_write_addr_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_265(_swig_i_2), C.swig_type_266(_swig_i_3), C.swig_type_267(_swig_i_4), C.swig_type_268(_swig_i_5), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.swig_type_269(_swig_i_9)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_cache_write_addr_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_324(_swig_i_2), C.swig_type_325(_swig_i_3), C.swig_type_326(_swig_i_4), C.swig_type_327(_swig_i_5), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.swig_type_328(_swig_i_9)))
 	return swig_r
 }
 
@@ -3796,7 +4585,7 @@ func Kvcgo_launch_attention_host(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_bat
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_launch_attention_host_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_6))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_launch_attention_host_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_329)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), *(*C.swig_type_331)(unsafe.Pointer(&_swig_i_6))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -3819,7 +4608,40 @@ func Kvcgo_launch_attention_addr(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_bat
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_launch_attention_addr_raw_f0e8be975af7219c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_273(_swig_i_3), C.swig_type_274(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_275(_swig_i_6), C.swig_type_276(_swig_i_7)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_launch_attention_addr_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_332(_swig_i_3), C.swig_type_333(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_334(_swig_i_6), C.swig_type_335(_swig_i_7)))
+	return swig_r
+}
+
+func Kvcgo_xfer_agent_create(arg1 Struct_SS_kvc_pool, arg2 string, arg3 string, arg4 string, arg5 int64, arg6 int64, arg7 []uintptr) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_xfer_agent_create_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_336)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_3)), C.swig_type_339(_swig_i_4), C.swig_type_340(_swig_i_5), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_6))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	return swig_r
+}
+
+func Kvcgo_xfer_stats_failures(arg1 Kvc_xfer_stats, arg2 int) (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (int64)(C._wrap_kvcgo_xfer_stats_failures_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -3832,11 +4654,27 @@ func (p SwigcptrStruct_SS_kvc_pool) Swigcptr() uintptr {
 	return uintptr(p)
 }
 
+type SwigcptrStruct_SS_kvc_xfer_agent uintptr
+type Struct_SS_kvc_xfer_agent interface {
+	Swigcptr() uintptr;
+}
+func (p SwigcptrStruct_SS_kvc_xfer_agent) Swigcptr() uintptr {
+	return uintptr(p)
+}
+
 type SwigcptrStruct_SS_kvc_keys uintptr
 type Struct_SS_kvc_keys interface {
 	Swigcptr() uintptr;
 }
 func (p SwigcptrStruct_SS_kvc_keys) Swigcptr() uintptr {
+	return uintptr(p)
+}
+
+type SwigcptrStruct_SS_kvc_xfer_config uintptr
+type Struct_SS_kvc_xfer_config interface {
+	Swigcptr() uintptr;
+}
+func (p SwigcptrStruct_SS_kvc_xfer_config) Swigcptr() uintptr {
 	return uintptr(p)
 }
 

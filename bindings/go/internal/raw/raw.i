@@ -36,8 +36,11 @@ KVC_SLICE(int64_t, int64)
 KVC_SLICE(uint64_t, uint64)
 KVC_SLICE(float, float32)
 
-%typemap(gotype) kvc_pool **, kvc_keys **, kvc_batch ** "[]uintptr"
-%typemap(in) kvc_pool **, kvc_keys **, kvc_batch ** %{ $1 = ($1_ltype)$input.array; %}
+%typemap(gotype) kvc_pool **, kvc_keys **, kvc_batch **, kvc_xfer_agent ** "[]uintptr"
+%typemap(in) kvc_pool **, kvc_keys **, kvc_batch **, kvc_xfer_agent ** %{ $1 = ($1_ltype)$input.array; %}
+/* Transfer descriptors: bytes in ([]byte desc) and out ([]byte buf). */
+%typemap(gotype) const uint8_t *desc, uint8_t *buf "[]byte"
+%typemap(in) const uint8_t *desc, uint8_t *buf %{ $1 = ($1_ltype)$input.array; %}
 
 %typemap(gotype) const void *k, const void *v, const void *q, void *out, void *host "[]byte"
 %typemap(in) const void *k, const void *v, const void *q, void *out, void *host
@@ -74,6 +77,12 @@ KVC_SIZED_STRUCT(kvc_storage_info)
 KVC_SIZED_STRUCT(kvc_batch_info)
 KVC_SIZED_STRUCT(kvc_attention_params)
 KVC_SIZED_STRUCT(kvc_tier_stats)
+KVC_SIZED_STRUCT(kvc_xfer_import_result)
+KVC_SIZED_STRUCT(kvc_xfer_stats)
+/* Its strings would be Go memory held by a C struct: built in C by kvcgo_xfer_agent_create. */
+%ignore kvc_xfer_config;
+%ignore kvc_xfer_config_default;
+%ignore kvc_xfer_stats::failures;
 
 #define KVC_API
 %include "kvc/kvc.h"
@@ -115,5 +124,26 @@ static kvc_status kvcgo_launch_attention_addr(kvc_pool *pool, const kvc_batch *b
     p.alibi_slopes = (const float *)(uintptr_t)alibi_addr;
     return kvc_launch_attention(pool, batch, layer, (const void *)(uintptr_t)q_addr,
                                 (void *)(uintptr_t)out_addr, &p, (void *)(uintptr_t)stream);
+}
+
+/* kvc_xfer_agent_create with the config's fields as arguments ("" = NULL, 0 = the default), so no C
+ * struct ever holds a Go string. */
+static kvc_status kvcgo_xfer_agent_create(kvc_pool *pool, const char *identity, const char *transports,
+                                          const char *net_devices, int64_t lease_ms, int64_t timeout_ms,
+                                          kvc_xfer_agent **out) {
+    kvc_xfer_config c;
+    kvc_status st = kvc_xfer_config_default(&c);
+    if (st != KVC_OK) return st;
+    c.model_identity = identity && *identity ? identity : NULL;
+    c.transports = transports && *transports ? transports : NULL;
+    c.net_devices = net_devices && *net_devices ? net_devices : NULL;
+    if (lease_ms != 0) c.lease_ms = lease_ms;
+    if (timeout_ms != 0) c.timeout_ms = timeout_ms;
+    return kvc_xfer_agent_create(pool, &c, out);
+}
+
+/* kvc_xfer_stats.failures[i] (0 outside the array). */
+static int64_t kvcgo_xfer_stats_failures(const kvc_xfer_stats *s, int32_t i) {
+    return i >= 0 && i < 9 ? s->failures[i] : 0;
 }
 %}

@@ -238,6 +238,18 @@ SWIGINTERN struct kvc_tier_stats *new_kvc_tier_stats(void){
         return s;
     }
 SWIGINTERN void delete_kvc_tier_stats(struct kvc_tier_stats *self){ free(self); }
+SWIGINTERN struct kvc_xfer_import_result *new_kvc_xfer_import_result(void){
+        kvc_xfer_import_result *s = (kvc_xfer_import_result *)calloc(1, sizeof(kvc_xfer_import_result));
+        if (s) s->struct_size = (uint32_t)sizeof(kvc_xfer_import_result);
+        return s;
+    }
+SWIGINTERN void delete_kvc_xfer_import_result(struct kvc_xfer_import_result *self){ free(self); }
+SWIGINTERN struct kvc_xfer_stats *new_kvc_xfer_stats(void){
+        kvc_xfer_stats *s = (kvc_xfer_stats *)calloc(1, sizeof(kvc_xfer_stats));
+        if (s) s->struct_size = (uint32_t)sizeof(kvc_xfer_stats);
+        return s;
+    }
+SWIGINTERN void delete_kvc_xfer_stats(struct kvc_xfer_stats *self){ free(self); }
 
 /* kvc_cache_write with backend-memory arguments given as addresses (CUDA device memory, or host
  * memory the caller allocated outside Go). */
@@ -277,11 +289,32 @@ static kvc_status kvcgo_launch_attention_addr(kvc_pool *pool, const kvc_batch *b
                                 (void *)(uintptr_t)out_addr, &p, (void *)(uintptr_t)stream);
 }
 
+/* kvc_xfer_agent_create with the config's fields as arguments ("" = NULL, 0 = the default), so no C
+ * struct ever holds a Go string. */
+static kvc_status kvcgo_xfer_agent_create(kvc_pool *pool, const char *identity, const char *transports,
+                                          const char *net_devices, int64_t lease_ms, int64_t timeout_ms,
+                                          kvc_xfer_agent **out) {
+    kvc_xfer_config c;
+    kvc_status st = kvc_xfer_config_default(&c);
+    if (st != KVC_OK) return st;
+    c.model_identity = identity && *identity ? identity : NULL;
+    c.transports = transports && *transports ? transports : NULL;
+    c.net_devices = net_devices && *net_devices ? net_devices : NULL;
+    if (lease_ms != 0) c.lease_ms = lease_ms;
+    if (timeout_ms != 0) c.timeout_ms = timeout_ms;
+    return kvc_xfer_agent_create(pool, &c, out);
+}
+
+/* kvc_xfer_stats.failures[i] (0 outside the array). */
+static int64_t kvcgo_xfer_stats_failures(const kvc_xfer_stats *s, int32_t i) {
+    return i >= 0 && i < 9 ? s->failures[i] : 0;
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-void _wrap_Swig_free_raw_f0e8be975af7219c(void *_swig_go_0) {
+void _wrap_Swig_free_raw_5b7ddcfb25ede1b8(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -291,7 +324,7 @@ void _wrap_Swig_free_raw_f0e8be975af7219c(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_raw_f0e8be975af7219c(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_raw_5b7ddcfb25ede1b8(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -304,7 +337,7 @@ void *_wrap_Swig_malloc_raw_f0e8be975af7219c(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_VERSION_NUMBER_raw_5b7ddcfb25ede1b8() {
   int result;
   intgo _swig_go_result;
   
@@ -315,7 +348,7 @@ intgo _wrap_KVC_VERSION_NUMBER_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_kvc_version_raw_f0e8be975af7219c() {
+intgo _wrap_kvc_version_raw_5b7ddcfb25ede1b8() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -326,7 +359,7 @@ intgo _wrap_kvc_version_raw_f0e8be975af7219c() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_raw_f0e8be975af7219c() {
+_gostring_ _wrap_kvc_version_string_raw_5b7ddcfb25ede1b8() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -337,7 +370,7 @@ _gostring_ _wrap_kvc_version_string_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_OK_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_OK_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -349,7 +382,7 @@ intgo _wrap_KVC_OK_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_NULL_ARG_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_NULL_ARG_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -361,7 +394,7 @@ intgo _wrap_KVC_ERR_NULL_ARG_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARG_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_INVALID_ARG_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -373,7 +406,7 @@ intgo _wrap_KVC_ERR_INVALID_ARG_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_OVERFLOW_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_OVERFLOW_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -385,7 +418,7 @@ intgo _wrap_KVC_ERR_OVERFLOW_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_NO_MEMORY_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_NO_MEMORY_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -397,7 +430,7 @@ intgo _wrap_KVC_ERR_NO_MEMORY_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -409,7 +442,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -421,7 +454,7 @@ intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -433,7 +466,7 @@ intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -445,7 +478,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_MAX_LEN_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_MAX_LEN_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -457,7 +490,7 @@ intgo _wrap_KVC_ERR_MAX_LEN_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_BUSY_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_BUSY_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -469,7 +502,7 @@ intgo _wrap_KVC_ERR_BUSY_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -481,7 +514,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_DEVICE_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -493,7 +526,7 @@ intgo _wrap_KVC_ERR_DEVICE_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_IO_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_IO_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -505,7 +538,7 @@ intgo _wrap_KVC_ERR_IO_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_VERSION_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_VERSION_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -517,7 +550,7 @@ intgo _wrap_KVC_ERR_VERSION_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_STATE_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_STATE_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -529,7 +562,7 @@ intgo _wrap_KVC_ERR_STATE_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ERR_INTERNAL_raw_5b7ddcfb25ede1b8() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -541,7 +574,7 @@ intgo _wrap_KVC_ERR_INTERNAL_raw_f0e8be975af7219c() {
 }
 
 
-_gostring_ _wrap_kvc_status_str_raw_f0e8be975af7219c(intgo _swig_go_0) {
+_gostring_ _wrap_kvc_status_str_raw_5b7ddcfb25ede1b8(intgo _swig_go_0) {
   int32_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -554,7 +587,7 @@ _gostring_ _wrap_kvc_status_str_raw_f0e8be975af7219c(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_last_error_raw_f0e8be975af7219c() {
+_gostring_ _wrap_kvc_last_error_raw_5b7ddcfb25ede1b8() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -565,7 +598,7 @@ _gostring_ _wrap_kvc_last_error_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_kvc_last_error_copy_raw_f0e8be975af7219c(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_last_error_copy_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -584,7 +617,7 @@ intgo _wrap_kvc_last_error_copy_raw_f0e8be975af7219c(_goslice_ _swig_go_0, long 
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_DTYPE_F32_raw_5b7ddcfb25ede1b8() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -596,7 +629,7 @@ intgo _wrap_KVC_DTYPE_F32_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_DTYPE_F16_raw_5b7ddcfb25ede1b8() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -608,7 +641,7 @@ intgo _wrap_KVC_DTYPE_F16_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_DTYPE_BF16_raw_5b7ddcfb25ede1b8() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -620,7 +653,7 @@ intgo _wrap_KVC_DTYPE_BF16_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_5b7ddcfb25ede1b8() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -632,7 +665,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_BACKEND_NONE_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_BACKEND_NONE_raw_5b7ddcfb25ede1b8() {
   enum kvc_backend result;
   intgo _swig_go_result;
   
@@ -644,7 +677,7 @@ intgo _wrap_KVC_BACKEND_NONE_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_BACKEND_CPU_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_BACKEND_CPU_raw_5b7ddcfb25ede1b8() {
   enum kvc_backend result;
   intgo _swig_go_result;
   
@@ -656,7 +689,7 @@ intgo _wrap_KVC_BACKEND_CPU_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_BACKEND_CUDA_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_BACKEND_CUDA_raw_5b7ddcfb25ede1b8() {
   enum kvc_backend result;
   intgo _swig_go_result;
   
@@ -668,7 +701,7 @@ intgo _wrap_KVC_BACKEND_CUDA_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_BACKEND_AUTO_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_BACKEND_AUTO_raw_5b7ddcfb25ede1b8() {
   enum kvc_backend result;
   intgo _swig_go_result;
   
@@ -680,7 +713,7 @@ intgo _wrap_KVC_BACKEND_AUTO_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ALLOC_OK_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ALLOC_OK_raw_5b7ddcfb25ede1b8() {
   enum kvc_alloc_verdict result;
   intgo _swig_go_result;
   
@@ -692,7 +725,7 @@ intgo _wrap_KVC_ALLOC_OK_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ALLOC_LATER_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ALLOC_LATER_raw_5b7ddcfb25ede1b8() {
   enum kvc_alloc_verdict result;
   intgo _swig_go_result;
   
@@ -704,7 +737,7 @@ intgo _wrap_KVC_ALLOC_LATER_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_ALLOC_NEVER_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_ALLOC_NEVER_raw_5b7ddcfb25ede1b8() {
   enum kvc_alloc_verdict result;
   intgo _swig_go_result;
   
@@ -716,7 +749,7 @@ intgo _wrap_KVC_ALLOC_NEVER_raw_f0e8be975af7219c() {
 }
 
 
-void _wrap_kvc_pool_config_struct_size_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   uint32_t arg2 ;
   
@@ -728,7 +761,7 @@ void _wrap_kvc_pool_config_struct_size_set_raw_f0e8be975af7219c(struct kvc_pool_
 }
 
 
-intgo _wrap_kvc_pool_config_struct_size_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -741,7 +774,7 @@ intgo _wrap_kvc_pool_config_struct_size_get_raw_f0e8be975af7219c(struct kvc_pool
 }
 
 
-void _wrap_kvc_pool_config_block_size_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_block_size_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -753,7 +786,7 @@ void _wrap_kvc_pool_config_block_size_set_raw_f0e8be975af7219c(struct kvc_pool_c
 }
 
 
-intgo _wrap_kvc_pool_config_block_size_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_block_size_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -766,7 +799,7 @@ intgo _wrap_kvc_pool_config_block_size_get_raw_f0e8be975af7219c(struct kvc_pool_
 }
 
 
-void _wrap_kvc_pool_config_num_layers_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_num_layers_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -778,7 +811,7 @@ void _wrap_kvc_pool_config_num_layers_set_raw_f0e8be975af7219c(struct kvc_pool_c
 }
 
 
-intgo _wrap_kvc_pool_config_num_layers_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_num_layers_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -791,7 +824,7 @@ intgo _wrap_kvc_pool_config_num_layers_get_raw_f0e8be975af7219c(struct kvc_pool_
 }
 
 
-void _wrap_kvc_pool_config_num_kv_heads_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_num_kv_heads_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -803,7 +836,7 @@ void _wrap_kvc_pool_config_num_kv_heads_set_raw_f0e8be975af7219c(struct kvc_pool
 }
 
 
-intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -816,7 +849,7 @@ intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_f0e8be975af7219c(struct kvc_poo
 }
 
 
-void _wrap_kvc_pool_config_num_q_heads_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_num_q_heads_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -828,7 +861,7 @@ void _wrap_kvc_pool_config_num_q_heads_set_raw_f0e8be975af7219c(struct kvc_pool_
 }
 
 
-intgo _wrap_kvc_pool_config_num_q_heads_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_num_q_heads_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -841,7 +874,7 @@ intgo _wrap_kvc_pool_config_num_q_heads_get_raw_f0e8be975af7219c(struct kvc_pool
 }
 
 
-void _wrap_kvc_pool_config_head_dim_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_head_dim_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -853,7 +886,7 @@ void _wrap_kvc_pool_config_head_dim_set_raw_f0e8be975af7219c(struct kvc_pool_con
 }
 
 
-intgo _wrap_kvc_pool_config_head_dim_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_head_dim_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -866,7 +899,7 @@ intgo _wrap_kvc_pool_config_head_dim_get_raw_f0e8be975af7219c(struct kvc_pool_co
 }
 
 
-void _wrap_kvc_pool_config_kv_dtype_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_kv_dtype_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -878,7 +911,7 @@ void _wrap_kvc_pool_config_kv_dtype_set_raw_f0e8be975af7219c(struct kvc_pool_con
 }
 
 
-intgo _wrap_kvc_pool_config_kv_dtype_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_kv_dtype_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -891,7 +924,7 @@ intgo _wrap_kvc_pool_config_kv_dtype_get_raw_f0e8be975af7219c(struct kvc_pool_co
 }
 
 
-void _wrap_kvc_pool_config_num_blocks_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_config_num_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t arg2 ;
   
@@ -903,7 +936,7 @@ void _wrap_kvc_pool_config_num_blocks_set_raw_f0e8be975af7219c(struct kvc_pool_c
 }
 
 
-long long _wrap_kvc_pool_config_num_blocks_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+long long _wrap_kvc_pool_config_num_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -916,7 +949,7 @@ long long _wrap_kvc_pool_config_num_blocks_get_raw_f0e8be975af7219c(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t arg2 ;
   
@@ -928,7 +961,7 @@ void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_f0e8be975af7219c(struct k
 }
 
 
-long long _wrap_kvc_pool_config_memory_budget_bytes_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+long long _wrap_kvc_pool_config_memory_budget_bytes_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -941,7 +974,7 @@ long long _wrap_kvc_pool_config_memory_budget_bytes_get_raw_f0e8be975af7219c(str
 }
 
 
-void _wrap_kvc_pool_config_memory_utilization_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_pool_config_memory_utilization_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double arg2 ;
   
@@ -953,7 +986,7 @@ void _wrap_kvc_pool_config_memory_utilization_set_raw_f0e8be975af7219c(struct kv
 }
 
 
-double _wrap_kvc_pool_config_memory_utilization_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+double _wrap_kvc_pool_config_memory_utilization_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double result;
   double _swig_go_result;
@@ -966,7 +999,7 @@ double _wrap_kvc_pool_config_memory_utilization_get_raw_f0e8be975af7219c(struct 
 }
 
 
-void _wrap_kvc_pool_config_watermark_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_pool_config_watermark_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double arg2 ;
   
@@ -978,7 +1011,7 @@ void _wrap_kvc_pool_config_watermark_set_raw_f0e8be975af7219c(struct kvc_pool_co
 }
 
 
-double _wrap_kvc_pool_config_watermark_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+double _wrap_kvc_pool_config_watermark_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double result;
   double _swig_go_result;
@@ -991,7 +1024,7 @@ double _wrap_kvc_pool_config_watermark_get_raw_f0e8be975af7219c(struct kvc_pool_
 }
 
 
-void _wrap_kvc_pool_config_max_seq_len_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_config_max_seq_len_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t arg2 ;
   
@@ -1003,7 +1036,7 @@ void _wrap_kvc_pool_config_max_seq_len_set_raw_f0e8be975af7219c(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_config_max_seq_len_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+long long _wrap_kvc_pool_config_max_seq_len_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1016,7 +1049,7 @@ long long _wrap_kvc_pool_config_max_seq_len_get_raw_f0e8be975af7219c(struct kvc_
 }
 
 
-void _wrap_kvc_pool_config_prefix_caching_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_prefix_caching_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -1028,7 +1061,7 @@ void _wrap_kvc_pool_config_prefix_caching_set_raw_f0e8be975af7219c(struct kvc_po
 }
 
 
-intgo _wrap_kvc_pool_config_prefix_caching_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_prefix_caching_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1041,7 +1074,7 @@ intgo _wrap_kvc_pool_config_prefix_caching_get_raw_f0e8be975af7219c(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_config_backend_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_backend_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -1053,7 +1086,7 @@ void _wrap_kvc_pool_config_backend_set_raw_f0e8be975af7219c(struct kvc_pool_conf
 }
 
 
-intgo _wrap_kvc_pool_config_backend_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_backend_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1066,7 +1099,7 @@ intgo _wrap_kvc_pool_config_backend_get_raw_f0e8be975af7219c(struct kvc_pool_con
 }
 
 
-void _wrap_kvc_pool_config_device_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_device_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -1078,7 +1111,7 @@ void _wrap_kvc_pool_config_device_set_raw_f0e8be975af7219c(struct kvc_pool_confi
 }
 
 
-intgo _wrap_kvc_pool_config_device_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_device_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1091,7 +1124,7 @@ intgo _wrap_kvc_pool_config_device_get_raw_f0e8be975af7219c(struct kvc_pool_conf
 }
 
 
-void _wrap_kvc_pool_config_event_capacity_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_event_capacity_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -1103,7 +1136,7 @@ void _wrap_kvc_pool_config_event_capacity_set_raw_f0e8be975af7219c(struct kvc_po
 }
 
 
-intgo _wrap_kvc_pool_config_event_capacity_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_event_capacity_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1116,7 +1149,7 @@ intgo _wrap_kvc_pool_config_event_capacity_get_raw_f0e8be975af7219c(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double arg2 ;
   
@@ -1128,7 +1161,7 @@ void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_f0e8be975af7219c(struc
 }
 
 
-double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double result;
   double _swig_go_result;
@@ -1141,7 +1174,7 @@ double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_f0e8be975af7219c(str
 }
 
 
-struct kvc_pool_config *_wrap_new_kvc_pool_config_raw_f0e8be975af7219c() {
+struct kvc_pool_config *_wrap_new_kvc_pool_config_raw_5b7ddcfb25ede1b8() {
   struct kvc_pool_config *result = 0 ;
   struct kvc_pool_config *_swig_go_result;
   
@@ -1152,7 +1185,7 @@ struct kvc_pool_config *_wrap_new_kvc_pool_config_raw_f0e8be975af7219c() {
 }
 
 
-void _wrap_delete_kvc_pool_config_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+void _wrap_delete_kvc_pool_config_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   
   arg1 = *(struct kvc_pool_config **)&_swig_go_0; 
@@ -1162,7 +1195,7 @@ void _wrap_delete_kvc_pool_config_raw_f0e8be975af7219c(struct kvc_pool_config *_
 }
 
 
-intgo _wrap_kvc_pool_config_default_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_default_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1175,7 +1208,7 @@ intgo _wrap_kvc_pool_config_default_raw_f0e8be975af7219c(struct kvc_pool_config 
 }
 
 
-intgo _wrap_kvc_bytes_per_block_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, _goslice_ _swig_go_1) {
+intgo _wrap_kvc_bytes_per_block_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, _goslice_ _swig_go_1) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   kvc_status result;
@@ -1190,7 +1223,7 @@ intgo _wrap_kvc_bytes_per_block_raw_f0e8be975af7219c(struct kvc_pool_config *_sw
 }
 
 
-intgo _wrap_kvc_blocks_for_budget_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, long long _swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvc_blocks_for_budget_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, long long _swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   int64_t arg2 ;
   double arg3 ;
@@ -1209,7 +1242,7 @@ intgo _wrap_kvc_blocks_for_budget_raw_f0e8be975af7219c(struct kvc_pool_config *_
 }
 
 
-intgo _wrap_kvc_cuda_device_count_raw_f0e8be975af7219c(_goslice_ _swig_go_0) {
+intgo _wrap_kvc_cuda_device_count_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1222,7 +1255,7 @@ intgo _wrap_kvc_cuda_device_count_raw_f0e8be975af7219c(_goslice_ _swig_go_0) {
 }
 
 
-intgo _wrap_kvc_pool_create_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_go_0, _goslice_ _swig_go_1) {
+intgo _wrap_kvc_pool_create_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, _goslice_ _swig_go_1) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   kvc_pool **arg2 = (kvc_pool **) 0 ;
   kvc_status result;
@@ -1237,7 +1270,7 @@ intgo _wrap_kvc_pool_create_raw_f0e8be975af7219c(struct kvc_pool_config *_swig_g
 }
 
 
-intgo _wrap_kvc_pool_destroy_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0) {
+intgo _wrap_kvc_pool_destroy_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1250,7 +1283,7 @@ intgo _wrap_kvc_pool_destroy_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_pool_get_config_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, struct kvc_pool_config *_swig_go_1) {
+intgo _wrap_kvc_pool_get_config_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_pool_config *_swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_pool_config *arg2 = (kvc_pool_config *) 0 ;
   kvc_status result;
@@ -1265,7 +1298,7 @@ intgo _wrap_kvc_pool_get_config_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0
 }
 
 
-intgo _wrap_kvc_pool_check_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0) {
+intgo _wrap_kvc_pool_check_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1278,7 +1311,7 @@ intgo _wrap_kvc_pool_check_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_pool_set_sliding_window_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvc_pool_set_sliding_window_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   kvc_status result;
@@ -1293,7 +1326,7 @@ intgo _wrap_kvc_pool_set_sliding_window_raw_f0e8be975af7219c(struct kvc_pool *_s
 }
 
 
-intgo _wrap_kvc_pool_get_sliding_window_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
+intgo _wrap_kvc_pool_get_sliding_window_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   kvc_status result;
@@ -1308,7 +1341,7 @@ intgo _wrap_kvc_pool_get_sliding_window_raw_f0e8be975af7219c(struct kvc_pool *_s
 }
 
 
-intgo _wrap_kvc_keys_create_raw_f0e8be975af7219c(_goslice_ _swig_go_0) {
+intgo _wrap_kvc_keys_create_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0) {
   kvc_keys **arg1 = (kvc_keys **) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1321,7 +1354,7 @@ intgo _wrap_kvc_keys_create_raw_f0e8be975af7219c(_goslice_ _swig_go_0) {
 }
 
 
-intgo _wrap_kvc_keys_destroy_raw_f0e8be975af7219c(struct kvc_keys *_swig_go_0) {
+intgo _wrap_kvc_keys_destroy_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1334,7 +1367,7 @@ intgo _wrap_kvc_keys_destroy_raw_f0e8be975af7219c(struct kvc_keys *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_keys_clear_raw_f0e8be975af7219c(struct kvc_keys *_swig_go_0) {
+intgo _wrap_kvc_keys_clear_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1347,7 +1380,7 @@ intgo _wrap_kvc_keys_clear_raw_f0e8be975af7219c(struct kvc_keys *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_keys_set_lora_raw_f0e8be975af7219c(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_keys_set_lora_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -1362,7 +1395,7 @@ intgo _wrap_kvc_keys_set_lora_raw_f0e8be975af7219c(struct kvc_keys *_swig_go_0, 
 }
 
 
-intgo _wrap_kvc_keys_set_salt_raw_f0e8be975af7219c(struct kvc_keys *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_kvc_keys_set_salt_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, _gostring_ _swig_go_1) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   char *arg2 = (char *) 0 ;
   kvc_status result;
@@ -1382,7 +1415,7 @@ intgo _wrap_kvc_keys_set_salt_raw_f0e8be975af7219c(struct kvc_keys *_swig_go_0, 
 }
 
 
-intgo _wrap_kvc_keys_add_mm_raw_f0e8be975af7219c(struct kvc_keys *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
+intgo _wrap_kvc_keys_add_mm_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -1403,7 +1436,7 @@ intgo _wrap_kvc_keys_add_mm_raw_f0e8be975af7219c(struct kvc_keys *_swig_go_0, lo
 }
 
 
-intgo _wrap_kvc_keys_set_priority_raw_f0e8be975af7219c(struct kvc_keys *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvc_keys_set_priority_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, intgo _swig_go_1) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   int32_t arg2 ;
   kvc_status result;
@@ -1418,7 +1451,7 @@ intgo _wrap_kvc_keys_set_priority_raw_f0e8be975af7219c(struct kvc_keys *_swig_go
 }
 
 
-intgo _wrap_kvc_keys_set_max_cached_tokens_raw_f0e8be975af7219c(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_keys_set_max_cached_tokens_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   int64_t arg2 ;
   kvc_status result;
@@ -1433,7 +1466,7 @@ intgo _wrap_kvc_keys_set_max_cached_tokens_raw_f0e8be975af7219c(struct kvc_keys 
 }
 
 
-intgo _wrap_kvc_can_alloc_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_can_alloc_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -1454,7 +1487,7 @@ intgo _wrap_kvc_can_alloc_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _gos
 }
 
 
-intgo _wrap_kvc_alloc_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5) {
+intgo _wrap_kvc_alloc_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1477,7 +1510,7 @@ intgo _wrap_kvc_alloc_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long lon
 }
 
 
-intgo _wrap_kvc_admit_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvc_admit_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1502,7 +1535,7 @@ intgo _wrap_kvc_admit_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long lon
 }
 
 
-intgo _wrap_kvc_append_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+intgo _wrap_kvc_append_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1525,7 +1558,7 @@ intgo _wrap_kvc_append_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long lo
 }
 
 
-intgo _wrap_kvc_append_batch_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+intgo _wrap_kvc_append_batch_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -1554,7 +1587,7 @@ intgo _wrap_kvc_append_batch_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, i
 }
 
 
-intgo _wrap_kvc_truncate_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvc_truncate_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t arg3 ;
@@ -1573,7 +1606,7 @@ intgo _wrap_kvc_truncate_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long 
 }
 
 
-intgo _wrap_kvc_fork_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+intgo _wrap_kvc_fork_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -1590,7 +1623,7 @@ intgo _wrap_kvc_fork_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long
 }
 
 
-intgo _wrap_kvc_free_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_free_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -1605,7 +1638,7 @@ intgo _wrap_kvc_free_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long
 }
 
 
-intgo _wrap_kvc_abort_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_abort_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -1620,7 +1653,7 @@ intgo _wrap_kvc_abort_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long lon
 }
 
 
-intgo _wrap_kvc_seq_block_table_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_seq_block_table_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1641,7 +1674,7 @@ intgo _wrap_kvc_seq_block_table_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0
 }
 
 
-intgo _wrap_kvc_seq_num_tokens_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_seq_num_tokens_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1658,7 +1691,7 @@ intgo _wrap_kvc_seq_num_tokens_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0,
 }
 
 
-intgo _wrap_kvc_seq_slot_mapping_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5) {
+intgo _wrap_kvc_seq_slot_mapping_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t arg3 ;
@@ -1681,7 +1714,7 @@ intgo _wrap_kvc_seq_slot_mapping_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_take_pending_copies_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_take_pending_copies_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1702,7 +1735,7 @@ intgo _wrap_kvc_take_pending_copies_raw_f0e8be975af7219c(struct kvc_pool *_swig_
 }
 
 
-void _wrap_kvc_stats_struct_size_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_stats_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -1714,7 +1747,7 @@ void _wrap_kvc_stats_struct_size_set_raw_f0e8be975af7219c(struct kvc_stats *_swi
 }
 
 
-intgo _wrap_kvc_stats_struct_size_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+intgo _wrap_kvc_stats_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1727,7 +1760,7 @@ intgo _wrap_kvc_stats_struct_size_get_raw_f0e8be975af7219c(struct kvc_stats *_sw
 }
 
 
-void _wrap_kvc_stats_total_blocks_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_total_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1739,7 +1772,7 @@ void _wrap_kvc_stats_total_blocks_set_raw_f0e8be975af7219c(struct kvc_stats *_sw
 }
 
 
-long long _wrap_kvc_stats_total_blocks_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_total_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1752,7 +1785,7 @@ long long _wrap_kvc_stats_total_blocks_get_raw_f0e8be975af7219c(struct kvc_stats
 }
 
 
-void _wrap_kvc_stats_free_blocks_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_free_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1764,7 +1797,7 @@ void _wrap_kvc_stats_free_blocks_set_raw_f0e8be975af7219c(struct kvc_stats *_swi
 }
 
 
-long long _wrap_kvc_stats_free_blocks_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_free_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1777,7 +1810,7 @@ long long _wrap_kvc_stats_free_blocks_get_raw_f0e8be975af7219c(struct kvc_stats 
 }
 
 
-void _wrap_kvc_stats_used_blocks_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1789,7 +1822,7 @@ void _wrap_kvc_stats_used_blocks_set_raw_f0e8be975af7219c(struct kvc_stats *_swi
 }
 
 
-long long _wrap_kvc_stats_used_blocks_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1802,7 +1835,7 @@ long long _wrap_kvc_stats_used_blocks_get_raw_f0e8be975af7219c(struct kvc_stats 
 }
 
 
-void _wrap_kvc_stats_cached_free_blocks_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_cached_free_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1814,7 +1847,7 @@ void _wrap_kvc_stats_cached_free_blocks_set_raw_f0e8be975af7219c(struct kvc_stat
 }
 
 
-long long _wrap_kvc_stats_cached_free_blocks_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_cached_free_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1827,7 +1860,7 @@ long long _wrap_kvc_stats_cached_free_blocks_get_raw_f0e8be975af7219c(struct kvc
 }
 
 
-void _wrap_kvc_stats_pinned_blocks_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_pinned_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1839,7 +1872,7 @@ void _wrap_kvc_stats_pinned_blocks_set_raw_f0e8be975af7219c(struct kvc_stats *_s
 }
 
 
-long long _wrap_kvc_stats_pinned_blocks_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_pinned_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1852,7 +1885,7 @@ long long _wrap_kvc_stats_pinned_blocks_get_raw_f0e8be975af7219c(struct kvc_stat
 }
 
 
-void _wrap_kvc_stats_num_seqs_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_num_seqs_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1864,7 +1897,7 @@ void _wrap_kvc_stats_num_seqs_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_g
 }
 
 
-long long _wrap_kvc_stats_num_seqs_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_num_seqs_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1877,7 +1910,7 @@ long long _wrap_kvc_stats_num_seqs_get_raw_f0e8be975af7219c(struct kvc_stats *_s
 }
 
 
-void _wrap_kvc_stats_utilization_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_stats_utilization_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   double arg2 ;
   
@@ -1889,7 +1922,7 @@ void _wrap_kvc_stats_utilization_set_raw_f0e8be975af7219c(struct kvc_stats *_swi
 }
 
 
-double _wrap_kvc_stats_utilization_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+double _wrap_kvc_stats_utilization_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -1902,7 +1935,7 @@ double _wrap_kvc_stats_utilization_get_raw_f0e8be975af7219c(struct kvc_stats *_s
 }
 
 
-void _wrap_kvc_stats_allocs_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_allocs_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1914,7 +1947,7 @@ void _wrap_kvc_stats_allocs_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_
 }
 
 
-long long _wrap_kvc_stats_allocs_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_allocs_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1927,7 +1960,7 @@ long long _wrap_kvc_stats_allocs_get_raw_f0e8be975af7219c(struct kvc_stats *_swi
 }
 
 
-void _wrap_kvc_stats_frees_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_frees_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1939,7 +1972,7 @@ void _wrap_kvc_stats_frees_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0
 }
 
 
-long long _wrap_kvc_stats_frees_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_frees_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1952,7 +1985,7 @@ long long _wrap_kvc_stats_frees_get_raw_f0e8be975af7219c(struct kvc_stats *_swig
 }
 
 
-void _wrap_kvc_stats_forks_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_forks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1964,7 +1997,7 @@ void _wrap_kvc_stats_forks_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0
 }
 
 
-long long _wrap_kvc_stats_forks_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_forks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1977,7 +2010,7 @@ long long _wrap_kvc_stats_forks_get_raw_f0e8be975af7219c(struct kvc_stats *_swig
 }
 
 
-void _wrap_kvc_stats_appends_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_appends_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1989,7 +2022,7 @@ void _wrap_kvc_stats_appends_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go
 }
 
 
-long long _wrap_kvc_stats_appends_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_appends_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2002,7 +2035,7 @@ long long _wrap_kvc_stats_appends_get_raw_f0e8be975af7219c(struct kvc_stats *_sw
 }
 
 
-void _wrap_kvc_stats_blocks_allocated_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_blocks_allocated_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -2014,7 +2047,7 @@ void _wrap_kvc_stats_blocks_allocated_set_raw_f0e8be975af7219c(struct kvc_stats 
 }
 
 
-long long _wrap_kvc_stats_blocks_allocated_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_blocks_allocated_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2027,7 +2060,7 @@ long long _wrap_kvc_stats_blocks_allocated_get_raw_f0e8be975af7219c(struct kvc_s
 }
 
 
-void _wrap_kvc_stats_blocks_freed_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_blocks_freed_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -2039,7 +2072,7 @@ void _wrap_kvc_stats_blocks_freed_set_raw_f0e8be975af7219c(struct kvc_stats *_sw
 }
 
 
-long long _wrap_kvc_stats_blocks_freed_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_blocks_freed_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2052,7 +2085,7 @@ long long _wrap_kvc_stats_blocks_freed_get_raw_f0e8be975af7219c(struct kvc_stats
 }
 
 
-void _wrap_kvc_stats_cow_copies_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_cow_copies_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -2064,7 +2097,7 @@ void _wrap_kvc_stats_cow_copies_set_raw_f0e8be975af7219c(struct kvc_stats *_swig
 }
 
 
-long long _wrap_kvc_stats_cow_copies_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_cow_copies_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2077,7 +2110,7 @@ long long _wrap_kvc_stats_cow_copies_get_raw_f0e8be975af7219c(struct kvc_stats *
 }
 
 
-void _wrap_kvc_stats_pending_copies_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_pending_copies_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -2089,7 +2122,7 @@ void _wrap_kvc_stats_pending_copies_set_raw_f0e8be975af7219c(struct kvc_stats *_
 }
 
 
-long long _wrap_kvc_stats_pending_copies_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_pending_copies_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2102,7 +2135,7 @@ long long _wrap_kvc_stats_pending_copies_get_raw_f0e8be975af7219c(struct kvc_sta
 }
 
 
-void _wrap_kvc_stats_prefix_query_tokens_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_prefix_query_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -2114,7 +2147,7 @@ void _wrap_kvc_stats_prefix_query_tokens_set_raw_f0e8be975af7219c(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stats_prefix_query_tokens_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_prefix_query_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2127,7 +2160,7 @@ long long _wrap_kvc_stats_prefix_query_tokens_get_raw_f0e8be975af7219c(struct kv
 }
 
 
-void _wrap_kvc_stats_prefix_hit_tokens_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_prefix_hit_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -2139,7 +2172,7 @@ void _wrap_kvc_stats_prefix_hit_tokens_set_raw_f0e8be975af7219c(struct kvc_stats
 }
 
 
-long long _wrap_kvc_stats_prefix_hit_tokens_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_prefix_hit_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2152,7 +2185,7 @@ long long _wrap_kvc_stats_prefix_hit_tokens_get_raw_f0e8be975af7219c(struct kvc_
 }
 
 
-void _wrap_kvc_stats_prefix_hit_rate_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_stats_prefix_hit_rate_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   double arg2 ;
   
@@ -2164,7 +2197,7 @@ void _wrap_kvc_stats_prefix_hit_rate_set_raw_f0e8be975af7219c(struct kvc_stats *
 }
 
 
-double _wrap_kvc_stats_prefix_hit_rate_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+double _wrap_kvc_stats_prefix_hit_rate_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -2177,7 +2210,7 @@ double _wrap_kvc_stats_prefix_hit_rate_get_raw_f0e8be975af7219c(struct kvc_stats
 }
 
 
-void _wrap_kvc_stats_evictions_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_evictions_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -2189,7 +2222,7 @@ void _wrap_kvc_stats_evictions_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_
 }
 
 
-long long _wrap_kvc_stats_evictions_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_evictions_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2202,7 +2235,7 @@ long long _wrap_kvc_stats_evictions_get_raw_f0e8be975af7219c(struct kvc_stats *_
 }
 
 
-void _wrap_kvc_stats_verify_misses_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_verify_misses_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -2214,7 +2247,7 @@ void _wrap_kvc_stats_verify_misses_set_raw_f0e8be975af7219c(struct kvc_stats *_s
 }
 
 
-long long _wrap_kvc_stats_verify_misses_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_verify_misses_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2227,7 +2260,7 @@ long long _wrap_kvc_stats_verify_misses_get_raw_f0e8be975af7219c(struct kvc_stat
 }
 
 
-void _wrap_kvc_stats_events_dropped_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_events_dropped_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -2239,7 +2272,7 @@ void _wrap_kvc_stats_events_dropped_set_raw_f0e8be975af7219c(struct kvc_stats *_
 }
 
 
-long long _wrap_kvc_stats_events_dropped_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_events_dropped_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2252,7 +2285,7 @@ long long _wrap_kvc_stats_events_dropped_get_raw_f0e8be975af7219c(struct kvc_sta
 }
 
 
-void _wrap_kvc_stats_cached_blocks_total_set_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_cached_blocks_total_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -2264,7 +2297,7 @@ void _wrap_kvc_stats_cached_blocks_total_set_raw_f0e8be975af7219c(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stats_cached_blocks_total_get_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_cached_blocks_total_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2277,7 +2310,7 @@ long long _wrap_kvc_stats_cached_blocks_total_get_raw_f0e8be975af7219c(struct kv
 }
 
 
-struct kvc_stats *_wrap_new_kvc_stats_raw_f0e8be975af7219c() {
+struct kvc_stats *_wrap_new_kvc_stats_raw_5b7ddcfb25ede1b8() {
   struct kvc_stats *result = 0 ;
   struct kvc_stats *_swig_go_result;
   
@@ -2288,7 +2321,7 @@ struct kvc_stats *_wrap_new_kvc_stats_raw_f0e8be975af7219c() {
 }
 
 
-void _wrap_delete_kvc_stats_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
+void _wrap_delete_kvc_stats_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   
   arg1 = *(struct kvc_stats **)&_swig_go_0; 
@@ -2298,7 +2331,7 @@ void _wrap_delete_kvc_stats_raw_f0e8be975af7219c(struct kvc_stats *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_pool_stats_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, struct kvc_stats *_swig_go_1) {
+intgo _wrap_kvc_pool_stats_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_stats *_swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_stats *arg2 = (kvc_stats *) 0 ;
   kvc_status result;
@@ -2313,7 +2346,7 @@ intgo _wrap_kvc_pool_stats_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, str
 }
 
 
-intgo _wrap_kvc_prefix_lookup_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_prefix_lookup_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -2334,7 +2367,7 @@ intgo _wrap_kvc_prefix_lookup_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, 
 }
 
 
-intgo _wrap_kvc_prefix_pin_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_prefix_pin_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -2355,7 +2388,7 @@ intgo _wrap_kvc_prefix_pin_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _go
 }
 
 
-intgo _wrap_kvc_prefix_unpin_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_prefix_unpin_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -2376,7 +2409,7 @@ intgo _wrap_kvc_prefix_unpin_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _
 }
 
 
-intgo _wrap_kvc_prefix_cache_reset_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0) {
+intgo _wrap_kvc_prefix_cache_reset_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -2389,7 +2422,7 @@ intgo _wrap_kvc_prefix_cache_reset_raw_f0e8be975af7219c(struct kvc_pool *_swig_g
 }
 
 
-intgo _wrap_kvc_hash_blocks_raw_f0e8be975af7219c(intgo _swig_go_0, struct kvc_keys *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7) {
+intgo _wrap_kvc_hash_blocks_raw_5b7ddcfb25ede1b8(intgo _swig_go_0, struct kvc_keys *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7) {
   int32_t arg1 ;
   kvc_keys *arg2 = (kvc_keys *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2416,7 +2449,7 @@ intgo _wrap_kvc_hash_blocks_raw_f0e8be975af7219c(intgo _swig_go_0, struct kvc_ke
 }
 
 
-intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_5b7ddcfb25ede1b8() {
   enum kvc_event_type result;
   intgo _swig_go_result;
   
@@ -2428,7 +2461,7 @@ intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_5b7ddcfb25ede1b8() {
   enum kvc_event_type result;
   intgo _swig_go_result;
   
@@ -2440,7 +2473,7 @@ intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_5b7ddcfb25ede1b8() {
   enum kvc_event_type result;
   intgo _swig_go_result;
   
@@ -2452,7 +2485,7 @@ intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_f0e8be975af7219c() {
 }
 
 
-void _wrap_kvc_event_struct_size_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -2464,7 +2497,7 @@ void _wrap_kvc_event_struct_size_set_raw_f0e8be975af7219c(struct kvc_event *_swi
 }
 
 
-intgo _wrap_kvc_event_struct_size_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2477,7 +2510,7 @@ intgo _wrap_kvc_event_struct_size_get_raw_f0e8be975af7219c(struct kvc_event *_sw
 }
 
 
-void _wrap_kvc_event_event_type_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_event_type_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t arg2 ;
   
@@ -2489,7 +2522,7 @@ void _wrap_kvc_event_event_type_set_raw_f0e8be975af7219c(struct kvc_event *_swig
 }
 
 
-intgo _wrap_kvc_event_event_type_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_event_type_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2502,7 +2535,7 @@ intgo _wrap_kvc_event_event_type_get_raw_f0e8be975af7219c(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_hash_hi_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_hash_hi_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2514,7 +2547,7 @@ void _wrap_kvc_event_hash_hi_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go
 }
 
 
-long long _wrap_kvc_event_hash_hi_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_hash_hi_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2527,7 +2560,7 @@ long long _wrap_kvc_event_hash_hi_get_raw_f0e8be975af7219c(struct kvc_event *_sw
 }
 
 
-void _wrap_kvc_event_hash_lo_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_hash_lo_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2539,7 +2572,7 @@ void _wrap_kvc_event_hash_lo_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go
 }
 
 
-long long _wrap_kvc_event_hash_lo_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_hash_lo_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2552,7 +2585,7 @@ long long _wrap_kvc_event_hash_lo_get_raw_f0e8be975af7219c(struct kvc_event *_sw
 }
 
 
-void _wrap_kvc_event_parent_hash_hi_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_parent_hash_hi_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2564,7 +2597,7 @@ void _wrap_kvc_event_parent_hash_hi_set_raw_f0e8be975af7219c(struct kvc_event *_
 }
 
 
-long long _wrap_kvc_event_parent_hash_hi_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_parent_hash_hi_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2577,7 +2610,7 @@ long long _wrap_kvc_event_parent_hash_hi_get_raw_f0e8be975af7219c(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_parent_hash_lo_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_parent_hash_lo_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2589,7 +2622,7 @@ void _wrap_kvc_event_parent_hash_lo_set_raw_f0e8be975af7219c(struct kvc_event *_
 }
 
 
-long long _wrap_kvc_event_parent_hash_lo_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_parent_hash_lo_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2602,7 +2635,7 @@ long long _wrap_kvc_event_parent_hash_lo_get_raw_f0e8be975af7219c(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_lora_id_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_lora_id_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2614,7 +2647,7 @@ void _wrap_kvc_event_lora_id_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go
 }
 
 
-long long _wrap_kvc_event_lora_id_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_lora_id_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2627,7 +2660,7 @@ long long _wrap_kvc_event_lora_id_get_raw_f0e8be975af7219c(struct kvc_event *_sw
 }
 
 
-void _wrap_kvc_event_extra_keys_digest_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_extra_keys_digest_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2639,7 +2672,7 @@ void _wrap_kvc_event_extra_keys_digest_set_raw_f0e8be975af7219c(struct kvc_event
 }
 
 
-long long _wrap_kvc_event_extra_keys_digest_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_extra_keys_digest_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2652,7 +2685,7 @@ long long _wrap_kvc_event_extra_keys_digest_get_raw_f0e8be975af7219c(struct kvc_
 }
 
 
-void _wrap_kvc_event_block_id_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_block_id_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t arg2 ;
   
@@ -2664,7 +2697,7 @@ void _wrap_kvc_event_block_id_set_raw_f0e8be975af7219c(struct kvc_event *_swig_g
 }
 
 
-intgo _wrap_kvc_event_block_id_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_block_id_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2677,7 +2710,7 @@ intgo _wrap_kvc_event_block_id_get_raw_f0e8be975af7219c(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_num_tokens_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_num_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t arg2 ;
   
@@ -2689,7 +2722,7 @@ void _wrap_kvc_event_num_tokens_set_raw_f0e8be975af7219c(struct kvc_event *_swig
 }
 
 
-intgo _wrap_kvc_event_num_tokens_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_num_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2702,7 +2735,7 @@ intgo _wrap_kvc_event_num_tokens_get_raw_f0e8be975af7219c(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_sequence_number_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_sequence_number_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2714,7 +2747,7 @@ void _wrap_kvc_event_sequence_number_set_raw_f0e8be975af7219c(struct kvc_event *
 }
 
 
-long long _wrap_kvc_event_sequence_number_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_sequence_number_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2727,7 +2760,7 @@ long long _wrap_kvc_event_sequence_number_get_raw_f0e8be975af7219c(struct kvc_ev
 }
 
 
-void _wrap_kvc_event_tier_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_tier_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t arg2 ;
   
@@ -2739,7 +2772,7 @@ void _wrap_kvc_event_tier_set_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0,
 }
 
 
-intgo _wrap_kvc_event_tier_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_tier_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2752,7 +2785,7 @@ intgo _wrap_kvc_event_tier_get_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0
 }
 
 
-struct kvc_event *_wrap_new_kvc_event_raw_f0e8be975af7219c() {
+struct kvc_event *_wrap_new_kvc_event_raw_5b7ddcfb25ede1b8() {
   struct kvc_event *result = 0 ;
   struct kvc_event *_swig_go_result;
   
@@ -2763,7 +2796,7 @@ struct kvc_event *_wrap_new_kvc_event_raw_f0e8be975af7219c() {
 }
 
 
-void _wrap_delete_kvc_event_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
+void _wrap_delete_kvc_event_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   
   arg1 = *(struct kvc_event **)&_swig_go_0; 
@@ -2773,7 +2806,7 @@ void _wrap_delete_kvc_event_raw_f0e8be975af7219c(struct kvc_event *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_event_pop_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, struct kvc_event *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_event_pop_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_event *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_event *arg2 = (kvc_event *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2794,7 +2827,7 @@ intgo _wrap_kvc_event_pop_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, stru
 }
 
 
-intgo _wrap_kvc_pool_set_tier_events_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvc_pool_set_tier_events_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   kvc_status result;
@@ -2809,7 +2842,7 @@ intgo _wrap_kvc_pool_set_tier_events_raw_f0e8be975af7219c(struct kvc_pool *_swig
 }
 
 
-void _wrap_kvc_storage_info_struct_size_set_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint32_t arg2 ;
   
@@ -2821,7 +2854,7 @@ void _wrap_kvc_storage_info_struct_size_set_raw_f0e8be975af7219c(struct kvc_stor
 }
 
 
-intgo _wrap_kvc_storage_info_struct_size_get_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2834,7 +2867,7 @@ intgo _wrap_kvc_storage_info_struct_size_get_raw_f0e8be975af7219c(struct kvc_sto
 }
 
 
-void _wrap_kvc_storage_info_backend_set_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_backend_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t arg2 ;
   
@@ -2846,7 +2879,7 @@ void _wrap_kvc_storage_info_backend_set_raw_f0e8be975af7219c(struct kvc_storage_
 }
 
 
-intgo _wrap_kvc_storage_info_backend_get_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_backend_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2859,7 +2892,7 @@ intgo _wrap_kvc_storage_info_backend_get_raw_f0e8be975af7219c(struct kvc_storage
 }
 
 
-void _wrap_kvc_storage_info_kv_dtype_set_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_kv_dtype_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t arg2 ;
   
@@ -2871,7 +2904,7 @@ void _wrap_kvc_storage_info_kv_dtype_set_raw_f0e8be975af7219c(struct kvc_storage
 }
 
 
-intgo _wrap_kvc_storage_info_kv_dtype_get_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_kv_dtype_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2884,7 +2917,7 @@ intgo _wrap_kvc_storage_info_kv_dtype_get_raw_f0e8be975af7219c(struct kvc_storag
 }
 
 
-void _wrap_kvc_storage_info_elem_bytes_set_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_elem_bytes_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t arg2 ;
   
@@ -2896,7 +2929,7 @@ void _wrap_kvc_storage_info_elem_bytes_set_raw_f0e8be975af7219c(struct kvc_stora
 }
 
 
-intgo _wrap_kvc_storage_info_elem_bytes_get_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_elem_bytes_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2909,7 +2942,7 @@ intgo _wrap_kvc_storage_info_elem_bytes_get_raw_f0e8be975af7219c(struct kvc_stor
 }
 
 
-void _wrap_kvc_storage_info_device_set_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_device_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t arg2 ;
   
@@ -2921,7 +2954,7 @@ void _wrap_kvc_storage_info_device_set_raw_f0e8be975af7219c(struct kvc_storage_i
 }
 
 
-intgo _wrap_kvc_storage_info_device_get_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_device_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2934,7 +2967,7 @@ intgo _wrap_kvc_storage_info_device_get_raw_f0e8be975af7219c(struct kvc_storage_
 }
 
 
-void _wrap_kvc_storage_info_base_address_set_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_base_address_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint64_t arg2 ;
   
@@ -2946,7 +2979,7 @@ void _wrap_kvc_storage_info_base_address_set_raw_f0e8be975af7219c(struct kvc_sto
 }
 
 
-long long _wrap_kvc_storage_info_base_address_get_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_base_address_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2959,7 +2992,7 @@ long long _wrap_kvc_storage_info_base_address_get_raw_f0e8be975af7219c(struct kv
 }
 
 
-void _wrap_kvc_storage_info_total_bytes_set_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_total_bytes_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -2971,7 +3004,7 @@ void _wrap_kvc_storage_info_total_bytes_set_raw_f0e8be975af7219c(struct kvc_stor
 }
 
 
-long long _wrap_kvc_storage_info_total_bytes_get_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_total_bytes_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2984,7 +3017,7 @@ long long _wrap_kvc_storage_info_total_bytes_get_raw_f0e8be975af7219c(struct kvc
 }
 
 
-void _wrap_kvc_storage_info_block_stride_set_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_block_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -2996,7 +3029,7 @@ void _wrap_kvc_storage_info_block_stride_set_raw_f0e8be975af7219c(struct kvc_sto
 }
 
 
-long long _wrap_kvc_storage_info_block_stride_get_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_block_stride_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3009,7 +3042,7 @@ long long _wrap_kvc_storage_info_block_stride_get_raw_f0e8be975af7219c(struct kv
 }
 
 
-void _wrap_kvc_storage_info_layer_stride_set_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_layer_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -3021,7 +3054,7 @@ void _wrap_kvc_storage_info_layer_stride_set_raw_f0e8be975af7219c(struct kvc_sto
 }
 
 
-long long _wrap_kvc_storage_info_layer_stride_get_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_layer_stride_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3034,7 +3067,7 @@ long long _wrap_kvc_storage_info_layer_stride_get_raw_f0e8be975af7219c(struct kv
 }
 
 
-void _wrap_kvc_storage_info_kv_stride_set_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_kv_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -3046,7 +3079,7 @@ void _wrap_kvc_storage_info_kv_stride_set_raw_f0e8be975af7219c(struct kvc_storag
 }
 
 
-long long _wrap_kvc_storage_info_kv_stride_get_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_kv_stride_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3059,7 +3092,7 @@ long long _wrap_kvc_storage_info_kv_stride_get_raw_f0e8be975af7219c(struct kvc_s
 }
 
 
-void _wrap_kvc_storage_info_head_stride_set_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_head_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -3071,7 +3104,7 @@ void _wrap_kvc_storage_info_head_stride_set_raw_f0e8be975af7219c(struct kvc_stor
 }
 
 
-long long _wrap_kvc_storage_info_head_stride_get_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_head_stride_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3084,7 +3117,7 @@ long long _wrap_kvc_storage_info_head_stride_get_raw_f0e8be975af7219c(struct kvc
 }
 
 
-void _wrap_kvc_storage_info_token_stride_set_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_token_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -3096,7 +3129,7 @@ void _wrap_kvc_storage_info_token_stride_set_raw_f0e8be975af7219c(struct kvc_sto
 }
 
 
-long long _wrap_kvc_storage_info_token_stride_get_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_token_stride_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3109,7 +3142,7 @@ long long _wrap_kvc_storage_info_token_stride_get_raw_f0e8be975af7219c(struct kv
 }
 
 
-struct kvc_storage_info *_wrap_new_kvc_storage_info_raw_f0e8be975af7219c() {
+struct kvc_storage_info *_wrap_new_kvc_storage_info_raw_5b7ddcfb25ede1b8() {
   struct kvc_storage_info *result = 0 ;
   struct kvc_storage_info *_swig_go_result;
   
@@ -3120,7 +3153,7 @@ struct kvc_storage_info *_wrap_new_kvc_storage_info_raw_f0e8be975af7219c() {
 }
 
 
-void _wrap_delete_kvc_storage_info_raw_f0e8be975af7219c(struct kvc_storage_info *_swig_go_0) {
+void _wrap_delete_kvc_storage_info_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   
   arg1 = *(struct kvc_storage_info **)&_swig_go_0; 
@@ -3130,7 +3163,7 @@ void _wrap_delete_kvc_storage_info_raw_f0e8be975af7219c(struct kvc_storage_info 
 }
 
 
-intgo _wrap_kvc_storage_get_info_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, struct kvc_storage_info *_swig_go_1) {
+intgo _wrap_kvc_storage_get_info_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_storage_info *_swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_storage_info *arg2 = (kvc_storage_info *) 0 ;
   kvc_status result;
@@ -3145,7 +3178,7 @@ intgo _wrap_kvc_storage_get_info_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_cache_write_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, float _swig_go_7, float _swig_go_8, void *_swig_go_9) {
+intgo _wrap_kvc_cache_write_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, float _swig_go_7, float _swig_go_8, void *_swig_go_9) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -3176,7 +3209,7 @@ intgo _wrap_kvc_cache_write_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, in
 }
 
 
-intgo _wrap_kvc_copy_pending_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, void *_swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_copy_pending_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, void *_swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   void *arg2 = (void *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -3193,7 +3226,7 @@ intgo _wrap_kvc_copy_pending_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, v
 }
 
 
-intgo _wrap_kvc_storage_copy_blocks_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+intgo _wrap_kvc_storage_copy_blocks_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -3214,7 +3247,7 @@ intgo _wrap_kvc_storage_copy_blocks_raw_f0e8be975af7219c(struct kvc_pool *_swig_
 }
 
 
-intgo _wrap_kvc_batch_create_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_batch_create_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   int64_t arg3 ;
@@ -3235,7 +3268,7 @@ intgo _wrap_kvc_batch_create_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, i
 }
 
 
-intgo _wrap_kvc_batch_destroy_raw_f0e8be975af7219c(struct kvc_batch *_swig_go_0) {
+intgo _wrap_kvc_batch_destroy_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -3248,7 +3281,7 @@ intgo _wrap_kvc_batch_destroy_raw_f0e8be975af7219c(struct kvc_batch *_swig_go_0)
 }
 
 
-intgo _wrap_kvc_batch_build_raw_f0e8be975af7219c(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
+intgo _wrap_kvc_batch_build_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -3267,7 +3300,7 @@ intgo _wrap_kvc_batch_build_raw_f0e8be975af7219c(struct kvc_batch *_swig_go_0, _
 }
 
 
-intgo _wrap_kvc_batch_set_stream_raw_f0e8be975af7219c(struct kvc_batch *_swig_go_0, void *_swig_go_1) {
+intgo _wrap_kvc_batch_set_stream_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0, void *_swig_go_1) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status result;
@@ -3282,7 +3315,7 @@ intgo _wrap_kvc_batch_set_stream_raw_f0e8be975af7219c(struct kvc_batch *_swig_go
 }
 
 
-void _wrap_kvc_batch_info_struct_size_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint32_t arg2 ;
   
@@ -3294,7 +3327,7 @@ void _wrap_kvc_batch_info_struct_size_set_raw_f0e8be975af7219c(struct kvc_batch_
 }
 
 
-intgo _wrap_kvc_batch_info_struct_size_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3307,7 +3340,7 @@ intgo _wrap_kvc_batch_info_struct_size_get_raw_f0e8be975af7219c(struct kvc_batch
 }
 
 
-void _wrap_kvc_batch_info_num_seqs_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_num_seqs_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -3319,7 +3352,7 @@ void _wrap_kvc_batch_info_num_seqs_set_raw_f0e8be975af7219c(struct kvc_batch_inf
 }
 
 
-intgo _wrap_kvc_batch_info_num_seqs_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_num_seqs_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3332,7 +3365,7 @@ intgo _wrap_kvc_batch_info_num_seqs_get_raw_f0e8be975af7219c(struct kvc_batch_in
 }
 
 
-void _wrap_kvc_batch_info_num_tokens_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_num_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t arg2 ;
   
@@ -3344,7 +3377,7 @@ void _wrap_kvc_batch_info_num_tokens_set_raw_f0e8be975af7219c(struct kvc_batch_i
 }
 
 
-long long _wrap_kvc_batch_info_num_tokens_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_num_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3357,7 +3390,7 @@ long long _wrap_kvc_batch_info_num_tokens_get_raw_f0e8be975af7219c(struct kvc_ba
 }
 
 
-void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -3369,7 +3402,7 @@ void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_f0e8be975af7219c(struct kvc
 }
 
 
-intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3382,7 +3415,7 @@ intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_f0e8be975af7219c(struct kv
 }
 
 
-void _wrap_kvc_batch_info_max_q_len_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_max_q_len_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -3394,7 +3427,7 @@ void _wrap_kvc_batch_info_max_q_len_set_raw_f0e8be975af7219c(struct kvc_batch_in
 }
 
 
-intgo _wrap_kvc_batch_info_max_q_len_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_max_q_len_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3407,7 +3440,7 @@ intgo _wrap_kvc_batch_info_max_q_len_get_raw_f0e8be975af7219c(struct kvc_batch_i
 }
 
 
-void _wrap_kvc_batch_info_max_seq_len_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_max_seq_len_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t arg2 ;
   
@@ -3419,7 +3452,7 @@ void _wrap_kvc_batch_info_max_seq_len_set_raw_f0e8be975af7219c(struct kvc_batch_
 }
 
 
-long long _wrap_kvc_batch_info_max_seq_len_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_max_seq_len_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3432,7 +3465,7 @@ long long _wrap_kvc_batch_info_max_seq_len_get_raw_f0e8be975af7219c(struct kvc_b
 }
 
 
-void _wrap_kvc_batch_info_num_indices_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_num_indices_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t arg2 ;
   
@@ -3444,7 +3477,7 @@ void _wrap_kvc_batch_info_num_indices_set_raw_f0e8be975af7219c(struct kvc_batch_
 }
 
 
-long long _wrap_kvc_batch_info_num_indices_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_num_indices_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3457,7 +3490,7 @@ long long _wrap_kvc_batch_info_num_indices_get_raw_f0e8be975af7219c(struct kvc_b
 }
 
 
-void _wrap_kvc_batch_info_is_decode_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_is_decode_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -3469,7 +3502,7 @@ void _wrap_kvc_batch_info_is_decode_set_raw_f0e8be975af7219c(struct kvc_batch_in
 }
 
 
-intgo _wrap_kvc_batch_info_is_decode_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_is_decode_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3482,7 +3515,7 @@ intgo _wrap_kvc_batch_info_is_decode_get_raw_f0e8be975af7219c(struct kvc_batch_i
 }
 
 
-void _wrap_kvc_batch_info_rows_uploaded_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_rows_uploaded_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -3494,7 +3527,7 @@ void _wrap_kvc_batch_info_rows_uploaded_set_raw_f0e8be975af7219c(struct kvc_batc
 }
 
 
-intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3507,7 +3540,7 @@ intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_f0e8be975af7219c(struct kvc_bat
 }
 
 
-void _wrap_kvc_batch_info_block_tables_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_block_tables_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -3519,7 +3552,7 @@ void _wrap_kvc_batch_info_block_tables_set_raw_f0e8be975af7219c(struct kvc_batch
 }
 
 
-long long _wrap_kvc_batch_info_block_tables_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_block_tables_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3532,7 +3565,7 @@ long long _wrap_kvc_batch_info_block_tables_get_raw_f0e8be975af7219c(struct kvc_
 }
 
 
-void _wrap_kvc_batch_info_seq_lens_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_seq_lens_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -3544,7 +3577,7 @@ void _wrap_kvc_batch_info_seq_lens_set_raw_f0e8be975af7219c(struct kvc_batch_inf
 }
 
 
-long long _wrap_kvc_batch_info_seq_lens_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_seq_lens_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3557,7 +3590,7 @@ long long _wrap_kvc_batch_info_seq_lens_get_raw_f0e8be975af7219c(struct kvc_batc
 }
 
 
-void _wrap_kvc_batch_info_query_start_loc_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_query_start_loc_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -3569,7 +3602,7 @@ void _wrap_kvc_batch_info_query_start_loc_set_raw_f0e8be975af7219c(struct kvc_ba
 }
 
 
-long long _wrap_kvc_batch_info_query_start_loc_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_query_start_loc_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3582,7 +3615,7 @@ long long _wrap_kvc_batch_info_query_start_loc_get_raw_f0e8be975af7219c(struct k
 }
 
 
-void _wrap_kvc_batch_info_slot_mapping_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_slot_mapping_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -3594,7 +3627,7 @@ void _wrap_kvc_batch_info_slot_mapping_set_raw_f0e8be975af7219c(struct kvc_batch
 }
 
 
-long long _wrap_kvc_batch_info_slot_mapping_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_slot_mapping_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3607,7 +3640,7 @@ long long _wrap_kvc_batch_info_slot_mapping_get_raw_f0e8be975af7219c(struct kvc_
 }
 
 
-void _wrap_kvc_batch_info_kv_indptr_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_kv_indptr_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -3619,7 +3652,7 @@ void _wrap_kvc_batch_info_kv_indptr_set_raw_f0e8be975af7219c(struct kvc_batch_in
 }
 
 
-long long _wrap_kvc_batch_info_kv_indptr_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_kv_indptr_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3632,7 +3665,7 @@ long long _wrap_kvc_batch_info_kv_indptr_get_raw_f0e8be975af7219c(struct kvc_bat
 }
 
 
-void _wrap_kvc_batch_info_kv_indices_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_kv_indices_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -3644,7 +3677,7 @@ void _wrap_kvc_batch_info_kv_indices_set_raw_f0e8be975af7219c(struct kvc_batch_i
 }
 
 
-long long _wrap_kvc_batch_info_kv_indices_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_kv_indices_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3657,7 +3690,7 @@ long long _wrap_kvc_batch_info_kv_indices_get_raw_f0e8be975af7219c(struct kvc_ba
 }
 
 
-void _wrap_kvc_batch_info_kv_last_page_len_set_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_kv_last_page_len_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -3669,7 +3702,7 @@ void _wrap_kvc_batch_info_kv_last_page_len_set_raw_f0e8be975af7219c(struct kvc_b
 }
 
 
-long long _wrap_kvc_batch_info_kv_last_page_len_get_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_kv_last_page_len_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3682,7 +3715,7 @@ long long _wrap_kvc_batch_info_kv_last_page_len_get_raw_f0e8be975af7219c(struct 
 }
 
 
-struct kvc_batch_info *_wrap_new_kvc_batch_info_raw_f0e8be975af7219c() {
+struct kvc_batch_info *_wrap_new_kvc_batch_info_raw_5b7ddcfb25ede1b8() {
   struct kvc_batch_info *result = 0 ;
   struct kvc_batch_info *_swig_go_result;
   
@@ -3693,7 +3726,7 @@ struct kvc_batch_info *_wrap_new_kvc_batch_info_raw_f0e8be975af7219c() {
 }
 
 
-void _wrap_delete_kvc_batch_info_raw_f0e8be975af7219c(struct kvc_batch_info *_swig_go_0) {
+void _wrap_delete_kvc_batch_info_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   
   arg1 = *(struct kvc_batch_info **)&_swig_go_0; 
@@ -3703,7 +3736,7 @@ void _wrap_delete_kvc_batch_info_raw_f0e8be975af7219c(struct kvc_batch_info *_sw
 }
 
 
-intgo _wrap_kvc_batch_get_info_raw_f0e8be975af7219c(struct kvc_batch *_swig_go_0, struct kvc_batch_info *_swig_go_1) {
+intgo _wrap_kvc_batch_get_info_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0, struct kvc_batch_info *_swig_go_1) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   kvc_batch_info *arg2 = (kvc_batch_info *) 0 ;
   kvc_status result;
@@ -3718,7 +3751,7 @@ intgo _wrap_kvc_batch_get_info_raw_f0e8be975af7219c(struct kvc_batch *_swig_go_0
 }
 
 
-intgo _wrap_kvc_batch_copy_slot_mapping_raw_f0e8be975af7219c(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
+intgo _wrap_kvc_batch_copy_slot_mapping_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t arg3 ;
@@ -3735,7 +3768,7 @@ intgo _wrap_kvc_batch_copy_slot_mapping_raw_f0e8be975af7219c(struct kvc_batch *_
 }
 
 
-intgo _wrap_kvc_batch_copy_block_tables_raw_f0e8be975af7219c(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
+intgo _wrap_kvc_batch_copy_block_tables_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -3752,7 +3785,7 @@ intgo _wrap_kvc_batch_copy_block_tables_raw_f0e8be975af7219c(struct kvc_batch *_
 }
 
 
-void _wrap_kvc_attention_params_struct_size_set_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   uint32_t arg2 ;
   
@@ -3764,7 +3797,7 @@ void _wrap_kvc_attention_params_struct_size_set_raw_f0e8be975af7219c(struct kvc_
 }
 
 
-intgo _wrap_kvc_attention_params_struct_size_get_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3777,7 +3810,7 @@ intgo _wrap_kvc_attention_params_struct_size_get_raw_f0e8be975af7219c(struct kvc
 }
 
 
-void _wrap_kvc_attention_params_num_q_heads_set_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_num_q_heads_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t arg2 ;
   
@@ -3789,7 +3822,7 @@ void _wrap_kvc_attention_params_num_q_heads_set_raw_f0e8be975af7219c(struct kvc_
 }
 
 
-intgo _wrap_kvc_attention_params_num_q_heads_get_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_num_q_heads_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3802,7 +3835,7 @@ intgo _wrap_kvc_attention_params_num_q_heads_get_raw_f0e8be975af7219c(struct kvc
 }
 
 
-void _wrap_kvc_attention_params_q_dtype_set_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_q_dtype_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t arg2 ;
   
@@ -3814,7 +3847,7 @@ void _wrap_kvc_attention_params_q_dtype_set_raw_f0e8be975af7219c(struct kvc_atte
 }
 
 
-intgo _wrap_kvc_attention_params_q_dtype_get_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_q_dtype_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3827,7 +3860,7 @@ intgo _wrap_kvc_attention_params_q_dtype_get_raw_f0e8be975af7219c(struct kvc_att
 }
 
 
-void _wrap_kvc_attention_params_scale_set_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_attention_params_scale_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float arg2 ;
   
@@ -3839,7 +3872,7 @@ void _wrap_kvc_attention_params_scale_set_raw_f0e8be975af7219c(struct kvc_attent
 }
 
 
-float _wrap_kvc_attention_params_scale_get_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0) {
+float _wrap_kvc_attention_params_scale_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float result;
   float _swig_go_result;
@@ -3852,7 +3885,7 @@ float _wrap_kvc_attention_params_scale_get_raw_f0e8be975af7219c(struct kvc_atten
 }
 
 
-void _wrap_kvc_attention_params_k_scale_set_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_attention_params_k_scale_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float arg2 ;
   
@@ -3864,7 +3897,7 @@ void _wrap_kvc_attention_params_k_scale_set_raw_f0e8be975af7219c(struct kvc_atte
 }
 
 
-float _wrap_kvc_attention_params_k_scale_get_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0) {
+float _wrap_kvc_attention_params_k_scale_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float result;
   float _swig_go_result;
@@ -3877,7 +3910,7 @@ float _wrap_kvc_attention_params_k_scale_get_raw_f0e8be975af7219c(struct kvc_att
 }
 
 
-void _wrap_kvc_attention_params_v_scale_set_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_attention_params_v_scale_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float arg2 ;
   
@@ -3889,7 +3922,7 @@ void _wrap_kvc_attention_params_v_scale_set_raw_f0e8be975af7219c(struct kvc_atte
 }
 
 
-float _wrap_kvc_attention_params_v_scale_get_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0) {
+float _wrap_kvc_attention_params_v_scale_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float result;
   float _swig_go_result;
@@ -3902,7 +3935,7 @@ float _wrap_kvc_attention_params_v_scale_get_raw_f0e8be975af7219c(struct kvc_att
 }
 
 
-void _wrap_kvc_attention_params_logit_softcap_set_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_attention_params_logit_softcap_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float arg2 ;
   
@@ -3914,7 +3947,7 @@ void _wrap_kvc_attention_params_logit_softcap_set_raw_f0e8be975af7219c(struct kv
 }
 
 
-float _wrap_kvc_attention_params_logit_softcap_get_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0) {
+float _wrap_kvc_attention_params_logit_softcap_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float result;
   float _swig_go_result;
@@ -3927,7 +3960,7 @@ float _wrap_kvc_attention_params_logit_softcap_get_raw_f0e8be975af7219c(struct k
 }
 
 
-void _wrap_kvc_attention_params_sliding_window_set_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_sliding_window_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t arg2 ;
   
@@ -3939,7 +3972,7 @@ void _wrap_kvc_attention_params_sliding_window_set_raw_f0e8be975af7219c(struct k
 }
 
 
-intgo _wrap_kvc_attention_params_sliding_window_get_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_sliding_window_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3952,7 +3985,7 @@ intgo _wrap_kvc_attention_params_sliding_window_get_raw_f0e8be975af7219c(struct 
 }
 
 
-void _wrap_kvc_attention_params_partition_size_set_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_partition_size_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t arg2 ;
   
@@ -3964,7 +3997,7 @@ void _wrap_kvc_attention_params_partition_size_set_raw_f0e8be975af7219c(struct k
 }
 
 
-intgo _wrap_kvc_attention_params_partition_size_get_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_partition_size_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3977,7 +4010,7 @@ intgo _wrap_kvc_attention_params_partition_size_get_raw_f0e8be975af7219c(struct 
 }
 
 
-struct kvc_attention_params *_wrap_new_kvc_attention_params_raw_f0e8be975af7219c() {
+struct kvc_attention_params *_wrap_new_kvc_attention_params_raw_5b7ddcfb25ede1b8() {
   struct kvc_attention_params *result = 0 ;
   struct kvc_attention_params *_swig_go_result;
   
@@ -3988,7 +4021,7 @@ struct kvc_attention_params *_wrap_new_kvc_attention_params_raw_f0e8be975af7219c
 }
 
 
-void _wrap_delete_kvc_attention_params_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0) {
+void _wrap_delete_kvc_attention_params_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   
   arg1 = *(struct kvc_attention_params **)&_swig_go_0; 
@@ -3998,7 +4031,7 @@ void _wrap_delete_kvc_attention_params_raw_f0e8be975af7219c(struct kvc_attention
 }
 
 
-intgo _wrap_kvc_attention_params_default_raw_f0e8be975af7219c(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_default_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
   kvc_attention_params *arg1 = (kvc_attention_params *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -4011,7 +4044,7 @@ intgo _wrap_kvc_attention_params_default_raw_f0e8be975af7219c(struct kvc_attenti
 }
 
 
-intgo _wrap_kvc_launch_attention_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, struct kvc_attention_params *_swig_go_5, void *_swig_go_6) {
+intgo _wrap_kvc_launch_attention_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, struct kvc_attention_params *_swig_go_5, void *_swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_batch *arg2 = (kvc_batch *) 0 ;
   int32_t arg3 ;
@@ -4036,7 +4069,7 @@ intgo _wrap_kvc_launch_attention_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_KVC_TIER_DEVICE_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_TIER_DEVICE_raw_5b7ddcfb25ede1b8() {
   enum kvc_tier result;
   intgo _swig_go_result;
   
@@ -4048,7 +4081,7 @@ intgo _wrap_KVC_TIER_DEVICE_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_TIER_HOST_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_TIER_HOST_raw_5b7ddcfb25ede1b8() {
   enum kvc_tier result;
   intgo _swig_go_result;
   
@@ -4060,7 +4093,7 @@ intgo _wrap_KVC_TIER_HOST_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_KVC_TIER_DISK_raw_f0e8be975af7219c() {
+intgo _wrap_KVC_TIER_DISK_raw_5b7ddcfb25ede1b8() {
   enum kvc_tier result;
   intgo _swig_go_result;
   
@@ -4072,7 +4105,7 @@ intgo _wrap_KVC_TIER_DISK_raw_f0e8be975af7219c() {
 }
 
 
-intgo _wrap_kvc_tier_attach_host_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_tier_attach_host_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int64_t arg2 ;
   kvc_status result;
@@ -4087,7 +4120,7 @@ intgo _wrap_kvc_tier_attach_host_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_tier_attach_disk_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3) {
+intgo _wrap_kvc_tier_attach_disk_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -4111,7 +4144,7 @@ intgo _wrap_kvc_tier_attach_disk_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_tier_attach_disk_with_identity_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4) {
+intgo _wrap_kvc_tier_attach_disk_with_identity_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -4142,7 +4175,7 @@ intgo _wrap_kvc_tier_attach_disk_with_identity_raw_f0e8be975af7219c(struct kvc_p
 }
 
 
-intgo _wrap_kvc_tier_attach_disk_keyed_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+intgo _wrap_kvc_tier_attach_disk_keyed_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -4177,7 +4210,7 @@ intgo _wrap_kvc_tier_attach_disk_keyed_raw_f0e8be975af7219c(struct kvc_pool *_sw
 }
 
 
-intgo _wrap_kvc_tier_prefetch_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_tier_prefetch_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -4198,7 +4231,7 @@ intgo _wrap_kvc_tier_prefetch_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, 
 }
 
 
-intgo _wrap_kvc_tier_flush_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
+intgo _wrap_kvc_tier_flush_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   kvc_status result;
@@ -4213,7 +4246,7 @@ intgo _wrap_kvc_tier_flush_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _go
 }
 
 
-intgo _wrap_kvc_swap_out_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_swap_out_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4230,7 +4263,7 @@ intgo _wrap_kvc_swap_out_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long 
 }
 
 
-intgo _wrap_kvc_swap_in_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_swap_in_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4247,7 +4280,7 @@ intgo _wrap_kvc_swap_in_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long l
 }
 
 
-intgo _wrap_kvc_op_query_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_op_query_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4264,7 +4297,7 @@ intgo _wrap_kvc_op_query_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long 
 }
 
 
-intgo _wrap_kvc_op_wait_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_op_wait_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -4279,7 +4312,7 @@ intgo _wrap_kvc_op_wait_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long l
 }
 
 
-intgo _wrap_kvc_preempt_recompute_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_preempt_recompute_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4296,7 +4329,7 @@ intgo _wrap_kvc_preempt_recompute_raw_f0e8be975af7219c(struct kvc_pool *_swig_go
 }
 
 
-intgo _wrap_kvc_preemption_cost_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvc_preemption_cost_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4315,7 +4348,7 @@ intgo _wrap_kvc_preemption_cost_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0
 }
 
 
-intgo _wrap_kvc_prefix_lookup_tiers_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvc_prefix_lookup_tiers_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -4340,7 +4373,7 @@ intgo _wrap_kvc_prefix_lookup_tiers_raw_f0e8be975af7219c(struct kvc_pool *_swig_
 }
 
 
-void _wrap_kvc_tier_stats_struct_size_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4352,7 +4385,7 @@ void _wrap_kvc_tier_stats_struct_size_set_raw_f0e8be975af7219c(struct kvc_tier_s
 }
 
 
-intgo _wrap_kvc_tier_stats_struct_size_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4365,7 +4398,7 @@ intgo _wrap_kvc_tier_stats_struct_size_get_raw_f0e8be975af7219c(struct kvc_tier_
 }
 
 
-void _wrap_kvc_tier_stats_tier_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_tier_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -4377,7 +4410,7 @@ void _wrap_kvc_tier_stats_tier_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_
 }
 
 
-intgo _wrap_kvc_tier_stats_tier_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_tier_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4390,7 +4423,7 @@ intgo _wrap_kvc_tier_stats_tier_get_raw_f0e8be975af7219c(struct kvc_tier_stats *
 }
 
 
-void _wrap_kvc_tier_stats_direct_io_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_direct_io_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -4402,7 +4435,7 @@ void _wrap_kvc_tier_stats_direct_io_set_raw_f0e8be975af7219c(struct kvc_tier_sta
 }
 
 
-intgo _wrap_kvc_tier_stats_direct_io_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_direct_io_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4415,7 +4448,7 @@ intgo _wrap_kvc_tier_stats_direct_io_get_raw_f0e8be975af7219c(struct kvc_tier_st
 }
 
 
-void _wrap_kvc_tier_stats_persistent_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_persistent_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -4427,7 +4460,7 @@ void _wrap_kvc_tier_stats_persistent_set_raw_f0e8be975af7219c(struct kvc_tier_st
 }
 
 
-intgo _wrap_kvc_tier_stats_persistent_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_persistent_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4440,7 +4473,7 @@ intgo _wrap_kvc_tier_stats_persistent_get_raw_f0e8be975af7219c(struct kvc_tier_s
 }
 
 
-void _wrap_kvc_tier_stats_io_uring_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_io_uring_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -4452,7 +4485,7 @@ void _wrap_kvc_tier_stats_io_uring_set_raw_f0e8be975af7219c(struct kvc_tier_stat
 }
 
 
-intgo _wrap_kvc_tier_stats_io_uring_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_io_uring_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4465,7 +4498,7 @@ intgo _wrap_kvc_tier_stats_io_uring_get_raw_f0e8be975af7219c(struct kvc_tier_sta
 }
 
 
-void _wrap_kvc_tier_stats_reserved_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_reserved_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -4477,7 +4510,7 @@ void _wrap_kvc_tier_stats_reserved_set_raw_f0e8be975af7219c(struct kvc_tier_stat
 }
 
 
-intgo _wrap_kvc_tier_stats_reserved_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_reserved_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4490,7 +4523,7 @@ intgo _wrap_kvc_tier_stats_reserved_get_raw_f0e8be975af7219c(struct kvc_tier_sta
 }
 
 
-void _wrap_kvc_tier_stats_capacity_blocks_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_capacity_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4502,7 +4535,7 @@ void _wrap_kvc_tier_stats_capacity_blocks_set_raw_f0e8be975af7219c(struct kvc_ti
 }
 
 
-long long _wrap_kvc_tier_stats_capacity_blocks_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_capacity_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4515,7 +4548,7 @@ long long _wrap_kvc_tier_stats_capacity_blocks_get_raw_f0e8be975af7219c(struct k
 }
 
 
-void _wrap_kvc_tier_stats_used_blocks_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4527,7 +4560,7 @@ void _wrap_kvc_tier_stats_used_blocks_set_raw_f0e8be975af7219c(struct kvc_tier_s
 }
 
 
-long long _wrap_kvc_tier_stats_used_blocks_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4540,7 +4573,7 @@ long long _wrap_kvc_tier_stats_used_blocks_get_raw_f0e8be975af7219c(struct kvc_t
 }
 
 
-void _wrap_kvc_tier_stats_cached_blocks_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_cached_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4552,7 +4585,7 @@ void _wrap_kvc_tier_stats_cached_blocks_set_raw_f0e8be975af7219c(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_cached_blocks_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_cached_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4565,7 +4598,7 @@ long long _wrap_kvc_tier_stats_cached_blocks_get_raw_f0e8be975af7219c(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_held_blocks_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_held_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4577,7 +4610,7 @@ void _wrap_kvc_tier_stats_held_blocks_set_raw_f0e8be975af7219c(struct kvc_tier_s
 }
 
 
-long long _wrap_kvc_tier_stats_held_blocks_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_held_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4590,7 +4623,7 @@ long long _wrap_kvc_tier_stats_held_blocks_get_raw_f0e8be975af7219c(struct kvc_t
 }
 
 
-void _wrap_kvc_tier_stats_bytes_used_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_bytes_used_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4602,7 +4635,7 @@ void _wrap_kvc_tier_stats_bytes_used_set_raw_f0e8be975af7219c(struct kvc_tier_st
 }
 
 
-long long _wrap_kvc_tier_stats_bytes_used_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_bytes_used_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4615,7 +4648,7 @@ long long _wrap_kvc_tier_stats_bytes_used_get_raw_f0e8be975af7219c(struct kvc_ti
 }
 
 
-void _wrap_kvc_tier_stats_blocks_in_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_blocks_in_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4627,7 +4660,7 @@ void _wrap_kvc_tier_stats_blocks_in_set_raw_f0e8be975af7219c(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_blocks_in_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_blocks_in_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4640,7 +4673,7 @@ long long _wrap_kvc_tier_stats_blocks_in_get_raw_f0e8be975af7219c(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_blocks_out_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_blocks_out_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4652,7 +4685,7 @@ void _wrap_kvc_tier_stats_blocks_out_set_raw_f0e8be975af7219c(struct kvc_tier_st
 }
 
 
-long long _wrap_kvc_tier_stats_blocks_out_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_blocks_out_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4665,7 +4698,7 @@ long long _wrap_kvc_tier_stats_blocks_out_get_raw_f0e8be975af7219c(struct kvc_ti
 }
 
 
-void _wrap_kvc_tier_stats_bytes_in_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_bytes_in_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4677,7 +4710,7 @@ void _wrap_kvc_tier_stats_bytes_in_set_raw_f0e8be975af7219c(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_bytes_in_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_bytes_in_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4690,7 +4723,7 @@ long long _wrap_kvc_tier_stats_bytes_in_get_raw_f0e8be975af7219c(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_bytes_out_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_bytes_out_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4702,7 +4735,7 @@ void _wrap_kvc_tier_stats_bytes_out_set_raw_f0e8be975af7219c(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_bytes_out_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_bytes_out_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4715,7 +4748,7 @@ long long _wrap_kvc_tier_stats_bytes_out_get_raw_f0e8be975af7219c(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_transfers_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_transfers_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4727,7 +4760,7 @@ void _wrap_kvc_tier_stats_transfers_set_raw_f0e8be975af7219c(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_transfers_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_transfers_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4740,7 +4773,7 @@ long long _wrap_kvc_tier_stats_transfers_get_raw_f0e8be975af7219c(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_transfer_seconds_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_tier_stats_transfer_seconds_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   double arg2 ;
   
@@ -4752,7 +4785,7 @@ void _wrap_kvc_tier_stats_transfer_seconds_set_raw_f0e8be975af7219c(struct kvc_t
 }
 
 
-double _wrap_kvc_tier_stats_transfer_seconds_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+double _wrap_kvc_tier_stats_transfer_seconds_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -4765,7 +4798,7 @@ double _wrap_kvc_tier_stats_transfer_seconds_get_raw_f0e8be975af7219c(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   double arg2 ;
   
@@ -4777,7 +4810,7 @@ void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_f0e8be975af7219c(struct 
 }
 
 
-double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -4790,7 +4823,7 @@ double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_f0e8be975af7219c(struc
 }
 
 
-void _wrap_kvc_tier_stats_hits_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_hits_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4802,7 +4835,7 @@ void _wrap_kvc_tier_stats_hits_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_
 }
 
 
-long long _wrap_kvc_tier_stats_hits_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_hits_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4815,7 +4848,7 @@ long long _wrap_kvc_tier_stats_hits_get_raw_f0e8be975af7219c(struct kvc_tier_sta
 }
 
 
-void _wrap_kvc_tier_stats_evictions_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_evictions_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4827,7 +4860,7 @@ void _wrap_kvc_tier_stats_evictions_set_raw_f0e8be975af7219c(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_evictions_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_evictions_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4840,7 +4873,7 @@ long long _wrap_kvc_tier_stats_evictions_get_raw_f0e8be975af7219c(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_failures_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_failures_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4852,7 +4885,7 @@ void _wrap_kvc_tier_stats_failures_set_raw_f0e8be975af7219c(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_failures_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_failures_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4865,7 +4898,7 @@ long long _wrap_kvc_tier_stats_failures_get_raw_f0e8be975af7219c(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_checksum_failures_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_checksum_failures_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4877,7 +4910,7 @@ void _wrap_kvc_tier_stats_checksum_failures_set_raw_f0e8be975af7219c(struct kvc_
 }
 
 
-long long _wrap_kvc_tier_stats_checksum_failures_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_checksum_failures_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4890,7 +4923,7 @@ long long _wrap_kvc_tier_stats_checksum_failures_get_raw_f0e8be975af7219c(struct
 }
 
 
-void _wrap_kvc_tier_stats_io_errors_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_io_errors_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4902,7 +4935,7 @@ void _wrap_kvc_tier_stats_io_errors_set_raw_f0e8be975af7219c(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_io_errors_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_io_errors_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4915,7 +4948,7 @@ long long _wrap_kvc_tier_stats_io_errors_get_raw_f0e8be975af7219c(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_recovered_blocks_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_recovered_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4927,7 +4960,7 @@ void _wrap_kvc_tier_stats_recovered_blocks_set_raw_f0e8be975af7219c(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_recovered_blocks_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_recovered_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4940,7 +4973,7 @@ long long _wrap_kvc_tier_stats_recovered_blocks_get_raw_f0e8be975af7219c(struct 
 }
 
 
-void _wrap_kvc_tier_stats_foreign_blocks_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_foreign_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4952,7 +4985,7 @@ void _wrap_kvc_tier_stats_foreign_blocks_set_raw_f0e8be975af7219c(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_foreign_blocks_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_foreign_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4965,7 +4998,7 @@ long long _wrap_kvc_tier_stats_foreign_blocks_get_raw_f0e8be975af7219c(struct kv
 }
 
 
-void _wrap_kvc_tier_stats_reachable_blocks_set_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_reachable_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4977,7 +5010,7 @@ void _wrap_kvc_tier_stats_reachable_blocks_set_raw_f0e8be975af7219c(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_reachable_blocks_get_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_reachable_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4990,7 +5023,7 @@ long long _wrap_kvc_tier_stats_reachable_blocks_get_raw_f0e8be975af7219c(struct 
 }
 
 
-struct kvc_tier_stats *_wrap_new_kvc_tier_stats_raw_f0e8be975af7219c() {
+struct kvc_tier_stats *_wrap_new_kvc_tier_stats_raw_5b7ddcfb25ede1b8() {
   struct kvc_tier_stats *result = 0 ;
   struct kvc_tier_stats *_swig_go_result;
   
@@ -5001,7 +5034,7 @@ struct kvc_tier_stats *_wrap_new_kvc_tier_stats_raw_f0e8be975af7219c() {
 }
 
 
-void _wrap_delete_kvc_tier_stats_raw_f0e8be975af7219c(struct kvc_tier_stats *_swig_go_0) {
+void _wrap_delete_kvc_tier_stats_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   
   arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
@@ -5011,7 +5044,7 @@ void _wrap_delete_kvc_tier_stats_raw_f0e8be975af7219c(struct kvc_tier_stats *_sw
 }
 
 
-intgo _wrap_kvc_tier_get_stats_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, intgo _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
+intgo _wrap_kvc_tier_get_stats_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   kvc_tier_stats *arg3 = (kvc_tier_stats *) 0 ;
@@ -5028,7 +5061,1004 @@ intgo _wrap_kvc_tier_get_stats_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0,
 }
 
 
-intgo _wrap_kvcgo_cache_write_addr_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, intgo _swig_go_6, float _swig_go_7, float _swig_go_8, long long _swig_go_9) {
+intgo _wrap_KVC_XFER_OK_raw_5b7ddcfb25ede1b8() {
+  enum kvc_xfer_failure result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_XFER_OK;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_5b7ddcfb25ede1b8() {
+  enum kvc_xfer_failure result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_XFER_FAIL_DESCRIPTOR;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_XFER_FAIL_LAYOUT_raw_5b7ddcfb25ede1b8() {
+  enum kvc_xfer_failure result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_XFER_FAIL_LAYOUT;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_XFER_FAIL_HASH_raw_5b7ddcfb25ede1b8() {
+  enum kvc_xfer_failure result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_XFER_FAIL_HASH;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_XFER_FAIL_POOL_FULL_raw_5b7ddcfb25ede1b8() {
+  enum kvc_xfer_failure result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_XFER_FAIL_POOL_FULL;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_XFER_FAIL_PEER_raw_5b7ddcfb25ede1b8() {
+  enum kvc_xfer_failure result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_XFER_FAIL_PEER;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_XFER_FAIL_TIMEOUT_raw_5b7ddcfb25ede1b8() {
+  enum kvc_xfer_failure result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_XFER_FAIL_TIMEOUT;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_XFER_FAIL_LEASE_raw_5b7ddcfb25ede1b8() {
+  enum kvc_xfer_failure result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_XFER_FAIL_LEASE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_XFER_FAIL_CANCELLED_raw_5b7ddcfb25ede1b8() {
+  enum kvc_xfer_failure result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_XFER_FAIL_CANCELLED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_xfer_available_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0) {
+  int32_t *arg1 = (int32_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = (int32_t *)_swig_go_0.array; 
+  
+  result = (kvc_status)kvc_xfer_available(arg1);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_xfer_agent_create_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_xfer_config *_swig_go_1, _goslice_ _swig_go_2) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  kvc_xfer_config *arg2 = (kvc_xfer_config *) 0 ;
+  kvc_xfer_agent **arg3 = (kvc_xfer_agent **) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = *(kvc_xfer_config **)&_swig_go_1; 
+  arg3 = (kvc_xfer_agent **)_swig_go_2.array; 
+  
+  result = (kvc_status)kvc_xfer_agent_create(arg1,(struct kvc_xfer_config const *)arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_xfer_agent_destroy_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0) {
+  kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_xfer_agent **)&_swig_go_0; 
+  
+  result = (kvc_status)kvc_xfer_agent_destroy(arg1);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_xfer_export_prompt_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+  kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  int64_t arg3 ;
+  kvc_keys *arg4 = (kvc_keys *) 0 ;
+  int64_t arg5 ;
+  uint64_t *arg6 = (uint64_t *) 0 ;
+  int64_t *arg7 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_xfer_agent **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = *(kvc_keys **)&_swig_go_3; 
+  arg5 = (int64_t)_swig_go_4; 
+  arg6 = (uint64_t *)_swig_go_5.array; 
+  arg7 = (int64_t *)_swig_go_6.array; 
+  
+  result = (kvc_status)kvc_xfer_export_prompt(arg1,(int const *)arg2,arg3,(struct kvc_keys const *)arg4,arg5,arg6,arg7);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_xfer_export_seq_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+  kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
+  uint64_t arg2 ;
+  int64_t arg3 ;
+  uint64_t *arg4 = (uint64_t *) 0 ;
+  int64_t *arg5 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_xfer_agent **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (uint64_t *)_swig_go_3.array; 
+  arg5 = (int64_t *)_swig_go_4.array; 
+  
+  result = (kvc_status)kvc_xfer_export_seq(arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_xfer_export_descriptor_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+  kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
+  uint64_t arg2 ;
+  uint8_t *arg3 = (uint8_t *) 0 ;
+  int64_t arg4 ;
+  int64_t *arg5 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_xfer_agent **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint8_t *)_swig_go_2.array; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = (int64_t *)_swig_go_4.array; 
+  
+  result = (kvc_status)kvc_xfer_export_descriptor(arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_xfer_export_release_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1) {
+  kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
+  uint64_t arg2 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_xfer_agent **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status)kvc_xfer_export_release(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_xfer_import_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+  kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
+  uint8_t *arg2 = (uint8_t *) 0 ;
+  int64_t arg3 ;
+  kvc_keys *arg4 = (kvc_keys *) 0 ;
+  uint64_t *arg5 = (uint64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_xfer_agent **)&_swig_go_0; 
+  arg2 = (uint8_t *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = *(kvc_keys **)&_swig_go_3; 
+  arg5 = (uint64_t *)_swig_go_4.array; 
+  
+  result = (kvc_status)kvc_xfer_import(arg1,(unsigned char const *)arg2,arg3,(struct kvc_keys const *)arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_xfer_op_query_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+  kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
+  uint64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_xfer_agent **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  
+  result = (kvc_status)kvc_xfer_op_query(arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_import_result_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+intgo _wrap_kvc_xfer_import_result_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_import_result_status_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->status = arg2;
+  
+}
+
+
+intgo _wrap_kvc_xfer_import_result_status_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->status);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_import_result_failure_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->failure = arg2;
+  
+}
+
+
+intgo _wrap_kvc_xfer_import_result_failure_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->failure);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_import_result_reserved_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+intgo _wrap_kvc_xfer_import_result_reserved_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_import_result_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_import_result_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_import_result_blocks_pulled_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->blocks_pulled = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_import_result_blocks_pulled_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->blocks_pulled);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_import_result_blocks_cached_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->blocks_cached = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_import_result_blocks_cached_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->blocks_cached);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_import_result_blocks_skipped_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->blocks_skipped = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_import_result_blocks_skipped_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->blocks_skipped);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_import_result_bytes_pulled_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->bytes_pulled = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_import_result_bytes_pulled_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->bytes_pulled);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_import_result_cached_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cached_tokens = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_import_result_cached_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->cached_tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_import_result_seconds_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, double _swig_go_1) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->seconds = arg2;
+  
+}
+
+
+double _wrap_kvc_xfer_import_result_seconds_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->seconds);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_xfer_import_result *_wrap_new_kvc_xfer_import_result_raw_5b7ddcfb25ede1b8() {
+  struct kvc_xfer_import_result *result = 0 ;
+  struct kvc_xfer_import_result *_swig_go_result;
+  
+  
+  result = (struct kvc_xfer_import_result *)new_kvc_xfer_import_result();
+  *(struct kvc_xfer_import_result **)&_swig_go_result = (struct kvc_xfer_import_result *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_xfer_import_result_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+  struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
+  
+  arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
+  
+  delete_kvc_xfer_import_result(arg1);
+  
+}
+
+
+intgo _wrap_kvc_xfer_op_wait_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct kvc_xfer_import_result *_swig_go_3) {
+  kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
+  uint64_t arg2 ;
+  int64_t arg3 ;
+  kvc_xfer_import_result *arg4 = (kvc_xfer_import_result *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_xfer_agent **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = *(kvc_xfer_import_result **)&_swig_go_3; 
+  
+  result = (kvc_status)kvc_xfer_op_wait(arg1,arg2,arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+intgo _wrap_kvc_xfer_stats_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_reserved_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+intgo _wrap_kvc_xfer_stats_reserved_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_exports_active_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->exports_active = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_exports_active_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->exports_active);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_exports_total_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->exports_total = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_exports_total_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->exports_total);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_exports_expired_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->exports_expired = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_exports_expired_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->exports_expired);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_export_blocks_held_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->export_blocks_held = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_export_blocks_held_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->export_blocks_held);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_lease_checks_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->lease_checks = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_lease_checks_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->lease_checks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_imports_started_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->imports_started = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_imports_started_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->imports_started);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_imports_ok_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->imports_ok = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_imports_ok_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->imports_ok);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_imports_failed_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->imports_failed = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_imports_failed_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->imports_failed);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_blocks_pulled_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->blocks_pulled = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_blocks_pulled_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->blocks_pulled);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_blocks_cached_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->blocks_cached = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_blocks_cached_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->blocks_cached);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_blocks_skipped_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->blocks_skipped = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_blocks_skipped_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->blocks_skipped);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_bytes_pulled_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->bytes_pulled = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_bytes_pulled_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->bytes_pulled);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_xfer_stats_import_seconds_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, double _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->import_seconds = arg2;
+  
+}
+
+
+double _wrap_kvc_xfer_stats_import_seconds_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->import_seconds);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_xfer_stats *_wrap_new_kvc_xfer_stats_raw_5b7ddcfb25ede1b8() {
+  struct kvc_xfer_stats *result = 0 ;
+  struct kvc_xfer_stats *_swig_go_result;
+  
+  
+  result = (struct kvc_xfer_stats *)new_kvc_xfer_stats();
+  *(struct kvc_xfer_stats **)&_swig_go_result = (struct kvc_xfer_stats *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_xfer_stats_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  delete_kvc_xfer_stats(arg1);
+  
+}
+
+
+intgo _wrap_kvc_xfer_get_stats_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, struct kvc_xfer_stats *_swig_go_1) {
+  kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
+  kvc_xfer_stats *arg2 = (kvc_xfer_stats *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_xfer_agent **)&_swig_go_0; 
+  arg2 = *(kvc_xfer_stats **)&_swig_go_1; 
+  
+  result = (kvc_status)kvc_xfer_get_stats(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvcgo_cache_write_addr_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, intgo _swig_go_6, float _swig_go_7, float _swig_go_8, long long _swig_go_9) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   uint64_t arg3 ;
@@ -5059,7 +6089,7 @@ intgo _wrap_kvcgo_cache_write_addr_raw_f0e8be975af7219c(struct kvc_pool *_swig_g
 }
 
 
-intgo _wrap_kvcgo_launch_attention_host_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, struct kvc_attention_params *_swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvcgo_launch_attention_host_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, struct kvc_attention_params *_swig_go_5, _goslice_ _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_batch *arg2 = (kvc_batch *) 0 ;
   int32_t arg3 ;
@@ -5084,7 +6114,7 @@ intgo _wrap_kvcgo_launch_attention_host_raw_f0e8be975af7219c(struct kvc_pool *_s
 }
 
 
-intgo _wrap_kvcgo_launch_attention_addr_raw_f0e8be975af7219c(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, struct kvc_attention_params *_swig_go_5, long long _swig_go_6, long long _swig_go_7) {
+intgo _wrap_kvcgo_launch_attention_addr_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, struct kvc_attention_params *_swig_go_5, long long _swig_go_6, long long _swig_go_7) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_batch *arg2 = (kvc_batch *) 0 ;
   int32_t arg3 ;
@@ -5107,6 +6137,61 @@ intgo _wrap_kvcgo_launch_attention_addr_raw_f0e8be975af7219c(struct kvc_pool *_s
   
   result = (kvc_status)kvcgo_launch_attention_addr(arg1,(struct kvc_batch const *)arg2,arg3,arg4,arg5,(struct kvc_attention_params const *)arg6,arg7,arg8);
   _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvcgo_xfer_agent_create_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  char *arg2 = (char *) 0 ;
+  char *arg3 = (char *) 0 ;
+  char *arg4 = (char *) 0 ;
+  int64_t arg5 ;
+  int64_t arg6 ;
+  kvc_xfer_agent **arg7 = (kvc_xfer_agent **) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  arg3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
+  arg3[_swig_go_2.n] = '\0';
+  
+  
+  arg4 = (char *)malloc(_swig_go_3.n + 1);
+  memcpy(arg4, _swig_go_3.p, _swig_go_3.n);
+  arg4[_swig_go_3.n] = '\0';
+  
+  arg5 = (int64_t)_swig_go_4; 
+  arg6 = (int64_t)_swig_go_5; 
+  arg7 = (kvc_xfer_agent **)_swig_go_6.array; 
+  
+  result = (kvc_status)kvcgo_xfer_agent_create(arg1,(char const *)arg2,(char const *)arg3,(char const *)arg4,arg5,arg6,arg7);
+  _swig_go_result = (intgo)result; 
+  free(arg2); 
+  free(arg3); 
+  free(arg4); 
+  return _swig_go_result;
+}
+
+
+long long _wrap_kvcgo_xfer_stats_failures_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
+  kvc_xfer_stats *arg1 = (kvc_xfer_stats *) 0 ;
+  int32_t arg2 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (int64_t)kvcgo_xfer_stats_failures((struct kvc_xfer_stats const *)arg1,arg2);
+  _swig_go_result = result; 
   return _swig_go_result;
 }
 

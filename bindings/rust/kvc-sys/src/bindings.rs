@@ -13,6 +13,7 @@ pub const KVC_DISK_KEY_MIN_LEN: u32 = 16;
 pub const KVC_DISK_KEY_MAX_LEN: u32 = 64;
 pub const KVC_DISK_PERSISTENT: u32 = 1;
 pub const KVC_DISK_NO_DIRECT: u32 = 2;
+pub const KVC_MAX_XFER_IDENTITY_LEN: u32 = 1024;
 pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
@@ -3403,4 +3404,831 @@ extern "C" {
         tier: i32,
         out: *mut kvc_tier_stats,
     ) -> kvc_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_xfer_agent {
+    _unused: [u8; 0],
+}
+pub const KVC_XFER_OK: kvc_xfer_failure = 0;
+#[doc = "< truncated, damaged, malformed or another version (KVC_ERR_INVALID_ARG / KVC_ERR_VERSION)"]
+pub const KVC_XFER_FAIL_DESCRIPTOR: kvc_xfer_failure = 1;
+#[doc = "< block size, shape, dtype, block bytes or model identity differ (KVC_ERR_INVALID_ARG)"]
+pub const KVC_XFER_FAIL_LAYOUT: kvc_xfer_failure = 2;
+#[doc = "< the hash chain is not that of the token ids and the importer's keys (KVC_ERR_INVALID_ARG)"]
+pub const KVC_XFER_FAIL_HASH: kvc_xfer_failure = 3;
+#[doc = "< the importing pool cannot take the blocks now (KVC_ERR_OUT_OF_BLOCKS)"]
+pub const KVC_XFER_FAIL_POOL_FULL: kvc_xfer_failure = 4;
+#[doc = "< the exporter is unreachable or went away, or a get failed (KVC_ERR_IO)"]
+pub const KVC_XFER_FAIL_PEER: kvc_xfer_failure = 5;
+#[doc = "< not done within the agent's timeout_ms (KVC_ERR_IO)"]
+pub const KVC_XFER_FAIL_TIMEOUT: kvc_xfer_failure = 6;
+#[doc = "< the exporter no longer held the blocks: released, expired, or another"]
+#[doc = "agent at that address (KVC_ERR_STATE)"]
+pub const KVC_XFER_FAIL_LEASE: kvc_xfer_failure = 7;
+#[doc = "< the agent was destroyed first (KVC_ERR_STATE)"]
+pub const KVC_XFER_FAIL_CANCELLED: kvc_xfer_failure = 8;
+#[doc = " Why a transfer failed (kvc_xfer_import_result.failure; also named in kvc_last_error)."]
+pub type kvc_xfer_failure = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_xfer_config {
+    #[doc = "< sizeof(kvc_xfer_config); set by kvc_xfer_config_default"]
+    pub struct_size: u32,
+    #[doc = "< what computed the KV: model and revision, KV dtype, TP rank"]
+    #[doc = "(\"llama-3.1-8b@5206a32;tp=0/1\"); exporter and importer must"]
+    #[doc = "agree byte for byte. NUL-terminated, at most"]
+    #[doc = "KVC_MAX_XFER_IDENTITY_LEN bytes; NULL = \"\" (default NULL)"]
+    pub model_identity: *const ::std::os::raw::c_char,
+    #[doc = "< UCX transports (UCX_TLS syntax: \"tcp\", \"sm,self\", \"^ib\");"]
+    #[doc = "NULL = UCX's choice / the UCX_TLS environment (default)"]
+    pub transports: *const ::std::os::raw::c_char,
+    #[doc = "< UCX_NET_DEVICES (\"eth0\", \"lo\"); NULL = UCX's choice"]
+    pub net_devices: *const ::std::os::raw::c_char,
+    #[doc = "< default lease of an export, ms, >= 1 (default 30000)"]
+    pub lease_ms: i64,
+    #[doc = "< an import fails with KVC_XFER_FAIL_TIMEOUT after this, >= 1"]
+    #[doc = "(default 30000)"]
+    pub timeout_ms: i64,
+}
+#[test]
+fn bindgen_test_layout_kvc_xfer_config() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_xfer_config>(),
+        48usize,
+        concat!("Size of: ", stringify!(kvc_xfer_config))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_xfer_config>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_xfer_config))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_config),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_model_identity() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).model_identity) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_config),
+                "::",
+                stringify!(model_identity)
+            )
+        );
+    }
+    test_field_model_identity();
+    fn test_field_transports() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).transports) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_config),
+                "::",
+                stringify!(transports)
+            )
+        );
+    }
+    test_field_transports();
+    fn test_field_net_devices() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).net_devices) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_config),
+                "::",
+                stringify!(net_devices)
+            )
+        );
+    }
+    test_field_net_devices();
+    fn test_field_lease_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lease_ms) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_config),
+                "::",
+                stringify!(lease_ms)
+            )
+        );
+    }
+    test_field_lease_ms();
+    fn test_field_timeout_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).timeout_ms) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_config),
+                "::",
+                stringify!(timeout_ms)
+            )
+        );
+    }
+    test_field_timeout_ms();
+}
+extern "C" {
+    #[doc = " Fills *cfg with defaults (including struct_size). Errors: KVC_ERR_NULL_ARG."]
+    pub fn kvc_xfer_config_default(cfg: *mut kvc_xfer_config) -> kvc_status;
+}
+extern "C" {
+    #[doc = " *out_available = 1 when UCX can be loaded (KV transfer works), else 0 (kvc_last_error says"]
+    #[doc = "  why). Errors: KVC_ERR_NULL_ARG."]
+    pub fn kvc_xfer_available(out_available: *mut i32) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Creates a transfer agent for pool: loads UCX, creates a UCP context and worker (RMA, active"]
+    #[doc = "  messages), registers the pool's KV storage and starts one progress thread (it serves the"]
+    #[doc = "  importers' gets and lease checks and drives this agent's imports). cfg may be NULL (defaults)."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG (pool, out), KVC_ERR_VERSION, KVC_ERR_INVALID_ARG (identity too long,"]
+    #[doc = "  lease_ms or timeout_ms < 1), KVC_ERR_UNSUPPORTED (UCX absent or too old; a metadata-only or CUDA"]
+    #[doc = "  pool; prefix caching off), KVC_ERR_IO (UCX refused: no usable transport, the registration"]
+    #[doc = "  failed), KVC_ERR_NO_MEMORY."]
+    pub fn kvc_xfer_agent_create(
+        pool: *mut kvc_pool,
+        cfg: *const kvc_xfer_config,
+        out: *mut *mut kvc_xfer_agent,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Destroys an agent: imports still running fail (KVC_XFER_FAIL_CANCELLED; their blocks are"]
+    #[doc = "  returned once their gets have stopped), every export's lease ends, UCX resources are freed."]
+    #[doc = "  NULL is a no-op. Must not race with other calls on the agent. Always KVC_OK."]
+    pub fn kvc_xfer_agent_destroy(agent: *mut kvc_xfer_agent) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Exports the cached prompt: leases the leading full blocks of tokens[0, num_tokens) cached on"]
+    #[doc = "  the device (verified as a prefix hit is, all full blocks: no last-token rule), so they are"]
+    #[doc = "  neither evicted nor reused until kvc_xfer_export_release or the lease ends (lease_ms; 0 = the"]
+    #[doc = "  agent's default). *out_export receives the export's id (for kvc_xfer_export_descriptor and"]
+    #[doc = "  kvc_xfer_export_release); *out_tokens (may be NULL) the tokens exported (blocks × block_size)."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < block_size, lease_ms < 0),"]
+    #[doc = "  KVC_ERR_STATE (the prompt's first block is not cached), KVC_ERR_NO_MEMORY."]
+    pub fn kvc_xfer_export_prompt(
+        agent: *mut kvc_xfer_agent,
+        tokens: *const i32,
+        num_tokens: i64,
+        keys: *const kvc_keys,
+        lease_ms: i64,
+        out_export: *mut u64,
+        out_tokens: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " As kvc_xfer_export_prompt for sequence seq_id's leading full blocks that are in the prefix"]
+    #[doc = "  cache (a sequence the caller has just prefilled). The sequence may then be freed: the lease"]
+    #[doc = "  holds the blocks. Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (lease_ms < 0),"]
+    #[doc = "  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (swapped out, or no cached full block), KVC_ERR_NO_MEMORY."]
+    pub fn kvc_xfer_export_seq(
+        agent: *mut kvc_xfer_agent,
+        seq_id: u64,
+        lease_ms: i64,
+        out_export: *mut u64,
+        out_tokens: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Copies export export_id's serialized descriptor into buf[0, cap) and its length into *out_len."]
+    #[doc = "  Size query: buf NULL with cap 0 sets only *out_len. The bytes are opaque to the caller and"]
+    #[doc = "  versioned; move them to the importer unchanged."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG (agent, out_len; buf with cap > 0), KVC_ERR_INVALID_ARG (cap < 0, an"]
+    #[doc = "  unknown or ended export), KVC_ERR_BUFFER_TOO_SMALL (*out_len = the size needed)."]
+    pub fn kvc_xfer_export_descriptor(
+        agent: *mut kvc_xfer_agent,
+        export_id: u64,
+        buf: *mut u8,
+        cap: i64,
+        out_len: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Ends export export_id's lease now: its blocks go back to the pool's cache (evictable). Imports"]
+    #[doc = "  of it not yet checked fail with KVC_XFER_FAIL_LEASE. Errors: KVC_ERR_NULL_ARG,"]
+    #[doc = "  KVC_ERR_INVALID_ARG (unknown, released or expired export)."]
+    pub fn kvc_xfer_export_release(agent: *mut kvc_xfer_agent, export_id: u64) -> kvc_status;
+}
+extern "C" {
+    #[doc = " Starts importing the descriptor desc[0, len) into the agent's pool, for the request's keys"]
+    #[doc = "  (LoRA, salt, multimodal items: the hash chain must be that of the descriptor's token ids under"]
+    #[doc = "  these keys; its priority is the blocks' retention priority; NULL = no keys). Checked before"]
+    #[doc = "  anything changes: the descriptor, its layout and model identity against this pool and agent,"]
+    #[doc = "  the hash chain. Then the leading blocks already cached here are kept (not pulled), fresh blocks"]
+    #[doc = "  are taken for the rest (KVC_ERR_OUT_OF_BLOCKS, nothing changed, when that would leave fewer"]
+    #[doc = "  free blocks than the watermark) and the gets are posted. *out_op receives the operation id."]
+    #[doc = "  When it completes successfully every pulled block is cached (refcount 0, evictable; hashes"]
+    #[doc = "  cached here meanwhile keep their own copy and the pulled block goes back)."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG (agent, desc, out_op), KVC_ERR_INVALID_ARG (len < 1; a damaged,"]
+    #[doc = "  truncated or malformed descriptor; layout, identity or hash chain mismatch), KVC_ERR_VERSION,"]
+    #[doc = "  KVC_ERR_OUT_OF_BLOCKS, KVC_ERR_IO (the exporter's address cannot be reached),"]
+    #[doc = "  KVC_ERR_NO_MEMORY. A failure here also counts in the agent's stats."]
+    pub fn kvc_xfer_import(
+        agent: *mut kvc_xfer_agent,
+        desc: *const u8,
+        len: i64,
+        keys: *const kvc_keys,
+        out_op: *mut u64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " *out_done = 1 when import op has finished (successfully or not), else 0. Never blocks."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (an id this agent never issued or already"]
+    #[doc = "  waited for)."]
+    pub fn kvc_xfer_op_query(agent: *mut kvc_xfer_agent, op: u64, out_done: *mut i32)
+        -> kvc_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_xfer_import_result {
+    #[doc = "< set by the caller to sizeof(kvc_xfer_import_result)"]
+    pub struct_size: u32,
+    #[doc = "< the import's kvc_status (also the return value of kvc_xfer_op_wait)"]
+    pub status: i32,
+    #[doc = "< kvc_xfer_failure, KVC_XFER_OK on success"]
+    pub failure: i32,
+    pub reserved: i32,
+    #[doc = "< full blocks in the descriptor"]
+    pub blocks: i64,
+    #[doc = "< blocks read from the exporter"]
+    pub blocks_pulled: i64,
+    #[doc = "< pulled blocks entered in the prefix cache"]
+    pub blocks_cached: i64,
+    #[doc = "< leading blocks already cached here, not pulled"]
+    pub blocks_skipped: i64,
+    pub bytes_pulled: i64,
+    #[doc = "< on success: tokens of the prefix cached here, blocks × block_size"]
+    pub cached_tokens: i64,
+    #[doc = "< from kvc_xfer_import to completion"]
+    pub seconds: f64,
+}
+#[test]
+fn bindgen_test_layout_kvc_xfer_import_result() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_xfer_import_result>(),
+        72usize,
+        concat!("Size of: ", stringify!(kvc_xfer_import_result))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_xfer_import_result>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_xfer_import_result))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_import_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_import_result),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_status() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_import_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).status) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_import_result),
+                "::",
+                stringify!(status)
+            )
+        );
+    }
+    test_field_status();
+    fn test_field_failure() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_import_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).failure) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_import_result),
+                "::",
+                stringify!(failure)
+            )
+        );
+    }
+    test_field_failure();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_import_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_import_result),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_import_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_import_result),
+                "::",
+                stringify!(blocks)
+            )
+        );
+    }
+    test_field_blocks();
+    fn test_field_blocks_pulled() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_import_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks_pulled) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_import_result),
+                "::",
+                stringify!(blocks_pulled)
+            )
+        );
+    }
+    test_field_blocks_pulled();
+    fn test_field_blocks_cached() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_import_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks_cached) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_import_result),
+                "::",
+                stringify!(blocks_cached)
+            )
+        );
+    }
+    test_field_blocks_cached();
+    fn test_field_blocks_skipped() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_import_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks_skipped) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_import_result),
+                "::",
+                stringify!(blocks_skipped)
+            )
+        );
+    }
+    test_field_blocks_skipped();
+    fn test_field_bytes_pulled() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_import_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes_pulled) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_import_result),
+                "::",
+                stringify!(bytes_pulled)
+            )
+        );
+    }
+    test_field_bytes_pulled();
+    fn test_field_cached_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_import_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cached_tokens) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_import_result),
+                "::",
+                stringify!(cached_tokens)
+            )
+        );
+    }
+    test_field_cached_tokens();
+    fn test_field_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_import_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).seconds) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_import_result),
+                "::",
+                stringify!(seconds)
+            )
+        );
+    }
+    test_field_seconds();
+}
+extern "C" {
+    #[doc = " Waits until import op has finished, then retires it and returns its status: KVC_OK (the"]
+    #[doc = "  blocks are cached), or its failure (KVC_ERR_IO: peer gone or timeout; KVC_ERR_STATE: lease"]
+    #[doc = "  over or agent destroyed; ...) with kvc_last_error naming the reason. *out (may be NULL) receives"]
+    #[doc = "  the result *whenever the import has finished, failed or not* (the documented exception to"]
+    #[doc = "  \"out-params only on success\"). timeout_ms < 0 waits without limit; otherwise after timeout_ms"]
+    #[doc = "  an import still running gives KVC_ERR_BUSY and is kept (*out untouched)."]
+    #[doc = "  Errors: KVC_ERR_NULL_ARG (agent), KVC_ERR_INVALID_ARG (unknown op), KVC_ERR_VERSION (out's"]
+    #[doc = "  struct_size), KVC_ERR_BUSY, and the import's own status."]
+    pub fn kvc_xfer_op_wait(
+        agent: *mut kvc_xfer_agent,
+        op: u64,
+        timeout_ms: i64,
+        out: *mut kvc_xfer_import_result,
+    ) -> kvc_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_xfer_stats {
+    #[doc = "< set by the caller to sizeof(kvc_xfer_stats)"]
+    pub struct_size: u32,
+    pub reserved: i32,
+    #[doc = "< leases held now"]
+    pub exports_active: i64,
+    pub exports_total: i64,
+    #[doc = "< leases ended by expiry (not by kvc_xfer_export_release)"]
+    pub exports_expired: i64,
+    #[doc = "< blocks held by active leases (a block in two counts twice)"]
+    pub export_blocks_held: i64,
+    #[doc = "< importers' lease checks answered by this agent"]
+    pub lease_checks: i64,
+    pub imports_started: i64,
+    pub imports_ok: i64,
+    #[doc = "< every failure, those refused by kvc_xfer_import included"]
+    pub imports_failed: i64,
+    pub blocks_pulled: i64,
+    pub blocks_cached: i64,
+    pub blocks_skipped: i64,
+    pub bytes_pulled: i64,
+    #[doc = "< summed over finished imports"]
+    pub import_seconds: f64,
+    #[doc = "< imports failed per kvc_xfer_failure (index 0 unused)"]
+    pub failures: [i64; 9usize],
+}
+#[test]
+fn bindgen_test_layout_kvc_xfer_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_xfer_stats>(),
+        184usize,
+        concat!("Size of: ", stringify!(kvc_xfer_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_xfer_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_xfer_stats))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_exports_active() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).exports_active) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(exports_active)
+            )
+        );
+    }
+    test_field_exports_active();
+    fn test_field_exports_total() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).exports_total) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(exports_total)
+            )
+        );
+    }
+    test_field_exports_total();
+    fn test_field_exports_expired() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).exports_expired) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(exports_expired)
+            )
+        );
+    }
+    test_field_exports_expired();
+    fn test_field_export_blocks_held() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).export_blocks_held) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(export_blocks_held)
+            )
+        );
+    }
+    test_field_export_blocks_held();
+    fn test_field_lease_checks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lease_checks) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(lease_checks)
+            )
+        );
+    }
+    test_field_lease_checks();
+    fn test_field_imports_started() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).imports_started) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(imports_started)
+            )
+        );
+    }
+    test_field_imports_started();
+    fn test_field_imports_ok() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).imports_ok) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(imports_ok)
+            )
+        );
+    }
+    test_field_imports_ok();
+    fn test_field_imports_failed() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).imports_failed) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(imports_failed)
+            )
+        );
+    }
+    test_field_imports_failed();
+    fn test_field_blocks_pulled() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks_pulled) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(blocks_pulled)
+            )
+        );
+    }
+    test_field_blocks_pulled();
+    fn test_field_blocks_cached() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks_cached) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(blocks_cached)
+            )
+        );
+    }
+    test_field_blocks_cached();
+    fn test_field_blocks_skipped() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks_skipped) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(blocks_skipped)
+            )
+        );
+    }
+    test_field_blocks_skipped();
+    fn test_field_bytes_pulled() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes_pulled) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(bytes_pulled)
+            )
+        );
+    }
+    test_field_bytes_pulled();
+    fn test_field_import_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).import_seconds) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(import_seconds)
+            )
+        );
+    }
+    test_field_import_seconds();
+    fn test_field_failures() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).failures) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(failures)
+            )
+        );
+    }
+    test_field_failures();
+}
+extern "C" {
+    #[doc = " The agent's counters. Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION (struct_size unknown)."]
+    pub fn kvc_xfer_get_stats(agent: *mut kvc_xfer_agent, out: *mut kvc_xfer_stats) -> kvc_status;
 }

@@ -41,6 +41,7 @@ mod sequences;
 mod stats;
 mod storage;
 mod tiers;
+mod transfer;
 mod types;
 mod version;
 
@@ -57,6 +58,10 @@ pub use storage::StorageInfo;
 pub use tiers::{
     OpId, PreemptionCost, Tier, TierHits, TierStats, DISK_KEY_MAX_LEN, DISK_KEY_MIN_LEN, DISK_NO_DIRECT,
     DISK_PERSISTENT, MAX_DISK_IDENTITY_LEN,
+};
+pub use transfer::{
+    xfer_available, ImportResult, XferAgent, XferConfig, XferFailure, XferOp, XferStats,
+    MAX_XFER_IDENTITY_LEN,
 };
 pub use types::{
     AllocVerdict, Backend, Bf16, Dtype, EventType, HostElement, F16, MAX_SALT_LEN, PRIORITY_DEFAULT,

@@ -24,6 +24,7 @@ public final class Pool implements AutoCloseable {
         final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
         long handle;
         final Set<Batch.State> batches = new HashSet<>(); // guarded by itself
+        final Set<XferAgent.State> agents = new HashSet<>(); // guarded by itself
 
         State(long handle) {
             this.handle = handle;
@@ -41,6 +42,12 @@ public final class Pool implements AutoCloseable {
                         b.destroy(); // a C batch must not outlive its pool
                     }
                     batches.clear();
+                }
+                synchronized (agents) {
+                    for (XferAgent.State a : agents) {
+                        a.destroy(); // nor a transfer agent
+                    }
+                    agents.clear();
                 }
                 KvcNative.kvc_pool_destroy(handle);
                 handle = 0;
