@@ -43,7 +43,9 @@ kvc_status agent_stats(kvc_xfer_agent *, kvc_xfer_stats *) { return never("kvc_x
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
@@ -67,6 +69,8 @@ namespace {
 // Active message ids: an importer asks whether an export's lease held while its gets ran.
 constexpr unsigned kAmCheck = 0x6b76;
 constexpr unsigned kAmReply = 0x6b77;
+// How long the progress thread keeps polling after the worker last did something, ms.
+constexpr int64_t kSpinAfterActivityMs = 20;
 
 struct CheckMsg {
     uint64_t export_id;
@@ -148,6 +152,10 @@ struct kvc_xfer_agent {
     std::string identity;
     int64_t lease_ms = 0, timeout_ms = 0;
     uint64_t nonce = 0;
+    // Largest single get: runs of blocks contiguous on both sides are merged up to this size
+    // (KVC_XFER_MAX_GET_BYTES, default 4 MiB; one huge get is slower over shared memory).
+    int64_t max_get_bytes = 4 << 20;
+    int64_t last_activity_ms = 0;  // progress thread only: when the worker last progressed something
     // Storage (immutable).
     char *base = nullptr;
     int64_t total_bytes = 0, block_bytes = 0;
@@ -393,8 +401,7 @@ void reap_leases(kvc_xfer_agent *a) {
 
 // One round of everything the progress thread does; under mu.
 bool progress_round(kvc_xfer_agent *a) {
-    while (a->u->ucp_worker_progress(a->worker) != 0) {
-    }
+    while (a->u->ucp_worker_progress(a->worker) != 0) a->last_activity_ms = now_ms();
     for (PendingReply &r : a->replies) {
         ReplyMsg *m = new ReplyMsg(r.msg);
         am_send(a, r.ep, kAmReply, m, sizeof *m, m, 0);
@@ -428,11 +435,21 @@ void progress_thread(kvc_xfer_agent *a) {
     std::unique_lock<std::mutex> lk(a->mu);
     while (!a->stop) {
         const bool busy = progress_round(a);
+        // Spin while imports run, and for a moment after the worker last did something (an
+        // exporter serving gets emulated over active messages must progress to answer them).
+        if (busy || now_ms() - a->last_activity_ms < kSpinAfterActivityMs) {
+            // Imports in flight: keep progressing (shared-memory transports complete gets only
+            // through progress calls, and a sleep per round would add its length to every get).
+            lk.unlock();
+            std::this_thread::yield();
+            lk.lock();
+            continue;
+        }
         const ucs_status_t armed = a->u->ucp_worker_arm(a->worker);
         lk.unlock();
         if (armed == UCS_OK) {
             pollfd p{a->efd, POLLIN, 0};
-            ::poll(&p, 1, busy ? 1 : 5);
+            ::poll(&p, 1, 5);
         }
         lk.lock();
     }
@@ -505,6 +522,7 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     a->base = static_cast<char *>(pool->storage);
     a->total_bytes = si.total_bytes;
     a->block_bytes = si.block_stride;
+    if (const char *mg = std::getenv("KVC_XFER_MAX_GET_BYTES"); mg && std::atoll(mg) > 0) a->max_get_bytes = std::atoll(mg);
     std::random_device rd;
     a->nonce = (uint64_t(rd()) << 32 | rd()) ^ uint64_t(getpid()) ^ uint64_t(now_ms()) << 20;
     if (a->nonce == 0) a->nonce = 1;
@@ -807,9 +825,10 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     const int64_t skip = op->res.skipped;
     const int64_t bb = a->block_bytes;
     const int64_t m = int64_t(op->res.fresh.size());
+    const int64_t max_run = std::max<int64_t>(1, a->max_get_bytes / bb);
     for (int64_t j = 0; j < m;) {
         int64_t run = 1;
-        while (j + run < m && op->res.fresh[size_t(j + run)] == op->res.fresh[size_t(j)] + run &&
+        while (j + run < m && run < max_run && op->res.fresh[size_t(j + run)] == op->res.fresh[size_t(j)] + run &&
                d.addrs[size_t(skip + j + run)] == d.addrs[size_t(skip + j)] + uint64_t(run * bb))
             ++run;
         ucp_request_param_t prm{};

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# KV transfer import throughput vs ucx_perftest's ucp_get over the same UCX transport, in the same
+# run (issue [kv-transfer]: goal >= 80%), and the latency of importing a 64-block prefix.
+# Usage: tests/bench/bench_transfer.sh [path/to/bench_transfer] [transports...]
+#   default transports: tcp sm,self. Each figure is the median of REPS runs (default 3), perftest
+#   and bench_transfer alternating so that load on the machine hits both alike.
+# perftest runs with 16 gets outstanding (-O 16), as an import has its blocks in flight at once.
+# ucx_perftest prints MB/s with MB = 2^20 bytes; bench_transfer prints MiB/s: the same unit.
+set -euo pipefail
+BENCH=${1:-build/tests/bench_transfer}
+shift || true
+TLS_LIST=("$@")
+[ ${#TLS_LIST[@]} -gt 0 ] || TLS_LIST=(tcp sm,self)
+REPS=${REPS:-3}
+command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (Debian ucx-utils)"; exit 77; }
+export UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-fatal}
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+# perftest TLS SIZE ITERS -> MiB/s (overall bandwidth of ucp_get of SIZE-byte messages)
+perftest() {
+    local tls=$1 size=$2 iters=$3 port=$((20000 + RANDOM % 20000))
+    UCX_TLS=$tls timeout 120 ucx_perftest -p $port >/dev/null 2>&1 &
+    local srv=$!
+    sleep 0.5
+    UCX_TLS=$tls timeout 120 ucx_perftest 127.0.0.1 -p $port -t ucp_get -s "$size" -n "$iters" -w 3 -O 16 2>/dev/null |
+        awk '/^Final:/ {print $7}'
+    wait $srv 2>/dev/null || true
+}
+
+ours() {  # TLS ARGS... -> the key=value output
+    "$BENCH" --transports "$@"
+}
+
+echo "machine: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "UCX: $(ucx_info -v | head -1)"
+printf '%-9s %-28s %12s %12s %8s\n' transport case "MiB/s" "perftest" ratio
+for tls in "${TLS_LIST[@]}"; do
+    for layers in 32 1; do
+        block=$((2 * 16 * 8 * 128 * 2 * layers))
+        prefix=$((64 * block))
+        for mode in contiguous scatter; do
+            extra=(); [ $mode = scatter ] && extra=(--scatter)
+            o=(); pb=(); pp=(); lat=()
+            for _ in $(seq "$REPS"); do
+                pb+=("$(perftest "$tls" "$block" $((layers == 32 ? 100 : 2000)))")
+                pp+=("$(perftest "$tls" "$prefix" $((layers == 32 ? 10 : 200)))")
+                out=$(ours "$tls" --layers $layers --blocks 64 --reps 15 "${extra[@]}")
+                o+=("$(sed -n 's/^import_MiBps=//p' <<<"$out")")
+                lat+=("$(sed -n 's/^import_ms_median=//p' <<<"$out")")
+            done
+            O=$(printf '%s\n' "${o[@]}" | median)
+            PB=$(printf '%s\n' "${pb[@]}" | median)
+            PP=$(printf '%s\n' "${pp[@]}" | median)
+            L=$(printf '%s\n' "${lat[@]}" | median)
+            # The comparator: perftest at the size of one block (what a scattered import issues)
+            # and at the whole prefix (what a contiguous one does); the better of the two.
+            BEST=$(awk -v a="$PB" -v b="$PP" 'BEGIN {print (a > b) ? a : b}')
+            printf '%-9s %-28s %12.0f %12.0f %7.0f%%\n' "$tls" "$((block / 1024)) KiB x 64, $mode" "$O" "$BEST" \
+                "$(awk -v o="$O" -v p="$BEST" 'BEGIN {print 100 * o / p}')"
+            printf '%-9s %-28s %12s   (64-block import, median ms; perftest block %.0f, prefix %.0f MiB/s)\n' \
+                "" "  latency" "$L" "$PB" "$PP"
+        done
+    done
+done
