@@ -700,6 +700,28 @@ static void test_importer_killed_mid_transfer(void **state) {
     OK(kvc_pool_destroy(pe));
 }
 
+/* An import that evicts cached blocks spilling to the host tier: the spills read those blocks
+ * before the gets overwrite them, so the evicted prompt comes back from the host tier with its own
+ * bytes, and the imported one has the exporter's. */
+static void test_import_evicting_into_the_host_tier(void **state) {
+    (void)state;
+    if (!have_ucx()) skip();
+    pair x;
+    pair_up(&x, 8, 8, "m", 0); /* importer: 8 blocks */
+    OK(kvc_tier_attach_host(x.pi, 16));
+    int32_t other[MAXTOK];
+    prompt(other, 6 * BS, 55);
+    prefill(x.pi, 40, other, 6 * BS); /* 6 cached blocks of another prompt */
+    OK(kvc_free(x.pi, 40));
+    kvc_xfer_import_result r;
+    OK(import_wait(x.ai, x.d, x.len, NULL, &r)); /* takes 6 blocks: evicts (spills) 4 of them */
+    assert_int_equal(r.blocks_cached, 6);
+    OK(kvc_pool_check(x.pi));
+    expect_hit_bytes(x.pi, 41, x.t, x.n, x.n);
+    expect_hit_bytes(x.pi, 42, other, 6 * BS, 6 * BS); /* partly restored from the host tier */
+    pair_down(&x);
+}
+
 /* ---- Arguments -------------------------------------------------------------------------------- */
 
 static void test_arguments(void **state) {
@@ -750,6 +772,7 @@ int main(void) {
         cmocka_unit_test(test_importer_pool_full_is_a_clean_refusal),
         cmocka_unit_test(test_lease_expiry_and_release_fail_the_import),
         cmocka_unit_test(test_concurrent_imports_of_one_prefix),
+        cmocka_unit_test(test_import_evicting_into_the_host_tier),
         cmocka_unit_test(test_exporter_killed_mid_transfer),
         cmocka_unit_test(test_importer_killed_mid_transfer),
     };

@@ -60,6 +60,7 @@ kvc_status agent_stats(kvc_xfer_agent *, kvc_xfer_stats *) { return never("kvc_x
 
 #include "block_hash.hpp"
 #include "pool.hpp"
+#include "pool_access.hpp"
 #include "transfer/descriptor.hpp"
 #include "transfer/pool_hooks.hpp"
 
@@ -505,6 +506,11 @@ kvc_status publish_export(kvc_xfer_agent *a, HeldPrefix &held, int64_t lease_ms,
 
 }  // namespace
 
+namespace {
+kvc_status agent_setup(std::unique_ptr<kvc_xfer_agent> &a, const kvc_xfer_config &cfg, kvc_xfer_agent **out,
+                       const char *fn);
+}  // namespace
+
 kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_agent **out, const char *fn) {
     const UcxApi *u = nullptr;
     if (kvc_status st = load_ucx(&u, fn); st != KVC_OK) return st;
@@ -527,6 +533,18 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     a->nonce = (uint64_t(rd()) << 32 | rd()) ^ uint64_t(getpid()) ^ uint64_t(now_ms()) << 20;
     if (a->nonce == 0) a->nonce = 1;
 
+    try {
+        return agent_setup(a, cfg, out, fn);
+    } catch (...) {
+        teardown(a.get());  // UCX objects made before the failure
+        throw;
+    }
+}
+
+namespace {
+kvc_status agent_setup(std::unique_ptr<kvc_xfer_agent> &a, const kvc_xfer_config &cfg, kvc_xfer_agent **out,
+                       const char *fn) {
+    const UcxApi *u = a->u;
     ucp_config_t *uc = nullptr;
     ucs_status_t s = u->ucp_config_read(nullptr, nullptr, &uc);
     if (s != UCS_OK) return ucx_fail(KVC_ERR_IO, fn, "ucp_config_read", u, s);
@@ -607,6 +625,7 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     *out = a.release();
     return KVC_OK;
 }
+}  // namespace
 
 void agent_destroy(kvc_xfer_agent *a) {
     {
@@ -758,6 +777,13 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     if (kvc_status st = reserve_import(a->pool, op->keys.data(), d.tokens.data(), n, keys.priority, &op->res, fn);
         st != KVC_OK)
         return refuse(KVC_XFER_FAIL_POOL_FULL, st);
+    // The reservation may have evicted cached blocks whose spill to the host tier is queued: those
+    // copies read the blocks the gets are about to write, so they run first (rule 4 of
+    // lib/DESIGN.md: a storage access completes what was queued before it).
+    if (kvc_status st = pool_storage_barrier(a->pool, nullptr); st != KVC_OK) {
+        abort_import(a->pool, &op->res);
+        return refuse(KVC_XFER_FAIL_POOL_FULL, st);
+    }
     op->result.struct_size = sizeof op->result;
     op->result.blocks = n;
     op->result.blocks_skipped = op->res.skipped;
