@@ -120,6 +120,38 @@ static void expect_hit_bytes(kvc_pool *p, uint64_t seq, const int32_t *tokens, i
     OK(kvc_pool_check(p));
 }
 
+/* expect_hit_bytes for prompts longer than MAXTOK: allocates tokens[0, n + 1) and checks every
+ * byte of the n / BS hit blocks against the oracle. */
+static void expect_hit_bytes_large(kvc_pool *p, uint64_t seq, const int32_t *tokens, int64_t n) {
+    kvo_shape s;
+    memset(&s, 0, sizeof s);
+    OK(kvo_shape_of(p, &s));
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    memcpy(t, tokens, sizeof(int32_t) * (size_t)n);
+    t[n] = 4242;
+    int64_t cached = -1;
+    OK(kvc_alloc(p, seq, t, n + 1, NULL, &cached));
+    assert_int_equal(cached, n / BS * BS);
+    uint64_t *ids = malloc(sizeof(uint64_t) * (size_t)n);
+    kvo_ids(0, t, n, ids);
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)(n / BS + 2));
+    int64_t nb = 0;
+    OK(kvc_seq_block_table(p, seq, table, n / BS + 2, &nb));
+    unsigned char *buf = malloc((size_t)s.block_stride);
+    for (int64_t b = 0; b < n / BS; ++b) {
+        int32_t bad_tok = -1;
+        OK(kvo_read_block(p, table[b], buf));
+        const int64_t bad = kvo_check_block(&s, buf, 0, ids + b * BS, BS, &bad_tok);
+        if (bad) fail_msg("imported block %lld (id %d): %lld wrong elements", (long long)b, table[b], (long long)bad);
+    }
+    free(buf);
+    free(table);
+    free(ids);
+    free(t);
+    OK(kvc_free(p, seq));
+    OK(kvc_pool_check(p));
+}
+
 static kvc_stats pool_stats(kvc_pool *p) {
     kvc_stats s;
     memset(&s, 0, sizeof s);
@@ -306,6 +338,8 @@ static void test_export_prompt_and_partial_local_hit(void **state) {
 
 /* ---- Two processes ---------------------------------------------------------------------------- */
 
+static int g_exporter_skip_destroy = 0; /* set before spawn_exporter by the importer-killed test */
+
 /* The child: a pool and an agent, prefill, export, descriptor to the pipe, then serve until told
  * (a byte on `go`) or killed. */
 static void child_exporter(const char *tls, int out_fd, int go_fd, int64_t n, int32_t seed, int64_t blocks,
@@ -337,6 +371,21 @@ static void child_exporter(const char *tls, int out_fd, int go_fd, int64_t n, in
     if (write(out_fd, &len, sizeof len) != sizeof len || write(out_fd, d, (size_t)len) != len) _exit(3);
     char c;
     if (read(go_fd, &c, 1) != 1) _exit(4);
+    if (g_exporter_skip_destroy) {
+        /* The importer-killed test: the lease must still be there and end cleanly; the agent is
+         * not destroyed (see test_importer_killed_mid_transfer), the process exit frees it. */
+        kvc_xfer_stats st;
+        memset(&st, 0, sizeof st);
+        st.struct_size = sizeof st;
+        if (kvc_xfer_get_stats(a, &st) != KVC_OK || st.exports_active != 1) _exit(5);
+        if (kvc_free(p, 1) != KVC_OK || kvc_xfer_export_release(a, ex) != KVC_OK || kvc_pool_check(p) != KVC_OK)
+            _exit(6);
+        kvc_stats ps;
+        memset(&ps, 0, sizeof ps);
+        ps.struct_size = sizeof ps;
+        if (kvc_pool_stats(p, &ps) != KVC_OK || ps.used_blocks != 0) _exit(7);
+        _exit(0);
+    }
     kvc_xfer_agent_destroy(a);
     kvc_pool_destroy(p);
     _exit(0);
@@ -619,85 +668,70 @@ static void test_exporter_killed_mid_transfer(void **state) {
     OK(kvc_pool_destroy(pi));
 }
 
-/* The importer is SIGKILLed with its gets in flight: the exporter's lease, pool and agent are
- * unaffected — the next importer gets the prefix, and releasing the export frees every block. */
+/* The importer is SIGKILLed with its gets in flight: the exporter (a child process) keeps its
+ * lease and serves the next importer (this process: every byte checked), and its lease then ends
+ * cleanly with every block back. Over shared memory, and without destroying the exporter's agent
+ * at the end: Debian's UCX 1.13.1 emulates gets over TCP and shared memory with active messages
+ * that the exporter's worker answers, and an answer to an importer that died can abort the
+ * exporter inside UCX over TCP ("ucp_get_req_handler ... Fatal: unexpected error", seen once in
+ * about twenty runs under load; the fatal path of openucx/ucx PR #7274), or, over shared memory,
+ * crash the exporter's ucp_worker_destroy purging the answers that never drained (a SEGV in
+ * ucp_request_memory_dereg, in about one run in four of this test under load). Both are inside
+ * UCX; lib/transfer/README.md, "UCX version". */
 static void test_importer_killed_mid_transfer(void **state) {
     (void)state;
     if (!have_ucx()) skip();
-    const int64_t blocks = 2048, n = 1024 * BS;
-    kvc_pool *pe = make_pool(blocks, 1024);
-    kvc_xfer_agent *ae = make_agent(pe, "tcp", "m", 0, 0);
-    int32_t *t = malloc(sizeof(int32_t) * (size_t)n);
-    prompt(t, n, 8);
-    OK(kvc_alloc(pe, 1, t, n, NULL, NULL));
-    {   /* non-zero bytes, so that the importer sees the gets land */
-        kvo_shape s;
-        memset(&s, 0, sizeof s);
-        OK(kvo_shape_of(pe, &s));
-        int32_t *table = malloc(sizeof(int32_t) * 1024);
-        int64_t nb = 0;
-        OK(kvc_seq_block_table(pe, 1, table, 1024, &nb));
-        unsigned char *ones = malloc((size_t)s.block_stride);
-        memset(ones, 0x11, (size_t)s.block_stride);
-        for (int64_t b = 0; b < nb; ++b) OK(kvc_storage_copy_blocks(pe, &table[b], 1, ones, 0));
-        free(ones);
-        free(table);
-    }
-    uint64_t ex = 0;
-    OK(kvc_xfer_export_seq(ae, 1, 0, &ex, NULL));
-    OK(kvc_free(pe, 1));
-    int64_t len = 0;
-    uint8_t *d = descriptor(ae, ex, &len);
+    const int64_t blocks = 1100, n = 1024 * BS;
+    g_exporter_skip_destroy = 1;
+    child c = spawn_exporter("sm,self", n, 8, blocks, 1024);
+    g_exporter_skip_destroy = 0;
     int started[2];
     assert_int_equal(pipe(started), 0);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         kvc_pool *pi = make_pool(blocks, 1024);
-        kvc_xfer_agent *ai = make_agent(pi, "tcp", "m", 0, 0);
+        kvc_xfer_agent *ai = make_agent(pi, "sm,self", "m", 0, 0);
         uint64_t op = 0;
-        if (kvc_xfer_import(ai, d, len, NULL, &op) != KVC_OK) _exit(3);
-        /* Wait until the first bytes have landed (block 0 of this fresh pool is the first taken):
-         * the endpoint is wired up and the gets are flowing. (Killed during wireup instead, an
-         * importer can abort the exporter inside Debian's UCX 1.13.1: an assertion in
-         * ucp_request_send_state_ff, removed upstream by openucx/ucx PR #8175.) */
-        unsigned char *blk = malloc(64 * 1024 * 4);
+        if (kvc_xfer_import(ai, c.desc, c.len, NULL, &op) != KVC_OK) _exit(3);
+        /* Wait until bytes have landed in block 0 (the first one this fresh pool takes): the
+         * gets are flowing. */
+        unsigned char *blk = malloc(256 * 1024);
         int32_t b0 = 0;
         for (int i = 0; i < 20000; ++i) {
-            if (kvc_storage_copy_blocks(pi, &b0, 1, blk, 1) == KVC_OK && blk[0] == 0x11) break;
+            int nonzero = 0;
+            if (kvc_storage_copy_blocks(pi, &b0, 1, blk, 1) == KVC_OK)
+                for (int k = 0; k < 256 && !nonzero; ++k) nonzero = blk[k] != 0;
+            if (nonzero) break;
             struct timespec w = {0, 100 * 1000};
             nanosleep(&w, NULL);
         }
-        char c = 1;
-        if (write(started[1], &c, 1) != 1) _exit(4);
-        for (;;) pause(); /* killed with its gets in flight */
+        char x = 1;
+        if (write(started[1], &x, 1) != 1) _exit(4);
+        for (;;) pause();
     }
-    char c = 0;
-    assert_int_equal(read(started[0], &c, 1), 1);
+    char x = 0;
+    assert_int_equal(read(started[0], &x, 1), 1);
     kill(pid, SIGKILL);
     int ws = 0;
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     close(started[0]);
     close(started[1]);
-    OK(kvc_pool_check(pe));
-    assert_int_equal(xstats(ae).exports_active, 1);
-    /* Another importer (this process) still gets every byte. */
+    /* The next importer gets every byte. */
     kvc_pool *pi = make_pool(blocks, 1024);
-    kvc_xfer_agent *ai = make_agent(pi, "tcp", "m", 0, 20000);
+    kvc_xfer_agent *ai = make_agent(pi, "sm,self", "m", 0, 20000);
     kvc_xfer_import_result r;
-    kvc_status st = import_wait(ai, d, len, NULL, &r);
+    kvc_status st = import_wait(ai, c.desc, c.len, NULL, &r);
     if (st != KVC_OK) fail_msg("import after the first importer was killed: %s", kvc_last_error());
     assert_int_equal(r.blocks_cached, 1024);
-    OK(kvc_xfer_export_release(ae, ex));
-    OK(kvc_pool_check(pe));
-    assert_int_equal(pool_stats(pe).used_blocks, 0);
-    free(d);
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)n);
+    prompt(t, n, 8);
+    expect_hit_bytes_large(pi, 1, t, n);
     free(t);
+    finish_child(&c); /* the exporter: lease held until now, released, pool checked, no block used */
     OK(kvc_xfer_agent_destroy(ai));
-    OK(kvc_xfer_agent_destroy(ae));
     OK(kvc_pool_check(pi));
     OK(kvc_pool_destroy(pi));
-    OK(kvc_pool_destroy(pe));
 }
 
 /* An import that evicts cached blocks spilling to the host tier: the spills read those blocks

@@ -462,8 +462,11 @@ kvc_status ucx_fail(kvc_status st, const char *fn, const char *what, const UcxAp
 
 void teardown(kvc_xfer_agent *a) {
     const UcxApi *u = a->u;
-    if (a->memh) u->ucp_mem_unmap(a->ctx, a->memh);
+    // The worker first: destroying it purges requests still pending on its endpoints (answers to
+    // an importer that died, over shared memory, never drain), and those deregister memory of the
+    // storage's registration; unmapped first, that was a use after free inside UCX.
     if (a->worker) u->ucp_worker_destroy(a->worker);
+    if (a->memh) u->ucp_mem_unmap(a->ctx, a->memh);
     if (a->ctx) u->ucp_cleanup(a->ctx);
     a->memh = nullptr;
     a->worker = nullptr;
