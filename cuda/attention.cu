@@ -227,9 +227,9 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
     p.num_parts = 1;
     p.part_size = 0;
 
+    p.block_div = detail::FastDiv::of(uint32_t(L.block_size));
     if (decode) {
         // One query per sequence: the decode kernel, up to kDecodeMaxRows query heads per CTA.
-        p.block_div = detail::FastDiv::of(uint32_t(L.block_size));
         p.group_chunk = std::min(p.group_size, detail::kDecodeMaxRows);
         p.head_chunks = int32_t(ceil_div(p.group_size, p.group_chunk));
         p.queries_per_cta = 1;
@@ -247,9 +247,10 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
         const bool aligned = (reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.out)) % 16 == 0;
         if (const AttnLauncher mma = aligned ? find_mma_launcher(a.q_dtype, L.dtype, hidx) : nullptr) {
             launch = mma;
-            p.group_chunk = std::min(p.group_size, detail::kMmaRows);
+            const int32_t mma_rows = detail::mma_rows(fp8 ? 1 : 2, L.head_dim);
+            p.group_chunk = std::min(p.group_size, mma_rows);
             p.head_chunks = int32_t(ceil_div(p.group_size, p.group_chunk));
-            p.queries_per_cta = std::max<int32_t>(1, std::min<int32_t>(a.max_q_len, detail::kMmaRows / p.group_chunk));
+            p.queries_per_cta = std::max<int32_t>(1, std::min<int32_t>(a.max_q_len, mma_rows / p.group_chunk));
         }
     }
 
