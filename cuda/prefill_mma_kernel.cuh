@@ -61,7 +61,10 @@ struct MmaShape {
     // the 163 KiB a CTA may opt into on sm_80, and the S accumulators would add 32 registers to
     // the 128 the O accumulators already hold; 32 keys keep both in bounds at the price of twice
     // as many barriers and softmax rescales per key.
-    static constexpr int kKeys = kHeadDim > 128 ? 32 : 64;
+#ifndef KVC_PREFILL_KEYS
+#define KVC_PREFILL_KEYS 64
+#endif
+    static constexpr int kKeys = kHeadDim > 128 ? 32 : KVC_PREFILL_KEYS;
     static constexpr int kKvRowBytes = kHeadDim * kKvBytes;
     static constexpr int kQRowBytes = kHeadDim * 2;  // q is always 16-bit here
     static constexpr int kChunksPerRow = kKvRowBytes / 16;
@@ -229,15 +232,15 @@ __global__ void __launch_bounds__(MmaShape<int(sizeof(KV)), kHeadDim>::kThreads,
         // Scores in log2 units; masked keys -inf. Online softmax per row (a row lives in one quad).
         const bool unmasked = t0 + S::kKeys <= range_end && t0 + S::kKeys - 1 <= w.first_pos &&
                               (p.window <= 0 || t0 > last_pos - p.window);
+        // Plain unmasked tiles keep the raw dot products: the scale (> 0) commutes with the max
+        // and rides in the exponential's FFMA below.
         float mx[2] = {kNegInf, kNegInf};
-        if (unmasked && plain_scores) {
+        const bool raw = unmasked && plain_scores;
+        if (raw) {
 #pragma unroll
             for (int j = 0; j < kST; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    s[j][e] *= scale_log2;
-                    mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-                }
+                for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
         } else {
 #pragma unroll
             for (int j = 0; j < kST; ++j)
@@ -260,17 +263,19 @@ __global__ void __launch_bounds__(MmaShape<int(sizeof(KV)), kHeadDim>::kThreads,
         for (int h = 0; h < 2; ++h) {
             mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
             mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+            if (raw) mx[h] *= scale_log2;
             const float m_new = fmaxf(m_run[h], mx[h]);
             m_use[h] = m_new == kNegInf ? 0.0f : m_new;  // a row that has seen nothing stays at 0
             corr[h] = fast_exp2(m_run[h] - m_use[h]);
             m_run[h] = m_new;
         }
+        const float s_mul = raw ? scale_log2 : 1.0f;
         float psum[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int j = 0; j < kST; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const float pe = fast_exp2(s[j][e] - m_use[e >> 1]);
+                const float pe = fast_exp2(fmaf(s[j][e], s_mul, -m_use[e >> 1]));
                 s[j][e] = pe;
                 psum[e >> 1] += pe;
             }

@@ -6,6 +6,7 @@
 # the packed build's prefill kernel (1 x 2048, d = 128) where ncu exists. Nothing is built here.
 #
 # usage: OUT=... bash tests/gpu/compare_prefill.sh     (after tests/gpu/prepare_carry.sh + variants)
+#   NCU_VARIANT=NAME profiles that variant instead of the packed build; ROUNDS (default 2).
 # Writes $OUT/prefill_variants.txt (one line per shape and variant) and $OUT/prefill_ncu.txt.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -44,7 +45,7 @@ RES="$OUT/prefill_variants.txt"
 } >"$RES"
 # Two rounds, variants interleaved, so a drift of clocks or temperature shows as round-to-round
 # spread rather than as a difference between variants.
-for round in 1 2; do
+for round in $(seq 1 "${ROUNDS:-2}"); do
     for name in "${VARIANTS[@]}"; do
         timeout 90 env KVC_LIB="$WORK/$name" PYTHONDONTWRITEBYTECODE=1 "$PY" "$ROOT/tests/bench/prefill_vs_sdpa.py" \
             --rounds 2 --out "$WORK/$name-$round.json" >"$WORK/$name-$round.log" 2>&1
@@ -64,7 +65,7 @@ cat "$RES"
 
 NCU="$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
 if [ -n "$NCU" ]; then
-    timeout 120 env KVC_LIB="$WORK/packed" PYTHONDONTWRITEBYTECODE=1 "$NCU" --kernel-name regex:prefill_mma_kernel \
+    timeout 120 env KVC_LIB="$WORK/${NCU_VARIANT:-packed}" PYTHONDONTWRITEBYTECODE=1 "$NCU" --kernel-name regex:prefill_mma_kernel \
         --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy --section SchedulerStats \
         --section WarpStateStats --section LaunchStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
