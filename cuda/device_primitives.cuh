@@ -1,7 +1,7 @@
 // The few device primitives written in PTX (cp.async, mma.sync) plus the launch and dynamic
 // shared-memory spellings, in one place.
 //
-// KVC_CUDA_EMULATION: tests/gpu/emulation/ compiles cuda/*.cu with a host C++ compiler and a
+// KVC_CUDA_EMULATION: cuda/emulation/ compiles cuda/*.cu with a host C++ compiler and a
 // fiber-based CUDA emulator (one fiber per thread, real barriers and warp shuffles), so the
 // kernels, the dispatcher and the GPU test suite run — slowly — on machines without a GPU. In
 // that build these primitives forward to the emulator; nothing else in cuda/ changes.
@@ -13,7 +13,7 @@
 #include <cstring>
 
 #ifdef KVC_CUDA_EMULATION
-#include "cuda_emulation.hpp"  // tests/gpu/emulation/, on the include path of that build only
+#include "cuda_emulation.hpp"  // cuda/emulation/, on the include path of that build only
 #define KVC_DYNAMIC_SMEM(name) unsigned char *name = ::kvc_emu::dynamic_smem()
 #define KVC_LAUNCH(kernel, grid, block, smem_bytes, stream, ...) \
     ::kvc_emu::launch(reinterpret_cast<const void *>(kernel), dim3(grid), dim3(block), size_t(smem_bytes), (stream), \
