@@ -15,7 +15,7 @@ namespace {
 using detail::AttnLauncher;
 using detail::AttnParams;
 
-constexpr int kHeadDims[] = {64, 80, 96, 128, 256};
+constexpr int kHeadDimCount = int(sizeof kHeadDims / sizeof kHeadDims[0]);
 // Split-K partitions are never shorter than this: below it the partial writes and the reduce cost
 // more than the parallelism gains.
 constexpr int64_t kMinPartition = 256;
@@ -23,15 +23,9 @@ constexpr int64_t kMinPartition = 256;
 // per query head — several waves on a 132-SM part.
 constexpr int64_t kWorkspaceSeqParts = 1024;
 
-int head_dim_index(int32_t d) {
-    for (int i = 0; i < 5; ++i)
-        if (kHeadDims[i] == d) return i;
-    return -1;
-}
-
 template <typename KV>
 AttnLauncher launcher_for(int idx) {
-    static const AttnLauncher table[5] = {
+    static const AttnLauncher table[kHeadDimCount] = {
         detail::launch_attention_kernel<KV, 64>, detail::launch_attention_kernel<KV, 80>,
         detail::launch_attention_kernel<KV, 96>, detail::launch_attention_kernel<KV, 128>,
         detail::launch_attention_kernel<KV, 256>};
@@ -50,7 +44,7 @@ AttnLauncher find_launcher(int32_t kv_dtype, int idx) {
 
 template <typename T, typename KV>
 AttnLauncher mma_launcher_for(int idx) {
-    static const AttnLauncher table[5] = {
+    static const AttnLauncher table[kHeadDimCount] = {
         detail::launch_prefill_mma<T, KV, 64>, detail::launch_prefill_mma<T, KV, 80>,
         detail::launch_prefill_mma<T, KV, 96>, detail::launch_prefill_mma<T, KV, 128>,
         detail::launch_prefill_mma<T, KV, 256>};
@@ -181,8 +175,8 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
     const KvLayout &L = a.layout;
     const int hidx = head_dim_index(L.head_dim);
     if (hidx < 0)
-        return fail(KVC_ERR_UNSUPPORTED, "kvc attention (CUDA): head_dim %d unsupported (64, 80, 96, 128, 256)",
-                    L.head_dim);
+        return fail(KVC_ERR_UNSUPPORTED, "kvc attention (CUDA): head_dim %d unsupported (%s)", L.head_dim,
+                    kHeadDimsText);
     AttnLauncher launch = find_launcher(L.dtype, hidx);
     if (!launch) return fail(KVC_ERR_UNSUPPORTED, "kvc attention (CUDA): KV dtype %d unsupported", L.dtype);
     if (a.q_dtype != KVC_DTYPE_F32 && a.q_dtype != KVC_DTYPE_F16 && a.q_dtype != KVC_DTYPE_BF16)
@@ -227,9 +221,9 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
     p.num_parts = 1;
     p.part_size = 0;
 
+    p.block_div = detail::FastDiv::of(uint32_t(L.block_size));
     if (decode) {
         // One query per sequence: the decode kernel, up to kDecodeMaxRows query heads per CTA.
-        p.block_div = detail::FastDiv::of(uint32_t(L.block_size));
         p.group_chunk = std::min(p.group_size, detail::kDecodeMaxRows);
         p.head_chunks = int32_t(ceil_div(p.group_size, p.group_chunk));
         p.queries_per_cta = 1;
@@ -247,9 +241,10 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
         const bool aligned = (reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.out)) % 16 == 0;
         if (const AttnLauncher mma = aligned ? find_mma_launcher(a.q_dtype, L.dtype, hidx) : nullptr) {
             launch = mma;
-            p.group_chunk = std::min(p.group_size, detail::kMmaRows);
+            const int32_t mma_rows = detail::mma_rows(fp8 ? 1 : 2, L.head_dim);
+            p.group_chunk = std::min(p.group_size, mma_rows);
             p.head_chunks = int32_t(ceil_div(p.group_size, p.group_chunk));
-            p.queries_per_cta = std::max<int32_t>(1, std::min<int32_t>(a.max_q_len, detail::kMmaRows / p.group_chunk));
+            p.queries_per_cta = std::max<int32_t>(1, std::min<int32_t>(a.max_q_len, mma_rows / p.group_chunk));
         }
     }
 

@@ -81,7 +81,7 @@ struct AttnParams {
     const unsigned char *layer_base;
     int64_t kv_stride, head_stride, token_stride, block_stride;
     int32_t block_size;
-    FastDiv block_div;  // division by block_size (decode kernel)
+    FastDiv block_div;  // division by block_size (every kernel: no integer division on the device)
     const int32_t *block_tables;
     int32_t max_blocks_per_seq;
     const int32_t *seq_lens;
@@ -129,9 +129,9 @@ template <typename KV>
 DecodeKernel find_decode_kernel(int dim_idx, int rows_idx, int32_t q_dtype, bool q_pairs_aligned);
 
 // Tensor-core prefill (prefill_mma.cu, prefill_mma_fp8.cu): q F16 or BF16 (T) with KV in the same
-// dtype or FP8 e4m3 (KV), every supported head dim, 64 rows (query token x query head) per CTA,
-// no split-K.
-constexpr int kMmaRows = 64;
+// dtype or FP8 e4m3 (KV), every supported head dim, no split-K. Rows (query token x query head) per
+// CTA: 128 for 16-bit KV up to d = 128, else 64 (registers and shared memory); MmaShape::kRows.
+constexpr int mma_rows(int kv_bytes, int head_dim) { return kv_bytes == 2 && head_dim <= 128 ? 128 : 64; }
 template <typename T, typename KV, int kHeadDim>
 cudaError_t launch_prefill_mma(const AttnParams &p, dim3 grid, cudaStream_t stream);
 

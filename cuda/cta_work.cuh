@@ -61,10 +61,11 @@ __device__ __forceinline__ bool cta_work(const AttnParams &p, int32_t qtile, Cta
 }
 
 // The K row of cached position `pos` for one KV head (V is kv_stride further): block table lookup,
-// then the token's offset inside its block. The block id is widened before the multiply.
+// then the token's offset inside its block (a multiply-high, not an integer division: this runs
+// for every 16-byte chunk a tile copies). The block id is widened before the multiply.
 __device__ __forceinline__ const unsigned char *paged_k_row(const AttnParams &p, const int32_t *table,
                                                             const unsigned char *head_base, int32_t pos) {
-    const int32_t blk_idx = pos / p.block_size;
+    const int32_t blk_idx = int32_t(p.block_div.div(uint32_t(pos)));
     const int64_t block = table[blk_idx];
     return head_base + block * p.block_stride + int64_t(pos - blk_idx * p.block_size) * p.token_stride;
 }

@@ -1,7 +1,7 @@
 // The few device primitives written in PTX (cp.async, mma.sync) plus the launch and dynamic
 // shared-memory spellings, in one place.
 //
-// KVC_CUDA_EMULATION: tests/gpu/emulation/ compiles cuda/*.cu with a host C++ compiler and a
+// KVC_CUDA_EMULATION: cuda/emulation/ compiles cuda/*.cu with a host C++ compiler and a
 // fiber-based CUDA emulator (one fiber per thread, real barriers and warp shuffles), so the
 // kernels, the dispatcher and the GPU test suite run — slowly — on machines without a GPU. In
 // that build these primitives forward to the emulator; nothing else in cuda/ changes.
@@ -10,9 +10,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #ifdef KVC_CUDA_EMULATION
-#include "cuda_emulation.hpp"  // tests/gpu/emulation/, on the include path of that build only
+#include "cuda_emulation.hpp"  // cuda/emulation/, on the include path of that build only
 #define KVC_DYNAMIC_SMEM(name) unsigned char *name = ::kvc_emu::dynamic_smem()
 #define KVC_LAUNCH(kernel, grid, block, smem_bytes, stream, ...) \
     ::kvc_emu::launch(reinterpret_cast<const void *>(kernel), dim3(grid), dim3(block), size_t(smem_bytes), (stream), \
@@ -139,6 +140,51 @@ struct FastDiv {
         return (hi + n) >> shift;
     }
 };
+
+// ldmatrix: four 8x8 matrices of 16-bit elements from shared memory in one warp instruction. Lane
+// l gives the address of one 16-byte row (lanes 8i .. 8i + 7: rows 0..7 of matrix i); lane (g =
+// l / 4, t = l % 4) receives elements 2t, 2t + 1 of row g of each matrix in r[i] (kTrans: rows 2t,
+// 2t + 1 of column g) -- exactly the A and B operand layouts of mma.m16n8k16, so one instruction
+// replaces four (A, or two n-tiles of B) scalar shared-memory loads.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], SmemAddr row_addr) {
+#ifdef KVC_CUDA_EMULATION
+    // Every lane reads the rows other lanes named: their addresses travel by shuffle (as bits).
+    const int lane = int(::kvc_emu::thread_idx().x) & 31, g = lane >> 2, t = lane & 3;
+    const unsigned char *smem = ::kvc_emu::dynamic_smem();
+    auto addr_of = [&](int src) {
+        float f;
+        std::memcpy(&f, &row_addr, 4);
+        const float got = ::kvc_emu::shfl_idx(f, src);
+        SmemAddr a;
+        std::memcpy(&a, &got, 4);
+        return a;
+    };
+    auto ld16 = [&](SmemAddr a) {
+        uint16_t v;
+        std::memcpy(&v, smem + a, 2);
+        return uint32_t(v);
+    };
+    for (int i = 0; i < 4; ++i) {
+        if (kTrans) {
+            const SmemAddr a0 = addr_of(8 * i + 2 * t), a1 = addr_of(8 * i + 2 * t + 1);
+            r[i] = ld16(a0 + 2 * g) | (ld16(a1 + 2 * g) << 16);
+        } else {
+            const SmemAddr a = addr_of(8 * i + g);
+            r[i] = ld16(a + 4 * t) | (ld16(a + 4 * t + 2) << 16);
+        }
+    }
+#else
+    if constexpr (kTrans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(row_addr));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(row_addr));
+#endif
+}
 
 // d += a * b for one m16n8k16 tile, fp32 accumulate; kBf16 selects bf16 inputs over f16.
 template <bool kBf16>

@@ -1,11 +1,16 @@
 // Tensor-core paged prefill/append attention: q in f16 or bf16, KV in the same dtype or FP8 (e4m3),
 // head dims 64..256. A FlashAttention-2 style loop on mma.sync.m16n8k16 (fp32 accumulate):
 //
-//   CTA = (sequence, KV head, group chunk, tile of query tokens); 4 warps x 16 rows, a row being a
-//   (query token, query head) pair of the KV head's GQA group, so each K/V tile in shared memory is
-//   used by the whole group. Per key tile: S = Q K^T on tensor cores, mask (causal, window), ALiBi,
+//   CTA = (sequence, KV head, group chunk, tile of query tokens); 8 warps x 16 rows (16-bit KV up to
+//   d = 128) or 4 warps x 16 rows (FP8 KV, d = 256), a row being a (query token, query head) pair
+//   of the KV head's GQA group, so each K/V tile in shared memory is used by the whole group. Per key tile: S = Q K^T on tensor cores, mask (causal, window), ALiBi,
 //   soft-cap and the online softmax in registers (fp32), then O += P V with P re-packed from the S
 //   accumulators into A fragments (their layouts coincide), O rescaled per row in registers.
+//
+// 16-bit KV: every operand fragment comes from shared memory by ldmatrix (Q and K plain, V
+// transposed), one instruction per 16x16 operand; the tile loop is at most a few instructions per
+// mma (GPU run of 2026-11-27: the earlier scalar-load version reached 0.14-0.28x of cuDNN's SDPA,
+// issue-bound on shared loads, masks and address math).
 //
 // Fragment layouts are those of the PTX ISA for mma.m16n8k16 (g = lane / 4, t = lane % 4):
 //   A (16x16, row): {a0,a1} row g, cols 2t..2t+1; {a2,a3} row g+8; {a4,a5} row g, cols 2t+8..;
@@ -39,13 +44,27 @@ constexpr int odd_pitch(int row_bytes, int unit) {
 
 template <int kKvBytes, int kHeadDim>
 struct MmaShape {
-    static constexpr int kThreads = 128;  // 4 warps
-    static constexpr int kRows = 64;      // 16 per warp
+    // 128 rows where registers and shared memory allow: every K/V tile brought into shared memory
+    // then serves twice the rows, halving L2 -> SM traffic per FLOP (mma_rows, attention_params.cuh).
+    static constexpr int kRows = mma_rows(kKvBytes, kHeadDim);
+    static constexpr int kWarps = kRows / 16;
+    static constexpr int kThreads = kWarps * 32;
+    // CTAs per SM the register allocation must allow (launch bound). 8 warps: 2 CTAs cap registers
+    // at 128 a thread (small spills at d = 80/96/128), 1 lets the loop keep everything in registers
+    // at half the resident warps; KVC_PREFILL_MIN_CTAS picks at build time (measured on an H100:
+    // tests/bench/RESULTS.md "GPU").
+#ifndef KVC_PREFILL_MIN_CTAS
+#define KVC_PREFILL_MIN_CTAS 2
+#endif
+    static constexpr int kMinCtasPerSm = kWarps == 8 ? KVC_PREFILL_MIN_CTAS : 2;
     // Keys per tile. At d = 256 a 64-key tile of 16-bit K+V in two stages plus Q is 165 KiB, over
     // the 163 KiB a CTA may opt into on sm_80, and the S accumulators would add 32 registers to
     // the 128 the O accumulators already hold; 32 keys keep both in bounds at the price of twice
     // as many barriers and softmax rescales per key.
-    static constexpr int kKeys = kHeadDim > 128 ? 32 : 64;
+#ifndef KVC_PREFILL_KEYS
+#define KVC_PREFILL_KEYS 64
+#endif
+    static constexpr int kKeys = kHeadDim > 128 ? 32 : KVC_PREFILL_KEYS;
     static constexpr int kKvRowBytes = kHeadDim * kKvBytes;
     static constexpr int kQRowBytes = kHeadDim * 2;  // q is always 16-bit here
     static constexpr int kChunksPerRow = kKvRowBytes / 16;
@@ -74,13 +93,17 @@ struct MmaShape {
 // work per row and need a cross-warp row max/sum every tile; occupancy of two CTAs per SM (the
 // launch bound, up to 255 registers a thread) is what is kept instead.
 template <typename T, typename KV, int kHeadDim>
-__global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p) {
+__global__ void __launch_bounds__(MmaShape<int(sizeof(KV)), kHeadDim>::kThreads,
+                                  MmaShape<int(sizeof(KV)), kHeadDim>::kMinCtasPerSm)
+    prefill_mma_kernel(const AttnParams p) {
     constexpr bool kFp8 = sizeof(KV) == 1;
     static_assert(sizeof(KV) == sizeof(T) || kFp8, "KV is q's 16-bit type or fp8");
     using S = MmaShape<int(sizeof(KV)), kHeadDim>;
     using Op = MmaOp<T>;
     constexpr int kNT = kHeadDim / 8;     // output n-tiles (8 dims each)
     constexpr int kST = S::kKeys / 8;     // score n-tiles (8 keys each)
+    static_assert(kNT % 2 == 0 && kST % 2 == 0, "ldmatrix.x4 takes n-tiles in pairs");
+    constexpr float kLog2e = 1.4426950408889634f;
     const float kNegInf = -__int_as_float(0x7f800000);
 
     KVC_DYNAMIC_SMEM(smem);
@@ -89,8 +112,10 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t4 = lane & 3;
     CtaWork w;
-    if (!cta_work(p, int32_t(blockIdx.x), &w)) return;
-    const int32_t rows = w.rows;  // <= 64
+    // Causal work grows with the query tile: the longest tiles start first (the grid's x runs from
+    // the last tile down), so the short ones fill the tail of the launch instead of the long ones.
+    if (!cta_work(p, int32_t(gridDim.x - 1 - blockIdx.x), &w)) return;
+    const int32_t rows = w.rows;  // <= kRows
     const int32_t range_begin = w.key_begin, range_end = w.key_end;
 
     // Q tile -> shared memory (rows past `rows` zero-filled).
@@ -117,6 +142,12 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
         qpos[h] = row_ok[h] ? w.pos_of_row(r) : -1;  // -1: sees nothing
         slope[h] = (p.alibi_slopes && row_ok[h]) ? p.alibi_slopes[w.head_of_row(r, p)] : 0.0f;
     }
+    // A tile needs no per-element mask when every row sees every key of it: below the first
+    // query's position (causal), inside the last query's window, before range_end. Plain scores
+    // (no ALiBi, no soft-cap) then take one multiply each.
+    const int32_t last_pos = w.first_pos + w.nq - 1;
+    const bool plain_scores = !p.alibi_slopes && !(p.softcap > 0.0f);
+    const float scale_log2 = p.q_scale * kLog2e;
 
     const int32_t *table = p.block_tables + int64_t(w.seq) * p.max_blocks_per_seq;
     const unsigned char *head_base = p.layer_base + int64_t(w.kv_head) * p.head_stride;
@@ -133,14 +164,24 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
     float o[kNT][4];
 #pragma unroll
     for (int n = 0; n < kNT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    // Running maxima in log2 units (scores times scale * log2(e)), exp-sums lane-partial.
     float m_run[2] = {kNegInf, kNegInf}, l_run[2] = {0.0f, 0.0f};
 
     if (num_tiles > 0) issue_tile(0, 0);
     cp_async_commit();  // the Q tile travels in this group too
 
+    // Fragment addresses. 16-bit KV (ldmatrix): lane l names row (l % 8) + 8 * ((l / 8) % 2) of the
+    // warp's 16 Q rows at column 16 * (l / 16) bytes; for K, key (l % 8) + 8 * (l / 16) of a pair of
+    // key n-tiles at column 16 * ((l / 8) % 2) bytes; for V (transposed), key (l % 8) + 8 * ((l / 8)
+    // % 2) of a 16-key step at dim 8 * (l / 16).
     // FP8: K fragments come from one 32-bit load of 4 consecutive dims (4t..4t+3 of each 16), so
     // the k index of the mma is permuted: slots {2t, 2t+1, 2t+8, 2t+9} hold dims 4t..4t+3 for
     // both operands; the dot product does not care. Q follows with 8 consecutive bytes.
+    const int lm_row = (lane & 7) + 8 * ((lane >> 3) & 1), lm_hi = lane >> 4;
+    const SmemAddr q_lm = smem_addr(q_smem + (warp * 16 + lm_row) * S::kQPitch + 16 * lm_hi);
+    const SmemAddr stage0 = smem_addr(smem);
+    const int k_lm = ((lane & 7) + 8 * lm_hi) * S::kKvPitch + 16 * ((lane >> 3) & 1);
+    const int v_lm = lm_row * S::kKvPitch + 16 * lm_hi;
     const unsigned char *q_lo = q_smem + (warp * 16 + g) * S::kQPitch + t4 * (kFp8 ? 8 : 4);
     const unsigned char *q_hi = q_lo + 8 * S::kQPitch;
 
@@ -152,6 +193,8 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
 
         const unsigned char *k_tile = smem + (tile & 1) * S::kStageBytes;
         const unsigned char *v_tile = k_tile + S::kKeys * S::kKvPitch;
+        const SmemAddr k_tile_lm = stage0 + SmemAddr((tile & 1) * S::kStageBytes);
+        const SmemAddr v_tile_lm = k_tile_lm + SmemAddr(S::kKeys * S::kKvPitch);
         const int32_t t0 = range_begin + tile * S::kKeys;
 
         // S = Q K^T (fp32 accumulators).
@@ -174,49 +217,65 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
                     Op::run(s[j], a, widen_fp8x2<T>(w4), widen_fp8x2<T>(w4 >> 16));
                 }
             } else {
-                const uint32_t a[4] = {lds32(q_lo + kk * 32), lds32(q_hi + kk * 32), lds32(q_lo + kk * 32 + 16),
-                                       lds32(q_hi + kk * 32 + 16)};
+                uint32_t a[4];
+                ldmatrix_x4<false>(a, q_lm + SmemAddr(kk * 32));
 #pragma unroll
-                for (int j = 0; j < kST; ++j) {
-                    const unsigned char *k_row = k_tile + (j * 8 + g) * S::kKvPitch + kk * 32 + t4 * 4;
-                    Op::run(s[j], a, lds32(k_row), lds32(k_row + 16));
+                for (int j = 0; j < kST; j += 2) {
+                    uint32_t b[4];  // b0, b1 of key n-tile j, then of j + 1
+                    ldmatrix_x4<false>(b, k_tile_lm + SmemAddr(j * 8 * S::kKvPitch + kk * 32 + k_lm));
+                    Op::run(s[j], a, b[0], b[1]);
+                    Op::run(s[j + 1], a, b[2], b[3]);
                 }
             }
         }
 
-        // Mask, scale, ALiBi, soft-cap; online softmax per row (a row lives in one lane quad).
+        // Scores in log2 units; masked keys -inf. Online softmax per row (a row lives in one quad).
+        const bool unmasked = t0 + S::kKeys <= range_end && t0 + S::kKeys - 1 <= w.first_pos &&
+                              (p.window <= 0 || t0 > last_pos - p.window);
+        // Plain unmasked tiles keep the raw dot products: the scale (> 0) commutes with the max
+        // and rides in the exponential's FFMA below.
         float mx[2] = {kNegInf, kNegInf};
+        const bool raw = unmasked && plain_scores;
+        if (raw) {
 #pragma unroll
-        for (int j = 0; j < kST; ++j)
+            for (int j = 0; j < kST; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int h = e >> 1;
-                const int32_t pos = t0 + j * 8 + 2 * t4 + (e & 1);
-                const bool visible =
-                    pos < range_end && pos <= qpos[h] && (p.window <= 0 || pos > qpos[h] - p.window);
-                float x = s[j][e] * p.q_scale;
-                if (p.alibi_slopes) x += slope[h] * float(pos - qpos[h]);
-                if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-                x = visible ? x : kNegInf;
-                s[j][e] = x;
-                mx[h] = fmaxf(mx[h], x);
-            }
+                for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < kST; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int h = e >> 1;
+                    const int32_t pos = t0 + j * 8 + 2 * t4 + (e & 1);
+                    const bool visible =
+                        pos < range_end && pos <= qpos[h] && (p.window <= 0 || pos > qpos[h] - p.window);
+                    float x = s[j][e] * p.q_scale;
+                    if (p.alibi_slopes) x += slope[h] * float(pos - qpos[h]);
+                    if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+                    x = visible ? x * kLog2e : kNegInf;
+                    s[j][e] = x;
+                    mx[h] = fmaxf(mx[h], x);
+                }
+        }
         float corr[2], m_use[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
             mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+            if (raw) mx[h] *= scale_log2;
             const float m_new = fmaxf(m_run[h], mx[h]);
             m_use[h] = m_new == kNegInf ? 0.0f : m_new;  // a row that has seen nothing stays at 0
-            corr[h] = __expf(m_run[h] - m_use[h]);
+            corr[h] = fast_exp2(m_run[h] - m_use[h]);
             m_run[h] = m_new;
         }
+        const float s_mul = raw ? scale_log2 : 1.0f;
         float psum[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int j = 0; j < kST; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const float pe = __expf(s[j][e] - m_use[e >> 1]);
+                const float pe = fast_exp2(fmaf(s[j][e], s_mul, -m_use[e >> 1]));
                 s[j][e] = pe;
                 psum[e >> 1] += pe;
             }
@@ -230,7 +289,7 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
             o[n][3] *= corr[1];
         }
 
-        // O += P V: P from the S accumulators, V^T fragments gathered as 16-bit pairs.
+        // O += P V: P from the S accumulators (their layout is the A fragment's), V^T fragments.
 #pragma unroll
         for (int kk = 0; kk < S::kKeys / 16; ++kk) {
             const float *pa[4] = {&s[2 * kk][0], &s[2 * kk][2], &s[2 * kk + 1][0], &s[2 * kk + 1][2]};
@@ -240,21 +299,29 @@ __global__ void __launch_bounds__(128, 2) prefill_mma_kernel(const AttnParams p)
                 a[i] = Op::pack(pa[i][0], pa[i][1]);
                 a_lo[i] = Op::residual(pa[i][0], pa[i][1], a[i]);
             }
-            constexpr int kP = S::kKvPitch;
-            const unsigned char *v0 = v_tile + (kk * 16 + 2 * t4) * kP + g * int(sizeof(KV));
+            if constexpr (kFp8) {  // keys 2t, 2t+1 (and 2t+8, 2t+9) of dim n * 8 + g, widened
+                constexpr int kP = S::kKvPitch;
+                const unsigned char *v0 = v_tile + (kk * 16 + 2 * t4) * kP + g;
 #pragma unroll
-            for (int n = 0; n < kNT; ++n) {
-                const unsigned char *v = v0 + n * 8 * int(sizeof(KV));
-                uint32_t b0, b1;
-                if constexpr (kFp8) {  // keys 2t, 2t+1 (and 2t+8, 2t+9) of dim n * 8 + g, widened
-                    b0 = widen_fp8x2<T>(lds8(v) | (lds8(v + kP) << 8));
-                    b1 = widen_fp8x2<T>(lds8(v + 8 * kP) | (lds8(v + 9 * kP) << 8));
-                } else {
-                    b0 = lds16(v) | (lds16(v + kP) << 16);
-                    b1 = lds16(v + 8 * kP) | (lds16(v + 9 * kP) << 16);
+                for (int n = 0; n < kNT; ++n) {
+                    const unsigned char *v = v0 + n * 8;
+                    const uint32_t b0 = widen_fp8x2<T>(lds8(v) | (lds8(v + kP) << 8));
+                    const uint32_t b1 = widen_fp8x2<T>(lds8(v + 8 * kP) | (lds8(v + 9 * kP) << 8));
+                    Op::run(o[n], a, b0, b1);
+                    if constexpr (Op::kSplitP) Op::run(o[n], a_lo, b0, b1);
                 }
-                Op::run(o[n], a, b0, b1);
-                if constexpr (Op::kSplitP) Op::run(o[n], a_lo, b0, b1);
+            } else {
+#pragma unroll
+                for (int n = 0; n < kNT; n += 2) {
+                    uint32_t b[4];  // b0, b1 of dim n-tile n, then of n + 1
+                    ldmatrix_x4<true>(b, v_tile_lm + SmemAddr(kk * 16 * S::kKvPitch + n * 16 + v_lm));
+                    Op::run(o[n], a, b[0], b[1]);
+                    Op::run(o[n + 1], a, b[2], b[3]);
+                    if constexpr (Op::kSplitP) {
+                        Op::run(o[n], a_lo, b[0], b[1]);
+                        Op::run(o[n + 1], a_lo, b[2], b[3]);
+                    }
+                }
             }
         }
         __syncthreads();  // this stage is refilled by the next iteration's issue

@@ -7,12 +7,16 @@
 #define XXH_INLINE_ALL  // header-only: libkvc.so carries no runtime dependency on libxxhash
 #include <xxhash.h>
 
+#ifdef KVC_TEST_HOOKS  // the test archive only (lib/CMakeLists.txt): libkvc.so has no override
 #include "testing.h"
+#endif
 
 namespace kvc {
 namespace {
 
+#ifdef KVC_TEST_HOOKS
 std::atomic<kvct_hash_fn> g_hash_override{nullptr};
+#endif
 
 enum ExtraKind : unsigned char { kKindLora = 1, kKindSalt = 2, kKindMultimodal = 3 };
 
@@ -41,11 +45,13 @@ unsigned char *put_u64(unsigned char *p, uint64_t v) {
 // The override's result has its own variable: sharing one whose address escapes to the override
 // would send XXH3's result through memory too.
 __attribute__((flatten)) Hash128 hash_bytes(const void *data, size_t len) {
+#ifdef KVC_TEST_HOOKS
     if (kvct_hash_fn fn = g_hash_override.load(std::memory_order_relaxed)) {
         Hash128 o;
         fn(data, len, &o.hi, &o.lo);
         return o;
     }
+#endif
     const XXH128_hash_t x = XXH3_128bits(data, len);
     Hash128 h;
     h.hi = x.high64;
@@ -128,6 +134,8 @@ BlockKey BlockHasher::finish(int64_t index, const KeySet &keys) {
 
 }  // namespace kvc
 
+#ifdef KVC_TEST_HOOKS
 extern "C" void kvct_set_hash_override(kvct_hash_fn fn) {
     kvc::g_hash_override.store(fn, std::memory_order_relaxed);
 }
+#endif

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "free_queue.hpp"
+#include "kvc/kvc.h"
 
 namespace kvc {
 
@@ -25,7 +26,7 @@ public:
         num_blocks_ = num_blocks;
         refcount_.assign(size_t(num_blocks), 0);
         pins_.assign(size_t(num_blocks), 0);
-        priority_.assign(size_t(num_blocks), uint8_t(50));
+        priority_.assign(size_t(num_blocks), uint8_t(KVC_PRIORITY_DEFAULT));
         cached_.assign(size_t(num_blocks), 0);
         holds_.assign(size_t(num_blocks), 0);
         total_holds_ = 0;
@@ -116,8 +117,9 @@ public:
         }
     }
 
-    // Test hook only (kvct_corrupt_refcount): breaks the refcount invariant on purpose.
-    void debug_add_refcount(int32_t b, int32_t delta) { refcount_[b] += delta; }
+    // kvct_corrupt_refcount (lib/testing.cpp, the test archive only) breaks the refcount invariant
+    // on purpose through this friend; the class itself has no test-only member.
+    friend struct BlockPoolTestAccess;
 
     // Marks b cached / uncached. A block changing state while in a free list moves between lists.
     void set_cached(int32_t b, bool cached) { cached_[b] = cached ? 1 : 0; }

@@ -10,6 +10,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "copy_pending.hpp"
 #include "cuda_api.hpp"
+#include "struct_size.hpp"
 #include "tier_cuda.hpp"
 #include "error.hpp"
 #include "kernel_args.hpp"
@@ -50,9 +51,9 @@ bool positive_finite(float x) { return std::isfinite(x) && x > 0.f; }
 // the CUDA kernels are compiled for a fixed head-dim list and block sizes up to 256.
 kvc_status check_attention_supported(int32_t backend, const KvLayout &L, const char *fn) {
     if (backend != KVC_BACKEND_CUDA) return KVC_OK;
-    const int32_t d = L.head_dim;
-    if (d != 64 && d != 80 && d != 96 && d != 128 && d != 256)
-        return fail(KVC_ERR_UNSUPPORTED, "%s: head_dim %d has no CUDA attention kernel (64, 80, 96, 128, 256)", fn, d);
+    if (cuda::head_dim_index(L.head_dim) < 0)
+        return fail(KVC_ERR_UNSUPPORTED, "%s: head_dim %d has no CUDA attention kernel (%s)", fn, L.head_dim,
+                    cuda::kHeadDimsText);
     if (L.block_size > 256)
         return fail(KVC_ERR_UNSUPPORTED, "%s: block_size %d has no CUDA attention kernel (1..256)", fn, L.block_size);
     return KVC_OK;
@@ -77,9 +78,9 @@ KVC_API kvc_status kvc_storage_get_info(kvc_pool *pool, kvc_storage_info *out) {
         const char *fn = "kvc_storage_get_info";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         if (!out) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL", fn);
-        if (out->struct_size != sizeof(kvc_storage_info))
-            return fail(KVC_ERR_VERSION, "%s: struct_size %u, this library knows %zu", fn, out->struct_size,
-                        sizeof(kvc_storage_info));
+        if (kvc_status st = check_struct_size(out->struct_size, {sizeof(kvc_storage_info)}, StructUse::kFill, fn, "out");
+            st != KVC_OK)
+            return st;
         if (kvc_status st = require_storage(pool, fn); st != KVC_OK) return st;
         const KvLayout &L = pool_layout(pool);
         kvc_storage_info info;
@@ -96,7 +97,8 @@ KVC_API kvc_status kvc_storage_get_info(kvc_pool *pool, kvc_storage_info *out) {
         info.kv_stride = L.kv_stride;
         info.head_stride = L.head_stride;
         info.token_stride = L.token_stride;
-        *out = info;
+        info.struct_size = out->struct_size;
+        std::memcpy(out, &info, sizeof info);  // a newer caller's larger struct keeps its tail
         return KVC_OK;
     })
 }
@@ -265,9 +267,9 @@ KVC_API kvc_status kvc_batch_get_info(const kvc_batch *batch, kvc_batch_info *ou
         const char *fn = "kvc_batch_get_info";
         if (!batch) return fail(KVC_ERR_NULL_ARG, "%s: batch is NULL", fn);
         if (!out) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL", fn);
-        if (out->struct_size != sizeof(kvc_batch_info))
-            return fail(KVC_ERR_VERSION, "%s: struct_size %u, this library knows %zu", fn, out->struct_size,
-                        sizeof(kvc_batch_info));
+        if (kvc_status st = check_struct_size(out->struct_size, {sizeof(kvc_batch_info)}, StructUse::kFill, fn, "out");
+            st != KVC_OK)
+            return st;
         if (!batch->built) return fail(KVC_ERR_STATE, "%s: the batch was never built", fn);
         const BatchHostArrays &h = batch->committed;
         const BatchDeviceArrays &d = batch->dev;
@@ -290,7 +292,8 @@ KVC_API kvc_status kvc_batch_get_info(const kvc_batch *batch, kvc_batch_info *ou
         info.kv_indptr = addr(d.kv_indptr);
         info.kv_indices = addr(d.kv_indices);
         info.kv_last_page_len = addr(d.kv_last_page_len);
-        *out = info;
+        info.struct_size = out->struct_size;
+        std::memcpy(out, &info, sizeof info);  // a newer caller's larger struct keeps its tail
         return KVC_OK;
     })
 }
@@ -355,9 +358,10 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
         if (!q) return fail(KVC_ERR_NULL_ARG, "%s: q is NULL", fn);
         if (!out) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL", fn);
         if (!params) return fail(KVC_ERR_NULL_ARG, "%s: params is NULL (use kvc_attention_params_default)", fn);
-        if (params->struct_size != sizeof(kvc_attention_params))
-            return fail(KVC_ERR_VERSION, "%s: params struct_size %u, this library knows %zu", fn, params->struct_size,
-                        sizeof(kvc_attention_params));
+        if (kvc_status st =
+                check_struct_size(params->struct_size, {sizeof(kvc_attention_params)}, StructUse::kRead, fn, "params");
+            st != KVC_OK)
+            return st;
         if (kvc_status st = require_storage(pool, fn); st != KVC_OK) return st;
         if (batch->pool != pool) return fail(KVC_ERR_STATE, "%s: the batch belongs to another pool", fn);
         if (!batch->built) return fail(KVC_ERR_STATE, "%s: the batch was never built", fn);

@@ -12,6 +12,7 @@
 #include "pool.hpp"
 #include "pool_access.hpp"
 #include "pool_config.hpp"
+#include "struct_size.hpp"
 #include "tiers.hpp"
 
 namespace {
@@ -270,9 +271,10 @@ KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out) {
     // Callers built before cached_blocks_total was appended pass the shorter size and get the fields
     // they know.
     const size_t size_v1 = offsetof(kvc_stats, cached_blocks_total);
-    if (out->struct_size != size_v1 && out->struct_size < sizeof(kvc_stats))
-        return fail(KVC_ERR_VERSION, "kvc_pool_stats: out->struct_size is %u, this library takes %zu or %zu",
-                    out->struct_size, size_v1, sizeof(kvc_stats));
+    if (kvc_status st = kvc::check_struct_size(out->struct_size, {size_v1, sizeof(kvc_stats)}, kvc::StructUse::kFill,
+                                               "kvc_pool_stats", "out");
+        st != KVC_OK)
+        return st;
     kvc_stats s{};
     s.struct_size = out->struct_size;
     {

@@ -6,11 +6,14 @@
 #include "capi_args.hpp"
 #include "error.hpp"
 #include "pool.hpp"
+#include "struct_size.hpp"
 #include "tiers.hpp"
 
 namespace {
 
+using kvc::check_struct_size;
 using kvc::fail;
+using kvc::StructUse;
 
 using kvc::check_token_args;
 using kvc::keys_or_empty;
@@ -140,9 +143,9 @@ KVC_API kvc_status kvc_event_pop(kvc_pool *pool, kvc_event *out, int32_t *tokens
         // The first release's struct ended before `tier`; its callers get what fits (tier events
         // are reported only to callers that turned them on, hence know the field).
         const size_t size_v1 = offsetof(kvc_event, tier);
-        if (out->struct_size != size_v1 && out->struct_size < sizeof(kvc_event))
-            return fail(KVC_ERR_VERSION, "%s: out->struct_size is %u, this library takes %zu or %zu", fn,
-                        out->struct_size, size_v1, sizeof(kvc_event));
+        if (kvc_status st = check_struct_size(out->struct_size, {size_v1, sizeof(kvc_event)}, StructUse::kFill, fn, "out");
+            st != KVC_OK)
+            return st;
         if (token_cap < 0) return fail(KVC_ERR_INVALID_ARG, "%s: token_cap must be >= 0, got %lld", fn, (long long)token_cap);
         if (!tokens && token_cap > 0) return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL with token_cap %lld", fn, (long long)token_cap);
         std::lock_guard<std::mutex> lock(pool->mu);

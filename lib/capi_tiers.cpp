@@ -12,13 +12,16 @@
 #include "cuda_api.hpp"
 #include "error.hpp"
 #include "pool.hpp"
+#include "struct_size.hpp"
 #include "tier_cuda.hpp"
 #include "tier_plan.hpp"
 #include "tiers.hpp"
 
 namespace {
 
+using kvc::check_struct_size;
 using kvc::fail;
+using kvc::StructUse;
 using kvc::Sequence;
 using kvc::Tiers;
 using kvc::TierSlots;
@@ -463,9 +466,10 @@ KVC_API kvc_status kvc_tier_get_stats(kvc_pool *pool, int32_t tier, kvc_tier_sta
         // callers get what fits.
         const size_t size_v1 = offsetof(kvc_tier_stats, foreign_blocks);
         const size_t size_v2 = offsetof(kvc_tier_stats, reachable_blocks);
-        if (out->struct_size != size_v1 && out->struct_size != size_v2 && out->struct_size < sizeof(kvc_tier_stats))
-            return fail(KVC_ERR_VERSION, "%s: out->struct_size is %u, this library takes %zu, %zu or %zu", fn,
-                        out->struct_size, size_v1, size_v2, sizeof(kvc_tier_stats));
+        if (kvc_status st = check_struct_size(out->struct_size, {size_v1, size_v2, sizeof(kvc_tier_stats)},
+                                              StructUse::kFill, fn, "out");
+            st != KVC_OK)
+            return st;
         if (tier < KVC_TIER_DEVICE || tier > KVC_TIER_DISK)
             return fail(KVC_ERR_INVALID_ARG, "%s: unknown tier %d (0 device, 1 host, 2 disk)", fn, tier);
         kvc_tier_stats o{};

@@ -11,6 +11,17 @@
 
 namespace kvc::cuda {
 
+// The head dims the CUDA attention kernels are instantiated for, in the order of the kernels'
+// tables (cuda/attention.cu, decode_kernel.cuh's dim_idx); the CPU kernels take any head dim.
+inline constexpr int32_t kHeadDims[] = {64, 80, 96, 128, 256};
+inline constexpr const char *kHeadDimsText = "64, 80, 96, 128, 256";  // for messages
+// Index of `d` in kHeadDims, or -1.
+constexpr int head_dim_index(int32_t d) {
+    for (int i = 0; i < int(sizeof kHeadDims / sizeof kHeadDims[0]); ++i)
+        if (kHeadDims[i] == d) return i;
+    return -1;
+}
+
 // Usable devices; 0 (and KVC_OK) without driver or GPU. Never fails hard.
 kvc_status device_count(int32_t *out);
 kvc_status mem_get_info(int32_t device, size_t *free_bytes, size_t *total_bytes);

@@ -81,12 +81,14 @@ kvc_status load_sodium(SodiumApi *out, const char *fn) {
 
 }  // namespace
 
+#ifdef KVC_TEST_HOOKS  // kvct_sodium_library: the test archive only
 void disk_mac_set_library(const char *name) {
     Loader &l = loader();
     std::lock_guard<std::mutex> lk(l.mu);
     l.library = name ? name : kDefaultLibrary;
     l.loaded = false;
 }
+#endif
 
 DiskMac::~DiskMac() { explicit_bzero(key_, sizeof key_); }
 

@@ -1,14 +1,15 @@
 #include "pool_config.hpp"
 
 #include "error.hpp"
+#include "struct_size.hpp"
 
 namespace kvc {
 
 kvc_status config_layout(const kvc_pool_config *cfg, const char *fn, KvLayout *out) {
     if (!cfg) return fail(KVC_ERR_NULL_ARG, "%s: cfg is NULL", fn);
-    if (cfg->struct_size != sizeof(kvc_pool_config))
-        return fail(KVC_ERR_VERSION, "%s: cfg->struct_size is %u, this library knows %zu "
-                    "(initialize with kvc_pool_config_default)", fn, cfg->struct_size, sizeof(kvc_pool_config));
+    if (kvc_status st = check_struct_size(cfg->struct_size, {sizeof(kvc_pool_config)}, StructUse::kRead, fn, "cfg");
+        st != KVC_OK)
+        return st;  // initialize with kvc_pool_config_default
     if (cfg->block_size < 1) return fail(KVC_ERR_INVALID_ARG, "%s: block_size must be >= 1, got %d", fn, cfg->block_size);
     if (cfg->num_layers < 1) return fail(KVC_ERR_INVALID_ARG, "%s: num_layers must be >= 1, got %d", fn, cfg->num_layers);
     if (cfg->num_kv_heads < 1)

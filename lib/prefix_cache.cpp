@@ -45,8 +45,9 @@ void PrefixCache::insert(int32_t b, const Hash128 &parent, const BlockKey &key, 
 
 void PrefixCache::erase(int32_t b) {
     const Hash128 h = rec(b)->hash;
-    const uint32_t tag = tag_of(h);
-    uint64_t i = home(h);
+    const uint64_t m = mix(h);
+    const uint32_t tag = tag_of_mix(m);
+    uint64_t i = m >> shift_;
     bool newest = false;
     for (;; i = (i + 1) & mask_) {
         const Slot &sl = slots_[i];
@@ -70,7 +71,7 @@ void PrefixCache::erase(int32_t b) {
     // the hole so every entry stays reachable from its home slot without tombstones.
     uint64_t hole = i;
     for (uint64_t j = (i + 1) & mask_; slots_[j].block >= 0; j = (j + 1) & mask_) {
-        const uint64_t hj = home(rec(slots_[j].block)->hash);
+        const uint64_t hj = home_of_slot(slots_[j]);
         // Move j into the hole unless its home lies cyclically in (hole, j].
         bool home_after_hole = hole <= j ? (hj > hole && hj <= j) : (hj > hole || hj <= j);
         if (!home_after_hole) {
@@ -85,7 +86,7 @@ void PrefixCache::erase(int32_t b) {
 int64_t PrefixCache::longest_displacement() const {
     int64_t longest = 0;
     for (uint64_t i = 0; i <= mask_; ++i)
-        if (slots_[i].block >= 0) longest = std::max<int64_t>(longest, int64_t((i - home(rec(slots_[i].block)->hash)) & mask_));
+        if (slots_[i].block >= 0) longest = std::max<int64_t>(longest, int64_t((i - home_of_slot(slots_[i])) & mask_));
     return longest;
 }
 

@@ -50,8 +50,8 @@ public:
     int64_t longest_displacement() const;
 
     // The newest block cached under this hash, or -1; *more: whether older copies follow it
-    // (next_copy()). Slots carry 31 bits of the hash, so a probe past a different entry does not
-    // touch that block's record.
+    // (next_copy()). Slots carry 31 bits of the hash's keyed mix, so a probe past a different entry
+    // does not touch that block's record.
     int32_t find(const Hash128 &h, bool *more) const {
         uint64_t slot;
         return find_or_slot(h, &slot, more);
@@ -65,8 +65,9 @@ public:
     // probe. insert_at() / add_copy_at() take it, so entering a block after a lookup does not probe
     // again.
     int32_t find_or_slot(const Hash128 &h, uint64_t *slot, bool *more) const {
-        const uint32_t tag = tag_of(h);
-        for (uint64_t i = home(h);; i = (i + 1) & mask_) {
+        const uint64_t m = mix(h);
+        const uint32_t tag = tag_of_mix(m);
+        for (uint64_t i = m >> shift_;; i = (i + 1) & mask_) {
             const Slot &sl = slots_[i];
             *slot = i;
             if (sl.block < 0) {
@@ -169,15 +170,25 @@ private:
         int32_t block = -1;
         uint32_t tag = 0;
     };
-    // Bit 0 of a slot's tag: its hash has more than one copy. The other 31 are the hash's.
+    // Bit 0 of a slot's tag: its hash has more than one copy. The other 31 are the top 31 bits of
+    // the hash's keyed mix, whose top log2(capacity) bits are its home slot: so the home of an
+    // entry is known from its slot alone (erase's backward shift reads no record) and the tag still
+    // tells apart entries of one home by the 31 - log2(capacity) bits below.
     static constexpr uint32_t kCopies = 1;
-    static uint32_t tag_of(const Hash128 &h) { return uint32_t(h.hi >> 32) & ~kCopies; }
     // The probe start: multiply-shift hashing (a universal family: for any two distinct hashes, a
     // random odd multiplier puts them in one slot with probability about 2 / capacity) of each half
     // with its own random key, combined. Not cryptographic: it makes the layout unpredictable to a
     // client who can compute block hashes offline, which is what aiming collisions needs. Nothing
     // observable depends on it. Two multiplies: a lookup per cached block runs through here.
-    uint64_t home(const Hash128 &h) const { return ((h.lo * key_[0]) ^ (h.hi * key_[1])) >> shift_; }
+    uint64_t mix(const Hash128 &h) const { return (h.lo * key_[0]) ^ (h.hi * key_[1]); }
+    uint64_t home(const Hash128 &h) const { return mix(h) >> shift_; }
+    static uint32_t tag_of_mix(uint64_t m) { return uint32_t(m >> 32) & ~kCopies; }
+    uint32_t tag_of(const Hash128 &h) const { return tag_of_mix(mix(h)); }
+    // An occupied slot's home. Capacities up to 2^31 keep the home inside the tag's 31 bits; only
+    // a table of 2^32 slots (over 2^30 blocks) needs the record.
+    uint64_t home_of_slot(const Slot &sl) const {
+        return shift_ > 32 ? uint64_t(sl.tag) >> (shift_ - 32) : home(rec(sl.block)->hash);
+    }
 
     Record *rec(int32_t b) const { return reinterpret_cast<Record *>(lines_.get() + int64_t(b) * lines_per_record_); }
     int32_t *tokens_of_mut(int32_t b) { return reinterpret_cast<int32_t *>(rec(b) + 1); }

@@ -1,8 +1,15 @@
-// Test-only introspection hooks (testing.h). Hidden symbols; linked by white-box tests through the
-// static archive.
+// Test-only introspection hooks (testing.h). Hidden symbols; compiled into the test archive
+// kvc_testing only (lib/CMakeLists.txt), never into libkvc.so / libkvc.a.
 #include "testing.h"
 
 #include "pool.hpp"
+
+namespace kvc {
+// The one way a test reaches into BlockPool's counters (its friend).
+struct BlockPoolTestAccess {
+    static void add_refcount(BlockPool &b, int32_t block, int32_t delta) { b.refcount_[size_t(block)] += delta; }
+};
+}  // namespace kvc
 
 namespace {
 bool valid(kvc_pool *p, int32_t b) { return p && b >= 0 && b < p->num_blocks; }
@@ -43,7 +50,7 @@ int32_t kvct_next_victim(kvc_pool *p) {
 void kvct_corrupt_refcount(kvc_pool *p, int32_t b, int32_t delta) {
     if (!valid(p, b)) return;
     std::lock_guard<std::mutex> lock(p->mu);
-    p->blocks.debug_add_refcount(b, delta);
+    kvc::BlockPoolTestAccess::add_refcount(p->blocks, b, delta);
 }
 
 }  // extern "C"

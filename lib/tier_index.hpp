@@ -118,9 +118,9 @@ public:
         lists_.push_head(FreeQueues::kUnhashedList, s);
     }
 
-    // Test hook only (kvct_tier_corrupt_slot): overwrites a slot's state and nothing else, so a test
-    // can prove that kvc_pool_check notices.
-    void debug_overwrite_state(int32_t s, State st) { state_[size_t(s)] = st; }
+    // kvct_tier_corrupt_slot (lib/tier_testing.cpp, the test archive only) overwrites a slot's
+    // state and nothing else through this friend, so a test can break the index on purpose.
+    friend struct TierSlotsTestAccess;
 
     // Drops every cached (listed, indexed) slot (prefix cache reset).
     void drop_all_cached() {

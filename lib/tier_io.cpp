@@ -14,6 +14,7 @@
 namespace kvc {
 namespace {
 
+#ifdef KVC_TEST_HOOKS  // fault injection: the test archive only (lib/CMakeLists.txt)
 std::atomic<int32_t> g_fault_kind{kFaultNone};
 std::atomic<int32_t> g_fault_count{0};
 std::atomic<bool> g_force_sync{false};
@@ -34,17 +35,25 @@ int32_t take_fault(const IoOp &op) {
     if (left <= 0) return kFaultNone;
     return kind;
 }
+bool force_sync() { return g_force_sync.load(std::memory_order_relaxed); }
+#else
+// libkvc.so: no faults, and io_uring whenever the kernel offers it.
+constexpr int32_t take_fault(const IoOp &) { return kFaultNone; }
+constexpr bool force_sync() { return false; }
+#endif
 
 int64_t full_len(const IoOp &op) { return int64_t(op.header_len + op.data_len); }
 
 }  // namespace
 
+#ifdef KVC_TEST_HOOKS
 void tier_fault_set(int32_t kind, int32_t count) {
     g_fault_count.store(count, std::memory_order_relaxed);
     g_fault_kind.store(kind, std::memory_order_relaxed);
 }
 
 void tier_force_sync_io(bool on) { g_force_sync.store(on, std::memory_order_relaxed); }
+#endif
 
 IoEngine::~IoEngine() {
 #ifdef KVC_HAVE_URING
@@ -58,7 +67,7 @@ IoEngine::~IoEngine() {
 bool IoEngine::init(unsigned depth) {
     depth_ = depth;
 #ifdef KVC_HAVE_URING
-    if (g_force_sync.load(std::memory_order_relaxed)) return false;
+    if (force_sync()) return false;
     io_uring *r = new io_uring();
     if (io_uring_queue_init(depth, r, 0) < 0) {
         delete r;

@@ -29,7 +29,6 @@ public:
     // Sets up io_uring with `depth` entries; false (and the pread/pwrite fallback) when liburing is
     // missing, the kernel refuses, or a test forced the fallback.
     bool init(unsigned depth);
-    bool uses_uring() const { return ring_ != nullptr; }
 
     // Runs every op; each gets its own result. Not thread-safe (one caller at a time).
     void run(int fd, IoOp *ops, int n);
@@ -40,7 +39,8 @@ private:
     unsigned depth_ = 0;
 };
 
-// Test fault injection (set through lib/testing.h).
+// Test fault injection (set through lib/testing.h; the setters exist in the test archive only,
+// built with KVC_TEST_HOOKS: in libkvc.so no operation ever takes a fault).
 enum TierFault : int32_t {
     kFaultNone = 0,
     kFaultWriteNoSpace = 1,

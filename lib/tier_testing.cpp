@@ -1,8 +1,16 @@
-// Test-only hooks for the memory tiers (testing.h): fault injection and slot-state counts.
+// Test-only hooks for the memory tiers (testing.h): fault injection and slot-state counts. The
+// test archive kvc_testing only (lib/CMakeLists.txt), never libkvc.so / libkvc.a.
 #include "disk_mac.hpp"
 #include "pool.hpp"
 #include "testing.h"
 #include "tiers.hpp"
+
+namespace kvc {
+// The one way a test overwrites a slot's state (TierSlots' friend).
+struct TierSlotsTestAccess {
+    static void set_state(TierSlots &s, int32_t slot, TierSlots::State st) { s.state_[size_t(slot)] = st; }
+};
+}  // namespace kvc
 
 extern "C" {
 
@@ -39,7 +47,7 @@ int32_t kvct_tier_corrupt_slot(kvc_pool *pool, int32_t tier, int32_t slot, int32
                                      : tier == KVC_TIER_DISK && t->disk ? &t->disk->slots : nullptr;
     if (!s || slot < 0 || slot >= s->capacity()) return -1;
     const int32_t old = s->state(slot);
-    s->debug_overwrite_state(slot, kvc::TierSlots::State(state));
+    kvc::TierSlotsTestAccess::set_state(*s, slot, kvc::TierSlots::State(state));
     return old;
 }
 

@@ -73,7 +73,8 @@ struct Tiers {
     // after it (another thread's swap-out or promotion between its planning and its copies) must
     // not make its block a cache entry again: its slot is released instead.
     uint32_t cache_epoch = 0;
-    // Test hook (kvct_tier_hold_jobs): planned jobs stay pending, as if the planning thread were
+    // Test hook (kvct_tier_hold_jobs; read only in the test archive, KVC_TEST_HOOKS — the member
+    // stays in every build so that Tiers has one layout): planned jobs stay pending, as if the planning thread were
     // still on its way to running them, so a test can interleave another call deterministically.
     std::atomic<bool> hold_jobs{false};
 

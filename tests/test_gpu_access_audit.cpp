@@ -1,7 +1,7 @@
 // Memory-access audit of the CUDA attention kernels (cuda/attention_kernel.cuh for decode,
 // cuda/prefill_mma_kernel.cuh for tensor-core prefill), on the CPU emulator of CUDA. Every K/V
 // global load of both kernels (and the MMA kernel's Q tile) is a 16-byte cp.async; the emulator
-// records each call (tests/gpu/emulation/access_audit.hpp), and this suite proves the properties
+// records each call (cuda/emulation/access_audit.hpp), and this suite proves the properties
 // decode bandwidth depends on — it measures access pattern, not speed:
 //   (a) bytes: exactly the attended keys' K and V rows are loaded, each once per KV head (the GQA
 //       read-once claim), only the window's keys with a sliding window, none past a sequence end;

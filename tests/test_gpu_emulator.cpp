@@ -1,4 +1,4 @@
-// The CUDA emulator's own guarantees the GPU suites rest on (tests/gpu/emulation/), checked with toy
+// The CUDA emulator's own guarantees the GPU suites rest on (cuda/emulation/), checked with toy
 // kernels run through kvc_emu::run_grid: its thread orders (KVC_EMU_THREAD_ORDER) expose a missing
 // __syncthreads whichever way round the racing threads' indices lie, a barrier makes every order
 // agree, and warp shuffles rendezvous under every order. The emulator exists only in a

@@ -32,7 +32,7 @@ namespace {
 #define REQUIRE_GPU() KVC_REQUIRE_GPU("CUDA")
 
 
-// KVC_GPU_TEST_QUICK=1 (the CPU emulator, tests/gpu/emulation/) shrinks contexts and prompts.
+// KVC_GPU_TEST_QUICK=1 (the CPU emulator, cuda/emulation/) shrinks contexts and prompts.
 bool quick_mode() {
     static const bool quick = std::getenv("KVC_GPU_TEST_QUICK") != nullptr;
     return quick;

@@ -17,7 +17,12 @@
  *    KVC_ERR_BUFFER_TOO_SMALL.
  *  - Counts are signed 64-bit so that negative values from callers are detected, not wrapped.
  *  - Config and info structs start with struct_size; set it with the matching *_default()/init
- *    function (or sizeof). Fields are only ever appended, so older callers keep working.
+ *    function (or sizeof). Fields are only ever appended, so older callers keep working. One rule
+ *    for every struct: the library takes the size of any release of it (the functions name the
+ *    older sizes they take); a struct the library fills (stats, info, events) may also be larger —
+ *    a caller built against a newer kvc.h gets the fields this library knows and keeps the rest;
+ *    a struct the library reads (kvc_pool_config, kvc_attention_params) may not, since this
+ *    library could not honour fields it does not know. Anything else is KVC_ERR_VERSION.
  *  - Thread safety: every function taking a kvc_pool* may be called from many threads at once.
  *    kvc_keys and kvc_batch objects are owned by one caller at a time (no internal locking), but
  *    may be read (const) by several threads.

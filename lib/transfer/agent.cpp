@@ -905,9 +905,9 @@ kvc_status agent_op_wait(kvc_xfer_agent *a, uint64_t id, int64_t timeout_ms, kvc
                     (long long)timeout_ms);
     op->result.status = op->status;
     op->result.failure = op->failure;
-    if (out) {
+    if (out) {  // a larger (newer) struct keeps the fields this library does not know
         const uint32_t size = out->struct_size;
-        std::memcpy(out, &op->result, size);
+        std::memcpy(out, &op->result, sizeof op->result);
         out->struct_size = size;
     }
     const kvc_status st = op->status;

@@ -5,6 +5,7 @@
 #include "capi_args.hpp"
 #include "error.hpp"
 #include "pool.hpp"
+#include "struct_size.hpp"
 #include "transfer/agent.hpp"
 #include "transfer/ucx_api.hpp"
 
@@ -38,9 +39,10 @@ KVC_API kvc_status kvc_xfer_agent_create(kvc_pool *pool, const kvc_xfer_config *
         kvc_xfer_config c;
         kvc_xfer_config_default(&c);
         if (cfg) {
-            if (cfg->struct_size != sizeof(kvc_xfer_config))
-                return fail(KVC_ERR_VERSION, "%s: cfg->struct_size %u unknown (expected %zu)", fn, cfg->struct_size,
-                            sizeof(kvc_xfer_config));
+            if (kvc_status st = kvc::check_struct_size(cfg->struct_size, {sizeof(kvc_xfer_config)},
+                                                       kvc::StructUse::kRead, fn, "cfg");
+                st != KVC_OK)
+                return st;
             c = *cfg;
         }
         if (c.model_identity && std::strlen(c.model_identity) > KVC_MAX_XFER_IDENTITY_LEN)
@@ -130,9 +132,11 @@ KVC_API kvc_status kvc_xfer_op_wait(kvc_xfer_agent *agent, uint64_t op, int64_t 
                                     kvc_xfer_import_result *out) {
     KVC_GUARD({
         if (!agent) return fail(KVC_ERR_NULL_ARG, "kvc_xfer_op_wait: agent is NULL");
-        if (out && out->struct_size != sizeof(kvc_xfer_import_result))
-            return fail(KVC_ERR_VERSION, "kvc_xfer_op_wait: out->struct_size %u unknown (expected %zu)", out->struct_size,
-                        sizeof(kvc_xfer_import_result));
+        if (out)
+            if (kvc_status st = kvc::check_struct_size(out->struct_size, {sizeof(kvc_xfer_import_result)},
+                                                       kvc::StructUse::kFill, "kvc_xfer_op_wait", "out");
+                st != KVC_OK)
+                return st;
         return kvc::xfer::agent_op_wait(agent, op, timeout_ms, out, "kvc_xfer_op_wait");
     })
 }
@@ -141,9 +145,10 @@ KVC_API kvc_status kvc_xfer_get_stats(kvc_xfer_agent *agent, kvc_xfer_stats *out
     KVC_GUARD({
         if (!agent) return fail(KVC_ERR_NULL_ARG, "kvc_xfer_get_stats: agent is NULL");
         if (!out) return fail(KVC_ERR_NULL_ARG, "kvc_xfer_get_stats: out is NULL");
-        if (out->struct_size != sizeof(kvc_xfer_stats))
-            return fail(KVC_ERR_VERSION, "kvc_xfer_get_stats: out->struct_size %u unknown (expected %zu)", out->struct_size,
-                        sizeof(kvc_xfer_stats));
+        if (kvc_status st = kvc::check_struct_size(out->struct_size, {sizeof(kvc_xfer_stats)}, kvc::StructUse::kFill,
+                                                   "kvc_xfer_get_stats", "out");
+            st != KVC_OK)
+            return st;
         return kvc::xfer::agent_stats(agent, out);
     })
 }

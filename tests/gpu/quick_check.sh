@@ -156,8 +156,11 @@ judge() {  # NAME PATTERN...
 judge_san() {  # NAME PATTERN...
     local name="$1" errors
     shift
-    errors="$(grep -Eo 'ERROR SUMMARY: [0-9]+ error' "$LOG" | tail -1)"
-    if [ "$RC" = 0 ] && [ "$errors" = "ERROR SUMMARY: 0 error" ]; then judge "$name" "$@"; return; fi
+    # memcheck ends with "ERROR SUMMARY: n errors", racecheck with "RACECHECK SUMMARY: n hazards
+    # displayed (e errors, w warnings)": clean means 0 errors (and, for racecheck, 0 hazards).
+    errors="$(grep -Eo 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazards displayed \([0-9]+ errors, [0-9]+ warnings' "$LOG" | tail -1)"
+    if [ "$RC" = 0 ] && { [ "$errors" = "ERROR SUMMARY: 0 error" ] ||
+        [ "$errors" = "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings" ]; }; then judge "$name" "$@"; return; fi
     verdict "$name" FAIL "exit $RC; ${errors:-no ERROR SUMMARY line}; $(grep -Em1 '^=+ +(Invalid|Race|Error|[A-Z][a-z]+ (read|write))' "$LOG" | cut -c1-60)"
 }
 
@@ -201,7 +204,9 @@ PASS_DETAIL="$(grep -Eo '^preemptions +[0-9]+ swap|device->host [0-9.]+ [KMG]iB|
 
 # ---- 4. compute-sanitizer -------------------------------------------------------------------------
 if [ -n "$SAN" ]; then
-    run_step memcheck_grid 55 "$SANLOG" env KVC_GPU_TEST_QUICK=1 KVC_GPU_TEST_STRIDE=8 \
+    # test_runtime_wrappers provokes a cudaMalloc out-of-memory on purpose (its status is what it
+    # checks, in step 2); memcheck would count that API error, so it is left out here.
+    run_step memcheck_grid 55 "$SANLOG" env KVC_GPU_TEST_QUICK=1 KVC_GPU_TEST_STRIDE=8 KVC_GPU_TEST_SKIP=test_runtime_wrappers \
         "$SAN" --tool memcheck --error-exitcode 3 --leak-check full "$BIN/test_gpu_kernels"
     judge_san "4 memcheck grid (1/8)" '\[  SUBSET  \]'
     run_step memcheck_glue 40 "$SANLOG" "$SAN" --tool memcheck --error-exitcode 3 --leak-check full "$BIN/test_kernels_capi_cuda"

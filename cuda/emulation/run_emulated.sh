@@ -11,7 +11,7 @@
 # random[:SEED] resumes each CTA's threads in that order (a missing barrier shows up whichever way
 # its threads' indices lie; ctest runs the grid once with random:1).
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/../../.." && pwd)"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 SAN="${KVC_SANITIZE:-}"
 BUILD="${KVC_EMU_BUILD:-$ROOT/build/emulated${SAN:+-asan}}"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=$([ -n "$SAN" ] && echo RelWithDebInfo || echo Release) \
