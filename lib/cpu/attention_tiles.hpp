@@ -125,12 +125,46 @@ static inline void pv_lanes(float *acct, const float *st, const float *v, const 
 //   s[r * kChunk + j]   score, then weight, of row r for key j
 //   acc[r * d + i]      output accumulator of row r
 //
-// Scores: one row against kLanes keys at a time -- kLanes accumulators, one query load and kLanes
-// key loads per kLanes FMAs -- folded into one vector of kLanes scores by hsum_lanes, instead of a
-// horizontal sum per (row, key). Keys n .. n_padded - 1 (n_padded: n rounded up to kLanes, at most
-// kChunk) are computed too (from whatever kbuf holds there); the caller overwrites them with -inf.
+// Scores: kLanes accumulators of (row, key) pairs folded into one vector of kLanes scores by
+// hsum_lanes, instead of a horizontal sum per (row, key). Keys n .. n_padded - 1 (n_padded: n
+// rounded up to kLanes, at most kChunk) are computed too (from whatever kbuf holds there); the
+// caller overwrites them with -inf.
+//
+// Four rows at once against kLanes / 4 keys: 4 query and kLanes / 4 key loads per kLanes FMAs
+// (every loaded vector used 4 or kLanes / 4 times), where one row against kLanes keys loads a key
+// vector per FMA; the kLanes (row, key) sums again come out of one hsum_lanes.
+static inline void scores_rows4(float *s, const float *q, const float *k, int32_t r0, int32_t n_padded, int32_t d) {
+    constexpr int KB = kLanes / 4;
+    for (int32_t j0 = 0; j0 < n_padded; j0 += KB) {
+        const float *kj = k + int64_t(j0) * d;
+        fvec acc[kLanes] = {};
+        int32_t i = 0;
+        for (; i + kLanes <= d; i += kLanes) {
+            fvec qv[4], kv[KB];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; ++r) qv[r] = loadv(q + int64_t(r0 + r) * d + i);
+#pragma GCC unroll 4
+            for (int j = 0; j < KB; ++j) kv[j] = loadv(kj + int64_t(j) * d + i);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+                for (int j = 0; j < KB; ++j) acc[r * KB + j] += qv[r] * kv[j];
+        }
+        fvec sums = hsum_lanes(acc);
+        for (; i < d; ++i)  // head dims that are not a multiple of the vector
+            for (int r = 0; r < 4; ++r)
+                for (int j = 0; j < KB; ++j) sums[r * KB + j] += q[int64_t(r0 + r) * d + i] * kj[int64_t(j) * d + i];
+        for (int r = 0; r < 4; ++r)
+            for (int j = 0; j < KB; ++j) s[int64_t(r0 + r) * kChunk + j0 + j] = sums[r * KB + j];
+    }
+}
+
+// Rows left over by the blocks of four: one row against kLanes keys at a time (one query load and
+// kLanes key loads per kLanes FMAs).
 static inline void scores_rows(float *s, const float *q, const float *k, int32_t rows, int32_t n_padded, int32_t d) {
-    for (int32_t r = 0; r < rows; ++r) {
+    int32_t r0 = 0;
+    for (; r0 + 4 <= rows; r0 += 4) scores_rows4(s, q, k, r0, n_padded, d);
+    for (int32_t r = r0; r < rows; ++r) {
         const float *qr = q + int64_t(r) * d;
         for (int32_t j0 = 0; j0 < n_padded; j0 += kLanes) {
             const float *kj = k + int64_t(j0) * d;
