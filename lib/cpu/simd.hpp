@@ -44,12 +44,21 @@ typedef int32_t ivec __attribute__((vector_size(kLanes * 4)));
 static inline fvec loadv(const float *p) { fvec v; std::memcpy(&v, p, sizeof v); return v; }
 static inline void storev(float *p, fvec v) { std::memcpy(p, &v, sizeof v); }
 // A broadcast (vbroadcastss, from memory where x is loaded: a load-port uop). Not `fvec{} + x`:
-// that is an fp add (0 + -0 is +0, so it cannot be folded) on the FMA ports.
+// that is an fp add (0 + -0 is +0, so it cannot be folded) on the FMA ports; not an element-wise
+// initialization either: GCC builds that vector on the stack, lane by lane. __builtin_shuffle is
+// GCC's; clang (the fuzz build, baseline only) keeps the add.
 static inline fvec splatv(float x) {
-    fvec v;
-    for (int i = 0; i < kLanes; ++i) v[i] = x;
-    return v;
+#if defined(KVC_SIMD_AVX512)
+    return (fvec)_mm512_set1_ps(x);
+#elif defined(KVC_SIMD_AVX2)
+    return (fvec)_mm256_set1_ps(x);
+#elif defined(__GNUC__) && !defined(__clang__)
+    return __builtin_shuffle(fvec{x}, ivec{});
+#else
+    return fvec{} + x;
+#endif
 }
+
 // The sum and the maximum of v's lanes: a tree of shuffles on AVX2 / AVX-512 (log2 kLanes steps,
 // where a lane-by-lane loop is a serial chain of kLanes scalar ops), a plain loop on the baseline.
 static inline float hsum(fvec v) {
