@@ -2,7 +2,9 @@
 // refusal of an unknown or unrunnable KVC_CPU_ISA (an error with a message, never a fault), and,
 // when the suite runs with KVC_CPU_ISA set (ctest test_cpu_isa_env_*), that the kernels honour it:
 // a launch computes exactly what the named variant does, a refused one fails. The full kernel grid
-// on each variant, against the reference, is test_kernels_cpu's (run_case).
+// on each variant, against the reference, is test_kernels_cpu's (run_case). Under valgrind (the
+// hardening stage's memcheck), whose emulated CPU reports no AVX-512, test_refusals sees the
+// avx512 variant refused for the missing CPU features.
 #include <cstdlib>
 #include <cstring>
 
