@@ -13,6 +13,9 @@
 #include <cstring>
 
 #ifdef KVC_CUDA_EMULATION
+#include <cstdio>
+#include <cstdlib>
+
 #include "cuda_emulation.hpp"  // cuda/emulation/, on the include path of that build only
 #define KVC_DYNAMIC_SMEM(name) unsigned char *name = ::kvc_emu::dynamic_smem()
 #define KVC_LAUNCH(kernel, grid, block, smem_bytes, stream, ...) \
@@ -141,40 +144,47 @@ struct FastDiv {
     }
 };
 
-// ldmatrix: four 8x8 matrices of 16-bit elements from shared memory in one warp instruction. Lane
-// l gives the address of one 16-byte row (lanes 8i .. 8i + 7: rows 0..7 of matrix i); lane (g =
-// l / 4, t = l % 4) receives elements 2t, 2t + 1 of row g of each matrix in r[i] (kTrans: rows 2t,
-// 2t + 1 of column g) -- exactly the A and B operand layouts of mma.m16n8k16, so one instruction
-// replaces four (A, or two n-tiles of B) scalar shared-memory loads.
-template <bool kTrans>
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], SmemAddr row_addr) {
+// ldmatrix: four 8x8 matrices of 16-bit elements from shared memory in one warp instruction, here
+// always the four quarters of a 16x16 block stored row-major (`pitch` bytes per row, 16-byte
+// aligned rows). Lane (g = lane / 4, t = lane % 4) receives elements 2t, 2t + 1 of row g of matrix
+// i in r[i] (kTrans: rows 2t, 2t + 1 of column g) -- the A and B operand layouts of mma.m16n8k16,
+// so one instruction replaces four scalar loads (an A operand, or B of two n-tiles).
+// Matrix order: kColsFirst false: i = rows 8 * (i % 2), columns 8 * (i / 2) (an A operand; V^T
+// for two dim n-tiles); true: rows 8 * (i / 2), columns 8 * (i % 2) (K^T for two key n-tiles).
+//
+// ldmatrix_lane_offset: the byte offset of the row this lane names (lanes 8i .. 8i + 7 name matrix
+// i's rows), computed once per thread outside the loops; ldmatrix_x4 then takes block + offset.
+template <bool kColsFirst>
+__device__ __forceinline__ int ldmatrix_lane_offset(int lane, int pitch) {
+    const int i = lane >> 3;
+    const int row_blk = kColsFirst ? i >> 1 : i & 1, col_blk = kColsFirst ? i & 1 : i >> 1;
+    return (8 * row_blk + (lane & 7)) * pitch + 16 * col_blk;
+}
+template <bool kTrans, bool kColsFirst>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], SmemAddr block, [[maybe_unused]] int pitch, int lane_offset) {
 #ifdef KVC_CUDA_EMULATION
-    // Every lane reads the rows other lanes named: their addresses travel by shuffle (as bits).
+    // Each lane reads what the instruction would hand it, straight from the block (no shuffles:
+    // the emulator's warp collectives are costly); the kernel's own lane offset must be the one the
+    // instruction expects, which this checks.
     const int lane = int(::kvc_emu::thread_idx().x) & 31, g = lane >> 2, t = lane & 3;
-    const unsigned char *smem = ::kvc_emu::dynamic_smem();
-    auto addr_of = [&](int src) {
-        float f;
-        std::memcpy(&f, &row_addr, 4);
-        const float got = ::kvc_emu::shfl_idx(f, src);
-        SmemAddr a;
-        std::memcpy(&a, &got, 4);
-        return a;
-    };
-    auto ld16 = [&](SmemAddr a) {
+    if (lane_offset != ldmatrix_lane_offset<kColsFirst>(lane, pitch)) {
+        std::fprintf(stderr, "ldmatrix_x4: lane %d names offset %d, the instruction expects %d\n", lane, lane_offset,
+                     ldmatrix_lane_offset<kColsFirst>(lane, pitch));
+        std::abort();
+    }
+    const unsigned char *base = ::kvc_emu::dynamic_smem() + block;
+    auto ld16 = [&](int row, int col) {  // element (row, col) of the 16x16 block
         uint16_t v;
-        std::memcpy(&v, smem + a, 2);
+        std::memcpy(&v, base + row * pitch + 2 * col, 2);
         return uint32_t(v);
     };
     for (int i = 0; i < 4; ++i) {
-        if (kTrans) {
-            const SmemAddr a0 = addr_of(8 * i + 2 * t), a1 = addr_of(8 * i + 2 * t + 1);
-            r[i] = ld16(a0 + 2 * g) | (ld16(a1 + 2 * g) << 16);
-        } else {
-            const SmemAddr a = addr_of(8 * i + g);
-            r[i] = ld16(a + 4 * t) | (ld16(a + 4 * t + 2) << 16);
-        }
+        const int r0 = 8 * (kColsFirst ? i >> 1 : i & 1), c0 = 8 * (kColsFirst ? i & 1 : i >> 1);
+        if (kTrans) r[i] = ld16(r0 + 2 * t, c0 + g) | (ld16(r0 + 2 * t + 1, c0 + g) << 16);
+        else r[i] = ld16(r0 + g, c0 + 2 * t) | (ld16(r0 + g, c0 + 2 * t + 1) << 16);
     }
 #else
+    const SmemAddr row_addr = block + SmemAddr(lane_offset);
     if constexpr (kTrans)
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])

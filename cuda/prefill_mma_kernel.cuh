@@ -170,18 +170,17 @@ __global__ void __launch_bounds__(MmaShape<int(sizeof(KV)), kHeadDim>::kThreads,
     if (num_tiles > 0) issue_tile(0, 0);
     cp_async_commit();  // the Q tile travels in this group too
 
-    // Fragment addresses. 16-bit KV (ldmatrix): lane l names row (l % 8) + 8 * ((l / 8) % 2) of the
-    // warp's 16 Q rows at column 16 * (l / 16) bytes; for K, key (l % 8) + 8 * (l / 16) of a pair of
-    // key n-tiles at column 16 * ((l / 8) % 2) bytes; for V (transposed), key (l % 8) + 8 * ((l / 8)
-    // % 2) of a 16-key step at dim 8 * (l / 16).
+    // Fragment addresses. 16-bit KV: ldmatrix of 16x16 blocks (device_primitives.cuh), each lane
+    // naming one row at a fixed offset in the block: Q and V^T take the quarters rows-first, K^T
+    // columns-first (two key n-tiles per instruction).
     // FP8: K fragments come from one 32-bit load of 4 consecutive dims (4t..4t+3 of each 16), so
     // the k index of the mma is permuted: slots {2t, 2t+1, 2t+8, 2t+9} hold dims 4t..4t+3 for
     // both operands; the dot product does not care. Q follows with 8 consecutive bytes.
-    const int lm_row = (lane & 7) + 8 * ((lane >> 3) & 1), lm_hi = lane >> 4;
-    const SmemAddr q_lm = smem_addr(q_smem + (warp * 16 + lm_row) * S::kQPitch + 16 * lm_hi);
+    const SmemAddr q_block = smem_addr(q_smem + warp * 16 * S::kQPitch);
+    const int q_off = ldmatrix_lane_offset<false>(lane, S::kQPitch);
+    const int k_off = ldmatrix_lane_offset<true>(lane, S::kKvPitch);
+    const int v_off = ldmatrix_lane_offset<false>(lane, S::kKvPitch);
     const SmemAddr stage0 = smem_addr(smem);
-    const int k_lm = ((lane & 7) + 8 * lm_hi) * S::kKvPitch + 16 * ((lane >> 3) & 1);
-    const int v_lm = lm_row * S::kKvPitch + 16 * lm_hi;
     const unsigned char *q_lo = q_smem + (warp * 16 + g) * S::kQPitch + t4 * (kFp8 ? 8 : 4);
     const unsigned char *q_hi = q_lo + 8 * S::kQPitch;
 
@@ -218,11 +217,11 @@ __global__ void __launch_bounds__(MmaShape<int(sizeof(KV)), kHeadDim>::kThreads,
                 }
             } else {
                 uint32_t a[4];
-                ldmatrix_x4<false>(a, q_lm + SmemAddr(kk * 32));
+                ldmatrix_x4<false, false>(a, q_block + SmemAddr(kk * 32), S::kQPitch, q_off);
 #pragma unroll
                 for (int j = 0; j < kST; j += 2) {
                     uint32_t b[4];  // b0, b1 of key n-tile j, then of j + 1
-                    ldmatrix_x4<false>(b, k_tile_lm + SmemAddr(j * 8 * S::kKvPitch + kk * 32 + k_lm));
+                    ldmatrix_x4<false, true>(b, k_tile_lm + SmemAddr(j * 8 * S::kKvPitch + kk * 32), S::kKvPitch, k_off);
                     Op::run(s[j], a, b[0], b[1]);
                     Op::run(s[j + 1], a, b[2], b[3]);
                 }
@@ -314,7 +313,7 @@ __global__ void __launch_bounds__(MmaShape<int(sizeof(KV)), kHeadDim>::kThreads,
 #pragma unroll
                 for (int n = 0; n < kNT; n += 2) {
                     uint32_t b[4];  // b0, b1 of dim n-tile n, then of n + 1
-                    ldmatrix_x4<true>(b, v_tile_lm + SmemAddr(kk * 16 * S::kKvPitch + n * 16 + v_lm));
+                    ldmatrix_x4<true, false>(b, v_tile_lm + SmemAddr(kk * 16 * S::kKvPitch + n * 16), S::kKvPitch, v_off);
                     Op::run(o[n], a, b[0], b[1]);
                     Op::run(o[n + 1], a, b[2], b[3]);
                     if constexpr (Op::kSplitP) {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cpu/dtype_convert.hpp"
-#include "cpu/attention_isa.hpp"
+#include "cpu/cpu_isa.hpp"
 #include "cpu/simd.hpp"
 #include "cpu/thread_pool.hpp"
 #include "test_kernels_fixture.hpp"
@@ -61,18 +61,28 @@ void expect_close(const std::vector<float> &got, const std::vector<double> &want
     (void)worst;
 }
 
-// Runs the case on every kernel variant this machine has (baseline ISA, and AVX2 when present).
+// Runs the case on every kernel variant this machine can run (baseline, AVX2, AVX-512), each
+// against the same reference and tolerances. KVC_CPU_TEST_BEST_ONLY=1 (the one-thread ctest
+// entry, whose point is the thread count) runs only the variant the library would pick.
 void run_case(const CaseSpec &c, const char *what) {
     PagedProblem P = kvc_test::make_problem(c);
     const std::vector<double> ref = P.run_reference();
-    for (bool baseline : {false, true}) {
-        if (baseline && !kvc::cpu::have_avx2_kernels()) break;  // the first run already was baseline
-        kvc::cpu::force_baseline_kernels(baseline);
+    const char *best_only = std::getenv("KVC_CPU_TEST_BEST_ONLY");
+    int32_t best = -1;
+    for (int32_t i = 0; i < kvc::cpu::kIsaCount; ++i)
+        if (kvc::cpu::isa_available(kvc::cpu::Isa(i))) best = i;
+    for (int32_t i = 0; i < kvc::cpu::kIsaCount; ++i) {
+        const kvc::cpu::Isa isa = kvc::cpu::Isa(i);
+        if (!kvc::cpu::isa_available(isa)) continue;
+        if (best_only && best_only[0] == '1' && i != best) continue;
+        kvc::cpu::force_isa(isa);
         kvc_status st;
         std::vector<float> got = P.run_cpu(c.partition_size, &st);
-        kvc::cpu::force_baseline_kernels(false);
+        kvc::cpu::force_isa_reset();
         assert_int_equal(st, KVC_OK);
-        expect_close(got, ref, c, what);
+        char label[96];
+        std::snprintf(label, sizeof label, "%s [%s]", what, kvc::cpu::isa_name(isa));
+        expect_close(got, ref, c, label);
     }
 }
 
@@ -242,12 +252,73 @@ void check_cache_write(int32_t kv_dt, int32_t src_dt, int32_t bs, int32_t d, uin
 void test_cache_write_exact(void **) {
     const int32_t srcs[] = {KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16};
     const int32_t kvs[] = {KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16, KVC_DTYPE_FP8_E4M3};
-    uint32_t seed = 100;
-    for (int32_t kv : kvs)
-        for (int32_t src : srcs) {
-            check_cache_write(kv, src, kBlockSizes[seed % 7], kHeadDims[seed % 5], seed);
-            ++seed;
+    for (int32_t i = 0; i < kvc::cpu::kIsaCount; ++i) {
+        if (!kvc::cpu::isa_available(kvc::cpu::Isa(i))) continue;
+        kvc::cpu::force_isa(kvc::cpu::Isa(i));
+        uint32_t seed = 100;
+        for (int32_t kv : kvs)
+            for (int32_t src : srcs) {
+                check_cache_write(kv, src, kBlockSizes[seed % 7], kHeadDims[seed % 5], seed);
+                ++seed;
+            }
+        kvc::cpu::force_isa_reset();
+    }
+}
+
+// The vectorized encoders of each variant (cpu/convert_rows.hpp, through the cache write) give
+// the scalar encoders' exact bits on every kind of input: random bit patterns (NaNs with payloads,
+// infinities, float subnormals), values around each format's rounding ties, overflow and subnormal
+// ranges. A row of 1000 elements runs both the vector body and the scalar tail.
+void test_row_encoders_exact(void **) {
+    const int32_t n = 1000;
+    std::mt19937 rng(31);
+    std::vector<float> src(size_t(n) * 40);
+    for (size_t i = 0; i < src.size(); ++i) {
+        uint32_t u = rng();
+        if (i % 4 == 1) u = (u & 0x8000ffffu) | (uint32_t(100 + rng() % 60) << 23);  // near fp8/f16 ranges
+        if (i % 4 == 2) u = (u & 0x80000000u) | ((u & 0x7fffffffu) % 0x48000000u);   // 0 .. 2^17
+        if (i % 4 == 3) u = (u & 0xffff0000u) | ((i / 4) % 2 ? 0x8000u : 0x1000u);      // exact bf16 ties
+        std::memcpy(&src[i], &u, 4);
+    }
+    const float specials[] = {0.f, -0.f, INFINITY, -INFINITY, NAN, -NAN, 65504.f, 65519.f, 65520.f, 448.f, 464.f,
+                              -1e-45f, 0x1p-24f, 0x1p-25f, 3 * 0x1p-25f, 0x1p-9f, 0x1p-10f, 3 * 0x1p-10f, 1e30f};
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; ++i) src[i * 37] = specials[i];
+    const int32_t dsts[] = {KVC_DTYPE_F16, KVC_DTYPE_BF16, KVC_DTYPE_FP8_E4M3};
+    for (int32_t isa = 0; isa < kvc::cpu::kIsaCount; ++isa) {
+        if (!kvc::cpu::isa_available(kvc::cpu::Isa(isa))) continue;
+        kvc::cpu::force_isa(kvc::cpu::Isa(isa));
+        for (int32_t dt : dsts) {
+            kvc::KvLayout L;
+            assert_true(L.init(1, 40, 1, 1, n, dt));
+            std::vector<uint8_t> mem(size_t(L.total_bytes));
+            std::vector<int64_t> slots(40);
+            for (int64_t t = 0; t < 40; ++t) slots[size_t(t)] = t;
+            kvc::CacheWriteArgs w;
+            w.layout = L;
+            w.base = mem.data();
+            w.slots = slots.data();
+            w.num_tokens = 40;
+            w.k = w.v = src.data();
+            w.src_dtype = KVC_DTYPE_F32;
+            w.k_scale = dt == KVC_DTYPE_FP8_E4M3 ? 0.375f : 1.0f;
+            w.v_scale = 1.0f;
+            assert_int_equal(kvc::cpu_cache_write(w), KVC_OK);
+            for (int64_t t = 0; t < 40; ++t)
+                for (int32_t e = 0; e < n; ++e) {
+                    const float x = src[size_t(t * n + e)];
+                    const uint8_t *at = mem.data() + L.offset(0, 0, 0, 0, int32_t(t)) + int64_t(e) * L.elem_bytes;
+                    uint32_t got = 0, want = 0;
+                    std::memcpy(&got, at, size_t(L.elem_bytes));
+                    if (dt == KVC_DTYPE_F16) want = kvc::cpu::float_to_half(x);
+                    else if (dt == KVC_DTYPE_BF16) want = kvc::cpu::float_to_bf16(x);
+                    else want = kvc::cpu::float_to_fp8_e4m3(x / w.k_scale);
+                    if (got != want)
+                        fail_msg("[%s] encode dtype %d of %a (bits %08x): got %#x, scalar %#x",
+                                 kvc::cpu::isa_name(kvc::cpu::Isa(isa)), dt, double(x), kvc::cpu::float_bits(x), got, want);
+                }
         }
+        kvc::cpu::force_isa_reset();
+    }
 }
 
 void test_copy_blocks_exact(void **) {
@@ -553,6 +624,7 @@ int main(void) {
         cmocka_unit_test(test_fp8_conversions),
         cmocka_unit_test(test_vector_exp),
         cmocka_unit_test(test_cache_write_exact),
+        cmocka_unit_test(test_row_encoders_exact),
         cmocka_unit_test(test_copy_blocks_exact),
         cmocka_unit_test(test_decode_grid),
         cmocka_unit_test(test_prefill_grid),

@@ -709,7 +709,8 @@ KVC_API kvc_status kvc_storage_get_info(kvc_pool *pool, kvc_storage_info *out);
  *  cudaStream_t on CUDA (NULL = default stream), ignored on CPU. Can be captured into a CUDA graph
  *  (see kvc_launch_attention).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, num_tokens < 0, scales <= 0, a slot past
- *  the pool on CPU), KVC_ERR_UNSUPPORTED, KVC_ERR_STATE (metadata-only pool), KVC_ERR_DEVICE. */
+ *  the pool on CPU), KVC_ERR_UNSUPPORTED (on a CPU pool also: KVC_CPU_ISA refused, see
+ *  kvc_launch_attention), KVC_ERR_STATE (metadata-only pool), KVC_ERR_DEVICE. */
 KVC_API kvc_status kvc_cache_write(kvc_pool *pool, int32_t layer, const int64_t *slot_mapping,
                                    int64_t num_tokens, const void *k, const void *v,
                                    int32_t src_dtype, float k_scale, float v_scale, void *stream);
@@ -877,9 +878,12 @@ KVC_API kvc_status kvc_attention_params_default(kvc_attention_params *p);
  *  for.
  *  With a sliding window set on the pool (kvc_pool_set_sliding_window), params->sliding_window must
  *  be between 1 and the pool's window, and no wider than the batch's released blocks allow.
+ *  CPU pools pick their kernel variant (baseline, AVX2, AVX-512) at run time from the CPU; the
+ *  environment variable KVC_CPU_ISA=baseline|avx2|avx512 forces one (auto: the default).
  *  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, heads, scale, window), KVC_ERR_UNSUPPORTED (head
- *  dim / dtype / block size combination), KVC_ERR_STATE (batch never built, metadata-only pool,
- *  batch of another pool), KVC_ERR_DEVICE (launch failed). */
+ *  dim / dtype / block size combination; on a CPU pool, KVC_CPU_ISA names an unknown variant or one
+ *  this CPU cannot run), KVC_ERR_STATE (batch never built, metadata-only pool, batch of another
+ *  pool), KVC_ERR_DEVICE (launch failed). */
 KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, int32_t layer,
                                         const void *q, void *out, const kvc_attention_params *params,
                                         void *stream);

@@ -1,6 +1,6 @@
 // CPU backend of paged attention (decode and prefill/append), semantics in kernel_args.hpp; the
 // kernel body is lib/cpu/attention_core.inl. This file compiles it for the build's baseline ISA and
-// dispatches to the AVX2 + FMA + F16C copy (attention_avx2.cpp) when the CPU has those.
+// runs the variant cpu::kernel_isa chooses (kernels_avx2.cpp, kernels_avx512.cpp, or this one).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -10,6 +10,7 @@
 
 #include "cpu/attention_isa.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_isa.hpp"
 #include "cpu/dtype_convert.hpp"
 #include "cpu/thread_pool.hpp"
 #include "error.hpp"
@@ -28,16 +29,14 @@ size_t cpu_attention_workspace_bytes(int32_t max_seqs, int32_t num_q_heads, int3
     return size_t(std::max(one_seq, std::min(need, double(cpu::kWorkspaceCap))));
 }
 
-namespace {
-std::atomic<bool> g_force_baseline{false};
-}  // namespace
-
-void cpu::force_baseline_kernels(bool on) { g_force_baseline.store(on, std::memory_order_relaxed); }
-
 kvc_status cpu_attention(const AttentionArgs &a) {
-    static const bool avx2 = cpu::have_avx2_kernels();
-    if (avx2 && !g_force_baseline.load(std::memory_order_relaxed)) return cpu::attention_avx2(a);
-    return run_attention(a);
+    cpu::Isa isa;
+    if (kvc_status st = cpu::kernel_isa(&isa)) return st;
+    switch (isa) {
+        case cpu::Isa::avx512: return cpu::attention_avx512(a);
+        case cpu::Isa::avx2: return cpu::attention_avx2(a);
+        default: return run_attention(a);
+    }
 }
 
 }  // namespace kvc

@@ -1,8 +1,9 @@
 // The CPU attention kernel body, compiled once per instruction set: lib/cpu/attention.cpp (the
-// build's baseline ISA) and lib/cpu/attention_avx2.cpp (AVX2 + FMA + F16C, chosen at run time).
-// Everything here has internal linkage (anonymous namespace, static helpers in simd.hpp), so the
-// two copies never merge at link time. Include only after every standard header the includer
-// needs, and after cpu/dtype_convert.hpp and cpu/thread_pool.hpp (those stay baseline code).
+// build's baseline ISA), lib/cpu/kernels_avx2.cpp (AVX2 + FMA + F16C) and kernels_avx512.cpp
+// (AVX-512), chosen at run time (cpu_isa.hpp). Everything here has internal linkage (anonymous
+// namespace, static helpers in simd.hpp), so the copies never merge at link time. Include only
+// after every standard header the includer needs, and after cpu/dtype_convert.hpp and
+// cpu/thread_pool.hpp (those stay baseline code).
 //
 // Work item = (sequence, KV head, query tile, context partition). One item computes every query
 // head of the KV head's GQA group for the tile's query tokens, so each K/V element it gathers is
@@ -15,11 +16,8 @@
 // (running max m, exp-sum l, accumulator) to the batch's workspace and a reduce pass combines them,
 // rescaling partition i by exp(m_i - max_i m_i), as the CUDA backend does.
 #include "cpu/attention_tiles.hpp"
+#include "cpu/convert_rows.hpp"
 #include "cpu/simd.hpp"
-#if defined(__F16C__) || defined(KVC_SIMD_AVX2)
-#define KVC_SIMD_F16C 1
-#include <immintrin.h>
-#endif
 
 namespace kvc {
 namespace {
@@ -28,56 +26,6 @@ using namespace cpu;
 
 constexpr int32_t kTargetRows = 64;      // query rows (tokens x group heads) per prefill item
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// n contiguous elements of `dtype` to fp32, times `scale` (the FP8 dequantization scale).
-void to_float(float *dst, const void *src, int32_t dtype, int64_t n, float scale) {
-    int64_t i = 0;
-    switch (dtype) {
-        case KVC_DTYPE_F32:
-            std::memcpy(dst, src, size_t(n) * 4);
-            return;
-        case KVC_DTYPE_F16: {
-            const uint16_t *s = static_cast<const uint16_t *>(src);
-#ifdef KVC_SIMD_F16C
-            for (; i + 8 <= n; i += 8)
-                _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(s + i))));
-#endif
-            for (; i + 4 <= n; i += 4) {
-                const f32x4 v = half4_to_float(s + i);
-                std::memcpy(dst + i, &v, sizeof v);
-            }
-            for (; i < n; ++i) dst[i] = half_to_float(s[i]);
-            return;
-        }
-        case KVC_DTYPE_BF16: {
-            const uint16_t *s = static_cast<const uint16_t *>(src);
-            bf16_to_float_row(dst, s, n);
-            return;
-        }
-        default: {
-            const uint8_t *s = static_cast<const uint8_t *>(src);
-            for (; i + kLanes <= n; i += kLanes) storev(dst + i, fp8v_to_float(s + i, scale));
-            for (; i < n; ++i) dst[i] = fp8_e4m3_to_float(s[i]) * scale;
-            return;
-        }
-    }
-}
-
-void from_float(void *dst, const float *src, int32_t dtype, int32_t n) {
-    switch (dtype) {
-        case KVC_DTYPE_F32: std::memcpy(dst, src, size_t(n) * 4); return;
-        case KVC_DTYPE_F16: {
-            uint16_t *d = static_cast<uint16_t *>(dst);
-            for (int32_t i = 0; i < n; ++i) d[i] = float_to_half(src[i]);
-            return;
-        }
-        default: {
-            uint16_t *d = static_cast<uint16_t *>(dst);
-            for (int32_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
-            return;
-        }
-    }
-}
 
 // Per-thread scratch, grown on first use and reused afterwards (no allocation in steady state).
 // Rows are rounded up to whole vectors for the rows-in-lanes path (its m, l, corr, st and acc).
@@ -125,6 +73,26 @@ void gather(float *dst, const AttentionArgs &a, const int32_t *table, int32_t kv
         int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
         to_float(dst + (p - p0) * L.head_dim, base + L.offset(block, a.layer, kv, head, tok), L.dtype,
                  run * L.head_dim, scale);
+        p += run;
+    }
+}
+
+// Prefetches K and V of positions [p0, p1) (the next chunk) while the current one is computed. A
+// block's rows are contiguous, but the next block is anywhere (paged tables), which the hardware
+// prefetchers cannot guess: without this, decode -- which streams each K/V byte once -- waits on
+// memory at every block and computes with the memory idle in between.
+void prefetch_kv(const AttentionArgs &a, const int32_t *table, int32_t head, int64_t p0, int64_t p1) {
+    const KvLayout &L = a.layout;
+    const char *base = static_cast<const char *>(a.base);
+    for (int64_t p = p0; p < p1;) {
+        const int64_t block = table[p / L.block_size];
+        const int32_t tok = int32_t(p % L.block_size);
+        const int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
+        const int64_t bytes = run * L.head_dim * L.elem_bytes;
+        for (int32_t kv = 0; kv < 2; ++kv) {
+            const char *row = base + L.offset(block, a.layer, kv, head, tok);
+            for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, 1);
+        }
         p += run;
     }
 }
@@ -227,6 +195,7 @@ void attend_lanes(const Plan &P, const Item &it) {
         const int32_t n = int32_t(c1 - c0);
         gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
         gather(vbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
+        prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kChunk));
         scores_lanes(st, qt, kbuf, n, d, R);
 
         // Every row sees every key of the chunk unless the chunk crosses the causal diagonal or a
@@ -305,6 +274,7 @@ void attend_rows(const Plan &P, const Item &it) {
         // Keys n .. n_padded - 1 get scores from stale kbuf rows; the mask below overwrites them.
         gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
         gather(vbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
+        prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kChunk));
         scores_rows(st, q, kbuf, rows, n_padded, d);
         for (int32_t r = 0; r < rows; ++r) {
             const int64_t qpos = it.first_pos + r / G;
@@ -322,8 +292,7 @@ void attend_rows(const Plan &P, const Item &it) {
             }
             fvec mx = splatv(kNegInf);
             for (int32_t j = 0; j < n_padded; j += kLanes) mx = maxv(mx, loadv(sr + j));
-            float m_new = m[r];
-            for (int i = 0; i < kLanes; ++i) m_new = std::max(m_new, mx[i]);
+            const float m_new = std::max(m[r], hmax(mx));
             // A row that has seen no key yet keeps m = -inf: exponents against 0 give it weight 0.
             const float base = m_new == kNegInf ? 0.f : m_new;
             fvec sum = splatv(0.f);

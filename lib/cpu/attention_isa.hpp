@@ -1,5 +1,6 @@
-// Instruction-set variants of the CPU attention kernel (see attention_core.inl) and the sizing
-// constants they share.
+// Instruction-set variants of the CPU kernels (attention_core.inl, cache_write_core.inl), each
+// compiled by its own file (kernels_avx2.cpp, kernels_avx512.cpp; the baseline by attention.cpp
+// and cache_ops.cpp), and the sizing constants they share. cpu_isa.hpp chooses among them.
 #pragma once
 
 #include <cstddef>
@@ -12,13 +13,16 @@ namespace kvc::cpu {
 constexpr int64_t kAutoMinPartition = 256;          // auto split-K never cuts finer than this
 constexpr size_t kWorkspaceCap = size_t(8) << 20;   // CPU split-K scratch per batch
 
-// True when this build has the AVX2 variant and the running CPU supports AVX2, FMA and F16C.
-bool have_avx2_kernels();
-// The kernel compiled for AVX2 + FMA + F16C; call only when have_avx2_kernels().
-kvc_status attention_avx2(const AttentionArgs &a);
+// Whether this build contains the variant (GCC on x86-64).
+bool avx2_variant_built();
+bool avx512_variant_built();
 
-// Test hook: force the baseline kernel (true) or go back to run-time selection (false), so the
-// tests cover both variants on a machine that has AVX2.
-void force_baseline_kernels(bool on);
+// The kernels compiled for AVX2 + FMA + F16C; call only when isa_available(Isa::avx2).
+kvc_status attention_avx2(const AttentionArgs &a);
+kvc_status cache_write_avx2(const CacheWriteArgs &a);
+
+// The kernels compiled for AVX-512 F/BW/VL/DQ; call only when isa_available(Isa::avx512).
+kvc_status attention_avx512(const AttentionArgs &a);
+kvc_status cache_write_avx512(const CacheWriteArgs &a);
 
 }  // namespace kvc::cpu

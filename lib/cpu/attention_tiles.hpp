@@ -11,8 +11,10 @@
 // Both products then need no horizontal sums: a block of NV row vectors x 4 keys (or 4 dims) keeps
 // 4 NV accumulators in registers and does 4 NV FMAs per NV + 4 loads (one vector per row block, one
 // broadcast element per key or dim), where a row-at-a-time dot product does one FMA per two loads.
-// NV = 2 and 4 keys/dims: 8 accumulators + 3 operands, within the 16 vector registers of SSE2/AVX2.
-// Same semantics at every ISA (attention.cpp, attention_avx2.cpp); internal linkage, like simd.hpp.
+// NV = 2 and 4 keys/dims: 8 accumulators + 3 operands, within the 16 vector registers of SSE2/AVX2;
+// AVX-512's 32 registers take NV = 4 (16 accumulators + 5 operands), which halves the loads per
+// FMA again: 16 FMAs per 8 loads. Same semantics at every ISA (attention.cpp, kernels_avx2.cpp,
+// kernels_avx512.cpp); internal linkage, like simd.hpp.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,7 @@
 namespace kvc::cpu {
 
 constexpr int32_t kChunk = 32;  // context positions per K/V tile (a multiple of every kLanes)
+constexpr int kRowBlock = kVecRegs >= 32 ? 4 : 2;  // row vectors per register block (NV above)
 
 // st[p][r .. r + NV kLanes) = sum_i qt[i][r ..] * k[p][i] for keys p0 .. p0 + KP - 1.
 template <int NV, int KP>
@@ -57,8 +60,13 @@ static inline void score_rows(float *st, const float *qt, const float *k, int32_
 // All rows' scores for keys 0 .. n - 1 of the chunk.
 static inline void scores_lanes(float *st, const float *qt, const float *k, int32_t n, int32_t d, int32_t R) {
     int32_t r = 0;
-    for (; r + 2 * kLanes <= R; r += 2 * kLanes) score_rows<2>(st, qt, k, n, d, R, r);
-    if (r < R) score_rows<1>(st, qt, k, n, d, R, r);
+    for (; r + kRowBlock * kLanes <= R; r += kRowBlock * kLanes) score_rows<kRowBlock>(st, qt, k, n, d, R, r);
+    switch ((R - r) / kLanes) {
+        case 3: score_rows<3>(st, qt, k, n, d, R, r); break;
+        case 2: score_rows<2>(st, qt, k, n, d, R, r); break;
+        case 1: score_rows<1>(st, qt, k, n, d, R, r); break;
+        default: break;
+    }
 }
 
 // acct[i][r ..] = acct[i][r ..] * corr[r ..] + sum_p st[p][r ..] * v[p][i] for dims i0 .. i0 + ND - 1:
@@ -102,8 +110,13 @@ static inline void pv_rows(float *acct, const float *st, const float *v, const f
 static inline void pv_lanes(float *acct, const float *st, const float *v, const float *corr, int32_t n, int32_t d,
                             int32_t R) {
     int32_t r = 0;
-    for (; r + 2 * kLanes <= R; r += 2 * kLanes) pv_rows<2>(acct, st, v, corr, n, d, R, r);
-    if (r < R) pv_rows<1>(acct, st, v, corr, n, d, R, r);
+    for (; r + kRowBlock * kLanes <= R; r += kRowBlock * kLanes) pv_rows<kRowBlock>(acct, st, v, corr, n, d, R, r);
+    switch ((R - r) / kLanes) {
+        case 3: pv_rows<3>(acct, st, v, corr, n, d, R, r); break;
+        case 2: pv_rows<2>(acct, st, v, corr, n, d, R, r); break;
+        case 1: pv_rows<1>(acct, st, v, corr, n, d, R, r); break;
+        default: break;
+    }
 }
 
 // "Rows in memory order" (attend_rows: fewer rows than a vector, i.e. decode with small GQA groups):
@@ -112,12 +125,46 @@ static inline void pv_lanes(float *acct, const float *st, const float *v, const 
 //   s[r * kChunk + j]   score, then weight, of row r for key j
 //   acc[r * d + i]      output accumulator of row r
 //
-// Scores: one row against kLanes keys at a time -- kLanes accumulators, one query load and kLanes
-// key loads per kLanes FMAs -- folded into one vector of kLanes scores by hsum_lanes, instead of a
-// horizontal sum per (row, key). Keys n .. n_padded - 1 (n_padded: n rounded up to kLanes, at most
-// kChunk) are computed too (from whatever kbuf holds there); the caller overwrites them with -inf.
+// Scores: kLanes accumulators of (row, key) pairs folded into one vector of kLanes scores by
+// hsum_lanes, instead of a horizontal sum per (row, key). Keys n .. n_padded - 1 (n_padded: n
+// rounded up to kLanes, at most kChunk) are computed too (from whatever kbuf holds there); the
+// caller overwrites them with -inf.
+//
+// Four rows at once against kLanes / 4 keys: 4 query and kLanes / 4 key loads per kLanes FMAs
+// (every loaded vector used 4 or kLanes / 4 times), where one row against kLanes keys loads a key
+// vector per FMA; the kLanes (row, key) sums again come out of one hsum_lanes.
+static inline void scores_rows4(float *s, const float *q, const float *k, int32_t r0, int32_t n_padded, int32_t d) {
+    constexpr int KB = kLanes / 4;
+    for (int32_t j0 = 0; j0 < n_padded; j0 += KB) {
+        const float *kj = k + int64_t(j0) * d;
+        fvec acc[kLanes] = {};
+        int32_t i = 0;
+        for (; i + kLanes <= d; i += kLanes) {
+            fvec qv[4], kv[KB];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; ++r) qv[r] = loadv(q + int64_t(r0 + r) * d + i);
+#pragma GCC unroll 4
+            for (int j = 0; j < KB; ++j) kv[j] = loadv(kj + int64_t(j) * d + i);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+                for (int j = 0; j < KB; ++j) acc[r * KB + j] += qv[r] * kv[j];
+        }
+        fvec sums = hsum_lanes(acc);
+        for (; i < d; ++i)  // head dims that are not a multiple of the vector
+            for (int r = 0; r < 4; ++r)
+                for (int j = 0; j < KB; ++j) sums[r * KB + j] += q[int64_t(r0 + r) * d + i] * kj[int64_t(j) * d + i];
+        for (int r = 0; r < 4; ++r)
+            for (int j = 0; j < KB; ++j) s[int64_t(r0 + r) * kChunk + j0 + j] = sums[r * KB + j];
+    }
+}
+
+// Rows left over by the blocks of four: one row against kLanes keys at a time (one query load and
+// kLanes key loads per kLanes FMAs).
 static inline void scores_rows(float *s, const float *q, const float *k, int32_t rows, int32_t n_padded, int32_t d) {
-    for (int32_t r = 0; r < rows; ++r) {
+    int32_t r0 = 0;
+    for (; r0 + 4 <= rows; r0 += 4) scores_rows4(s, q, k, r0, n_padded, d);
+    for (int32_t r = r0; r < rows; ++r) {
         const float *qr = q + int64_t(r) * d;
         for (int32_t j0 = 0; j0 < n_padded; j0 += kLanes) {
             const float *kj = k + int64_t(j0) * d;
@@ -137,35 +184,37 @@ static inline void scores_rows(float *s, const float *q, const float *k, int32_t
 }
 
 // acc[r] = acc[r] * corr[r] + sum_j s[r][j] * v[j] for rows r0 .. r0 + NR - 1: each value vector
-// loaded once for NR rows (2 NR accumulators over 2 kLanes dims).
+// loaded once for NR rows (NR x kPvVecs accumulators over kPvVecs vectors of dims: 2 in 16
+// registers, 4 in AVX-512's 32, which halves the weight broadcasts per FMA).
+constexpr int kPvVecs = kVecRegs >= 32 ? 4 : 2;
 template <int NR>
 static inline void pv_rows_block(float *acc, const float *s, const float *v, const float *corr, int32_t n, int32_t d,
                                  int32_t r0) {
+    constexpr int DV = kPvVecs;
     int32_t i = 0;
-    for (; i + 2 * kLanes <= d; i += 2 * kLanes) {
-        fvec a[NR][2];
+    for (; i + DV * kLanes <= d; i += DV * kLanes) {
+        fvec a[NR][DV];
 #pragma GCC unroll 4
-        for (int r = 0; r < NR; ++r) {
-            const float *ar = acc + int64_t(r0 + r) * d + i;
-            a[r][0] = loadv(ar) * corr[r0 + r];
-            a[r][1] = loadv(ar + kLanes) * corr[r0 + r];
-        }
+        for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+            for (int u = 0; u < DV; ++u) a[r][u] = loadv(acc + int64_t(r0 + r) * d + i + u * kLanes) * corr[r0 + r];
         for (int32_t j = 0; j < n; ++j) {
-            const fvec v0 = loadv(v + int64_t(j) * d + i), v1 = loadv(v + int64_t(j) * d + i + kLanes);
+            fvec x[DV];
+#pragma GCC unroll 4
+            for (int u = 0; u < DV; ++u) x[u] = loadv(v + int64_t(j) * d + i + u * kLanes);
 #pragma GCC unroll 4
             for (int r = 0; r < NR; ++r) {
                 const fvec w = splatv(s[int64_t(r0 + r) * kChunk + j]);
-                a[r][0] += w * v0;
-                a[r][1] += w * v1;
+#pragma GCC unroll 4
+                for (int u = 0; u < DV; ++u) a[r][u] += w * x[u];
             }
         }
 #pragma GCC unroll 4
-        for (int r = 0; r < NR; ++r) {
-            storev(acc + int64_t(r0 + r) * d + i, a[r][0]);
-            storev(acc + int64_t(r0 + r) * d + i + kLanes, a[r][1]);
-        }
+        for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+            for (int u = 0; u < DV; ++u) storev(acc + int64_t(r0 + r) * d + i + u * kLanes, a[r][u]);
     }
-    for (; i < d; ++i)
+    for (; i < d; ++i)  // head dims that are not a multiple of the dim block
         for (int r = 0; r < NR; ++r) {
             float x = acc[int64_t(r0 + r) * d + i] * corr[r0 + r];
             for (int32_t j = 0; j < n; ++j) x += s[int64_t(r0 + r) * kChunk + j] * v[int64_t(j) * d + i];

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "cpu/dtype_convert.hpp"
-#ifdef KVC_SIMD_AVX2
+#if defined(KVC_SIMD_AVX2) || defined(KVC_SIMD_AVX512)
 #include <immintrin.h>
 #endif
 
@@ -23,23 +23,69 @@ typedef float f32x4 __attribute__((vector_size(16)));
 typedef int32_t i32x4 __attribute__((vector_size(16)));
 typedef uint16_t u16x4 __attribute__((vector_size(8)));
 
-// The native fp32 vector of the target: 4 lanes (SSE2, the x86-64 baseline) or 8 with AVX.
-// Wider-than-native generic vectors get split and spilled by GCC, so the loops use this width.
-// KVC_SIMD_AVX2 is set by the AVX2 variant, whose target pragma does not define __AVX__ in C++.
-#if defined(__AVX__) || defined(KVC_SIMD_AVX2)
+// The native fp32 vector of the target: 4 lanes (SSE2, the x86-64 baseline), 8 with AVX, 16 with
+// AVX-512. Wider-than-native generic vectors get split and spilled by GCC, so the loops use this
+// width. KVC_SIMD_AVX2 / KVC_SIMD_AVX512 are set by the variants (kernels_avx2.cpp,
+// kernels_avx512.cpp), whose target pragmas do not define __AVX__ / __AVX512F__ in C++.
+// kVecRegs: the architectural vector registers, which bound the register blocking of the tiles.
+#if defined(KVC_SIMD_AVX512)
+constexpr int kLanes = 16;
+constexpr int kVecRegs = 32;
+#elif defined(__AVX__) || defined(KVC_SIMD_AVX2)
 constexpr int kLanes = 8;
+constexpr int kVecRegs = 16;
 #else
 constexpr int kLanes = 4;
+constexpr int kVecRegs = 16;
 #endif
 typedef float fvec __attribute__((vector_size(kLanes * 4)));
+typedef int32_t ivec __attribute__((vector_size(kLanes * 4)));
 
 static inline fvec loadv(const float *p) { fvec v; std::memcpy(&v, p, sizeof v); return v; }
 static inline void storev(float *p, fvec v) { std::memcpy(p, &v, sizeof v); }
-static inline fvec splatv(float x) { return fvec{} + x; }
+// A broadcast (vbroadcastss, from memory where x is loaded: a load-port uop). Not `fvec{} + x`:
+// that is an fp add (0 + -0 is +0, so it cannot be folded) on the FMA ports; not an element-wise
+// initialization either: GCC builds that vector on the stack, lane by lane. __builtin_shuffle is
+// GCC's; clang (the fuzz build, baseline only) keeps the add.
+static inline fvec splatv(float x) {
+#if defined(KVC_SIMD_AVX512)
+    return (fvec)_mm512_set1_ps(x);
+#elif defined(KVC_SIMD_AVX2)
+    return (fvec)_mm256_set1_ps(x);
+#elif defined(__GNUC__) && !defined(__clang__)
+    return __builtin_shuffle(fvec{x}, ivec{});
+#else
+    return fvec{} + x;
+#endif
+}
+
+// The sum and the maximum of v's lanes: a tree of shuffles on AVX2 / AVX-512 (log2 kLanes steps,
+// where a lane-by-lane loop is a serial chain of kLanes scalar ops), a plain loop on the baseline.
 static inline float hsum(fvec v) {
+#if defined(KVC_SIMD_AVX512)
+    return _mm512_reduce_add_ps((__m512)v);
+#elif defined(KVC_SIMD_AVX2)
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128((__m256)v), _mm256_extractf128_ps((__m256)v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+#else
     float s = 0.f;
     for (int i = 0; i < kLanes; ++i) s += v[i];
     return s;
+#endif
+}
+static inline float hmax(fvec v) {
+#if defined(KVC_SIMD_AVX512)
+    return _mm512_reduce_max_ps((__m512)v);
+#elif defined(KVC_SIMD_AVX2)
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128((__m256)v), _mm256_extractf128_ps((__m256)v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
+#else
+    float m = v[0];
+    for (int i = 1; i < kLanes; ++i) m = m < v[i] ? v[i] : m;
+    return m;
+#endif
 }
 
 // Four fp16 values to fp32; same bit trick as half_to_float, lane-parallel. 128-bit signed lanes
@@ -73,11 +119,15 @@ static inline void bf16_to_float_row(float *dst, const uint16_t *src, int64_t n)
 
 // kLanes fp8 e4m3 values to fp32, times scale: the fp16 trick with e4m3's field widths (rebias
 // 7 -> 127 is a multiply by 2^120); 0x7f/0xff are NaN. Native width: 4 lanes on SSE2, 8 on AVX2.
-typedef int32_t ivec __attribute__((vector_size(kLanes * 4)));
 typedef uint8_t u8vec __attribute__((vector_size(kLanes)));
 // kLanes bytes zero-extended to int32 lanes (GCC scalarizes the generic conversion on AVX2).
 static inline ivec widen_u8(const uint8_t *p) {
-#ifdef KVC_SIMD_AVX2
+#if defined(KVC_SIMD_AVX512)
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    ivec r;
+    std::memcpy(&r, &v, sizeof r);
+    return r;
+#elif defined(KVC_SIMD_AVX2)
     const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
     ivec r;
     std::memcpy(&r, &v, sizeof r);
@@ -104,17 +154,35 @@ static inline fvec fp8v_to_float(const uint8_t *p, float scale) {
     return (fvec)(sign | body) * scale;
 }
 
-// The horizontal sums of kLanes vectors as one vector: lane j = the sum of v[j]'s lanes. AVX: a
-// transposing reduction (hadd, hadd, one cross-half add: 7 instructions for 8 sums, where 8
-// separate sums take about 8 each); the SSE2 baseline sums each vector on its own.
-static inline fvec hsum_lanes(const fvec (&v)[kLanes]) {
-#ifdef KVC_SIMD_AVX2
-    const __m256 h01 = _mm256_hadd_ps((__m256)v[0], (__m256)v[1]), h23 = _mm256_hadd_ps((__m256)v[2], (__m256)v[3]);
-    const __m256 h45 = _mm256_hadd_ps((__m256)v[4], (__m256)v[5]), h67 = _mm256_hadd_ps((__m256)v[6], (__m256)v[7]);
+#if defined(KVC_SIMD_AVX2) || defined(KVC_SIMD_AVX512)
+// The AVX2 transposing reduction below, on 8 vectors of 8 lanes.
+static inline __m256 hsum8_m256(const __m256 *v) {
+    const __m256 h01 = _mm256_hadd_ps(v[0], v[1]), h23 = _mm256_hadd_ps(v[2], v[3]);
+    const __m256 h45 = _mm256_hadd_ps(v[4], v[5]), h67 = _mm256_hadd_ps(v[6], v[7]);
     // Each 128-bit half of h0123 holds partial sums of vectors 0..3 (low half: their low lanes).
     const __m256 h0123 = _mm256_hadd_ps(h01, h23), h4567 = _mm256_hadd_ps(h45, h67);
     const __m256 lo = _mm256_permute2f128_ps(h0123, h4567, 0x20), hi = _mm256_permute2f128_ps(h0123, h4567, 0x31);
-    return (fvec)_mm256_add_ps(lo, hi);
+    return _mm256_add_ps(lo, hi);
+}
+#endif
+
+// The horizontal sums of kLanes vectors as one vector: lane j = the sum of v[j]'s lanes. AVX: a
+// transposing reduction (hadd, hadd, one cross-half add: 7 instructions for 8 sums, where 8
+// separate sums take about 8 each); AVX-512 first folds each vector's two 256-bit halves (one add
+// each) and reduces the two sets of 8 that way; the SSE2 baseline sums each vector on its own.
+static inline fvec hsum_lanes(const fvec (&v)[kLanes]) {
+#if defined(KVC_SIMD_AVX512)
+    __m256 half[16];
+    for (int j = 0; j < 16; ++j) {
+        const __m512 x = (__m512)v[j];
+        half[j] = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
+    }
+    const __m256 lo = hsum8_m256(half), hi = hsum8_m256(half + 8);
+    return (fvec)_mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+#elif defined(KVC_SIMD_AVX2)
+    __m256 x[8];
+    for (int j = 0; j < 8; ++j) x[j] = (__m256)v[j];
+    return (fvec)hsum8_m256(x);
 #else
     fvec r{};
     for (int j = 0; j < kLanes; ++j) r[j] = hsum(v[j]);

@@ -1,18 +1,32 @@
-// CPU kernel benchmarks: paged decode attention effective bandwidth (bytes of K/V/Q/O moved per
-// second) next to a plain memcpy of the same number of bytes in the same run, and prefill
-// throughput. Storage, tables and inputs are built once per benchmark; only the kernel is timed.
+// CPU kernel benchmarks, each kernel variant (instruction set, lib/cpu/cpu_isa.hpp) this machine
+// runs, in one run: paged decode attention's effective bandwidth (bytes of K/V/Q/O moved per
+// second) next to a plain memcpy of the same number of bytes (one thread, and split over the
+// kernels' worker pool), prefill / append throughput in GFLOP/s next to the FMA peak of each
+// variant's vectors measured on the same threads. Storage, tables and inputs are built once per
+// shape; only the kernel is timed. Built against a libkvc from before cpu_isa.hpp (the "before"
+// figures of RESULTS.md), it times the default variant only, named "default".
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/dtype_convert.hpp"
 #include "cpu/thread_pool.hpp"
 #include "kernel_args.hpp"
+#if __has_include("cpu/cpu_isa.hpp")
+#include "cpu/cpu_isa.hpp"
+#define KVC_BENCH_ISAS 1
+#endif
 
 namespace {
 
@@ -28,6 +42,12 @@ struct Setup {
     Setup(int32_t batch, int64_t context, int32_t query_len, int32_t q_heads, int32_t kv_heads, int32_t d,
           int32_t block_size, int32_t dtype)
         : nqh(q_heads), q_len(query_len), ctx(context) {
+        // Value generation: a fast LCG (hundreds of MiB of KV for the large shapes).
+        uint64_t lcg = 0x9e3779b97f4a7c15ull;
+        auto uni = [&lcg]() {
+            lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+            return float(int32_t(lcg >> 33) - (1 << 30)) * 0x1p-30f;
+        };
         width = int32_t((context + block_size - 1) / block_size);
         layout.init(int64_t(batch) * width, block_size, 1, kv_heads, d, dtype);
         storage.assign(size_t(layout.total_bytes / 8 + 1), 0);
@@ -35,7 +55,7 @@ struct Setup {
         // Random finite values of the dtype (small magnitudes).
         uint8_t *bytes = reinterpret_cast<uint8_t *>(storage.data());
         for (int64_t i = 0; i < layout.total_bytes / layout.elem_bytes; ++i) {
-            float x = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
+            float x = uni();
             if (dtype == KVC_DTYPE_F16) reinterpret_cast<uint16_t *>(bytes)[i] = kvc::cpu::float_to_half(x);
             else if (dtype == KVC_DTYPE_BF16) reinterpret_cast<uint16_t *>(bytes)[i] = kvc::cpu::float_to_bf16(x);
             else if (dtype == KVC_DTYPE_FP8_E4M3) bytes[i] = kvc::cpu::float_to_fp8_e4m3(x);
@@ -52,7 +72,7 @@ struct Setup {
         }
         const size_t qn = size_t(batch) * size_t(query_len) * size_t(q_heads) * size_t(d);
         q.assign(qn, kvc::cpu::float_to_half(0.5f));
-        for (auto &x : q) x = kvc::cpu::float_to_half(std::uniform_real_distribution<float>(-1.f, 1.f)(rng));
+        for (auto &x : q) x = kvc::cpu::float_to_half(uni());
         out.assign(qn, 0);
         workspace.resize(kvc::cpu_attention_workspace_bytes(batch, q_heads, d, context) / 4);
         kv_bytes = int64_t(batch) * context * kv_heads * d * layout.elem_bytes * 2;
@@ -84,68 +104,177 @@ struct Setup {
     int64_t qo_bytes() const { return int64_t(q.size() + out.size()) * 2; }
 };
 
-// Decode of batch x context (st.range(0), st.range(1)), 32 query heads, d = 128: bytes moved per second.
-void run_decode(benchmark::State &st, int32_t kv_heads, int32_t block_size, int32_t dtype) {
-    Setup s(int32_t(st.range(0)), st.range(1), 1, 32, kv_heads, 128, block_size, dtype);
-    kvc::AttentionArgs a = s.args(0);
+// ---- what each benchmark runs --------------------------------------------------------------------
+
+struct Shape {
+    const char *kind;  // "decode", "append", "prefill"
+    int32_t batch;
+    int64_t cached;    // context positions before the new tokens
+    int32_t q_len;     // new tokens per sequence (1: decode)
+    int32_t kv_heads;  // of 32 query heads
+    int32_t dtype;
+};
+
+const char *dtype_name(int32_t dt) {
+    return dt == KVC_DTYPE_F32 ? "f32" : dt == KVC_DTYPE_F16 ? "f16" : dt == KVC_DTYPE_BF16 ? "bf16" : "fp8";
+}
+
+// One shape's problem, kept while consecutive benchmarks (its variants) use it.
+Setup &setup_for(const Shape &sh) {
+    static std::unique_ptr<Setup> cached;
+    static const Shape *cached_for = nullptr;
+    if (cached_for != &sh) {
+        cached.reset();
+        cached.reset(new Setup(sh.batch, sh.cached + sh.q_len, sh.q_len, 32, sh.kv_heads, 128, 16, sh.dtype));
+        cached_for = &sh;
+    }
+    return *cached;
+}
+
+#ifdef KVC_BENCH_ISAS
+struct IsaScope {
+    explicit IsaScope(int32_t isa) { if (isa >= 0) kvc::cpu::force_isa(kvc::cpu::Isa(isa)); }
+    ~IsaScope() { kvc::cpu::force_isa_reset(); }
+};
+#else
+struct IsaScope {
+    explicit IsaScope(int32_t) {}
+};
+#endif
+
+// Attention on shape `sh` with variant `isa` (-1: the library's default choice).
+void run_attention(benchmark::State &st, const Shape *sh, int32_t isa) {
+    Setup &s = setup_for(*sh);
+    IsaScope scope(isa);
+    kvc::AttentionArgs a = s.args(sh->q_len == 1 ? 0 : -1);
     for (auto _ : st) {
-        kvc::cpu_attention(a);
+        if (kvc::cpu_attention(a) != KVC_OK) {
+            st.SkipWithError("cpu_attention failed");
+            break;
+        }
         benchmark::ClobberMemory();
     }
-    st.SetBytesProcessed(int64_t(st.iterations()) * (s.kv_bytes + s.qo_bytes()));
     st.counters["threads"] = kvc::cpu::parallel_width();
-}
-
-// Args: batch, context, block size, kv dtype.
-void BM_DecodeAttention(benchmark::State &st) { run_decode(st, 8, int32_t(st.range(2)), int32_t(st.range(3))); }
-
-// Decode with a GQA group of 8 (32 q / 4 kv heads; args: batch, context): a vector of rows, so the
-// AVX2 kernel takes its rows-in-lanes path, where group 4 (above) takes the row-at-a-time one.
-void BM_DecodeAttentionGroup8(benchmark::State &st) { run_decode(st, 4, 16, KVC_DTYPE_F16); }
-
-// A plain memcpy of the decode benchmark's byte count (f16, B x ctx x 8 kv heads x 128 x 2),
-// in the same run: the machine's copy bandwidth at that size.
-void BM_MemcpySameBytes(benchmark::State &st) {
-    const size_t bytes = size_t(st.range(0)) * size_t(st.range(1)) * 8 * 128 * 2 * 2;
-    std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
-    for (auto _ : st) {
-        std::memcpy(dst.data(), src.data(), bytes);
-        benchmark::ClobberMemory();
+    if (sh->q_len == 1) {
+        st.SetBytesProcessed(int64_t(st.iterations()) * (s.kv_bytes + s.qo_bytes()));
+        return;
     }
-    st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(bytes));
-}
-
-// Prefill: batch sequences whose whole context (args: batch, prompt length) is new, causal.
-void BM_PrefillAttention(benchmark::State &st) {
-    const int32_t batch = int32_t(st.range(0));
-    const int64_t len = st.range(1);
-    Setup s(batch, len, int32_t(len), 32, 8, 128, 16, KVC_DTYPE_F16);
-    kvc::AttentionArgs a = s.args(-1);
-    for (auto _ : st) {
-        kvc::cpu_attention(a);
-        benchmark::ClobberMemory();
-    }
-    // Causal: ~len^2/2 (q, k) pairs per head, 2 matmuls of 2*d flops each.
-    const double flops = double(batch) * 32 * (double(len) * double(len + 1) / 2) * 128 * 4;
-    st.counters["tokens/s"] = benchmark::Counter(double(batch) * double(len) * double(st.iterations()),
-                                                 benchmark::Counter::kIsRate);
+    // Causal: new token j of a sequence sees cached + j + 1 keys; 2 matmuls of 2 d flops per (q, k).
+    const double pairs = double(sh->q_len) * double(sh->cached) + double(sh->q_len) * double(sh->q_len + 1) / 2;
+    const double flops = double(sh->batch) * 32 * pairs * 128 * 4;
     st.counters["GFLOP/s"] = benchmark::Counter(flops * double(st.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+// A memcpy of `bytes` (one thread), or split in parallel_width() pieces over the worker pool.
+void run_memcpy(benchmark::State &st, int64_t bytes, bool pool) {
+    std::vector<uint8_t> src(size_t(bytes), 1), dst(size_t(bytes), 0);
+    const int64_t pieces = pool ? kvc::cpu::parallel_width() : 1;
+    auto copy_piece = [&](int64_t i) {
+        const int64_t lo = bytes * i / pieces, hi = bytes * (i + 1) / pieces;
+        std::memcpy(dst.data() + lo, src.data() + lo, size_t(hi - lo));
+    };
+    for (auto _ : st) {
+        kvc::cpu::parallel_for_each(pieces, copy_piece);
+        benchmark::ClobberMemory();
+    }
+    st.SetBytesProcessed(int64_t(st.iterations()) * bytes);
+}
+
+// The FMA peak of 8- or 16-lane fp32 vectors on the worker pool's threads: 10 independent
+// accumulator chains each (two FMA ports x 4-5 cycles of latency, and within AVX2's 16 registers
+// with the two operands), 2 flops per lane per FMA; every chain feeds the result so none is dropped.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+constexpr int kChains = 10;
+__attribute__((target("avx2,fma"))) float fma_loop_256(int64_t iters) {
+    __m256 acc[kChains];
+    for (int j = 0; j < kChains; ++j) acc[j] = _mm256_set1_ps(float(j));
+    const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.001f);
+    for (int64_t i = 0; i < iters; ++i)
+        for (int j = 0; j < kChains; ++j) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
+    for (int j = 1; j < kChains; ++j) acc[0] = _mm256_add_ps(acc[0], acc[j]);
+    return _mm256_cvtss_f32(acc[0]);
+}
+__attribute__((target("avx512f"))) float fma_loop_512(int64_t iters) {
+    __m512 acc[kChains];
+    for (int j = 0; j < kChains; ++j) acc[j] = _mm512_set1_ps(float(j));
+    const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
+    for (int64_t i = 0; i < iters; ++i)
+        for (int j = 0; j < kChains; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+    for (int j = 1; j < kChains; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+    float out[16];
+    _mm512_storeu_ps(out, acc[0]);
+    return out[0];
+}
+
+void run_fma_peak(benchmark::State &st, int32_t lanes) {
+    const int64_t iters = 1 << 20;
+    float sink[kvc::cpu::kMaxThreads] = {};
+    auto body = [&](int64_t i) { sink[i] = lanes == 16 ? fma_loop_512(iters) : fma_loop_256(iters); };
+    const int64_t n = kvc::cpu::parallel_width();
+    for (auto _ : st) {
+        kvc::cpu::parallel_for_each(n, body);
+        benchmark::DoNotOptimize(sink);
+    }
+    const double flops = double(n) * double(iters) * kChains * lanes * 2;
+    st.counters["GFLOP/s"] = benchmark::Counter(flops * double(st.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+#endif
+
+// The shapes (32 query heads, d = 128, block size 16): decode, appends over a cached
+// 4 x 1024 context, whole-prompt prefill.
+const Shape kShapes[] = {
+    {"decode", 16, 1023, 1, 8, KVC_DTYPE_F16},   {"decode", 16, 1023, 1, 8, KVC_DTYPE_F32},
+    {"decode", 64, 1023, 1, 8, KVC_DTYPE_F16},   {"decode", 16, 4095, 1, 8, KVC_DTYPE_F16},
+    {"decode", 1, 16383, 1, 8, KVC_DTYPE_F16},   {"decode", 16, 1023, 1, 4, KVC_DTYPE_F16},
+    {"decode", 16, 4095, 1, 4, KVC_DTYPE_F16},   {"decode", 16, 1023, 1, 8, KVC_DTYPE_BF16},
+    {"decode", 16, 1023, 1, 8, KVC_DTYPE_FP8_E4M3},
+    {"append", 4, 1024, 16, 8, KVC_DTYPE_F16},   {"append", 4, 1024, 128, 8, KVC_DTYPE_F16},
+    {"prefill", 1, 0, 512, 8, KVC_DTYPE_F16},    {"prefill", 4, 0, 512, 8, KVC_DTYPE_F16},
+    {"prefill", 1, 0, 2048, 8, KVC_DTYPE_F16},
+};
+
+void register_all() {
+    std::vector<std::pair<int32_t, std::string>> isas;
+#ifdef KVC_BENCH_ISAS
+    for (int32_t i = 0; i < kvc::cpu::kIsaCount; ++i)
+        if (kvc::cpu::isa_available(kvc::cpu::Isa(i))) isas.push_back({i, kvc::cpu::isa_name(kvc::cpu::Isa(i))});
+#else
+    isas.push_back({-1, "default"});
+#endif
+    for (const Shape &sh : kShapes) {
+        const int64_t ctx = sh.cached + sh.q_len;
+        // decode/BxCTX/dtype/gG, append/BxCACHED+NEW/..., prefill/BxLEN/...
+        std::string name = std::string(sh.kind) + "/" + std::to_string(sh.batch) + "x" +
+                           std::to_string(sh.q_len == 1 || sh.cached == 0 ? ctx : sh.cached);
+        if (sh.q_len > 1 && sh.cached > 0) name += "+" + std::to_string(sh.q_len);
+        name += std::string("/") + dtype_name(sh.dtype) + "/g" + std::to_string(32 / sh.kv_heads);
+        for (const auto &isa : isas) {
+            auto *b = benchmark::RegisterBenchmark((name + "/" + isa.second).c_str(), run_attention, &sh, isa.first);
+            b->MeasureProcessCPUTime()->UseRealTime()->Unit(sh.q_len == 1 ? benchmark::kMicrosecond : benchmark::kMillisecond);
+        }
+        if (sh.q_len == 1) {
+            const int64_t bytes = int64_t(sh.batch) * ctx * sh.kv_heads * 128 * 2 * (sh.dtype == KVC_DTYPE_F32 ? 4 : sh.dtype == KVC_DTYPE_FP8_E4M3 ? 1 : 2);
+            for (bool pool : {false, true})
+                benchmark::RegisterBenchmark((name + (pool ? "/memcpy_pool" : "/memcpy_1thread")).c_str(), run_memcpy, bytes, pool)
+                    ->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
+        }
+    }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        benchmark::RegisterBenchmark("fma_peak/8_lanes", run_fma_peak, 8)->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMillisecond);
+    if (__builtin_cpu_supports("avx512f"))
+        benchmark::RegisterBenchmark("fma_peak/16_lanes", run_fma_peak, 16)->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMillisecond);
+#endif
 }
 
 }  // namespace
 
-BENCHMARK(BM_DecodeAttention)
-    ->Args({16, 1024, 16, KVC_DTYPE_F16})
-    ->Args({16, 1024, 1, KVC_DTYPE_F16})
-    ->Args({16, 1024, 256, KVC_DTYPE_F16})
-    ->Args({16, 1024, 16, KVC_DTYPE_BF16})
-    ->Args({16, 1024, 16, KVC_DTYPE_F32})
-    ->Args({16, 1024, 16, KVC_DTYPE_FP8_E4M3})
-    ->Args({1, 16384, 16, KVC_DTYPE_F16})
-    ->MeasureProcessCPUTime()->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_DecodeAttentionGroup8)->Args({16, 1024})->Args({16, 4096})->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_MemcpySameBytes)->Args({16, 1024})->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_PrefillAttention)->Args({1, 512})->Args({4, 512})->Args({1, 2048})->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMillisecond);
-
-BENCHMARK_MAIN();
+int main(int argc, char **argv) {
+    register_all();
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

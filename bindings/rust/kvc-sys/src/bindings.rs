@@ -1953,7 +1953,8 @@ extern "C" {
     #[doc = "  cudaStream_t on CUDA (NULL = default stream), ignored on CPU. Can be captured into a CUDA graph"]
     #[doc = "  (see kvc_launch_attention)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, num_tokens < 0, scales <= 0, a slot past"]
-    #[doc = "  the pool on CPU), KVC_ERR_UNSUPPORTED, KVC_ERR_STATE (metadata-only pool), KVC_ERR_DEVICE."]
+    #[doc = "  the pool on CPU), KVC_ERR_UNSUPPORTED (on a CPU pool also: KVC_CPU_ISA refused, see"]
+    #[doc = "  kvc_launch_attention), KVC_ERR_STATE (metadata-only pool), KVC_ERR_DEVICE."]
     pub fn kvc_cache_write(
         pool: *mut kvc_pool,
         layer: i32,
@@ -2649,9 +2650,12 @@ extern "C" {
     #[doc = "  for."]
     #[doc = "  With a sliding window set on the pool (kvc_pool_set_sliding_window), params->sliding_window must"]
     #[doc = "  be between 1 and the pool's window, and no wider than the batch's released blocks allow."]
+    #[doc = "  CPU pools pick their kernel variant (baseline, AVX2, AVX-512) at run time from the CPU; the"]
+    #[doc = "  environment variable KVC_CPU_ISA=baseline|avx2|avx512 forces one (auto: the default)."]
     #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, heads, scale, window), KVC_ERR_UNSUPPORTED (head"]
-    #[doc = "  dim / dtype / block size combination), KVC_ERR_STATE (batch never built, metadata-only pool,"]
-    #[doc = "  batch of another pool), KVC_ERR_DEVICE (launch failed)."]
+    #[doc = "  dim / dtype / block size combination; on a CPU pool, KVC_CPU_ISA names an unknown variant or one"]
+    #[doc = "  this CPU cannot run), KVC_ERR_STATE (batch never built, metadata-only pool, batch of another"]
+    #[doc = "  pool), KVC_ERR_DEVICE (launch failed)."]
     pub fn kvc_launch_attention(
         pool: *mut kvc_pool,
         batch: *const kvc_batch,
