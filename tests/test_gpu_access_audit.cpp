@@ -33,7 +33,7 @@ extern "C" {
 #include "gpu/gpu_problem.hpp"
 #include "test_kernels_fixture.hpp"
 #if KVC_TEST_ACCESS_AUDIT
-#include "gpu/emulation/access_audit.hpp"
+#include "../cuda/emulation/access_audit.hpp"
 #endif
 
 using kvc_gpu_test::DeviceBuffer;

@@ -17,7 +17,7 @@ extern "C" {
 #include <vector>
 
 #if KVC_TEST_EMULATOR
-#include "gpu/emulation/cuda_emulation.hpp"
+#include "../cuda/emulation/cuda_emulation.hpp"
 #endif
 
 namespace {
