@@ -42,20 +42,28 @@ struct PoolCounters {
 // Result of looking a prompt's full blocks up in the cache. The hit covers blocks [0, hit_blocks);
 // of those the sequence holds [first_block, hit_blocks) (first_block > 0 only with a sliding
 // window: the blocks before are outside the window of the first uncached token). Held block
-// first_block + j is kvc_pool::hit_scratch[j] (and the tiers' hit_tier/hit_slot[j]).
+// first_block + j is blocks[j].
 struct PrefixWalk {
     int64_t hit_blocks = 0;     // blocks whose KV need not be computed
     int64_t first_block = 0;    // leading ones of those the sequence does not hold (table -1)
     int64_t free_hits = 0;      // of the held ones, blocks now in a free list (refcount 0, not pinned)
     bool verify_miss = false;   // a hash matched a block whose content differed
     Hash128 chain = kRootHash;  // hash of the last hit block
-    int64_t host_hits = 0;      // of the held ones, found in the host tier (hit_scratch[j] == -1)
-    int64_t disk_hits = 0;      // of the held ones, found in the disk tier (hit_scratch[j] == -1)
+    int64_t host_hits = 0;      // of the held ones, found in the host tier (blocks[j] == -1)
+    int64_t disk_hits = 0;      // of the held ones, found in the disk tier (blocks[j] == -1)
+    // The held hits, j in [0, held()): blocks[j] is the device block, or -1 for a block found in a
+    // lower tier, whose tier and slot are lower_tier[j] / lower_slot[j]. Views into buffers the
+    // pool keeps for its walks (kvc_pool::hit_scratch, Tiers::hit_tier / hit_slot: nothing is
+    // allocated per walk), valid until the next walk under the same lock.
+    const int32_t *blocks = nullptr;
+    const uint8_t *lower_tier = nullptr;
+    const int32_t *lower_slot = nullptr;
     // The windowed search hashes every full block it looks at: keys of blocks [0, num_keys), valid
     // until the next search (kvc_pool::walk_keys), so kvc_alloc need not hash them again.
     const BlockKey *keys = nullptr;
     int64_t num_keys = 0;
     int64_t held() const { return hit_blocks - first_block; }
+    bool lower_hit(int64_t j, int32_t tier) const { return blocks[j] < 0 && lower_tier[j] == tier; }
 };
 
 struct Tiers;
@@ -107,7 +115,7 @@ struct kvc_pool {
     kvc::SequenceTable seqs;
     kvc::PendingCopies copies;
     kvc::PoolCounters counters;
-    std::vector<int32_t> hit_scratch;  // num_blocks entries: block ids of a prefix walk
+    std::vector<int32_t> hit_scratch;  // num_blocks entries: PrefixWalk::blocks of the latest walk
     std::vector<kvc::BlockKey> walk_keys;  // a windowed hit search's block keys (grown, kept)
     std::atomic<uint64_t> seq_generation{0};
     // References held outside sequence tables (lib/transfer: blocks an export leases, blocks an
@@ -213,10 +221,10 @@ void pool_hash_prompt_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64
 // hashing for s when the cut block's token ids cannot be trusted.
 void pool_rewind_hashing(kvc_pool *p, Sequence *s, int64_t n);
 
-// Walks the prompt's first max_blocks full blocks while they are cached and verified; hit ids go
-// to p->hit_scratch (of a hash with several copies, the one `pick` names). With `lower` !=
+// Walks the prompt's first max_blocks full blocks while they are cached and verified; the hits are
+// the result's blocks[] (of a hash with several copies, the one `pick` names). With `lower` !=
 // kWalkDevice a block missing on the device is looked up in the host (and disk) tier; such hits
-// get hit_scratch -1 and their slot in p->tiers->hit_tier/hit_slot. No side effects.
+// get blocks[j] == -1 and their tier and slot in lower_tier / lower_slot. No side effects.
 PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
                             WalkTiers lower = kWalkDevice, CopyPick pick = kPickHit);
 
@@ -243,10 +251,12 @@ PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_
 // blocks a hit at the end of the prefix's first full_blocks blocks needs -- blocks first_block .. hit_blocks - 1, for the
 // largest such end whose window is cached (with pinned_only: cached and pinned) -- plus the block
 // before them when the prefix's own admission (one block shorter when block-aligned) needs it and
-// it qualifies. Ids to p->hit_scratch. May throw std::bad_alloc before anything changed.
+// it qualifies, as the result's blocks[]. May throw std::bad_alloc before anything changed.
 PrefixWalk pool_window_pin_range(kvc_pool *p, const int32_t *tokens, int64_t full_blocks, const KeySet &keys,
                                  bool pinned_only);
 
+// A new walk's result, its views pointing at the pool's walk buffers (PrefixWalk::blocks).
+PrefixWalk pool_begin_walk(kvc_pool *p);
 // A prefix search's record of held hit block j (pool_walk_prefix, the windowed search): a device
 // block b, or a block found in a lower tier (`tier`, `slot`) that kvc_alloc restores.
 void pool_record_device_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t b);

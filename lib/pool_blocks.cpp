@@ -230,6 +230,16 @@ void pool_rewind_hashing(kvc_pool *p, Sequence *s, int64_t n) {
     s->tail.assign(ids, ids + (n - m * bs));
 }
 
+PrefixWalk pool_begin_walk(kvc_pool *p) {
+    PrefixWalk w;
+    w.blocks = p->hit_scratch.data();
+    if (const Tiers *t = p->tiers.load(std::memory_order_relaxed)) {
+        w.lower_tier = t->hit_tier.data();
+        w.lower_slot = t->hit_slot.data();
+    }
+    return w;
+}
+
 void pool_record_device_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t b) {
     p->hit_scratch[size_t(j)] = b;
     if (p->blocks.queues().contains(b)) ++w->free_hits;
@@ -256,7 +266,7 @@ __attribute__((noinline)) int32_t pool_pick_copy(const kvc_pool *p, int32_t newe
 
 PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
                             WalkTiers lower, CopyPick pick) {
-    PrefixWalk w;
+    PrefixWalk w = pool_begin_walk(p);
     const int32_t bs = p->block_size;
     if (max_blocks > p->num_blocks) max_blocks = p->num_blocks;  // bounds hit_scratch
     for (int64_t i = 0; i < max_blocks; ++i) {

@@ -42,7 +42,7 @@ int64_t first_needed(const kvc_pool *p, int64_t e) {
 
 PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
                          WalkTiers lower, CopyPick pick, bool pinned_only = false) {
-    PrefixWalk w;
+    PrefixWalk w = pool_begin_walk(p);
     if (max_blocks <= 0) return w;
     // Every block's key, left to right (each chains on its parent). Grown, never shrunk: steady
     // state allocates nothing. A throw here happens before anything changed.

@@ -208,16 +208,16 @@ int32_t tier_find_lower(kvc_pool *p, const Hash128 &parent, const BlockKey &key,
     return -1;
 }
 
-void tier_pin_restore_sources(kvc_pool *p, int64_t first, int64_t count) {
+void tier_pin_restore_sources(kvc_pool *p, const PrefixWalk &w) {
     Tiers *t = p->tiers.load(std::memory_order_relaxed);
-    for (int64_t i = first; i < first + count; ++i)
-        if (p->hit_scratch[size_t(i)] < 0) t->host->slots.pin_cached(t->hit_slot[size_t(i)]);
+    for (int64_t j = 0; j < w.held(); ++j)
+        if (w.blocks[j] < 0) t->host->slots.pin_cached(w.lower_slot[j]);
 }
 
-int32_t tier_restore_hit(kvc_pool *p, int64_t hit_index, int32_t priority) {
+int32_t tier_restore_hit(kvc_pool *p, const PrefixWalk &w, int64_t j, int32_t priority) {
     Tiers *t = p->tiers.load(std::memory_order_relaxed);
     TierSlots &hs = t->host->slots;
-    const int32_t slot = t->hit_slot[size_t(hit_index)];
+    const int32_t slot = w.lower_slot[j];
     const int32_t b = pool_take_fresh_block(p, priority);
     const PrefixCache &ix = hs.index();
     BlockKey key;

@@ -25,17 +25,13 @@
 namespace kvc {
 namespace {
 
-bool lower_hit(const kvc_pool *p, const Tiers *t, int64_t i, int32_t tier) {
-    return p->hit_scratch[size_t(i)] < 0 && t->hit_tier[size_t(i)] == tier;
-}
-
 // Pins (pin_cached) or unpins (commit_cached: back of its LRU list) the walk's hits in `tier`.
 void keep_tier_hits(kvc_pool *p, Tiers *t, const PrefixWalk &w, int32_t tier, bool keep) {
     TierSlots &slots = tier == KVC_TIER_HOST ? t->host->slots : t->disk->slots;
     for (int64_t i = 0; i < w.held(); ++i) {
-        if (!lower_hit(p, t, i, tier)) continue;
-        if (keep) slots.pin_cached(t->hit_slot[size_t(i)]);
-        else slots.commit_cached(t->hit_slot[size_t(i)]);
+        if (!w.lower_hit(i, tier)) continue;
+        if (keep) slots.pin_cached(w.lower_slot[i]);
+        else slots.commit_cached(w.lower_slot[i]);
     }
 }
 
@@ -53,8 +49,8 @@ void promote_round(kvc_pool *p, Tiers *t, const PrefixWalk &w, bool *short_of_sl
     bool promoting = true;
     *short_of_slots = false;
     for (int64_t i = 0; i < w.held(); ++i) {
-        if (!lower_hit(p, t, i, KVC_TIER_DISK)) continue;
-        const int32_t ds = t->hit_slot[size_t(i)];
+        if (!w.lower_hit(i, KVC_TIER_DISK)) continue;
+        const int32_t ds = w.lower_slot[i];
         const PrefixCache &ix = d.slots.index();
         // The same block on its way up already, or no host slot: the hit ends here, and this and
         // the later disk hits go back to their LRU lists.
@@ -98,15 +94,15 @@ bool restore_round(kvc_pool *p, Tiers *t, const PrefixWalk &w, int32_t priority,
     const int64_t held = w.held();
     kept->next.clear();  // no allocation from here on
     for (int64_t i = 0; i < held; ++i)  // before any fresh block is taken: eviction must not take them
-        if (p->hit_scratch[size_t(i)] >= 0) p->blocks.pin(p->hit_scratch[size_t(i)]);
+        if (w.blocks[i] >= 0) p->blocks.pin(w.blocks[i]);
     keep_tier_hits(p, t, w, KVC_TIER_DISK, true);  // a host victim's disk spill must not take them
     keep_tier_hits(p, t, w, KVC_TIER_HOST, true);  // restore sources: busy until their copies ran
     pool_spill_before_taking(p, w.host_hits);        // one fresh block per restore below
     for (int64_t i = 0; i < held; ++i) {
-        int32_t b = p->hit_scratch[size_t(i)];
+        int32_t b = w.blocks[i];
         if (b < 0) {
-            if (!lower_hit(p, t, i, KVC_TIER_HOST)) continue;
-            b = tier_restore_hit(p, i, priority);  // one reference, which the pin replaces
+            if (!w.lower_hit(i, KVC_TIER_HOST)) continue;
+            b = tier_restore_hit(p, w, i, priority);  // one reference, which the pin replaces
             p->blocks.pin(b);
             p->blocks.release(b);
         }
@@ -137,7 +133,7 @@ kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_t
         bool short_of_slots = false;
         {
             std::lock_guard<std::mutex> lk(p->mu);
-            // The hit kvc_alloc will look for; its held blocks are hit_scratch[0 .. held).
+            // The hit kvc_alloc will look for; its held blocks are w.blocks[0 .. held).
             const PrefixWalk w = pool_find_prompt_hit(p, tokens, num_tokens, keys, kWalkHostDisk);
             if (w.disk_hits == 0) break;
             if (round == 0)

@@ -129,8 +129,8 @@ int32_t tier_find_lower(kvc_pool *p, const Hash128 &parent, const BlockKey &key,
 // kvc_alloc: the plan's lower-tier hits (all in the host tier) are pinned so that the fresh blocks
 // taken next cannot evict them. Then tier_restore_hit() copies one into a fresh device block and
 // enters that block in the device cache.
-void tier_pin_restore_sources(kvc_pool *p, int64_t first, int64_t count);
-int32_t tier_restore_hit(kvc_pool *p, int64_t hit_index, int32_t priority);
+void tier_pin_restore_sources(kvc_pool *p, const PrefixWalk &w);
+int32_t tier_restore_hit(kvc_pool *p, const PrefixWalk &w, int64_t j, int32_t priority);
 
 // kvc_free of a swapped-out sequence: frees its held host slots.
 void tier_release_swapped(kvc_pool *p, Sequence *s);

@@ -1,0 +1,115 @@
+// Growing a sequence (seq_ops.hpp): plan_append → commit_append; the in-place decode step is inline
+// in seq_ops.hpp.
+#include <algorithm>
+
+#include "core/seq_ops.hpp"
+
+namespace kvc {
+
+namespace {
+// Geometric growth so that decode, which grows a sequence a little each step, reallocates rarely.
+template <class V>
+void reserve_geometric(V &v, int64_t n) {
+    if (int64_t(v.capacity()) < n) v.reserve(size_t(std::max<int64_t>(n, 2 * int64_t(v.capacity()))));
+}
+
+// An existing block that receives writes is copied first when shared (refcount > 1, e.g. after a
+// fork) or pinned (a cut by kvc_truncate into a pinned prefix block): a pinned block's content must
+// stay.
+inline bool must_copy(const kvc_pool *p, int32_t b) { return p->blocks.refcount(b) > 1 || p->blocks.pins(b) > 0; }
+}  // namespace
+
+__attribute__((cold, noinline)) kvc_status append_args_refusal(const kvc_pool *p, const int32_t *tokens,
+                                                               int64_t num_tokens, int64_t num_lookahead,
+                                                               const char *fn) {
+    if (num_tokens < 0) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 0, got %lld", fn, (long long)num_tokens);
+    if (num_lookahead < 0)
+        return fail(KVC_ERR_INVALID_ARG, "%s: num_lookahead must be >= 0, got %lld", fn, (long long)num_lookahead);
+    if (num_tokens == 0 && num_lookahead == 0)
+        return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens and num_lookahead are both 0", fn);
+    if (!tokens && num_tokens > 0 && p->caching)
+        return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL while prefix caching is on", fn);
+    return KVC_OK;
+}
+
+kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id, int64_t num_tokens,
+                       int64_t num_lookahead, AppendPlan *plan, const char *fn) {
+    const int32_t bs = p->block_size;
+    int64_t new_tokens, want_end;
+    if (add_overflows(s->num_tokens, num_tokens, &new_tokens) || add_overflows(new_tokens, num_lookahead, &want_end))
+        return fail(KVC_ERR_OVERFLOW, "%s: sequence %llu length %lld + %lld + %lld lookahead overflows", fn,
+                    (unsigned long long)seq_id, (long long)s->num_tokens, (long long)num_tokens,
+                    (long long)num_lookahead);
+    const int64_t max = p->config.max_seq_len;
+    if (max > 0 && want_end > max)
+        return fail(KVC_ERR_MAX_LEN, "%s: sequence %llu would reach %lld tokens (%lld confirmed + %lld lookahead), "
+                    "max_seq_len is %lld", fn, (unsigned long long)seq_id, (long long)want_end,
+                    (long long)new_tokens, (long long)num_lookahead, (long long)max);
+    const int64_t new_end = std::max(s->reserved_end, want_end);
+    const int64_t old_nb = int64_t(s->table.size());
+    // Most decode steps stay inside the reserved blocks: skip the division then.
+    const int64_t new_nb = new_end <= old_nb * bs ? old_nb : pool_blocks_for(p, new_end);
+    // Sliding window: the blocks no query from the previous call's first token on can see go
+    // first, and count as free. Behind one test: the decode step of a pool without a window stays
+    // as it was (measured: keeping the window's values live through this function cost ~10%).
+    int64_t window_free = 0, held = new_nb;
+    if (__builtin_expect(p->sliding_window > 0, 0)) held -= pool_window_plan(p, s, &window_free);
+    if (held > p->num_blocks)
+        return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu would need %lld blocks, the pool has only %d", fn,
+                    (unsigned long long)seq_id, (long long)held, p->num_blocks);
+    // Existing blocks that receive writes: those overlapping [num_tokens, want_end).
+    const int64_t first_written = pool_block_of(p, s->num_tokens);
+    const int64_t last_written = std::min(old_nb, pool_blocks_for(p, want_end));  // exclusive
+    int64_t cows = 0;
+    if (s->may_share_tail)
+        for (int64_t i = first_written; i < last_written; ++i)
+            if (must_copy(p, s->table[size_t(i)])) ++cows;
+    const int64_t fresh = cows + (new_nb - old_nb);
+    if (fresh > p->blocks.num_free() + window_free)
+        return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu needs %lld new blocks (%lld copy-on-write), "
+                    "only %lld are free", fn, (unsigned long long)seq_id, (long long)fresh, (long long)cows,
+                    (long long)(p->blocks.num_free() + window_free));
+    // The table's room is part of the plan, so that commit_append cannot fail: the one allocation,
+    // and it changes nothing the pool's state shows.
+    reserve_geometric(s->table, new_nb);
+    *plan = AppendPlan{new_tokens, new_end, new_nb, first_written, last_written, cows, fresh};
+    return KVC_OK;
+}
+
+void commit_append(kvc_pool *p, Sequence *s, const int32_t *tokens, int64_t num_tokens, const AppendPlan &plan,
+                   int32_t *out_new_blocks) {
+    if (__builtin_expect(p->sliding_window > 0, 0)) pool_window_release(p, s);
+    if (plan.fresh > 0) {
+        pool_spill_before_taking(p, plan.fresh);
+        const int32_t prio = s->priority;
+        for (int64_t i = plan.first_written; i < plan.last_written && plan.cows; ++i) {
+            const int32_t src = s->table[size_t(i)];
+            if (!must_copy(p, src)) continue;
+            const int32_t dst = pool_take_fresh_block(p, prio);
+            pool_release_block(p, src);  // shared or pinned: never becomes free here
+            // src keeps its bytes until the copy has read them, even if every other holder lets
+            // it go first (a tier restore would otherwise overwrite them at once).
+            p->blocks.hold(src);
+            p->copies.push(src, dst);
+            s->table[size_t(i)] = dst;
+            ++p->counters.cow_copies;
+        }
+        for (int64_t i = int64_t(s->table.size()); i < plan.new_blocks; ++i)
+            s->table.push_back(pool_take_fresh_block(p, prio));
+    }
+    // A block this sequence alone holds, unpinned, but still in the prefix cache (kvc_truncate cut
+    // into it) leaves the cache before it is written: a cached block never changes.
+    if (s->may_share_tail)
+        for (int64_t i = plan.first_written; i < plan.last_written; ++i) {
+            const int32_t b = s->table[size_t(i)];
+            if (p->blocks.cached(b)) pool_uncache_block(p, b);
+        }
+    s->num_tokens = plan.new_tokens;
+    s->reserved_end = plan.new_end;
+    if (p->caching && num_tokens > 0 && !s->hash_stopped) pool_hash_full_blocks(p, s, tokens, num_tokens);
+    ++p->counters.appends;
+    p->counters.blocks_allocated += plan.fresh;
+    if (out_new_blocks) *out_new_blocks = int32_t(plan.fresh);
+}
+
+}  // namespace kvc

@@ -1,0 +1,123 @@
+// The sequence operations of the host core: what kvc_alloc, kvc_admit, kvc_can_alloc, kvc_append(_batch),
+// kvc_fork, kvc_truncate, kvc_free and kvc_abort do once their arguments are checked and the pool
+// lock is held. The C layer (lib/capi_seq.cpp) only validates, locks, calls one of these and runs the
+// tier jobs they queued. Each operation that can be refused is split the way llama.cpp's KV cache
+// names prepare / find slot / apply:
+//   plan_*    reads the pool and decides (which blocks hit, how many are fresh, what is copied);
+//   check_*   turns a plan into the refusal, if any (status + message, nothing changed);
+//   commit_*  applies a plan that passed: may fail only before its first change (host memory for
+//             the table), never after — that is what makes each C call all-or-nothing.
+// Everything here runs under kvc_pool::mu and never does I/O or waits on a GPU: spills and restores
+// are queued for tier_run_pending, copy-on-write pairs for kvc_copy_pending.
+#pragma once
+
+#include <cstdint>
+
+#include "error.hpp"
+#include "pool.hpp"
+
+namespace kvc {
+
+// ---- admission and allocation of a prompt (seq_alloc.cpp) --------------------------------------
+
+struct AllocPlan {
+    int64_t blocks = 0;    // table length
+    int64_t held = 0;      // table entries the sequence holds (all but a windowed hit's leading ones)
+    int64_t fresh = 0;     // blocks to take from the free queues
+    int64_t free_now = 0;  // free blocks once refcount-0 hits are taken out
+    PrefixWalk walk;       // the prompt's hit; its held blocks are walk.blocks[0 .. walk.held())
+};
+
+// The plan for a prompt: its prefix hit (looking as far as `lower` when a block is not on the
+// device) and the blocks it needs. No side effects; may throw std::bad_alloc (a windowed search's
+// key buffer grows) before anything changed.
+AllocPlan plan_alloc(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys, WalkTiers lower);
+// The plan for a prompt whose hit is already known.
+AllocPlan plan_alloc_from_walk(const kvc_pool *p, int64_t num_tokens, const PrefixWalk &walk);
+// kvc_alloc's refusals for a plan that depend on the pool's state: the id in use, too few blocks.
+kvc_status check_alloc(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, const AllocPlan &plan);
+// The watermark verdict (KVC_ALLOC_OK / LATER / NEVER) of kvc_can_alloc and kvc_admit for a plan.
+int32_t alloc_verdict(const kvc_pool *p, const AllocPlan &plan);
+// Creates sequence seq_id from a plan that passed check_alloc: holds the device hits, queues the
+// restores of lower-tier hits and the spills of the cached blocks the fresh ones evict, hashes the
+// prompt's full blocks past the hit into the cache. *out_cached_tokens (optional): the hit's tokens.
+// May throw std::bad_alloc only before its first change.
+kvc_status commit_alloc(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
+                        const AllocPlan &plan, int64_t *out_cached_tokens);
+
+// ---- growing a sequence (seq_append.cpp) --------------------------------------------------------
+
+// append's argument rules, tested inline on the hot paths; append_args_refusal words a refusal.
+inline bool append_args_ok(const kvc_pool *p, const int32_t *tokens, int64_t num_tokens, int64_t num_lookahead) {
+    return num_tokens >= 0 && num_lookahead >= 0 && (num_tokens > 0 || num_lookahead > 0) &&
+           (tokens || num_tokens == 0 || !p->caching);
+}
+kvc_status append_args_refusal(const kvc_pool *p, const int32_t *tokens, int64_t num_tokens, int64_t num_lookahead,
+                               const char *fn);
+
+// What an append that is not the in-place case does (plan_append), applied by commit_append.
+struct AppendPlan {
+    int64_t new_tokens = 0;     // confirmed tokens after the call
+    int64_t new_end = 0;        // reserved end after the call (confirmed + lookahead, never shrinks)
+    int64_t new_blocks = 0;     // table length after the call
+    int64_t first_written = 0;  // existing blocks [first_written, last_written) receive writes
+    int64_t last_written = 0;
+    int64_t cows = 0;           // of those, shared or pinned ones copied first
+    int64_t fresh = 0;          // blocks taken: cows + table growth
+};
+// Plans appending num_tokens confirmed tokens and num_lookahead reserved slots to s (found, not
+// swapped out): the refusal (overflow, max_seq_len, out of blocks; nothing changed) or the plan.
+// Reserves the table's room (may throw std::bad_alloc), so that commit_append cannot fail.
+kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id, int64_t num_tokens,
+                       int64_t num_lookahead, AppendPlan *plan, const char *fn);
+// Applies a plan: the sliding window's releases, copy-on-write pairs, fresh blocks, the cache's
+// hashing of completed blocks. Cannot fail (plan_append reserved the table). *out_new_blocks optional.
+void commit_append(kvc_pool *p, Sequence *s, const int32_t *tokens, int64_t num_tokens, const AppendPlan &plan,
+                   int32_t *out_new_blocks);
+
+// The decode step's usual case: one confirmed token that lands in a block s already has, alone
+// (no copy-on-write to consider), without a window. It takes no block and changes nothing but the
+// length and the unhashed tail, so the plan is skipped; the effect is commit_append's. Inline: the
+// hottest path of the host core. False: not that case, nothing done.
+__attribute__((always_inline)) inline bool append_in_place(kvc_pool *p, Sequence *s, const int32_t *tokens,
+                                                           int64_t num_tokens, int64_t num_lookahead,
+                                                           int32_t *out_new_blocks) {
+    if (num_tokens != 1 || num_lookahead != 0 || s->may_share_tail || p->sliding_window > 0) return false;
+    const int64_t end = s->num_tokens + 1;  // < INT64_MAX: a sequence holds far fewer tokens
+    const int64_t max = p->config.max_seq_len;
+    if (end > int64_t(s->table.size()) * p->block_size || (max > 0 && end > max)) return false;
+    s->num_tokens = end;
+    if (end > s->reserved_end) s->reserved_end = end;
+    if (p->caching && !s->hash_stopped) pool_hash_full_blocks(p, s, tokens, 1);
+    ++p->counters.appends;
+    if (out_new_blocks) *out_new_blocks = 0;
+    return true;
+}
+
+// One append on sequence seq_id with checked arguments: the in-place case inline, else plan then
+// commit. Shared by kvc_append and kvc_append_batch.
+__attribute__((always_inline)) inline kvc_status append_seq(kvc_pool *p, uint64_t seq_id, const int32_t *tokens,
+                                                            int64_t num_tokens, int64_t num_lookahead,
+                                                            int32_t *out_new_blocks, const char *fn) {
+    Sequence *s = p->seqs.find(seq_id);
+    if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
+    if (s->swapped_out) return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
+    if (append_in_place(p, s, tokens, num_tokens, num_lookahead, out_new_blocks)) return KVC_OK;
+    AppendPlan plan;
+    const kvc_status st = plan_append(p, s, seq_id, num_tokens, num_lookahead, &plan, fn);
+    if (st != KVC_OK) return st;
+    commit_append(p, s, tokens, num_tokens, plan, out_new_blocks);
+    return KVC_OK;
+}
+
+// ---- sharing, shrinking, ending (seq_lifecycle.cpp) ---------------------------------------------
+
+// kvc_fork: child_id shares every block of parent_id (copy-on-write on the next write).
+kvc_status fork_seq(kvc_pool *p, uint64_t parent_id, uint64_t child_id, const char *fn);
+// kvc_truncate: keeps the first num_tokens confirmed tokens, releases the blocks past them.
+kvc_status truncate_seq(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, int32_t *out_freed_blocks, const char *fn);
+// kvc_free (abort false) and kvc_abort (abort true: the blocks this sequence filled itself leave
+// the cache, their KV may never have been written).
+kvc_status free_seq(kvc_pool *p, uint64_t seq_id, bool abort, const char *fn);
+
+}  // namespace kvc
