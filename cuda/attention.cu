@@ -4,7 +4,7 @@
 #include <climits>
 
 #include "attention_params.cuh"
-#include "cuda_api.hpp"
+#include "storage/cuda_api.hpp"
 #include "cuda_check.cuh"
 #include "device_primitives.cuh"
 #include "dtype_convert.cuh"

@@ -1,7 +1,7 @@
 // reshape_and_cache: scatters the step's new K/V rows into their cache slots (one CTA per token).
 #include <climits>
 
-#include "cuda_api.hpp"
+#include "storage/cuda_api.hpp"
 #include "cuda_check.cuh"
 #include "device_primitives.cuh"
 #include "dtype_convert.cuh"

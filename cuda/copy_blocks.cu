@@ -1,8 +1,8 @@
 // copy_blocks: every pending (src, dst) pair, all layers, one launch. A block is one contiguous
-// range of block_stride bytes (kv_layout.hpp), so a pair is a flat vectorized copy.
+// range of block_stride bytes (storage/kv_layout.hpp), so a pair is a flat vectorized copy.
 #include <climits>
 
-#include "cuda_api.hpp"
+#include "storage/cuda_api.hpp"
 #include "cuda_check.cuh"
 #include "device_primitives.cuh"
 

@@ -1,9 +1,9 @@
-// CUDA runtime wrappers behind lib/cuda_api.hpp. cudart is linked statically, so these load the
+// CUDA runtime wrappers behind lib/storage/cuda_api.hpp. cudart is linked statically, so these load the
 // driver lazily: without a driver or GPU, cudaGetDeviceCount fails cleanly and device_count reports
 // 0 devices (not an error).
 #include <atomic>
 
-#include "cuda_api.hpp"
+#include "storage/cuda_api.hpp"
 #include "cuda_check.cuh"
 
 namespace kvc::cuda {

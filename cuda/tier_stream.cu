@@ -1,6 +1,6 @@
-// CUDA streams and events used by the memory tiers (lib/tier_cuda.hpp).
+// CUDA streams and events used by the memory tiers (lib/tier/cuda.hpp).
 #include "cuda_check.cuh"
-#include "tier_cuda.hpp"
+#include "tier/cuda.hpp"
 
 namespace kvc::cuda {
 

@@ -22,13 +22,13 @@ inline bool add_overflows(int64_t a, int64_t b, int64_t *out) { return __builtin
 
 // Wraps an extern "C" entry point body so that no C++ exception crosses the ABI:
 //   KVC_GUARD({ ...body returning kvc_status... })
-#define KVC_GUARD(...)                                                                     \
-    try {                                                                                  \
-        __VA_ARGS__                                                                        \
-    } catch (const std::bad_alloc &) {                                                     \
-        return ::kvc::fail(KVC_ERR_NO_MEMORY, "%s: out of host memory", __func__);         \
-    } catch (const std::exception &e) {                                                    \
+#define KVC_GUARD(...)                                                                      \
+    try {                                                                                   \
+        __VA_ARGS__                                                                         \
+    } catch (const std::bad_alloc &) {                                                      \
+        return ::kvc::fail(KVC_ERR_NO_MEMORY, "%s: out of host memory", __func__);          \
+    } catch (const std::exception &e) {                                                     \
         return ::kvc::fail(KVC_ERR_INTERNAL, "%s: internal error: %s", __func__, e.what()); \
-    } catch (...) {                                                                        \
-        return ::kvc::fail(KVC_ERR_INTERNAL, "%s: unknown internal error", __func__);      \
+    } catch (...) {                                                                         \
+        return ::kvc::fail(KVC_ERR_INTERNAL, "%s: unknown internal error", __func__);       \
     }

@@ -17,8 +17,8 @@ namespace kvc {
 
 enum class StructUse { kRead, kFill };
 
-inline kvc_status check_struct_size(uint32_t got, std::initializer_list<size_t> released, StructUse use,
-                                    const char *fn, const char *what) {
+inline kvc_status check_struct_size(uint32_t got, std::initializer_list<size_t> released, StructUse use, const char *fn,
+                                    const char *what) {
     for (size_t s : released)
         if (got == s) return KVC_OK;
     const size_t current = *(released.end() - 1);

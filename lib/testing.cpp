@@ -2,7 +2,7 @@
 // kvc_testing only (lib/CMakeLists.txt), never into libkvc.so / libkvc.a.
 #include "testing.h"
 
-#include "pool.hpp"
+#include "core/pool.hpp"
 
 namespace kvc {
 // The one way a test reaches into BlockPool's counters (its friend).

@@ -29,7 +29,7 @@ extern "C" {
 #include <tuple>
 #include <vector>
 
-#include "cuda_api.hpp"
+#include "storage/cuda_api.hpp"
 #include "gpu/gpu_problem.hpp"
 #include "test_kernels_fixture.hpp"
 #if KVC_TEST_ACCESS_AUDIT
@@ -78,7 +78,7 @@ std::vector<kvc_emu::AsyncCopyRecord> run_recorded(GpuProblem &D, int32_t partit
     return rec;
 }
 
-// A K/V chunk address taken apart with the storage layout (kv_layout.hpp).
+// A K/V chunk address taken apart with the storage layout (storage/kv_layout.hpp).
 struct KvSlot {
     int64_t block;
     int32_t layer, kv, head, token, chunk;

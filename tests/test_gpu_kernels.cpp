@@ -2,7 +2,7 @@
 // bit-exact, paged attention (decode single-pass and split-K, prefill/append) within atol 1e-3
 // (fp8 KV 1e-2) plus one ulp of the output dtype (both backends round the same fp32 result).
 // Without a usable GPU every test reports SKIPPED. The file needs no CUDA headers: it drives the
-// backend through lib/cuda_api.hpp, whose no-CUDA implementation reports zero devices.
+// backend through lib/storage/cuda_api.hpp, whose no-CUDA implementation reports zero devices.
 extern "C" {
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,7 +20,7 @@ extern "C" {
 #include <random>
 #include <vector>
 
-#include "cuda_api.hpp"
+#include "storage/cuda_api.hpp"
 #include "gpu/gpu_problem.hpp"
 #include "test_kernels_fixture.hpp"
 

@@ -32,7 +32,7 @@ extern "C" {
 #include "gpu/cuda_graph.hpp"
 #endif
 #include "kvc/kvc.h"
-#include "tier_cuda.hpp"
+#include "tier/cuda.hpp"
 
 using kvc_gpu_test::DeviceBuffer;
 

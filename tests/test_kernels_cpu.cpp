@@ -1,5 +1,5 @@
 // CPU kernels (lib/cpu/) against the dense double-precision reference, called directly through
-// kernel_args.hpp. Every unused slot of the storage (other layer, other blocks, slots past each
+// storage/kernel_args.hpp. Every unused slot of the storage (other layer, other blocks, slots past each
 // context, padding tokens) holds NaN, so any out-of-context read shows up as a non-finite output.
 #include <cmath>
 #include <cstdlib>

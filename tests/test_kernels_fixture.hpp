@@ -13,7 +13,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "dense_reference.hpp"
-#include "kernel_args.hpp"
+#include "storage/kernel_args.hpp"
 
 namespace kvc_test {
 

@@ -1,4 +1,4 @@
-// The prefix index (lib/prefix_cache.hpp) under aimed hashes: block hashes use a fixed seed, so a
+// The prefix index (lib/core/prefix_cache.hpp) under aimed hashes: block hashes use a fixed seed, so a
 // client can compute them offline and choose prompts whose hashes share their low bits — with the
 // probe start taken from those bits, every one of them would land in one run of the table. The
 // index starts probes at a keyed mix of the whole hash instead; here thousands of entries share
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "prefix_cache.hpp"
+#include "core/prefix_cache.hpp"
 
 extern "C" {
 #include <setjmp.h>

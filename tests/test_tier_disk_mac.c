@@ -81,7 +81,7 @@ static void test_keyed_round_trip(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
-/* The attacker's side of the file format: a mirror of DiskHeader in lib/tier_disk.cpp. If the
+/* The attacker's side of the file format: a mirror of DiskHeader in lib/tier/disk.cpp. If the
  * format changes, the unkeyed half of test_forged_slot fails (the forgery no longer lands) and
  * this mirror needs the change too. */
 typedef struct disk_header {

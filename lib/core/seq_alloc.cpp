@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "core/seq_ops.hpp"
-#include "tiers.hpp"
+#include "tier/tiers.hpp"
 
 namespace kvc {
 
@@ -35,7 +35,8 @@ kvc_status check_alloc(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, const A
         return fail(KVC_ERR_OUT_OF_BLOCKS, "kvc_alloc: %lld tokens need %lld blocks, the pool has only %d",
                     (long long)num_tokens, (long long)plan.held, p->num_blocks);
     if (plan.fresh > plan.free_now)
-        return fail(KVC_ERR_OUT_OF_BLOCKS, "kvc_alloc: sequence %llu needs %lld new blocks (%lld cached), only %lld are free",
+        return fail(KVC_ERR_OUT_OF_BLOCKS,
+                    "kvc_alloc: sequence %llu needs %lld new blocks (%lld cached), only %lld are free",
                     (unsigned long long)seq_id, (long long)plan.fresh, (long long)plan.walk.hit_blocks,
                     (long long)plan.free_now);
     return KVC_OK;

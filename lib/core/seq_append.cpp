@@ -22,7 +22,8 @@ inline bool must_copy(const kvc_pool *p, int32_t b) { return p->blocks.refcount(
 __attribute__((cold, noinline)) kvc_status append_args_refusal(const kvc_pool *p, const int32_t *tokens,
                                                                int64_t num_tokens, int64_t num_lookahead,
                                                                const char *fn) {
-    if (num_tokens < 0) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 0, got %lld", fn, (long long)num_tokens);
+    if (num_tokens < 0)
+        return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 0, got %lld", fn, (long long)num_tokens);
     if (num_lookahead < 0)
         return fail(KVC_ERR_INVALID_ARG, "%s: num_lookahead must be >= 0, got %lld", fn, (long long)num_lookahead);
     if (num_tokens == 0 && num_lookahead == 0)
@@ -32,8 +33,8 @@ __attribute__((cold, noinline)) kvc_status append_args_refusal(const kvc_pool *p
     return KVC_OK;
 }
 
-kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id, int64_t num_tokens,
-                       int64_t num_lookahead, AppendPlan *plan, const char *fn) {
+kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id, int64_t num_tokens, int64_t num_lookahead,
+                       AppendPlan *plan, const char *fn) {
     const int32_t bs = p->block_size;
     int64_t new_tokens, want_end;
     if (add_overflows(s->num_tokens, num_tokens, &new_tokens) || add_overflows(new_tokens, num_lookahead, &want_end))
@@ -42,9 +43,11 @@ kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id, int64_t 
                     (long long)num_lookahead);
     const int64_t max = p->config.max_seq_len;
     if (max > 0 && want_end > max)
-        return fail(KVC_ERR_MAX_LEN, "%s: sequence %llu would reach %lld tokens (%lld confirmed + %lld lookahead), "
-                    "max_seq_len is %lld", fn, (unsigned long long)seq_id, (long long)want_end,
-                    (long long)new_tokens, (long long)num_lookahead, (long long)max);
+        return fail(KVC_ERR_MAX_LEN,
+                    "%s: sequence %llu would reach %lld tokens (%lld confirmed + %lld lookahead), "
+                    "max_seq_len is %lld",
+                    fn, (unsigned long long)seq_id, (long long)want_end, (long long)new_tokens,
+                    (long long)num_lookahead, (long long)max);
     const int64_t new_end = std::max(s->reserved_end, want_end);
     const int64_t old_nb = int64_t(s->table.size());
     // Most decode steps stay inside the reserved blocks: skip the division then.
@@ -66,8 +69,10 @@ kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id, int64_t 
             if (must_copy(p, s->table[size_t(i)])) ++cows;
     const int64_t fresh = cows + (new_nb - old_nb);
     if (fresh > p->blocks.num_free() + window_free)
-        return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu needs %lld new blocks (%lld copy-on-write), "
-                    "only %lld are free", fn, (unsigned long long)seq_id, (long long)fresh, (long long)cows,
+        return fail(KVC_ERR_OUT_OF_BLOCKS,
+                    "%s: sequence %llu needs %lld new blocks (%lld copy-on-write), "
+                    "only %lld are free",
+                    fn, (unsigned long long)seq_id, (long long)fresh, (long long)cows,
                     (long long)(p->blocks.num_free() + window_free));
     // The table's room is part of the plan, so that commit_append cannot fail: the one allocation,
     // and it changes nothing the pool's state shows.

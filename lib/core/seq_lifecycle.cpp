@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "core/seq_ops.hpp"
-#include "tiers.hpp"
+#include "tier/tiers.hpp"
 
 namespace kvc {
 
@@ -50,13 +50,17 @@ kvc_status truncate_seq(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, int32_
     // The next token (position num_tokens) attends from num_tokens - window + 1 on: those blocks
     // must still be here.
     if (s->released > 0 && num_tokens - p->sliding_window + 1 < s->released * p->block_size)
-        return fail(KVC_ERR_STATE, "%s: sequence %llu released its blocks before position %lld (sliding window "
-                    "%d); keeping %lld tokens would need them again", fn, (unsigned long long)seq_id,
-                    (long long)(s->released * p->block_size), p->sliding_window, (long long)num_tokens);
+        return fail(KVC_ERR_STATE,
+                    "%s: sequence %llu released its blocks before position %lld (sliding window "
+                    "%d); keeping %lld tokens would need them again",
+                    fn, (unsigned long long)seq_id, (long long)(s->released * p->block_size), p->sliding_window,
+                    (long long)num_tokens);
     // ---- from here on nothing can fail (the table and tail only shrink) ----
     const int64_t bs = p->block_size;
-    if (p->caching && !s->hash_stopped) pool_rewind_hashing(p, s, num_tokens);
-    else if (s->hash_stopped) s->num_hashed = std::min(s->num_hashed, num_tokens / bs);
+    if (p->caching && !s->hash_stopped)
+        pool_rewind_hashing(p, s, num_tokens);
+    else if (s->hash_stopped)
+        s->num_hashed = std::min(s->num_hashed, num_tokens / bs);
     const int64_t keep = pool_blocks_for(p, num_tokens);
     const int64_t dropped = int64_t(s->table.size()) - keep;
     for (int64_t i = int64_t(s->table.size()); i-- > keep;) pool_release_block(p, s->table[size_t(i)]);

@@ -1,6 +1,6 @@
 // The sequence operations of the host core: what kvc_alloc, kvc_admit, kvc_can_alloc, kvc_append(_batch),
 // kvc_fork, kvc_truncate, kvc_free and kvc_abort do once their arguments are checked and the pool
-// lock is held. The C layer (lib/capi_seq.cpp) only validates, locks, calls one of these and runs the
+// lock is held. The C layer (lib/capi/seq.cpp) only validates, locks, calls one of these and runs the
 // tier jobs they queued. Each operation that can be refused is split the way llama.cpp's KV cache
 // names prepare / find slot / apply:
 //   plan_*    reads the pool and decides (which blocks hit, how many are fresh, what is copied);
@@ -13,8 +13,8 @@
 
 #include <cstdint>
 
+#include "core/pool.hpp"
 #include "error.hpp"
-#include "pool.hpp"
 
 namespace kvc {
 
@@ -62,14 +62,14 @@ struct AppendPlan {
     int64_t new_blocks = 0;     // table length after the call
     int64_t first_written = 0;  // existing blocks [first_written, last_written) receive writes
     int64_t last_written = 0;
-    int64_t cows = 0;           // of those, shared or pinned ones copied first
-    int64_t fresh = 0;          // blocks taken: cows + table growth
+    int64_t cows = 0;   // of those, shared or pinned ones copied first
+    int64_t fresh = 0;  // blocks taken: cows + table growth
 };
 // Plans appending num_tokens confirmed tokens and num_lookahead reserved slots to s (found, not
 // swapped out): the refusal (overflow, max_seq_len, out of blocks; nothing changed) or the plan.
 // Reserves the table's room (may throw std::bad_alloc), so that commit_append cannot fail.
-kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id, int64_t num_tokens,
-                       int64_t num_lookahead, AppendPlan *plan, const char *fn);
+kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id, int64_t num_tokens, int64_t num_lookahead,
+                       AppendPlan *plan, const char *fn);
 // Applies a plan: the sliding window's releases, copy-on-write pairs, fresh blocks, the cache's
 // hashing of completed blocks. Cannot fail (plan_append reserved the table). *out_new_blocks optional.
 void commit_append(kvc_pool *p, Sequence *s, const int32_t *tokens, int64_t num_tokens, const AppendPlan &plan,

@@ -1,4 +1,4 @@
-// CPU backend of paged attention (decode and prefill/append), semantics in kernel_args.hpp; the
+// CPU backend of paged attention (decode and prefill/append), semantics in storage/kernel_args.hpp; the
 // kernel body is lib/cpu/attention_core.inl. This file compiles it for the build's baseline ISA and
 // runs the variant cpu::kernel_isa chooses (kernels_avx2.cpp, kernels_avx512.cpp, or this one).
 #include <algorithm>
@@ -14,14 +14,13 @@
 #include "cpu/dtype_convert.hpp"
 #include "cpu/thread_pool.hpp"
 #include "error.hpp"
-#include "kernel_args.hpp"
+#include "storage/kernel_args.hpp"
 
 #include "cpu/attention_core.inl"
 
 namespace kvc {
 
-size_t cpu_attention_workspace_bytes(int32_t max_seqs, int32_t num_q_heads, int32_t head_dim,
-                                     int64_t max_context) {
+size_t cpu_attention_workspace_bytes(int32_t max_seqs, int32_t num_q_heads, int32_t head_dim, int64_t max_context) {
     // Enough for every sequence at auto partitioning, capped; larger launches run in rounds.
     const int64_t parts = std::max<int64_t>(2, (max_context + cpu::kAutoMinPartition - 1) / cpu::kAutoMinPartition);
     const double need = double(max_seqs) * num_q_heads * double(parts) * (2.0 + head_dim) * 4.0;
@@ -33,9 +32,12 @@ kvc_status cpu_attention(const AttentionArgs &a) {
     cpu::Isa isa;
     if (kvc_status st = cpu::kernel_isa(&isa)) return st;
     switch (isa) {
-        case cpu::Isa::avx512: return cpu::attention_avx512(a);
-        case cpu::Isa::avx2: return cpu::attention_avx2(a);
-        default: return run_attention(a);
+        case cpu::Isa::avx512:
+            return cpu::attention_avx512(a);
+        case cpu::Isa::avx2:
+            return cpu::attention_avx2(a);
+        default:
+            return run_attention(a);
     }
 }
 

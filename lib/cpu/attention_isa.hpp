@@ -6,12 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernel_args.hpp"
+#include "storage/kernel_args.hpp"
 
 namespace kvc::cpu {
 
-constexpr int64_t kAutoMinPartition = 256;          // auto split-K never cuts finer than this
-constexpr size_t kWorkspaceCap = size_t(8) << 20;   // CPU split-K scratch per batch
+constexpr int64_t kAutoMinPartition = 256;         // auto split-K never cuts finer than this
+constexpr size_t kWorkspaceCap = size_t(8) << 20;  // CPU split-K scratch per batch
 
 // Whether this build contains the variant (GCC on x86-64).
 bool avx2_variant_built();

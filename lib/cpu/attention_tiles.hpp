@@ -23,7 +23,7 @@
 
 namespace kvc::cpu {
 
-constexpr int32_t kChunk = 32;  // context positions per K/V tile (a multiple of every kLanes)
+constexpr int32_t kChunk = 32;                     // context positions per K/V tile (a multiple of every kLanes)
 constexpr int kRowBlock = kVecRegs >= 32 ? 4 : 2;  // row vectors per register block (NV above)
 
 // st[p][r .. r + NV kLanes) = sum_i qt[i][r ..] * k[p][i] for keys p0 .. p0 + KP - 1.
@@ -50,8 +50,7 @@ static inline void score_block(float *st, const float *qt, const float *k, int32
 }
 
 template <int NV>
-static inline void score_rows(float *st, const float *qt, const float *k, int32_t n, int32_t d, int32_t R,
-                              int32_t r) {
+static inline void score_rows(float *st, const float *qt, const float *k, int32_t n, int32_t d, int32_t R, int32_t r) {
     int32_t p = 0;
     for (; p + 4 <= n; p += 4) score_block<NV, 4>(st, qt, k, d, R, r, p);
     for (; p < n; ++p) score_block<NV, 1>(st, qt, k, d, R, r, p);
@@ -62,10 +61,17 @@ static inline void scores_lanes(float *st, const float *qt, const float *k, int3
     int32_t r = 0;
     for (; r + kRowBlock * kLanes <= R; r += kRowBlock * kLanes) score_rows<kRowBlock>(st, qt, k, n, d, R, r);
     switch ((R - r) / kLanes) {
-        case 3: score_rows<3>(st, qt, k, n, d, R, r); break;
-        case 2: score_rows<2>(st, qt, k, n, d, R, r); break;
-        case 1: score_rows<1>(st, qt, k, n, d, R, r); break;
-        default: break;
+        case 3:
+            score_rows<3>(st, qt, k, n, d, R, r);
+            break;
+        case 2:
+            score_rows<2>(st, qt, k, n, d, R, r);
+            break;
+        case 1:
+            score_rows<1>(st, qt, k, n, d, R, r);
+            break;
+        default:
+            break;
     }
 }
 
@@ -112,10 +118,17 @@ static inline void pv_lanes(float *acct, const float *st, const float *v, const 
     int32_t r = 0;
     for (; r + kRowBlock * kLanes <= R; r += kRowBlock * kLanes) pv_rows<kRowBlock>(acct, st, v, corr, n, d, R, r);
     switch ((R - r) / kLanes) {
-        case 3: pv_rows<3>(acct, st, v, corr, n, d, R, r); break;
-        case 2: pv_rows<2>(acct, st, v, corr, n, d, R, r); break;
-        case 1: pv_rows<1>(acct, st, v, corr, n, d, R, r); break;
-        default: break;
+        case 3:
+            pv_rows<3>(acct, st, v, corr, n, d, R, r);
+            break;
+        case 2:
+            pv_rows<2>(acct, st, v, corr, n, d, R, r);
+            break;
+        case 1:
+            pv_rows<1>(acct, st, v, corr, n, d, R, r);
+            break;
+        default:
+            break;
     }
 }
 
@@ -227,10 +240,17 @@ static inline void pv_rows(float *acc, const float *s, const float *v, const flo
     int32_t r = 0;
     for (; r + 4 <= rows; r += 4) pv_rows_block<4>(acc, s, v, corr, n, d, r);
     switch (rows - r) {
-        case 3: pv_rows_block<3>(acc, s, v, corr, n, d, r); break;
-        case 2: pv_rows_block<2>(acc, s, v, corr, n, d, r); break;
-        case 1: pv_rows_block<1>(acc, s, v, corr, n, d, r); break;
-        default: break;
+        case 3:
+            pv_rows_block<3>(acc, s, v, corr, n, d, r);
+            break;
+        case 2:
+            pv_rows_block<2>(acc, s, v, corr, n, d, r);
+            break;
+        case 1:
+            pv_rows_block<1>(acc, s, v, corr, n, d, r);
+            break;
+        default:
+            break;
     }
 }
 

@@ -1,4 +1,4 @@
-// CPU backend of the storage kernels: reshape_and_cache and copy_blocks (kernel_args.hpp). The
+// CPU backend of the storage kernels: reshape_and_cache and copy_blocks (storage/kernel_args.hpp). The
 // cache write's body is cache_write_core.inl, compiled here for the build's baseline ISA and in
 // kernels_avx2.cpp / kernels_avx512.cpp for those; cpu_cache_write runs the variant that
 // cpu::kernel_isa chooses (the same one as the attention).
@@ -10,7 +10,7 @@
 #include "cpu/dtype_convert.hpp"
 #include "cpu/thread_pool.hpp"
 #include "error.hpp"
-#include "kernel_args.hpp"
+#include "storage/kernel_args.hpp"
 
 #include "cpu/cache_write_core.inl"
 
@@ -20,9 +20,12 @@ kvc_status cpu_cache_write(const CacheWriteArgs &a) {
     cpu::Isa isa;
     if (kvc_status st = cpu::kernel_isa(&isa)) return st;
     switch (isa) {
-        case cpu::Isa::avx512: return cpu::cache_write_avx512(a);
-        case cpu::Isa::avx2: return cpu::cache_write_avx2(a);
-        default: return run_cache_write(a);
+        case cpu::Isa::avx512:
+            return cpu::cache_write_avx512(a);
+        case cpu::Isa::avx2:
+            return cpu::cache_write_avx2(a);
+        default:
+            return run_cache_write(a);
     }
 }
 

@@ -1,4 +1,4 @@
-// The CPU cache write (reshape_and_cache, kernel_args.hpp) body, compiled once per instruction set
+// The CPU cache write (reshape_and_cache, storage/kernel_args.hpp) body, compiled once per instruction set
 // like attention_core.inl (same include rules): lib/cpu/cache_ops.cpp (baseline),
 // kernels_avx2.cpp and kernels_avx512.cpp. The per-ISA part is the dtype conversion of each head
 // row (convert_rows.hpp); same-dtype rows are a memcpy at every ISA.

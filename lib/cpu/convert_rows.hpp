@@ -32,7 +32,8 @@ static inline void to_float(float *dst, const void *src, int32_t dtype, int64_t 
             const uint16_t *s = static_cast<const uint16_t *>(src);
 #if defined(KVC_SIMD_AVX512)
             for (; i + 16 <= n; i += 16)
-                _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(s + i))));
+                _mm512_storeu_ps(dst + i,
+                                 _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(s + i))));
 #endif
 #ifdef KVC_SIMD_F16C
             for (; i + 8 <= n; i += 8)
@@ -74,9 +75,11 @@ static inline void halfv_store(uint16_t *dst, fvec x) {
     const ivec nan = (b & 0x7fffffff) > 0x7f800000;
     x = (fvec)((nan & ((b & int32_t(0x80000000)) | 0x7fc00000)) | (~nan & b));
 #if defined(KVC_SIMD_AVX512)
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst), _mm512_cvtps_ph((__m512)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst),
+                        _mm512_cvtps_ph((__m512)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 #else
-    _mm_storeu_si128(reinterpret_cast<__m128i *>(dst), _mm256_cvtps_ph((__m256)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(dst),
+                     _mm256_cvtps_ph((__m256)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 #endif
 }
 
@@ -104,7 +107,7 @@ static inline void fp8v_store(uint8_t *dst, fvec f) {
     // Subnormal lanes only (the others zeroed first, so the conversion stays in range).
     fvec m = (fvec)(x & ~normal) * 0x1p9f;
     m = (m + 0x1p23f) - 0x1p23f;
-    const uvec sub = (uvec)__builtin_convertvector(m, ivec);
+    const uvec sub = (uvec) __builtin_convertvector(m, ivec);
     uvec r = pick(normal, code, sub);
     r = pick(big, uvec{} + 0x7eu, r);
     r = pick(nan, uvec{} + 0x7fu, r) | sign;
@@ -118,7 +121,9 @@ static inline void fp8v_store(uint8_t *dst, fvec f) {
 static inline void from_float(void *dst, const float *src, int32_t dtype, int64_t n, float scale = 1.0f) {
     int64_t i = 0;
     switch (dtype) {
-        case KVC_DTYPE_F32: std::memcpy(dst, src, size_t(n) * 4); return;
+        case KVC_DTYPE_F32:
+            std::memcpy(dst, src, size_t(n) * 4);
+            return;
         case KVC_DTYPE_F16: {
             uint16_t *d = static_cast<uint16_t *>(dst);
 #if defined(KVC_SIMD_AVX2) || defined(KVC_SIMD_AVX512)

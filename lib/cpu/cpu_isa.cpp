@@ -20,8 +20,8 @@ const char *const kNames[kIsaCount] = {"baseline", "avx2", "avx512"};
 
 // What CPUID and XGETBV report, read once.
 struct Features {
-    bool avx2 = false;     // AVX2 + FMA + F16C, and the OS saves the YMM state
-    bool avx512 = false;   // AVX-512 F/BW/VL/DQ, and the OS saves the opmask and ZMM state
+    bool avx2 = false;    // AVX2 + FMA + F16C, and the OS saves the YMM state
+    bool avx512 = false;  // AVX-512 F/BW/VL/DQ, and the OS saves the opmask and ZMM state
     const char *no_avx2 = "not an x86-64 CPU";
     const char *no_avx512 = "not an x86-64 CPU";
 };
@@ -91,8 +91,8 @@ Choice choose(const char *env) {
     const char *missing = nullptr;
     if (!isa_built(want)) {
         c.refused = true;
-        std::snprintf(c.why, sizeof c.why, "KVC_CPU_ISA=%s: this build of libkvc has no %s kernels (GCC on x86-64 builds them)",
-                      env, env);
+        std::snprintf(c.why, sizeof c.why,
+                      "KVC_CPU_ISA=%s: this build of libkvc has no %s kernels (GCC on x86-64 builds them)", env, env);
     } else if (!cpu_supports(want, &missing)) {
         c.refused = true;
         std::snprintf(c.why, sizeof c.why, "KVC_CPU_ISA=%s cannot run here: %s", env, missing);
@@ -128,9 +128,12 @@ bool cpu_supports(Isa isa, const char **why) {
 
 bool isa_built(Isa isa) {
     switch (isa) {
-        case Isa::avx2: return avx2_variant_built();
-        case Isa::avx512: return avx512_variant_built();
-        default: return true;
+        case Isa::avx2:
+            return avx2_variant_built();
+        case Isa::avx512:
+            return avx512_variant_built();
+        default:
+            return true;
     }
 }
 

@@ -11,8 +11,16 @@
 
 namespace kvc::cpu {
 
-inline uint32_t float_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float bits_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t float_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+inline float bits_float(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
 
 // ---- IEEE binary16 ----------------------------------------------------------------------------
 inline float half_to_float(uint16_t h) {
@@ -62,8 +70,10 @@ inline float fp8_e4m3_to_float(uint8_t v) {
     uint32_t man = v & 0x7u;
     if (exp == 0xf && man == 0x7) return bits_float(sign | 0x7fc00000u);
     float mag;
-    if (exp == 0) mag = float(man) * 0x1p-9f;  // subnormal: man * 2^-9
-    else mag = bits_float(((exp + 120u) << 23) | (man << 20));
+    if (exp == 0)
+        mag = float(man) * 0x1p-9f;  // subnormal: man * 2^-9
+    else
+        mag = bits_float(((exp + 120u) << 23) | (man << 20));
     return bits_float(sign | float_bits(mag));
 }
 
@@ -71,12 +81,12 @@ inline uint8_t float_to_fp8_e4m3(float f) {
     uint32_t x = float_bits(f);
     uint8_t sign = uint8_t((x >> 24) & 0x80u);
     x &= 0x7fffffffu;
-    if (x > 0x7f800000u) return uint8_t(sign | 0x7fu);            // NaN stays NaN
-    if (x >= 0x43e00000u) return uint8_t(sign | 0x7eu);           // >= 448 (incl. inf) saturates
-    if (x >= 0x3c800000u) {                                       // normal e4m3 (>= 2^-6)
-        x += 0x7ffffu + ((x >> 20) & 1u);                         // round 20 dropped bits to even
-        uint32_t code = (x >> 20) - (120u << 3);                  // rebias 127 -> 7
-        if (code > 0x7eu) code = 0x7eu;                           // rounding past 448 saturates
+    if (x > 0x7f800000u) return uint8_t(sign | 0x7fu);   // NaN stays NaN
+    if (x >= 0x43e00000u) return uint8_t(sign | 0x7eu);  // >= 448 (incl. inf) saturates
+    if (x >= 0x3c800000u) {                              // normal e4m3 (>= 2^-6)
+        x += 0x7ffffu + ((x >> 20) & 1u);                // round 20 dropped bits to even
+        uint32_t code = (x >> 20) - (120u << 3);         // rebias 127 -> 7
+        if (code > 0x7eu) code = 0x7eu;                  // rounding past 448 saturates
         return uint8_t(sign | code);
     }
     // Subnormal: value = m * 2^-9; m == 8 is the smallest normal and encodes as 0x08.
@@ -88,10 +98,14 @@ inline uint8_t float_to_fp8_e4m3(float f) {
 // Element-wise loads/stores by dtype, used by the kernels' row converters.
 inline float load_elem(const void *p, int64_t i, int32_t dtype) {
     switch (dtype) {
-        case KVC_DTYPE_F32: return static_cast<const float *>(p)[i];
-        case KVC_DTYPE_F16: return half_to_float(static_cast<const uint16_t *>(p)[i]);
-        case KVC_DTYPE_BF16: return bf16_to_float(static_cast<const uint16_t *>(p)[i]);
-        default: return fp8_e4m3_to_float(static_cast<const uint8_t *>(p)[i]);
+        case KVC_DTYPE_F32:
+            return static_cast<const float *>(p)[i];
+        case KVC_DTYPE_F16:
+            return half_to_float(static_cast<const uint16_t *>(p)[i]);
+        case KVC_DTYPE_BF16:
+            return bf16_to_float(static_cast<const uint16_t *>(p)[i]);
+        default:
+            return fp8_e4m3_to_float(static_cast<const uint8_t *>(p)[i]);
     }
 }
 

@@ -13,7 +13,7 @@
 #include "cpu/dtype_convert.hpp"
 #include "cpu/thread_pool.hpp"
 #include "error.hpp"
-#include "kernel_args.hpp"
+#include "storage/kernel_args.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), whose self-initialization it then

@@ -41,7 +41,11 @@ constexpr int kVecRegs = 16;
 typedef float fvec __attribute__((vector_size(kLanes * 4)));
 typedef int32_t ivec __attribute__((vector_size(kLanes * 4)));
 
-static inline fvec loadv(const float *p) { fvec v; std::memcpy(&v, p, sizeof v); return v; }
+static inline fvec loadv(const float *p) {
+    fvec v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
 static inline void storev(float *p, fvec v) { std::memcpy(p, &v, sizeof v); }
 // A broadcast (vbroadcastss, from memory where x is loaded: a load-port uop). Not `fvec{} + x`:
 // that is an fp add (0 + -0 is +0, so it cannot be folded) on the FMA ports; not an element-wise
@@ -100,7 +104,7 @@ static inline f32x4 half4_to_float(const uint16_t *p) {
     // (no denormal operands, which trap to slow microcode on x86); inf/NaN: exponent all ones.
     i32x4 normal = (em << 13) + (112 << 23);
     i32x4 sub = (i32x4)(__builtin_convertvector(em, f32x4) * 0x1p-24f);
-    i32x4 is_sub = em < 0x400, special = em > 0x7bff;
+    i32x4 is_sub = em<0x400, special = em> 0x7bff;
     i32x4 body = (is_sub & sub) | (~is_sub & normal);
     body = (special & ((em << 13) | 0x7f800000)) | (~special & body);
     return (f32x4)(sign | body);

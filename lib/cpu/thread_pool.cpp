@@ -2,12 +2,12 @@
 
 #include <sched.h>
 
+#include <unistd.h>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 namespace kvc::cpu {
@@ -19,8 +19,8 @@ public:
         owner_pid_ = getpid();
         cpu_set_t set;
         const int32_t allowed = sched_getaffinity(0, sizeof set, &set) == 0 ? int32_t(CPU_COUNT(&set)) : 0;
-        const int workers = thread_count_for(std::getenv("KVC_CPU_THREADS"), allowed,
-                                             std::thread::hardware_concurrency()) - 1;
+        const int workers =
+            thread_count_for(std::getenv("KVC_CPU_THREADS"), allowed, std::thread::hardware_concurrency()) - 1;
         threads_.reserve(size_t(workers));
         for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { worker_loop(); });
     }

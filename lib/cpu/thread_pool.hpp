@@ -28,7 +28,8 @@ int32_t thread_count_for(const char *env_value, int32_t allowed_cpus, unsigned h
 // Typed convenience wrapper: body(item) for a lambda or functor.
 template <class Body>
 void parallel_for_each(int64_t count, Body &body) {
-    parallel_for(count, [](void *c, int64_t i) { (*static_cast<Body *>(c))(i); }, &body);
+    parallel_for(
+        count, [](void *c, int64_t i) { (*static_cast<Body *>(c))(i); }, &body);
 }
 
 }  // namespace kvc::cpu

@@ -16,7 +16,9 @@ kvc_status agent_create(kvc_pool *, const kvc_xfer_config &, kvc_xfer_agent **, 
     return load_ucx(&u, fn);
 }
 void agent_destroy(kvc_xfer_agent *) {}
-static kvc_status never(const char *fn) { return fail(KVC_ERR_STATE, "%s: no transfer agent can exist in this build", fn); }
+static kvc_status never(const char *fn) {
+    return fail(KVC_ERR_STATE, "%s: no transfer agent can exist in this build", fn);
+}
 kvc_status agent_export_prompt(kvc_xfer_agent *, const int32_t *, int64_t, const KeySet &, int64_t, uint64_t *,
                                int64_t *, const char *fn) {
     return never(fn);
@@ -45,10 +47,10 @@ kvc_status agent_stats(kvc_xfer_agent *, kvc_xfer_stats *) { return never("kvc_x
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -58,9 +60,9 @@ kvc_status agent_stats(kvc_xfer_agent *, kvc_xfer_stats *) { return never("kvc_x
 #include <thread>
 #include <vector>
 
-#include "block_hash.hpp"
-#include "pool.hpp"
-#include "pool_access.hpp"
+#include "core/block_hash.hpp"
+#include "core/pool.hpp"
+#include "storage/pool_access.hpp"
 #include "transfer/descriptor.hpp"
 #include "transfer/pool_hooks.hpp"
 
@@ -91,9 +93,9 @@ int64_t now_ms() {
         .count();
 }
 uint64_t unix_ms() {
-    return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count());
+    return uint64_t(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
 }
 
 struct Export {
@@ -125,8 +127,8 @@ struct ImportOp {
     Reservation res;
     std::shared_ptr<Endpoint> ep;
     ucp_rkey_h rkey = nullptr;
-    int64_t outstanding = 0;  // gets posted and not completed
-    std::vector<void *> gets; // their requests
+    int64_t outstanding = 0;   // gets posted and not completed
+    std::vector<void *> gets;  // their requests
     ucs_status_t get_error = UCS_OK;
     int64_t deadline_ms = 0;
     std::chrono::steady_clock::time_point start;
@@ -174,10 +176,10 @@ struct kvc_xfer_agent {
     bool stop = false;
     uint64_t next_export = 1, next_op = 1;
     std::map<uint64_t, Export> exports;
-    std::map<uint64_t, std::unique_ptr<ImportOp>> ops;
-    std::map<std::string, std::shared_ptr<Endpoint>> eps;  // by worker address
-    std::vector<std::shared_ptr<Endpoint>> dead_eps;       // failed, to close
-    std::vector<void *> closing;                           // ep close requests in flight
+    std::map<uint64_t, std::unique_ptr<ImportOp> > ops;
+    std::map<std::string, std::shared_ptr<Endpoint> > eps;  // by worker address
+    std::vector<std::shared_ptr<Endpoint> > dead_eps;       // failed, to close
+    std::vector<void *> closing;                            // ep close requests in flight
     std::vector<kvc::xfer::PendingReply> replies;
     kvc_xfer_stats stats{};
 };
@@ -226,7 +228,6 @@ void ep_error_cb(void *arg, ucp_ep_h, ucs_status_t status) {
         e->error = status;
     }
 }
-
 
 // The send callbacks free their requests: user = the agent's api.
 struct SendCtx {
@@ -350,8 +351,8 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
         } else if (op->state == OpState::kChecking && op->check == 1) {
             // Bytes landed while the lease held: enter the blocks.
             const int64_t pulled = int64_t(op->res.fresh.size());
-            const int64_t cached = commit_import(a->pool, op->keys.data(), op->desc.tokens.data(), op->desc.count(),
-                                                 &op->res);
+            const int64_t cached =
+                commit_import(a->pool, op->keys.data(), op->desc.tokens.data(), op->desc.count(), &op->res);
             op->result.blocks_pulled = pulled;
             op->result.blocks_cached = cached;
             op->result.bytes_pulled = pulled * a->block_bytes;
@@ -408,7 +409,7 @@ bool progress_round(kvc_xfer_agent *a) {
         am_send(a, r.ep, kAmReply, m, sizeof *m, m, 0);
     }
     a->replies.clear();
-    std::vector<std::shared_ptr<Endpoint>> broken;
+    std::vector<std::shared_ptr<Endpoint> > broken;
     for (auto &kv : a->eps)
         if (kv.second->failed) broken.push_back(kv.second);
     for (auto &e : broken) ep_mark_failed(a, e, e->why);
@@ -531,7 +532,8 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     a->base = static_cast<char *>(pool->storage);
     a->total_bytes = si.total_bytes;
     a->block_bytes = si.block_stride;
-    if (const char *mg = std::getenv("KVC_XFER_MAX_GET_BYTES"); mg && std::atoll(mg) > 0) a->max_get_bytes = std::atoll(mg);
+    if (const char *mg = std::getenv("KVC_XFER_MAX_GET_BYTES"); mg && std::atoll(mg) > 0)
+        a->max_get_bytes = std::atoll(mg);
     std::random_device rd;
     a->nonce = (uint64_t(rd()) << 32 | rd()) ^ uint64_t(getpid()) ^ uint64_t(now_ms()) << 20;
     if (a->nonce == 0) a->nonce = 1;
@@ -745,17 +747,18 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     const kvc_pool_config &c = a->pool->config;
     if (d.block_size != c.block_size || d.num_layers != c.num_layers || d.num_kv_heads != c.num_kv_heads ||
         d.head_dim != c.head_dim || d.kv_dtype != c.kv_dtype || d.block_bytes != a->block_bytes)
-        return refuse(KVC_XFER_FAIL_LAYOUT,
-                      fail(KVC_ERR_INVALID_ARG,
-                           "%s: layout mismatch: descriptor block size %d, %d layers, %d KV heads, head dim %d, dtype "
-                           "%d, %lld bytes/block; this pool %d, %d, %d, %d, %d, %lld",
-                           fn, d.block_size, d.num_layers, d.num_kv_heads, d.head_dim, d.kv_dtype,
-                           (long long)d.block_bytes, c.block_size, c.num_layers, c.num_kv_heads, c.head_dim,
-                           c.kv_dtype, (long long)a->block_bytes));
+        return refuse(
+            KVC_XFER_FAIL_LAYOUT,
+            fail(KVC_ERR_INVALID_ARG,
+                 "%s: layout mismatch: descriptor block size %d, %d layers, %d KV heads, head dim %d, dtype "
+                 "%d, %lld bytes/block; this pool %d, %d, %d, %d, %d, %lld",
+                 fn, d.block_size, d.num_layers, d.num_kv_heads, d.head_dim, d.kv_dtype, (long long)d.block_bytes,
+                 c.block_size, c.num_layers, c.num_kv_heads, c.head_dim, c.kv_dtype, (long long)a->block_bytes));
     if (d.identity != a->identity)
-        return refuse(KVC_XFER_FAIL_LAYOUT, fail(KVC_ERR_INVALID_ARG,
-                                                 "%s: model identity mismatch: descriptor \"%.200s\", this agent \"%.200s\"",
-                                                 fn, d.identity.c_str(), a->identity.c_str()));
+        return refuse(
+            KVC_XFER_FAIL_LAYOUT,
+            fail(KVC_ERR_INVALID_ARG, "%s: model identity mismatch: descriptor \"%.200s\", this agent \"%.200s\"", fn,
+                 d.identity.c_str(), a->identity.c_str()));
     // The hash chain, recomputed from the token ids and this request's keys.
     const int64_t n = d.count();
     op->keys.resize(size_t(n));
@@ -818,8 +821,8 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     } else {
         ep = std::make_shared<Endpoint>();
         ucp_ep_params_t ep_p{};
-        ep_p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                          UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep_p.field_mask =
+            UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
         ep_p.address = reinterpret_cast<const ucp_address_t *>(d.address.data());
         ep_p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
         ep_p.err_handler.cb = ep_error_cb;
@@ -899,7 +902,8 @@ kvc_status agent_op_wait(kvc_xfer_agent *a, uint64_t id, int64_t timeout_ms, kvc
                     (unsigned long long)id);
     ImportOp *op = it->second.get();
     auto done = [op] { return op->state == OpState::kDone; };
-    if (timeout_ms < 0) a->cv.wait(lk, done);
+    if (timeout_ms < 0)
+        a->cv.wait(lk, done);
     else if (!a->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), done))
         return fail(KVC_ERR_BUSY, "%s: import %llu still running after %lld ms", fn, (unsigned long long)id,
                     (long long)timeout_ms);

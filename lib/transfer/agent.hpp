@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "keys.hpp"
+#include "core/keys.hpp"
 #include "kvc/kvc.h"
 
 namespace kvc::xfer {

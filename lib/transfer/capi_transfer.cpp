@@ -2,9 +2,9 @@
 // agent.cpp; no exception crosses the boundary.
 #include <cstring>
 
-#include "capi_args.hpp"
+#include "capi/args.hpp"
+#include "core/pool.hpp"
 #include "error.hpp"
-#include "pool.hpp"
 #include "struct_size.hpp"
 #include "transfer/agent.hpp"
 #include "transfer/ucx_api.hpp"
@@ -58,8 +58,7 @@ KVC_API kvc_status kvc_xfer_agent_destroy(kvc_xfer_agent *agent) {
     if (!agent) return KVC_OK;
     try {
         kvc::xfer::agent_destroy(agent);
-    } catch (...) {
-    }
+    } catch (...) {}
     return KVC_OK;
 }
 

@@ -17,7 +17,8 @@ struct Writer {
         const uint8_t *b = static_cast<const uint8_t *>(p);
         out->insert(out->end(), b, b + n);
     }
-    template <class T> void le(T v) {  // x86-64 and aarch64 Linux are little-endian
+    template <class T>
+    void le(T v) {  // x86-64 and aarch64 Linux are little-endian
         static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian hosts only");
         bytes(&v, sizeof v);
     }
@@ -36,7 +37,8 @@ struct Reader {
         p += n;
         left -= n;
     }
-    template <class T> T le() {
+    template <class T>
+    T le() {
         T v{};
         bytes(&v, sizeof v);
         return v;
@@ -48,8 +50,8 @@ struct Reader {
 std::vector<uint8_t> encode(const Descriptor &d) {
     std::vector<uint8_t> out;
     const size_t n = size_t(d.count());
-    const size_t total = kDescFixed + d.identity.size() + d.address.size() + d.rkey.size() + n * size_t(d.block_size) * 4 +
-                         n * 16 + n * 8 + 8;
+    const size_t total = kDescFixed + d.identity.size() + d.address.size() + d.rkey.size() +
+                         n * size_t(d.block_size) * 4 + n * 16 + n * 8 + 8;
     out.reserve(total);
     Writer w{&out};
     w.le<uint32_t>(kDescMagic);
@@ -124,8 +126,9 @@ kvc_status decode(const uint8_t *buf, int64_t len, Descriptor *out, const char *
         return fail(KVC_ERR_INVALID_ARG, "%s: descriptor has unknown flags or non-zero reserved fields", fn);
     if (d.block_size < 1 || d.num_layers < 1 || d.num_kv_heads < 1 || d.head_dim < 1 || d.block_bytes < 1 ||
         count < 1 || uint32_t(count) > kMaxDescBlocks || d.block_size > (1 << 20))
-        return fail(KVC_ERR_INVALID_ARG, "%s: descriptor shape out of range (block size %d, %d blocks, %lld bytes each)",
-                    fn, d.block_size, count, (long long)d.block_bytes);
+        return fail(KVC_ERR_INVALID_ARG,
+                    "%s: descriptor shape out of range (block size %d, %d blocks, %lld bytes each)", fn, d.block_size,
+                    count, (long long)d.block_bytes);
     if (id_len > kMaxIdentity || addr_len == 0 || addr_len > kMaxWireBlob || rkey_len == 0 || rkey_len > kMaxWireBlob)
         return fail(KVC_ERR_INVALID_ARG, "%s: descriptor field lengths out of range (identity %u, address %u, rkey %u)",
                     fn, id_len, addr_len, rkey_len);

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "block_hash.hpp"
+#include "core/block_hash.hpp"
 #include "kvc/kvc.h"
 
 namespace kvc::xfer {
@@ -41,7 +41,7 @@ constexpr uint32_t kDescFixed = 96;
 constexpr uint64_t kDescSeed = 0x6b76632d78666572ull;
 // Bounds a parser enforces before allocating anything.
 constexpr uint32_t kMaxIdentity = KVC_MAX_XFER_IDENTITY_LEN;
-constexpr uint32_t kMaxWireBlob = 1u << 16;      // worker address, rkey
+constexpr uint32_t kMaxWireBlob = 1u << 16;  // worker address, rkey
 constexpr uint32_t kMaxDescBlocks = 1u << 22;
 
 struct Descriptor {

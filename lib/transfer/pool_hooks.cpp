@@ -4,9 +4,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/pool.hpp"
 #include "error.hpp"
-#include "pool.hpp"
-#include "pool_access.hpp"
+#include "storage/pool_access.hpp"
 
 namespace kvc::xfer {
 namespace {
@@ -48,8 +48,9 @@ kvc_status hold_prompt(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, c
     std::lock_guard<std::mutex> lk(p->mu);
     const PrefixWalk w = pool_walk_prefix(p, tokens, full, keys, kWalkDevice, kPickHit);
     if (w.hit_blocks < 1)
-        return fail(KVC_ERR_STATE, "%s: no full block of the prompt (%lld tokens, block size %d) is cached on the device",
-                    fn, (long long)num_tokens, p->block_size);
+        return fail(KVC_ERR_STATE,
+                    "%s: no full block of the prompt (%lld tokens, block size %d) is cached on the device", fn,
+                    (long long)num_tokens, p->block_size);
     for (int64_t i = 0; i < w.hit_blocks; ++i) {
         const int32_t b = w.blocks[i];
         add_ext_ref(p, b);

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "block_hash.hpp"
-#include "keys.hpp"
+#include "core/block_hash.hpp"
+#include "core/keys.hpp"
 #include "kvc/kvc.h"
 
 namespace kvc::xfer {
@@ -37,9 +37,9 @@ void release_blocks(kvc_pool *p, const std::vector<int32_t> &blocks);
 // An import's reservation: the leading blocks of the prefix already cached on this device (held
 // so that the reservation's evictions cannot take them), and fresh blocks for the rest.
 struct Reservation {
-    int64_t skipped = 0;            // leading blocks already cached here: not pulled
-    std::vector<int32_t> held;      // those blocks (held)
-    std::vector<int32_t> fresh;     // blocks [skipped, n) of the prefix, refcount 1, uncached
+    int64_t skipped = 0;         // leading blocks already cached here: not pulled
+    std::vector<int32_t> held;   // those blocks (held)
+    std::vector<int32_t> fresh;  // blocks [skipped, n) of the prefix, refcount 1, uncached
 };
 
 // keys[i] is block i's identity (recomputed by the caller from tokens + the importer's keys),

@@ -35,8 +35,8 @@ kvc_status load_ucx(const UcxApi **out, const char *fn) {
                         fn, dlerror());
         UcxApi api;
         const char *missing = nullptr;
-#define KVC_UCX_RESOLVE(name)                                                   \
-    api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib, #name));        \
+#define KVC_UCX_RESOLVE(name)                                           \
+    api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib, #name)); \
     if (!api.name && !missing) missing = #name;
         KVC_UCX_FUNCTIONS(KVC_UCX_RESOLVE)
 #undef KVC_UCX_RESOLVE

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda_api.hpp"
-#include "kernel_args.hpp"
+#include "storage/cuda_api.hpp"
+#include "storage/kernel_args.hpp"
 
 #if __has_include(<cuda_runtime.h>)
 #include <cuda_runtime.h>

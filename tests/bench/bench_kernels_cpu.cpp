@@ -22,7 +22,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/dtype_convert.hpp"
 #include "cpu/thread_pool.hpp"
-#include "kernel_args.hpp"
+#include "storage/kernel_args.hpp"
 #if __has_include("cpu/cpu_isa.hpp")
 #include "cpu/cpu_isa.hpp"
 #define KVC_BENCH_ISAS 1

@@ -36,10 +36,10 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "cuda_api.hpp"
+#include "storage/cuda_api.hpp"
 #include "kvc/kvc.h"
-#include "tier_disk.hpp"
-#include "tier_host.hpp"
+#include "tier/disk.hpp"
+#include "tier/host.hpp"
 
 namespace {
 
@@ -155,7 +155,7 @@ void BM_DiskRead(benchmark::State &state) {
 BENCHMARK(BM_DiskRead)->Apply(disk_io_args);
 
 // One slot's bytes as the MAC sees them: the header of a 16-token block (112 bytes of fixed fields,
-// DiskHeader in lib/tier_disk.cpp, then the token ids) and state.range(0) block bytes.
+// DiskHeader in lib/tier/disk.cpp, then the token ids) and state.range(0) block bytes.
 struct SlotBytes {
     std::vector<char> header = std::vector<char>(112 + 16 * sizeof(int32_t), 0x11);
     std::vector<char> block;

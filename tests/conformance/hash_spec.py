@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """libkvc's block hashes, re-implemented from the README's "Block hash specification" alone.
 
-This file must not be written from lib/block_hash.cpp: it is the proof that the written
+This file must not be written from lib/core/block_hash.cpp: it is the proof that the written
 specification is enough to compute the hashes a pool reports in its KV events. It needs only
 Python's standard library and the xxhash module (Debian: python3-xxhash).
 

@@ -15,7 +15,7 @@
 //   - blocks are released deepest first (kvc_free, kvc_prefix_unpin);
 //   - a cache hit or a pin takes a refcount-0 block out of its list; initially 0..N-1 in order.
 //
-// Copies (vLLM v1's duplicate blocks; lib/prefix_cache.hpp): a full block is entered in the device
+// Copies (vLLM v1's duplicate blocks; lib/core/prefix_cache.hpp): a full block is entered in the device
 // cache whenever a sequence completes it (or a restore brings it up), even when its identity is
 // cached already: it becomes another copy, stamped with the order it entered in; each copy has its
 // own STORED and REMOVED event and evicting one leaves the others. A hit (kvc_alloc, kvc_can_alloc,
@@ -41,7 +41,7 @@
 // lowest non-empty priority list (dropping the cached block there). Copies planned during a call
 // finish in order at its end: a spilled or restored slot then joins the back of its LRU list, a slot
 // a swap-in read goes back to the front of the free list.
-//   - Spill (lib/tier_plan.cpp tier_plan_spills; README "Tiers"): before a call takes n fresh
+//   - Spill (lib/tier/plan.cpp tier_plan_spills; README "Tiers"): before a call takes n fresh
 //     device blocks (kvc_alloc: its restores and fresh blocks; kvc_append: copy-on-write and new
 //     blocks; kvc_swap_in; a promotion's restore round), the cached blocks among the next n of the
 //     free order (the ones those takes evict) are decided together. In the reverse of that order
@@ -71,7 +71,7 @@
 //     not kept (as for device spills, the victims of a spill plan that are left out counting as not
 //     kept; then it is dropped). A cached disk slot taken so is an eviction. kvc.h/README say "a host
 //     victim goes to the disk keeping its identity"; the "already there" and "all busy" cases and the
-//     priority carried are lib/tier_plan.cpp's (spill_host_slot_to_disk).
+//     priority carried are lib/tier/plan.cpp's (spill_host_slot_to_disk).
 //   - Lookups: kvc_prefix_lookup and kvc_prefix_lookup_tiers continue host -> disk (a block is
 //     counted in the highest tier holding it). kvc_can_alloc walks host -> disk too, counting a
 //     disk hit as a restore (a fresh block), as kvc_alloc's own walk does after promoting it: a
@@ -80,7 +80,7 @@
 //     Pin/unpin look at the device only.
 //   - Promotion (kvc_alloc, after its argument checks; first the sequence-exists and capacity
 //     checks are made with the host -> disk walk, so that a refused kvc_alloc promotes nothing --
-//     kvc.h's all-or-nothing rule; lib/capi_seq.cpp, tier_promote.cpp's
+//     kvc.h's all-or-nothing rule; lib/capi/seq.cpp, tier/promote.cpp's
 //     tier_promote_prefix; kvc.h says only that disk blocks are verified before they are restored):
 //     when the prompt's hit (the same search, host -> disk) has disk blocks, its host and disk
 //     blocks are kept from eviction; each disk block in prompt order takes a host slot (the host
@@ -94,7 +94,7 @@
 //     hits, disk blocks_out and host blocks_in count it. kvc_alloc's own walk then sees the promoted
 //     blocks as host hits (restored as above). kvc_tier_prefetch is this promotion alone, without
 //     the refusal checks before it (prefetch()).
-//   - Promotion rounds (kvc_alloc only; lib/tier_promote.cpp): when a disk block of the hit found no
+//   - Promotion rounds (kvc_alloc only; lib/tier/promote.cpp): when a disk block of the hit found no
 //     host slot (not when the host had its identity already), a restore round follows the copies:
 //     the hit is searched again (host -> disk); with no host block in it, or fewer free device
 //     blocks (not counting its free device blocks) than host blocks, the rounds end. Else its
@@ -120,7 +120,7 @@
 //     drops the block (its disk slot freed, to the front); a failed read is a miss -- both the disk
 //     slot and the host slot it was read into are freed; each counts one failure (and no hit).
 //
-// The disk file (KVC_DISK_PERSISTENT; kvc.h kvc_tier_attach_disk, lib/tier_disk.cpp): each slot's
+// The disk file (KVC_DISK_PERSISTENT; kvc.h kvc_tier_attach_disk, lib/tier/disk.cpp): each slot's
 // header in the file is either erased or names a block (identity, priority, write stamp) and the
 // disk identity it was written under (kvc_tier_attach_disk_with_identity; NULL, "" and the old
 // kvc_tier_attach_disk are one identity, "none"). A disk spill stamps its slot when it is planned
@@ -344,7 +344,7 @@ inline int64_t slot_count(const std::vector<HostSlot> &slots, HostSlot::State st
     return n;
 }
 
-// A copy planned during a call (tiers.hpp's TierJob kinds); finish_call() commits them in order.
+// A copy planned during a call (tier/tiers.hpp's TierJob kinds); finish_call() commits them in order.
 struct Job {
     // kPersist: kvc_tier_flush's write of a host slot that stays cached (busy until the write
     // commits, then at its LRU tail; the disk side commits as kDiskSpill's).
@@ -365,7 +365,7 @@ struct FileHeader {
     Content kv;                 // the block's bytes the write put in the file
 };
 
-// Where the prefix walk looks past the device (lib/pool.hpp's WalkTiers).
+// Where the prefix walk looks past the device (lib/core/pool.hpp's WalkTiers).
 enum Lower { kDeviceOnly = 0, kHostTier = 1, kHostDisk = 2 };
 
 struct Event {
@@ -512,7 +512,7 @@ public:
         }
         // Foreign slots go to the back of the free list, in slot order: every other free slot
         // (erased, never written, an older duplicate) is written first, so another identity's
-        // blocks survive while there is room (kvc.h; lib/tier_disk.cpp DiskTier::scan since 5c5c43a).
+        // blocks survive while there is room (kvc.h; lib/tier/disk.cpp DiskTier::scan since 5c5c43a).
         for (int32_t ds : foreign_slots) {
             dfree.erase(std::find(dfree.begin(), dfree.end(), ds));
             dfree.push_back(ds);
@@ -613,7 +613,7 @@ public:
     // The copy a device hit takes (see the header comment, "Copies"): of the kPickScan newest, the
     // newest one in no free list, else the newest; with `pin` (kvc_prefix_pin / unpin) the newest
     // pinned one (of all) before those. -1 when none is cached.
-    static constexpr size_t kPickScan = 8;  // lib/pool.hpp kPickScan
+    static constexpr size_t kPickScan = 8;  // lib/core/pool.hpp kPickScan
     int32_t pick_cached(const Identity &id, bool pin = false) const {
         const std::vector<int32_t> cs = copies_of(id);
         if (cs.empty()) return -1;
@@ -945,7 +945,7 @@ public:
         round_allocs += restored;
         for (auto it = pins.rbegin(); it != pins.rend(); ++it) unpin_block(*it);
     }
-    // kvc_tier_prefetch (kvc.h; lib/capi_tiers.cpp): kvc_alloc's promotion (promote(), with no
+    // kvc_tier_prefetch (kvc.h; lib/capi/tiers.cpp): kvc_alloc's promotion (promote(), with no
     // refusal before it: no sequence-exists or capacity check), its first round only (no restore
     // round: the hit ends where the host slots did), and nothing else -- no sequence, no device
     // block, no event. value = the prompt's hit through the device and host tiers once the
@@ -1395,7 +1395,7 @@ public:
         return {free_seq(id), uncached};
     }
 
-    // ---- kvc_tier_flush (lib/capi_tiers.cpp, tier_plan.cpp) ----
+    // ---- kvc_tier_flush (lib/capi/tiers.cpp, tier/plan.cpp) ----
     // Host slot v: written to disk when cached and the disk lacks it (1), skipped (0), or -1 when
     // no disk slot is to be had now (the round stops there).
     int flush_host_slot(int32_t v) {

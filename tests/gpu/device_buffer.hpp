@@ -1,4 +1,4 @@
-// RAII device memory for the GPU tests and benchmarks, through lib/cuda_api.hpp only (the test
+// RAII device memory for the GPU tests and benchmarks, through lib/storage/cuda_api.hpp only (the test
 // programs are plain C++ and see no CUDA headers).
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_api.hpp"
+#include "storage/cuda_api.hpp"
 
 namespace kvc_gpu_test {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cuda_api.hpp"
+#include "storage/cuda_api.hpp"
 #include "gpu/device_buffer.hpp"
 #include "test_kernels_fixture.hpp"
 

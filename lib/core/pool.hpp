@@ -1,0 +1,269 @@
+// The pool object behind the opaque kvc_pool handle.
+//
+// Locking model: one std::mutex per pool. Every kvc_* function taking a pool locks it for the
+// whole (short, metadata-only, allocation-free in steady state) operation, so operations are
+// atomic with respect to each other and all-or-nothing checks see a consistent state. Nothing
+// slow runs under it: no I/O, no GPU synchronization, no attention math (the storage layer takes
+// what it needs under the lock and launches after releasing it). Fields below the "immutable" mark
+// are fixed at kvc_pool_create and read without the lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "core/block_hash.hpp"
+#include "core/block_pool.hpp"
+#include "core/events.hpp"
+#include "core/pool_pending_copies.hpp"
+#include "core/prefix_cache.hpp"
+#include "core/sequence.hpp"
+#include "storage/copy_staging.hpp"
+#include "storage/kv_layout.hpp"
+
+namespace kvc {
+
+struct PoolCounters {
+    int64_t allocs = 0;
+    int64_t frees = 0;
+    int64_t forks = 0;
+    int64_t appends = 0;
+    int64_t blocks_allocated = 0;
+    int64_t blocks_freed = 0;
+    int64_t cow_copies = 0;
+    int64_t prefix_query_tokens = 0;
+    int64_t prefix_hit_tokens = 0;
+    int64_t device_hits = 0;  // hit blocks kvc_alloc took from the device (not a windowed hit's skipped ones)
+    int64_t evictions = 0;
+    int64_t verify_misses = 0;
+};
+
+// Result of looking a prompt's full blocks up in the cache. The hit covers blocks [0, hit_blocks);
+// of those the sequence holds [first_block, hit_blocks) (first_block > 0 only with a sliding
+// window: the blocks before are outside the window of the first uncached token). Held block
+// first_block + j is blocks[j].
+struct PrefixWalk {
+    int64_t hit_blocks = 0;     // blocks whose KV need not be computed
+    int64_t first_block = 0;    // leading ones of those the sequence does not hold (table -1)
+    int64_t free_hits = 0;      // of the held ones, blocks now in a free list (refcount 0, not pinned)
+    bool verify_miss = false;   // a hash matched a block whose content differed
+    Hash128 chain = kRootHash;  // hash of the last hit block
+    int64_t host_hits = 0;      // of the held ones, found in the host tier (blocks[j] == -1)
+    int64_t disk_hits = 0;      // of the held ones, found in the disk tier (blocks[j] == -1)
+    // The held hits, j in [0, held()): blocks[j] is the device block, or -1 for a block found in a
+    // lower tier, whose tier and slot are lower_tier[j] / lower_slot[j]. Views into buffers the
+    // pool keeps for its walks (kvc_pool::hit_scratch, Tiers::hit_tier / hit_slot: nothing is
+    // allocated per walk), valid until the next walk under the same lock.
+    const int32_t *blocks = nullptr;
+    const uint8_t *lower_tier = nullptr;
+    const int32_t *lower_slot = nullptr;
+    // The windowed search hashes every full block it looks at: keys of blocks [0, num_keys), valid
+    // until the next search (kvc_pool::walk_keys), so kvc_alloc need not hash them again.
+    const BlockKey *keys = nullptr;
+    int64_t num_keys = 0;
+    int64_t held() const { return hit_blocks - first_block; }
+    bool lower_hit(int64_t j, int32_t tier) const { return blocks[j] < 0 && lower_tier[j] == tier; }
+};
+
+struct Tiers;
+
+// How far a prefix walk looks when a block is not on the device.
+enum WalkTiers { kWalkDevice = 0, kWalkHost = 1, kWalkHostDisk = 2 };
+
+// Which copy a prefix search takes when a hash has several (core/prefix_cache.hpp), newest first:
+//   kPickHit  of the kPickScan newest, the first one not in a free list (held by a sequence, pinned
+//             or read by a pending copy), else the newest: a hit then shares a block already in use
+//             and leaves the free copies evictable (kvc_alloc, kvc_can_alloc, kvc_prefix_lookup,
+//             promotion rounds). The bound keeps a hit O(1) however many copies a popular block
+//             has; a copy in use is nearly always among the newest (blocks enter the cache held);
+//   kPickPin  the first pinned one of all, else as kPickHit: kvc_prefix_pin pins the copy an
+//             earlier pin of the prefix pinned, and kvc_prefix_unpin finds it wherever it is (an
+//             explicit, rare call: O(copies)).
+enum CopyPick { kPickHit = 0, kPickPin = 1 };
+constexpr int kPickScan = 8;
+
+}  // namespace kvc
+
+struct kvc_pool {
+    // ---- immutable after kvc_pool_create -------------------------------------------------------
+    kvc_pool_config config{};  // resolved: num_blocks, backend, num_q_heads filled in
+    kvc::KvLayout layout;
+    int32_t block_size = 0;
+    int32_t block_shift = -1;  // log2(block_size) when it is a power of two, else -1
+    int32_t num_blocks = 0;
+    int64_t watermark_blocks = 0;  // floor(watermark x num_blocks)
+    bool caching = true;
+    // kvc_pool_set_sliding_window (0 = off): the one field here that changes after creation, under
+    // mu and only while no sequence exists. Next to block_size: kvc_append reads both.
+    int32_t sliding_window = 0;
+    int32_t backend = KVC_BACKEND_NONE;
+    int32_t device = -1;
+    void *storage = nullptr;
+    kvc::CopyStaging copy_staging;  // CUDA backend only: kvc_copy_pending's fixed buffers
+    // kvc_copy_pending's callers, one at a time from drain to done (storage/copy_pending.cpp, rule 1).
+    // Lock order: copy_mu, then the tier executor's exec_mu, then mu.
+    std::mutex copy_mu;
+
+    // ---- guarded by mu -------------------------------------------------------------------------
+    std::mutex mu;
+    kvc::BlockPool blocks;
+    kvc::PrefixCache cache;
+    kvc::BlockHasher hasher;
+    kvc::EventRing events;
+    bool tier_events = false;  // kvc_pool_set_tier_events: host/disk tier blocks are reported too
+    kvc::SequenceTable seqs;
+    kvc::PendingCopies copies;
+    kvc::PoolCounters counters;
+    std::vector<int32_t> hit_scratch;      // num_blocks entries: PrefixWalk::blocks of the latest walk
+    std::vector<kvc::BlockKey> walk_keys;  // a windowed hit search's block keys (grown, kept)
+    std::atomic<uint64_t> seq_generation{0};
+    // References held outside sequence tables (lib/transfer: blocks an export leases, blocks an
+    // import is filling); per block, empty until the first transfer agent uses the pool. The
+    // invariant checker counts them as table references.
+    std::vector<int32_t> ext_refs;
+    // Memory tiers (tier/tiers.hpp): set once by kvc_tier_attach_host, read without the lock by the
+    // storage layer's ordering barrier, hence atomic.
+    std::atomic<kvc::Tiers *> tiers{nullptr};
+};
+
+namespace kvc {
+
+// Token position -> block index. Block sizes are nearly always powers of two: a shift instead of a
+// 64-bit division (tens of cycles) keeps the per-token decode path short.
+inline int64_t pool_block_of(const kvc_pool *p, int64_t pos) {
+    return p->block_shift >= 0 ? pos >> p->block_shift : pos / p->block_size;
+}
+// Blocks needed to hold `tokens` tokens.
+inline int64_t pool_blocks_for(const kvc_pool *p, int64_t tokens) {
+    return tokens <= 0 ? 0 : pool_block_of(p, tokens - 1) + 1;
+}
+
+// ---- Block-level operations with prefix-cache side effects (core/pool_blocks.cpp); lock held --------
+
+// Takes a fresh block with refcount 1 (caller checked capacity). Evicts its cache entry lazily.
+// With tiers, a caller taking n blocks calls pool_spill_before_taking(p, n) first.
+int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority);
+
+// The caller is about to take n fresh blocks, with nothing in between that changes the free lists
+// (a restore's block is referenced at once, a copy-on-write source never becomes free): with tiers,
+// the cached blocks those takes will evict are spilled now, decided together so that the host slots
+// go to the chain heads (tier_plan_spills). Inline: without tiers, one load per taking call.
+void tier_plan_spills(kvc_pool *p, int64_t n);  // tier/tiers.hpp
+inline void pool_spill_before_taking(kvc_pool *p, int64_t n) {
+    if (n > 0 && p->tiers.load(std::memory_order_relaxed)) tier_plan_spills(p, n);
+}
+
+// Block b has just become free: cancels the pending copy-on-write pairs into it (and drops their
+// holds on their sources, which may free those in turn). Out of line: pairs are rarely pending.
+void pool_cancel_copies_into(kvc_pool *p, int32_t b);
+
+// Drops one table reference to block b. Returns true when b's refcount reached 0 (counted in
+// blocks_freed). If b is free then, pending copy-on-write pairs into b are cancelled. Inline: it
+// runs once per block of every kvc_free.
+inline bool pool_release_block(kvc_pool *p, int32_t b) {
+    if (!p->blocks.release(b)) return false;
+    ++p->counters.blocks_freed;
+    if (p->copies.size() > 0 && p->blocks.is_free(b)) pool_cancel_copies_into(p, b);
+    return true;
+}
+
+// ---- Sliding window (kvc_pool_set_sliding_window); lock held, window > 0 ----------------------
+
+// The block holding the first key the query at position pos sees (pos - window + 1, or 0): every
+// block before it is invisible to that query and to every later one.
+inline int64_t pool_window_first_block(const kvc_pool *p, int64_t pos) {
+    const int64_t first_key = pos - p->sliding_window + 1;
+    return first_key > 0 ? pool_block_of(p, first_key) : 0;
+}
+
+// kvc_append's plan, before anything changes: the number of leading blocks of s released by
+// this append -- those whose tokens all lie before window_from - window + 1, the first key the
+// previous call's first token sees (Sequence::window_from) -- and in *out_free how many of the
+// newly released ones become free (they count as free for that append).
+int64_t pool_window_plan(const kvc_pool *p, const Sequence *s, int64_t *out_free);
+// kvc_append's commit (before s->num_tokens grows): releases the blocks the plan named as kvc_free
+// would (entries become -1), if any bumping the sequence generation (built batches re-validate),
+// and records this call's first position in s->window_from.
+void pool_window_release(kvc_pool *p, Sequence *s);
+
+// Drops one pin of block b; if b is free then, pending pairs into it are cancelled (a block
+// filled and pinned before its copy-on-write copy ran, whose holders all let it go).
+void pool_unpin_block(kvc_pool *p, int32_t b);
+
+// Takes cached block b out of the prefix cache (its entry erased, KVC_EVENT_BLOCK_REMOVED sent;
+// other copies of its hash stay cached) while its content stays where it is: lazy eviction, and an in-use block about
+// to be written again.
+void pool_uncache_block(kvc_pool *p, int32_t b);
+
+// The sequence has just confirmed n tokens src[0..n) (s->num_tokens already counts them): hashes
+// every block they complete and enters it in the cache (as another copy when its hash is cached
+// already; not at all in the one case of an equal hash over different content, a collision); the
+// rest goes to s->tail. The decode step's case -- one id that completes no block -- only appends
+// it to the tail (capacity block_size: no reallocation) and is inline, so kvc_append's and
+// kvc_append_batch's loops run it without a call; everything else is pool_add_tokens, out of line.
+void pool_add_tokens(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n);
+inline void pool_hash_full_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n) {
+    if (n == 1 && int64_t(s->tail.size()) + 1 < p->block_size) {
+        s->tail.push_back(src[0]);
+        return;
+    }
+    pool_add_tokens(p, s, src, n);
+}
+
+// pool_hash_full_blocks() for a new sequence's prompt (empty tail) when the keys of its first
+// num_known full blocks are known (PrefixWalk::keys past the hit): those are entered without
+// hashing them again.
+void pool_hash_prompt_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n, const BlockKey *known,
+                             int64_t num_known);
+
+// kvc_truncate's side of prefix hashing, before the table shrinks: puts s's hashing state (chain,
+// num_hashed, tail) back to what it was at n confirmed tokens (n <= s->num_tokens), or stops
+// hashing for s when the cut block's token ids cannot be trusted.
+void pool_rewind_hashing(kvc_pool *p, Sequence *s, int64_t n);
+
+// Walks the prompt's first max_blocks full blocks while they are cached and verified; the hits are
+// the result's blocks[] (of a hash with several copies, the one `pick` names). With `lower` !=
+// kWalkDevice a block missing on the device is looked up in the host (and disk) tier; such hits
+// get blocks[j] == -1 and their tier and slot in lower_tier / lower_slot. No side effects.
+PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
+                            WalkTiers lower = kWalkDevice, CopyPick pick = kPickHit);
+
+// The copy `pick` names among the copies of `newest`'s hash (newest: PrefixCache::find's block).
+// kPickHit: at most kPickScan steps; kPickPin: O(copies). Out of line: hashes with one copy never
+// get here.
+int32_t pool_pick_copy(const kvc_pool *p, int32_t newest, CopyPick pick);
+
+// The device block a prefix search takes for this hash (-1: not cached on the device).
+inline int32_t pool_find_copy(const kvc_pool *p, const Hash128 &h, CopyPick pick) {
+    bool more;
+    const int32_t b = p->cache.find(h, &more);
+    return __builtin_expect(more, 0) ? pool_pick_copy(p, b, pick) : b;
+}
+
+// A prompt's prefix hit as kvc_alloc takes it (at most num_tokens - 1 tokens): the leading run of
+// pool_walk_prefix, or with a sliding window the longest prefix whose blocks from the window of its
+// first uncached token on are usable (core/prefix_hit.cpp; first_block > 0 then). May throw
+// std::bad_alloc (the windowed search's key buffer grows) before anything changed. No side effects.
+PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
+                                WalkTiers lower = kWalkDevice);
+
+// kvc_prefix_pin / kvc_prefix_unpin with a sliding window (copies picked by kPickPin): the device
+// blocks a hit at the end of the prefix's first full_blocks blocks needs -- blocks first_block .. hit_blocks - 1, for
+// the largest such end whose window is cached (with pinned_only: cached and pinned) -- plus the block before them when
+// the prefix's own admission (one block shorter when block-aligned) needs it and it qualifies, as the result's
+// blocks[]. May throw std::bad_alloc before anything changed.
+PrefixWalk pool_window_pin_range(kvc_pool *p, const int32_t *tokens, int64_t full_blocks, const KeySet &keys,
+                                 bool pinned_only);
+
+// A new walk's result, its views pointing at the pool's walk buffers (PrefixWalk::blocks).
+PrefixWalk pool_begin_walk(kvc_pool *p);
+// A prefix search's record of held hit block j (pool_walk_prefix, the windowed search): a device
+// block b, or a block found in a lower tier (`tier`, `slot`) that kvc_alloc restores.
+void pool_record_device_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t b);
+void pool_record_lower_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t tier, int32_t slot);
+
+// Runs the invariant checker; KVC_OK or KVC_ERR_INTERNAL with a message (core/pool_check.cpp).
+kvc_status pool_check_invariants(kvc_pool *p);
+
+}  // namespace kvc

@@ -1,0 +1,305 @@
+// Block-level pool operations that combine the block bookkeeping with the prefix cache: lazy
+// eviction on reuse, entering filled blocks into the cache, and walking a prompt's cached prefix.
+#include <cstring>
+#include <vector>
+
+#include "core/pool.hpp"
+#include "storage/pool_access.hpp"
+#include "tier/tiers.hpp"
+
+namespace kvc {
+
+void pool_uncache_block(kvc_pool *p, int32_t b) {
+    EventRecord ev;
+    ev.type = KVC_EVENT_BLOCK_REMOVED;
+    ev.block_id = b;
+    ev.hash = p->cache.hash_of(b);
+    ev.parent = p->cache.parent_of(b);
+    p->cache.erase(b);
+    p->blocks.set_cached(b, false);
+    p->events.push(ev, nullptr);
+}
+
+int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
+    int32_t b = p->blocks.next_victim();
+    if (p->blocks.cached(b)) {
+        // Lazy eviction: the block kept its cache entry while it waited in the LRU list. With a host
+        // tier, pool_spill_before_taking has already queued the copy of what is worth keeping.
+        pool_uncache_block(p, b);
+        ++p->counters.evictions;
+    }
+    p->blocks.take_fresh(b, priority);
+    return b;
+}
+
+// A pending pair copying into a free block would overwrite whatever its next owner puts there (a
+// tier restore writes at once), so those pairs are cancelled, and with them their holds on their
+// sources, which may free those in turn (depth bounded by the pending pairs).
+void pool_cancel_copies_into(kvc_pool *p, int32_t b) {
+    for (int64_t i; p->copies.size() > 0 && (i = p->copies.find_dst(b)) >= 0;) {
+        const int32_t src = p->copies.remove_at(i);
+        if (p->blocks.unhold(src)) pool_cancel_copies_into(p, src);
+    }
+}
+
+void pool_unpin_block(kvc_pool *p, int32_t b) {
+    p->blocks.unpin(b);
+    if (p->copies.size() > 0 && p->blocks.is_free(b)) pool_cancel_copies_into(p, b);
+}
+
+void pool_release_copy_pairs(kvc_pool *p, const int32_t *src, const int32_t *dst, int64_t n) {
+    p->copies.finished(n);
+    for (int64_t i = 0; i < n; ++i) {
+        // A block that became free here (its holders let it go during the copy) takes the pairs
+        // still queued into it with it, as any block that becomes free does.
+        if (p->blocks.unhold(src[i]) && p->copies.size() > 0) pool_cancel_copies_into(p, src[i]);
+        if (p->blocks.unhold(dst[i]) && p->copies.size() > 0) pool_cancel_copies_into(p, dst[i]);
+    }
+}
+
+namespace {
+
+// Writes the block's token ids (head[0..n_head), n_head < bs, then rest[0..bs - n_head)) into its
+// staged row with 8-byte stores at 8-byte-aligned offsets. The hash reads the row back at once in
+// aligned 8-byte words; a word that straddles two stores (what a memcpy to an odd position leaves)
+// cannot be forwarded from the store buffer and stalls the hash until those stores reach the cache.
+void stage_tokens(int32_t *row, const int32_t *head, int64_t n_head, const int32_t *rest, int64_t bs) {
+    auto put2 = [row](int64_t k, uint64_t pair) { std::memcpy(row + k, &pair, sizeof pair); };
+    auto get2 = [](const int32_t *src) {
+        uint64_t pair;
+        std::memcpy(&pair, src, sizeof pair);
+        return pair;
+    };
+    int64_t k = 0;
+    for (; k + 2 <= n_head; k += 2) put2(k, get2(head + k));
+    if (k < n_head) {  // odd n_head: one word holds the last held-back id and the first new one
+        put2(k, uint64_t(uint32_t(head[k])) | uint64_t(uint32_t(rest[0])) << 32);  // little-endian
+        k += 2;
+    }
+    for (; k + 2 <= bs; k += 2) put2(k, get2(rest + (k - n_head)));
+    if (k < bs) row[k] = rest[k - n_head];
+}
+
+// b, staged with the content of key.hash's cached copies (verified here), joins them as their
+// newest copy; false (b stays uncached) when its content differs: a hash collision. Out of line:
+// the common path enters a new hash.
+__attribute__((noinline)) bool enter_copy(kvc_pool *p, Sequence *s, int32_t b, int32_t newest, uint64_t slot,
+                                          const BlockKey &key, const int32_t *row) {
+    if (!p->cache.verify(newest, s->chain, key, row)) return false;
+    p->cache.add_copy_at(slot, b, key);
+    return true;
+}
+
+// Enters the sequence's next block b (index num_hashed), its token ids staged at `row`, under key:
+// in the cache (a new hash, or another copy of a cached one) unless b is cached already, with its
+// event; the chain moves on. Always inlined: hash_next_block's key must stay in registers (see
+// there).
+__attribute__((always_inline)) inline void enter_block(kvc_pool *p, Sequence *s, int32_t b, bool cached,
+                                                       const BlockKey key, const int32_t *row) {
+    bool entered = false;
+    if (!cached) {
+        uint64_t slot = 0;
+        bool more;
+        const int32_t newest = p->cache.find_or_slot(key.hash, &slot, &more);
+        entered = true;
+        if (__builtin_expect(newest < 0, 1))
+            p->cache.insert_at(slot, b, key);
+        else
+            entered = enter_copy(p, s, b, newest, slot, key, row);
+    }
+    if (entered) {
+        p->blocks.set_cached(b, true);
+        if (p->events.enabled()) {
+            EventRecord ev;
+            ev.type = KVC_EVENT_BLOCK_STORED;
+            ev.block_id = b;
+            ev.num_tokens = p->block_size;
+            ev.hash = key.hash;
+            ev.parent = s->chain;
+            ev.lora_id = key.lora_id;
+            ev.extras_digest = key.extras_digest;
+            p->events.push(ev, row);
+        }
+    }
+    s->chain = key.hash;
+    s->num_hashed += 1;
+}
+
+// Hashes the sequence's next block (index num_hashed) and caches it. Its token ids are
+// head[0..n_head) followed by rest[0..block_size - n_head): the ids held back in the sequence's
+// tail, then the new ones. They are laid out once, behind the parent hash, in the block's own cache
+// record (the hash input and the cached copy at once; PrefixCache::stage), and hashed there.
+void hash_next_block(kvc_pool *p, Sequence *s, const int32_t *head, int64_t n_head, const int32_t *rest) {
+    const int64_t i = s->num_hashed;
+    const int32_t b = s->table[size_t(i)];
+    // A block already cached (not expected from the paths that fill blocks, but its record must
+    // not be touched then) is staged in the hasher's scratch buffer instead.
+    const bool cached = p->blocks.cached(b);
+    int32_t *row = cached ? p->hasher.stage_in_scratch(s->chain) : p->cache.stage(b, s->chain);
+    if (n_head == 0)
+        copy_block_tokens(row, rest, size_t(p->block_size) * sizeof(int32_t));
+    else
+        stage_tokens(row, head, n_head, rest, p->block_size);
+    const void *input = cached ? p->hasher.scratch() : p->cache.staged_input(b);
+    // The hash stays in two general registers. Left to itself, GCC moved the returned halves into a
+    // vector register through the stack (two 8-byte stores read back as one 16-byte load, which the
+    // store buffer cannot forward) on the way to the map probe: ~7 ns per block measured. The empty
+    // asm statement below pins hi and lo in registers.
+    uint64_t hi, lo, lora = 0, digest = 0;
+    if (__builtin_expect(!s->extra_keys, 1)) {
+        const Hash128 h = p->hasher.hash_plain(input);
+        hi = h.hi;
+        lo = h.lo;
+    } else {
+        const BlockKey k = p->hasher.hash_staged(input, i, s->keys);
+        hi = k.hash.hi;
+        lo = k.hash.lo;
+        lora = k.lora_id;
+        digest = k.extras_digest;
+    }
+    asm("" : "+r"(hi), "+r"(lo));
+    BlockKey key;
+    key.hash.hi = hi;
+    key.hash.lo = lo;
+    key.lora_id = lora;
+    key.extras_digest = digest;
+    enter_block(p, s, b, cached, key, row);
+}
+
+}  // namespace
+
+// pool_hash_full_blocks()'s work for everything but a single id that completes no block (core/pool.hpp).
+void pool_add_tokens(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n) {
+    const int64_t bs = p->block_size;
+    std::vector<int32_t> &tail = s->tail;  // capacity >= bs: never reallocates
+    const int64_t have = int64_t(tail.size());
+    if (have + n < bs) {  // no block filled
+        tail.insert(tail.end(), src, src + n);
+        return;
+    }
+    // The first block filled continues the tail; the ones after it come from src alone.
+    hash_next_block(p, s, tail.data(), have, src);
+    int64_t i = bs - have;
+    for (; n - i >= bs; i += bs) hash_next_block(p, s, nullptr, 0, src + i);
+    // What is left (< block_size ids) becomes the new tail: an element loop, since for the few
+    // ids usually left a call to memmove (what assign() does) costs more than the copy.
+    tail.clear();
+    for (; i < n; ++i) tail.push_back(src[i]);
+}
+
+void pool_hash_prompt_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n, const BlockKey *known,
+                             int64_t num_known) {
+    const int64_t bs = p->block_size;
+    int64_t i = 0;
+    // Blocks whose key the hit search computed: their token ids are staged in their cache record
+    // (what a hit verifies against) without hashing them again.
+    for (int64_t k = 0; k < num_known && n - i >= bs; ++k, i += bs) {
+        const int32_t b = s->table[size_t(s->num_hashed)];
+        const bool cached = p->blocks.cached(b);
+        int32_t *row = cached ? p->hasher.stage_in_scratch(s->chain) : p->cache.stage(b, s->chain);
+        copy_block_tokens(row, src + i, size_t(bs) * sizeof(int32_t));
+        enter_block(p, s, b, cached, known[k], row);
+    }
+    pool_hash_full_blocks(p, s, src + i, n - i);
+}
+
+void pool_rewind_hashing(kvc_pool *p, Sequence *s, int64_t n) {
+    const int64_t bs = p->block_size;
+    const int64_t m = n / bs;  // the first block not kept whole
+    if (m >= s->num_hashed) {  // the cut is inside the unhashed tail (then m == num_hashed)
+        s->tail.resize(size_t(n - m * bs));
+        return;
+    }
+    // Block m was hashed. Its record holds its parent hash and token ids, from which the chain and
+    // the tail continue -- when the record can be trusted. A cached block's can: it is what hits are
+    // verified against. An uncached block's record was staged when this sequence filled the block
+    // but may have been rewritten since (a swap-in takes fresh blocks), so it is trusted only for
+    // the last hashed block, whose hash the sequence still has to check it against.
+    const int32_t b = s->table[size_t(m)];
+    bool trusted = p->blocks.cached(b);
+    if (!trusted && m == s->num_hashed - 1) {
+        const void *input = p->cache.staged_input(b);
+        const Hash128 h = s->extra_keys ? p->hasher.hash_staged(input, m, s->keys).hash : p->hasher.hash_plain(input);
+        trusted = h == s->chain;
+    }
+    s->num_hashed = m;
+    s->tail.clear();  // capacity (block_size) kept: the assign below never allocates
+    if (!trusted) {
+        s->hash_stopped = true;
+        return;
+    }
+    s->chain = p->cache.parent_of(b);
+    const int32_t *ids = p->cache.tokens_of(b);
+    s->tail.assign(ids, ids + (n - m * bs));
+}
+
+PrefixWalk pool_begin_walk(kvc_pool *p) {
+    PrefixWalk w;
+    w.blocks = p->hit_scratch.data();
+    if (const Tiers *t = p->tiers.load(std::memory_order_relaxed)) {
+        w.lower_tier = t->hit_tier.data();
+        w.lower_slot = t->hit_slot.data();
+    }
+    return w;
+}
+
+void pool_record_device_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t b) {
+    p->hit_scratch[size_t(j)] = b;
+    if (p->blocks.queues().contains(b)) ++w->free_hits;
+}
+
+void pool_record_lower_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t tier, int32_t slot) {
+    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    t->hit_tier[size_t(j)] = uint8_t(tier);
+    t->hit_slot[size_t(j)] = slot;
+    p->hit_scratch[size_t(j)] = -1;
+    ++(tier == KVC_TIER_HOST ? w->host_hits : w->disk_hits);
+}
+
+__attribute__((noinline)) int32_t pool_pick_copy(const kvc_pool *p, int32_t newest, CopyPick pick) {
+    const FreeQueues &q = p->blocks.queues();
+    if (pick == kPickPin)
+        for (int32_t c = newest; c >= 0; c = p->cache.next_copy(c))
+            if (p->blocks.pins(c) > 0) return c;
+    int32_t c = newest;
+    for (int i = 0; i < kPickScan && c >= 0; ++i, c = p->cache.next_copy(c))
+        if (!q.contains(c)) return c;
+    return newest;
+}
+
+PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys, WalkTiers lower,
+                            CopyPick pick) {
+    PrefixWalk w = pool_begin_walk(p);
+    const int32_t bs = p->block_size;
+    if (max_blocks > p->num_blocks) max_blocks = p->num_blocks;  // bounds hit_scratch
+    for (int64_t i = 0; i < max_blocks; ++i) {
+        const int32_t *toks = tokens + i * bs;
+        BlockKey key = p->hasher.hash_block(w.chain, toks, i, keys);
+        bool more;
+        int32_t b = p->cache.find(key.hash, &more);
+        if (b < 0) {  // not on the device: perhaps in a lower tier
+            Tiers *t = lower != kWalkDevice ? p->tiers.load() : nullptr;
+            if (!t) break;
+            int32_t slot = -1;
+            const int32_t tier = tier_find_lower(p, w.chain, key, toks, lower == kWalkHostDisk, &slot);
+            if (tier < 0) break;
+            pool_record_lower_hit(p, &w, i, tier, slot);
+            w.chain = key.hash;
+            w.hit_blocks = i + 1;
+            continue;
+        }
+        // Picked after the miss branch, so that the hot path knows b >= 0 (picking first made GCC
+        // test the block id and the tiers pointer again: 16 instructions per block, measured).
+        if (__builtin_expect(more, 0)) b = pool_pick_copy(p, b, pick);
+        if (!p->cache.verify(b, w.chain, key, toks)) {
+            w.verify_miss = true;
+            break;
+        }
+        pool_record_device_hit(p, &w, i, b);
+        w.chain = key.hash;
+        w.hit_blocks = i + 1;
+    }
+    return w;
+}
+
+}  // namespace kvc

@@ -1,0 +1,225 @@
+// The prefix cache index: block hash -> the cached blocks holding that content, plus what each
+// cached block must match on a hit (parent hash, LoRA id, extras digest, token ids).
+//
+// The map is open addressing with linear probing over a preallocated power-of-two slot array of
+// at least 2 x num_blocks entries (load <= 0.5): insert/find/erase are O(1) expected and never
+// allocate. A hash's probe starts at a keyed mix of it (home()), the key random per index: block
+// hashes use a fixed seed (stable across restarts and ranks), so without the key anyone could aim
+// prompts at one region of the table and make every probe there walk a long run.
+//
+// One hash, several copies (vLLM v1's semantics): when a block fills with content whose hash is
+// already cached (a cached prompt re-run puts its last block in a fresh block, two sequences
+// decode the same text), it is entered too, as another copy. A map slot names the newest copy;
+// the older ones follow it in an intrusive doubly-linked chain through next_[] / prev_[] (one
+// int32 each per block, preallocated), newest first, so entering a copy and erasing any copy are
+// O(1) and allocate nothing. Evicting one copy keeps the hash cached through the others. All
+// copies of a hash hold the same identity and token ids (the pool checks that before it adds one;
+// a different block under an equal hash, a hash collision, stays uncached), so a hit may be
+// verified against any of them. A slot's tag has one bit saying "more than one copy": a lookup of
+// a hash with a single copy, by far the common case, never reads the chain. size() counts cached
+// blocks (copies), num_hashes() distinct hashes. The lower tiers' indexes (tier/slots.hpp) reuse
+// this class but never hold two entries of one hash.
+//
+// Per block one record, preallocated and aligned to a cache line, no per-block allocation:
+//   [hash 16][lora id 8][extras digest 8][parent hash 16][token ids block_size x 4]
+// A hit's comparison reads the first line; the parent hash sits right before the token ids so that
+// "parent || token ids", the input of the block's chained hash (core/block_hash.hpp), is one contiguous
+// run: a filling block is staged there and hashed in place, and entering it in the cache then
+// writes only the hash, the LoRA id, the digest and the map slot (no copy of the token ids).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/block_hash.hpp"
+
+namespace kvc {
+
+class PrefixCache {
+public:
+    void init(int32_t num_blocks, int32_t block_size);
+
+    // Cached blocks, every copy counted (kvc_stats.cached_blocks_total).
+    int64_t size() const { return size_; }
+    // Distinct hashes cached (map entries).
+    int64_t num_hashes() const { return hashes_; }
+    // The longest distance from an entry's home slot to where it sits (tests: a bound on probe
+    // lengths). O(capacity).
+    int64_t longest_displacement() const;
+
+    // The newest block cached under this hash, or -1; *more: whether older copies follow it
+    // (next_copy()). Slots carry 31 bits of the hash's keyed mix, so a probe past a different entry
+    // does not touch that block's record.
+    int32_t find(const Hash128 &h, bool *more) const {
+        uint64_t slot;
+        return find_or_slot(h, &slot, more);
+    }
+    int32_t find(const Hash128 &h) const {
+        bool more;
+        return find(h, &more);
+    }
+
+    // find(), and the slot: the one holding the hash, or on a miss the empty slot that ended the
+    // probe. insert_at() / add_copy_at() take it, so entering a block after a lookup does not probe
+    // again.
+    int32_t find_or_slot(const Hash128 &h, uint64_t *slot, bool *more) const {
+        const uint64_t m = mix(h);
+        const uint32_t tag = tag_of_mix(m);
+        for (uint64_t i = m >> shift_;; i = (i + 1) & mask_) {
+            const Slot &sl = slots_[i];
+            *slot = i;
+            if (sl.block < 0) {
+                *more = false;
+                return -1;
+            }
+            if ((sl.tag ^ tag) <= kCopies && rec(sl.block)->hash == h) {
+                *more = (sl.tag & kCopies) != 0;
+                return sl.block;
+            }
+        }
+    }
+
+    // The next older copy of b's hash after b (b cached), or -1.
+    int32_t next_copy(int32_t b) const { return next_[size_t(b)]; }
+    // The next newer copy (b cached, its hash with several copies), or -1 for the newest. For the
+    // invariant checker: a hash with one copy leaves it unset.
+    int32_t prev_copy(int32_t b) const { return prev_[size_t(b)]; }
+
+    // True when block b (found under key.hash) holds exactly this content.
+    bool verify(int32_t b, const Hash128 &parent, const BlockKey &key, const int32_t *tokens) const {
+        const Record *r = rec(b);
+        return r->parent == parent && r->lora_id == key.lora_id && r->extras_digest == key.extras_digest &&
+               std::memcmp(tokens_of(b), tokens, token_bytes_) == 0;
+    }
+
+    // ---- Staging a filling block in its own record (b must not be cached) ----
+    // Writes `parent` in front of b's token row and returns the row for the caller to fill with the
+    // block's token ids; staged_input(b) is then "parent || token ids" (staged_input_bytes() long),
+    // ready to hash. Until insert_at(), nothing reads an uncached block's record.
+    int32_t *stage(int32_t b, const Hash128 &parent) {
+        Record *r = rec(b);
+        r->parent = parent;
+        return tokens_of_mut(b);
+    }
+    const void *staged_input(int32_t b) const { return &rec(b)->parent; }
+    size_t staged_input_bytes() const { return sizeof(Hash128) + token_bytes_; }
+
+    // Enters block b, staged with stage(), under key.hash at the empty slot find_or_slot() gave
+    // (nothing else may have changed the map in between).
+    void insert_at(uint64_t empty_slot, int32_t b, const BlockKey &key) {
+        set_identity(b, key);
+        next_[size_t(b)] = -1;
+        slots_[empty_slot].block = b;
+        slots_[empty_slot].tag = tag_of(key.hash);
+        ++size_;
+        ++hashes_;
+    }
+
+    // Enters block b, staged with stage() with the same parent and token ids as the copies cached
+    // under key.hash (the caller verified it), as their newest copy; `slot` is where
+    // find_or_slot() found them (nothing else may have changed the map in between).
+    void add_copy_at(uint64_t slot, int32_t b, const BlockKey &key) {
+        set_identity(b, key);
+        const int32_t older = slots_[slot].block;
+        next_[size_t(b)] = older;
+        prev_[size_t(b)] = -1;
+        prev_[size_t(older)] = b;
+        slots_[slot].block = b;
+        slots_[slot].tag |= kCopies;
+        ++size_;
+    }
+
+    // Enters block b (not cached) with its identity and tokens: a new hash, or the newest copy of
+    // key.hash when that is cached (with the same content: the caller's to know).
+    void insert(int32_t b, const Hash128 &parent, const BlockKey &key, const int32_t *tokens);
+
+    // Removes block b's entry (b must be cached): its copy only, when its hash has others.
+    void erase(int32_t b);
+
+    // Drops every entry (the blocks' cached flags are the caller's business).
+    void clear();
+
+    const Hash128 &hash_of(int32_t b) const { return rec(b)->hash; }
+    const Hash128 &parent_of(int32_t b) const { return rec(b)->parent; }
+    uint64_t lora_of(int32_t b) const { return rec(b)->lora_id; }
+    uint64_t digest_of(int32_t b) const { return rec(b)->extras_digest; }
+    const int32_t *tokens_of(int32_t b) const { return reinterpret_cast<const int32_t *>(rec(b) + 1); }
+
+    // For the invariant checker: slot contents (the newest copy of each hash) and whether the
+    // slot says its hash has more than one copy.
+    int64_t slot_count() const { return int64_t(slots_.size()); }
+    int32_t slot(int64_t i) const { return slots_[size_t(i)].block; }
+    bool slot_has_copies(int64_t i) const { return (slots_[size_t(i)].tag & kCopies) != 0; }
+
+private:
+    // The fixed-size head of a block's record; the token ids follow it directly (48 bytes in, so
+    // they are 16-byte aligned).
+    struct Record {
+        Hash128 hash;
+        uint64_t lora_id = 0;
+        uint64_t extras_digest = 0;
+        Hash128 parent;
+    };
+    static_assert(sizeof(Record) == 48, "the parent hash must end where the token ids start");
+    struct alignas(64) Line {
+        unsigned char bytes[64];
+    };
+    struct Slot {
+        int32_t block = -1;
+        uint32_t tag = 0;
+    };
+    // Bit 0 of a slot's tag: its hash has more than one copy. The other 31 are the top 31 bits of
+    // the hash's keyed mix, whose top log2(capacity) bits are its home slot: so the home of an
+    // entry is known from its slot alone (erase's backward shift reads no record) and the tag still
+    // tells apart entries of one home by the 31 - log2(capacity) bits below.
+    static constexpr uint32_t kCopies = 1;
+    // The probe start: multiply-shift hashing of each half with its own random key (a universal
+    // family: for two distinct hashes, a random odd multiplier puts them in one slot with
+    // probability about 2 / capacity), then a fixed xor-shift-multiply finaliser. Universality
+    // alone is not enough for linear probing: hashes in arithmetic progression (which a client
+    // can produce) map under multiply-shift to evenly stepped homes, and for an unlucky key that
+    // step is tiny, giving runs of hundreds (seen once in ~150 runs of test_prefix_index); the
+    // finaliser makes every home bit depend on every bit of the product. Not cryptographic: it
+    // makes the layout unpredictable to a client who can compute block hashes offline, which is
+    // what aiming collisions needs. Nothing observable depends on it. It is a bijection of the
+    // keyed product, so tags still tell entries apart.
+    uint64_t mix(const Hash128 &h) const {
+        uint64_t m = (h.lo * key_[0]) ^ (h.hi * key_[1]);
+        m ^= m >> 32;
+        return m * 0xd6e8feb86659fd93ull;
+    }
+    uint64_t home(const Hash128 &h) const { return mix(h) >> shift_; }
+    static uint32_t tag_of_mix(uint64_t m) { return uint32_t(m >> 32) & ~kCopies; }
+    uint32_t tag_of(const Hash128 &h) const { return tag_of_mix(mix(h)); }
+    // An occupied slot's home. Capacities up to 2^31 keep the home inside the tag's 31 bits; only
+    // a table of 2^32 slots (over 2^30 blocks) needs the record.
+    uint64_t home_of_slot(const Slot &sl) const {
+        return shift_ > 32 ? uint64_t(sl.tag) >> (shift_ - 32) : home(rec(sl.block)->hash);
+    }
+
+    Record *rec(int32_t b) const { return reinterpret_cast<Record *>(lines_.get() + int64_t(b) * lines_per_record_); }
+    int32_t *tokens_of_mut(int32_t b) { return reinterpret_cast<int32_t *>(rec(b) + 1); }
+    void set_identity(int32_t b, const BlockKey &key) {
+        Record *r = rec(b);
+        r->hash = key.hash;
+        r->lora_id = key.lora_id;
+        r->extras_digest = key.extras_digest;
+    }
+
+    int32_t block_size_ = 0;
+    int32_t lines_per_record_ = 0;
+    size_t token_bytes_ = 0;
+    uint64_t mask_ = 0;
+    uint64_t key_[2] = {1, 1};  // random odd multipliers, per init()
+    int shift_ = 60;            // 64 - log2(capacity)
+    int64_t size_ = 0;          // cached blocks
+    int64_t hashes_ = 0;        // occupied slots
+    std::vector<Slot> slots_;
+    std::vector<int32_t> next_;      // per block: the next older copy of its hash, or -1
+    std::vector<int32_t> prev_;      // per block: the next newer copy, or -1 (set once its hash has two)
+    std::unique_ptr<Line[]> lines_;  // num_blocks records of lines_per_record_ lines
+};
+
+}  // namespace kvc

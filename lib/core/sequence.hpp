@@ -1,0 +1,150 @@
+// Sequences: a caller-chosen 64-bit id, a block table, and (with prefix caching) what is needed to
+// hash blocks as decode fills them: the token ids of the partial block, the request's keys and the
+// running chain hash.
+//
+// Token layout (kvc.h): cached | computed | new | lookahead. `num_tokens` counts confirmed tokens;
+// `reserved_end` is one past the last reserved slot (>= num_tokens); the table covers
+// ceil(reserved_end / block_size) blocks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/block_hash.hpp"
+#include "core/keys.hpp"
+#include "core/sequence_map.hpp"
+
+namespace kvc {
+
+struct Sequence {
+    // Layout: the first 64 bytes are everything a decode step without caching reads; the token
+    // tail and chain (caching) follow; the large KeySet (inline salt) comes last and is read on
+    // the hot paths only when extra_keys says it matters.
+    uint64_t id = 0;
+    int64_t num_tokens = 0;
+    int64_t reserved_end = 0;
+    std::vector<int32_t> table;
+    bool swapped_out = false;  // not resident in the pool's storage (tiering)
+    // Set on both sides of a fork and never cleared: only a fork makes a block this sequence may
+    // still write into shared (cache hits are full blocks, never written). When false, append
+    // skips the copy-on-write refcount check, saving a cache miss per decode step.
+    bool may_share_tail = false;
+    // False when the keys add nothing to any block's hash (no LoRA id, salt or multimodal item):
+    // filling a block then never reads `keys`, which sit several cache lines further on.
+    bool extra_keys = false;
+    // kvc_truncate cut into a block whose token ids it could not recover: the chain cannot go on,
+    // so blocks this sequence fills from now on are not entered in the cache (tail stays empty).
+    // (In the padding before `priority`: the first 64 bytes stay as they were.)
+    bool hash_stopped = false;
+    int32_t priority = KVC_PRIORITY_DEFAULT;  // = keys.priority, kept here for the same reason
+    int64_t num_hashed = 0;                   // leading full blocks whose hash is known (cached or not)
+    // Confirmed token ids not yet in a hashed block: positions [num_hashed x bs, num_tokens), fewer
+    // than block_size (hashing is incremental through `chain`, so older ids are never needed).
+    // Capacity block_size, reserved at alloc. Empty when prefix caching is off.
+    std::vector<int32_t> tail;
+    Hash128 chain = kRootHash;  // hash of block num_hashed - 1 (kRootHash when none)
+    // While swapped out: per table entry, the host tier slot holding that block (table entry -1),
+    // or -1 for a block that stayed on the device (shared). Empty while resident.
+    std::vector<int32_t> swap_slots;
+    KeySet keys;
+    // Sliding window (read only when the pool has one, so last: the fields the decode step touches
+    // keep their offsets). released: leading table entries released (-1), never read again.
+    // window_from: the first position the latest kvc_alloc (its first uncached one) or kvc_append
+    // added; the next append releases only what no query from there on can see, so a step may
+    // append its tokens in two calls before its launch.
+    int64_t released = 0;
+    int64_t window_from = 0;
+    // Leading blocks kvc_alloc found in the cache (lowered by kvc_truncate): kvc_abort drops from
+    // the cache only the blocks after them, which this sequence filled itself.
+    int64_t hit_blocks = 0;
+    // Which life of this id it is: unique per pool, set when the sequence is created (kvc_alloc,
+    // kvc_fork). A batch built for one life of an id must not launch over the next one's blocks
+    // (kvc_abort, then another kvc_alloc of the same id that lands on the same block ids).
+    uint64_t incarnation = 0;
+
+    // Takes the request's keys (may throw std::bad_alloc before changing anything).
+    void set_keys(const KeySet &k) {
+        keys.assign(k);
+        extra_keys = k.lora_id != 0 || k.salt_len > 0 || !k.mm.empty();
+        priority = k.priority;
+    }
+
+    void reset(uint64_t new_id) {
+        id = new_id;
+        table.clear();
+        tail.clear();
+        keys.clear();
+        swap_slots.clear();
+        num_tokens = reserved_end = num_hashed = released = window_from = hit_blocks = 0;
+        chain = kRootHash;
+        swapped_out = false;
+        may_share_tail = false;
+        hash_stopped = false;
+        extra_keys = false;
+        priority = KVC_PRIORITY_DEFAULT;
+    }
+};
+
+// id -> Sequence. Freed Sequence objects are recycled, so their vectors keep their capacity and a
+// steady state of alloc/free does not allocate block tables again.
+class SequenceTable {
+public:
+    void init(size_t expected) {
+        map_.init(expected);
+        spare_.reserve(expected);
+    }
+
+    Sequence *find(uint64_t id) const { return map_.find(id); }
+
+    // Inserts a fresh sequence (id must be unused). May throw std::bad_alloc before changing anything.
+    Sequence *create(uint64_t id) {
+        std::unique_ptr<Sequence> s;
+        if (!spare_.empty()) {
+            s = std::move(spare_.back());
+            spare_.pop_back();
+        } else {
+            s.reset(new Sequence());
+        }
+        s->reset(id);
+        s->incarnation = ++incarnations_;
+        try {
+            map_.insert(id, s.get());
+        } catch (...) {
+            if (spare_.size() < spare_.capacity()) spare_.push_back(std::move(s));
+            throw;
+        }
+        return s.release();
+    }
+
+    // Removes a sequence and keeps its object for reuse. Never throws.
+    void erase(Sequence *s) {
+        map_.erase(s->id);
+        if (spare_.size() < spare_.capacity())
+            spare_.emplace_back(s);
+        else
+            delete s;
+    }
+
+    size_t size() const { return map_.size(); }
+
+    // f(id, const Sequence *) for every live sequence, in no particular order.
+    template <class F>
+    void for_each(F &&f) const {
+        map_.for_each([&](uint64_t id, Sequence *s) { f(id, static_cast<const Sequence *>(s)); });
+    }
+
+    SequenceTable() = default;
+    SequenceTable(const SequenceTable &) = delete;
+    SequenceTable &operator=(const SequenceTable &) = delete;
+    ~SequenceTable() {
+        map_.for_each([](uint64_t, Sequence *s) { delete s; });
+    }
+
+private:
+    SequenceMap map_;
+    std::vector<std::unique_ptr<Sequence>> spare_;
+    uint64_t incarnations_ = 0;  // sequences created so far
+};
+
+}  // namespace kvc
