@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "capi/args.hpp"
 #include "core/pool.hpp"
@@ -103,8 +104,10 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks) {
             return st;
         t->pending.reserve(2 * size_t(num_blocks));  // see Tiers::pending
         t->running.reserve(2 * size_t(num_blocks));
-        t->hit_tier.assign(size_t(pool->num_blocks), 0);
-        t->hit_slot.assign(size_t(pool->num_blocks), -1);
+        // The prefix walks' lower-tier hit buffers (kvc_pool::walk_tier / walk_slot), swapped in
+        // under the lock with the tier: walks read them under it.
+        std::vector<uint8_t> walk_tier(size_t(pool->num_blocks), 0);
+        std::vector<int32_t> walk_slot(size_t(pool->num_blocks), -1);
         t->victims.reserve(size_t(pool->num_blocks));
         t->victim_state.assign(size_t(pool->num_blocks), 0);
         if (cuda) {
@@ -113,6 +116,8 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks) {
         }
         std::lock_guard<std::mutex> lk(pool->mu);
         if (pool->tiers.load()) return fail(KVC_ERR_STATE, "%s: this pool already has a host tier", fn);
+        pool->walk_tier.swap(walk_tier);
+        pool->walk_slot.swap(walk_slot);
         pool->tiers.store(t.release(), std::memory_order_release);
         return KVC_OK;
     })

@@ -19,6 +19,7 @@
 #include "core/pool_pending_copies.hpp"
 #include "core/prefix_cache.hpp"
 #include "core/sequence.hpp"
+#include "core/tier_port.hpp"
 #include "storage/copy_staging.hpp"
 #include "storage/kv_layout.hpp"
 
@@ -53,8 +54,8 @@ struct PrefixWalk {
     int64_t disk_hits = 0;      // of the held ones, found in the disk tier (blocks[j] == -1)
     // The held hits, j in [0, held()): blocks[j] is the device block, or -1 for a block found in a
     // lower tier, whose tier and slot are lower_tier[j] / lower_slot[j]. Views into buffers the
-    // pool keeps for its walks (kvc_pool::hit_scratch, Tiers::hit_tier / hit_slot: nothing is
-    // allocated per walk), valid until the next walk under the same lock.
+    // pool keeps for its walks (kvc_pool::hit_scratch, walk_tier, walk_slot: nothing is allocated
+    // per walk), valid until the next walk under the same lock.
     const int32_t *blocks = nullptr;
     const uint8_t *lower_tier = nullptr;
     const int32_t *lower_slot = nullptr;
@@ -116,6 +117,10 @@ struct kvc_pool {
     kvc::PendingCopies copies;
     kvc::PoolCounters counters;
     std::vector<int32_t> hit_scratch;      // num_blocks entries: PrefixWalk::blocks of the latest walk
+    // Lower-tier hits of a walk (PrefixWalk::lower_tier / lower_slot): num_blocks entries from the
+    // host tier's attach on (empty before: no walk finds a lower-tier hit then).
+    std::vector<uint8_t> walk_tier;
+    std::vector<int32_t> walk_slot;
     std::vector<kvc::BlockKey> walk_keys;  // a windowed hit search's block keys (grown, kept)
     std::atomic<uint64_t> seq_generation{0};
     // References held outside sequence tables (lib/transfer: blocks an export leases, blocks an
@@ -149,7 +154,6 @@ int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority);
 // (a restore's block is referenced at once, a copy-on-write source never becomes free): with tiers,
 // the cached blocks those takes will evict are spilled now, decided together so that the host slots
 // go to the chain heads (tier_plan_spills). Inline: without tiers, one load per taking call.
-void tier_plan_spills(kvc_pool *p, int64_t n);  // tier/tiers.hpp
 inline void pool_spill_before_taking(kvc_pool *p, int64_t n) {
     if (n > 0 && p->tiers.load(std::memory_order_relaxed)) tier_plan_spills(p, n);
 }

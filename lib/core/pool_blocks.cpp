@@ -5,7 +5,7 @@
 
 #include "core/pool.hpp"
 #include "storage/pool_access.hpp"
-#include "tier/tiers.hpp"
+#include "core/tier_port.hpp"
 
 namespace kvc {
 
@@ -236,10 +236,8 @@ void pool_rewind_hashing(kvc_pool *p, Sequence *s, int64_t n) {
 PrefixWalk pool_begin_walk(kvc_pool *p) {
     PrefixWalk w;
     w.blocks = p->hit_scratch.data();
-    if (const Tiers *t = p->tiers.load(std::memory_order_relaxed)) {
-        w.lower_tier = t->hit_tier.data();
-        w.lower_slot = t->hit_slot.data();
-    }
+    w.lower_tier = p->walk_tier.data();
+    w.lower_slot = p->walk_slot.data();
     return w;
 }
 
@@ -249,9 +247,8 @@ void pool_record_device_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t b) {
 }
 
 void pool_record_lower_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t tier, int32_t slot) {
-    Tiers *t = p->tiers.load(std::memory_order_relaxed);
-    t->hit_tier[size_t(j)] = uint8_t(tier);
-    t->hit_slot[size_t(j)] = slot;
+    p->walk_tier[size_t(j)] = uint8_t(tier);
+    p->walk_slot[size_t(j)] = slot;
     p->hit_scratch[size_t(j)] = -1;
     ++(tier == KVC_TIER_HOST ? w->host_hits : w->disk_hits);
 }

@@ -5,7 +5,7 @@
 
 #include "core/pool.hpp"
 #include "error.hpp"
-#include "tier/tiers.hpp"
+#include "core/tier_port.hpp"
 
 namespace kvc {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "core/pool.hpp"
-#include "tier/tiers.hpp"
+#include "core/tier_port.hpp"
 
 namespace kvc {
 namespace {

@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "core/seq_ops.hpp"
-#include "tier/tiers.hpp"
+#include "core/tier_port.hpp"
 
 namespace kvc {
 

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/tier_port.hpp"
 #include "kvc/kvc.h"
 #include "tier/disk.hpp"
 #include "tier/host.hpp"
@@ -96,8 +97,6 @@ struct Tiers {
     std::mutex cuda_mu;  // orders event records with stream waits on last_event
 
     // Prefix-walk scratch (num_blocks entries): where lower-tier hit i lives.
-    std::vector<uint8_t> hit_tier;
-    std::vector<int32_t> hit_slot;
     // tier_plan_spills scratch: the cached blocks the next takes evict (capacity num_blocks) and,
     // per device block, what the plan decided for it (0 outside tier_plan_spills).
     std::vector<int32_t> victims;
@@ -114,28 +113,9 @@ void tier_destroy(kvc_pool *p);  // runs pending copies, then frees everything; 
 // the block became usable there (its copy committed), KVC_EVENT_BLOCK_REMOVED when it left.
 void tier_event(kvc_pool *p, int32_t type, const TierSlots &slots, int32_t s, int32_t tier);
 
-// pool_spill_before_taking: the next n fresh blocks taken will evict the cached blocks among them.
-// Those worth keeping are copied into host slots now (README "Tiers", spills under slot pressure):
-// a block is spilled only when its parent is kept (the root, cached on the device and not dropped by
-// these evictions, or in a lower tier), and when there are fewer host slots to take than such
-// blocks, the chain heads get them (the blocks are decided in the reverse of eviction order: a
-// sequence releases its blocks deepest first, so its heads are evicted last). The copies are queued
-// in eviction order, so the host's LRU list still evicts the deepest blocks first.
-void tier_plan_spills(kvc_pool *p, int64_t n);
 
-// Looks up a block that missed on the device in the host tier (and with use_disk, the disk tier).
-// Returns the tier (KVC_TIER_HOST / KVC_TIER_DISK) and slot, or -1.
-int32_t tier_find_lower(kvc_pool *p, const Hash128 &parent, const BlockKey &key, const int32_t *tokens, bool use_disk,
-                        int32_t *out_slot);
 
-// kvc_alloc: the plan's lower-tier hits (all in the host tier) are pinned so that the fresh blocks
-// taken next cannot evict them. Then tier_restore_hit() copies one into a fresh device block and
-// enters that block in the device cache.
-void tier_pin_restore_sources(kvc_pool *p, const PrefixWalk &w);
-int32_t tier_restore_hit(kvc_pool *p, const PrefixWalk &w, int64_t j, int32_t priority);
 
-// kvc_free of a swapped-out sequence: frees its held host slots.
-void tier_release_swapped(kvc_pool *p, Sequence *s);
 
 // kvc_tier_flush (disk tier attached; the caller checks the job capacity, at most 3 jobs each):
 // tier_flush_host_slot queues the write of cached host slot v to the disk if the disk lacks its
@@ -153,16 +133,9 @@ int64_t tier_reachable_blocks(const kvc_pool *p, int32_t tier);
 // kvc_prefix_cache_reset: drops the cached blocks of the lower tiers.
 void tier_reset_cache(kvc_pool *p);
 
-// Tier part of kvc_pool_check (tier/check.cpp): per-slot counts of swapped-out table entries are
-// gathered by tier_check_sequence() for every sequence, then tier_check() checks the tiers.
-std::vector<int32_t> tier_host_refs(kvc_pool *p);
-kvc_status tier_check_sequence(kvc_pool *p, const Sequence *s, std::vector<int32_t> *refs);
-kvc_status tier_check(kvc_pool *p, const std::vector<int32_t> &refs);
 
 // ---- outside the pool mutex (tier/exec.cpp) -----------------------------------------------------
 
-// Executes and commits every pending job (see above). No-op without tiers or jobs.
-void tier_run_pending(kvc_pool *p);
 // The same with t->exec_mu already held by the caller (kvc_copy_pending, storage/copy_pending.cpp), and
 // regardless of the hold_jobs test hook: it returns when no job is pending any more.
 void tier_run_pending_locked(kvc_pool *p, Tiers *t);
