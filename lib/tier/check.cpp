@@ -2,7 +2,7 @@
 // slots belong to exactly one swapped-out sequence entry, and swapped-out sequences are well formed.
 #include <vector>
 
-#include "core/pool.hpp"
+#include "core/tier_view.hpp"
 #include "error.hpp"
 #include "tier/tiers.hpp"
 
@@ -75,7 +75,7 @@ kvc_status check_slots(const TierSlots &ts, const char *name, const std::vector<
 }  // namespace
 
 std::vector<int32_t> tier_host_refs(kvc_pool *p) {
-    const Tiers *t = p->tiers.load(std::memory_order_acquire);
+    const Tiers *t = pool_tiers(p);
     return std::vector<int32_t>(t ? size_t(t->host->slots.capacity()) : 0, 0);
 }
 
@@ -85,7 +85,7 @@ kvc_status tier_check_sequence(kvc_pool *p, const Sequence *s, std::vector<int32
         TIER_CHECK(s->swap_slots.empty(), "resident sequence %llu has swap slots", id);
         return KVC_OK;
     }
-    TIER_CHECK(p->tiers.load(std::memory_order_acquire), "sequence %llu is swapped out but the pool has no tiers", id);
+    TIER_CHECK(pool_tiers(p), "sequence %llu is swapped out but the pool has no tiers", id);
     TIER_CHECK(s->swap_slots.size() == s->table.size(), "swapped-out sequence %llu has %zu swap slots for %zu blocks",
                id, s->swap_slots.size(), s->table.size());
     for (size_t i = 0; i < s->table.size(); ++i) {
@@ -103,7 +103,7 @@ kvc_status tier_check_sequence(kvc_pool *p, const Sequence *s, std::vector<int32
 }
 
 kvc_status tier_check(kvc_pool *p, const std::vector<int32_t> &refs) {
-    Tiers *t = p->tiers.load(std::memory_order_acquire);
+    Tiers *t = pool_tiers(p);
     if (!t) return KVC_OK;
     const bool idle = t->inflight.load(std::memory_order_acquire) == 0;
     if (kvc_status st = check_slots(t->host->slots, "host", &refs, idle); st != KVC_OK) return st;

@@ -4,8 +4,9 @@
 #include <cstring>
 #include <thread>
 
-#include "core/pool.hpp"
+#include "core/tier_view.hpp"
 #include "error.hpp"
+#include "storage/copy_staging.hpp"
 #include "storage/cuda_api.hpp"
 #include "tier/cuda.hpp"
 #include "tier/plan.hpp"
@@ -29,9 +30,9 @@ struct PassTimes {
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 void execute(kvc_pool *p, Tiers *t, PassTimes *times) {
-    const int64_t stride = p->layout.block_stride;
-    char *dev = static_cast<char *>(p->storage);
-    const bool cuda = p->backend == KVC_BACKEND_CUDA;
+    const int64_t stride = pool_layout(p).block_stride;
+    char *dev = static_cast<char *>(pool_storage_base(p));
+    const bool cuda = pool_backend(p) == KVC_BACKEND_CUDA;
     HostTier &host = *t->host;
     std::vector<TierJob> &jobs = t->running;
     bool &dirty = t->device_dirty;  // CUDA copies issued on the tier stream, not yet waited for
@@ -77,11 +78,11 @@ void execute(kvc_pool *p, Tiers *t, PassTimes *times) {
             continue;
         }
         // Device copies: consecutive ones are timed together.
-        if (cuda && !any_device && p->copy_staging.used) {
+        if (cuda && !any_device && pool_copy_staging(p).used) {
             // kvc_copy_pending drops the pairs' holds on their sources as soon as its kernel is queued,
             // so a copy here may write a block that kernel has yet to read: order after it, on the
             // GPU. The event is recorded under the exec lock, which this executor holds.
-            (void)cuda::stream_wait_event(t->stream, p->copy_staging.last_use);
+            (void)cuda::stream_wait_event(t->stream, pool_copy_staging(p).last_use);
         }
         const Clock::time_point t0 = Clock::now();
         size_t e = i;
@@ -123,7 +124,7 @@ void count_copy(TierCounters &c, bool in, int64_t bytes) {
 
 // Pool mutex held.
 void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
-    const int64_t stride = p->layout.block_stride;
+    const int64_t stride = pool_layout(p).block_stride;
     TierSlots &hs = t->host->slots;
     for (const TierJob &j : t->running) {
         // Planned before a kvc_prefix_cache_reset: the copy is done, but its block is no longer
@@ -251,14 +252,14 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
 void tier_run_pending_locked(kvc_pool *p, Tiers *t) {
     for (;;) {
         {
-            std::lock_guard<std::mutex> lk(p->mu);
+            std::lock_guard<std::mutex> lk(pool_mutex(p));
             if (t->pending.empty()) return;
             t->running.swap(t->pending);
         }
         PassTimes times;
         execute(p, t, &times);
         {
-            std::lock_guard<std::mutex> lk(p->mu);
+            std::lock_guard<std::mutex> lk(pool_mutex(p));
             commit(p, t, times);
         }
         t->running.clear();
@@ -266,7 +267,7 @@ void tier_run_pending_locked(kvc_pool *p, Tiers *t) {
 }
 
 void tier_run_pending(kvc_pool *p) {
-    Tiers *t = p->tiers.load(std::memory_order_acquire);
+    Tiers *t = pool_tiers(p);
     if (!t) return;
 #ifdef KVC_TEST_HOOKS  // kvct_tier_hold_jobs: the test archive only
     if (t->hold_jobs.load(std::memory_order_relaxed)) return;
@@ -276,16 +277,16 @@ void tier_run_pending(kvc_pool *p) {
 }
 
 kvc_status tier_order_stream(kvc_pool *p, Tiers *t, void *stream) {
-    if (p->backend != KVC_BACKEND_CUDA) return KVC_OK;
+    if (pool_backend(p) != KVC_BACKEND_CUDA) return KVC_OK;
     std::lock_guard<std::mutex> lk(t->cuda_mu);
     if (!t->last_event_recorded) return KVC_OK;
     return cuda::stream_wait_event(stream, t->last_event);
 }
 
 kvc_status tier_barrier(kvc_pool *p, void *stream) {
-    Tiers *t = p->tiers.load(std::memory_order_acquire);
+    Tiers *t = pool_tiers(p);
     if (!t) return KVC_OK;
-    if (p->backend == KVC_BACKEND_CUDA) {
+    if (pool_backend(p) == KVC_BACKEND_CUDA) {
         // Inside a CUDA graph capture, neither run jobs (they may synchronize, which a capture refuses)
         // nor wait on the copy stream's event (a capture refuses events recorded outside it, and the
         // graph would keep waiting on a stale one). Replays are ordered after the tier copies by the
@@ -304,11 +305,11 @@ Tiers::~Tiers() {
 }
 
 void tier_destroy(kvc_pool *p) {
-    Tiers *t = p->tiers.load(std::memory_order_acquire);
+    Tiers *t = pool_tiers(p);
     if (!t) return;
     t->hold_jobs.store(false);
     tier_run_pending(p);
-    p->tiers.store(nullptr);
+    pool_detach_tiers(p);
     delete t;
 }
 

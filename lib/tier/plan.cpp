@@ -1,7 +1,7 @@
 // Tier planning under the pool mutex: choosing slots, moving identities between indexes and queuing
 // the copies (executed later, outside the lock, by tier/exec.cpp). Nothing here allocates.
 #include "tier/plan.hpp"
-#include "core/pool.hpp"
+#include "core/tier_view.hpp"
 #include "error.hpp"
 
 namespace kvc {
@@ -18,7 +18,6 @@ void tier_push_job(Tiers *t, uint8_t kind, int32_t block, int32_t host, int32_t 
 }
 
 void tier_event(kvc_pool *p, int32_t type, const TierSlots &slots, int32_t s, int32_t tier) {
-    if (!p->tier_events) return;
     const PrefixCache &ix = slots.index();
     EventRecord ev;
     ev.type = type;
@@ -28,11 +27,11 @@ void tier_event(kvc_pool *p, int32_t type, const TierSlots &slots, int32_t s, in
     ev.parent = ix.parent_of(s);
     const bool stored = type == KVC_EVENT_BLOCK_STORED;
     if (stored) {  // as the device's: a stored block carries its keys and token ids
-        ev.num_tokens = p->block_size;
+        ev.num_tokens = pool_block_size(p);
         ev.lora_id = ix.lora_of(s);
         ev.extras_digest = ix.digest_of(s);
     }
-    p->events.push(ev, stored ? ix.tokens_of(s) : nullptr);
+    pool_push_tier_event(p, ev, stored ? ix.tokens_of(s) : nullptr);
 }
 
 // Queues a write of host slot v's block (its index entry names it) into a disk slot: the disk
@@ -61,11 +60,8 @@ static bool write_host_slot_to_disk(kvc_pool *p, Tiers *t, int32_t v, uint8_t ki
 // Host slot v (claimed) receives device block b's identity and a copy of its bytes (kJobSpill; the
 // commit caches v).
 static void copy_device_block_to_host(kvc_pool *p, Tiers *t, int32_t b, int32_t v) {
-    BlockKey key;
-    key.hash = p->cache.hash_of(b);
-    key.lora_id = p->cache.lora_of(b);
-    key.extras_digest = p->cache.digest_of(b);
-    t->host->slots.index_busy(v, p->cache.parent_of(b), key, p->cache.tokens_of(b), p->blocks.priority(b));
+    const CachedIdentity id = pool_cached_identity(p, b);
+    t->host->slots.index_busy(v, id.parent, id.key, id.tokens, id.priority);
     tier_push_job(t, kJobSpill, b, v, -1);
 }
 
@@ -76,7 +72,7 @@ enum VictimState : uint8_t { kNotVictim = 0, kUndecided, kSpilled, kDropped };
 // takes are done (not a victim) or goes to the host tier (a victim chosen for a spill). Walks the
 // hash's copies (one, nearly always; stops at the first kept one).
 static bool device_copy_kept(const kvc_pool *p, const Tiers *t, const Hash128 &h, int32_t except) {
-    for (int32_t c = p->cache.find(h); c >= 0; c = p->cache.next_copy(c))
+    for (int32_t c = pool_first_copy(p, h); c >= 0; c = pool_next_copy(p, c))
         if (c != except && (t->victim_state[size_t(c)] == kNotVictim || t->victim_state[size_t(c)] == kSpilled))
             return true;
     return false;
@@ -102,7 +98,7 @@ static void spill_host_slot_to_disk(kvc_pool *p, Tiers *t, int32_t v) {
 }
 
 int tier_flush_host_slot(kvc_pool *p, int32_t v) {
-    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    Tiers *t = pool_tiers(p);
     TierSlots &hs = t->host->slots;
     if (hs.state(v) != TierSlots::kCached) return 0;
     if (t->disk->slots.find(hs.index().hash_of(v)) >= 0) return 0;
@@ -113,9 +109,9 @@ int tier_flush_host_slot(kvc_pool *p, int32_t v) {
 }
 
 int tier_flush_device_block(kvc_pool *p, int32_t b) {
-    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    Tiers *t = pool_tiers(p);
     TierSlots &hs = t->host->slots;
-    const Hash128 &h = p->cache.hash_of(b);
+    const Hash128 &h = pool_block_hash(p, b);
     if (t->disk->slots.find(h) >= 0) return 0;
     // In the host tier: written from there (unless a copy of it is in flight, which ends on disk or
     // is a flush of this call already).
@@ -145,7 +141,7 @@ int32_t tier_take_host_slot(kvc_pool *p, Tiers *t) {
 // The cached blocks the next n takes evict, in eviction order, into t->victims (marked undecided).
 // The unhashed blocks are taken first and evict nothing: skipped without a walk.
 static void collect_victims(kvc_pool *p, Tiers *t, int64_t n) {
-    const FreeQueues &q = p->blocks.queues();
+    const FreeQueues &q = pool_free_queues(p);
     t->victims.clear();
     n -= q.size(FreeQueues::kUnhashedList);
     if (n <= 0) return;
@@ -166,16 +162,16 @@ static void choose_spills(const kvc_pool *p, Tiers *t) {
     int64_t slots = hs.num_evictable();
     for (auto it = t->victims.rbegin(); it != t->victims.rend(); ++it) {
         const int32_t b = *it;
-        const Hash128 &h = p->cache.hash_of(b);
+        const Hash128 &h = pool_block_hash(p, b);
         const bool keep =
-            slots > 0 && hs.find(h) < 0 && !device_copy_kept(p, t, h, b) && parent_kept(p, t, p->cache.parent_of(b));
+            slots > 0 && hs.find(h) < 0 && !device_copy_kept(p, t, h, b) && parent_kept(p, t, pool_block_parent(p, b));
         t->victim_state[size_t(b)] = keep ? kSpilled : kDropped;
         slots -= keep ? 1 : 0;
     }
 }
 
 void tier_plan_spills(kvc_pool *p, int64_t n) {
-    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    Tiers *t = pool_tiers(p);
     collect_victims(p, t, n);
     if (t->victims.empty()) return;
     choose_spills(p, t);
@@ -192,7 +188,7 @@ void tier_plan_spills(kvc_pool *p, int64_t n) {
 
 int32_t tier_find_lower(kvc_pool *p, const Hash128 &parent, const BlockKey &key, const int32_t *tokens, bool use_disk,
                         int32_t *out_slot) {
-    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    Tiers *t = pool_tiers(p);
     int32_t s = t->host->slots.find_usable(parent, key, tokens);
     if (s >= 0) {
         *out_slot = s;
@@ -209,13 +205,13 @@ int32_t tier_find_lower(kvc_pool *p, const Hash128 &parent, const BlockKey &key,
 }
 
 void tier_pin_restore_sources(kvc_pool *p, const PrefixWalk &w) {
-    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    Tiers *t = pool_tiers(p);
     for (int64_t j = 0; j < w.held(); ++j)
         if (w.blocks[j] < 0) t->host->slots.pin_cached(w.lower_slot[j]);
 }
 
 int32_t tier_restore_hit(kvc_pool *p, const PrefixWalk &w, int64_t j, int32_t priority) {
-    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    Tiers *t = pool_tiers(p);
     TierSlots &hs = t->host->slots;
     const int32_t slot = w.lower_slot[j];
     const int32_t b = pool_take_fresh_block(p, priority);
@@ -226,17 +222,7 @@ int32_t tier_restore_hit(kvc_pool *p, const PrefixWalk &w, int64_t j, int32_t pr
     key.extras_digest = ix.digest_of(slot);
     // The device block is cached right away; readers of its bytes order after the copy through
     // tier_barrier().
-    p->cache.insert(b, ix.parent_of(slot), key, ix.tokens_of(slot));
-    p->blocks.set_cached(b, true);
-    EventRecord ev;
-    ev.type = KVC_EVENT_BLOCK_STORED;
-    ev.block_id = b;
-    ev.num_tokens = p->block_size;
-    ev.hash = key.hash;
-    ev.parent = ix.parent_of(slot);
-    ev.lora_id = key.lora_id;
-    ev.extras_digest = key.extras_digest;
-    p->events.push(ev, ix.tokens_of(slot));
+    pool_enter_restored(p, b, ix.parent_of(slot), key, ix.tokens_of(slot));
     hs.set_priority(slot, priority);
     ++t->host->stats.hits;
     tier_push_job(t, kJobRestore, b, slot, -1);
@@ -244,14 +230,14 @@ int32_t tier_restore_hit(kvc_pool *p, const PrefixWalk &w, int64_t j, int32_t pr
 }
 
 void tier_release_swapped(kvc_pool *p, Sequence *s) {
-    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    Tiers *t = pool_tiers(p);
     for (int32_t slot : s->swap_slots)
         if (slot >= 0) t->host->slots.release(slot);
     s->swap_slots.clear();
 }
 
 void tier_reset_cache(kvc_pool *p) {
-    Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    Tiers *t = pool_tiers(p);
     if (!t) return;
     ++t->cache_epoch;  // jobs in flight (busy slots, untouched here) commit as drops: see Tiers
     t->host->slots.drop_all_cached();

@@ -19,7 +19,7 @@
 #include <new>
 #include <vector>
 
-#include "core/pool.hpp"
+#include "core/tier_view.hpp"
 #include "tier/plan.hpp"
 
 namespace kvc {
@@ -82,7 +82,7 @@ struct RoundPins {
     std::vector<int32_t> pins, next;  // a path that reads the disk anyway: allocating here is fine
     ~RoundPins() {
         if (pins.empty()) return;
-        std::lock_guard<std::mutex> lk(p->mu);
+        std::lock_guard<std::mutex> lk(pool_mutex(p));
         for (auto it = pins.rbegin(); it != pins.rend(); ++it) pool_unpin_block(p, *it);
     }
 };
@@ -92,21 +92,20 @@ struct RoundPins {
 // replaces the previous round's, whose pins are dropped. False, changing nothing, when there is no
 // host hit or too few free device blocks for them. kept->next must have room for w.held() entries.
 bool restore_round(kvc_pool *p, Tiers *t, const PrefixWalk &w, int32_t priority, RoundPins *kept) {
-    if (w.host_hits == 0 || p->blocks.num_free() - w.free_hits < w.host_hits) return false;
+    if (w.host_hits == 0 || pool_num_free(p) - w.free_hits < w.host_hits) return false;
     const int64_t held = w.held();
     kept->next.clear();                 // no allocation from here on
     for (int64_t i = 0; i < held; ++i)  // before any fresh block is taken: eviction must not take them
-        if (w.blocks[i] >= 0) p->blocks.pin(w.blocks[i]);
+        if (w.blocks[i] >= 0) pool_pin_block(p, w.blocks[i]);
     keep_tier_hits(p, t, w, KVC_TIER_DISK, true);  // a host victim's disk spill must not take them
     keep_tier_hits(p, t, w, KVC_TIER_HOST, true);  // restore sources: busy until their copies ran
-    pool_spill_before_taking(p, w.host_hits);      // one fresh block per restore below
+    tier_plan_spills(p, w.host_hits);      // one fresh block per restore below
     for (int64_t i = 0; i < held; ++i) {
         int32_t b = w.blocks[i];
         if (b < 0) {
             if (!w.lower_hit(i, KVC_TIER_HOST)) continue;
             b = tier_restore_hit(p, w, i, priority);  // one reference, which the pin replaces
-            p->blocks.pin(b);
-            p->blocks.release(b);
+            pool_ref_to_pin(p, b);
         }
         kept->next.push_back(b);
     }
@@ -120,12 +119,12 @@ bool restore_round(kvc_pool *p, Tiers *t, const PrefixWalk &w, int32_t priority,
 
 kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
                                PromotionCheck check) {
-    Tiers *t = p->tiers.load(std::memory_order_acquire);
-    if (!t || !p->caching) return KVC_OK;
+    Tiers *t = pool_tiers(p);
+    if (!t || !pool_caching(p)) return KVC_OK;
     {
-        std::lock_guard<std::mutex> lk(p->mu);
+        std::lock_guard<std::mutex> lk(pool_mutex(p));
         if (!t->disk) return KVC_OK;  // attached once, never detached: no need to look again below
-        if ((num_tokens - 1) / p->block_size <= 0) return KVC_OK;  // no full block to hit
+        if ((num_tokens - 1) / pool_block_size(p) <= 0) return KVC_OK;  // no full block to hit
     }
     // Copies in flight (another thread's kvc_tier_prefetch still reading this prompt's blocks) hold
     // their slots busy, which the walk below would take for misses: let them land first.
@@ -134,7 +133,7 @@ kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_t
     for (int round = 0;; ++round) {
         bool short_of_slots = false;
         {
-            std::lock_guard<std::mutex> lk(p->mu);
+            std::lock_guard<std::mutex> lk(pool_mutex(p));
             // The hit kvc_alloc will look for; its held blocks are w.blocks[0 .. held).
             const PrefixWalk w = pool_find_prompt_hit(p, tokens, num_tokens, keys, kWalkHostDisk);
             if (w.disk_hits == 0) break;
@@ -148,7 +147,7 @@ kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_t
         if (t->hold_jobs.load(std::memory_order_relaxed)) break;
 #endif
         {
-            std::lock_guard<std::mutex> lk(p->mu);
+            std::lock_guard<std::mutex> lk(pool_mutex(p));
             const PrefixWalk w = pool_find_prompt_hit(p, tokens, num_tokens, keys, kWalkHostDisk);
             try {
                 kept.next.reserve(size_t(w.held()));

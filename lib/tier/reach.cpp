@@ -9,7 +9,7 @@
 // lookup per tier and step; memory one byte per device block and host / disk slot.
 #include <vector>
 
-#include "core/pool.hpp"
+#include "core/tier_view.hpp"
 #include "tier/tiers.hpp"
 
 namespace kvc {
@@ -28,8 +28,8 @@ struct Place {
 
 class ReachWalk {
 public:
-    explicit ReachWalk(const kvc_pool *p) : p_(p), t_(p->tiers.load(std::memory_order_relaxed)) {
-        memo_[KVC_TIER_DEVICE].assign(size_t(p->num_blocks), kUnknown);
+    explicit ReachWalk(const kvc_pool *p) : p_(p), t_(pool_tiers(p)) {
+        memo_[KVC_TIER_DEVICE].assign(size_t(pool_num_blocks(p)), kUnknown);
         if (t_) memo_[KVC_TIER_HOST].assign(size_t(t_->host->slots.capacity()), kUnknown);
         if (t_ && t_->disk) memo_[KVC_TIER_DISK].assign(size_t(t_->disk->slots.capacity()), kUnknown);
     }
@@ -63,11 +63,11 @@ private:
 
     uint8_t &memo(const Place &x) { return memo_[x.tier][size_t(x.index)]; }
     const Hash128 &parent_of(const Place &x) const {
-        if (x.tier == KVC_TIER_DEVICE) return p_->cache.parent_of(x.index);
+        if (x.tier == KVC_TIER_DEVICE) return pool_block_parent(p_, x.index);
         return lower_slots(t_, x.tier).index().parent_of(x.index);
     }
     Place find(const Hash128 &h) const {
-        if (const int32_t b = p_->cache.find(h); b >= 0) return {KVC_TIER_DEVICE, b};
+        if (const int32_t b = pool_first_copy(p_, h); b >= 0) return {KVC_TIER_DEVICE, b};
         if (!t_) return {};
         if (const int32_t s = t_->host->slots.find(h); s >= 0) return {KVC_TIER_HOST, s};
         if (!t_->disk) return {};
@@ -84,14 +84,14 @@ private:
 }  // namespace
 
 int64_t tier_reachable_blocks(const kvc_pool *p, int32_t tier) {
-    const Tiers *t = p->tiers.load(std::memory_order_relaxed);
+    const Tiers *t = pool_tiers(p);
     if (tier != KVC_TIER_DEVICE && !(t && (tier == KVC_TIER_HOST || t->disk))) return 0;
     ReachWalk walk(p);
     int64_t n = 0;
     if (tier == KVC_TIER_DEVICE) {
         // cached_blocks of the device: refcount 0 with a cache entry (in a priority list)
-        for (int32_t b = 0; b < p->num_blocks; ++b)
-            if (p->blocks.cached(b) && p->blocks.is_free(b)) n += walk.reachable({tier, b}) ? 1 : 0;
+        for (int32_t b = 0, nb = pool_num_blocks(p); b < nb; ++b)
+            if (pool_block_cached(p, b) && pool_block_is_free(p, b)) n += walk.reachable({tier, b}) ? 1 : 0;
         return n;
     }
     const TierSlots &slots = lower_slots(t, tier);

@@ -1,7 +1,7 @@
 // Test-only hooks for the memory tiers (testing.h): fault injection and slot-state counts. The
 // test archive kvc_testing only (lib/CMakeLists.txt), never libkvc.so / libkvc.a.
 #include "testing.h"
-#include "core/pool.hpp"
+#include "core/tier_view.hpp"
 #include "tier/disk_mac.hpp"
 #include "tier/tiers.hpp"
 
@@ -21,7 +21,7 @@ void kvct_disk_force_sync_io(int32_t on) { kvc::tier_force_sync_io(on != 0); }
 void kvct_sodium_library(const char *name) { kvc::disk_mac_set_library(name); }
 
 void kvct_tier_hold_jobs(kvc_pool *pool, int32_t on) {
-    kvc::Tiers *t = pool ? pool->tiers.load() : nullptr;
+    kvc::Tiers *t = pool ? kvc::pool_tiers(pool) : nullptr;
     if (!t) return;
     t->hold_jobs.store(on > 0);
     if (on == 0) kvc::tier_run_pending(pool);
@@ -29,8 +29,8 @@ void kvct_tier_hold_jobs(kvc_pool *pool, int32_t on) {
 
 int64_t kvct_tier_slots_in_state(kvc_pool *pool, int32_t tier, int32_t state) {
     if (!pool) return -1;
-    std::lock_guard<std::mutex> lock(pool->mu);
-    const kvc::Tiers *t = pool->tiers.load();
+    std::lock_guard<std::mutex> lock(kvc::pool_mutex(pool));
+    const kvc::Tiers *t = kvc::pool_tiers(pool);
     const kvc::TierSlots *s = !t                                 ? nullptr
                               : tier == KVC_TIER_HOST            ? &t->host->slots
                               : tier == KVC_TIER_DISK && t->disk ? &t->disk->slots
@@ -43,8 +43,8 @@ int64_t kvct_tier_slots_in_state(kvc_pool *pool, int32_t tier, int32_t state) {
 
 int32_t kvct_tier_corrupt_slot(kvc_pool *pool, int32_t tier, int32_t slot, int32_t state) {
     if (!pool || state < 0 || state > 3) return -1;
-    std::lock_guard<std::mutex> lock(pool->mu);
-    kvc::Tiers *t = pool->tiers.load();
+    std::lock_guard<std::mutex> lock(kvc::pool_mutex(pool));
+    kvc::Tiers *t = kvc::pool_tiers(pool);
     kvc::TierSlots *s = !t                                 ? nullptr
                         : tier == KVC_TIER_HOST            ? &t->host->slots
                         : tier == KVC_TIER_DISK && t->disk ? &t->disk->slots
