@@ -18,6 +18,7 @@ void reap_leases(kvc_xfer_agent *a) {
     for (auto it = a->exports.begin(); it != a->exports.end();) {
         if (it->second.expires_ms <= now) {
             release_blocks(a->pool, it->second.blocks);
+            staging_release(a, &it->second.staged);
             ++a->stats.exports_expired;
             it = a->exports.erase(it);
         } else {
@@ -31,8 +32,10 @@ void reap_leases(kvc_xfer_agent *a) {
 using namespace detail;
 namespace {
 
-kvc_status publish_export(kvc_xfer_agent *a, HeldPrefix &held, int64_t lease_ms, uint64_t *out_export,
-                          int64_t *out_tokens) {
+// st: a CUDA pool's staged copy of the blocks (the descriptor names it instead of the storage);
+// copied into the export, so that the caller still owns it if this throws.
+kvc_status publish_export(kvc_xfer_agent *a, HeldPrefix &held, const StagingLease &st, int64_t lease_ms,
+                          uint64_t *out_export, int64_t *out_tokens) {
     const kvc_pool_config &c = a->pool->config;
     Descriptor d;
     d.nonce = a->nonce;
@@ -45,14 +48,17 @@ kvc_status publish_export(kvc_xfer_agent *a, HeldPrefix &held, int64_t lease_ms,
     d.block_bytes = a->block_bytes;
     d.identity = a->identity;
     d.address = a->address;
-    d.rkey = a->rkey;
+    d.rkey = a->staged ? st.ck->rkey : a->rkey;
     d.tokens = held.tokens;
     d.hashes = held.hashes;
     d.addrs.resize(held.blocks.size());
-    for (size_t i = 0; i < held.blocks.size(); ++i)
-        d.addrs[i] = uint64_t(reinterpret_cast<uintptr_t>(a->base + int64_t(held.blocks[i]) * a->block_bytes));
+    for (size_t i = 0; i < held.blocks.size(); ++i) {
+        const char *at = a->staged ? staging_slot(a, st, int64_t(i)) : a->base + int64_t(held.blocks[i]) * a->block_bytes;
+        d.addrs[i] = uint64_t(reinterpret_cast<uintptr_t>(at));
+    }
     Export e;
     e.blocks = held.blocks;
+    e.staged = st;
     e.expires_ms = now_ms() + lease_ms;
     std::lock_guard<std::mutex> lk(a->mu);
     d.export_id = a->next_export++;
@@ -65,6 +71,33 @@ kvc_status publish_export(kvc_xfer_agent *a, HeldPrefix &held, int64_t lease_ms,
     return KVC_OK;
 }
 
+// Leases held (CUDA pools: stages it first) and publishes the export; on any failure the blocks
+// and staging slots go back and nothing is exported.
+kvc_status export_held(kvc_xfer_agent *a, HeldPrefix &held, int64_t lease_ms, uint64_t *out_export,
+                       int64_t *out_tokens, const char *fn) {
+    StagingLease st;
+    auto give_back = [&] {
+        if (st.ck) {
+            std::lock_guard<std::mutex> lk(a->mu);
+            staging_release(a, &st);
+        }
+        release_blocks(a->pool, held.blocks);
+    };
+    kvc_status s = KVC_OK;
+    try {
+        if (a->staged) {
+            s = staging_reserve(a, int64_t(held.blocks.size()), &st, fn);
+            if (s == KVC_OK) s = stage_out(a, held.blocks, st, fn);
+        }
+        if (s == KVC_OK) s = publish_export(a, held, st, lease_ms, out_export, out_tokens);
+    } catch (...) {
+        give_back();
+        throw;
+    }
+    if (s != KVC_OK) give_back();
+    return s;
+}
+
 }  // namespace
 
 kvc_status agent_export_prompt(kvc_xfer_agent *a, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
@@ -74,24 +107,14 @@ kvc_status agent_export_prompt(kvc_xfer_agent *a, const int32_t *tokens, int64_t
                     (long long)num_tokens, a->pool->block_size);
     HeldPrefix held;
     if (kvc_status st = hold_prompt(a->pool, tokens, num_tokens, keys, &held, fn); st != KVC_OK) return st;
-    try {
-        return publish_export(a, held, lease_ms > 0 ? lease_ms : a->lease_ms, out_export, out_tokens);
-    } catch (...) {
-        release_blocks(a->pool, held.blocks);
-        throw;
-    }
+    return export_held(a, held, lease_ms > 0 ? lease_ms : a->lease_ms, out_export, out_tokens, fn);
 }
 
 kvc_status agent_export_seq(kvc_xfer_agent *a, uint64_t seq_id, int64_t lease_ms, uint64_t *out_export,
                             int64_t *out_tokens, const char *fn) {
     HeldPrefix held;
     if (kvc_status st = hold_seq(a->pool, seq_id, &held, fn); st != KVC_OK) return st;
-    try {
-        return publish_export(a, held, lease_ms > 0 ? lease_ms : a->lease_ms, out_export, out_tokens);
-    } catch (...) {
-        release_blocks(a->pool, held.blocks);
-        throw;
-    }
+    return export_held(a, held, lease_ms > 0 ? lease_ms : a->lease_ms, out_export, out_tokens, fn);
 }
 
 kvc_status agent_export_descriptor(kvc_xfer_agent *a, uint64_t id, uint8_t *buf, int64_t cap, int64_t *out_len,
@@ -122,6 +145,7 @@ kvc_status agent_export_release(kvc_xfer_agent *a, uint64_t id, const char *fn) 
             return fail(KVC_ERR_INVALID_ARG, "%s: export %llu is unknown, released or expired", fn,
                         (unsigned long long)id);
         blocks.swap(it->second.blocks);
+        staging_release(a, &it->second.staged);
         a->exports.erase(it);
     }
     release_blocks(a->pool, blocks);

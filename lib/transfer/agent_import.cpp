@@ -48,7 +48,8 @@ void record_failure(kvc_xfer_agent *a, int32_t failure) {
 
 // Advances one import; under mu.
 void step(kvc_xfer_agent *a, ImportOp *op) {
-    if (op->state == OpState::kDone) return;
+    // kLanding: the progress thread is copying its bytes outside the lock (land_ready).
+    if (op->state == OpState::kDone || op->state == OpState::kLanding) return;
     for (size_t i = 0; i < op->gets.size();) {
         const ucs_status_t gs = a->u->ucp_request_check_status(op->gets[i]);
         if (gs == UCS_INPROGRESS) {
@@ -90,6 +91,10 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
                     "kvc_xfer_op_wait: import %llu: the exporter no longer holds export %llu (released, expired or "
                     "another agent); nothing cached",
                     (unsigned long long)op->id, (unsigned long long)op->desc.export_id);
+        } else if (op->state == OpState::kChecking && op->check == 1 && a->staged && !op->landed) {
+            // CUDA pool: the bytes are in host staging; the progress thread copies them into the
+            // blocks without the lock, then steps this op again.
+            op->state = OpState::kLanding;
         } else if (op->state == OpState::kChecking && op->check == 1) {
             // Bytes landed while the lease held: enter the blocks.
             const int64_t pulled = int64_t(op->res.fresh.size());
@@ -117,6 +122,7 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
         }
     }
     if (op->state == OpState::kDone) {
+        staging_release(a, &op->staged);  // no get or copy uses it any more
         if (op->rkey) {
             a->u->ucp_rkey_destroy(op->rkey);
             op->rkey = nullptr;
@@ -187,9 +193,24 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     // The reservation may have evicted cached blocks whose spill to the host tier is queued: those
     // copies read the blocks the gets are about to write, so they run first (rule 4 of
     // lib/DESIGN.md: a storage access completes what was queued before it).
-    if (kvc_status st = pool_storage_barrier(a->pool, nullptr); st != KVC_OK) {
+    // CUDA pool: the barrier orders this agent's copy stream, which writes the blocks (land()).
+    if (kvc_status st = pool_storage_barrier(a->pool, a->staged ? a->stream : nullptr); st != KVC_OK) {
         abort_import(a->pool, &op->res);
         return refuse(KVC_XFER_FAIL_POOL_FULL, st);
+    }
+    // CUDA pool: the gets land in host staging (agent_staging.cpp).
+    if (a->staged && !op->res.fresh.empty()) {
+        kvc_status st = KVC_OK;
+        try {
+            st = staging_reserve(a, int64_t(op->res.fresh.size()), &op->staged, fn);
+        } catch (...) {
+            abort_import(a->pool, &op->res);
+            throw;
+        }
+        if (st != KVC_OK) {
+            abort_import(a->pool, &op->res);
+            return refuse(KVC_XFER_FAIL_POOL_FULL, st);
+        }
     }
     op->result.struct_size = sizeof op->result;
     op->result.blocks = n;
@@ -238,6 +259,7 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
         }
         if (s != UCS_OK) {
             record_failure(a, KVC_XFER_FAIL_PEER);
+            staging_release(a, &op->staged);
             lk.unlock();
             abort_import(a->pool, &op->res);
             return fail(KVC_ERR_IO, "%s: cannot reach the exporter (ucp_ep_create: %s)", fn, u->ucs_status_string(s));
@@ -249,6 +271,7 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     if (s != UCS_OK) {
         record_failure(a, KVC_XFER_FAIL_PEER);
         op->rkey = nullptr;
+        staging_release(a, &op->staged);
         lk.unlock();
         abort_import(a->pool, &op->res);
         return fail(KVC_ERR_IO, "%s: the exporter's memory key was refused (ucp_ep_rkey_unpack: %s)", fn,
@@ -259,14 +282,18 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     const int64_t bb = a->block_bytes;
     const int64_t m = int64_t(op->res.fresh.size());
     const int64_t max_run = std::max<int64_t>(1, a->max_get_bytes / bb);
+    // Where fresh block j's bytes land: the block itself, or (CUDA pool) its staging slot.
+    auto local_of = [&](int64_t j) {
+        return o->staged.ck ? staging_slot(a, o->staged, j) : a->base + int64_t(o->res.fresh[size_t(j)]) * bb;
+    };
     for (int64_t j = 0; j < m;) {
         int64_t run = 1;
-        while (j + run < m && run < max_run && op->res.fresh[size_t(j + run)] == op->res.fresh[size_t(j)] + run &&
+        while (j + run < m && run < max_run && local_of(j + run) == local_of(j) + run * bb &&
                d.addrs[size_t(skip + j + run)] == d.addrs[size_t(skip + j)] + uint64_t(run * bb))
             ++run;
         ucp_request_param_t prm{};
         prm.op_attr_mask = 0;
-        char *local = a->base + int64_t(op->res.fresh[size_t(j)]) * bb;
+        char *local = local_of(j);
         ucs_status_ptr_t r = u->ucp_get_nbx(ep->ep, local, size_t(run * bb), d.addrs[size_t(skip + j)], op->rkey, &prm);
         if (UCS_PTR_IS_ERR(r)) {
             op->get_error = UCS_PTR_STATUS(r);

@@ -41,8 +41,27 @@ struct ReplyMsg {
     uint32_t pad;
 };
 
+// A CUDA pool's KV crosses UCX through host memory (agent_staging.cpp): chunks of pinned host
+// memory, each registered once with its own rkey, cut into block-sized slots.
+struct StagingChunk {
+    char *base = nullptr;
+    int64_t slots = 0;
+    int64_t free = 0;
+    std::vector<uint8_t> used;  // per slot
+    ucp_mem_h memh = nullptr;
+    std::vector<uint8_t> rkey;  // packed
+};
+// Slots of one chunk (an export's descriptor has one rkey), in block order. A chunk's base and
+// rkey never change once it exists, so they are read through `ck` without the agent's lock.
+struct StagingLease {
+    int32_t chunk = -1;
+    StagingChunk *ck = nullptr;
+    std::vector<int32_t> slots;
+};
+
 struct Export {
     std::vector<int32_t> blocks;
+    StagingLease staged;  // CUDA pool: the blocks' bytes, copied at export
     std::vector<uint8_t> desc;
     int64_t expires_ms = 0;  // steady clock
 };
@@ -56,7 +75,10 @@ struct Endpoint {
     std::string why;
 };
 
-enum class OpState { kPulling, kChecking, kDone };
+// kLanding (CUDA pools): the lease check passed and the progress thread copies the pulled bytes
+// from host staging into the pool's blocks, outside the agent's lock; then back to kChecking with
+// `landed` set, and the next step commits.
+enum class OpState { kPulling, kChecking, kLanding, kDone };
 
 struct ImportOp {
     uint64_t id = 0;
@@ -78,6 +100,8 @@ struct ImportOp {
     int32_t check = -1;  // lease check answer: -1 none yet, 0 not held, 1 held
     CheckMsg check_msg{};
     kvc_xfer_import_result result{};
+    StagingLease staged;  // CUDA pool: where the gets land, blocks res.fresh in order
+    bool landed = false;  // CUDA pool: staged bytes copied into res.fresh
 };
 
 struct PendingReply {
@@ -104,9 +128,15 @@ struct kvc_xfer_agent {
     ucp_context_h ctx = nullptr;
     ucp_worker_h worker = nullptr;
     ucp_mem_h memh = nullptr;
-    std::vector<uint8_t> rkey;
+    std::vector<uint8_t> rkey;  // the storage's (CPU pools)
     std::vector<uint8_t> address;
     int efd = -1;
+    // CUDA pools: no UCX transport here reads device memory, so exports and imports go through
+    // host staging (agent_staging.cpp, lib/transfer/README.md "CUDA pools").
+    bool staged = false;
+    void *stream = nullptr;  // the imports' host-to-device copies (non-blocking, this agent's own)
+    int64_t staging_cap = 0, staging_bytes = 0;  // bytes allowed / allocated
+    std::vector<std::unique_ptr<kvc::xfer::detail::StagingChunk>> chunks;  // under mu
 
     std::mutex mu;
     std::condition_variable cv;  // an op finished
@@ -149,6 +179,20 @@ void step(kvc_xfer_agent *a, ImportOp *op);
 
 int64_t now_ms();
 uint64_t unix_ms();
+
+// agent_staging.cpp: a CUDA pool's host staging. staging_init at create (the stream, the cap);
+// staging_reserve takes n slots of one chunk, growing the staging if needed (takes a->mu itself);
+// staging_release gives them back (under a->mu); stage_out copies leased device blocks into their
+// slots and land copies an import's pulled slots into its fresh blocks (both without any lock,
+// waiting for their copies); staging_unmap before ucp_cleanup, staging_free after.
+kvc_status staging_init(kvc_xfer_agent *a, const char *fn);
+kvc_status staging_reserve(kvc_xfer_agent *a, int64_t n, StagingLease *out, const char *fn);
+void staging_release(kvc_xfer_agent *a, StagingLease *l);
+char *staging_slot(const kvc_xfer_agent *a, const StagingLease &l, int64_t i);
+kvc_status stage_out(kvc_xfer_agent *a, const std::vector<int32_t> &blocks, const StagingLease &l, const char *fn);
+kvc_status land(kvc_xfer_agent *a, ImportOp *op);
+void staging_unmap(kvc_xfer_agent *a);
+void staging_free(kvc_xfer_agent *a);
 
 }  // namespace kvc::xfer::detail
 

@@ -97,10 +97,40 @@ bool progress_round(kvc_xfer_agent *a) {
 using namespace detail;
 namespace {
 
+// CUDA pools: copies the staged bytes of the imports whose lease check passed into their blocks,
+// without the agent's lock (a GPU wait), then lets them commit. The ops stay in the agent's map
+// meanwhile; in kLanding nothing else touches them (step() passes them over, op_wait waits for
+// kDone, and agent_destroy joins this thread before it fails the rest).
+void land_ready(kvc_xfer_agent *a, std::unique_lock<std::mutex> &lk) {
+    if (!a->staged) return;
+    std::vector<ImportOp *> ready;
+    for (auto &kv : a->ops)
+        if (kv.second->state == OpState::kLanding) ready.push_back(kv.second.get());
+    if (ready.empty()) return;
+    std::vector<kvc_status> st(ready.size());
+    std::vector<std::string> why(ready.size());
+    lk.unlock();
+    for (size_t i = 0; i < ready.size(); ++i)
+        if ((st[i] = land(a, ready[i])) != KVC_OK) why[i] = kvc_last_error();
+    lk.lock();
+    for (size_t i = 0; i < ready.size(); ++i) {
+        ImportOp *op = ready[i];
+        op->state = OpState::kChecking;
+        if (st[i] == KVC_OK)
+            op->landed = true;
+        else  // no reason fits better: the pool could not take the bytes
+            op_fail(a, op, st[i], KVC_XFER_FAIL_POOL_FULL,
+                    "kvc_xfer_op_wait: import %llu: copying the pulled blocks into the CUDA pool failed: %s",
+                    (unsigned long long)op->id, why[i].c_str());
+        step(a, op);
+    }
+}
+
 void progress_thread(kvc_xfer_agent *a) {
     std::unique_lock<std::mutex> lk(a->mu);
     while (!a->stop) {
         const bool busy = progress_round(a);
+        land_ready(a, lk);
         // Spin while imports run, and for a moment after the worker last did something (an
         // exporter serving gets emulated over active messages must progress to answer them).
         if (busy || now_ms() - a->last_activity_ms < kSpinAfterActivityMs) {
@@ -132,7 +162,9 @@ void teardown(kvc_xfer_agent *a) {
     // storage's registration; unmapped first, that was a use after free inside UCX.
     if (a->worker) u->ucp_worker_destroy(a->worker);
     if (a->memh) u->ucp_mem_unmap(a->ctx, a->memh);
+    if (a->ctx) staging_unmap(a);
     if (a->ctx) u->ucp_cleanup(a->ctx);
+    staging_free(a);
     a->memh = nullptr;
     a->worker = nullptr;
     a->ctx = nullptr;
@@ -147,8 +179,9 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     if (kvc_status st = load_ucx(&u, fn); st != KVC_OK) return st;
     kvc_storage_info si{};
     si.struct_size = sizeof si;
-    if (pool->backend != KVC_BACKEND_CPU || kvc_storage_get_info(pool, &si) != KVC_OK)
-        return fail(KVC_ERR_UNSUPPORTED, "%s: KV transfer needs a CPU-backend pool (CUDA pools: not yet)", fn);
+    if ((pool->backend != KVC_BACKEND_CPU && pool->backend != KVC_BACKEND_CUDA) ||
+        kvc_storage_get_info(pool, &si) != KVC_OK)
+        return fail(KVC_ERR_UNSUPPORTED, "%s: KV transfer needs a pool with KV storage (CPU or CUDA backend)", fn);
     if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "%s: KV transfer needs prefix caching on", fn);
     auto a = std::make_unique<kvc_xfer_agent>();
     a->pool = pool;
@@ -163,9 +196,16 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     std::random_device rd;
     a->nonce = (uint64_t(rd()) << 32 | rd()) ^ uint64_t(getpid()) ^ uint64_t(now_ms()) << 20;
     if (a->nonce == 0) a->nonce = 1;
+    // A CUDA pool's blocks go through host staging (agent_staging.cpp): no UCX transport here
+    // reads device memory.
+    a->staged = pool->backend == KVC_BACKEND_CUDA;
+    if (a->staged)
+        if (kvc_status st = staging_init(a.get(), fn); st != KVC_OK) return st;
 
     try {
-        return agent_setup(a, cfg, out, fn);
+        const kvc_status st = agent_setup(a, cfg, out, fn);
+        if (st != KVC_OK && a) teardown(a.get());  // idempotent: some failures tore down already
+        return st;
     } catch (...) {
         teardown(a.get());  // UCX objects made before the failure
         throw;
@@ -202,22 +242,24 @@ kvc_status agent_setup(std::unique_ptr<kvc_xfer_agent> &a, const kvc_xfer_config
         teardown(a.get());
         return ucx_fail(KVC_ERR_IO, fn, "ucp_worker_create", u, s);
     }
-    ucp_mem_map_params_t mp{};
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mp.address = a->base;
-    mp.length = size_t(a->total_bytes);
-    if ((s = u->ucp_mem_map(a->ctx, &mp, &a->memh)) != UCS_OK) {
-        teardown(a.get());
-        return ucx_fail(KVC_ERR_IO, fn, "registering the pool's storage (ucp_mem_map)", u, s);
+    if (!a->staged) {  // a CUDA pool's device memory is not registered: its staging chunks are
+        ucp_mem_map_params_t mp{};
+        mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+        mp.address = a->base;
+        mp.length = size_t(a->total_bytes);
+        if ((s = u->ucp_mem_map(a->ctx, &mp, &a->memh)) != UCS_OK) {
+            teardown(a.get());
+            return ucx_fail(KVC_ERR_IO, fn, "registering the pool's storage (ucp_mem_map)", u, s);
+        }
+        void *rk = nullptr;
+        size_t rk_len = 0;
+        if ((s = u->ucp_rkey_pack(a->ctx, a->memh, &rk, &rk_len)) != UCS_OK) {
+            teardown(a.get());
+            return ucx_fail(KVC_ERR_IO, fn, "ucp_rkey_pack", u, s);
+        }
+        a->rkey.assign(static_cast<uint8_t *>(rk), static_cast<uint8_t *>(rk) + rk_len);
+        u->ucp_rkey_buffer_release(rk);
     }
-    void *rk = nullptr;
-    size_t rk_len = 0;
-    if ((s = u->ucp_rkey_pack(a->ctx, a->memh, &rk, &rk_len)) != UCS_OK) {
-        teardown(a.get());
-        return ucx_fail(KVC_ERR_IO, fn, "ucp_rkey_pack", u, s);
-    }
-    a->rkey.assign(static_cast<uint8_t *>(rk), static_cast<uint8_t *>(rk) + rk_len);
-    u->ucp_rkey_buffer_release(rk);
     ucp_address_t *wa = nullptr;
     size_t wa_len = 0;
     if ((s = u->ucp_worker_get_address(a->worker, &wa, &wa_len)) != UCS_OK) {
