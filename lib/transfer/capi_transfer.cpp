@@ -1,5 +1,5 @@
 // C API: KV transfer between pools (kvc_xfer_*). Plain argument checks here, the work in
-// agent.cpp; no exception crosses the boundary.
+// agent_*.cpp; no exception crosses the boundary.
 #include <cstring>
 
 #include "capi/args.hpp"

@@ -1,0 +1,355 @@
+// The import side: checks and reservation (kvc_xfer_import, caller's thread), the state machine the
+// progress thread advances (gets, lease check, commit or failure), and waiting for an import.
+// lib/transfer/README.md, protocol steps 2 to 5.
+#include "transfer/agent.hpp"
+
+#ifdef KVC_HAVE_UCX
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include "core/pool.hpp"
+#include "error.hpp"
+#include "storage/pool_access.hpp"
+#include "transfer/agent_state.hpp"
+
+namespace kvc::xfer {
+namespace detail {
+namespace {
+
+std::string vformat(const char *fmt, va_list ap) {
+    char buf[512];
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    return buf;
+}
+
+}  // namespace
+
+// Marks op failed (once). Its blocks go back when its gets have stopped (step()).
+__attribute__((format(printf, 5, 6))) void op_fail(kvc_xfer_agent *a, ImportOp *op, kvc_status st, int32_t failure,
+                                                   const char *fmt, ...) {
+    if (op->failing || op->state == OpState::kDone) return;
+    va_list ap;
+    va_start(ap, fmt);
+    op->message = vformat(fmt, ap);
+    va_end(ap);
+    op->status = st;
+    op->failure = failure;
+    op->failing = true;
+    (void)a;
+}
+
+void record_failure(kvc_xfer_agent *a, int32_t failure) {
+    ++a->stats.imports_failed;
+    if (failure > 0 && failure < 9) ++a->stats.failures[failure];
+}
+
+// Advances one import; under mu.
+void step(kvc_xfer_agent *a, ImportOp *op) {
+    // kLanding: the progress thread is copying its bytes outside the lock (land_ready).
+    if (op->state == OpState::kDone || op->state == OpState::kLanding) return;
+    for (size_t i = 0; i < op->gets.size();) {
+        const ucs_status_t gs = a->u->ucp_request_check_status(op->gets[i]);
+        if (gs == UCS_INPROGRESS) {
+            ++i;
+            continue;
+        }
+        if (gs != UCS_OK && op->get_error == UCS_OK) op->get_error = gs;
+        a->u->ucp_request_free(op->gets[i]);
+        op->gets[i] = op->gets.back();
+        op->gets.pop_back();
+        --op->outstanding;
+    }
+    const int64_t now = now_ms();
+    if (!op->failing) {
+        if (op->ep && op->ep->failed) {
+            if (op->ep->why.empty()) op->ep->why = a->u->ucs_status_string(op->ep->error);
+            ep_mark_failed(a, op->ep, op->ep->why);
+            op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER, "kvc_xfer_op_wait: import %llu: the exporter went away (%s)",
+                    (unsigned long long)op->id, op->ep->why.c_str());
+        } else if (now >= op->deadline_ms)
+            op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_TIMEOUT, "kvc_xfer_op_wait: import %llu timed out after %lld ms",
+                    (unsigned long long)op->id, (long long)a->timeout_ms);
+        else if (op->state == OpState::kPulling && op->outstanding == 0) {
+            if (op->get_error != UCS_OK) {
+                op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER, "kvc_xfer_op_wait: import %llu: a get failed: %s",
+                        (unsigned long long)op->id, a->u->ucs_status_string(op->get_error));
+            } else {
+                op->state = OpState::kChecking;
+                op->check_msg = CheckMsg{op->desc.export_id, op->desc.nonce, op->id, a->nonce};
+                ucs_status_t st = am_send(a, op->ep->ep, kAmCheck, &op->check_msg, sizeof op->check_msg, nullptr,
+                                          UCP_AM_SEND_FLAG_REPLY);
+                if (st != UCS_OK && st != UCS_INPROGRESS)
+                    op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER,
+                            "kvc_xfer_op_wait: import %llu: the lease check could not be sent: %s",
+                            (unsigned long long)op->id, a->u->ucs_status_string(st));
+            }
+        } else if (op->state == OpState::kChecking && op->check == 0) {
+            op_fail(a, op, KVC_ERR_STATE, KVC_XFER_FAIL_LEASE,
+                    "kvc_xfer_op_wait: import %llu: the exporter no longer holds export %llu (released, expired or "
+                    "another agent); nothing cached",
+                    (unsigned long long)op->id, (unsigned long long)op->desc.export_id);
+        } else if (op->state == OpState::kChecking && op->check == 1 && a->staged && !op->landed) {
+            // CUDA pool: the bytes are in host staging; the progress thread copies them into the
+            // blocks without the lock, then steps this op again.
+            op->state = OpState::kLanding;
+        } else if (op->state == OpState::kChecking && op->check == 1) {
+            // Bytes landed while the lease held: enter the blocks.
+            const int64_t pulled = int64_t(op->res.fresh.size());
+            const int64_t cached =
+                commit_import(a->pool, op->keys.data(), op->desc.tokens.data(), op->desc.count(), &op->res);
+            op->result.blocks_pulled = pulled;
+            op->result.blocks_cached = cached;
+            op->result.bytes_pulled = pulled * a->block_bytes;
+            op->result.cached_tokens = op->desc.count() * op->desc.block_size;
+            a->stats.blocks_pulled += pulled;
+            a->stats.blocks_cached += cached;
+            a->stats.bytes_pulled += pulled * a->block_bytes;
+            ++a->stats.imports_ok;
+            op->state = OpState::kDone;
+        }
+    }
+    if (op->failing && op->state != OpState::kDone) {
+        // The gets must stop before the blocks go back: force-close the endpoint (it fails every
+        // import using it) unless they are done already.
+        if (op->outstanding > 0 && op->ep) ep_mark_failed(a, op->ep, "closed after a failed import");
+        if (op->outstanding == 0) {
+            abort_import(a->pool, &op->res);
+            record_failure(a, op->failure);
+            op->state = OpState::kDone;
+        }
+    }
+    if (op->state == OpState::kDone) {
+        staging_release(a, &op->staged);  // no get or copy uses it any more
+        if (op->rkey) {
+            a->u->ucp_rkey_destroy(op->rkey);
+            op->rkey = nullptr;
+        }
+        op->ep.reset();
+        op->result.status = op->status;
+        op->result.failure = op->failure;
+        op->result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - op->start).count();
+        a->stats.import_seconds += op->result.seconds;
+        a->cv.notify_all();
+    }
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, const KeySet &keys, uint64_t *out_op,
+                        const char *fn) {
+    auto refuse = [a](int32_t failure, kvc_status st) {
+        std::lock_guard<std::mutex> lk(a->mu);
+        ++a->stats.imports_started;
+        record_failure(a, failure);
+        return st;
+    };
+    auto op = std::make_unique<ImportOp>();
+    op->start = std::chrono::steady_clock::now();
+    Descriptor &d = op->desc;
+    if (kvc_status st = decode(buf, len, &d, fn); st != KVC_OK) return refuse(KVC_XFER_FAIL_DESCRIPTOR, st);
+    const kvc_pool_config &c = a->pool->config;
+    if (d.block_size != c.block_size || d.num_layers != c.num_layers || d.num_kv_heads != c.num_kv_heads ||
+        d.head_dim != c.head_dim || d.kv_dtype != c.kv_dtype || d.block_bytes != a->block_bytes)
+        return refuse(
+            KVC_XFER_FAIL_LAYOUT,
+            fail(KVC_ERR_INVALID_ARG,
+                 "%s: layout mismatch: descriptor block size %d, %d layers, %d KV heads, head dim %d, dtype "
+                 "%d, %lld bytes/block; this pool %d, %d, %d, %d, %d, %lld",
+                 fn, d.block_size, d.num_layers, d.num_kv_heads, d.head_dim, d.kv_dtype, (long long)d.block_bytes,
+                 c.block_size, c.num_layers, c.num_kv_heads, c.head_dim, c.kv_dtype, (long long)a->block_bytes));
+    if (d.identity != a->identity)
+        return refuse(
+            KVC_XFER_FAIL_LAYOUT,
+            fail(KVC_ERR_INVALID_ARG, "%s: model identity mismatch: descriptor \"%.200s\", this agent \"%.200s\"", fn,
+                 d.identity.c_str(), a->identity.c_str()));
+    // The hash chain, recomputed from the token ids and this request's keys.
+    const int64_t n = d.count();
+    op->keys.resize(size_t(n));
+    {
+        BlockHasher h;
+        h.init(d.block_size);
+        Hash128 parent = kRootHash;
+        for (int64_t i = 0; i < n; ++i) {
+            op->keys[size_t(i)] = h.hash_block(parent, d.tokens.data() + i * d.block_size, i, keys);
+            if (op->keys[size_t(i)].hash != d.hashes[size_t(i)])
+                return refuse(KVC_XFER_FAIL_HASH,
+                              fail(KVC_ERR_INVALID_ARG,
+                                   "%s: block %lld's hash is not that of its token ids under these keys (other keys, "
+                                   "salt or LoRA, or a forged descriptor); nothing imported",
+                                   fn, (long long)i));
+            parent = d.hashes[size_t(i)];
+        }
+    }
+    if (n > a->pool->num_blocks)
+        return refuse(KVC_XFER_FAIL_POOL_FULL, fail(KVC_ERR_OUT_OF_BLOCKS, "%s: %lld blocks exceed the pool's %d", fn,
+                                                    (long long)n, a->pool->num_blocks));
+    if (kvc_status st = reserve_import(a->pool, op->keys.data(), d.tokens.data(), n, keys.priority, &op->res, fn);
+        st != KVC_OK)
+        return refuse(KVC_XFER_FAIL_POOL_FULL, st);
+    // The reservation may have evicted cached blocks whose spill to the host tier is queued: those
+    // copies read the blocks the gets are about to write, so they run first (rule 4 of
+    // lib/DESIGN.md: a storage access completes what was queued before it).
+    // CUDA pool: the barrier orders this agent's copy stream, which writes the blocks (land()).
+    if (kvc_status st = pool_storage_barrier(a->pool, a->staged ? a->stream : nullptr); st != KVC_OK) {
+        abort_import(a->pool, &op->res);
+        return refuse(KVC_XFER_FAIL_POOL_FULL, st);
+    }
+    // CUDA pool: the gets land in host staging (agent_staging.cpp).
+    if (a->staged && !op->res.fresh.empty()) {
+        kvc_status st = KVC_OK;
+        try {
+            st = staging_reserve(a, int64_t(op->res.fresh.size()), &op->staged, fn);
+        } catch (...) {
+            abort_import(a->pool, &op->res);
+            throw;
+        }
+        if (st != KVC_OK) {
+            abort_import(a->pool, &op->res);
+            return refuse(KVC_XFER_FAIL_POOL_FULL, st);
+        }
+    }
+    op->result.struct_size = sizeof op->result;
+    op->result.blocks = n;
+    op->result.blocks_skipped = op->res.skipped;
+
+    std::unique_lock<std::mutex> lk(a->mu);
+    const UcxApi *u = a->u;
+    ++a->stats.imports_started;
+    a->stats.blocks_skipped += op->res.skipped;
+    op->id = a->next_op++;
+    op->deadline_ms = now_ms() + a->timeout_ms;
+    ImportOp *o = op.get();
+    if (op->res.fresh.empty()) {
+        // Everything is cached here already: nothing to pull, nothing to check.
+        commit_import(a->pool, op->keys.data(), d.tokens.data(), n, &op->res);
+        op->result.cached_tokens = n * d.block_size;
+        ++a->stats.imports_ok;
+        op->state = OpState::kDone;
+        op->result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - op->start).count();
+        a->ops.emplace(op->id, std::move(op));
+        *out_op = o->id;
+        return KVC_OK;
+    }
+    // The endpoint to the exporter (one per remote worker, shared by its imports).
+    std::string key(reinterpret_cast<const char *>(d.address.data()), d.address.size());
+    std::shared_ptr<Endpoint> ep;
+    auto found = a->eps.find(key);
+    if (found != a->eps.end() && !found->second->failed) {
+        ep = found->second;
+    } else {
+        ep = std::make_shared<Endpoint>();
+        ucp_ep_params_t ep_p{};
+        ep_p.field_mask =
+            UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep_p.address = reinterpret_cast<const ucp_address_t *>(d.address.data());
+        ep_p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ep_p.err_handler.cb = ep_error_cb;
+        ep_p.err_handler.arg = ep.get();
+        ucs_status_t s = u->ucp_ep_create(a->worker, &ep_p, &ep->ep);
+        if (s == UCS_ERR_UNREACHABLE) {
+            // Shared-memory transports have no peer-failure detection in UCX: without it the
+            // endpoint is created in the default mode, and a dead exporter is noticed by the
+            // import's timeout (lib/transfer/README.md).
+            ep_p.field_mask &= ~uint64_t(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE);
+            s = u->ucp_ep_create(a->worker, &ep_p, &ep->ep);
+        }
+        if (s != UCS_OK) {
+            record_failure(a, KVC_XFER_FAIL_PEER);
+            staging_release(a, &op->staged);
+            lk.unlock();
+            abort_import(a->pool, &op->res);
+            return fail(KVC_ERR_IO, "%s: cannot reach the exporter (ucp_ep_create: %s)", fn, u->ucs_status_string(s));
+        }
+        a->eps[key] = ep;
+    }
+    op->ep = ep;
+    ucs_status_t s = u->ucp_ep_rkey_unpack(ep->ep, d.rkey.data(), &op->rkey);
+    if (s != UCS_OK) {
+        record_failure(a, KVC_XFER_FAIL_PEER);
+        op->rkey = nullptr;
+        staging_release(a, &op->staged);
+        lk.unlock();
+        abort_import(a->pool, &op->res);
+        return fail(KVC_ERR_IO, "%s: the exporter's memory key was refused (ucp_ep_rkey_unpack: %s)", fn,
+                    u->ucs_status_string(s));
+    }
+    // One get per run of blocks contiguous on both sides.
+    const int64_t skip = op->res.skipped;
+    const int64_t bb = a->block_bytes;
+    const int64_t m = int64_t(op->res.fresh.size());
+    const int64_t max_run = std::max<int64_t>(1, a->max_get_bytes / bb);
+    // Where fresh block j's bytes land: the block itself, or (CUDA pool) its staging slot.
+    auto local_of = [&](int64_t j) {
+        return o->staged.ck ? staging_slot(a, o->staged, j) : a->base + int64_t(o->res.fresh[size_t(j)]) * bb;
+    };
+    for (int64_t j = 0; j < m;) {
+        int64_t run = 1;
+        while (j + run < m && run < max_run && local_of(j + run) == local_of(j) + run * bb &&
+               d.addrs[size_t(skip + j + run)] == d.addrs[size_t(skip + j)] + uint64_t(run * bb))
+            ++run;
+        ucp_request_param_t prm{};
+        prm.op_attr_mask = 0;
+        char *local = local_of(j);
+        ucs_status_ptr_t r = u->ucp_get_nbx(ep->ep, local, size_t(run * bb), d.addrs[size_t(skip + j)], op->rkey, &prm);
+        if (UCS_PTR_IS_ERR(r)) {
+            op->get_error = UCS_PTR_STATUS(r);
+            break;
+        }
+        if (r != nullptr) {
+            ++op->outstanding;
+            op->gets.push_back(r);
+        }
+        j += run;
+    }
+    a->ops.emplace(op->id, std::move(op));
+    u->ucp_worker_signal(a->worker);
+    *out_op = o->id;
+    return KVC_OK;
+}
+
+kvc_status agent_op_query(kvc_xfer_agent *a, uint64_t id, int32_t *out_done, const char *fn) {
+    std::lock_guard<std::mutex> lk(a->mu);
+    auto it = a->ops.find(id);
+    if (it == a->ops.end())
+        return fail(KVC_ERR_INVALID_ARG, "%s: import %llu was never issued by this agent or was already waited for", fn,
+                    (unsigned long long)id);
+    *out_done = it->second->state == OpState::kDone ? 1 : 0;
+    return KVC_OK;
+}
+
+kvc_status agent_op_wait(kvc_xfer_agent *a, uint64_t id, int64_t timeout_ms, kvc_xfer_import_result *out,
+                         const char *fn) {
+    std::unique_lock<std::mutex> lk(a->mu);
+    auto it = a->ops.find(id);
+    if (it == a->ops.end())
+        return fail(KVC_ERR_INVALID_ARG, "%s: import %llu was never issued by this agent or was already waited for", fn,
+                    (unsigned long long)id);
+    ImportOp *op = it->second.get();
+    auto done = [op] { return op->state == OpState::kDone; };
+    if (timeout_ms < 0)
+        a->cv.wait(lk, done);
+    else if (!a->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), done))
+        return fail(KVC_ERR_BUSY, "%s: import %llu still running after %lld ms", fn, (unsigned long long)id,
+                    (long long)timeout_ms);
+    op->result.status = op->status;
+    op->result.failure = op->failure;
+    if (out) {  // a larger (newer) struct keeps the fields this library does not know
+        const uint32_t size = out->struct_size;
+        std::memcpy(out, &op->result, sizeof op->result);
+        out->struct_size = size;
+    }
+    const kvc_status st = op->status;
+    const std::string msg = op->message;
+    a->ops.erase(it);
+    if (st != KVC_OK) return fail(st, "%s", msg.c_str());
+    return KVC_OK;
+}
+
+}  // namespace kvc::xfer
+
+#endif  // KVC_HAVE_UCX

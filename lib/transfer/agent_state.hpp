@@ -1,0 +1,199 @@
+// The agent's state, shared by the files that implement it (agent_*.cpp): the lease-check messages,
+// exports, endpoints, imports and struct kvc_xfer_agent itself, and the functions one file calls in
+// another. Internal to lib/transfer; only compiled with the UCX headers (KVC_HAVE_UCX).
+#pragma once
+#ifdef KVC_HAVE_UCX
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/block_hash.hpp"
+#include "kvc/kvc.h"
+#include "transfer/descriptor.hpp"
+#include "transfer/pool_hooks.hpp"
+#include "transfer/ucx_api.hpp"
+
+namespace kvc::xfer::detail {
+
+// Active message ids: an importer asks whether an export's lease held while its gets ran.
+constexpr unsigned kAmCheck = 0x6b76;
+constexpr unsigned kAmReply = 0x6b77;
+// How long the progress thread keeps polling after the worker last did something, ms.
+constexpr int64_t kSpinAfterActivityMs = 20;
+
+struct CheckMsg {
+    uint64_t export_id;
+    uint64_t exporter_nonce;
+    uint64_t op_id;
+    uint64_t importer_nonce;
+};
+struct ReplyMsg {
+    uint64_t op_id;
+    uint64_t importer_nonce;
+    uint32_t ok;
+    uint32_t pad;
+};
+
+// A CUDA pool's KV crosses UCX through host memory (agent_staging.cpp): chunks of pinned host
+// memory, each registered once with its own rkey, cut into block-sized slots.
+struct StagingChunk {
+    char *base = nullptr;
+    int64_t slots = 0;
+    int64_t free = 0;
+    std::vector<uint8_t> used;  // per slot
+    ucp_mem_h memh = nullptr;
+    std::vector<uint8_t> rkey;  // packed
+};
+// Slots of one chunk (an export's descriptor has one rkey), in block order. A chunk's base and
+// rkey never change once it exists, so they are read through `ck` without the agent's lock.
+struct StagingLease {
+    int32_t chunk = -1;
+    StagingChunk *ck = nullptr;
+    std::vector<int32_t> slots;
+};
+
+struct Export {
+    std::vector<int32_t> blocks;
+    StagingLease staged;  // CUDA pool: the blocks' bytes, copied at export
+    std::vector<uint8_t> desc;
+    int64_t expires_ms = 0;  // steady clock
+};
+
+struct Endpoint {
+    ucp_ep_h ep = nullptr;
+    bool failed = false;
+    bool queued = false;  // taken out of the agent's map, to be closed
+    bool closed = false;
+    ucs_status_t error = UCS_OK;  // set by the error callback
+    std::string why;
+};
+
+// kLanding (CUDA pools): the lease check passed and the progress thread copies the pulled bytes
+// from host staging into the pool's blocks, outside the agent's lock; then back to kChecking with
+// `landed` set, and the next step commits.
+enum class OpState { kPulling, kChecking, kLanding, kDone };
+
+struct ImportOp {
+    uint64_t id = 0;
+    OpState state = OpState::kPulling;
+    kvc_status status = KVC_OK;
+    int32_t failure = KVC_XFER_OK;
+    bool failing = false;  // failed; waiting for its gets to stop before the blocks go back
+    std::string message;
+    Descriptor desc;
+    std::vector<BlockKey> keys;
+    Reservation res;
+    std::shared_ptr<Endpoint> ep;
+    ucp_rkey_h rkey = nullptr;
+    int64_t outstanding = 0;   // gets posted and not completed
+    std::vector<void *> gets;  // their requests
+    ucs_status_t get_error = UCS_OK;
+    int64_t deadline_ms = 0;
+    std::chrono::steady_clock::time_point start;
+    int32_t check = -1;  // lease check answer: -1 none yet, 0 not held, 1 held
+    CheckMsg check_msg{};
+    kvc_xfer_import_result result{};
+    StagingLease staged;  // CUDA pool: where the gets land, blocks res.fresh in order
+    bool landed = false;  // CUDA pool: staged bytes copied into res.fresh
+};
+
+struct PendingReply {
+    ucp_ep_h ep;
+    ReplyMsg msg;
+};
+
+}  // namespace kvc::xfer::detail
+
+struct kvc_xfer_agent {
+    kvc_pool *pool = nullptr;
+    const kvc::xfer::UcxApi *u = nullptr;
+    std::string identity;
+    int64_t lease_ms = 0, timeout_ms = 0;
+    uint64_t nonce = 0;
+    // Largest single get: runs of blocks contiguous on both sides are merged up to this size
+    // (KVC_XFER_MAX_GET_BYTES, default 4 MiB; one huge get is slower over shared memory).
+    int64_t max_get_bytes = 4 << 20;
+    int64_t last_activity_ms = 0;  // progress thread only: when the worker last progressed something
+    // Storage (immutable).
+    char *base = nullptr;
+    int64_t total_bytes = 0, block_bytes = 0;
+    // UCX (every call under mu, worker in SERIALIZED mode).
+    ucp_context_h ctx = nullptr;
+    ucp_worker_h worker = nullptr;
+    ucp_mem_h memh = nullptr;
+    std::vector<uint8_t> rkey;  // the storage's (CPU pools)
+    std::vector<uint8_t> address;
+    int efd = -1;
+    // CUDA pools: no UCX transport here reads device memory, so exports and imports go through
+    // host staging (agent_staging.cpp, lib/transfer/README.md "CUDA pools").
+    bool staged = false;
+    void *stream = nullptr;                      // the imports' host-to-device copies (non-blocking, this agent's own)
+    int64_t staging_cap = 0, staging_bytes = 0;  // bytes allowed / allocated
+    std::vector<std::unique_ptr<kvc::xfer::detail::StagingChunk>> chunks;  // under mu
+
+    std::mutex mu;
+    std::condition_variable cv;  // an op finished
+    std::thread thread;
+    bool stop = false;
+    uint64_t next_export = 1, next_op = 1;
+    std::map<uint64_t, kvc::xfer::detail::Export> exports;
+    std::map<uint64_t, std::unique_ptr<kvc::xfer::detail::ImportOp>> ops;
+    std::map<std::string, std::shared_ptr<kvc::xfer::detail::Endpoint>> eps;  // by worker address
+    std::vector<std::shared_ptr<kvc::xfer::detail::Endpoint>> dead_eps;       // failed, to close
+    std::vector<void *> closing;                                              // ep close requests in flight
+    std::vector<kvc::xfer::detail::PendingReply> replies;
+    kvc_xfer_stats stats{};
+};
+
+namespace kvc::xfer::detail {
+
+// agent_worker.cpp: the worker, its endpoints and the progress thread (every function under a->mu).
+void ep_mark_failed(kvc_xfer_agent *a, const std::shared_ptr<Endpoint> &e, const std::string &why);
+void ep_error_cb(void *arg, ucp_ep_h, ucs_status_t status);
+bool progress_round(kvc_xfer_agent *a);
+
+// agent_lease_check.cpp: the lease check's active messages.
+ucs_status_t am_check_cb(void *arg, const void *header, size_t header_length, void *, size_t,
+                         const ucp_am_recv_param_t *param);
+ucs_status_t am_reply_cb(void *arg, const void *header, size_t header_length, void *, size_t,
+                         const ucp_am_recv_param_t *);
+// Sends an active message with header hdr (valid until completion: owned, or in a live op).
+ucs_status_t am_send(kvc_xfer_agent *a, ucp_ep_h ep, unsigned id, const void *hdr, size_t len, ReplyMsg *owned,
+                     unsigned flags);
+
+// agent_export.cpp: leases end (released exports are erased by their caller). Under a->mu.
+void reap_leases(kvc_xfer_agent *a);
+
+// agent_import.cpp: the import state machine. Under a->mu.
+__attribute__((format(printf, 5, 6))) void op_fail(kvc_xfer_agent *a, ImportOp *op, kvc_status st, int32_t failure,
+                                                   const char *fmt, ...);
+void record_failure(kvc_xfer_agent *a, int32_t failure);
+void step(kvc_xfer_agent *a, ImportOp *op);
+
+int64_t now_ms();
+uint64_t unix_ms();
+
+// agent_staging.cpp: a CUDA pool's host staging. staging_init at create (the stream, the cap);
+// staging_reserve takes n slots of one chunk, growing the staging if needed (takes a->mu itself);
+// staging_release gives them back (under a->mu); stage_out copies leased device blocks into their
+// slots and land copies an import's pulled slots into its fresh blocks (both without any lock,
+// waiting for their copies); staging_unmap before ucp_cleanup, staging_free after.
+kvc_status staging_init(kvc_xfer_agent *a, const char *fn);
+kvc_status staging_reserve(kvc_xfer_agent *a, int64_t n, StagingLease *out, const char *fn);
+void staging_release(kvc_xfer_agent *a, StagingLease *l);
+char *staging_slot(const kvc_xfer_agent *a, const StagingLease &l, int64_t i);
+kvc_status stage_out(kvc_xfer_agent *a, const std::vector<int32_t> &blocks, const StagingLease &l, const char *fn);
+kvc_status land(kvc_xfer_agent *a, ImportOp *op);
+void staging_unmap(kvc_xfer_agent *a);
+void staging_free(kvc_xfer_agent *a);
+
+}  // namespace kvc::xfer::detail
+
+#endif  // KVC_HAVE_UCX
