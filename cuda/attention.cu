@@ -198,10 +198,7 @@ kvc_status attention(const AttentionArgs &a, void *stream) {
     const bool fp8 = L.dtype == KVC_DTYPE_FP8_E4M3;
     AttnParams p{};
     p.layer_base = static_cast<const unsigned char *>(a.base) + int64_t(a.layer) * L.layer_stride;
-    p.kv_stride = L.kv_stride;
-    p.head_stride = L.head_stride;
-    p.token_stride = L.token_stride;
-    p.block_stride = L.block_stride;
+    static_cast<kvc::PagedStrides &>(p) = L.strides();
     p.block_size = L.block_size;
     p.block_tables = a.block_tables;
     p.max_blocks_per_seq = a.max_blocks_per_seq;

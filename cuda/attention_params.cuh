@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "device_primitives.cuh"
+#include "storage/kv_layout.hpp"
 
 namespace kvc::cuda::detail {
 
@@ -76,10 +77,11 @@ struct TileShape {
     static_assert(kSmemBytes == smem_bytes(kTile), "shared-memory carve-up out of sync");
 };
 
-struct AttnParams {
+// The paged KV geometry (kv_stride, head_stride, token_stride, block_stride and the offset math of
+// storage/kv_layout.hpp) comes from kvc::PagedStrides.
+struct AttnParams : kvc::PagedStrides {
     // KV cache: layer_base = base + layer * layer_stride.
     const unsigned char *layer_base;
-    int64_t kv_stride, head_stride, token_stride, block_stride;
     int32_t block_size;
     FastDiv block_div;  // division by block_size (every kernel: no integer division on the device)
     const int32_t *block_tables;

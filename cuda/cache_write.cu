@@ -11,9 +11,8 @@ namespace {
 
 using detail::fp8_t;
 
-struct WriteGeometry {
-    unsigned char *layer_base;  // base + layer * layer_stride
-    int64_t kv_stride, head_stride, token_stride, block_stride;
+struct WriteGeometry : kvc::PagedStrides {  // the offset math of storage/kv_layout.hpp
+    unsigned char *layer_base;                 // base + layer * layer_stride
     int32_t block_size, num_kv_heads, head_dim;
 };
 
@@ -26,7 +25,7 @@ __global__ void cache_write_kernel(WriteGeometry g, const int64_t *__restrict__ 
     if (slot < 0) return;  // padding
     const int64_t block = slot / g.block_size;
     const int64_t in_block = slot % g.block_size;
-    unsigned char *dst_k = g.layer_base + block * g.block_stride + in_block * g.token_stride;
+    unsigned char *dst_k = g.layer_base + g.token_row(block, in_block);
     const int32_t row = g.num_kv_heads * g.head_dim;
     const Src *src_k = k + token * row;
     const Src *src_v = v + token * row;
@@ -79,10 +78,7 @@ kvc_status cache_write(const CacheWriteArgs &a, void *stream) {
     if (kvc_status st = use_device_of(a.base, "kvc cache write"); st != KVC_OK) return st;
     WriteGeometry g;
     g.layer_base = static_cast<unsigned char *>(a.base) + int64_t(a.layer) * a.layout.layer_stride;
-    g.kv_stride = a.layout.kv_stride;
-    g.head_stride = a.layout.head_stride;
-    g.token_stride = a.layout.token_stride;
-    g.block_stride = a.layout.block_stride;
+    static_cast<kvc::PagedStrides &>(g) = a.layout.strides();
     g.block_size = a.layout.block_size;
     g.num_kv_heads = a.layout.num_kv_heads;
     g.head_dim = a.layout.head_dim;

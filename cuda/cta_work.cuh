@@ -67,7 +67,7 @@ __device__ __forceinline__ const unsigned char *paged_k_row(const AttnParams &p,
                                                             const unsigned char *head_base, int32_t pos) {
     const int32_t blk_idx = int32_t(p.block_div.div(uint32_t(pos)));
     const int64_t block = table[blk_idx];
-    return head_base + block * p.block_stride + int64_t(pos - blk_idx * p.block_size) * p.token_stride;
+    return head_base + p.token_row(block, pos - blk_idx * p.block_size);
 }
 
 // Issues this thread's share of the cp.async copies of one K/V tile: keys t0 .. t0 + tile rows of

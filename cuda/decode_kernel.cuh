@@ -511,6 +511,7 @@ __global__ void __launch_bounds__(DecodeShape<KV, kHeadDim, kRows, MmaT>::kThrea
     };
     auto publish = [&](const KeySlot &k, int stage) {
         if (tracks)
+            // PagedStrides::token_row with the in-block part in 32 bits (a block is far below 2 GiB).
             key_offsets[stage * kT + gtid] = k.slot < 0 ? 0 : int64_t(k.block) * p.block_stride + k.slot * token_stride;
     };
     // The group's share of tile `tile`'s copies (K and V), keys past range_end zero-filled. Only the

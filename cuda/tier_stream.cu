@@ -1,6 +1,6 @@
-// CUDA streams and events used by the memory tiers (lib/tier/cuda.hpp).
+// CUDA streams and events used by the memory tiers (lib/storage/cuda_api.hpp).
 #include "cuda_check.cuh"
-#include "tier/cuda.hpp"
+#include "storage/cuda_api.hpp"
 
 namespace kvc::cuda {
 

@@ -26,42 +26,24 @@ extern "C" {
 
 KVC_API const char *kvc_status_str(int32_t status) {
     switch (status) {
-        case KVC_OK:
-            return "KVC_OK: success";
-        case KVC_ERR_NULL_ARG:
-            return "KVC_ERR_NULL_ARG: a required pointer was NULL";
-        case KVC_ERR_INVALID_ARG:
-            return "KVC_ERR_INVALID_ARG: argument out of range";
-        case KVC_ERR_OVERFLOW:
-            return "KVC_ERR_OVERFLOW: size computation overflows";
-        case KVC_ERR_NO_MEMORY:
-            return "KVC_ERR_NO_MEMORY: allocation failed";
-        case KVC_ERR_OUT_OF_BLOCKS:
-            return "KVC_ERR_OUT_OF_BLOCKS: not enough free blocks";
-        case KVC_ERR_UNKNOWN_SEQ:
-            return "KVC_ERR_UNKNOWN_SEQ: no such sequence";
-        case KVC_ERR_SEQ_EXISTS:
-            return "KVC_ERR_SEQ_EXISTS: sequence id already in use";
-        case KVC_ERR_BUFFER_TOO_SMALL:
-            return "KVC_ERR_BUFFER_TOO_SMALL: caller buffer too small";
-        case KVC_ERR_MAX_LEN:
-            return "KVC_ERR_MAX_LEN: sequence would exceed max_seq_len";
-        case KVC_ERR_BUSY:
-            return "KVC_ERR_BUSY: resources in use";
-        case KVC_ERR_UNSUPPORTED:
-            return "KVC_ERR_UNSUPPORTED: not supported";
-        case KVC_ERR_DEVICE:
-            return "KVC_ERR_DEVICE: device error";
-        case KVC_ERR_IO:
-            return "KVC_ERR_IO: I/O error";
-        case KVC_ERR_VERSION:
-            return "KVC_ERR_VERSION: unknown struct_size";
-        case KVC_ERR_STATE:
-            return "KVC_ERR_STATE: wrong state for this operation";
-        case KVC_ERR_INTERNAL:
-            return "KVC_ERR_INTERNAL: internal invariant failed";
-        default:
-            return "KVC_ERR_?: unknown status";
+        case KVC_OK: return "KVC_OK: success";
+        case KVC_ERR_NULL_ARG: return "KVC_ERR_NULL_ARG: a required pointer was NULL";
+        case KVC_ERR_INVALID_ARG: return "KVC_ERR_INVALID_ARG: argument out of range";
+        case KVC_ERR_OVERFLOW: return "KVC_ERR_OVERFLOW: size computation overflows";
+        case KVC_ERR_NO_MEMORY: return "KVC_ERR_NO_MEMORY: allocation failed";
+        case KVC_ERR_OUT_OF_BLOCKS: return "KVC_ERR_OUT_OF_BLOCKS: not enough free blocks";
+        case KVC_ERR_UNKNOWN_SEQ: return "KVC_ERR_UNKNOWN_SEQ: no such sequence";
+        case KVC_ERR_SEQ_EXISTS: return "KVC_ERR_SEQ_EXISTS: sequence id already in use";
+        case KVC_ERR_BUFFER_TOO_SMALL: return "KVC_ERR_BUFFER_TOO_SMALL: caller buffer too small";
+        case KVC_ERR_MAX_LEN: return "KVC_ERR_MAX_LEN: sequence would exceed max_seq_len";
+        case KVC_ERR_BUSY: return "KVC_ERR_BUSY: resources in use";
+        case KVC_ERR_UNSUPPORTED: return "KVC_ERR_UNSUPPORTED: not supported";
+        case KVC_ERR_DEVICE: return "KVC_ERR_DEVICE: device error";
+        case KVC_ERR_IO: return "KVC_ERR_IO: I/O error";
+        case KVC_ERR_VERSION: return "KVC_ERR_VERSION: unknown struct_size";
+        case KVC_ERR_STATE: return "KVC_ERR_STATE: wrong state for this operation";
+        case KVC_ERR_INTERNAL: return "KVC_ERR_INTERNAL: internal invariant failed";
+        default: return "KVC_ERR_?: unknown status";
     }
 }
 

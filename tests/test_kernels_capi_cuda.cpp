@@ -32,7 +32,7 @@ extern "C" {
 #include "gpu/cuda_graph.hpp"
 #endif
 #include "kvc/kvc.h"
-#include "tier/cuda.hpp"
+#include "storage/cuda_api.hpp"
 
 using kvc_gpu_test::DeviceBuffer;
 

@@ -14,7 +14,6 @@
 #include "storage/kernel_args.hpp"
 #include "storage/pool_access.hpp"
 #include "struct_size.hpp"
-#include "tier/cuda.hpp"
 
 using namespace kvc;
 

@@ -12,7 +12,6 @@
 #include "error.hpp"
 #include "storage/cuda_api.hpp"
 #include "struct_size.hpp"
-#include "tier/cuda.hpp"
 #include "tier/plan.hpp"
 #include "tier/tiers.hpp"
 

@@ -35,18 +35,10 @@ constexpr Hash128 kRootHash = {0x78666572702d6376ull, 0x31762d6b696c6269ull};
 // inlines (a libc memcpy call costs more than copying 64 bytes).
 inline void copy_block_tokens(void *dst, const void *src, size_t bytes) {
     switch (bytes) {
-        case 32:
-            __builtin_memcpy(dst, src, 32);
-            break;
-        case 64:
-            __builtin_memcpy(dst, src, 64);
-            break;
-        case 128:
-            __builtin_memcpy(dst, src, 128);
-            break;
-        default:
-            __builtin_memcpy(dst, src, bytes);
-            break;
+        case 32: __builtin_memcpy(dst, src, 32); break;
+        case 64: __builtin_memcpy(dst, src, 64); break;
+        case 128: __builtin_memcpy(dst, src, 128); break;
+        default: __builtin_memcpy(dst, src, bytes); break;
     }
 }
 

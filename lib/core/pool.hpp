@@ -75,7 +75,7 @@ struct kvc_pool {
     kvc::SequenceTable seqs;
     kvc::PendingCopies copies;
     kvc::PoolCounters counters;
-    std::vector<int32_t> hit_scratch;      // num_blocks entries: PrefixWalk::blocks of the latest walk
+    std::vector<int32_t> hit_scratch;  // num_blocks entries: PrefixWalk::blocks of the latest walk
     // Lower-tier hits of a walk (PrefixWalk::lower_tier / lower_slot): num_blocks entries from the
     // host tier's attach on (empty before: no walk finds a lower-tier hit then).
     std::vector<uint8_t> walk_tier;

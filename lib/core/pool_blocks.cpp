@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "core/pool.hpp"
-#include "storage/pool_access.hpp"
 #include "core/tier_port.hpp"
+#include "storage/pool_access.hpp"
 
 namespace kvc {
 

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "core/pool.hpp"
-#include "error.hpp"
 #include "core/tier_port.hpp"
+#include "error.hpp"
 
 namespace kvc {
 

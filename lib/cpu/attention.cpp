@@ -32,12 +32,9 @@ kvc_status cpu_attention(const AttentionArgs &a) {
     cpu::Isa isa;
     if (kvc_status st = cpu::kernel_isa(&isa)) return st;
     switch (isa) {
-        case cpu::Isa::avx512:
-            return cpu::attention_avx512(a);
-        case cpu::Isa::avx2:
-            return cpu::attention_avx2(a);
-        default:
-            return run_attention(a);
+        case cpu::Isa::avx512: return cpu::attention_avx512(a);
+        case cpu::Isa::avx2: return cpu::attention_avx2(a);
+        default: return run_attention(a);
     }
 }
 

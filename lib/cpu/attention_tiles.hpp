@@ -61,17 +61,10 @@ static inline void scores_lanes(float *st, const float *qt, const float *k, int3
     int32_t r = 0;
     for (; r + kRowBlock * kLanes <= R; r += kRowBlock * kLanes) score_rows<kRowBlock>(st, qt, k, n, d, R, r);
     switch ((R - r) / kLanes) {
-        case 3:
-            score_rows<3>(st, qt, k, n, d, R, r);
-            break;
-        case 2:
-            score_rows<2>(st, qt, k, n, d, R, r);
-            break;
-        case 1:
-            score_rows<1>(st, qt, k, n, d, R, r);
-            break;
-        default:
-            break;
+        case 3: score_rows<3>(st, qt, k, n, d, R, r); break;
+        case 2: score_rows<2>(st, qt, k, n, d, R, r); break;
+        case 1: score_rows<1>(st, qt, k, n, d, R, r); break;
+        default: break;
     }
 }
 
@@ -118,17 +111,10 @@ static inline void pv_lanes(float *acct, const float *st, const float *v, const 
     int32_t r = 0;
     for (; r + kRowBlock * kLanes <= R; r += kRowBlock * kLanes) pv_rows<kRowBlock>(acct, st, v, corr, n, d, R, r);
     switch ((R - r) / kLanes) {
-        case 3:
-            pv_rows<3>(acct, st, v, corr, n, d, R, r);
-            break;
-        case 2:
-            pv_rows<2>(acct, st, v, corr, n, d, R, r);
-            break;
-        case 1:
-            pv_rows<1>(acct, st, v, corr, n, d, R, r);
-            break;
-        default:
-            break;
+        case 3: pv_rows<3>(acct, st, v, corr, n, d, R, r); break;
+        case 2: pv_rows<2>(acct, st, v, corr, n, d, R, r); break;
+        case 1: pv_rows<1>(acct, st, v, corr, n, d, R, r); break;
+        default: break;
     }
 }
 
@@ -240,17 +226,10 @@ static inline void pv_rows(float *acc, const float *s, const float *v, const flo
     int32_t r = 0;
     for (; r + 4 <= rows; r += 4) pv_rows_block<4>(acc, s, v, corr, n, d, r);
     switch (rows - r) {
-        case 3:
-            pv_rows_block<3>(acc, s, v, corr, n, d, r);
-            break;
-        case 2:
-            pv_rows_block<2>(acc, s, v, corr, n, d, r);
-            break;
-        case 1:
-            pv_rows_block<1>(acc, s, v, corr, n, d, r);
-            break;
-        default:
-            break;
+        case 3: pv_rows_block<3>(acc, s, v, corr, n, d, r); break;
+        case 2: pv_rows_block<2>(acc, s, v, corr, n, d, r); break;
+        case 1: pv_rows_block<1>(acc, s, v, corr, n, d, r); break;
+        default: break;
     }
 }
 

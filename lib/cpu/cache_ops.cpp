@@ -20,12 +20,9 @@ kvc_status cpu_cache_write(const CacheWriteArgs &a) {
     cpu::Isa isa;
     if (kvc_status st = cpu::kernel_isa(&isa)) return st;
     switch (isa) {
-        case cpu::Isa::avx512:
-            return cpu::cache_write_avx512(a);
-        case cpu::Isa::avx2:
-            return cpu::cache_write_avx2(a);
-        default:
-            return run_cache_write(a);
+        case cpu::Isa::avx512: return cpu::cache_write_avx512(a);
+        case cpu::Isa::avx2: return cpu::cache_write_avx2(a);
+        default: return run_cache_write(a);
     }
 }
 

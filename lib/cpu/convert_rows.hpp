@@ -25,9 +25,7 @@ typedef uint16_t u16vec __attribute__((vector_size(kLanes * 2)));
 static inline void to_float(float *dst, const void *src, int32_t dtype, int64_t n, float scale) {
     int64_t i = 0;
     switch (dtype) {
-        case KVC_DTYPE_F32:
-            std::memcpy(dst, src, size_t(n) * 4);
-            return;
+        case KVC_DTYPE_F32: std::memcpy(dst, src, size_t(n) * 4); return;
         case KVC_DTYPE_F16: {
             const uint16_t *s = static_cast<const uint16_t *>(src);
 #if defined(KVC_SIMD_AVX512)
@@ -121,9 +119,7 @@ static inline void fp8v_store(uint8_t *dst, fvec f) {
 static inline void from_float(void *dst, const float *src, int32_t dtype, int64_t n, float scale = 1.0f) {
     int64_t i = 0;
     switch (dtype) {
-        case KVC_DTYPE_F32:
-            std::memcpy(dst, src, size_t(n) * 4);
-            return;
+        case KVC_DTYPE_F32: std::memcpy(dst, src, size_t(n) * 4); return;
         case KVC_DTYPE_F16: {
             uint16_t *d = static_cast<uint16_t *>(dst);
 #if defined(KVC_SIMD_AVX2) || defined(KVC_SIMD_AVX512)

@@ -128,12 +128,9 @@ bool cpu_supports(Isa isa, const char **why) {
 
 bool isa_built(Isa isa) {
     switch (isa) {
-        case Isa::avx2:
-            return avx2_variant_built();
-        case Isa::avx512:
-            return avx512_variant_built();
-        default:
-            return true;
+        case Isa::avx2: return avx2_variant_built();
+        case Isa::avx512: return avx512_variant_built();
+        default: return true;
     }
 }
 

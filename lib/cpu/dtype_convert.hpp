@@ -98,14 +98,10 @@ inline uint8_t float_to_fp8_e4m3(float f) {
 // Element-wise loads/stores by dtype, used by the kernels' row converters.
 inline float load_elem(const void *p, int64_t i, int32_t dtype) {
     switch (dtype) {
-        case KVC_DTYPE_F32:
-            return static_cast<const float *>(p)[i];
-        case KVC_DTYPE_F16:
-            return half_to_float(static_cast<const uint16_t *>(p)[i]);
-        case KVC_DTYPE_BF16:
-            return bf16_to_float(static_cast<const uint16_t *>(p)[i]);
-        default:
-            return fp8_e4m3_to_float(static_cast<const uint8_t *>(p)[i]);
+        case KVC_DTYPE_F32: return static_cast<const float *>(p)[i];
+        case KVC_DTYPE_F16: return half_to_float(static_cast<const uint16_t *>(p)[i]);
+        case KVC_DTYPE_BF16: return bf16_to_float(static_cast<const uint16_t *>(p)[i]);
+        default: return fp8_e4m3_to_float(static_cast<const uint8_t *>(p)[i]);
     }
 }
 

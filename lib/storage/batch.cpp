@@ -14,7 +14,6 @@
 #include "error.hpp"
 #include "storage/cuda_api.hpp"
 #include "storage/pool_access.hpp"
-#include "tier/cuda.hpp"
 
 namespace kvc {
 namespace {

@@ -25,7 +25,6 @@
 #include "storage/cuda_api.hpp"
 #include "storage/kernel_args.hpp"
 #include "storage/pool_access.hpp"
-#include "tier/cuda.hpp"
 #include "tier/tiers.hpp"
 
 namespace kvc {

@@ -2,7 +2,6 @@
 
 #include "error.hpp"
 #include "storage/cuda_api.hpp"
-#include "tier/cuda.hpp"
 
 namespace kvc {
 

@@ -1,4 +1,5 @@
-// The host-side view of the CUDA backend. Implemented in cuda/*.cu when libkvc is built with CUDA
+// The host-side view of the CUDA backend, the one interface lib/ has to it: devices, memory, copies,
+// streams and events, kernels. Implemented in cuda/*.cu when libkvc is built with CUDA
 // (KVC_HAVE_CUDA), and by lib/storage/cuda_unavailable.cpp otherwise, where every call reports that CUDA is not
 // available. Functions return KVC_OK or a status whose message was set with kvc::fail; none
 // throws. `stream` is a cudaStream_t passed as void* so this header needs no CUDA includes.
@@ -41,9 +42,24 @@ kvc_status stream_capturing(void *stream, bool *out);
 // Makes `device` current for the calling thread when the process sees more than one GPU (nothing to
 // do with one), so that the legacy default stream (stream NULL) and new events are that device's.
 kvc_status use_device(int32_t device, const char *what);
-// A cudaEvent_t (timing disabled) created on `device`. Record / synchronize / wait / destroy it with
-// the event functions of tier/cuda.hpp; an event can only be recorded on a stream of its device.
+
+// ---- streams and events (cuda/tier_stream.cu): a dedicated copy stream per pool's tiers, an event
+// per swap operation, the copy-on-write staging's ordering. cudaStream_t / cudaEvent_t as void*.
+kvc_status tier_stream_create(int32_t device, void **out_stream);
+void tier_stream_destroy(void *stream);
+kvc_status event_create(void **out_event);
+void event_destroy(void *event);
+kvc_status event_record(void *event, void *stream);
+// *out_done = true once every piece of work recorded before the event has finished.
+kvc_status event_query(void *event, bool *out_done);
+kvc_status event_sync(void *event);
+// Work submitted to `stream` after this call waits for the event on the GPU (no host sync).
+kvc_status stream_wait_event(void *stream, void *event);
+// A cudaEvent_t (timing disabled) created on `device` (event_create: on the current device); an
+// event can only be recorded on a stream of its device.
 kvc_status event_create_on(int32_t device, void **out_event);
+
+// ---- kernels (cuda/*.cu) ----
 
 kvc_status cache_write(const CacheWriteArgs &a, void *stream);
 kvc_status copy_blocks(const CopyBlocksArgs &a, void *stream);

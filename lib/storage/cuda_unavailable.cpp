@@ -35,6 +35,19 @@ kvc_status copy_blocks(const CopyBlocksArgs &, void *) { return no_cuda("copy bl
 kvc_status attention(const AttentionArgs &, void *) { return no_cuda("attention"); }
 size_t attention_workspace_bytes(int32_t, int32_t, int32_t, int64_t) { return 0; }
 
+// Streams and events: tiers on a CPU pool never call them.
+kvc_status tier_stream_create(int32_t, void **) { return no_cuda("tier stream"); }
+void tier_stream_destroy(void *) {}
+kvc_status event_create(void **) { return no_cuda("cuda event"); }
+void event_destroy(void *) {}
+kvc_status event_record(void *, void *) { return no_cuda("cuda event record"); }
+kvc_status event_query(void *, bool *done) {
+    *done = true;
+    return KVC_OK;
+}
+kvc_status event_sync(void *) { return KVC_OK; }
+kvc_status stream_wait_event(void *, void *) { return no_cuda("cuda stream wait"); }
+
 }  // namespace kvc::cuda
 
 #endif  // !KVC_HAVE_CUDA

@@ -14,20 +14,41 @@
 
 #include "kvc/kvc.h"
 
+// Functions the CUDA kernels share with the host (nvcc compiles them for both sides).
+#if defined(__CUDACC__)
+#define KVC_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define KVC_HOST_DEVICE inline
+#endif
+
 namespace kvc {
+
+// The paged layout's offset math inside one layer, written once: the CPU kernels reach it through
+// KvLayout::offset, the CUDA kernels' parameter blocks carry these strides (cuda/attention_params.cuh,
+// cuda/cache_write.cu) and call the same functions on the device.
+struct PagedStrides {
+    int64_t kv_stride = 0;     // K -> V of one layer
+    int64_t head_stride = 0;   // one KV head's block_size rows
+    int64_t token_stride = 0;  // one row: head_dim elements
+    int64_t block_stride = 0;  // one block: every layer, K and V
+    // Byte offset of (block, K = 0 / V = 1, KV head, token in block) from the layer's base.
+    KVC_HOST_DEVICE int64_t row(int64_t block, int32_t kv, int32_t head, int64_t token) const {
+        return block * block_stride + kv * kv_stride + head * head_stride + token * token_stride;
+    }
+    // The same from a base that already points at one K head of the layer (kernels that serve one
+    // KV head fold kv and head into their base pointer).
+    KVC_HOST_DEVICE int64_t token_row(int64_t block, int64_t token) const {
+        return block * block_stride + token * token_stride;
+    }
+};
 
 inline int32_t dtype_bytes(int32_t dtype) {
     switch (dtype) {
-        case KVC_DTYPE_F32:
-            return 4;
-        case KVC_DTYPE_F16:
-            return 2;
-        case KVC_DTYPE_BF16:
-            return 2;
-        case KVC_DTYPE_FP8_E4M3:
-            return 1;
-        default:
-            return 0;
+        case KVC_DTYPE_F32: return 4;
+        case KVC_DTYPE_F16: return 2;
+        case KVC_DTYPE_BF16: return 2;
+        case KVC_DTYPE_FP8_E4M3: return 1;
+        default: return 0;
     }
 }
 
@@ -67,8 +88,9 @@ struct KvLayout {
         return true;
     }
 
+    PagedStrides strides() const { return PagedStrides{kv_stride, head_stride, token_stride, block_stride}; }
     int64_t offset(int64_t block, int32_t layer, int32_t kv, int32_t head, int32_t token) const {
-        return block * block_stride + layer * layer_stride + kv * kv_stride + head * head_stride + token * token_stride;
+        return layer * layer_stride + strides().row(block, kv, head, token);
     }
 };
 

@@ -40,8 +40,7 @@ kvc_status check_slots(const TierSlots &ts, const char *name, const std::vector<
                 TIER_CHECK(!idle, "%s slot %d is busy while no tier copy is in flight", name, s);
                 ++busy;
                 break;
-            default:
-                TIER_CHECK(false, "%s slot %d has unknown state %d", name, s, int(ts.state(s)));
+            default: TIER_CHECK(false, "%s slot %d has unknown state %d", name, s, int(ts.state(s)));
         }
         const int32_t r = refs ? (*refs)[size_t(s)] : 0;
         TIER_CHECK(r == (ts.state(s) == TierSlots::kHeld ? 1 : 0),

@@ -8,7 +8,6 @@
 #include "error.hpp"
 #include "storage/copy_staging.hpp"
 #include "storage/cuda_api.hpp"
-#include "tier/cuda.hpp"
 #include "tier/plan.hpp"
 
 namespace kvc {

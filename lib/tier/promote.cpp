@@ -99,7 +99,7 @@ bool restore_round(kvc_pool *p, Tiers *t, const PrefixWalk &w, int32_t priority,
         if (w.blocks[i] >= 0) pool_pin_block(p, w.blocks[i]);
     keep_tier_hits(p, t, w, KVC_TIER_DISK, true);  // a host victim's disk spill must not take them
     keep_tier_hits(p, t, w, KVC_TIER_HOST, true);  // restore sources: busy until their copies ran
-    tier_plan_spills(p, w.host_hits);      // one fresh block per restore below
+    tier_plan_spills(p, w.host_hits);              // one fresh block per restore below
     for (int64_t i = 0; i < held; ++i) {
         int32_t b = w.blocks[i];
         if (b < 0) {

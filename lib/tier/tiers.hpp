@@ -113,10 +113,6 @@ void tier_destroy(kvc_pool *p);  // runs pending copies, then frees everything; 
 // the block became usable there (its copy committed), KVC_EVENT_BLOCK_REMOVED when it left.
 void tier_event(kvc_pool *p, int32_t type, const TierSlots &slots, int32_t s, int32_t tier);
 
-
-
-
-
 // kvc_tier_flush (disk tier attached; the caller checks the job capacity, at most 3 jobs each):
 // tier_flush_host_slot queues the write of cached host slot v to the disk if the disk lacks its
 // block; tier_flush_device_block copies refcount-0 cached device block b through a host slot to
@@ -132,7 +128,6 @@ int64_t tier_reachable_blocks(const kvc_pool *p, int32_t tier);
 
 // kvc_prefix_cache_reset: drops the cached blocks of the lower tiers.
 void tier_reset_cache(kvc_pool *p);
-
 
 // ---- outside the pool mutex (tier/exec.cpp) -----------------------------------------------------
 

@@ -12,7 +12,7 @@
 // export reads reused host memory (which the lease check then refuses), never unmapped memory —
 // the same argument as for a CPU pool's storage. The staging grows to the peak of concurrently
 // staged blocks, up to a cap (KVC_XFER_STAGING_BYTES, default the pool's KV storage size).
-// Device copies go through the library's CUDA interface (lib/storage/cuda_api.hpp, lib/tier/cuda.hpp)
+// Device copies go through the library's CUDA interface (lib/storage/cuda_api.hpp, lib/storage/cuda_api.hpp)
 // as the tier code's do.
 #include "transfer/agent.hpp"
 
@@ -26,7 +26,6 @@
 #include "error.hpp"
 #include "storage/cuda_api.hpp"
 #include "storage/pool_access.hpp"
-#include "tier/cuda.hpp"
 #include "transfer/agent_state.hpp"
 
 namespace kvc::xfer::detail {
