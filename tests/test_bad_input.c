@@ -1335,9 +1335,10 @@ static int parse_header(decl *out, int cap) {
     snprintf(path, sizeof path, "%s/include/kvc/kvc.h", KVC_SOURCE_DIR);
     FILE *fp = fopen(path, "rb");
     if (!fp) fail_msg("cannot open %s", path);
-    static char text[1 << 18];
+    static char text[1 << 19];
     size_t len = fread(text, 1, sizeof text - 1, fp);
     fclose(fp);
+    if (len == sizeof text - 1) fail_msg("%s does not fit the %zu-byte parse buffer: enlarge it", path, sizeof text - 1);
     text[len] = '\0';
     int n = 0;
     for (char *p = strstr(text, "KVC_API "); p; p = strstr(p + 1, "KVC_API ")) {

@@ -44,117 +44,117 @@ typedef long long swig_type_14;
 typedef _goslice_ swig_type_15;
 typedef _goslice_ swig_type_16;
 typedef _goslice_ swig_type_17;
-typedef _goslice_ swig_type_18;
-typedef _goslice_ swig_type_19;
+typedef long long swig_type_18;
+typedef long long swig_type_19;
 typedef long long swig_type_20;
-typedef _gostring_ swig_type_21;
+typedef long long swig_type_21;
 typedef long long swig_type_22;
 typedef long long swig_type_23;
 typedef long long swig_type_24;
 typedef long long swig_type_25;
 typedef long long swig_type_26;
-typedef _goslice_ swig_type_27;
+typedef long long swig_type_27;
 typedef long long swig_type_28;
-typedef _goslice_ swig_type_29;
+typedef long long swig_type_29;
 typedef long long swig_type_30;
-typedef _goslice_ swig_type_31;
+typedef long long swig_type_31;
 typedef long long swig_type_32;
-typedef _goslice_ swig_type_33;
+typedef long long swig_type_33;
 typedef long long swig_type_34;
-typedef _goslice_ swig_type_35;
+typedef long long swig_type_35;
 typedef long long swig_type_36;
-typedef _goslice_ swig_type_37;
-typedef _goslice_ swig_type_38;
+typedef long long swig_type_37;
+typedef long long swig_type_38;
 typedef long long swig_type_39;
-typedef _goslice_ swig_type_40;
+typedef long long swig_type_40;
 typedef long long swig_type_41;
 typedef long long swig_type_42;
-typedef _goslice_ swig_type_43;
-typedef _goslice_ swig_type_44;
-typedef _goslice_ swig_type_45;
-typedef _goslice_ swig_type_46;
+typedef long long swig_type_43;
+typedef long long swig_type_44;
+typedef long long swig_type_45;
+typedef long long swig_type_46;
 typedef long long swig_type_47;
-typedef _goslice_ swig_type_48;
-typedef _goslice_ swig_type_49;
-typedef _goslice_ swig_type_50;
+typedef long long swig_type_48;
+typedef long long swig_type_49;
+typedef long long swig_type_50;
 typedef long long swig_type_51;
 typedef long long swig_type_52;
-typedef _goslice_ swig_type_53;
+typedef long long swig_type_53;
 typedef long long swig_type_54;
 typedef long long swig_type_55;
 typedef long long swig_type_56;
 typedef long long swig_type_57;
-typedef long long swig_type_58;
+typedef _goslice_ swig_type_58;
 typedef _goslice_ swig_type_59;
 typedef long long swig_type_60;
-typedef _goslice_ swig_type_61;
+typedef _gostring_ swig_type_61;
 typedef long long swig_type_62;
-typedef _goslice_ swig_type_63;
+typedef long long swig_type_63;
 typedef long long swig_type_64;
 typedef long long swig_type_65;
 typedef long long swig_type_66;
 typedef _goslice_ swig_type_67;
 typedef long long swig_type_68;
 typedef _goslice_ swig_type_69;
-typedef _goslice_ swig_type_70;
-typedef long long swig_type_71;
-typedef _goslice_ swig_type_72;
-typedef long long swig_type_73;
-typedef long long swig_type_74;
+typedef long long swig_type_70;
+typedef _goslice_ swig_type_71;
+typedef long long swig_type_72;
+typedef _goslice_ swig_type_73;
+typedef _goslice_ swig_type_74;
 typedef long long swig_type_75;
-typedef long long swig_type_76;
+typedef _goslice_ swig_type_76;
 typedef long long swig_type_77;
-typedef long long swig_type_78;
+typedef _goslice_ swig_type_78;
 typedef long long swig_type_79;
-typedef long long swig_type_80;
+typedef _goslice_ swig_type_80;
 typedef long long swig_type_81;
 typedef long long swig_type_82;
-typedef long long swig_type_83;
-typedef long long swig_type_84;
-typedef long long swig_type_85;
-typedef long long swig_type_86;
+typedef _goslice_ swig_type_83;
+typedef _goslice_ swig_type_84;
+typedef _goslice_ swig_type_85;
+typedef _goslice_ swig_type_86;
 typedef long long swig_type_87;
-typedef long long swig_type_88;
-typedef long long swig_type_89;
-typedef long long swig_type_90;
+typedef _goslice_ swig_type_88;
+typedef _goslice_ swig_type_89;
+typedef _goslice_ swig_type_90;
 typedef long long swig_type_91;
 typedef long long swig_type_92;
 typedef long long swig_type_93;
 typedef long long swig_type_94;
-typedef long long swig_type_95;
+typedef _goslice_ swig_type_95;
 typedef long long swig_type_96;
 typedef long long swig_type_97;
 typedef long long swig_type_98;
-typedef long long swig_type_99;
+typedef _goslice_ swig_type_99;
 typedef long long swig_type_100;
-typedef long long swig_type_101;
+typedef _goslice_ swig_type_101;
 typedef long long swig_type_102;
-typedef long long swig_type_103;
+typedef _goslice_ swig_type_103;
 typedef long long swig_type_104;
 typedef long long swig_type_105;
 typedef long long swig_type_106;
-typedef long long swig_type_107;
+typedef _goslice_ swig_type_107;
 typedef long long swig_type_108;
-typedef long long swig_type_109;
+typedef _goslice_ swig_type_109;
 typedef long long swig_type_110;
-typedef long long swig_type_111;
-typedef long long swig_type_112;
-typedef _goslice_ swig_type_113;
-typedef long long swig_type_114;
+typedef _goslice_ swig_type_111;
+typedef _goslice_ swig_type_112;
+typedef long long swig_type_113;
+typedef _goslice_ swig_type_114;
 typedef _goslice_ swig_type_115;
 typedef _goslice_ swig_type_116;
-typedef long long swig_type_117;
-typedef _goslice_ swig_type_118;
+typedef _goslice_ swig_type_117;
+typedef long long swig_type_118;
 typedef _goslice_ swig_type_119;
-typedef long long swig_type_120;
-typedef _goslice_ swig_type_121;
+typedef _goslice_ swig_type_120;
+typedef long long swig_type_121;
 typedef _goslice_ swig_type_122;
-typedef long long swig_type_123;
-typedef _goslice_ swig_type_124;
+typedef _goslice_ swig_type_123;
+typedef long long swig_type_124;
 typedef _goslice_ swig_type_125;
-typedef long long swig_type_126;
-typedef _goslice_ swig_type_127;
-typedef long long swig_type_128;
+typedef _goslice_ swig_type_126;
+typedef long long swig_type_127;
+typedef _goslice_ swig_type_128;
 typedef long long swig_type_129;
 typedef long long swig_type_130;
 typedef long long swig_type_131;
@@ -168,35 +168,35 @@ typedef long long swig_type_138;
 typedef long long swig_type_139;
 typedef long long swig_type_140;
 typedef long long swig_type_141;
-typedef _goslice_ swig_type_142;
-typedef long long swig_type_143;
-typedef _goslice_ swig_type_144;
-typedef long long swig_type_145;
+typedef long long swig_type_142;
+typedef _goslice_ swig_type_143;
+typedef long long swig_type_144;
+typedef _goslice_ swig_type_145;
 typedef long long swig_type_146;
-typedef long long swig_type_147;
+typedef _gostring_ swig_type_147;
 typedef long long swig_type_148;
-typedef long long swig_type_149;
+typedef _gostring_ swig_type_149;
 typedef long long swig_type_150;
-typedef long long swig_type_151;
-typedef long long swig_type_152;
+typedef _gostring_ swig_type_151;
+typedef _gostring_ swig_type_152;
 typedef long long swig_type_153;
-typedef long long swig_type_154;
-typedef long long swig_type_155;
+typedef _gostring_ swig_type_154;
+typedef _goslice_ swig_type_155;
 typedef long long swig_type_156;
-typedef long long swig_type_157;
+typedef _goslice_ swig_type_157;
 typedef long long swig_type_158;
 typedef _goslice_ swig_type_159;
-typedef long long swig_type_160;
-typedef _goslice_ swig_type_161;
-typedef _goslice_ swig_type_162;
-typedef _goslice_ swig_type_163;
-typedef _goslice_ swig_type_164;
+typedef _goslice_ swig_type_160;
+typedef long long swig_type_161;
+typedef long long swig_type_162;
+typedef long long swig_type_163;
+typedef long long swig_type_164;
 typedef long long swig_type_165;
-typedef _goslice_ swig_type_166;
+typedef long long swig_type_166;
 typedef long long swig_type_167;
-typedef _goslice_ swig_type_168;
-typedef _goslice_ swig_type_169;
-typedef _goslice_ swig_type_170;
+typedef long long swig_type_168;
+typedef long long swig_type_169;
+typedef long long swig_type_170;
 typedef long long swig_type_171;
 typedef long long swig_type_172;
 typedef long long swig_type_173;
@@ -217,54 +217,54 @@ typedef long long swig_type_187;
 typedef long long swig_type_188;
 typedef long long swig_type_189;
 typedef long long swig_type_190;
-typedef _goslice_ swig_type_191;
+typedef long long swig_type_191;
 typedef long long swig_type_192;
-typedef _goslice_ swig_type_193;
+typedef long long swig_type_193;
 typedef long long swig_type_194;
-typedef _goslice_ swig_type_195;
-typedef _goslice_ swig_type_196;
+typedef long long swig_type_195;
+typedef long long swig_type_196;
 typedef long long swig_type_197;
-typedef _gostring_ swig_type_198;
+typedef _goslice_ swig_type_198;
 typedef long long swig_type_199;
-typedef _gostring_ swig_type_200;
+typedef _goslice_ swig_type_200;
 typedef long long swig_type_201;
-typedef _gostring_ swig_type_202;
-typedef _gostring_ swig_type_203;
+typedef _goslice_ swig_type_202;
+typedef long long swig_type_203;
 typedef long long swig_type_204;
-typedef _gostring_ swig_type_205;
-typedef _goslice_ swig_type_206;
-typedef long long swig_type_207;
+typedef _goslice_ swig_type_205;
+typedef long long swig_type_206;
+typedef _goslice_ swig_type_207;
 typedef _goslice_ swig_type_208;
 typedef long long swig_type_209;
-typedef _goslice_ swig_type_210;
-typedef _goslice_ swig_type_211;
+typedef long long swig_type_210;
+typedef long long swig_type_211;
 typedef long long swig_type_212;
-typedef _goslice_ swig_type_213;
+typedef long long swig_type_213;
 typedef long long swig_type_214;
-typedef _goslice_ swig_type_215;
+typedef long long swig_type_215;
 typedef long long swig_type_216;
-typedef _goslice_ swig_type_217;
+typedef long long swig_type_217;
 typedef long long swig_type_218;
 typedef long long swig_type_219;
-typedef _goslice_ swig_type_220;
+typedef long long swig_type_220;
 typedef long long swig_type_221;
-typedef _goslice_ swig_type_222;
+typedef long long swig_type_222;
 typedef _goslice_ swig_type_223;
-typedef _goslice_ swig_type_224;
-typedef long long swig_type_225;
+typedef long long swig_type_224;
+typedef _goslice_ swig_type_225;
 typedef _goslice_ swig_type_226;
 typedef _goslice_ swig_type_227;
-typedef _goslice_ swig_type_228;
-typedef long long swig_type_229;
-typedef long long swig_type_230;
-typedef long long swig_type_231;
-typedef long long swig_type_232;
+typedef long long swig_type_228;
+typedef _goslice_ swig_type_229;
+typedef _goslice_ swig_type_230;
+typedef _goslice_ swig_type_231;
+typedef _goslice_ swig_type_232;
 typedef long long swig_type_233;
-typedef long long swig_type_234;
+typedef _goslice_ swig_type_234;
 typedef long long swig_type_235;
-typedef long long swig_type_236;
-typedef long long swig_type_237;
-typedef long long swig_type_238;
+typedef _goslice_ swig_type_236;
+typedef _goslice_ swig_type_237;
+typedef _goslice_ swig_type_238;
 typedef long long swig_type_239;
 typedef long long swig_type_240;
 typedef long long swig_type_241;
@@ -285,12 +285,12 @@ typedef long long swig_type_255;
 typedef long long swig_type_256;
 typedef long long swig_type_257;
 typedef long long swig_type_258;
-typedef long long swig_type_259;
+typedef _goslice_ swig_type_259;
 typedef long long swig_type_260;
-typedef long long swig_type_261;
+typedef _goslice_ swig_type_261;
 typedef long long swig_type_262;
-typedef long long swig_type_263;
-typedef long long swig_type_264;
+typedef _goslice_ swig_type_263;
+typedef _goslice_ swig_type_264;
 typedef _goslice_ swig_type_265;
 typedef _goslice_ swig_type_266;
 typedef _goslice_ swig_type_267;
@@ -402,9 +402,6 @@ extern swig_intgo _wrap_KVC_BACKEND_NONE_raw_5b7ddcfb25ede1b8(void);
 extern swig_intgo _wrap_KVC_BACKEND_CPU_raw_5b7ddcfb25ede1b8(void);
 extern swig_intgo _wrap_KVC_BACKEND_CUDA_raw_5b7ddcfb25ede1b8(void);
 extern swig_intgo _wrap_KVC_BACKEND_AUTO_raw_5b7ddcfb25ede1b8(void);
-extern swig_intgo _wrap_KVC_ALLOC_OK_raw_5b7ddcfb25ede1b8(void);
-extern swig_intgo _wrap_KVC_ALLOC_LATER_raw_5b7ddcfb25ede1b8(void);
-extern swig_intgo _wrap_KVC_ALLOC_NEVER_raw_5b7ddcfb25ede1b8(void);
 extern void _wrap_kvc_pool_config_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_pool_config_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_pool_config_block_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
@@ -449,83 +446,86 @@ extern swig_intgo _wrap_kvc_pool_create_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swi
 extern swig_intgo _wrap_kvc_pool_destroy_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern swig_intgo _wrap_kvc_pool_get_config_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2);
 extern swig_intgo _wrap_kvc_pool_check_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_pool_set_sliding_window_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_get_sliding_window_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_18 arg2);
-extern swig_intgo _wrap_kvc_keys_create_raw_5b7ddcfb25ede1b8(swig_type_19 arg1);
-extern swig_intgo _wrap_kvc_keys_destroy_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_keys_clear_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_keys_set_lora_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_20 arg2);
-extern swig_intgo _wrap_kvc_keys_set_salt_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_21 arg2);
-extern swig_intgo _wrap_kvc_keys_add_mm_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_22 arg2, swig_type_23 arg3, swig_type_24 arg4, swig_type_25 arg5);
-extern swig_intgo _wrap_kvc_keys_set_priority_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_keys_set_max_cached_tokens_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_26 arg2);
-extern swig_intgo _wrap_kvc_can_alloc_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_27 arg2, swig_type_28 arg3, uintptr_t arg4, swig_type_29 arg5);
-extern swig_intgo _wrap_kvc_alloc_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_30 arg2, swig_type_31 arg3, swig_type_32 arg4, uintptr_t arg5, swig_type_33 arg6);
-extern swig_intgo _wrap_kvc_admit_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_34 arg2, swig_type_35 arg3, swig_type_36 arg4, uintptr_t arg5, swig_type_37 arg6, swig_type_38 arg7);
-extern swig_intgo _wrap_kvc_append_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_39 arg2, swig_type_40 arg3, swig_type_41 arg4, swig_type_42 arg5, swig_type_43 arg6);
-extern swig_intgo _wrap_kvc_append_batch_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, swig_type_44 arg3, swig_type_45 arg4, swig_type_46 arg5, swig_type_47 arg6, swig_type_48 arg7, swig_type_49 arg8, swig_type_50 arg9);
-extern swig_intgo _wrap_kvc_truncate_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_51 arg2, swig_type_52 arg3, swig_type_53 arg4);
-extern swig_intgo _wrap_kvc_fork_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_54 arg2, swig_type_55 arg3);
-extern swig_intgo _wrap_kvc_free_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_56 arg2);
-extern swig_intgo _wrap_kvc_abort_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_57 arg2);
-extern swig_intgo _wrap_kvc_seq_block_table_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_58 arg2, swig_type_59 arg3, swig_type_60 arg4, swig_type_61 arg5);
-extern swig_intgo _wrap_kvc_seq_num_tokens_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_62 arg2, swig_type_63 arg3);
-extern swig_intgo _wrap_kvc_seq_slot_mapping_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_64 arg2, swig_type_65 arg3, swig_type_66 arg4, swig_type_67 arg5, swig_type_68 arg6);
-extern swig_intgo _wrap_kvc_take_pending_copies_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_69 arg2, swig_type_70 arg3, swig_type_71 arg4, swig_type_72 arg5);
 extern void _wrap_kvc_stats_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_stats_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_total_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_73 arg2);
-extern swig_type_74 _wrap_kvc_stats_total_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_free_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_75 arg2);
-extern swig_type_76 _wrap_kvc_stats_free_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_77 arg2);
-extern swig_type_78 _wrap_kvc_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_cached_free_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_79 arg2);
-extern swig_type_80 _wrap_kvc_stats_cached_free_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_pinned_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_81 arg2);
-extern swig_type_82 _wrap_kvc_stats_pinned_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_num_seqs_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_83 arg2);
-extern swig_type_84 _wrap_kvc_stats_num_seqs_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_total_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_18 arg2);
+extern swig_type_19 _wrap_kvc_stats_total_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_free_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_20 arg2);
+extern swig_type_21 _wrap_kvc_stats_free_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_22 arg2);
+extern swig_type_23 _wrap_kvc_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_cached_free_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_24 arg2);
+extern swig_type_25 _wrap_kvc_stats_cached_free_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_pinned_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_26 arg2);
+extern swig_type_27 _wrap_kvc_stats_pinned_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_num_seqs_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_28 arg2);
+extern swig_type_29 _wrap_kvc_stats_num_seqs_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_stats_utilization_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
 extern double _wrap_kvc_stats_utilization_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_allocs_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_85 arg2);
-extern swig_type_86 _wrap_kvc_stats_allocs_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_frees_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_87 arg2);
-extern swig_type_88 _wrap_kvc_stats_frees_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_forks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_89 arg2);
-extern swig_type_90 _wrap_kvc_stats_forks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_appends_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_91 arg2);
-extern swig_type_92 _wrap_kvc_stats_appends_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_blocks_allocated_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_93 arg2);
-extern swig_type_94 _wrap_kvc_stats_blocks_allocated_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_blocks_freed_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_95 arg2);
-extern swig_type_96 _wrap_kvc_stats_blocks_freed_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_cow_copies_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_97 arg2);
-extern swig_type_98 _wrap_kvc_stats_cow_copies_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_pending_copies_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_99 arg2);
-extern swig_type_100 _wrap_kvc_stats_pending_copies_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_prefix_query_tokens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_101 arg2);
-extern swig_type_102 _wrap_kvc_stats_prefix_query_tokens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_prefix_hit_tokens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_103 arg2);
-extern swig_type_104 _wrap_kvc_stats_prefix_hit_tokens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_allocs_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_30 arg2);
+extern swig_type_31 _wrap_kvc_stats_allocs_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_frees_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_32 arg2);
+extern swig_type_33 _wrap_kvc_stats_frees_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_forks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_34 arg2);
+extern swig_type_35 _wrap_kvc_stats_forks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_appends_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_36 arg2);
+extern swig_type_37 _wrap_kvc_stats_appends_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_blocks_allocated_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_38 arg2);
+extern swig_type_39 _wrap_kvc_stats_blocks_allocated_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_blocks_freed_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_40 arg2);
+extern swig_type_41 _wrap_kvc_stats_blocks_freed_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_cow_copies_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_42 arg2);
+extern swig_type_43 _wrap_kvc_stats_cow_copies_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_pending_copies_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_44 arg2);
+extern swig_type_45 _wrap_kvc_stats_pending_copies_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_prefix_query_tokens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_46 arg2);
+extern swig_type_47 _wrap_kvc_stats_prefix_query_tokens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_prefix_hit_tokens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_48 arg2);
+extern swig_type_49 _wrap_kvc_stats_prefix_hit_tokens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_stats_prefix_hit_rate_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
 extern double _wrap_kvc_stats_prefix_hit_rate_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_evictions_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_105 arg2);
-extern swig_type_106 _wrap_kvc_stats_evictions_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_verify_misses_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_107 arg2);
-extern swig_type_108 _wrap_kvc_stats_verify_misses_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_events_dropped_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_109 arg2);
-extern swig_type_110 _wrap_kvc_stats_events_dropped_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_stats_cached_blocks_total_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_111 arg2);
-extern swig_type_112 _wrap_kvc_stats_cached_blocks_total_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_evictions_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_50 arg2);
+extern swig_type_51 _wrap_kvc_stats_evictions_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_verify_misses_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_52 arg2);
+extern swig_type_53 _wrap_kvc_stats_verify_misses_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_events_dropped_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_54 arg2);
+extern swig_type_55 _wrap_kvc_stats_events_dropped_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_stats_cached_blocks_total_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_56 arg2);
+extern swig_type_57 _wrap_kvc_stats_cached_blocks_total_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_stats_raw_5b7ddcfb25ede1b8(void);
 extern void _wrap_delete_kvc_stats_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern swig_intgo _wrap_kvc_pool_stats_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_prefix_lookup_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, uintptr_t arg4, swig_type_115 arg5);
-extern swig_intgo _wrap_kvc_prefix_pin_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_116 arg2, swig_type_117 arg3, uintptr_t arg4, swig_type_118 arg5);
-extern swig_intgo _wrap_kvc_prefix_unpin_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_119 arg2, swig_type_120 arg3, uintptr_t arg4, swig_type_121 arg5);
+extern swig_intgo _wrap_kvc_pool_set_sliding_window_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_get_sliding_window_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_58 arg2);
+extern swig_intgo _wrap_kvc_keys_create_raw_5b7ddcfb25ede1b8(swig_type_59 arg1);
+extern swig_intgo _wrap_kvc_keys_destroy_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_keys_clear_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_keys_set_lora_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_60 arg2);
+extern swig_intgo _wrap_kvc_keys_set_salt_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_61 arg2);
+extern swig_intgo _wrap_kvc_keys_add_mm_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_62 arg2, swig_type_63 arg3, swig_type_64 arg4, swig_type_65 arg5);
+extern swig_intgo _wrap_kvc_keys_set_priority_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_keys_set_max_cached_tokens_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_66 arg2);
+extern swig_intgo _wrap_KVC_ALLOC_OK_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ALLOC_LATER_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_ALLOC_NEVER_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_kvc_can_alloc_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_67 arg2, swig_type_68 arg3, uintptr_t arg4, swig_type_69 arg5);
+extern swig_intgo _wrap_kvc_admit_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_70 arg2, swig_type_71 arg3, swig_type_72 arg4, uintptr_t arg5, swig_type_73 arg6, swig_type_74 arg7);
+extern swig_intgo _wrap_kvc_alloc_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_75 arg2, swig_type_76 arg3, swig_type_77 arg4, uintptr_t arg5, swig_type_78 arg6);
+extern swig_intgo _wrap_kvc_append_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_79 arg2, swig_type_80 arg3, swig_type_81 arg4, swig_type_82 arg5, swig_type_83 arg6);
+extern swig_intgo _wrap_kvc_append_batch_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, swig_type_84 arg3, swig_type_85 arg4, swig_type_86 arg5, swig_type_87 arg6, swig_type_88 arg7, swig_type_89 arg8, swig_type_90 arg9);
+extern swig_intgo _wrap_kvc_fork_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_91 arg2, swig_type_92 arg3);
+extern swig_intgo _wrap_kvc_truncate_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_93 arg2, swig_type_94 arg3, swig_type_95 arg4);
+extern swig_intgo _wrap_kvc_free_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_96 arg2);
+extern swig_intgo _wrap_kvc_abort_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_97 arg2);
+extern swig_intgo _wrap_kvc_seq_block_table_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_98 arg2, swig_type_99 arg3, swig_type_100 arg4, swig_type_101 arg5);
+extern swig_intgo _wrap_kvc_seq_num_tokens_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_102 arg2, swig_type_103 arg3);
+extern swig_intgo _wrap_kvc_seq_slot_mapping_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_104 arg2, swig_type_105 arg3, swig_type_106 arg4, swig_type_107 arg5, swig_type_108 arg6);
+extern swig_intgo _wrap_kvc_prefix_lookup_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_109 arg2, swig_type_110 arg3, uintptr_t arg4, swig_type_111 arg5);
+extern swig_intgo _wrap_kvc_prefix_lookup_tiers_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_112 arg2, swig_type_113 arg3, uintptr_t arg4, swig_type_114 arg5, swig_type_115 arg6, swig_type_116 arg7);
+extern swig_intgo _wrap_kvc_prefix_pin_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_117 arg2, swig_type_118 arg3, uintptr_t arg4, swig_type_119 arg5);
+extern swig_intgo _wrap_kvc_prefix_unpin_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_120 arg2, swig_type_121 arg3, uintptr_t arg4, swig_type_122 arg5);
 extern swig_intgo _wrap_kvc_prefix_cache_reset_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_hash_blocks_raw_5b7ddcfb25ede1b8(swig_intgo arg1, uintptr_t arg2, swig_type_122 arg3, swig_type_123 arg4, swig_type_124 arg5, swig_type_125 arg6, swig_type_126 arg7, swig_type_127 arg8);
+extern swig_intgo _wrap_kvc_hash_blocks_raw_5b7ddcfb25ede1b8(swig_intgo arg1, uintptr_t arg2, swig_type_123 arg3, swig_type_124 arg4, swig_type_125 arg5, swig_type_126 arg6, swig_type_127 arg7, swig_type_128 arg8);
 extern swig_intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_5b7ddcfb25ede1b8(void);
 extern swig_intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_5b7ddcfb25ede1b8(void);
 extern swig_intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_5b7ddcfb25ede1b8(void);
@@ -533,30 +533,100 @@ extern void _wrap_kvc_event_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1,
 extern swig_intgo _wrap_kvc_event_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_event_event_type_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_event_event_type_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_event_hash_hi_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_128 arg2);
-extern swig_type_129 _wrap_kvc_event_hash_hi_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_event_hash_lo_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_130 arg2);
-extern swig_type_131 _wrap_kvc_event_hash_lo_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_event_parent_hash_hi_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_132 arg2);
-extern swig_type_133 _wrap_kvc_event_parent_hash_hi_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_event_parent_hash_lo_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_134 arg2);
-extern swig_type_135 _wrap_kvc_event_parent_hash_lo_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_event_lora_id_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_136 arg2);
-extern swig_type_137 _wrap_kvc_event_lora_id_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_event_extra_keys_digest_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_138 arg2);
-extern swig_type_139 _wrap_kvc_event_extra_keys_digest_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_hash_hi_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_129 arg2);
+extern swig_type_130 _wrap_kvc_event_hash_hi_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_hash_lo_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_131 arg2);
+extern swig_type_132 _wrap_kvc_event_hash_lo_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_parent_hash_hi_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_133 arg2);
+extern swig_type_134 _wrap_kvc_event_parent_hash_hi_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_parent_hash_lo_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_135 arg2);
+extern swig_type_136 _wrap_kvc_event_parent_hash_lo_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_lora_id_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_137 arg2);
+extern swig_type_138 _wrap_kvc_event_lora_id_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_extra_keys_digest_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_139 arg2);
+extern swig_type_140 _wrap_kvc_event_extra_keys_digest_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_event_block_id_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_event_block_id_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_event_num_tokens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_event_num_tokens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_event_sequence_number_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_140 arg2);
-extern swig_type_141 _wrap_kvc_event_sequence_number_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_event_sequence_number_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_141 arg2);
+extern swig_type_142 _wrap_kvc_event_sequence_number_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_event_tier_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_event_tier_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_event_raw_5b7ddcfb25ede1b8(void);
 extern void _wrap_delete_kvc_event_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_event_pop_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2, swig_type_142 arg3, swig_type_143 arg4, swig_type_144 arg5);
+extern swig_intgo _wrap_kvc_event_pop_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2, swig_type_143 arg3, swig_type_144 arg4, swig_type_145 arg5);
 extern swig_intgo _wrap_kvc_pool_set_tier_events_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_KVC_TIER_DEVICE_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_TIER_HOST_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_KVC_TIER_DISK_raw_5b7ddcfb25ede1b8(void);
+extern swig_intgo _wrap_kvc_tier_attach_host_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_146 arg2);
+extern swig_intgo _wrap_kvc_tier_attach_disk_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvc_tier_attach_disk_with_identity_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_149 arg2, swig_type_150 arg3, swig_intgo arg4, swig_type_151 arg5);
+extern swig_intgo _wrap_kvc_tier_attach_disk_keyed_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_152 arg2, swig_type_153 arg3, swig_intgo arg4, swig_type_154 arg5, swig_type_155 arg6, swig_type_156 arg7);
+extern swig_intgo _wrap_kvc_tier_prefetch_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, uintptr_t arg4, swig_type_159 arg5);
+extern swig_intgo _wrap_kvc_tier_flush_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_160 arg2);
+extern void _wrap_kvc_tier_stats_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_tier_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_tier_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_direct_io_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_direct_io_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_persistent_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_persistent_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_io_uring_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_io_uring_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_reserved_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_reserved_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_capacity_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_161 arg2);
+extern swig_type_162 _wrap_kvc_tier_stats_capacity_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_163 arg2);
+extern swig_type_164 _wrap_kvc_tier_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_cached_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_165 arg2);
+extern swig_type_166 _wrap_kvc_tier_stats_cached_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_held_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_167 arg2);
+extern swig_type_168 _wrap_kvc_tier_stats_held_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bytes_used_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_169 arg2);
+extern swig_type_170 _wrap_kvc_tier_stats_bytes_used_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_blocks_in_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_171 arg2);
+extern swig_type_172 _wrap_kvc_tier_stats_blocks_in_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_blocks_out_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_173 arg2);
+extern swig_type_174 _wrap_kvc_tier_stats_blocks_out_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bytes_in_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_175 arg2);
+extern swig_type_176 _wrap_kvc_tier_stats_bytes_in_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bytes_out_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_177 arg2);
+extern swig_type_178 _wrap_kvc_tier_stats_bytes_out_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_transfers_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_179 arg2);
+extern swig_type_180 _wrap_kvc_tier_stats_transfers_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_transfer_seconds_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_tier_stats_transfer_seconds_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_hits_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_181 arg2);
+extern swig_type_182 _wrap_kvc_tier_stats_hits_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_evictions_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_183 arg2);
+extern swig_type_184 _wrap_kvc_tier_stats_evictions_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_failures_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_185 arg2);
+extern swig_type_186 _wrap_kvc_tier_stats_failures_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_checksum_failures_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_187 arg2);
+extern swig_type_188 _wrap_kvc_tier_stats_checksum_failures_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_io_errors_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_189 arg2);
+extern swig_type_190 _wrap_kvc_tier_stats_io_errors_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_recovered_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_191 arg2);
+extern swig_type_192 _wrap_kvc_tier_stats_recovered_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_foreign_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_193 arg2);
+extern swig_type_194 _wrap_kvc_tier_stats_foreign_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_reachable_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_195 arg2);
+extern swig_type_196 _wrap_kvc_tier_stats_reachable_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_tier_stats_raw_5b7ddcfb25ede1b8(void);
+extern void _wrap_delete_kvc_tier_stats_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_tier_get_stats_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
+extern swig_intgo _wrap_kvc_swap_out_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_197 arg2, swig_type_198 arg3);
+extern swig_intgo _wrap_kvc_swap_in_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_199 arg2, swig_type_200 arg3);
+extern swig_intgo _wrap_kvc_op_query_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_201 arg2, swig_type_202 arg3);
+extern swig_intgo _wrap_kvc_op_wait_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_203 arg2);
+extern swig_intgo _wrap_kvc_preempt_recompute_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_204 arg2, swig_type_205 arg3);
+extern swig_intgo _wrap_kvc_preemption_cost_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_206 arg2, swig_type_207 arg3, swig_type_208 arg4);
 extern void _wrap_kvc_storage_info_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_storage_info_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_storage_info_backend_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
@@ -567,67 +637,68 @@ extern void _wrap_kvc_storage_info_elem_bytes_set_raw_5b7ddcfb25ede1b8(uintptr_t
 extern swig_intgo _wrap_kvc_storage_info_elem_bytes_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_storage_info_device_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_storage_info_device_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_base_address_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_145 arg2);
-extern swig_type_146 _wrap_kvc_storage_info_base_address_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_total_bytes_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_147 arg2);
-extern swig_type_148 _wrap_kvc_storage_info_total_bytes_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_block_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_149 arg2);
-extern swig_type_150 _wrap_kvc_storage_info_block_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_layer_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_151 arg2);
-extern swig_type_152 _wrap_kvc_storage_info_layer_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_kv_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_153 arg2);
-extern swig_type_154 _wrap_kvc_storage_info_kv_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_head_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_155 arg2);
-extern swig_type_156 _wrap_kvc_storage_info_head_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_token_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_157 arg2);
-extern swig_type_158 _wrap_kvc_storage_info_token_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_base_address_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_209 arg2);
+extern swig_type_210 _wrap_kvc_storage_info_base_address_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_total_bytes_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_211 arg2);
+extern swig_type_212 _wrap_kvc_storage_info_total_bytes_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_block_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_213 arg2);
+extern swig_type_214 _wrap_kvc_storage_info_block_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_layer_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_215 arg2);
+extern swig_type_216 _wrap_kvc_storage_info_layer_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_kv_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_217 arg2);
+extern swig_type_218 _wrap_kvc_storage_info_kv_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_head_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_219 arg2);
+extern swig_type_220 _wrap_kvc_storage_info_head_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_token_stride_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_221 arg2);
+extern swig_type_222 _wrap_kvc_storage_info_token_stride_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_storage_info_raw_5b7ddcfb25ede1b8(void);
 extern void _wrap_delete_kvc_storage_info_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern swig_intgo _wrap_kvc_storage_get_info_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_cache_write_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, swig_type_159 arg3, swig_type_160 arg4, swig_type_161 arg5, swig_type_162 arg6, swig_intgo arg7, float arg8, float arg9, uintptr_t arg10);
-extern swig_intgo _wrap_kvc_copy_pending_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3);
-extern swig_intgo _wrap_kvc_storage_copy_blocks_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3, swig_type_166 arg4, swig_intgo arg5);
-extern swig_intgo _wrap_kvc_batch_create_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, swig_type_167 arg3, swig_intgo arg4, swig_type_168 arg5);
+extern swig_intgo _wrap_kvc_cache_write_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, swig_type_223 arg3, swig_type_224 arg4, swig_type_225 arg5, swig_type_226 arg6, swig_intgo arg7, float arg8, float arg9, uintptr_t arg10);
+extern swig_intgo _wrap_kvc_storage_copy_blocks_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_227 arg2, swig_type_228 arg3, swig_type_229 arg4, swig_intgo arg5);
+extern swig_intgo _wrap_kvc_copy_pending_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2, swig_type_230 arg3);
+extern swig_intgo _wrap_kvc_take_pending_copies_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_231 arg2, swig_type_232 arg3, swig_type_233 arg4, swig_type_234 arg5);
+extern swig_intgo _wrap_kvc_batch_create_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, swig_type_235 arg3, swig_intgo arg4, swig_type_236 arg5);
 extern swig_intgo _wrap_kvc_batch_destroy_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_batch_build_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_169 arg2, swig_type_170 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvc_batch_build_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_237 arg2, swig_type_238 arg3, swig_intgo arg4);
 extern swig_intgo _wrap_kvc_batch_set_stream_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_kvc_batch_info_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_batch_info_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_batch_info_num_seqs_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_batch_info_num_seqs_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_num_tokens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_171 arg2);
-extern swig_type_172 _wrap_kvc_batch_info_num_tokens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_num_tokens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_239 arg2);
+extern swig_type_240 _wrap_kvc_batch_info_num_tokens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_batch_info_max_q_len_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_batch_info_max_q_len_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_max_seq_len_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_173 arg2);
-extern swig_type_174 _wrap_kvc_batch_info_max_seq_len_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_num_indices_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_175 arg2);
-extern swig_type_176 _wrap_kvc_batch_info_num_indices_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_max_seq_len_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_241 arg2);
+extern swig_type_242 _wrap_kvc_batch_info_max_seq_len_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_num_indices_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_243 arg2);
+extern swig_type_244 _wrap_kvc_batch_info_num_indices_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_batch_info_is_decode_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_batch_info_is_decode_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_batch_info_rows_uploaded_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_block_tables_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_177 arg2);
-extern swig_type_178 _wrap_kvc_batch_info_block_tables_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_seq_lens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_179 arg2);
-extern swig_type_180 _wrap_kvc_batch_info_seq_lens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_query_start_loc_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_181 arg2);
-extern swig_type_182 _wrap_kvc_batch_info_query_start_loc_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_slot_mapping_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_183 arg2);
-extern swig_type_184 _wrap_kvc_batch_info_slot_mapping_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_kv_indptr_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_185 arg2);
-extern swig_type_186 _wrap_kvc_batch_info_kv_indptr_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_kv_indices_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_187 arg2);
-extern swig_type_188 _wrap_kvc_batch_info_kv_indices_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_kv_last_page_len_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_189 arg2);
-extern swig_type_190 _wrap_kvc_batch_info_kv_last_page_len_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_block_tables_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_245 arg2);
+extern swig_type_246 _wrap_kvc_batch_info_block_tables_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_seq_lens_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_247 arg2);
+extern swig_type_248 _wrap_kvc_batch_info_seq_lens_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_query_start_loc_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_249 arg2);
+extern swig_type_250 _wrap_kvc_batch_info_query_start_loc_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_slot_mapping_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_251 arg2);
+extern swig_type_252 _wrap_kvc_batch_info_slot_mapping_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_kv_indptr_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_253 arg2);
+extern swig_type_254 _wrap_kvc_batch_info_kv_indptr_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_kv_indices_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_255 arg2);
+extern swig_type_256 _wrap_kvc_batch_info_kv_indices_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_kv_last_page_len_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_257 arg2);
+extern swig_type_258 _wrap_kvc_batch_info_kv_last_page_len_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_batch_info_raw_5b7ddcfb25ede1b8(void);
 extern void _wrap_delete_kvc_batch_info_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern swig_intgo _wrap_kvc_batch_get_info_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_batch_copy_slot_mapping_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_191 arg2, swig_type_192 arg3);
-extern swig_intgo _wrap_kvc_batch_copy_block_tables_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3);
+extern swig_intgo _wrap_kvc_batch_copy_slot_mapping_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_259 arg2, swig_type_260 arg3);
+extern swig_intgo _wrap_kvc_batch_copy_block_tables_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_261 arg2, swig_type_262 arg3);
 extern void _wrap_kvc_attention_params_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvc_attention_params_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern void _wrap_kvc_attention_params_num_q_heads_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
@@ -649,78 +720,7 @@ extern swig_intgo _wrap_kvc_attention_params_partition_size_get_raw_5b7ddcfb25ed
 extern uintptr_t _wrap_new_kvc_attention_params_raw_5b7ddcfb25ede1b8(void);
 extern void _wrap_delete_kvc_attention_params_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
 extern swig_intgo _wrap_kvc_attention_params_default_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_launch_attention_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_195 arg4, swig_type_196 arg5, uintptr_t arg6, uintptr_t arg7);
-extern swig_intgo _wrap_KVC_TIER_DEVICE_raw_5b7ddcfb25ede1b8(void);
-extern swig_intgo _wrap_KVC_TIER_HOST_raw_5b7ddcfb25ede1b8(void);
-extern swig_intgo _wrap_KVC_TIER_DISK_raw_5b7ddcfb25ede1b8(void);
-extern swig_intgo _wrap_kvc_tier_attach_host_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_197 arg2);
-extern swig_intgo _wrap_kvc_tier_attach_disk_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_198 arg2, swig_type_199 arg3, swig_intgo arg4);
-extern swig_intgo _wrap_kvc_tier_attach_disk_with_identity_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_200 arg2, swig_type_201 arg3, swig_intgo arg4, swig_type_202 arg5);
-extern swig_intgo _wrap_kvc_tier_attach_disk_keyed_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_203 arg2, swig_type_204 arg3, swig_intgo arg4, swig_type_205 arg5, swig_type_206 arg6, swig_type_207 arg7);
-extern swig_intgo _wrap_kvc_tier_prefetch_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_208 arg2, swig_type_209 arg3, uintptr_t arg4, swig_type_210 arg5);
-extern swig_intgo _wrap_kvc_tier_flush_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_211 arg2);
-extern swig_intgo _wrap_kvc_swap_out_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3);
-extern swig_intgo _wrap_kvc_swap_in_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_214 arg2, swig_type_215 arg3);
-extern swig_intgo _wrap_kvc_op_query_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_216 arg2, swig_type_217 arg3);
-extern swig_intgo _wrap_kvc_op_wait_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_218 arg2);
-extern swig_intgo _wrap_kvc_preempt_recompute_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3);
-extern swig_intgo _wrap_kvc_preemption_cost_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_221 arg2, swig_type_222 arg3, swig_type_223 arg4);
-extern swig_intgo _wrap_kvc_prefix_lookup_tiers_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_224 arg2, swig_type_225 arg3, uintptr_t arg4, swig_type_226 arg5, swig_type_227 arg6, swig_type_228 arg7);
-extern void _wrap_kvc_tier_stats_struct_size_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_struct_size_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_tier_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_tier_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_direct_io_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_direct_io_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_persistent_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_persistent_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_io_uring_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_io_uring_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_reserved_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_reserved_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_capacity_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_229 arg2);
-extern swig_type_230 _wrap_kvc_tier_stats_capacity_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_231 arg2);
-extern swig_type_232 _wrap_kvc_tier_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_cached_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_233 arg2);
-extern swig_type_234 _wrap_kvc_tier_stats_cached_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_held_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_235 arg2);
-extern swig_type_236 _wrap_kvc_tier_stats_held_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bytes_used_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_237 arg2);
-extern swig_type_238 _wrap_kvc_tier_stats_bytes_used_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_blocks_in_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_239 arg2);
-extern swig_type_240 _wrap_kvc_tier_stats_blocks_in_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_blocks_out_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_241 arg2);
-extern swig_type_242 _wrap_kvc_tier_stats_blocks_out_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bytes_in_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_243 arg2);
-extern swig_type_244 _wrap_kvc_tier_stats_bytes_in_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bytes_out_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_245 arg2);
-extern swig_type_246 _wrap_kvc_tier_stats_bytes_out_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_transfers_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_247 arg2);
-extern swig_type_248 _wrap_kvc_tier_stats_transfers_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_transfer_seconds_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_tier_stats_transfer_seconds_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_hits_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_249 arg2);
-extern swig_type_250 _wrap_kvc_tier_stats_hits_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_evictions_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_251 arg2);
-extern swig_type_252 _wrap_kvc_tier_stats_evictions_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_failures_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_253 arg2);
-extern swig_type_254 _wrap_kvc_tier_stats_failures_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_checksum_failures_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_255 arg2);
-extern swig_type_256 _wrap_kvc_tier_stats_checksum_failures_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_io_errors_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_257 arg2);
-extern swig_type_258 _wrap_kvc_tier_stats_io_errors_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_recovered_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_259 arg2);
-extern swig_type_260 _wrap_kvc_tier_stats_recovered_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_foreign_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_261 arg2);
-extern swig_type_262 _wrap_kvc_tier_stats_foreign_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_reachable_blocks_set_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_type_263 arg2);
-extern swig_type_264 _wrap_kvc_tier_stats_reachable_blocks_get_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_tier_stats_raw_5b7ddcfb25ede1b8(void);
-extern void _wrap_delete_kvc_tier_stats_raw_5b7ddcfb25ede1b8(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_tier_get_stats_raw_5b7ddcfb25ede1b8(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
+extern swig_intgo _wrap_kvc_launch_attention_raw_5b7ddcfb25ede1b8(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_263 arg4, swig_type_264 arg5, uintptr_t arg6, uintptr_t arg7);
 extern swig_intgo _wrap_KVC_XFER_OK_raw_5b7ddcfb25ede1b8(void);
 extern swig_intgo _wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_5b7ddcfb25ede1b8(void);
 extern swig_intgo _wrap_KVC_XFER_FAIL_LAYOUT_raw_5b7ddcfb25ede1b8(void);
@@ -1091,35 +1091,6 @@ func _swig_getKVC_BACKEND_AUTO() (_swig_ret Enum_SS_kvc_backend) {
 }
 
 var KVC_BACKEND_AUTO Enum_SS_kvc_backend = _swig_getKVC_BACKEND_AUTO()
-type Enum_SS_kvc_alloc_verdict int
-func _swig_getKVC_ALLOC_OK() (_swig_ret Enum_SS_kvc_alloc_verdict) {
-	var swig_r Enum_SS_kvc_alloc_verdict
-	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_OK_raw_5b7ddcfb25ede1b8())
-	return swig_r
-}
-
-var KVC_ALLOC_OK Enum_SS_kvc_alloc_verdict = _swig_getKVC_ALLOC_OK()
-func _swig_getKVC_ALLOC_LATER() (_swig_ret Enum_SS_kvc_alloc_verdict) {
-	var swig_r Enum_SS_kvc_alloc_verdict
-	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_LATER_raw_5b7ddcfb25ede1b8())
-	return swig_r
-}
-
-var KVC_ALLOC_LATER Enum_SS_kvc_alloc_verdict = _swig_getKVC_ALLOC_LATER()
-func _swig_getKVC_ALLOC_NEVER() (_swig_ret Enum_SS_kvc_alloc_verdict) {
-	var swig_r Enum_SS_kvc_alloc_verdict
-	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_NEVER_raw_5b7ddcfb25ede1b8())
-	return swig_r
-}
-
-var KVC_ALLOC_NEVER Enum_SS_kvc_alloc_verdict = _swig_getKVC_ALLOC_NEVER()
-const KVC_PRIORITY_MIN int = 0
-const KVC_PRIORITY_MAX int = 100
-const KVC_PRIORITY_DEFAULT int = 50
-const KVC_MAX_SALT_LEN int = 256
-const KVC_MAX_DISK_IDENTITY_LEN int = 1024
-const KVC_DISK_KEY_MIN_LEN int = 16
-const KVC_DISK_KEY_MAX_LEN int = 64
 type SwigcptrKvc_pool_config uintptr
 
 func (p SwigcptrKvc_pool_config) Swigcptr() uintptr {
@@ -1474,305 +1445,6 @@ func Kvc_pool_check(arg1 Struct_SS_kvc_pool) (_swig_ret Enum_SS_kvc_status) {
 	return swig_r
 }
 
-func Kvc_pool_set_sliding_window(arg1 Struct_SS_kvc_pool, arg2 int) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_set_sliding_window_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
-	return swig_r
-}
-
-func Kvc_pool_get_sliding_window(arg1 Struct_SS_kvc_pool, arg2 []int32) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_get_sliding_window_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_18)(unsafe.Pointer(&_swig_i_1))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	return swig_r
-}
-
-func Kvc_keys_create(arg1 []uintptr) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := arg1
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_create_raw_5b7ddcfb25ede1b8(*(*C.swig_type_19)(unsafe.Pointer(&_swig_i_0))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg1
-	}
-	return swig_r
-}
-
-func Kvc_keys_destroy(arg1 Struct_SS_kvc_keys) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_destroy_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func Kvc_keys_clear(arg1 Struct_SS_kvc_keys) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_clear_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func Kvc_keys_set_lora(arg1 Struct_SS_kvc_keys, arg2 uint64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_lora_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_20(_swig_i_1)))
-	return swig_r
-}
-
-func Kvc_keys_set_salt(arg1 Struct_SS_kvc_keys, arg2 string) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_salt_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_21)(unsafe.Pointer(&_swig_i_1))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	return swig_r
-}
-
-func Kvc_keys_add_mm(arg1 Struct_SS_kvc_keys, arg2 uint64, arg3 uint64, arg4 int64, arg5 int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_add_mm_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_22(_swig_i_1), C.swig_type_23(_swig_i_2), C.swig_type_24(_swig_i_3), C.swig_type_25(_swig_i_4)))
-	return swig_r
-}
-
-func Kvc_keys_set_priority(arg1 Struct_SS_kvc_keys, arg2 int) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_priority_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
-	return swig_r
-}
-
-func Kvc_keys_set_max_cached_tokens(arg1 Struct_SS_kvc_keys, arg2 int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_max_cached_tokens_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_26(_swig_i_1)))
-	return swig_r
-}
-
-func Kvc_can_alloc(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Struct_SS_kvc_keys, arg5 []int32) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := getSwigcptr(arg4)
-	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_can_alloc_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_27)(unsafe.Pointer(&_swig_i_1)), C.swig_type_28(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_29)(unsafe.Pointer(&_swig_i_4))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg5
-	}
-	return swig_r
-}
-
-func Kvc_alloc(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, arg5 Struct_SS_kvc_keys, arg6 []int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := getSwigcptr(arg5)
-	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_alloc_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_30(_swig_i_1), *(*C.swig_type_31)(unsafe.Pointer(&_swig_i_2)), C.swig_type_32(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_5))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg6
-	}
-	return swig_r
-}
-
-func Kvc_admit(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, arg5 Struct_SS_kvc_keys, arg6 []int32, arg7 []int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := getSwigcptr(arg5)
-	_swig_i_5 := arg6
-	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_admit_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_2)), C.swig_type_36(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_6))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg6
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg7
-	}
-	return swig_r
-}
-
-func Kvc_append(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, arg5 int64, arg6 []int32) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := arg5
-	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_2)), C.swig_type_41(_swig_i_3), C.swig_type_42(_swig_i_4), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_5))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg6
-	}
-	return swig_r
-}
-
-func Kvc_append_batch(arg1 Struct_SS_kvc_pool, arg2 int, arg3 []uint64, arg4 []int64, arg5 []int32, arg6 int64, arg7 []int64, arg8 []int32, arg9 []int32) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := arg5
-	_swig_i_5 := arg6
-	_swig_i_6 := arg7
-	_swig_i_7 := arg8
-	_swig_i_8 := arg9
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_batch_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_4)), C.swig_type_47(_swig_i_5), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_8))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg4
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg5
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg7
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg8
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg9
-	}
-	return swig_r
-}
-
-func Kvc_truncate(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 int64, arg4 []int32) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_truncate_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_51(_swig_i_1), C.swig_type_52(_swig_i_2), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_3))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg4
-	}
-	return swig_r
-}
-
-func Kvc_fork(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 uint64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_fork_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1), C.swig_type_55(_swig_i_2)))
-	return swig_r
-}
-
-func Kvc_free(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_free_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1)))
-	return swig_r
-}
-
-func Kvc_abort(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_abort_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1)))
-	return swig_r
-}
-
-func Kvc_seq_block_table(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, arg5 []int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_block_table_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_2)), C.swig_type_60(_swig_i_3), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_4))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg5
-	}
-	return swig_r
-}
-
-func Kvc_seq_num_tokens(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_num_tokens_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_2))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	return swig_r
-}
-
-func Kvc_seq_slot_mapping(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 int64, arg4 int64, arg5 []int64, arg6 int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := arg5
-	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_slot_mapping_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), C.swig_type_65(_swig_i_2), C.swig_type_66(_swig_i_3), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_4)), C.swig_type_68(_swig_i_5)))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg5
-	}
-	return swig_r
-}
-
-func Kvc_take_pending_copies(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 []int32, arg4 int64, arg5 []int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_take_pending_copies_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_2)), C.swig_type_71(_swig_i_3), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_4))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg5
-	}
-	return swig_r
-}
-
 type SwigcptrKvc_stats uintptr
 
 func (p SwigcptrKvc_stats) Swigcptr() uintptr {
@@ -1798,7 +1470,7 @@ func (arg1 SwigcptrKvc_stats) GetStruct_size() (_swig_ret uint) {
 func (arg1 SwigcptrKvc_stats) SetTotal_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_total_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1))
+	C._wrap_kvc_stats_total_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_18(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetTotal_blocks() (_swig_ret int64) {
@@ -1811,7 +1483,7 @@ func (arg1 SwigcptrKvc_stats) GetTotal_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetFree_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_free_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
+	C._wrap_kvc_stats_free_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_20(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetFree_blocks() (_swig_ret int64) {
@@ -1824,7 +1496,7 @@ func (arg1 SwigcptrKvc_stats) GetFree_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetUsed_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
+	C._wrap_kvc_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_22(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetUsed_blocks() (_swig_ret int64) {
@@ -1837,7 +1509,7 @@ func (arg1 SwigcptrKvc_stats) GetUsed_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetCached_free_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_cached_free_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
+	C._wrap_kvc_stats_cached_free_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_24(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetCached_free_blocks() (_swig_ret int64) {
@@ -1850,7 +1522,7 @@ func (arg1 SwigcptrKvc_stats) GetCached_free_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetPinned_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_pinned_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_81(_swig_i_1))
+	C._wrap_kvc_stats_pinned_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_26(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPinned_blocks() (_swig_ret int64) {
@@ -1863,7 +1535,7 @@ func (arg1 SwigcptrKvc_stats) GetPinned_blocks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetNum_seqs(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_num_seqs_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1))
+	C._wrap_kvc_stats_num_seqs_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_28(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetNum_seqs() (_swig_ret int64) {
@@ -1889,7 +1561,7 @@ func (arg1 SwigcptrKvc_stats) GetUtilization() (_swig_ret float64) {
 func (arg1 SwigcptrKvc_stats) SetAllocs(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_allocs_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_85(_swig_i_1))
+	C._wrap_kvc_stats_allocs_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_30(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetAllocs() (_swig_ret int64) {
@@ -1902,7 +1574,7 @@ func (arg1 SwigcptrKvc_stats) GetAllocs() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetFrees(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_frees_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1))
+	C._wrap_kvc_stats_frees_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetFrees() (_swig_ret int64) {
@@ -1915,7 +1587,7 @@ func (arg1 SwigcptrKvc_stats) GetFrees() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetForks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_forks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_89(_swig_i_1))
+	C._wrap_kvc_stats_forks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetForks() (_swig_ret int64) {
@@ -1928,7 +1600,7 @@ func (arg1 SwigcptrKvc_stats) GetForks() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetAppends(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_appends_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
+	C._wrap_kvc_stats_appends_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_36(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetAppends() (_swig_ret int64) {
@@ -1941,7 +1613,7 @@ func (arg1 SwigcptrKvc_stats) GetAppends() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetBlocks_allocated(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_blocks_allocated_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
+	C._wrap_kvc_stats_blocks_allocated_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_38(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetBlocks_allocated() (_swig_ret int64) {
@@ -1954,7 +1626,7 @@ func (arg1 SwigcptrKvc_stats) GetBlocks_allocated() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetBlocks_freed(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_blocks_freed_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
+	C._wrap_kvc_stats_blocks_freed_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_40(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetBlocks_freed() (_swig_ret int64) {
@@ -1967,7 +1639,7 @@ func (arg1 SwigcptrKvc_stats) GetBlocks_freed() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetCow_copies(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_cow_copies_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
+	C._wrap_kvc_stats_cow_copies_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetCow_copies() (_swig_ret int64) {
@@ -1980,7 +1652,7 @@ func (arg1 SwigcptrKvc_stats) GetCow_copies() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetPending_copies(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_pending_copies_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1))
+	C._wrap_kvc_stats_pending_copies_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_44(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPending_copies() (_swig_ret int64) {
@@ -1993,7 +1665,7 @@ func (arg1 SwigcptrKvc_stats) GetPending_copies() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetPrefix_query_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_prefix_query_tokens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_101(_swig_i_1))
+	C._wrap_kvc_stats_prefix_query_tokens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_46(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPrefix_query_tokens() (_swig_ret int64) {
@@ -2006,7 +1678,7 @@ func (arg1 SwigcptrKvc_stats) GetPrefix_query_tokens() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetPrefix_hit_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_prefix_hit_tokens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1))
+	C._wrap_kvc_stats_prefix_hit_tokens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_48(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPrefix_hit_tokens() (_swig_ret int64) {
@@ -2032,7 +1704,7 @@ func (arg1 SwigcptrKvc_stats) GetPrefix_hit_rate() (_swig_ret float64) {
 func (arg1 SwigcptrKvc_stats) SetEvictions(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_evictions_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
+	C._wrap_kvc_stats_evictions_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_50(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetEvictions() (_swig_ret int64) {
@@ -2045,7 +1717,7 @@ func (arg1 SwigcptrKvc_stats) GetEvictions() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetVerify_misses(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_verify_misses_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1))
+	C._wrap_kvc_stats_verify_misses_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_52(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetVerify_misses() (_swig_ret int64) {
@@ -2058,7 +1730,7 @@ func (arg1 SwigcptrKvc_stats) GetVerify_misses() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetEvents_dropped(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_events_dropped_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1))
+	C._wrap_kvc_stats_events_dropped_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetEvents_dropped() (_swig_ret int64) {
@@ -2071,7 +1743,7 @@ func (arg1 SwigcptrKvc_stats) GetEvents_dropped() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_stats) SetCached_blocks_total(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_cached_blocks_total_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1))
+	C._wrap_kvc_stats_cached_blocks_total_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetCached_blocks_total() (_swig_ret int64) {
@@ -2151,6 +1823,311 @@ func Kvc_pool_stats(arg1 Struct_SS_kvc_pool, arg2 Kvc_stats) (_swig_ret Enum_SS_
 	return swig_r
 }
 
+func Kvc_pool_set_sliding_window(arg1 Struct_SS_kvc_pool, arg2 int) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_set_sliding_window_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	return swig_r
+}
+
+func Kvc_pool_get_sliding_window(arg1 Struct_SS_kvc_pool, arg2 []int32) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_get_sliding_window_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	return swig_r
+}
+
+const KVC_PRIORITY_MIN int = 0
+const KVC_PRIORITY_MAX int = 100
+const KVC_PRIORITY_DEFAULT int = 50
+const KVC_MAX_SALT_LEN int = 256
+func Kvc_keys_create(arg1 []uintptr) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := arg1
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_create_raw_5b7ddcfb25ede1b8(*(*C.swig_type_59)(unsafe.Pointer(&_swig_i_0))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	return swig_r
+}
+
+func Kvc_keys_destroy(arg1 Struct_SS_kvc_keys) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_destroy_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func Kvc_keys_clear(arg1 Struct_SS_kvc_keys) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_clear_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func Kvc_keys_set_lora(arg1 Struct_SS_kvc_keys, arg2 uint64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_lora_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1)))
+	return swig_r
+}
+
+func Kvc_keys_set_salt(arg1 Struct_SS_kvc_keys, arg2 string) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_salt_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	return swig_r
+}
+
+func Kvc_keys_add_mm(arg1 Struct_SS_kvc_keys, arg2 uint64, arg3 uint64, arg4 int64, arg5 int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_add_mm_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1), C.swig_type_63(_swig_i_2), C.swig_type_64(_swig_i_3), C.swig_type_65(_swig_i_4)))
+	return swig_r
+}
+
+func Kvc_keys_set_priority(arg1 Struct_SS_kvc_keys, arg2 int) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_priority_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	return swig_r
+}
+
+func Kvc_keys_set_max_cached_tokens(arg1 Struct_SS_kvc_keys, arg2 int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_max_cached_tokens_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1)))
+	return swig_r
+}
+
+type Enum_SS_kvc_alloc_verdict int
+func _swig_getKVC_ALLOC_OK() (_swig_ret Enum_SS_kvc_alloc_verdict) {
+	var swig_r Enum_SS_kvc_alloc_verdict
+	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_OK_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_ALLOC_OK Enum_SS_kvc_alloc_verdict = _swig_getKVC_ALLOC_OK()
+func _swig_getKVC_ALLOC_LATER() (_swig_ret Enum_SS_kvc_alloc_verdict) {
+	var swig_r Enum_SS_kvc_alloc_verdict
+	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_LATER_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_ALLOC_LATER Enum_SS_kvc_alloc_verdict = _swig_getKVC_ALLOC_LATER()
+func _swig_getKVC_ALLOC_NEVER() (_swig_ret Enum_SS_kvc_alloc_verdict) {
+	var swig_r Enum_SS_kvc_alloc_verdict
+	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_NEVER_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_ALLOC_NEVER Enum_SS_kvc_alloc_verdict = _swig_getKVC_ALLOC_NEVER()
+func Kvc_can_alloc(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Struct_SS_kvc_keys, arg5 []int32) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_can_alloc_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_1)), C.swig_type_68(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_4))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
+func Kvc_admit(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, arg5 Struct_SS_kvc_keys, arg6 []int32, arg7 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := getSwigcptr(arg5)
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_admit_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), C.swig_type_72(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_73)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_6))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	return swig_r
+}
+
+func Kvc_alloc(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, arg5 Struct_SS_kvc_keys, arg6 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := getSwigcptr(arg5)
+	_swig_i_5 := arg6
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_alloc_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_2)), C.swig_type_77(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_5))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	return swig_r
+}
+
+func Kvc_append(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, arg5 int64, arg6 []int32) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_2)), C.swig_type_81(_swig_i_3), C.swig_type_82(_swig_i_4), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_5))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	return swig_r
+}
+
+func Kvc_append_batch(arg1 Struct_SS_kvc_pool, arg2 int, arg3 []uint64, arg4 []int64, arg5 []int32, arg6 int64, arg7 []int64, arg8 []int32, arg9 []int32) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	_swig_i_7 := arg8
+	_swig_i_8 := arg9
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_batch_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_4)), C.swig_type_87(_swig_i_5), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_8))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg8
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg9
+	}
+	return swig_r
+}
+
+func Kvc_fork(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 uint64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_fork_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1), C.swig_type_92(_swig_i_2)))
+	return swig_r
+}
+
+func Kvc_truncate(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 int64, arg4 []int32) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_truncate_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1), C.swig_type_94(_swig_i_2), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_3))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	return swig_r
+}
+
+func Kvc_free(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_free_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_96(_swig_i_1)))
+	return swig_r
+}
+
+func Kvc_abort(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_abort_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1)))
+	return swig_r
+}
+
+func Kvc_seq_block_table(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, arg5 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_block_table_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_98(_swig_i_1), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_2)), C.swig_type_100(_swig_i_3), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_4))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
+func Kvc_seq_num_tokens(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_num_tokens_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_2))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	return swig_r
+}
+
+func Kvc_seq_slot_mapping(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 int64, arg4 int64, arg5 []int64, arg6 int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_slot_mapping_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1), C.swig_type_105(_swig_i_2), C.swig_type_106(_swig_i_3), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_4)), C.swig_type_108(_swig_i_5)))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
 func Kvc_prefix_lookup(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Struct_SS_kvc_keys, arg5 []int64) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
@@ -2158,12 +2135,37 @@ func Kvc_prefix_lookup(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 S
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), C.swig_type_114(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_1)), C.swig_type_110(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
+func Kvc_prefix_lookup_tiers(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Struct_SS_kvc_keys, arg5 []int64, arg6 []int64, arg7 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_tiers_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), C.swig_type_113(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_6))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
 	}
 	return swig_r
 }
@@ -2175,7 +2177,7 @@ func Kvc_prefix_pin(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Stru
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_pin_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.swig_type_117(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_pin_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), C.swig_type_118(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2192,7 +2194,7 @@ func Kvc_prefix_unpin(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 St
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_unpin_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), C.swig_type_120(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_unpin_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)), C.swig_type_121(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2219,7 +2221,7 @@ func Kvc_hash_blocks(arg1 int, arg2 Struct_SS_kvc_keys, arg3 []int32, arg4 int64
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_hash_blocks_raw_5b7ddcfb25ede1b8(C.swig_intgo(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)), C.swig_type_123(_swig_i_3), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_5)), C.swig_type_126(_swig_i_6), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_7))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_hash_blocks_raw_5b7ddcfb25ede1b8(C.swig_intgo(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_2)), C.swig_type_124(_swig_i_3), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_5)), C.swig_type_127(_swig_i_6), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_7))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2295,7 +2297,7 @@ func (arg1 SwigcptrKvc_event) GetEvent_type() (_swig_ret int) {
 func (arg1 SwigcptrKvc_event) SetHash_hi(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_hash_hi_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1))
+	C._wrap_kvc_event_hash_hi_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetHash_hi() (_swig_ret uint64) {
@@ -2308,7 +2310,7 @@ func (arg1 SwigcptrKvc_event) GetHash_hi() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event) SetHash_lo(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_hash_lo_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1))
+	C._wrap_kvc_event_hash_lo_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetHash_lo() (_swig_ret uint64) {
@@ -2321,7 +2323,7 @@ func (arg1 SwigcptrKvc_event) GetHash_lo() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event) SetParent_hash_hi(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_parent_hash_hi_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1))
+	C._wrap_kvc_event_parent_hash_hi_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetParent_hash_hi() (_swig_ret uint64) {
@@ -2334,7 +2336,7 @@ func (arg1 SwigcptrKvc_event) GetParent_hash_hi() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event) SetParent_hash_lo(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_parent_hash_lo_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1))
+	C._wrap_kvc_event_parent_hash_lo_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetParent_hash_lo() (_swig_ret uint64) {
@@ -2347,7 +2349,7 @@ func (arg1 SwigcptrKvc_event) GetParent_hash_lo() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_lora_id_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1))
+	C._wrap_kvc_event_lora_id_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetLora_id() (_swig_ret uint64) {
@@ -2360,7 +2362,7 @@ func (arg1 SwigcptrKvc_event) GetLora_id() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event) SetExtra_keys_digest(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_extra_keys_digest_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1))
+	C._wrap_kvc_event_extra_keys_digest_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetExtra_keys_digest() (_swig_ret uint64) {
@@ -2399,7 +2401,7 @@ func (arg1 SwigcptrKvc_event) GetNum_tokens() (_swig_ret int) {
 func (arg1 SwigcptrKvc_event) SetSequence_number(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_sequence_number_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
+	C._wrap_kvc_event_sequence_number_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_141(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetSequence_number() (_swig_ret uint64) {
@@ -2469,7 +2471,7 @@ func Kvc_event_pop(arg1 Struct_SS_kvc_pool, arg2 Kvc_event, arg3 []int32, arg4 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_event_pop_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_2)), C.swig_type_143(_swig_i_3), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_event_pop_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_2)), C.swig_type_144(_swig_i_3), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2484,6 +2486,617 @@ func Kvc_pool_set_tier_events(arg1 Struct_SS_kvc_pool, arg2 int) (_swig_ret Enum
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_set_tier_events_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	return swig_r
+}
+
+type Enum_SS_kvc_tier int
+func _swig_getKVC_TIER_DEVICE() (_swig_ret Enum_SS_kvc_tier) {
+	var swig_r Enum_SS_kvc_tier
+	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_DEVICE_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_TIER_DEVICE Enum_SS_kvc_tier = _swig_getKVC_TIER_DEVICE()
+func _swig_getKVC_TIER_HOST() (_swig_ret Enum_SS_kvc_tier) {
+	var swig_r Enum_SS_kvc_tier
+	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_HOST_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_TIER_HOST Enum_SS_kvc_tier = _swig_getKVC_TIER_HOST()
+func _swig_getKVC_TIER_DISK() (_swig_ret Enum_SS_kvc_tier) {
+	var swig_r Enum_SS_kvc_tier
+	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_DISK_raw_5b7ddcfb25ede1b8())
+	return swig_r
+}
+
+var KVC_TIER_DISK Enum_SS_kvc_tier = _swig_getKVC_TIER_DISK()
+const KVC_DISK_PERSISTENT int = 1
+const KVC_DISK_NO_DIRECT int = 2
+const KVC_MAX_DISK_IDENTITY_LEN int = 1024
+const KVC_DISK_KEY_MIN_LEN int = 16
+const KVC_DISK_KEY_MAX_LEN int = 64
+func Kvc_tier_attach_host(arg1 Struct_SS_kvc_pool, arg2 int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_host_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_146(_swig_i_1)))
+	return swig_r
+}
+
+func Kvc_tier_attach_disk(arg1 Struct_SS_kvc_pool, arg2 string, arg3 int64, arg4 int) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), C.swig_type_148(_swig_i_2), C.swig_intgo(_swig_i_3)))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	return swig_r
+}
+
+func Kvc_tier_attach_disk_with_identity(arg1 Struct_SS_kvc_pool, arg2 string, arg3 int64, arg4 int, arg5 string) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_with_identity_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), C.swig_type_150(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_4))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
+func Kvc_tier_attach_disk_keyed(arg1 Struct_SS_kvc_pool, arg2 string, arg3 int64, arg4 int, arg5 string, arg6 []byte, arg7 int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_keyed_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.swig_type_153(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_5)), C.swig_type_156(_swig_i_6)))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	return swig_r
+}
+
+func Kvc_tier_prefetch(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Struct_SS_kvc_keys, arg5 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_prefetch_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), C.swig_type_158(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_4))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
+func Kvc_tier_flush(arg1 Struct_SS_kvc_pool, arg2 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_flush_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	return swig_r
+}
+
+type SwigcptrKvc_tier_stats uintptr
+
+func (p SwigcptrKvc_tier_stats) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_tier_stats) SwigIsKvc_tier_stats() {
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetStruct_size(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_struct_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetStruct_size() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_kvc_tier_stats_struct_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetTier(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_tier_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetTier() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_kvc_tier_stats_tier_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetDirect_io(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_direct_io_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetDirect_io() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_kvc_tier_stats_direct_io_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetPersistent(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_persistent_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetPersistent() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_kvc_tier_stats_persistent_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetIo_uring(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_io_uring_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetIo_uring() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_kvc_tier_stats_io_uring_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetReserved(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_reserved_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetReserved() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_kvc_tier_stats_reserved_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetCapacity_blocks(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_capacity_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetCapacity_blocks() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_capacity_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetUsed_blocks(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetUsed_blocks() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetCached_blocks(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_cached_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_165(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetCached_blocks() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_cached_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetHeld_blocks(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_held_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_167(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetHeld_blocks() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_held_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetBytes_used(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_bytes_used_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_169(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetBytes_used() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_used_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetBlocks_in(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_blocks_in_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetBlocks_in() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_blocks_in_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetBlocks_out(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_blocks_out_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetBlocks_out() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_blocks_out_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetBytes_in(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_bytes_in_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetBytes_in() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_in_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetBytes_out(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_bytes_out_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetBytes_out() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_out_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetTransfers(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_transfers_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetTransfers() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_transfers_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetTransfer_seconds(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_transfer_seconds_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetTransfer_seconds() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_kvc_tier_stats_transfer_seconds_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetBandwidth_bytes_per_s(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetBandwidth_bytes_per_s() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetHits(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_hits_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetHits() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_hits_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetEvictions(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_evictions_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetEvictions() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_evictions_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetFailures(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_failures_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetFailures() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_failures_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetChecksum_failures(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_checksum_failures_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetChecksum_failures() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_checksum_failures_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetIo_errors(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_io_errors_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetIo_errors() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_io_errors_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetRecovered_blocks(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_recovered_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetRecovered_blocks() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_recovered_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetForeign_blocks(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_foreign_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetForeign_blocks() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_foreign_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats) SetReachable_blocks(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_reachable_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats) GetReachable_blocks() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_tier_stats_reachable_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_tier_stats() (_swig_ret Kvc_tier_stats) {
+	var swig_r Kvc_tier_stats
+	swig_r = (Kvc_tier_stats)(SwigcptrKvc_tier_stats(C._wrap_new_kvc_tier_stats_raw_5b7ddcfb25ede1b8()))
+	return swig_r
+}
+
+func DeleteKvc_tier_stats(arg1 Kvc_tier_stats) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_tier_stats_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_tier_stats interface {
+	Swigcptr() uintptr
+	SwigIsKvc_tier_stats()
+	SetStruct_size(arg2 uint)
+	GetStruct_size() (_swig_ret uint)
+	SetTier(arg2 int)
+	GetTier() (_swig_ret int)
+	SetDirect_io(arg2 int)
+	GetDirect_io() (_swig_ret int)
+	SetPersistent(arg2 int)
+	GetPersistent() (_swig_ret int)
+	SetIo_uring(arg2 int)
+	GetIo_uring() (_swig_ret int)
+	SetReserved(arg2 int)
+	GetReserved() (_swig_ret int)
+	SetCapacity_blocks(arg2 int64)
+	GetCapacity_blocks() (_swig_ret int64)
+	SetUsed_blocks(arg2 int64)
+	GetUsed_blocks() (_swig_ret int64)
+	SetCached_blocks(arg2 int64)
+	GetCached_blocks() (_swig_ret int64)
+	SetHeld_blocks(arg2 int64)
+	GetHeld_blocks() (_swig_ret int64)
+	SetBytes_used(arg2 int64)
+	GetBytes_used() (_swig_ret int64)
+	SetBlocks_in(arg2 int64)
+	GetBlocks_in() (_swig_ret int64)
+	SetBlocks_out(arg2 int64)
+	GetBlocks_out() (_swig_ret int64)
+	SetBytes_in(arg2 int64)
+	GetBytes_in() (_swig_ret int64)
+	SetBytes_out(arg2 int64)
+	GetBytes_out() (_swig_ret int64)
+	SetTransfers(arg2 int64)
+	GetTransfers() (_swig_ret int64)
+	SetTransfer_seconds(arg2 float64)
+	GetTransfer_seconds() (_swig_ret float64)
+	SetBandwidth_bytes_per_s(arg2 float64)
+	GetBandwidth_bytes_per_s() (_swig_ret float64)
+	SetHits(arg2 int64)
+	GetHits() (_swig_ret int64)
+	SetEvictions(arg2 int64)
+	GetEvictions() (_swig_ret int64)
+	SetFailures(arg2 int64)
+	GetFailures() (_swig_ret int64)
+	SetChecksum_failures(arg2 int64)
+	GetChecksum_failures() (_swig_ret int64)
+	SetIo_errors(arg2 int64)
+	GetIo_errors() (_swig_ret int64)
+	SetRecovered_blocks(arg2 int64)
+	GetRecovered_blocks() (_swig_ret int64)
+	SetForeign_blocks(arg2 int64)
+	GetForeign_blocks() (_swig_ret int64)
+	SetReachable_blocks(arg2 int64)
+	GetReachable_blocks() (_swig_ret int64)
+}
+
+func Kvc_tier_get_stats(arg1 Struct_SS_kvc_pool, arg2 int, arg3 Kvc_tier_stats) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_get_stats_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	return swig_r
+}
+
+func Kvc_swap_out(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []uint64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_out_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_2))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	return swig_r
+}
+
+func Kvc_swap_in(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []uint64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_in_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_2))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	return swig_r
+}
+
+func Kvc_op_query(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_query_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_2))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	return swig_r
+}
+
+func Kvc_op_wait(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_wait_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1)))
+	return swig_r
+}
+
+func Kvc_preempt_recompute(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preempt_recompute_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_2))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	return swig_r
+}
+
+func Kvc_preemption_cost(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64, arg4 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preemption_cost_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_3))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
 	return swig_r
 }
 
@@ -2564,7 +3177,7 @@ func (arg1 SwigcptrKvc_storage_info) GetDevice() (_swig_ret int) {
 func (arg1 SwigcptrKvc_storage_info) SetBase_address(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_base_address_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1))
+	C._wrap_kvc_storage_info_base_address_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetBase_address() (_swig_ret uint64) {
@@ -2577,7 +3190,7 @@ func (arg1 SwigcptrKvc_storage_info) GetBase_address() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_storage_info) SetTotal_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_total_bytes_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1))
+	C._wrap_kvc_storage_info_total_bytes_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetTotal_bytes() (_swig_ret int64) {
@@ -2590,7 +3203,7 @@ func (arg1 SwigcptrKvc_storage_info) GetTotal_bytes() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_storage_info) SetBlock_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_block_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_149(_swig_i_1))
+	C._wrap_kvc_storage_info_block_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetBlock_stride() (_swig_ret int64) {
@@ -2603,7 +3216,7 @@ func (arg1 SwigcptrKvc_storage_info) GetBlock_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_storage_info) SetLayer_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_layer_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1))
+	C._wrap_kvc_storage_info_layer_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetLayer_stride() (_swig_ret int64) {
@@ -2616,7 +3229,7 @@ func (arg1 SwigcptrKvc_storage_info) GetLayer_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_storage_info) SetKv_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_kv_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_153(_swig_i_1))
+	C._wrap_kvc_storage_info_kv_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetKv_stride() (_swig_ret int64) {
@@ -2629,7 +3242,7 @@ func (arg1 SwigcptrKvc_storage_info) GetKv_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_storage_info) SetHead_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_head_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1))
+	C._wrap_kvc_storage_info_head_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetHead_stride() (_swig_ret int64) {
@@ -2642,7 +3255,7 @@ func (arg1 SwigcptrKvc_storage_info) GetHead_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_storage_info) SetToken_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_token_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1))
+	C._wrap_kvc_storage_info_token_stride_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetToken_stride() (_swig_ret int64) {
@@ -2712,7 +3325,7 @@ func Kvc_cache_write(arg1 Struct_SS_kvc_pool, arg2 int, arg3 []int64, arg4 int64
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_cache_write_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_2)), C.swig_type_160(_swig_i_3), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.uintptr_t(_swig_i_9)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_cache_write_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_2)), C.swig_type_224(_swig_i_3), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.uintptr_t(_swig_i_9)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2725,18 +3338,6 @@ func Kvc_cache_write(arg1 Struct_SS_kvc_pool, arg2 int, arg3 []int64, arg4 int64
 	return swig_r
 }
 
-func Kvc_copy_pending(arg1 Struct_SS_kvc_pool, arg2 uintptr, arg3 []int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_copy_pending_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	return swig_r
-}
-
 func Kvc_storage_copy_blocks(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 []byte, arg5 int) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
@@ -2744,12 +3345,44 @@ func Kvc_storage_copy_blocks(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_storage_copy_blocks_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), C.swig_type_165(_swig_i_2), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_storage_copy_blocks_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_1)), C.swig_type_228(_swig_i_2), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
+	}
+	return swig_r
+}
+
+func Kvc_copy_pending(arg1 Struct_SS_kvc_pool, arg2 uintptr, arg3 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_copy_pending_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_2))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	return swig_r
+}
+
+func Kvc_take_pending_copies(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 []int32, arg4 int64, arg5 []int64) (_swig_ret Enum_SS_kvc_status) {
+	var swig_r Enum_SS_kvc_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_take_pending_copies_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_2)), C.swig_type_233(_swig_i_3), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_4))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
 	}
 	return swig_r
 }
@@ -2761,7 +3394,7 @@ func Kvc_batch_create(arg1 Struct_SS_kvc_pool, arg2 int, arg3 int64, arg4 int, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_create_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_167(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_create_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_235(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
 	}
@@ -2781,7 +3414,7 @@ func Kvc_batch_build(arg1 Struct_SS_kvc_batch, arg2 []uint64, arg3 []int64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_build_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_build_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2837,7 +3470,7 @@ func (arg1 SwigcptrKvc_batch_info) GetNum_seqs() (_swig_ret int) {
 func (arg1 SwigcptrKvc_batch_info) SetNum_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_num_tokens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1))
+	C._wrap_kvc_batch_info_num_tokens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetNum_tokens() (_swig_ret int64) {
@@ -2876,7 +3509,7 @@ func (arg1 SwigcptrKvc_batch_info) GetMax_q_len() (_swig_ret int) {
 func (arg1 SwigcptrKvc_batch_info) SetMax_seq_len(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_max_seq_len_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
+	C._wrap_kvc_batch_info_max_seq_len_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_241(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetMax_seq_len() (_swig_ret int64) {
@@ -2889,7 +3522,7 @@ func (arg1 SwigcptrKvc_batch_info) GetMax_seq_len() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_batch_info) SetNum_indices(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_num_indices_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
+	C._wrap_kvc_batch_info_num_indices_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_243(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetNum_indices() (_swig_ret int64) {
@@ -2928,7 +3561,7 @@ func (arg1 SwigcptrKvc_batch_info) GetRows_uploaded() (_swig_ret int) {
 func (arg1 SwigcptrKvc_batch_info) SetBlock_tables(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_block_tables_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
+	C._wrap_kvc_batch_info_block_tables_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetBlock_tables() (_swig_ret uint64) {
@@ -2941,7 +3574,7 @@ func (arg1 SwigcptrKvc_batch_info) GetBlock_tables() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_batch_info) SetSeq_lens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_seq_lens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
+	C._wrap_kvc_batch_info_seq_lens_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetSeq_lens() (_swig_ret uint64) {
@@ -2954,7 +3587,7 @@ func (arg1 SwigcptrKvc_batch_info) GetSeq_lens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_batch_info) SetQuery_start_loc(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_query_start_loc_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
+	C._wrap_kvc_batch_info_query_start_loc_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_249(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetQuery_start_loc() (_swig_ret uint64) {
@@ -2967,7 +3600,7 @@ func (arg1 SwigcptrKvc_batch_info) GetQuery_start_loc() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_batch_info) SetSlot_mapping(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_slot_mapping_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
+	C._wrap_kvc_batch_info_slot_mapping_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetSlot_mapping() (_swig_ret uint64) {
@@ -2980,7 +3613,7 @@ func (arg1 SwigcptrKvc_batch_info) GetSlot_mapping() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_batch_info) SetKv_indptr(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_kv_indptr_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
+	C._wrap_kvc_batch_info_kv_indptr_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetKv_indptr() (_swig_ret uint64) {
@@ -2993,7 +3626,7 @@ func (arg1 SwigcptrKvc_batch_info) GetKv_indptr() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_batch_info) SetKv_indices(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_kv_indices_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
+	C._wrap_kvc_batch_info_kv_indices_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetKv_indices() (_swig_ret uint64) {
@@ -3006,7 +3639,7 @@ func (arg1 SwigcptrKvc_batch_info) GetKv_indices() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_batch_info) SetKv_last_page_len(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_kv_last_page_len_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
+	C._wrap_kvc_batch_info_kv_last_page_len_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetKv_last_page_len() (_swig_ret uint64) {
@@ -3077,7 +3710,7 @@ func Kvc_batch_copy_slot_mapping(arg1 Struct_SS_kvc_batch, arg2 []int64, arg3 in
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_slot_mapping_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_1)), C.swig_type_192(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_slot_mapping_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_1)), C.swig_type_260(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3089,7 +3722,7 @@ func Kvc_batch_copy_block_tables(arg1 Struct_SS_kvc_batch, arg2 []int32, arg3 in
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_block_tables_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)), C.swig_type_194(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_block_tables_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_1)), C.swig_type_262(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3272,646 +3905,13 @@ func Kvc_launch_attention(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_batch, arg
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_launch_attention_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.uintptr_t(_swig_i_6)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_launch_attention_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_263)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.uintptr_t(_swig_i_6)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
 	}
-	return swig_r
-}
-
-type Enum_SS_kvc_tier int
-func _swig_getKVC_TIER_DEVICE() (_swig_ret Enum_SS_kvc_tier) {
-	var swig_r Enum_SS_kvc_tier
-	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_DEVICE_raw_5b7ddcfb25ede1b8())
-	return swig_r
-}
-
-var KVC_TIER_DEVICE Enum_SS_kvc_tier = _swig_getKVC_TIER_DEVICE()
-func _swig_getKVC_TIER_HOST() (_swig_ret Enum_SS_kvc_tier) {
-	var swig_r Enum_SS_kvc_tier
-	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_HOST_raw_5b7ddcfb25ede1b8())
-	return swig_r
-}
-
-var KVC_TIER_HOST Enum_SS_kvc_tier = _swig_getKVC_TIER_HOST()
-func _swig_getKVC_TIER_DISK() (_swig_ret Enum_SS_kvc_tier) {
-	var swig_r Enum_SS_kvc_tier
-	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_DISK_raw_5b7ddcfb25ede1b8())
-	return swig_r
-}
-
-var KVC_TIER_DISK Enum_SS_kvc_tier = _swig_getKVC_TIER_DISK()
-const KVC_DISK_PERSISTENT int = 1
-const KVC_DISK_NO_DIRECT int = 2
-func Kvc_tier_attach_host(arg1 Struct_SS_kvc_pool, arg2 int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_host_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1)))
-	return swig_r
-}
-
-func Kvc_tier_attach_disk(arg1 Struct_SS_kvc_pool, arg2 string, arg3 int64, arg4 int) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.swig_type_199(_swig_i_2), C.swig_intgo(_swig_i_3)))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	return swig_r
-}
-
-func Kvc_tier_attach_disk_with_identity(arg1 Struct_SS_kvc_pool, arg2 string, arg3 int64, arg4 int, arg5 string) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_with_identity_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_type_201(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_4))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg5
-	}
-	return swig_r
-}
-
-func Kvc_tier_attach_disk_keyed(arg1 Struct_SS_kvc_pool, arg2 string, arg3 int64, arg4 int, arg5 string, arg6 []byte, arg7 int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := arg5
-	_swig_i_5 := arg6
-	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_keyed_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)), C.swig_type_204(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_5)), C.swig_type_207(_swig_i_6)))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg5
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg6
-	}
-	return swig_r
-}
-
-func Kvc_tier_prefetch(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Struct_SS_kvc_keys, arg5 []int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := getSwigcptr(arg4)
-	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_prefetch_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_1)), C.swig_type_209(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_4))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg5
-	}
-	return swig_r
-}
-
-func Kvc_tier_flush(arg1 Struct_SS_kvc_pool, arg2 []int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_flush_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_1))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	return swig_r
-}
-
-func Kvc_swap_out(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []uint64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_out_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_2))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	return swig_r
-}
-
-func Kvc_swap_in(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []uint64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_in_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_214(_swig_i_1), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_2))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	return swig_r
-}
-
-func Kvc_op_query(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_query_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_2))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	return swig_r
-}
-
-func Kvc_op_wait(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_wait_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_218(_swig_i_1)))
-	return swig_r
-}
-
-func Kvc_preempt_recompute(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preempt_recompute_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_2))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	return swig_r
-}
-
-func Kvc_preemption_cost(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64, arg4 []int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preemption_cost_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_3))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg4
-	}
-	return swig_r
-}
-
-func Kvc_prefix_lookup_tiers(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Struct_SS_kvc_keys, arg5 []int64, arg6 []int64, arg7 []int64) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := getSwigcptr(arg4)
-	_swig_i_4 := arg5
-	_swig_i_5 := arg6
-	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_tiers_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_1)), C.swig_type_225(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_6))))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg5
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg6
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg7
-	}
-	return swig_r
-}
-
-type SwigcptrKvc_tier_stats uintptr
-
-func (p SwigcptrKvc_tier_stats) Swigcptr() uintptr {
-	return (uintptr)(p)
-}
-
-func (p SwigcptrKvc_tier_stats) SwigIsKvc_tier_stats() {
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetStruct_size(arg2 uint) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_struct_size_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetStruct_size() (_swig_ret uint) {
-	var swig_r uint
-	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_tier_stats_struct_size_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetTier(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_tier_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetTier() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_tier_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetDirect_io(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_direct_io_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetDirect_io() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_direct_io_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetPersistent(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_persistent_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetPersistent() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_persistent_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetIo_uring(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_io_uring_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetIo_uring() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_io_uring_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetReserved(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_reserved_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetReserved() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_reserved_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetCapacity_blocks(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_capacity_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetCapacity_blocks() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_capacity_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetUsed_blocks(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetUsed_blocks() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetCached_blocks(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_cached_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetCached_blocks() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_cached_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetHeld_blocks(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_held_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetHeld_blocks() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_held_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetBytes_used(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bytes_used_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetBytes_used() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_used_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetBlocks_in(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_blocks_in_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetBlocks_in() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_blocks_in_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetBlocks_out(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_blocks_out_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_241(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetBlocks_out() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_blocks_out_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetBytes_in(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bytes_in_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_243(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetBytes_in() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_in_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetBytes_out(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bytes_out_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetBytes_out() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_out_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetTransfers(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_transfers_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetTransfers() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_transfers_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetTransfer_seconds(arg2 float64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_transfer_seconds_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetTransfer_seconds() (_swig_ret float64) {
-	var swig_r float64
-	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_tier_stats_transfer_seconds_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetBandwidth_bytes_per_s(arg2 float64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetBandwidth_bytes_per_s() (_swig_ret float64) {
-	var swig_r float64
-	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetHits(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_hits_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_249(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetHits() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_hits_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetEvictions(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_evictions_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetEvictions() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_evictions_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetFailures(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_failures_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetFailures() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_failures_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetChecksum_failures(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_checksum_failures_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetChecksum_failures() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_checksum_failures_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetIo_errors(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_io_errors_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetIo_errors() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_io_errors_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetRecovered_blocks(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_recovered_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetRecovered_blocks() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_recovered_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetForeign_blocks(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_foreign_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetForeign_blocks() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_foreign_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrKvc_tier_stats) SetReachable_blocks(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_reachable_blocks_set_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
-}
-
-func (arg1 SwigcptrKvc_tier_stats) GetReachable_blocks() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_reachable_blocks_get_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func NewKvc_tier_stats() (_swig_ret Kvc_tier_stats) {
-	var swig_r Kvc_tier_stats
-	swig_r = (Kvc_tier_stats)(SwigcptrKvc_tier_stats(C._wrap_new_kvc_tier_stats_raw_5b7ddcfb25ede1b8()))
-	return swig_r
-}
-
-func DeleteKvc_tier_stats(arg1 Kvc_tier_stats) {
-	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_tier_stats_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0))
-}
-
-type Kvc_tier_stats interface {
-	Swigcptr() uintptr
-	SwigIsKvc_tier_stats()
-	SetStruct_size(arg2 uint)
-	GetStruct_size() (_swig_ret uint)
-	SetTier(arg2 int)
-	GetTier() (_swig_ret int)
-	SetDirect_io(arg2 int)
-	GetDirect_io() (_swig_ret int)
-	SetPersistent(arg2 int)
-	GetPersistent() (_swig_ret int)
-	SetIo_uring(arg2 int)
-	GetIo_uring() (_swig_ret int)
-	SetReserved(arg2 int)
-	GetReserved() (_swig_ret int)
-	SetCapacity_blocks(arg2 int64)
-	GetCapacity_blocks() (_swig_ret int64)
-	SetUsed_blocks(arg2 int64)
-	GetUsed_blocks() (_swig_ret int64)
-	SetCached_blocks(arg2 int64)
-	GetCached_blocks() (_swig_ret int64)
-	SetHeld_blocks(arg2 int64)
-	GetHeld_blocks() (_swig_ret int64)
-	SetBytes_used(arg2 int64)
-	GetBytes_used() (_swig_ret int64)
-	SetBlocks_in(arg2 int64)
-	GetBlocks_in() (_swig_ret int64)
-	SetBlocks_out(arg2 int64)
-	GetBlocks_out() (_swig_ret int64)
-	SetBytes_in(arg2 int64)
-	GetBytes_in() (_swig_ret int64)
-	SetBytes_out(arg2 int64)
-	GetBytes_out() (_swig_ret int64)
-	SetTransfers(arg2 int64)
-	GetTransfers() (_swig_ret int64)
-	SetTransfer_seconds(arg2 float64)
-	GetTransfer_seconds() (_swig_ret float64)
-	SetBandwidth_bytes_per_s(arg2 float64)
-	GetBandwidth_bytes_per_s() (_swig_ret float64)
-	SetHits(arg2 int64)
-	GetHits() (_swig_ret int64)
-	SetEvictions(arg2 int64)
-	GetEvictions() (_swig_ret int64)
-	SetFailures(arg2 int64)
-	GetFailures() (_swig_ret int64)
-	SetChecksum_failures(arg2 int64)
-	GetChecksum_failures() (_swig_ret int64)
-	SetIo_errors(arg2 int64)
-	GetIo_errors() (_swig_ret int64)
-	SetRecovered_blocks(arg2 int64)
-	GetRecovered_blocks() (_swig_ret int64)
-	SetForeign_blocks(arg2 int64)
-	GetForeign_blocks() (_swig_ret int64)
-	SetReachable_blocks(arg2 int64)
-	GetReachable_blocks() (_swig_ret int64)
-}
-
-func Kvc_tier_get_stats(arg1 Struct_SS_kvc_pool, arg2 int, arg3 Kvc_tier_stats) (_swig_ret Enum_SS_kvc_status) {
-	var swig_r Enum_SS_kvc_status
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_get_stats_raw_5b7ddcfb25ede1b8(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 

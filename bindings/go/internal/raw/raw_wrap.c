@@ -214,6 +214,12 @@ SWIGINTERN struct kvc_event *new_kvc_event(void){
         return s;
     }
 SWIGINTERN void delete_kvc_event(struct kvc_event *self){ free(self); }
+SWIGINTERN struct kvc_tier_stats *new_kvc_tier_stats(void){
+        kvc_tier_stats *s = (kvc_tier_stats *)calloc(1, sizeof(kvc_tier_stats));
+        if (s) s->struct_size = (uint32_t)sizeof(kvc_tier_stats);
+        return s;
+    }
+SWIGINTERN void delete_kvc_tier_stats(struct kvc_tier_stats *self){ free(self); }
 SWIGINTERN struct kvc_storage_info *new_kvc_storage_info(void){
         kvc_storage_info *s = (kvc_storage_info *)calloc(1, sizeof(kvc_storage_info));
         if (s) s->struct_size = (uint32_t)sizeof(kvc_storage_info);
@@ -232,12 +238,6 @@ SWIGINTERN struct kvc_attention_params *new_kvc_attention_params(void){
         return s;
     }
 SWIGINTERN void delete_kvc_attention_params(struct kvc_attention_params *self){ free(self); }
-SWIGINTERN struct kvc_tier_stats *new_kvc_tier_stats(void){
-        kvc_tier_stats *s = (kvc_tier_stats *)calloc(1, sizeof(kvc_tier_stats));
-        if (s) s->struct_size = (uint32_t)sizeof(kvc_tier_stats);
-        return s;
-    }
-SWIGINTERN void delete_kvc_tier_stats(struct kvc_tier_stats *self){ free(self); }
 SWIGINTERN struct kvc_xfer_import_result *new_kvc_xfer_import_result(void){
         kvc_xfer_import_result *s = (kvc_xfer_import_result *)calloc(1, sizeof(kvc_xfer_import_result));
         if (s) s->struct_size = (uint32_t)sizeof(kvc_xfer_import_result);
@@ -707,42 +707,6 @@ intgo _wrap_KVC_BACKEND_AUTO_raw_5b7ddcfb25ede1b8() {
   
   
   result = KVC_BACKEND_AUTO;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_KVC_ALLOC_OK_raw_5b7ddcfb25ede1b8() {
-  enum kvc_alloc_verdict result;
-  intgo _swig_go_result;
-  
-  
-  result = KVC_ALLOC_OK;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_KVC_ALLOC_LATER_raw_5b7ddcfb25ede1b8() {
-  enum kvc_alloc_verdict result;
-  intgo _swig_go_result;
-  
-  
-  result = KVC_ALLOC_LATER;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_KVC_ALLOC_NEVER_raw_5b7ddcfb25ede1b8() {
-  enum kvc_alloc_verdict result;
-  intgo _swig_go_result;
-  
-  
-  result = KVC_ALLOC_NEVER;
   
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
@@ -1306,430 +1270,6 @@ intgo _wrap_kvc_pool_check_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0) {
   arg1 = *(kvc_pool **)&_swig_go_0; 
   
   result = (kvc_status)kvc_pool_check(arg1);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_pool_set_sliding_window_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  int32_t arg2 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  result = (kvc_status)kvc_pool_set_sliding_window(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_pool_get_sliding_window_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  int32_t *arg2 = (int32_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (int32_t *)_swig_go_1.array; 
-  
-  result = (kvc_status)kvc_pool_get_sliding_window(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_keys_create_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0) {
-  kvc_keys **arg1 = (kvc_keys **) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = (kvc_keys **)_swig_go_0.array; 
-  
-  result = (kvc_status)kvc_keys_create(arg1);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_keys_destroy_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0) {
-  kvc_keys *arg1 = (kvc_keys *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_keys **)&_swig_go_0; 
-  
-  result = (kvc_status)kvc_keys_destroy(arg1);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_keys_clear_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0) {
-  kvc_keys *arg1 = (kvc_keys *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_keys **)&_swig_go_0; 
-  
-  result = (kvc_status)kvc_keys_clear(arg1);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_keys_set_lora_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
-  kvc_keys *arg1 = (kvc_keys *) 0 ;
-  uint64_t arg2 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_keys **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  
-  result = (kvc_status)kvc_keys_set_lora(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_keys_set_salt_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, _gostring_ _swig_go_1) {
-  kvc_keys *arg1 = (kvc_keys *) 0 ;
-  char *arg2 = (char *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_keys **)&_swig_go_0; 
-  
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
-  
-  
-  result = (kvc_status)kvc_keys_set_salt(arg1,(char const *)arg2);
-  _swig_go_result = (intgo)result; 
-  free(arg2); 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_keys_add_mm_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
-  kvc_keys *arg1 = (kvc_keys *) 0 ;
-  uint64_t arg2 ;
-  uint64_t arg3 ;
-  int64_t arg4 ;
-  int64_t arg5 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_keys **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (uint64_t)_swig_go_2; 
-  arg4 = (int64_t)_swig_go_3; 
-  arg5 = (int64_t)_swig_go_4; 
-  
-  result = (kvc_status)kvc_keys_add_mm(arg1,arg2,arg3,arg4,arg5);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_keys_set_priority_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, intgo _swig_go_1) {
-  kvc_keys *arg1 = (kvc_keys *) 0 ;
-  int32_t arg2 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_keys **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  result = (kvc_status)kvc_keys_set_priority(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_keys_set_max_cached_tokens_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
-  kvc_keys *arg1 = (kvc_keys *) 0 ;
-  int64_t arg2 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_keys **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  result = (kvc_status)kvc_keys_set_max_cached_tokens(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_can_alloc_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  int32_t *arg2 = (int32_t *) 0 ;
-  int64_t arg3 ;
-  kvc_keys *arg4 = (kvc_keys *) 0 ;
-  int32_t *arg5 = (int32_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (int32_t *)_swig_go_1.array; 
-  arg3 = (int64_t)_swig_go_2; 
-  arg4 = *(kvc_keys **)&_swig_go_3; 
-  arg5 = (int32_t *)_swig_go_4.array; 
-  
-  result = (kvc_status)kvc_can_alloc(arg1,(int const *)arg2,arg3,(struct kvc_keys const *)arg4,arg5);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_alloc_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  int32_t *arg3 = (int32_t *) 0 ;
-  int64_t arg4 ;
-  kvc_keys *arg5 = (kvc_keys *) 0 ;
-  int64_t *arg6 = (int64_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (int32_t *)_swig_go_2.array; 
-  arg4 = (int64_t)_swig_go_3; 
-  arg5 = *(kvc_keys **)&_swig_go_4; 
-  arg6 = (int64_t *)_swig_go_5.array; 
-  
-  result = (kvc_status)kvc_alloc(arg1,arg2,(int const *)arg3,arg4,(struct kvc_keys const *)arg5,arg6);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_admit_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  int32_t *arg3 = (int32_t *) 0 ;
-  int64_t arg4 ;
-  kvc_keys *arg5 = (kvc_keys *) 0 ;
-  int32_t *arg6 = (int32_t *) 0 ;
-  int64_t *arg7 = (int64_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (int32_t *)_swig_go_2.array; 
-  arg4 = (int64_t)_swig_go_3; 
-  arg5 = *(kvc_keys **)&_swig_go_4; 
-  arg6 = (int32_t *)_swig_go_5.array; 
-  arg7 = (int64_t *)_swig_go_6.array; 
-  
-  result = (kvc_status)kvc_admit(arg1,arg2,(int const *)arg3,arg4,(struct kvc_keys const *)arg5,arg6,arg7);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_append_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  int32_t *arg3 = (int32_t *) 0 ;
-  int64_t arg4 ;
-  int64_t arg5 ;
-  int32_t *arg6 = (int32_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (int32_t *)_swig_go_2.array; 
-  arg4 = (int64_t)_swig_go_3; 
-  arg5 = (int64_t)_swig_go_4; 
-  arg6 = (int32_t *)_swig_go_5.array; 
-  
-  result = (kvc_status)kvc_append(arg1,arg2,(int const *)arg3,arg4,arg5,arg6);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_append_batch_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  int32_t arg2 ;
-  uint64_t *arg3 = (uint64_t *) 0 ;
-  int64_t *arg4 = (int64_t *) 0 ;
-  int32_t *arg5 = (int32_t *) 0 ;
-  int64_t arg6 ;
-  int64_t *arg7 = (int64_t *) 0 ;
-  int32_t *arg8 = (int32_t *) 0 ;
-  int32_t *arg9 = (int32_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  arg3 = (uint64_t *)_swig_go_2.array; 
-  arg4 = (int64_t *)_swig_go_3.array; 
-  arg5 = (int32_t *)_swig_go_4.array; 
-  arg6 = (int64_t)_swig_go_5; 
-  arg7 = (int64_t *)_swig_go_6.array; 
-  arg8 = (int32_t *)_swig_go_7.array; 
-  arg9 = (int32_t *)_swig_go_8.array; 
-  
-  result = (kvc_status)kvc_append_batch(arg1,arg2,(unsigned long const *)arg3,(long const *)arg4,(int const *)arg5,arg6,(long const *)arg7,arg8,arg9);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_truncate_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  int64_t arg3 ;
-  int32_t *arg4 = (int32_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (int64_t)_swig_go_2; 
-  arg4 = (int32_t *)_swig_go_3.array; 
-  
-  result = (kvc_status)kvc_truncate(arg1,arg2,arg3,arg4);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_fork_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  uint64_t arg3 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (uint64_t)_swig_go_2; 
-  
-  result = (kvc_status)kvc_fork(arg1,arg2,arg3);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_free_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  
-  result = (kvc_status)kvc_free(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_abort_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  
-  result = (kvc_status)kvc_abort(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_seq_block_table_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  int32_t *arg3 = (int32_t *) 0 ;
-  int64_t arg4 ;
-  int64_t *arg5 = (int64_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (int32_t *)_swig_go_2.array; 
-  arg4 = (int64_t)_swig_go_3; 
-  arg5 = (int64_t *)_swig_go_4.array; 
-  
-  result = (kvc_status)kvc_seq_block_table(arg1,arg2,arg3,arg4,arg5);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_seq_num_tokens_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  int64_t *arg3 = (int64_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (int64_t *)_swig_go_2.array; 
-  
-  result = (kvc_status)kvc_seq_num_tokens(arg1,arg2,arg3);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_seq_slot_mapping_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  int64_t arg3 ;
-  int64_t arg4 ;
-  int64_t *arg5 = (int64_t *) 0 ;
-  int64_t arg6 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (int64_t)_swig_go_2; 
-  arg4 = (int64_t)_swig_go_3; 
-  arg5 = (int64_t *)_swig_go_4.array; 
-  arg6 = (int64_t)_swig_go_5; 
-  
-  result = (kvc_status)kvc_seq_slot_mapping(arg1,arg2,arg3,arg4,arg5,arg6);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_take_pending_copies_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  int32_t *arg2 = (int32_t *) 0 ;
-  int32_t *arg3 = (int32_t *) 0 ;
-  int64_t arg4 ;
-  int64_t *arg5 = (int64_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (int32_t *)_swig_go_1.array; 
-  arg3 = (int32_t *)_swig_go_2.array; 
-  arg4 = (int64_t)_swig_go_3; 
-  arg5 = (int64_t *)_swig_go_4.array; 
-  
-  result = (kvc_status)kvc_take_pending_copies(arg1,arg2,arg3,arg4,arg5);
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
 }
@@ -2346,6 +1886,445 @@ intgo _wrap_kvc_pool_stats_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, str
 }
 
 
+intgo _wrap_kvc_pool_set_sliding_window_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int32_t arg2 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (kvc_status)kvc_pool_set_sliding_window(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_pool_get_sliding_window_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1.array; 
+  
+  result = (kvc_status)kvc_pool_get_sliding_window(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_keys_create_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0) {
+  kvc_keys **arg1 = (kvc_keys **) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = (kvc_keys **)_swig_go_0.array; 
+  
+  result = (kvc_status)kvc_keys_create(arg1);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_keys_destroy_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0) {
+  kvc_keys *arg1 = (kvc_keys *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_keys **)&_swig_go_0; 
+  
+  result = (kvc_status)kvc_keys_destroy(arg1);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_keys_clear_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0) {
+  kvc_keys *arg1 = (kvc_keys *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_keys **)&_swig_go_0; 
+  
+  result = (kvc_status)kvc_keys_clear(arg1);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_keys_set_lora_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
+  kvc_keys *arg1 = (kvc_keys *) 0 ;
+  uint64_t arg2 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_keys **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status)kvc_keys_set_lora(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_keys_set_salt_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, _gostring_ _swig_go_1) {
+  kvc_keys *arg1 = (kvc_keys *) 0 ;
+  char *arg2 = (char *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_keys **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (kvc_status)kvc_keys_set_salt(arg1,(char const *)arg2);
+  _swig_go_result = (intgo)result; 
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_keys_add_mm_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
+  kvc_keys *arg1 = (kvc_keys *) 0 ;
+  uint64_t arg2 ;
+  uint64_t arg3 ;
+  int64_t arg4 ;
+  int64_t arg5 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_keys **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint64_t)_swig_go_2; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = (int64_t)_swig_go_4; 
+  
+  result = (kvc_status)kvc_keys_add_mm(arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_keys_set_priority_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, intgo _swig_go_1) {
+  kvc_keys *arg1 = (kvc_keys *) 0 ;
+  int32_t arg2 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_keys **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (kvc_status)kvc_keys_set_priority(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_keys_set_max_cached_tokens_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
+  kvc_keys *arg1 = (kvc_keys *) 0 ;
+  int64_t arg2 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_keys **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  result = (kvc_status)kvc_keys_set_max_cached_tokens(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_ALLOC_OK_raw_5b7ddcfb25ede1b8() {
+  enum kvc_alloc_verdict result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_ALLOC_OK;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_ALLOC_LATER_raw_5b7ddcfb25ede1b8() {
+  enum kvc_alloc_verdict result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_ALLOC_LATER;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_ALLOC_NEVER_raw_5b7ddcfb25ede1b8() {
+  enum kvc_alloc_verdict result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_ALLOC_NEVER;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_can_alloc_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  int64_t arg3 ;
+  kvc_keys *arg4 = (kvc_keys *) 0 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = *(kvc_keys **)&_swig_go_3; 
+  arg5 = (int32_t *)_swig_go_4.array; 
+  
+  result = (kvc_status)kvc_can_alloc(arg1,(int const *)arg2,arg3,(struct kvc_keys const *)arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_admit_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  int64_t arg4 ;
+  kvc_keys *arg5 = (kvc_keys *) 0 ;
+  int32_t *arg6 = (int32_t *) 0 ;
+  int64_t *arg7 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = *(kvc_keys **)&_swig_go_4; 
+  arg6 = (int32_t *)_swig_go_5.array; 
+  arg7 = (int64_t *)_swig_go_6.array; 
+  
+  result = (kvc_status)kvc_admit(arg1,arg2,(int const *)arg3,arg4,(struct kvc_keys const *)arg5,arg6,arg7);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_alloc_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  int64_t arg4 ;
+  kvc_keys *arg5 = (kvc_keys *) 0 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = *(kvc_keys **)&_swig_go_4; 
+  arg6 = (int64_t *)_swig_go_5.array; 
+  
+  result = (kvc_status)kvc_alloc(arg1,arg2,(int const *)arg3,arg4,(struct kvc_keys const *)arg5,arg6);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_append_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  int64_t arg4 ;
+  int64_t arg5 ;
+  int32_t *arg6 = (int32_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = (int64_t)_swig_go_4; 
+  arg6 = (int32_t *)_swig_go_5.array; 
+  
+  result = (kvc_status)kvc_append(arg1,arg2,(int const *)arg3,arg4,arg5,arg6);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_append_batch_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int32_t arg2 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  int64_t arg6 ;
+  int64_t *arg7 = (int64_t *) 0 ;
+  int32_t *arg8 = (int32_t *) 0 ;
+  int32_t *arg9 = (int32_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2.array; 
+  arg4 = (int64_t *)_swig_go_3.array; 
+  arg5 = (int32_t *)_swig_go_4.array; 
+  arg6 = (int64_t)_swig_go_5; 
+  arg7 = (int64_t *)_swig_go_6.array; 
+  arg8 = (int32_t *)_swig_go_7.array; 
+  arg9 = (int32_t *)_swig_go_8.array; 
+  
+  result = (kvc_status)kvc_append_batch(arg1,arg2,(unsigned long const *)arg3,(long const *)arg4,(int const *)arg5,arg6,(long const *)arg7,arg8,arg9);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_fork_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  uint64_t arg3 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint64_t)_swig_go_2; 
+  
+  result = (kvc_status)kvc_fork(arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_truncate_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  int64_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (int32_t *)_swig_go_3.array; 
+  
+  result = (kvc_status)kvc_truncate(arg1,arg2,arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_free_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status)kvc_free(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_abort_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status)kvc_abort(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_seq_block_table_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  int64_t arg4 ;
+  int64_t *arg5 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = (int64_t *)_swig_go_4.array; 
+  
+  result = (kvc_status)kvc_seq_block_table(arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_seq_num_tokens_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int64_t *)_swig_go_2.array; 
+  
+  result = (kvc_status)kvc_seq_num_tokens(arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_seq_slot_mapping_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  int64_t arg3 ;
+  int64_t arg4 ;
+  int64_t *arg5 = (int64_t *) 0 ;
+  int64_t arg6 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = (int64_t *)_swig_go_4.array; 
+  arg6 = (int64_t)_swig_go_5; 
+  
+  result = (kvc_status)kvc_seq_slot_mapping(arg1,arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_kvc_prefix_lookup_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
@@ -2362,6 +2341,31 @@ intgo _wrap_kvc_prefix_lookup_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, 
   arg5 = (int64_t *)_swig_go_4.array; 
   
   result = (kvc_status)kvc_prefix_lookup(arg1,(int const *)arg2,arg3,(struct kvc_keys const *)arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_prefix_lookup_tiers_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  int64_t arg3 ;
+  kvc_keys *arg4 = (kvc_keys *) 0 ;
+  int64_t *arg5 = (int64_t *) 0 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  int64_t *arg7 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = *(kvc_keys **)&_swig_go_3; 
+  arg5 = (int64_t *)_swig_go_4.array; 
+  arg6 = (int64_t *)_swig_go_5.array; 
+  arg7 = (int64_t *)_swig_go_6.array; 
+  
+  result = (kvc_status)kvc_prefix_lookup_tiers(arg1,(int const *)arg2,arg3,(struct kvc_keys const *)arg4,arg5,arg6,arg7);
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
 }
@@ -2842,6 +2846,973 @@ intgo _wrap_kvc_pool_set_tier_events_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig
 }
 
 
+intgo _wrap_KVC_TIER_DEVICE_raw_5b7ddcfb25ede1b8() {
+  enum kvc_tier result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_TIER_DEVICE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_TIER_HOST_raw_5b7ddcfb25ede1b8() {
+  enum kvc_tier result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_TIER_HOST;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_TIER_DISK_raw_5b7ddcfb25ede1b8() {
+  enum kvc_tier result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_TIER_DISK;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_tier_attach_host_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int64_t arg2 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  result = (kvc_status)kvc_tier_attach_host(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_tier_attach_disk_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int64_t arg3 ;
+  int32_t arg4 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (int32_t)_swig_go_3; 
+  
+  result = (kvc_status)kvc_tier_attach_disk(arg1,(char const *)arg2,arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_tier_attach_disk_with_identity_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int64_t arg3 ;
+  int32_t arg4 ;
+  char *arg5 = (char *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (int32_t)_swig_go_3; 
+  
+  arg5 = (char *)malloc(_swig_go_4.n + 1);
+  memcpy(arg5, _swig_go_4.p, _swig_go_4.n);
+  arg5[_swig_go_4.n] = '\0';
+  
+  
+  result = (kvc_status)kvc_tier_attach_disk_with_identity(arg1,(char const *)arg2,arg3,arg4,(char const *)arg5);
+  _swig_go_result = (intgo)result; 
+  free(arg2); 
+  free(arg5); 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_tier_attach_disk_keyed_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int64_t arg3 ;
+  int32_t arg4 ;
+  char *arg5 = (char *) 0 ;
+  uint8_t *arg6 = (uint8_t *) 0 ;
+  int64_t arg7 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (int32_t)_swig_go_3; 
+  
+  arg5 = (char *)malloc(_swig_go_4.n + 1);
+  memcpy(arg5, _swig_go_4.p, _swig_go_4.n);
+  arg5[_swig_go_4.n] = '\0';
+  
+  arg6 = (uint8_t *)_swig_go_5.array; 
+  arg7 = (int64_t)_swig_go_6; 
+  
+  result = (kvc_status)kvc_tier_attach_disk_keyed(arg1,(char const *)arg2,arg3,arg4,(char const *)arg5,(unsigned char const *)arg6,arg7);
+  _swig_go_result = (intgo)result; 
+  free(arg2); 
+  free(arg5); 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_tier_prefetch_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  int64_t arg3 ;
+  kvc_keys *arg4 = (kvc_keys *) 0 ;
+  int64_t *arg5 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = *(kvc_keys **)&_swig_go_3; 
+  arg5 = (int64_t *)_swig_go_4.array; 
+  
+  result = (kvc_status)kvc_tier_prefetch(arg1,(int const *)arg2,arg3,(struct kvc_keys const *)arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_tier_flush_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int64_t *arg2 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int64_t *)_swig_go_1.array; 
+  
+  result = (kvc_status)kvc_tier_flush(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+intgo _wrap_kvc_tier_stats_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_tier_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->tier = arg2;
+  
+}
+
+
+intgo _wrap_kvc_tier_stats_tier_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->tier);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_direct_io_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->direct_io = arg2;
+  
+}
+
+
+intgo _wrap_kvc_tier_stats_direct_io_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->direct_io);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_persistent_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->persistent = arg2;
+  
+}
+
+
+intgo _wrap_kvc_tier_stats_persistent_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->persistent);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_io_uring_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->io_uring = arg2;
+  
+}
+
+
+intgo _wrap_kvc_tier_stats_io_uring_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->io_uring);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_reserved_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+intgo _wrap_kvc_tier_stats_reserved_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_capacity_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->capacity_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_capacity_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->capacity_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->used_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->used_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_cached_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cached_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_cached_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->cached_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_held_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->held_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_held_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->held_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_bytes_used_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->bytes_used = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_bytes_used_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->bytes_used);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_blocks_in_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->blocks_in = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_blocks_in_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->blocks_in);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_blocks_out_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->blocks_out = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_blocks_out_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->blocks_out);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_bytes_in_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->bytes_in = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_bytes_in_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->bytes_in);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_bytes_out_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->bytes_out = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_bytes_out_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->bytes_out);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_transfers_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->transfers = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_transfers_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->transfers);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_transfer_seconds_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->transfer_seconds = arg2;
+  
+}
+
+
+double _wrap_kvc_tier_stats_transfer_seconds_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->transfer_seconds);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->bandwidth_bytes_per_s = arg2;
+  
+}
+
+
+double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->bandwidth_bytes_per_s);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_hits_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->hits = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_hits_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->hits);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_evictions_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->evictions = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_evictions_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->evictions);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_failures_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->failures = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_failures_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->failures);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_checksum_failures_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->checksum_failures = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_checksum_failures_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->checksum_failures);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_io_errors_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->io_errors = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_io_errors_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->io_errors);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_recovered_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->recovered_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_recovered_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->recovered_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_foreign_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->foreign_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_foreign_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->foreign_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_reachable_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reachable_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_reachable_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->reachable_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_tier_stats *_wrap_new_kvc_tier_stats_raw_5b7ddcfb25ede1b8() {
+  struct kvc_tier_stats *result = 0 ;
+  struct kvc_tier_stats *_swig_go_result;
+  
+  
+  result = (struct kvc_tier_stats *)new_kvc_tier_stats();
+  *(struct kvc_tier_stats **)&_swig_go_result = (struct kvc_tier_stats *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_tier_stats_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  delete_kvc_tier_stats(arg1);
+  
+}
+
+
+intgo _wrap_kvc_tier_get_stats_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int32_t arg2 ;
+  kvc_tier_stats *arg3 = (kvc_tier_stats *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  arg3 = *(kvc_tier_stats **)&_swig_go_2; 
+  
+  result = (kvc_status)kvc_tier_get_stats(arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_swap_out_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2.array; 
+  
+  result = (kvc_status)kvc_swap_out(arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_swap_in_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2.array; 
+  
+  result = (kvc_status)kvc_swap_in(arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_op_query_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  
+  result = (kvc_status)kvc_op_query(arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_op_wait_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status)kvc_op_wait(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_preempt_recompute_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int64_t *)_swig_go_2.array; 
+  
+  result = (kvc_status)kvc_preempt_recompute(arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_preemption_cost_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int64_t *)_swig_go_2.array; 
+  arg4 = (int64_t *)_swig_go_3.array; 
+  
+  result = (kvc_status)kvc_preemption_cost(arg1,arg2,arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 void _wrap_kvc_storage_info_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint32_t arg2 ;
@@ -3209,6 +4180,27 @@ intgo _wrap_kvc_cache_write_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, in
 }
 
 
+intgo _wrap_kvc_storage_copy_blocks_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  int64_t arg3 ;
+  void *arg4 = (void *) 0 ;
+  int32_t arg5 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (void *)_swig_go_3.array; 
+  arg5 = (int32_t)_swig_go_4; 
+  
+  result = (kvc_status)kvc_storage_copy_blocks(arg1,(int const *)arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_kvc_copy_pending_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, void *_swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   void *arg2 = (void *) 0 ;
@@ -3226,22 +4218,22 @@ intgo _wrap_kvc_copy_pending_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, v
 }
 
 
-intgo _wrap_kvc_storage_copy_blocks_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+intgo _wrap_kvc_take_pending_copies_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
-  int64_t arg3 ;
-  void *arg4 = (void *) 0 ;
-  int32_t arg5 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  int64_t arg4 ;
+  int64_t *arg5 = (int64_t *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
   
   arg1 = *(kvc_pool **)&_swig_go_0; 
   arg2 = (int32_t *)_swig_go_1.array; 
-  arg3 = (int64_t)_swig_go_2; 
-  arg4 = (void *)_swig_go_3.array; 
-  arg5 = (int32_t)_swig_go_4; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = (int64_t *)_swig_go_4.array; 
   
-  result = (kvc_status)kvc_storage_copy_blocks(arg1,(int const *)arg2,arg3,arg4,arg5);
+  result = (kvc_status)kvc_take_pending_copies(arg1,arg2,arg3,arg4,arg5);
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
 }
@@ -4064,998 +5056,6 @@ intgo _wrap_kvc_launch_attention_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_
   arg7 = *(void **)&_swig_go_6; 
   
   result = (kvc_status)kvc_launch_attention(arg1,(struct kvc_batch const *)arg2,arg3,(void const *)arg4,arg5,(struct kvc_attention_params const *)arg6,arg7);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_KVC_TIER_DEVICE_raw_5b7ddcfb25ede1b8() {
-  enum kvc_tier result;
-  intgo _swig_go_result;
-  
-  
-  result = KVC_TIER_DEVICE;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_KVC_TIER_HOST_raw_5b7ddcfb25ede1b8() {
-  enum kvc_tier result;
-  intgo _swig_go_result;
-  
-  
-  result = KVC_TIER_HOST;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_KVC_TIER_DISK_raw_5b7ddcfb25ede1b8() {
-  enum kvc_tier result;
-  intgo _swig_go_result;
-  
-  
-  result = KVC_TIER_DISK;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_tier_attach_host_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  int64_t arg2 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  result = (kvc_status)kvc_tier_attach_host(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_tier_attach_disk_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  char *arg2 = (char *) 0 ;
-  int64_t arg3 ;
-  int32_t arg4 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
-  
-  arg3 = (int64_t)_swig_go_2; 
-  arg4 = (int32_t)_swig_go_3; 
-  
-  result = (kvc_status)kvc_tier_attach_disk(arg1,(char const *)arg2,arg3,arg4);
-  _swig_go_result = (intgo)result; 
-  free(arg2); 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_tier_attach_disk_with_identity_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  char *arg2 = (char *) 0 ;
-  int64_t arg3 ;
-  int32_t arg4 ;
-  char *arg5 = (char *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
-  
-  arg3 = (int64_t)_swig_go_2; 
-  arg4 = (int32_t)_swig_go_3; 
-  
-  arg5 = (char *)malloc(_swig_go_4.n + 1);
-  memcpy(arg5, _swig_go_4.p, _swig_go_4.n);
-  arg5[_swig_go_4.n] = '\0';
-  
-  
-  result = (kvc_status)kvc_tier_attach_disk_with_identity(arg1,(char const *)arg2,arg3,arg4,(char const *)arg5);
-  _swig_go_result = (intgo)result; 
-  free(arg2); 
-  free(arg5); 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_tier_attach_disk_keyed_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  char *arg2 = (char *) 0 ;
-  int64_t arg3 ;
-  int32_t arg4 ;
-  char *arg5 = (char *) 0 ;
-  uint8_t *arg6 = (uint8_t *) 0 ;
-  int64_t arg7 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
-  
-  arg3 = (int64_t)_swig_go_2; 
-  arg4 = (int32_t)_swig_go_3; 
-  
-  arg5 = (char *)malloc(_swig_go_4.n + 1);
-  memcpy(arg5, _swig_go_4.p, _swig_go_4.n);
-  arg5[_swig_go_4.n] = '\0';
-  
-  arg6 = (uint8_t *)_swig_go_5.array; 
-  arg7 = (int64_t)_swig_go_6; 
-  
-  result = (kvc_status)kvc_tier_attach_disk_keyed(arg1,(char const *)arg2,arg3,arg4,(char const *)arg5,(unsigned char const *)arg6,arg7);
-  _swig_go_result = (intgo)result; 
-  free(arg2); 
-  free(arg5); 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_tier_prefetch_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  int32_t *arg2 = (int32_t *) 0 ;
-  int64_t arg3 ;
-  kvc_keys *arg4 = (kvc_keys *) 0 ;
-  int64_t *arg5 = (int64_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (int32_t *)_swig_go_1.array; 
-  arg3 = (int64_t)_swig_go_2; 
-  arg4 = *(kvc_keys **)&_swig_go_3; 
-  arg5 = (int64_t *)_swig_go_4.array; 
-  
-  result = (kvc_status)kvc_tier_prefetch(arg1,(int const *)arg2,arg3,(struct kvc_keys const *)arg4,arg5);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_tier_flush_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  int64_t *arg2 = (int64_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (int64_t *)_swig_go_1.array; 
-  
-  result = (kvc_status)kvc_tier_flush(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_swap_out_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  uint64_t *arg3 = (uint64_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (uint64_t *)_swig_go_2.array; 
-  
-  result = (kvc_status)kvc_swap_out(arg1,arg2,arg3);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_swap_in_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  uint64_t *arg3 = (uint64_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (uint64_t *)_swig_go_2.array; 
-  
-  result = (kvc_status)kvc_swap_in(arg1,arg2,arg3);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_op_query_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  int32_t *arg3 = (int32_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (int32_t *)_swig_go_2.array; 
-  
-  result = (kvc_status)kvc_op_query(arg1,arg2,arg3);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_op_wait_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  
-  result = (kvc_status)kvc_op_wait(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_preempt_recompute_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  int64_t *arg3 = (int64_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (int64_t *)_swig_go_2.array; 
-  
-  result = (kvc_status)kvc_preempt_recompute(arg1,arg2,arg3);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_preemption_cost_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  uint64_t arg2 ;
-  int64_t *arg3 = (int64_t *) 0 ;
-  int64_t *arg4 = (int64_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (uint64_t)_swig_go_1; 
-  arg3 = (int64_t *)_swig_go_2.array; 
-  arg4 = (int64_t *)_swig_go_3.array; 
-  
-  result = (kvc_status)kvc_preemption_cost(arg1,arg2,arg3,arg4);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvc_prefix_lookup_tiers_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  int32_t *arg2 = (int32_t *) 0 ;
-  int64_t arg3 ;
-  kvc_keys *arg4 = (kvc_keys *) 0 ;
-  int64_t *arg5 = (int64_t *) 0 ;
-  int64_t *arg6 = (int64_t *) 0 ;
-  int64_t *arg7 = (int64_t *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (int32_t *)_swig_go_1.array; 
-  arg3 = (int64_t)_swig_go_2; 
-  arg4 = *(kvc_keys **)&_swig_go_3; 
-  arg5 = (int64_t *)_swig_go_4.array; 
-  arg6 = (int64_t *)_swig_go_5.array; 
-  arg7 = (int64_t *)_swig_go_6.array; 
-  
-  result = (kvc_status)kvc_prefix_lookup_tiers(arg1,(int const *)arg2,arg3,(struct kvc_keys const *)arg4,arg5,arg6,arg7);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  uint32_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (uint32_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->struct_size = arg2;
-  
-}
-
-
-intgo _wrap_kvc_tier_stats_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  uint32_t result;
-  intgo _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (uint32_t) ((arg1)->struct_size);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_tier_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int32_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->tier = arg2;
-  
-}
-
-
-intgo _wrap_kvc_tier_stats_tier_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int32_t result;
-  intgo _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int32_t) ((arg1)->tier);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_direct_io_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int32_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->direct_io = arg2;
-  
-}
-
-
-intgo _wrap_kvc_tier_stats_direct_io_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int32_t result;
-  intgo _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int32_t) ((arg1)->direct_io);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_persistent_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int32_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->persistent = arg2;
-  
-}
-
-
-intgo _wrap_kvc_tier_stats_persistent_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int32_t result;
-  intgo _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int32_t) ((arg1)->persistent);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_io_uring_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int32_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->io_uring = arg2;
-  
-}
-
-
-intgo _wrap_kvc_tier_stats_io_uring_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int32_t result;
-  intgo _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int32_t) ((arg1)->io_uring);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_reserved_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int32_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->reserved = arg2;
-  
-}
-
-
-intgo _wrap_kvc_tier_stats_reserved_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int32_t result;
-  intgo _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int32_t) ((arg1)->reserved);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_capacity_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->capacity_blocks = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_capacity_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->capacity_blocks);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->used_blocks = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->used_blocks);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_cached_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->cached_blocks = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_cached_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->cached_blocks);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_held_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->held_blocks = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_held_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->held_blocks);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_bytes_used_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->bytes_used = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_bytes_used_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->bytes_used);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_blocks_in_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->blocks_in = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_blocks_in_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->blocks_in);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_blocks_out_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->blocks_out = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_blocks_out_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->blocks_out);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_bytes_in_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->bytes_in = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_bytes_in_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->bytes_in);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_bytes_out_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->bytes_out = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_bytes_out_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->bytes_out);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_transfers_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->transfers = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_transfers_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->transfers);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_transfer_seconds_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  double arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (double)_swig_go_1; 
-  
-  if (arg1) (arg1)->transfer_seconds = arg2;
-  
-}
-
-
-double _wrap_kvc_tier_stats_transfer_seconds_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  double result;
-  double _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (double) ((arg1)->transfer_seconds);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  double arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (double)_swig_go_1; 
-  
-  if (arg1) (arg1)->bandwidth_bytes_per_s = arg2;
-  
-}
-
-
-double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  double result;
-  double _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (double) ((arg1)->bandwidth_bytes_per_s);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_hits_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->hits = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_hits_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->hits);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_evictions_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->evictions = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_evictions_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->evictions);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_failures_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->failures = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_failures_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->failures);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_checksum_failures_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->checksum_failures = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_checksum_failures_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->checksum_failures);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_io_errors_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->io_errors = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_io_errors_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->io_errors);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_recovered_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->recovered_blocks = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_recovered_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->recovered_blocks);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_foreign_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->foreign_blocks = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_foreign_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->foreign_blocks);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_kvc_tier_stats_reachable_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t arg2 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->reachable_blocks = arg2;
-  
-}
-
-
-long long _wrap_kvc_tier_stats_reachable_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  int64_t result;
-  long long _swig_go_result;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  result = (int64_t) ((arg1)->reachable_blocks);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-struct kvc_tier_stats *_wrap_new_kvc_tier_stats_raw_5b7ddcfb25ede1b8() {
-  struct kvc_tier_stats *result = 0 ;
-  struct kvc_tier_stats *_swig_go_result;
-  
-  
-  result = (struct kvc_tier_stats *)new_kvc_tier_stats();
-  *(struct kvc_tier_stats **)&_swig_go_result = (struct kvc_tier_stats *)result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_delete_kvc_tier_stats_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
-  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
-  
-  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
-  
-  delete_kvc_tier_stats(arg1);
-  
-}
-
-
-intgo _wrap_kvc_tier_get_stats_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
-  kvc_pool *arg1 = (kvc_pool *) 0 ;
-  int32_t arg2 ;
-  kvc_tier_stats *arg3 = (kvc_tier_stats *) 0 ;
-  kvc_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvc_pool **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  arg3 = *(kvc_tier_stats **)&_swig_go_2; 
-  
-  result = (kvc_status)kvc_tier_get_stats(arg1,arg2,arg3);
   _swig_go_result = (intgo)result; 
   return _swig_go_result;
 }

@@ -8,11 +8,11 @@ pub const KVC_PRIORITY_MIN: u32 = 0;
 pub const KVC_PRIORITY_MAX: u32 = 100;
 pub const KVC_PRIORITY_DEFAULT: u32 = 50;
 pub const KVC_MAX_SALT_LEN: u32 = 256;
+pub const KVC_DISK_PERSISTENT: u32 = 1;
+pub const KVC_DISK_NO_DIRECT: u32 = 2;
 pub const KVC_MAX_DISK_IDENTITY_LEN: u32 = 1024;
 pub const KVC_DISK_KEY_MIN_LEN: u32 = 16;
 pub const KVC_DISK_KEY_MAX_LEN: u32 = 64;
-pub const KVC_DISK_PERSISTENT: u32 = 1;
-pub const KVC_DISK_NO_DIRECT: u32 = 2;
 pub const KVC_MAX_XFER_IDENTITY_LEN: u32 = 1024;
 pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __int32_t = ::std::os::raw::c_int;
@@ -20,12 +20,19 @@ pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
 pub type __uint64_t = ::std::os::raw::c_ulong;
 extern "C" {
-    #[doc = " Runtime version of the loaded library as KVC_VERSION_NUMBER. Compare with the macro to detect a"]
-    #[doc = "  header/library mismatch. Never fails."]
+    #[doc = " @brief Runtime version of the loaded library as KVC_VERSION_NUMBER."]
+    #[doc = ""]
+    #[doc = " Compare with the macro to detect a header/library mismatch."]
+    #[doc = " @return The version number. Never fails."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread, any time."]
     pub fn kvc_version() -> i32;
 }
 extern "C" {
-    #[doc = " Runtime version as a static string \"major.minor.patch\". Never fails; never NULL; not freed."]
+    #[doc = " @brief Runtime version as a static string \"major.minor.patch\"."]
+    #[doc = " @return The string: never NULL, static, not freed by the caller. Never fails."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread, any time."]
     pub fn kvc_version_string() -> *const ::std::os::raw::c_char;
 }
 pub const KVC_OK: kvc_status = 0;
@@ -61,24 +68,38 @@ pub const KVC_ERR_VERSION: kvc_status = 14;
 pub const KVC_ERR_STATE: kvc_status = 15;
 #[doc = "< an internal invariant failed (a bug; please report)"]
 pub const KVC_ERR_INTERNAL: kvc_status = 16;
+#[doc = " @brief Status of a call: KVC_OK, or why it failed (nothing was changed)."]
 pub type kvc_status = ::std::os::raw::c_uint;
 extern "C" {
-    #[doc = " Static English name of a status (\"KVC_ERR_OUT_OF_BLOCKS: ...\"). Unknown values give a generic"]
-    #[doc = "  string. Never NULL; never freed by the caller."]
+    #[doc = " @brief Static English name of a status (\"KVC_ERR_OUT_OF_BLOCKS: ...\")."]
+    #[doc = " @param[in] status A kvc_status value; unknown values give a generic string."]
+    #[doc = " @return The string: never NULL, static, never freed by the caller. Never fails."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread, any time."]
     pub fn kvc_status_str(status: i32) -> *const ::std::os::raw::c_char;
 }
 extern "C" {
-    #[doc = " Message of the most recent failing kvc_* call made *by this OS thread*, or \"\" if none."]
-    #[doc = "  The pointer stays valid until this thread's next failing kvc_* call; copy it if needed."]
-    #[doc = "  Successful calls do not clear it. Never NULL."]
+    #[doc = " @brief Message of the most recent failing kvc_* call made *by this OS thread*, or \"\" if none."]
+    #[doc = ""]
+    #[doc = " The pointer stays valid until this thread's next failing kvc_* call; copy it if needed."]
+    #[doc = " Successful calls do not clear it."]
+    #[doc = " @return The message, never NULL. Never fails."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread; each OS thread reads its own message."]
     pub fn kvc_last_error() -> *const ::std::os::raw::c_char;
 }
 extern "C" {
-    #[doc = " Copies kvc_last_error() into buf (always NUL-terminated, truncated to cap bytes)."]
-    #[doc = "  *out_len (if non-NULL) receives the full message length without the NUL."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG if buf is NULL while cap > 0 — the one failure that does *not*"]
-    #[doc = "  replace the stored message, so the message being asked for survives a mistaken call;"]
-    #[doc = "  KVC_ERR_INVALID_ARG if cap < 0."]
+    #[doc = " @brief Copies kvc_last_error() into a caller buffer."]
+    #[doc = " @param[out] buf     Receives the message, always NUL-terminated, truncated to cap bytes. May be"]
+    #[doc = "                     NULL when cap is 0."]
+    #[doc = " @param[in]  cap     Size of buf in bytes, >= 0."]
+    #[doc = " @param[out] out_len If non-NULL, receives the full message length without the NUL."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    buf is NULL while cap > 0 — the one failure that does *not* replace"]
+    #[doc = "                             the stored message, so the message being asked for survives a"]
+    #[doc = "                             mistaken call."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG cap < 0."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread; each OS thread reads its own message."]
     pub fn kvc_last_error_copy(
         buf: *mut ::std::os::raw::c_char,
         cap: i64,
@@ -90,6 +111,7 @@ pub const KVC_DTYPE_F16: kvc_dtype = 1;
 pub const KVC_DTYPE_BF16: kvc_dtype = 2;
 #[doc = "< KV cache only; values are scaled by per-tensor k/v scales"]
 pub const KVC_DTYPE_FP8_E4M3: kvc_dtype = 3;
+#[doc = " @brief Element type of the KV cache (kvc_pool_config.kv_dtype) and of kernel inputs."]
 pub type kvc_dtype = ::std::os::raw::c_uint;
 #[doc = "< metadata only: block tables, no KV storage (schedulers, simulators)"]
 pub const KVC_BACKEND_NONE: kvc_backend = 0;
@@ -99,15 +121,9 @@ pub const KVC_BACKEND_CPU: kvc_backend = 1;
 pub const KVC_BACKEND_CUDA: kvc_backend = 2;
 #[doc = "< CUDA if a usable device exists, else CPU"]
 pub const KVC_BACKEND_AUTO: kvc_backend = 3;
+#[doc = " @brief Where a pool keeps its KV storage and runs its kernels (kvc_pool_config.backend)."]
 pub type kvc_backend = ::std::os::raw::c_uint;
-#[doc = "< fits now and leaves the watermark free"]
-pub const KVC_ALLOC_OK: kvc_alloc_verdict = 0;
-#[doc = "< fits once other sequences free blocks"]
-pub const KVC_ALLOC_LATER: kvc_alloc_verdict = 1;
-#[doc = "< can never fit in this pool"]
-pub const KVC_ALLOC_NEVER: kvc_alloc_verdict = 2;
-#[doc = " Result of kvc_can_alloc (vLLM v0 watermark rule)."]
-pub type kvc_alloc_verdict = ::std::os::raw::c_uint;
+#[doc = " @brief Pool configuration: shape, sizing, policy and backend (kvc_pool_create)."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct kvc_pool_config {
@@ -455,20 +471,41 @@ fn bindgen_test_layout_kvc_pool_config() {
     test_field_gpu_memory_utilization();
 }
 extern "C" {
-    #[doc = " Fills *cfg with defaults (including struct_size). KVC_ERR_NULL_ARG if cfg is NULL."]
+    #[doc = " @brief Fills *cfg with defaults (including struct_size)."]
+    #[doc = " @param[out] cfg The configuration to fill."]
+    #[doc = " @retval KVC_ERR_NULL_ARG cfg is NULL."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (touches only *cfg)."]
     pub fn kvc_pool_config_default(cfg: *mut kvc_pool_config) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Bytes one block occupies across all layers with cfg's shape and dtype, in the storage layout:"]
-    #[doc = "  2 (K,V) x block_size x num_kv_heads x head_dim x dtype_bytes x num_layers."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION, KVC_ERR_INVALID_ARG (shape <= 0, unknown dtype),"]
-    #[doc = "  KVC_ERR_OVERFLOW."]
+    #[doc = " @brief Bytes one block occupies across all layers with cfg's shape and dtype, in the storage"]
+    #[doc = "        layout."]
+    #[doc = ""]
+    #[doc = " 2 (K,V) x block_size x num_kv_heads x head_dim x dtype_bytes x num_layers."]
+    #[doc = " @param[in]  cfg       The configuration (struct_size set)."]
+    #[doc = " @param[out] out_bytes Receives the byte count."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    cfg or out_bytes is NULL."]
+    #[doc = " @retval KVC_ERR_VERSION     cfg->struct_size unknown."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG shape <= 0, unknown dtype."]
+    #[doc = " @retval KVC_ERR_OVERFLOW    the byte count overflows."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (reads only *cfg)."]
     pub fn kvc_bytes_per_block(cfg: *const kvc_pool_config, out_bytes: *mut i64) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Blocks that fit in budget_bytes: floor(budget_bytes x utilization / bytes_per_block)."]
-    #[doc = "  Errors: as kvc_bytes_per_block, plus KVC_ERR_INVALID_ARG for budget < 0 or utilization not in"]
-    #[doc = "  (0,1]."]
+    #[doc = " @brief Blocks that fit in budget_bytes: floor(budget_bytes x utilization / bytes_per_block)."]
+    #[doc = " @param[in]  cfg          The configuration (struct_size set)."]
+    #[doc = " @param[in]  budget_bytes Memory budget in bytes, >= 0."]
+    #[doc = " @param[in]  utilization  Fraction of the budget to use, in (0,1]."]
+    #[doc = " @param[out] out_blocks   Receives the number of blocks."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    cfg or out_blocks is NULL."]
+    #[doc = " @retval KVC_ERR_VERSION     cfg->struct_size unknown."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG as kvc_bytes_per_block, and budget_bytes < 0 or utilization not in"]
+    #[doc = "                             (0,1]."]
+    #[doc = " @retval KVC_ERR_OVERFLOW    as kvc_bytes_per_block."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (reads only *cfg)."]
     pub fn kvc_blocks_for_budget(
         cfg: *const kvc_pool_config,
         budget_bytes: i64,
@@ -477,8 +514,14 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Number of CUDA devices usable by this library: 0 when built without CUDA, or when no driver or"]
-    #[doc = "  no GPU is present (that is not an error). Never loads anything that can crash."]
+    #[doc = " @brief Number of CUDA devices usable by this library."]
+    #[doc = ""]
+    #[doc = " 0 when built without CUDA, or when no driver or no GPU is present (that is not an error). Never"]
+    #[doc = " loads anything that can crash."]
+    #[doc = " @param[out] out_count Receives the device count."]
+    #[doc = " @retval KVC_ERR_NULL_ARG out_count is NULL."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_cuda_device_count(out_count: *mut i32) -> kvc_status;
 }
 #[repr(C)]
@@ -487,383 +530,57 @@ pub struct kvc_pool {
     _unused: [u8; 0],
 }
 extern "C" {
-    #[doc = " Creates a pool. The pool owns its KV storage (when backend != NONE), allocated once here and"]
-    #[doc = "  freed by kvc_pool_destroy. *out receives the new pool; release it with kvc_pool_destroy."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION, KVC_ERR_INVALID_ARG (block_size 0, bad shape,"]
-    #[doc = "  watermark/utilization out of range, no blocks), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY,"]
-    #[doc = "  KVC_ERR_DEVICE (CUDA requested but unavailable), KVC_ERR_UNSUPPORTED."]
+    #[doc = " @brief Creates a pool."]
+    #[doc = ""]
+    #[doc = " The pool owns its KV storage (when backend != NONE), allocated once here and freed by"]
+    #[doc = " kvc_pool_destroy."]
+    #[doc = " @param[in]  cfg The configuration (struct_size set, e.g. by kvc_pool_config_default)."]
+    #[doc = " @param[out] out Receives the new pool; release it with kvc_pool_destroy."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    cfg or out is NULL."]
+    #[doc = " @retval KVC_ERR_VERSION     cfg->struct_size unknown."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG block_size 0, bad shape, watermark/utilization out of range, no"]
+    #[doc = "                             blocks."]
+    #[doc = " @retval KVC_ERR_OVERFLOW    the storage size overflows."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY   the storage or the bookkeeping could not be allocated."]
+    #[doc = " @retval KVC_ERR_DEVICE      CUDA requested but unavailable."]
+    #[doc = " @retval KVC_ERR_UNSUPPORTED a configuration this build cannot serve."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_pool_create(cfg: *const kvc_pool_config, out: *mut *mut kvc_pool) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Destroys a pool, its sequences and its storage. NULL is a no-op. The caller must ensure no other"]
-    #[doc = "  thread is using the pool (like free()). Always KVC_OK."]
+    #[doc = " @brief Destroys a pool, its sequences and its storage."]
+    #[doc = " @param[in] pool The pool; NULL is a no-op."]
+    #[doc = " @return Always KVC_OK."]
+    #[doc = " @par Thread safety"]
+    #[doc = " The caller must ensure no other thread is using the pool (like free()). Destroy the pool's"]
+    #[doc = " batches and transfer agents first."]
     pub fn kvc_pool_destroy(pool: *mut kvc_pool) -> kvc_status;
 }
 extern "C" {
-    #[doc = " The resolved configuration (num_blocks filled in). Errors: KVC_ERR_NULL_ARG."]
+    #[doc = " @brief The resolved configuration (num_blocks filled in)."]
+    #[doc = " @param[in]  pool The pool."]
+    #[doc = " @param[out] out  Receives a whole kvc_pool_config (out->struct_size is not read)."]
+    #[doc = " @retval KVC_ERR_NULL_ARG pool or out is NULL."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (the configuration is immutable after creation)."]
     pub fn kvc_pool_get_config(pool: *const kvc_pool, out: *mut kvc_pool_config) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Runs the internal invariant checker: each block's refcount equals its number of table"]
-    #[doc = "  references, the free queues hold exactly the refcount-0 unpinned blocks, no block twice, cache map"]
-    #[doc = "  consistent; with memory tiers also every tier slot's state against its free/LRU list and hash"]
-    #[doc = "  index, and the host slots held by swapped-out sequences. O(blocks). KVC_OK or KVC_ERR_INTERNAL with a message naming the first violation."]
+    #[doc = " @brief Runs the internal invariant checker."]
+    #[doc = ""]
+    #[doc = " Each block's refcount equals its number of table references, the free queues hold exactly the"]
+    #[doc = " refcount-0 unpinned blocks, no block twice, cache map consistent; with memory tiers also every"]
+    #[doc = " tier slot's state against its free/LRU list and hash index, and the host slots held by"]
+    #[doc = " swapped-out sequences. O(blocks)."]
+    #[doc = " @param[in] pool The pool."]
+    #[doc = " @retval KVC_ERR_NULL_ARG pool is NULL."]
+    #[doc = " @retval KVC_ERR_INTERNAL an invariant is violated; the message names the first violation."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
     pub fn kvc_pool_check(pool: *mut kvc_pool) -> kvc_status;
 }
-extern "C" {
-    #[doc = " Sliding-window attention (Mistral-style: every layer's query at position p sees only the keys"]
-    #[doc = "  p - window + 1 .. p): from now on kvc_append releases, of the sequence it extends, every block"]
-    #[doc = "  whose tokens all lie before position f - window + 1, where f is the first position the"]
-    #[doc = "  sequence's previous kvc_append added (for the first append after kvc_alloc: the prompt's first"]
-    #[doc = "  uncached position; kvc_truncate to n lowers f to n if it was higher; a fork starts with its"]
-    #[doc = "  parent's f). No query of the previous call's tokens or of later ones can see those"]
-    #[doc = "  keys, so a step may append its tokens in one call or two (e.g. the pending token, then its"]
-    #[doc = "  draft tokens) before its launch, and a decoding sequence holds about window / block_size + 2"]
-    #[doc = "  blocks however long it grows. With chunked prefill through kvc_append, memory stays near the"]
-    #[doc = "  window."]
-    #[doc = "  Prefix hits become window-aware: a prompt's queries from its first uncached position c on see"]
-    #[doc = "  no key before c - window + 1, so kvc_alloc (and kvc_can_alloc, kvc_prefix_lookup,"]
-    #[doc = "  kvc_prefix_lookup_tiers) takes the largest block-aligned c <= num_tokens - 1 for which the full"]
-    #[doc = "  blocks from the one holding position max(0, c - window + 1) through the one ending at c (at"]
-    #[doc = "  least that last one) are all cached (in any tier), even if earlier blocks were evicted. Blocks"]
-    #[doc = "  wholly before that are never taken: they start out released (-1), cached or not, as if the"]
-    #[doc = "  first append had released them."]
-    #[doc = "  A released block is let go as by kvc_free (a cached one stays in the prefix cache); its table"]
-    #[doc = "  entry reads -1 in kvc_seq_block_table, in batch block tables and in kv_indices (your own kernels"]
-    #[doc = "  must not read keys before a query's window). Checks that keep released blocks unread:"]
-    #[doc = "  kvc_batch_build refuses a query whose own slot was released, kvc_launch_attention refuses a"]
-    #[doc = "  params->sliding_window of 0 or wider than this window (or than a batch's released blocks"]
-    #[doc = "  allow), kvc_truncate refuses to cut below what the next token attends to,"]
-    #[doc = "  kvc_seq_slot_mapping refuses released positions (all KVC_ERR_INVALID_ARG / KVC_ERR_STATE,"]
-    #[doc = "  before anything changes). The window applies to every layer of the pool (a block stores all"]
-    #[doc = "  of them): models that mix windowed and full-attention layers use one pool per attention type"]
-    #[doc = "  (README, \"Hybrid models\"). window = 0 turns it off (the default)."]
-    #[doc = "  May be called only while the pool has no sequences."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (window < 0), KVC_ERR_STATE (sequences exist)."]
-    pub fn kvc_pool_set_sliding_window(pool: *mut kvc_pool, window: i32) -> kvc_status;
-}
-extern "C" {
-    #[doc = " *out_window receives the pool's sliding window (0 = off). Errors: KVC_ERR_NULL_ARG."]
-    pub fn kvc_pool_get_sliding_window(pool: *mut kvc_pool, out_window: *mut i32) -> kvc_status;
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct kvc_keys {
-    _unused: [u8; 0],
-}
-extern "C" {
-    #[doc = " Creates an empty key set (no LoRA, no salt, no multimodal items, priority default, no hit cap)."]
-    #[doc = "  Release with kvc_keys_destroy. Errors: KVC_ERR_NULL_ARG, KVC_ERR_NO_MEMORY."]
-    pub fn kvc_keys_create(out: *mut *mut kvc_keys) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Destroys a key set. NULL is a no-op."]
-    pub fn kvc_keys_destroy(keys: *mut kvc_keys) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Resets to empty so the object can be reused for another request. Errors: KVC_ERR_NULL_ARG."]
-    pub fn kvc_keys_clear(keys: *mut kvc_keys) -> kvc_status;
-}
-extern "C" {
-    #[doc = " LoRA adapter id; 0 means no adapter. Errors: KVC_ERR_NULL_ARG."]
-    pub fn kvc_keys_set_lora(keys: *mut kvc_keys, lora_id: u64) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Cache salt (tenant isolation): a NUL-terminated string of at most KVC_MAX_SALT_LEN bytes, mixed"]
-    #[doc = "  into the first block only, so prompts with different salts share no block. NULL or \"\" = none."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG (keys), KVC_ERR_INVALID_ARG (too long)."]
-    pub fn kvc_keys_set_salt(
-        keys: *mut kvc_keys,
-        salt: *const ::std::os::raw::c_char,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Adds a multimodal item: a 128-bit content hash (hi, lo) covering the prompt tokens"]
-    #[doc = "  [offset, offset + length). Every full block whose token range overlaps it carries its hash"]
-    #[doc = "  *and its position*: the item's offset relative to the block's first token and its length are"]
-    #[doc = "  part of the block's key (README, \"Block hash specification\"), so the same image at another"]
-    #[doc = "  position in the prompt gives other block hashes."]
-    #[doc = "  Items must be added in increasing, non-overlapping offset order."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (offset < 0, length <= 0, overlap/out of order),"]
-    #[doc = "  KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY."]
-    pub fn kvc_keys_add_mm(
-        keys: *mut kvc_keys,
-        hash_hi: u64,
-        hash_lo: u64,
-        offset: i64,
-        length: i64,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Retention priority in [KVC_PRIORITY_MIN, KVC_PRIORITY_MAX] for the blocks of requests using"]
-    #[doc = "  these keys: refcount-0 cached blocks of lower priority are evicted first (LRU within one"]
-    #[doc = "  priority). Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG."]
-    pub fn kvc_keys_set_priority(keys: *mut kvc_keys, priority: i32) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Caps the prefix hit of requests using these keys at max_tokens tokens (rounded down to a block"]
-    #[doc = "  boundary): kvc_can_alloc, kvc_alloc, kvc_prefix_lookup and kvc_prefix_lookup_tiers then take"]
-    #[doc = "  the longest hit of at most that many tokens (with a sliding window, the largest valid one"]
-    #[doc = "  below the cap), and the rest of the prompt is computed. For a model served from several pools"]
-    #[doc = "  (one per attention type, README \"Hybrid models\"), whose prefill must start at one position in"]
-    #[doc = "  all of them: look up each pool under the cap, lower the cap to the result, repeat until it"]
-    #[doc = "  stops changing, then allocate in every pool under that cap. Also for a caller that wants a"]
-    #[doc = "  suffix recomputed. -1 removes the cap (the default; kvc_keys_clear resets it). Does not affect"]
-    #[doc = "  kvc_prefix_pin / kvc_prefix_unpin (pass fewer tokens there)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (max_tokens < -1)."]
-    pub fn kvc_keys_set_max_cached_tokens(keys: *mut kvc_keys, max_tokens: i64) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Would kvc_alloc of this prompt succeed? Cache hits are taken into account, in every tier (a"]
-    #[doc = "  host or disk hit is restored into a block that counts as taken); refcount-0 hits are not"]
-    #[doc = "  counted as free. (A disk block that then fails its verification makes the verdict optimistic.) With W = watermark x num_blocks and `needed` the blocks to take:"]
-    #[doc = "  NEVER if num_blocks - needed < W or the sequence would hold more blocks than the pool has"]
-    #[doc = "  (its table minus a windowed hit's released entries); OK if free - needed >= W; else LATER."]
-    #[doc = "  Read-only."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW."]
-    pub fn kvc_can_alloc(
-        pool: *mut kvc_pool,
-        tokens: *const i32,
-        num_tokens: i64,
-        keys: *const kvc_keys,
-        out_verdict: *mut i32,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Creates sequence seq_id holding num_tokens prompt tokens. With prefix caching, the longest"]
-    #[doc = "  cached prefix (full blocks, verified token by token, at most num_tokens - 1 tokens) is shared"]
-    #[doc = "  (refcount + 1; of several copies of a block, the one \"Prefix cache\" below names); the rest is"]
-    #[doc = "  allocated, and its full blocks enter the prefix cache at once (as kvc_append's do). *out_cached_tokens (may be NULL) receives the number of"]
-    #[doc = "  tokens whose KV the prefill need not compute. With a sliding window (kvc_pool_set_sliding_window)"]
-    #[doc = "  only the hit's blocks inside the window of the first uncached token need to be cached, and the"]
-    #[doc = "  ones before it start out released (-1 in the table, not taken, not counted against capacity)."]
-    #[doc = "  Capacity is checked before anything changes."]
-    #[doc = "  With memory tiers (kvc_tier_attach_host) the cached prefix continues into the host and disk"]
-    #[doc = "  tiers: those blocks are copied into fresh device blocks (they count as cached tokens and as"]
-    #[doc = "  blocks to take in the capacity check), disk blocks only after their checksum and identity are"]
-    #[doc = "  verified — a bad disk block ends the cached prefix there. The copies are done when this call"]
-    #[doc = "  returns on the CPU backend; on CUDA they are queued on the tier stream, and kvc_cache_write /"]
-    #[doc = "  kvc_launch_attention order after them. Disk blocks are read up into the host tier first, after"]
-    #[doc = "  the sequence-exists and capacity checks; if the prompt then no longer fits (a disk block failed"]
-    #[doc = "  its verification, or no host slot was left, or another thread's call came in between) the call"]
-    #[doc = "  fails with the blocks it read up left cached in the host tier (or, after rounds, the device"]
-    #[doc = "  cache), and nothing else changed."]
-    #[doc = "  Disk blocks come up through host slots. When the prompt's disk run is longer than the host"]
-    #[doc = "  slots this call can take (free or cached ones; not those held by swapped-out sequences), it"]
-    #[doc = "  goes in rounds: the blocks read up so far go on into fresh device blocks (cached, pinned until"]
-    #[doc = "  this call returns, so they count in kvc_stats.pinned_blocks meanwhile), which frees their host"]
-    #[doc = "  slots for the next disk blocks. So the cached prefix is what kvc_prefix_lookup and"]
-    #[doc = "  kvc_can_alloc counted (absent other calls in between) unless no host slot at all can be taken"]
-    #[doc = "  (every one held by swapped-out sequences or busy with another thread's copies): then it ends at"]
-    #[doc = "  the first disk block that found none, and the rest is allocated fresh. Each round waits for its"]
-    #[doc = "  reads; a kvc_tier_prefetch of the prompt beforehand moves them off the scheduler's thread."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG (pool; tokens while caching is on), KVC_ERR_INVALID_ARG (num_tokens"]
-    #[doc = "  < 1), KVC_ERR_SEQ_EXISTS, KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW, KVC_ERR_OUT_OF_BLOCKS,"]
-    #[doc = "  KVC_ERR_NO_MEMORY."]
-    pub fn kvc_alloc(
-        pool: *mut kvc_pool,
-        seq_id: u64,
-        tokens: *const i32,
-        num_tokens: i64,
-        keys: *const kvc_keys,
-        out_cached_tokens: *mut i64,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " kvc_can_alloc and, when its verdict is KVC_ALLOC_OK, kvc_alloc, in one call: how a scheduler"]
-    #[doc = "  admits a waiting request. The prompt is walked and hashed once (kvc_can_alloc then kvc_alloc"]
-    #[doc = "  walk it twice). *out_verdict receives the verdict; only with KVC_ALLOC_OK was seq_id created"]
-    #[doc = "  (exactly as kvc_alloc creates it; *out_cached_tokens, may be NULL, as kvc_alloc sets it, else 0)."]
-    #[doc = "  LATER and NEVER return KVC_OK and change nothing. With a disk tier the verdict is taken first and"]
-    #[doc = "  an admitted prompt then goes through kvc_alloc (its disk hits are promoted only for a prompt that"]
-    #[doc = "  is admitted), so the prompt is walked twice there; if kvc_alloc then refuses it for want of"]
-    #[doc = "  blocks (another thread took them in between, or a disk block failed its verification), the"]
-    #[doc = "  verdict becomes LATER with what kvc_alloc's refusal leaves: no sequence, disk blocks it read up"]
-    #[doc = "  possibly left cached in the host tier."]
-    #[doc = "  Errors: those of kvc_alloc except KVC_ERR_OUT_OF_BLOCKS (a verdict instead), KVC_ERR_NULL_ARG"]
-    #[doc = "  (out_verdict). KVC_ERR_SEQ_EXISTS is reported whatever the verdict would be."]
-    pub fn kvc_admit(
-        pool: *mut kvc_pool,
-        seq_id: u64,
-        tokens: *const i32,
-        num_tokens: i64,
-        keys: *const kvc_keys,
-        out_verdict: *mut i32,
-        out_cached_tokens: *mut i64,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Decode/extend step: appends num_tokens confirmed tokens (ids in `tokens`) and reserves"]
-    #[doc = "  num_lookahead further slots for speculative tokens (reserved slots are not cached and not counted"]
-    #[doc = "  in the length; a later append confirms them by writing into them). A block that becomes full of"]
-    #[doc = "  confirmed tokens is entered in the prefix cache right away (as another copy when equal content"]
-    #[doc = "  is cached already: see \"Prefix cache\"), before its KV exists: write it"]
-    #[doc = "  (kvc_cache_write) in the step's forward pass before any other sequence's attention reads the"]
-    #[doc = "  block (a prompt that hits it and runs in the same batch is fine: every layer writes before it"]
-    #[doc = "  attends). Writing into a block shared with another"]
-    #[doc = "  sequence (refcount > 1) first copies it: a fresh block replaces it in this sequence only and the"]
-    #[doc = "  (src, dst) pair is queued (see kvc_take_pending_copies). With a sliding window set"]
-    #[doc = "  (kvc_pool_set_sliding_window) the blocks no query can see any more are released first, and"]
-    #[doc = "  count as free for this call. *out_new_blocks (may be NULL) receives the number of blocks taken"]
-    #[doc = "  (including copy-on-write blocks)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 0, num_lookahead < 0, both 0),"]
-    #[doc = "  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out), KVC_ERR_MAX_LEN, KVC_ERR_OVERFLOW,"]
-    #[doc = "  KVC_ERR_OUT_OF_BLOCKS, KVC_ERR_NO_MEMORY."]
-    pub fn kvc_append(
-        pool: *mut kvc_pool,
-        seq_id: u64,
-        tokens: *const i32,
-        num_tokens: i64,
-        num_lookahead: i64,
-        out_new_blocks: *mut i32,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " A decode step for many sequences in one call (one lock, one tier run): entry i appends the"]
-    #[doc = "  tokens tokens[token_offsets[i] .. token_offsets[i+1]) to seq_ids[i] and reserves"]
-    #[doc = "  lookahead_per_seq[i] further slots (lookahead_per_seq NULL: num_lookahead for every entry) —"]
-    #[doc = "  exactly what kvc_append(pool, seq_ids[i], tokens + token_offsets[i], count, lookahead,"]
-    #[doc = "  out_new_blocks + i) would do, entry after entry (an id may appear more than once). token_offsets"]
-    #[doc = "  has num_seqs + 1 entries, starts at 0 and never decreases (CSR); NULL means one token per entry,"]
-    #[doc = "  tokens[i]. out_new_blocks (num_seqs entries, may be NULL) receives each entry's new blocks."]
-    #[doc = "  Atomicity, per entry: every entry's arguments are checked first (a bad one: its status, nothing"]
-    #[doc = "  changed); then the entries are applied in order and the call stops at the first one kvc_append"]
-    #[doc = "  would refuse — the entries before it are appended, it and those after it are untouched (their"]
-    #[doc = "  out_new_blocks too). *out_done (may be NULL) receives the number of entries appended (num_seqs"]
-    #[doc = "  on KVC_OK); the status and message are the refused entry's, the message naming the entry. A"]
-    #[doc = "  scheduler that lists its running sequences by priority preempts from the end on"]
-    #[doc = "  KVC_ERR_OUT_OF_BLOCKS and calls again from seq_ids + *out_done."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG (pool; seq_ids with num_seqs > 0; tokens while caching is on and an"]
-    #[doc = "  entry appends tokens), KVC_ERR_INVALID_ARG (num_seqs < 0; token_offsets[0] != 0 or decreasing;"]
-    #[doc = "  an entry's lookahead < 0; an entry appending nothing), and per entry those of kvc_append."]
-    pub fn kvc_append_batch(
-        pool: *mut kvc_pool,
-        num_seqs: i32,
-        seq_ids: *const u64,
-        token_offsets: *const i64,
-        tokens: *const i32,
-        num_lookahead: i64,
-        lookahead_per_seq: *const i64,
-        out_new_blocks: *mut i32,
-        out_done: *mut i32,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Rewinds seq_id to its first num_tokens confirmed tokens and drops its reserved lookahead slots:"]
-    #[doc = "  the rollback of speculative decoding (append the draft tokens, verify them in one pass with"]
-    #[doc = "  kvc_batch_build / kvc_launch_attention, keep the accepted ones) and of any other undo (a"]
-    #[doc = "  beam dropping tokens, \"regenerate\"). 1 <= num_tokens <= kvc_seq_num_tokens; equal only drops"]
-    #[doc = "  the lookahead. Blocks past the new end are released as kvc_free releases them (deepest first;"]
-    #[doc = "  pending copy-on-write pairs into a block that becomes free are cancelled); the kept tokens' KV"]
-    #[doc = "  is untouched. Blocks already entered in the prefix cache stay cached — their KV is taken to"]
-    #[doc = "  belong to their tokens, so a later prompt with the same tokens (a rejected draft included)"]
-    #[doc = "  still hits them. So truncate after the forward pass that wrote the cut tokens' KV (as"]
-    #[doc = "  speculative decoding does): undoing an append before then would leave cached blocks whose KV"]
-    #[doc = "  was never written. For tokens that may not stay, reserve lookahead slots (kvc_append's"]
-    #[doc = "  num_lookahead) instead: those are not cached until an append confirms them."]
-    #[doc = "  A cached block is never written: if the new last block is partial and cached, this"]
-    #[doc = "  sequence's next kvc_append into it first copies it (copy-on-write: shared with another"]
-    #[doc = "  sequence, or pinned by kvc_prefix_pin) or else takes it out of the cache. Prefix hashing of"]
-    #[doc = "  later blocks continues where it stopped, except in the rare case where the cut block's token"]
-    #[doc = "  ids cannot be recovered (a cut into a block that is not cached and not the last hashed one,"]
-    #[doc = "  or whose record was lost, e.g. by a swap): then this sequence's later blocks are not entered"]
-    #[doc = "  in the cache (their KV stays correct; they just cannot be hit)."]
-    #[doc = "  *out_freed_blocks (may be NULL) receives the number of blocks that left the sequence's table."]
-    #[doc = "  Bumps the pool's sequence generation (built batches re-validate)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1 or > the confirmed count),"]
-    #[doc = "  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out; with a sliding window, the token at"]
-    #[doc = "  num_tokens would attend to positions whose blocks were already released)."]
-    pub fn kvc_truncate(
-        pool: *mut kvc_pool,
-        seq_id: u64,
-        num_tokens: i64,
-        out_freed_blocks: *mut i32,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Creates child_id sharing every block of parent_id (refcount + 1 each; no data copied). The child"]
-    #[doc = "  starts with the parent's tokens, keys and priority."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ (parent), KVC_ERR_SEQ_EXISTS (child),"]
-    #[doc = "  KVC_ERR_INVALID_ARG (parent == child), KVC_ERR_STATE (parent swapped out), KVC_ERR_NO_MEMORY."]
-    pub fn kvc_fork(pool: *mut kvc_pool, parent_id: u64, child_id: u64) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Frees sequence seq_id: its blocks are released in reverse order (refcount - 1; at 0, cached"]
-    #[doc = "  blocks go to the LRU tail of their priority, uncached ones are reused first)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ (including a second free)."]
-    pub fn kvc_free(pool: *mut kvc_pool, seq_id: u64) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Frees a sequence whose KV may never have been computed: kvc_alloc and kvc_append enter a filled"]
-    #[doc = "  block in the prefix cache before the forward pass writes it, so kvc_free of a request cancelled"]
-    #[doc = "  before its prefill ran, or the rollback of an allocation made in one pool of several (hybrid"]
-    #[doc = "  models, README) would leave those blocks cached without their KV. kvc_abort first takes out of"]
-    #[doc = "  the cache every block the sequence filled itself — after its prompt's cache hit — that no one"]
-    #[doc = "  else holds or pinned (a fork's or another prompt's hit keeps it cached: that holder's forward"]
-    #[doc = "  pass writes it), then frees as kvc_free. Blocks it filled whose KV was written are lost to the"]
-    #[doc = "  cache too, so use kvc_free for sequences that ran."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ."]
-    pub fn kvc_abort(pool: *mut kvc_pool, seq_id: u64) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Copies the block table of seq_id into out[0..cap). *out_len receives the table length."]
-    #[doc = "  Size query: out == NULL and cap == 0 returns KVC_OK with only *out_len set."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG (pool, out_len, or out with cap > 0), KVC_ERR_INVALID_ARG (cap < 0),"]
-    #[doc = "  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_BUFFER_TOO_SMALL (*out_len = required)."]
-    pub fn kvc_seq_block_table(
-        pool: *mut kvc_pool,
-        seq_id: u64,
-        out: *mut i32,
-        cap: i64,
-        out_len: *mut i64,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Confirmed token count of seq_id (excludes lookahead). Errors: KVC_ERR_NULL_ARG,"]
-    #[doc = "  KVC_ERR_UNKNOWN_SEQ."]
-    pub fn kvc_seq_num_tokens(pool: *mut kvc_pool, seq_id: u64, out_tokens: *mut i64)
-        -> kvc_status;
-}
-extern "C" {
-    #[doc = " Slot of each position in [first_pos, first_pos + count) of seq_id:"]
-    #[doc = "  slot = block_id x block_size + (pos mod block_size) — what the cache-write kernel consumes."]
-    #[doc = "  Positions may reach into reserved lookahead slots. The slots of the newest n tokens are"]
-    #[doc = "  first_pos = num_tokens - n."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (first_pos < 0, count < 0, range beyond reserved"]
-    #[doc = "  slots or into blocks released by the sliding window), KVC_ERR_UNKNOWN_SEQ,"]
-    #[doc = "  KVC_ERR_BUFFER_TOO_SMALL (cap < count)."]
-    pub fn kvc_seq_slot_mapping(
-        pool: *mut kvc_pool,
-        seq_id: u64,
-        first_pos: i64,
-        count: i64,
-        out: *mut i64,
-        cap: i64,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Drains up to cap pending copy-on-write pairs (src block -> dst block) into src[] / dst[], oldest"]
-    #[doc = "  first; *out_count receives the number drained. The caller must copy those blocks' KV before the"]
-    #[doc = "  next forward pass and before its next call that can take a block (kvc_alloc, kvc_append,"]
-    #[doc = "  kvc_swap_in may reuse a drained src at once) — or let the pool do it: kvc_copy_pending."]
-    #[doc = "  Count query: with cap == 0 (src and dst may then be NULL) the call drains nothing and"]
-    #[doc = "  *out_count receives the number of pairs pending, so size the arrays with one call and drain"]
-    #[doc = "  with the next (kvc_stats.pending_copies reports the same count). With memory"]
-    #[doc = "  tiers, tier copies planned before the pairs (the spill of a block evicted to make a dst) are"]
-    #[doc = "  run first (on CUDA: finished), so the caller's copies cannot overtake them."]
-    #[doc = "  While pending, a pair keeps its src block's bytes: even if every sequence lets the block go, it"]
-    #[doc = "  is not reused, evicted or overwritten by a tier restore until the pair is drained (it does not"]
-    #[doc = "  count as a sharer: a last holder still writes in place). A pair whose dst block is released"]
-    #[doc = "  by its last holder (kvc_free, kvc_truncate) is cancelled."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (cap < 0)."]
-    pub fn kvc_take_pending_copies(
-        pool: *mut kvc_pool,
-        src: *mut i32,
-        dst: *mut i32,
-        cap: i64,
-        out_count: *mut i64,
-    ) -> kvc_status;
-}
+#[doc = " @brief Snapshot of a pool's counters (kvc_pool_stats)."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct kvc_stats {
@@ -1322,21 +1039,568 @@ fn bindgen_test_layout_kvc_stats() {
     test_field_cached_blocks_total();
 }
 extern "C" {
-    #[doc = " Snapshot of the pool's counters. out->struct_size must be set: sizeof(kvc_stats), or"]
-    #[doc = "  offsetof(kvc_stats, cached_blocks_total) (the struct before cached_blocks_total was appended,"]
-    #[doc = "  which gets every field but that one)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION."]
+    #[doc = " @brief Snapshot of the pool's counters."]
+    #[doc = " @param[in]     pool The pool."]
+    #[doc = " @param[in,out] out  out->struct_size must be set: sizeof(kvc_stats), or"]
+    #[doc = "                     offsetof(kvc_stats, cached_blocks_total) (the struct before"]
+    #[doc = "                     cached_blocks_total was appended, which gets every field but that one)."]
+    #[doc = " @retval KVC_ERR_NULL_ARG pool or out is NULL."]
+    #[doc = " @retval KVC_ERR_VERSION  out->struct_size unknown."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (one consistent snapshot under the pool lock)."]
     pub fn kvc_pool_stats(pool: *mut kvc_pool, out: *mut kvc_stats) -> kvc_status;
 }
 extern "C" {
-    #[doc = " How many leading tokens of this prompt are cached right now (full blocks, verified, at most"]
-    #[doc = "  num_tokens - 1 rounded down to a block boundary): what kvc_alloc would report (but see kvc_alloc"]
-    #[doc = "  for disk hits when no host slot can be taken). With a sliding"]
-    #[doc = "  window, the window-aware count (see kvc_pool_set_sliding_window: blocks before the window of the"]
-    #[doc = "  first uncached token need not be cached). No side effects: no refcount, LRU position or"]
-    #[doc = "  statistic changes. 0 when prefix caching is off. With memory tiers, blocks found in the host"]
-    #[doc = "  and disk tiers count too (kvc_alloc restores them; see kvc_prefix_lookup_tiers for the split)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_OVERFLOW."]
+    #[doc = " @brief Sets the pool's sliding-window attention (Mistral-style: every layer's query at position"]
+    #[doc = "        p sees only the keys p - window + 1 .. p)."]
+    #[doc = ""]
+    #[doc = " From now on kvc_append releases, of the sequence it extends, every block"]
+    #[doc = " whose tokens all lie before position f - window + 1, where f is the first position the"]
+    #[doc = " sequence's previous kvc_append added (for the first append after kvc_alloc: the prompt's first"]
+    #[doc = " uncached position; kvc_truncate to n lowers f to n if it was higher; a fork starts with its"]
+    #[doc = " parent's f). No query of the previous call's tokens or of later ones can see those"]
+    #[doc = " keys, so a step may append its tokens in one call or two (e.g. the pending token, then its"]
+    #[doc = " draft tokens) before its launch, and a decoding sequence holds about window / block_size + 2"]
+    #[doc = " blocks however long it grows. With chunked prefill through kvc_append, memory stays near the"]
+    #[doc = " window."]
+    #[doc = ""]
+    #[doc = " Prefix hits become window-aware: a prompt's queries from its first uncached position c on see"]
+    #[doc = " no key before c - window + 1, so kvc_alloc (and kvc_can_alloc, kvc_prefix_lookup,"]
+    #[doc = " kvc_prefix_lookup_tiers) takes the largest block-aligned c <= num_tokens - 1 for which the full"]
+    #[doc = " blocks from the one holding position max(0, c - window + 1) through the one ending at c (at"]
+    #[doc = " least that last one) are all cached (in any tier), even if earlier blocks were evicted. Blocks"]
+    #[doc = " wholly before that are never taken: they start out released (-1), cached or not, as if the"]
+    #[doc = " first append had released them."]
+    #[doc = ""]
+    #[doc = " A released block is let go as by kvc_free (a cached one stays in the prefix cache); its table"]
+    #[doc = " entry reads -1 in kvc_seq_block_table, in batch block tables and in kv_indices (your own kernels"]
+    #[doc = " must not read keys before a query's window). Checks that keep released blocks unread:"]
+    #[doc = " kvc_batch_build refuses a query whose own slot was released, kvc_launch_attention refuses a"]
+    #[doc = " params->sliding_window of 0 or wider than this window (or than a batch's released blocks"]
+    #[doc = " allow), kvc_truncate refuses to cut below what the next token attends to,"]
+    #[doc = " kvc_seq_slot_mapping refuses released positions (all KVC_ERR_INVALID_ARG / KVC_ERR_STATE,"]
+    #[doc = " before anything changes). The window applies to every layer of the pool (a block stores all"]
+    #[doc = " of them): models that mix windowed and full-attention layers use one pool per attention type"]
+    #[doc = " (README, \"Hybrid models\")."]
+    #[doc = " @param[in] pool   The pool."]
+    #[doc = " @param[in] window Window in tokens; 0 turns it off (the default)."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG window < 0."]
+    #[doc = " @retval KVC_ERR_STATE       the pool has sequences: it may be called only while it has none."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_pool_set_sliding_window(pool: *mut kvc_pool, window: i32) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief The pool's sliding window (kvc_pool_set_sliding_window)."]
+    #[doc = " @param[in]  pool       The pool."]
+    #[doc = " @param[out] out_window Receives the window in tokens (0 = off)."]
+    #[doc = " @retval KVC_ERR_NULL_ARG pool or out_window is NULL."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
+    pub fn kvc_pool_get_sliding_window(pool: *mut kvc_pool, out_window: *mut i32) -> kvc_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_keys {
+    _unused: [u8; 0],
+}
+extern "C" {
+    #[doc = " @brief Creates an empty key set (no LoRA, no salt, no multimodal items, priority default, no hit"]
+    #[doc = "        cap)."]
+    #[doc = " @param[out] out Receives the key set; release it with kvc_keys_destroy."]
+    #[doc = " @retval KVC_ERR_NULL_ARG  out is NULL."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
+    pub fn kvc_keys_create(out: *mut *mut kvc_keys) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Destroys a key set."]
+    #[doc = " @param[in] keys The key set; NULL is a no-op."]
+    #[doc = " @return Always KVC_OK."]
+    #[doc = " @par Thread safety"]
+    #[doc = " No other call may use the key set meanwhile or afterwards."]
+    pub fn kvc_keys_destroy(keys: *mut kvc_keys) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Resets to empty so the object can be reused for another request."]
+    #[doc = " @param[in,out] keys The key set."]
+    #[doc = " @retval KVC_ERR_NULL_ARG keys is NULL."]
+    #[doc = " @par Thread safety"]
+    #[doc = " The key set's owner only (no concurrent use of it)."]
+    pub fn kvc_keys_clear(keys: *mut kvc_keys) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Sets the LoRA adapter id."]
+    #[doc = " @param[in,out] keys    The key set."]
+    #[doc = " @param[in]     lora_id The adapter id; 0 means no adapter."]
+    #[doc = " @retval KVC_ERR_NULL_ARG keys is NULL."]
+    #[doc = " @par Thread safety"]
+    #[doc = " The key set's owner only (no concurrent use of it)."]
+    pub fn kvc_keys_set_lora(keys: *mut kvc_keys, lora_id: u64) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Sets the cache salt (tenant isolation)."]
+    #[doc = ""]
+    #[doc = " The salt is mixed into the first block only, so prompts with different salts share no block."]
+    #[doc = " @param[in,out] keys The key set."]
+    #[doc = " @param[in]     salt A NUL-terminated string of at most KVC_MAX_SALT_LEN bytes. NULL or \"\" = none."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    keys is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG salt too long."]
+    #[doc = " @par Thread safety"]
+    #[doc = " The key set's owner only (no concurrent use of it)."]
+    pub fn kvc_keys_set_salt(
+        keys: *mut kvc_keys,
+        salt: *const ::std::os::raw::c_char,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Adds a multimodal item: a 128-bit content hash (hi, lo) covering the prompt tokens"]
+    #[doc = "        [offset, offset + length)."]
+    #[doc = ""]
+    #[doc = " Every full block whose token range overlaps it carries its hash *and its position*: the item's"]
+    #[doc = " offset relative to the block's first token and its length are part of the block's key (README,"]
+    #[doc = " \"Block hash specification\"), so the same image at another position in the prompt gives other"]
+    #[doc = " block hashes. Items must be added in increasing, non-overlapping offset order."]
+    #[doc = " @param[in,out] keys    The key set."]
+    #[doc = " @param[in]     hash_hi High 64 bits of the item's content hash."]
+    #[doc = " @param[in]     hash_lo Low 64 bits of the item's content hash."]
+    #[doc = " @param[in]     offset  First prompt token the item covers, >= 0."]
+    #[doc = " @param[in]     length  Tokens the item covers, >= 1."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    keys is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG offset < 0, length <= 0, overlap/out of order."]
+    #[doc = " @retval KVC_ERR_OVERFLOW    offset + length overflows."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY   out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " The key set's owner only (no concurrent use of it)."]
+    pub fn kvc_keys_add_mm(
+        keys: *mut kvc_keys,
+        hash_hi: u64,
+        hash_lo: u64,
+        offset: i64,
+        length: i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Sets the retention priority of the blocks of requests using these keys."]
+    #[doc = ""]
+    #[doc = " Refcount-0 cached blocks of lower priority are evicted first (LRU within one priority)."]
+    #[doc = " @param[in,out] keys     The key set."]
+    #[doc = " @param[in]     priority In [KVC_PRIORITY_MIN, KVC_PRIORITY_MAX]."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    keys is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG priority out of range."]
+    #[doc = " @par Thread safety"]
+    #[doc = " The key set's owner only (no concurrent use of it)."]
+    pub fn kvc_keys_set_priority(keys: *mut kvc_keys, priority: i32) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Caps the prefix hit of requests using these keys at max_tokens tokens (rounded down to a"]
+    #[doc = "        block boundary)."]
+    #[doc = ""]
+    #[doc = " kvc_can_alloc, kvc_alloc, kvc_prefix_lookup and kvc_prefix_lookup_tiers then take"]
+    #[doc = " the longest hit of at most that many tokens (with a sliding window, the largest valid one"]
+    #[doc = " below the cap), and the rest of the prompt is computed. For a model served from several pools"]
+    #[doc = " (one per attention type, README \"Hybrid models\"), whose prefill must start at one position in"]
+    #[doc = " all of them: look up each pool under the cap, lower the cap to the result, repeat until it"]
+    #[doc = " stops changing, then allocate in every pool under that cap. Also for a caller that wants a"]
+    #[doc = " suffix recomputed. Does not affect kvc_prefix_pin / kvc_prefix_unpin (pass fewer tokens there)."]
+    #[doc = " @param[in,out] keys       The key set."]
+    #[doc = " @param[in]     max_tokens The cap in tokens; -1 removes the cap (the default; kvc_keys_clear"]
+    #[doc = "                           resets it)."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    keys is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG max_tokens < -1."]
+    #[doc = " @par Thread safety"]
+    #[doc = " The key set's owner only (no concurrent use of it)."]
+    pub fn kvc_keys_set_max_cached_tokens(keys: *mut kvc_keys, max_tokens: i64) -> kvc_status;
+}
+#[doc = "< fits now and leaves the watermark free"]
+pub const KVC_ALLOC_OK: kvc_alloc_verdict = 0;
+#[doc = "< fits once other sequences free blocks"]
+pub const KVC_ALLOC_LATER: kvc_alloc_verdict = 1;
+#[doc = "< can never fit in this pool"]
+pub const KVC_ALLOC_NEVER: kvc_alloc_verdict = 2;
+#[doc = " @brief Result of kvc_can_alloc and kvc_admit (vLLM v0 watermark rule)."]
+pub type kvc_alloc_verdict = ::std::os::raw::c_uint;
+extern "C" {
+    #[doc = " @brief Would kvc_alloc of this prompt succeed?"]
+    #[doc = ""]
+    #[doc = " Cache hits are taken into account, in every tier (a host or disk hit is restored into a block"]
+    #[doc = " that counts as taken); refcount-0 hits are not counted as free. (A disk block that then fails"]
+    #[doc = " its verification makes the verdict optimistic.) With W = watermark x num_blocks and `needed`"]
+    #[doc = " the blocks to take: NEVER if num_blocks - needed < W or the sequence would hold more blocks"]
+    #[doc = " than the pool has (its table minus a windowed hit's released entries); OK if"]
+    #[doc = " free - needed >= W; else LATER. Read-only."]
+    #[doc = " @param[in]  pool        The pool."]
+    #[doc = " @param[in]  tokens      The prompt's token ids (NULL only while prefix caching is off)."]
+    #[doc = " @param[in]  num_tokens  Prompt length, >= 1."]
+    #[doc = " @param[in]  keys        Cache keys, or NULL."]
+    #[doc = " @param[out] out_verdict Receives a kvc_alloc_verdict."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or out_verdict is NULL; tokens while caching is on."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG num_tokens < 1."]
+    #[doc = " @retval KVC_ERR_MAX_LEN     num_tokens exceeds max_seq_len."]
+    #[doc = " @retval KVC_ERR_OVERFLOW    a count overflows."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_can_alloc(
+        pool: *mut kvc_pool,
+        tokens: *const i32,
+        num_tokens: i64,
+        keys: *const kvc_keys,
+        out_verdict: *mut i32,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief kvc_can_alloc and, when its verdict is KVC_ALLOC_OK, kvc_alloc, in one call: how a"]
+    #[doc = "        scheduler admits a waiting request."]
+    #[doc = ""]
+    #[doc = " The prompt is walked and hashed once (kvc_can_alloc then kvc_alloc walk it twice). Only with"]
+    #[doc = " KVC_ALLOC_OK was seq_id created (exactly as kvc_alloc creates it). LATER and NEVER return"]
+    #[doc = " KVC_OK and change nothing. With a disk tier the verdict is taken first and an admitted prompt"]
+    #[doc = " then goes through kvc_alloc (its disk hits are promoted only for a prompt that is admitted), so"]
+    #[doc = " the prompt is walked twice there; if kvc_alloc then refuses it for want of blocks (another"]
+    #[doc = " thread took them in between, or a disk block failed its verification), the verdict becomes"]
+    #[doc = " LATER with what kvc_alloc's refusal leaves: no sequence, disk blocks it read up possibly left"]
+    #[doc = " cached in the host tier."]
+    #[doc = " @param[in]  pool              The pool."]
+    #[doc = " @param[in]  seq_id            The new sequence's id."]
+    #[doc = " @param[in]  tokens            The prompt's token ids (NULL only while prefix caching is off)."]
+    #[doc = " @param[in]  num_tokens        Prompt length, >= 1."]
+    #[doc = " @param[in]  keys              Cache keys, or NULL."]
+    #[doc = " @param[out] out_verdict       Receives the kvc_alloc_verdict."]
+    #[doc = " @param[out] out_cached_tokens May be NULL; receives what kvc_alloc sets when admitted, else 0."]
+    #[doc = " @retval KVC_ERR_NULL_ARG   as kvc_alloc, and out_verdict is NULL."]
+    #[doc = " @retval KVC_ERR_SEQ_EXISTS seq_id exists: reported whatever the verdict would be."]
+    #[doc = " @retval others             those of kvc_alloc except KVC_ERR_OUT_OF_BLOCKS (a verdict instead)."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_admit(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        tokens: *const i32,
+        num_tokens: i64,
+        keys: *const kvc_keys,
+        out_verdict: *mut i32,
+        out_cached_tokens: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Creates sequence seq_id holding num_tokens prompt tokens."]
+    #[doc = ""]
+    #[doc = " With prefix caching, the longest cached prefix (full blocks, verified token by token, at most"]
+    #[doc = " num_tokens - 1 tokens) is shared (refcount + 1; of several copies of a block, the one \"Prefix"]
+    #[doc = " cache\" names); the rest is allocated, and its full blocks enter the prefix cache at once (as"]
+    #[doc = " kvc_append's do). With a sliding window (kvc_pool_set_sliding_window) only the hit's blocks"]
+    #[doc = " inside the window of the first uncached token need to be cached, and the ones before it start"]
+    #[doc = " out released (-1 in the table, not taken, not counted against capacity). Capacity is checked"]
+    #[doc = " before anything changes."]
+    #[doc = ""]
+    #[doc = " With memory tiers (kvc_tier_attach_host) the cached prefix continues into the host and disk"]
+    #[doc = " tiers: those blocks are copied into fresh device blocks (they count as cached tokens and as"]
+    #[doc = " blocks to take in the capacity check), disk blocks only after their checksum and identity are"]
+    #[doc = " verified — a bad disk block ends the cached prefix there. The copies are done when this call"]
+    #[doc = " returns on the CPU backend; on CUDA they are queued on the tier stream, and kvc_cache_write /"]
+    #[doc = " kvc_launch_attention order after them. Disk blocks are read up into the host tier first, after"]
+    #[doc = " the sequence-exists and capacity checks; if the prompt then no longer fits (a disk block failed"]
+    #[doc = " its verification, or no host slot was left, or another thread's call came in between) the call"]
+    #[doc = " fails with the blocks it read up left cached in the host tier (or, after rounds, the device"]
+    #[doc = " cache), and nothing else changed."]
+    #[doc = ""]
+    #[doc = " Disk blocks come up through host slots. When the prompt's disk run is longer than the host"]
+    #[doc = " slots this call can take (free or cached ones; not those held by swapped-out sequences), it"]
+    #[doc = " goes in rounds: the blocks read up so far go on into fresh device blocks (cached, pinned until"]
+    #[doc = " this call returns, so they count in kvc_stats.pinned_blocks meanwhile), which frees their host"]
+    #[doc = " slots for the next disk blocks. So the cached prefix is what kvc_prefix_lookup and"]
+    #[doc = " kvc_can_alloc counted (absent other calls in between) unless no host slot at all can be taken"]
+    #[doc = " (every one held by swapped-out sequences or busy with another thread's copies): then it ends at"]
+    #[doc = " the first disk block that found none, and the rest is allocated fresh. Each round waits for its"]
+    #[doc = " reads; a kvc_tier_prefetch of the prompt beforehand moves them off the scheduler's thread."]
+    #[doc = " @param[in]  pool              The pool."]
+    #[doc = " @param[in]  seq_id            The new sequence's id."]
+    #[doc = " @param[in]  tokens            The prompt's token ids (NULL only while prefix caching is off)."]
+    #[doc = " @param[in]  num_tokens        Prompt length, >= 1."]
+    #[doc = " @param[in]  keys              Cache keys, or NULL."]
+    #[doc = " @param[out] out_cached_tokens May be NULL; receives the number of tokens whose KV the prefill"]
+    #[doc = "                               need not compute."]
+    #[doc = " @retval KVC_ERR_NULL_ARG      pool is NULL; tokens while caching is on."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG   num_tokens < 1."]
+    #[doc = " @retval KVC_ERR_SEQ_EXISTS    seq_id exists."]
+    #[doc = " @retval KVC_ERR_MAX_LEN       num_tokens exceeds max_seq_len."]
+    #[doc = " @retval KVC_ERR_OVERFLOW      a count overflows."]
+    #[doc = " @retval KVC_ERR_OUT_OF_BLOCKS not enough free blocks (nothing changed but blocks read up from"]
+    #[doc = "                               disk, see above)."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY     out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock; tier copies run outside it)."]
+    pub fn kvc_alloc(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        tokens: *const i32,
+        num_tokens: i64,
+        keys: *const kvc_keys,
+        out_cached_tokens: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Decode/extend step: appends num_tokens confirmed tokens and reserves num_lookahead"]
+    #[doc = "        further slots for speculative tokens."]
+    #[doc = ""]
+    #[doc = " Reserved slots are not cached and not counted in the length; a later append confirms them by"]
+    #[doc = " writing into them. A block that becomes full of confirmed tokens is entered in the prefix cache"]
+    #[doc = " right away (as another copy when equal content is cached already: see \"Prefix cache\"), before"]
+    #[doc = " its KV exists: write it (kvc_cache_write) in the step's forward pass before any other"]
+    #[doc = " sequence's attention reads the block (a prompt that hits it and runs in the same batch is fine:"]
+    #[doc = " every layer writes before it attends). Writing into a block shared with another sequence"]
+    #[doc = " (refcount > 1) first copies it: a fresh block replaces it in this sequence only and the"]
+    #[doc = " (src, dst) pair is queued (see kvc_take_pending_copies). With a sliding window set"]
+    #[doc = " (kvc_pool_set_sliding_window) the blocks no query can see any more are released first, and"]
+    #[doc = " count as free for this call."]
+    #[doc = " @param[in]  pool           The pool."]
+    #[doc = " @param[in]  seq_id         The sequence."]
+    #[doc = " @param[in]  tokens         The new tokens' ids (NULL only while prefix caching is off)."]
+    #[doc = " @param[in]  num_tokens     Confirmed tokens to append, >= 0."]
+    #[doc = " @param[in]  num_lookahead  Slots to reserve beyond them, >= 0 (not both 0)."]
+    #[doc = " @param[out] out_new_blocks May be NULL; receives the number of blocks taken (including"]
+    #[doc = "                            copy-on-write blocks)."]
+    #[doc = " @retval KVC_ERR_NULL_ARG      pool is NULL; tokens while caching is on and num_tokens > 0."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG   num_tokens < 0, num_lookahead < 0, both 0."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ   no such sequence."]
+    #[doc = " @retval KVC_ERR_STATE         sequence swapped out."]
+    #[doc = " @retval KVC_ERR_MAX_LEN       the sequence would exceed max_seq_len."]
+    #[doc = " @retval KVC_ERR_OVERFLOW      a count overflows."]
+    #[doc = " @retval KVC_ERR_OUT_OF_BLOCKS not enough free blocks."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY     out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_append(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        tokens: *const i32,
+        num_tokens: i64,
+        num_lookahead: i64,
+        out_new_blocks: *mut i32,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief A decode step for many sequences in one call (one lock, one tier run)."]
+    #[doc = ""]
+    #[doc = " Entry i appends the tokens tokens[token_offsets[i] .. token_offsets[i+1]) to seq_ids[i] and"]
+    #[doc = " reserves lookahead_per_seq[i] further slots (lookahead_per_seq NULL: num_lookahead for every"]
+    #[doc = " entry) — exactly what kvc_append(pool, seq_ids[i], tokens + token_offsets[i], count, lookahead,"]
+    #[doc = " out_new_blocks + i) would do, entry after entry (an id may appear more than once)."]
+    #[doc = ""]
+    #[doc = " Atomicity, per entry: every entry's arguments are checked first (a bad one: its status, nothing"]
+    #[doc = " changed); then the entries are applied in order and the call stops at the first one kvc_append"]
+    #[doc = " would refuse — the entries before it are appended, it and those after it are untouched (their"]
+    #[doc = " out_new_blocks too). The status and message are the refused entry's, the message naming the"]
+    #[doc = " entry. A scheduler that lists its running sequences by priority preempts from the end on"]
+    #[doc = " KVC_ERR_OUT_OF_BLOCKS and calls again from seq_ids + *out_done."]
+    #[doc = " @param[in]  pool              The pool."]
+    #[doc = " @param[in]  num_seqs          Number of entries, >= 0."]
+    #[doc = " @param[in]  seq_ids           num_seqs sequence ids."]
+    #[doc = " @param[in]  token_offsets     num_seqs + 1 offsets into tokens, starting at 0 and never"]
+    #[doc = "                               decreasing (CSR); NULL means one token per entry, tokens[i]."]
+    #[doc = " @param[in]  tokens            The token ids of all entries."]
+    #[doc = " @param[in]  num_lookahead     Slots each entry reserves when lookahead_per_seq is NULL."]
+    #[doc = " @param[in]  lookahead_per_seq num_seqs per-entry lookahead counts, or NULL."]
+    #[doc = " @param[out] out_new_blocks    num_seqs entries, may be NULL: each entry's new blocks."]
+    #[doc = " @param[out] out_done          May be NULL; receives the number of entries appended (num_seqs"]
+    #[doc = "                               on KVC_OK)."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool; seq_ids with num_seqs > 0; tokens while caching is on and an"]
+    #[doc = "                             entry appends tokens."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG num_seqs < 0; token_offsets[0] != 0 or decreasing; an entry's"]
+    #[doc = "                             lookahead < 0; an entry appending nothing."]
+    #[doc = " @retval others              per entry, those of kvc_append."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (one pool lock for the whole call)."]
+    pub fn kvc_append_batch(
+        pool: *mut kvc_pool,
+        num_seqs: i32,
+        seq_ids: *const u64,
+        token_offsets: *const i64,
+        tokens: *const i32,
+        num_lookahead: i64,
+        lookahead_per_seq: *const i64,
+        out_new_blocks: *mut i32,
+        out_done: *mut i32,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Creates child_id sharing every block of parent_id (refcount + 1 each; no data copied)."]
+    #[doc = ""]
+    #[doc = " The child starts with the parent's tokens, keys and priority."]
+    #[doc = " @param[in] pool      The pool."]
+    #[doc = " @param[in] parent_id The sequence to fork."]
+    #[doc = " @param[in] child_id  The new sequence's id."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool is NULL."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ no parent."]
+    #[doc = " @retval KVC_ERR_SEQ_EXISTS  child exists."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG parent == child."]
+    #[doc = " @retval KVC_ERR_STATE       parent swapped out."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY   out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_fork(pool: *mut kvc_pool, parent_id: u64, child_id: u64) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Rewinds seq_id to its first num_tokens confirmed tokens and drops its reserved lookahead"]
+    #[doc = "        slots."]
+    #[doc = ""]
+    #[doc = " The rollback of speculative decoding (append the draft tokens, verify them in one pass with"]
+    #[doc = " kvc_batch_build / kvc_launch_attention, keep the accepted ones) and of any other undo (a"]
+    #[doc = " beam dropping tokens, \"regenerate\"). num_tokens equal to kvc_seq_num_tokens only drops"]
+    #[doc = " the lookahead. Blocks past the new end are released as kvc_free releases them (deepest first;"]
+    #[doc = " pending copy-on-write pairs into a block that becomes free are cancelled); the kept tokens' KV"]
+    #[doc = " is untouched. Blocks already entered in the prefix cache stay cached — their KV is taken to"]
+    #[doc = " belong to their tokens, so a later prompt with the same tokens (a rejected draft included)"]
+    #[doc = " still hits them. So truncate after the forward pass that wrote the cut tokens' KV (as"]
+    #[doc = " speculative decoding does): undoing an append before then would leave cached blocks whose KV"]
+    #[doc = " was never written. For tokens that may not stay, reserve lookahead slots (kvc_append's"]
+    #[doc = " num_lookahead) instead: those are not cached until an append confirms them."]
+    #[doc = ""]
+    #[doc = " A cached block is never written: if the new last block is partial and cached, this"]
+    #[doc = " sequence's next kvc_append into it first copies it (copy-on-write: shared with another"]
+    #[doc = " sequence, or pinned by kvc_prefix_pin) or else takes it out of the cache. Prefix hashing of"]
+    #[doc = " later blocks continues where it stopped, except in the rare case where the cut block's token"]
+    #[doc = " ids cannot be recovered (a cut into a block that is not cached and not the last hashed one,"]
+    #[doc = " or whose record was lost, e.g. by a swap): then this sequence's later blocks are not entered"]
+    #[doc = " in the cache (their KV stays correct; they just cannot be hit)."]
+    #[doc = " Bumps the pool's sequence generation (built batches re-validate)."]
+    #[doc = " @param[in]  pool             The pool."]
+    #[doc = " @param[in]  seq_id           The sequence."]
+    #[doc = " @param[in]  num_tokens       Tokens to keep: 1 <= num_tokens <= kvc_seq_num_tokens."]
+    #[doc = " @param[out] out_freed_blocks May be NULL; receives the number of blocks that left the"]
+    #[doc = "                              sequence's table."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG num_tokens < 1 or > the confirmed count."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ no such sequence."]
+    #[doc = " @retval KVC_ERR_STATE       sequence swapped out; with a sliding window, the token at"]
+    #[doc = "                             num_tokens would attend to positions whose blocks were already"]
+    #[doc = "                             released."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_truncate(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        num_tokens: i64,
+        out_freed_blocks: *mut i32,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Frees sequence seq_id."]
+    #[doc = ""]
+    #[doc = " Its blocks are released in reverse order (refcount - 1; at 0, cached blocks go to the LRU tail"]
+    #[doc = " of their priority, uncached ones are reused first)."]
+    #[doc = " @param[in] pool   The pool."]
+    #[doc = " @param[in] seq_id The sequence."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool is NULL."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ no such sequence (including a second free)."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_free(pool: *mut kvc_pool, seq_id: u64) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Frees a sequence whose KV may never have been computed."]
+    #[doc = ""]
+    #[doc = " kvc_alloc and kvc_append enter a filled block in the prefix cache before the forward pass"]
+    #[doc = " writes it, so kvc_free of a request cancelled before its prefill ran, or the rollback of an"]
+    #[doc = " allocation made in one pool of several (hybrid models, README) would leave those blocks cached"]
+    #[doc = " without their KV. kvc_abort first takes out of the cache every block the sequence filled itself"]
+    #[doc = " — after its prompt's cache hit — that no one else holds or pinned (a fork's or another prompt's"]
+    #[doc = " hit keeps it cached: that holder's forward pass writes it), then frees as kvc_free. Blocks it"]
+    #[doc = " filled whose KV was written are lost to the cache too, so use kvc_free for sequences that ran."]
+    #[doc = " @param[in] pool   The pool."]
+    #[doc = " @param[in] seq_id The sequence."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool is NULL."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ no such sequence."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_abort(pool: *mut kvc_pool, seq_id: u64) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Copies the block table of seq_id into out[0..cap)."]
+    #[doc = ""]
+    #[doc = " Size query: out == NULL and cap == 0 returns KVC_OK with only *out_len set. Blocks released by"]
+    #[doc = " the sliding window, and blocks of a swapped-out sequence that are not on the device, read -1."]
+    #[doc = " @param[in]  pool    The pool."]
+    #[doc = " @param[in]  seq_id  The sequence."]
+    #[doc = " @param[out] out     Receives the block ids."]
+    #[doc = " @param[in]  cap     Entries out can hold, >= 0."]
+    #[doc = " @param[out] out_len Receives the table length."]
+    #[doc = " @retval KVC_ERR_NULL_ARG         pool, out_len, or out with cap > 0."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG      cap < 0."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ      no such sequence."]
+    #[doc = " @retval KVC_ERR_BUFFER_TOO_SMALL cap below the table length (*out_len = required)."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_seq_block_table(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        out: *mut i32,
+        cap: i64,
+        out_len: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Confirmed token count of seq_id (excludes lookahead)."]
+    #[doc = " @param[in]  pool       The pool."]
+    #[doc = " @param[in]  seq_id     The sequence."]
+    #[doc = " @param[out] out_tokens Receives the count."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or out_tokens is NULL."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ no such sequence."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_seq_num_tokens(pool: *mut kvc_pool, seq_id: u64, out_tokens: *mut i64)
+        -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Slot of each position in [first_pos, first_pos + count) of seq_id."]
+    #[doc = ""]
+    #[doc = " slot = block_id x block_size + (pos mod block_size) — what the cache-write kernel consumes."]
+    #[doc = " Positions may reach into reserved lookahead slots. The slots of the newest n tokens are"]
+    #[doc = " first_pos = num_tokens - n."]
+    #[doc = " @param[in]  pool      The pool."]
+    #[doc = " @param[in]  seq_id    The sequence."]
+    #[doc = " @param[in]  first_pos First position, >= 0."]
+    #[doc = " @param[in]  count     Positions, >= 0."]
+    #[doc = " @param[out] out       Receives count slots."]
+    #[doc = " @param[in]  cap       Entries out can hold, >= 0."]
+    #[doc = " @retval KVC_ERR_NULL_ARG         pool, or out with cap > 0."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG      first_pos < 0, count < 0, cap < 0, range beyond reserved slots"]
+    #[doc = "                                  or into blocks released by the sliding window."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ      no such sequence."]
+    #[doc = " @retval KVC_ERR_STATE            sequence swapped out."]
+    #[doc = " @retval KVC_ERR_BUFFER_TOO_SMALL cap < count."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_seq_slot_mapping(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        first_pos: i64,
+        count: i64,
+        out: *mut i64,
+        cap: i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief How many leading tokens of this prompt are cached right now."]
+    #[doc = ""]
+    #[doc = " Full blocks, verified, at most num_tokens - 1 rounded down to a block boundary: what kvc_alloc"]
+    #[doc = " would report (but see kvc_alloc for disk hits when no host slot can be taken). With a sliding"]
+    #[doc = " window, the window-aware count (see kvc_pool_set_sliding_window: blocks before the window of the"]
+    #[doc = " first uncached token need not be cached). No side effects: no refcount, LRU position or"]
+    #[doc = " statistic changes. 0 when prefix caching is off. With memory tiers, blocks found in the host"]
+    #[doc = " and disk tiers count too (kvc_alloc restores them; see kvc_prefix_lookup_tiers for the split)."]
+    #[doc = " @param[in]  pool              The pool."]
+    #[doc = " @param[in]  tokens            The prompt's token ids."]
+    #[doc = " @param[in]  num_tokens        Prompt length, >= 1."]
+    #[doc = " @param[in]  keys              Cache keys, or NULL."]
+    #[doc = " @param[out] out_cached_tokens Receives the cached token count."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool, tokens or out_cached_tokens is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG num_tokens < 1."]
+    #[doc = " @retval KVC_ERR_OVERFLOW    a count overflows."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
     pub fn kvc_prefix_lookup(
         pool: *mut kvc_pool,
         tokens: *const i32,
@@ -1346,17 +1610,57 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Pins the cached full blocks of this prefix: a pinned block is never evicted until unpinned, so"]
-    #[doc = "  every prompt that starts with the prefix (a system prompt) keeps its hit. Without a sliding"]
-    #[doc = "  window: all of the prefix's full blocks that are cached now, from the start, stopping at the"]
-    #[doc = "  first miss. With one (kvc_pool_set_sliding_window): only the blocks a hit at the end of the"]
-    #[doc = "  prefix needs -- for the longest run of the prefix's full blocks whose window is cached, the blocks"]
-    #[doc = "  from that window's start to the run's end, plus the block before them when the prefix's own"]
-    #[doc = "  admission (one block shorter when the prefix is block-aligned) reads it and it is cached; the"]
-    #[doc = "  leading blocks no such hit reads stay evictable. Pins nest (a count per block)."]
-    #[doc = "  *out_pinned_tokens (may be NULL) receives the length of the prefix whose hit is protected: the"]
-    #[doc = "  covered full blocks x block_size (0: nothing was cached, nothing pinned)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG, KVC_ERR_UNSUPPORTED (caching off)."]
+    #[doc = " @brief Like kvc_prefix_lookup, split by tier: the leading cached tokens found on the device, in"]
+    #[doc = "        the host tier and in the disk tier."]
+    #[doc = ""]
+    #[doc = " Each block is counted in the highest tier holding it; the walk stops at the first block found"]
+    #[doc = " in none. With a sliding window, the hit's blocks before the window (kvc_alloc does not take"]
+    #[doc = " them) are counted in no tier, so the three can sum to less than kvc_prefix_lookup's count. Disk"]
+    #[doc = " hits are reported from the index; their bytes are verified only when kvc_alloc reads them (a"]
+    #[doc = " bad block then becomes a miss). Read-only. All three are 0 while prefix caching is off."]
+    #[doc = " @param[in]  pool              The pool."]
+    #[doc = " @param[in]  tokens            The prompt's token ids."]
+    #[doc = " @param[in]  num_tokens        Prompt length, >= 1."]
+    #[doc = " @param[in]  keys              Cache keys, or NULL."]
+    #[doc = " @param[out] out_device_tokens May be NULL; tokens found on the device."]
+    #[doc = " @param[out] out_host_tokens   May be NULL; tokens found in the host tier."]
+    #[doc = " @param[out] out_disk_tokens   May be NULL; tokens found in the disk tier."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or tokens is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG num_tokens < 1."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_prefix_lookup_tiers(
+        pool: *mut kvc_pool,
+        tokens: *const i32,
+        num_tokens: i64,
+        keys: *const kvc_keys,
+        out_device_tokens: *mut i64,
+        out_host_tokens: *mut i64,
+        out_disk_tokens: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Pins the cached full blocks of this prefix: a pinned block is never evicted until"]
+    #[doc = "        unpinned, so every prompt that starts with the prefix (a system prompt) keeps its hit."]
+    #[doc = ""]
+    #[doc = " Without a sliding window: all of the prefix's full blocks that are cached now, from the start,"]
+    #[doc = " stopping at the first miss. With one (kvc_pool_set_sliding_window): only the blocks a hit at the"]
+    #[doc = " end of the prefix needs -- for the longest run of the prefix's full blocks whose window is"]
+    #[doc = " cached, the blocks from that window's start to the run's end, plus the block before them when"]
+    #[doc = " the prefix's own admission (one block shorter when the prefix is block-aligned) reads it and it"]
+    #[doc = " is cached; the leading blocks no such hit reads stay evictable. Pins nest (a count per block)."]
+    #[doc = " @param[in]  pool              The pool."]
+    #[doc = " @param[in]  tokens            The prefix's token ids."]
+    #[doc = " @param[in]  num_tokens        Prefix length, >= 1."]
+    #[doc = " @param[in]  keys              Cache keys, or NULL."]
+    #[doc = " @param[out] out_pinned_tokens May be NULL; receives the length of the prefix whose hit is"]
+    #[doc = "                               protected: the covered full blocks x block_size (0: nothing was"]
+    #[doc = "                               cached, nothing pinned)."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or tokens is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG num_tokens < 1."]
+    #[doc = " @retval KVC_ERR_UNSUPPORTED prefix caching is off."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
     pub fn kvc_prefix_pin(
         pool: *mut kvc_pool,
         tokens: *const i32,
@@ -1366,14 +1670,26 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Undoes one kvc_prefix_pin of the same prefix: finds the blocks the pin would choose among the"]
-    #[doc = "  prefix's blocks that are cached and pinned, and unpins them (deepest first). When pins of"]
-    #[doc = "  overlapping prefixes are held, pass the pin's *out_pinned_tokens as num_tokens (with the same"]
-    #[doc = "  tokens), so that the blocks a longer pinned prefix holds cannot join the search."]
-    #[doc = "  *out_unpinned_tokens (may be NULL) receives the length covered, as for kvc_prefix_pin."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG, KVC_ERR_STATE (the prefix has full blocks but no"]
-    #[doc = "  pinned ones that qualify -- its first block, or with a window every candidate window; nothing"]
-    #[doc = "  changed)."]
+    #[doc = " @brief Undoes one kvc_prefix_pin of the same prefix."]
+    #[doc = ""]
+    #[doc = " Finds the blocks the pin would choose among the prefix's blocks that are cached and pinned, and"]
+    #[doc = " unpins them (deepest first). When pins of overlapping prefixes are held, pass the pin's"]
+    #[doc = " *out_pinned_tokens as num_tokens (with the same tokens), so that the blocks a longer pinned"]
+    #[doc = " prefix holds cannot join the search."]
+    #[doc = " @param[in]  pool                The pool."]
+    #[doc = " @param[in]  tokens              The prefix's token ids."]
+    #[doc = " @param[in]  num_tokens          Prefix length, >= 1."]
+    #[doc = " @param[in]  keys                Cache keys, or NULL."]
+    #[doc = " @param[out] out_unpinned_tokens May be NULL; receives the length covered, as for"]
+    #[doc = "                                 kvc_prefix_pin."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or tokens is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG num_tokens < 1."]
+    #[doc = " @retval KVC_ERR_UNSUPPORTED prefix caching is off."]
+    #[doc = " @retval KVC_ERR_STATE       the prefix has full blocks but no pinned ones that qualify -- its"]
+    #[doc = "                             first block, or with a window every candidate window; nothing"]
+    #[doc = "                             changed."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
     pub fn kvc_prefix_unpin(
         pool: *mut kvc_pool,
         tokens: *const i32,
@@ -1383,32 +1699,48 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Drops every cached block from the prefix cache (emits AllBlocksCleared), in every tier: the"]
-    #[doc = "  host tier's cached blocks, and the disk tier's, whose headers are also erased in the file before"]
-    #[doc = "  the call returns, so that a later KVC_DISK_PERSISTENT attach of the file (the next process, after"]
-    #[doc = "  a weight update) finds none of them. Blocks another thread's call is still copying into a lower"]
-    #[doc = "  tier (a swap-out's evictions) are dropped when their copies finish. An erasure that fails is"]
-    #[doc = "  counted in the disk tier's failures and io_errors (then delete the file, or attach it without"]
-    #[doc = "  KVC_DISK_PERSISTENT). One ALL_BLOCKS_CLEARED event covers every tier. Refused with"]
-    #[doc = "  KVC_ERR_BUSY while any block is in use or pinned. Errors: KVC_ERR_NULL_ARG, KVC_ERR_BUSY."]
+    #[doc = " @brief Drops every cached block from the prefix cache (emits AllBlocksCleared), in every tier."]
+    #[doc = ""]
+    #[doc = " The host tier's cached blocks, and the disk tier's, whose headers are also erased in the file"]
+    #[doc = " before the call returns, so that a later KVC_DISK_PERSISTENT attach of the file (the next"]
+    #[doc = " process, after a weight update) finds none of them. Blocks another thread's call is still"]
+    #[doc = " copying into a lower tier (a swap-out's evictions) are dropped when their copies finish. An"]
+    #[doc = " erasure that fails is counted in the disk tier's failures and io_errors (then delete the file,"]
+    #[doc = " or attach it without KVC_DISK_PERSISTENT). One ALL_BLOCKS_CLEARED event covers every tier."]
+    #[doc = " @param[in] pool The pool."]
+    #[doc = " @retval KVC_ERR_NULL_ARG pool is NULL."]
+    #[doc = " @retval KVC_ERR_BUSY     a block is in use or pinned."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
     pub fn kvc_prefix_cache_reset(pool: *mut kvc_pool) -> kvc_status;
 }
 extern "C" {
-    #[doc = " A prompt's block hashes, computed without a pool: hash_hi[i], hash_lo[i] receive the 128-bit"]
-    #[doc = "  chained hash of full block i (tokens [i x block_size, (i + 1) x block_size)) for i <"]
-    #[doc = "  num_tokens / block_size, exactly as a pool with this block_size computes it for the same tokens"]
-    #[doc = "  and keys: the hash its KV events report for that block (kvc_event.hash_hi / hash_lo; block i's"]
-    #[doc = "  parent is hash i - 1). The trailing partial block has no hash. For KV-aware routers, which"]
-    #[doc = "  predict hits from KV events without a pool; the README's \"Block hash specification\" defines the"]
-    #[doc = "  bytes hashed, so a router in any language can compute the same values. keys (may be NULL):"]
-    #[doc = "  its LoRA id, salt and multimodal items count; its priority and hit cap do not. Stateless and"]
-    #[doc = "  thread-safe (keys is only read)."]
-    #[doc = "  *out_count receives the number of full blocks. Size query: hash_hi and hash_lo NULL with cap 0"]
-    #[doc = "  returns KVC_OK with only *out_count set. tokens may be NULL only when num_tokens is 0."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG (out_count; tokens with num_tokens > 0; hash_hi or hash_lo with"]
-    #[doc = "  cap > 0), KVC_ERR_INVALID_ARG (block_size < 1, num_tokens < 0, cap < 0),"]
-    #[doc = "  KVC_ERR_BUFFER_TOO_SMALL (cap below the number of full blocks; *out_count = that number),"]
-    #[doc = "  KVC_ERR_NO_MEMORY."]
+    #[doc = " @brief A prompt's block hashes, computed without a pool."]
+    #[doc = ""]
+    #[doc = " hash_hi[i], hash_lo[i] receive the 128-bit chained hash of full block i (tokens"]
+    #[doc = " [i x block_size, (i + 1) x block_size)) for i < num_tokens / block_size, exactly as a pool with"]
+    #[doc = " this block_size computes it for the same tokens and keys: the hash its KV events report for that"]
+    #[doc = " block (kvc_event.hash_hi / hash_lo; block i's parent is hash i - 1). The trailing partial block"]
+    #[doc = " has no hash. For KV-aware routers, which predict hits from KV events without a pool; the"]
+    #[doc = " README's \"Block hash specification\" defines the bytes hashed, so a router in any language can"]
+    #[doc = " compute the same values. Size query: hash_hi and hash_lo NULL with cap 0 returns KVC_OK with"]
+    #[doc = " only *out_count set."]
+    #[doc = " @param[in]  block_size Tokens per block, >= 1."]
+    #[doc = " @param[in]  keys       May be NULL: its LoRA id, salt and multimodal items count; its priority"]
+    #[doc = "                        and hit cap do not."]
+    #[doc = " @param[in]  tokens     The prompt's token ids; may be NULL only when num_tokens is 0."]
+    #[doc = " @param[in]  num_tokens Prompt length, >= 0."]
+    #[doc = " @param[out] hash_hi    Receives the high halves, cap entries."]
+    #[doc = " @param[out] hash_lo    Receives the low halves, cap entries."]
+    #[doc = " @param[in]  cap        Entries hash_hi and hash_lo can hold, >= 0."]
+    #[doc = " @param[out] out_count  Receives the number of full blocks."]
+    #[doc = " @retval KVC_ERR_NULL_ARG         out_count; tokens with num_tokens > 0; hash_hi or hash_lo with"]
+    #[doc = "                                  cap > 0."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG      block_size < 1, num_tokens < 0, cap < 0."]
+    #[doc = " @retval KVC_ERR_BUFFER_TOO_SMALL cap below the number of full blocks (*out_count = that number)."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY        out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Stateless and thread-safe (keys is only read)."]
     pub fn kvc_hash_blocks(
         block_size: i32,
         keys: *const kvc_keys,
@@ -1429,7 +1761,9 @@ pub const KVC_EVENT_BLOCK_STORED: kvc_event_type = 1;
 pub const KVC_EVENT_BLOCK_REMOVED: kvc_event_type = 2;
 #[doc = "< kvc_prefix_cache_reset"]
 pub const KVC_EVENT_ALL_BLOCKS_CLEARED: kvc_event_type = 3;
+#[doc = " @brief Kind of a KV event (kvc_event.type)."]
 pub type kvc_event_type = ::std::os::raw::c_uint;
+#[doc = " @brief One KV event (kvc_event_pop)."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct kvc_event {
@@ -1675,12 +2009,22 @@ fn bindgen_test_layout_kvc_event() {
     test_field_tier();
 }
 extern "C" {
-    #[doc = " Pops the oldest pending event into *out; its token ids (BLOCK_STORED; block_size of them) go to"]
-    #[doc = "  tokens[0..token_cap). *out_has_event is 1 if an event was popped, 0 if none was pending."]
-    #[doc = "  out->struct_size: sizeof(kvc_event), or offsetof(kvc_event, tier) (the first release's struct,"]
-    #[doc = "  which gets every field but tier)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION, KVC_ERR_BUFFER_TOO_SMALL (token_cap < block_size for a"]
-    #[doc = "  BLOCK_STORED event; the event stays queued)."]
+    #[doc = " @brief Pops the oldest pending event."]
+    #[doc = " @param[in]     pool          The pool."]
+    #[doc = " @param[in,out] out           Receives the event. out->struct_size: sizeof(kvc_event), or"]
+    #[doc = "                              offsetof(kvc_event, tier) (the first release's struct, which gets"]
+    #[doc = "                              every field but tier)."]
+    #[doc = " @param[out]    tokens        Receives a BLOCK_STORED event's token ids (block_size of them) in"]
+    #[doc = "                              tokens[0..token_cap); may be NULL when token_cap is 0."]
+    #[doc = " @param[in]     token_cap     Entries tokens can hold, >= 0."]
+    #[doc = " @param[out]    out_has_event Receives 1 if an event was popped, 0 if none was pending."]
+    #[doc = " @retval KVC_ERR_NULL_ARG         pool, out or out_has_event; tokens with token_cap > 0."]
+    #[doc = " @retval KVC_ERR_VERSION          out->struct_size unknown."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG      token_cap < 0."]
+    #[doc = " @retval KVC_ERR_BUFFER_TOO_SMALL token_cap < block_size for a BLOCK_STORED event (the event"]
+    #[doc = "                                  stays queued)."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread; concurrent poppers each get different events."]
     pub fn kvc_event_pop(
         pool: *mut kvc_pool,
         out: *mut kvc_event,
@@ -1690,1022 +2034,84 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " on = 1: KV events also report the host and disk tiers (off by default; takes effect for later"]
-    #[doc = "  changes, so turn it on before attaching the tiers for a router to see every block). A block"]
-    #[doc = "  evicted from the device to the host tier is then BLOCK_REMOVED (device) at the eviction and"]
-    #[doc = "  BLOCK_STORED (host) once its copy is done; a host victim moving to disk likewise;"]
-    #[doc = "  a disk hit promoted to the host tier is BLOCK_STORED (host) and stays on disk; a disk block"]
-    #[doc = "  whose read fails verification is BLOCK_REMOVED (disk); blocks a KVC_DISK_PERSISTENT attach"]
-    #[doc = "  recovers are BLOCK_STORED (disk), in slot order. Copies that fail store nothing. block_id is"]
-    #[doc = "  the slot in that tier. A restore to the device is the usual device BLOCK_STORED."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (on not 0 or 1), KVC_ERR_UNSUPPORTED (on = 1 in a"]
-    #[doc = "  pool without events, event_capacity 0)."]
+    #[doc = " @brief Makes KV events also report the host and disk tiers (off by default)."]
+    #[doc = ""]
+    #[doc = " Takes effect for later changes, so turn it on before attaching the tiers for a router to see"]
+    #[doc = " every block. A block evicted from the device to the host tier is then BLOCK_REMOVED (device) at"]
+    #[doc = " the eviction and BLOCK_STORED (host) once its copy is done; a host victim moving to disk"]
+    #[doc = " likewise; a disk hit promoted to the host tier is BLOCK_STORED (host) and stays on disk; a disk"]
+    #[doc = " block whose read fails verification is BLOCK_REMOVED (disk); blocks a KVC_DISK_PERSISTENT"]
+    #[doc = " attach recovers are BLOCK_STORED (disk), in slot order. Copies that fail store nothing."]
+    #[doc = " block_id is the slot in that tier. A restore to the device is the usual device BLOCK_STORED."]
+    #[doc = " @param[in] pool The pool."]
+    #[doc = " @param[in] on   1 = on, 0 = off."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG on not 0 or 1."]
+    #[doc = " @retval KVC_ERR_UNSUPPORTED on = 1 in a pool without events (event_capacity 0)."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
     pub fn kvc_pool_set_tier_events(pool: *mut kvc_pool, on: i32) -> kvc_status;
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct kvc_storage_info {
-    #[doc = "< set by the caller to sizeof(kvc_storage_info)"]
-    pub struct_size: u32,
-    #[doc = "< kvc_backend actually used (CPU or CUDA)"]
-    pub backend: i32,
-    pub kv_dtype: i32,
-    pub elem_bytes: i32,
-    #[doc = "< CUDA device ordinal, -1 on CPU"]
-    pub device: i32,
-    #[doc = "< address of the storage (device address on CUDA)"]
-    pub base_address: u64,
-    pub total_bytes: i64,
-    #[doc = "< all strides in bytes"]
-    pub block_stride: i64,
-    pub layer_stride: i64,
-    pub kv_stride: i64,
-    pub head_stride: i64,
-    pub token_stride: i64,
-}
-#[test]
-fn bindgen_test_layout_kvc_storage_info() {
-    assert_eq!(
-        ::std::mem::size_of::<kvc_storage_info>(),
-        80usize,
-        concat!("Size of: ", stringify!(kvc_storage_info))
-    );
-    assert_eq!(
-        ::std::mem::align_of::<kvc_storage_info>(),
-        8usize,
-        concat!("Alignment of ", stringify!(kvc_storage_info))
-    );
-    fn test_field_struct_size() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
-            },
-            0usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_storage_info),
-                "::",
-                stringify!(struct_size)
-            )
-        );
-    }
-    test_field_struct_size();
-    fn test_field_backend() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).backend) as usize - ptr as usize
-            },
-            4usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_storage_info),
-                "::",
-                stringify!(backend)
-            )
-        );
-    }
-    test_field_backend();
-    fn test_field_kv_dtype() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).kv_dtype) as usize - ptr as usize
-            },
-            8usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_storage_info),
-                "::",
-                stringify!(kv_dtype)
-            )
-        );
-    }
-    test_field_kv_dtype();
-    fn test_field_elem_bytes() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).elem_bytes) as usize - ptr as usize
-            },
-            12usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_storage_info),
-                "::",
-                stringify!(elem_bytes)
-            )
-        );
-    }
-    test_field_elem_bytes();
-    fn test_field_device() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).device) as usize - ptr as usize
-            },
-            16usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_storage_info),
-                "::",
-                stringify!(device)
-            )
-        );
-    }
-    test_field_device();
-    fn test_field_base_address() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).base_address) as usize - ptr as usize
-            },
-            24usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_storage_info),
-                "::",
-                stringify!(base_address)
-            )
-        );
-    }
-    test_field_base_address();
-    fn test_field_total_bytes() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).total_bytes) as usize - ptr as usize
-            },
-            32usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_storage_info),
-                "::",
-                stringify!(total_bytes)
-            )
-        );
-    }
-    test_field_total_bytes();
-    fn test_field_block_stride() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).block_stride) as usize - ptr as usize
-            },
-            40usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_storage_info),
-                "::",
-                stringify!(block_stride)
-            )
-        );
-    }
-    test_field_block_stride();
-    fn test_field_layer_stride() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).layer_stride) as usize - ptr as usize
-            },
-            48usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_storage_info),
-                "::",
-                stringify!(layer_stride)
-            )
-        );
-    }
-    test_field_layer_stride();
-    fn test_field_kv_stride() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).kv_stride) as usize - ptr as usize
-            },
-            56usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_storage_info),
-                "::",
-                stringify!(kv_stride)
-            )
-        );
-    }
-    test_field_kv_stride();
-    fn test_field_head_stride() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).head_stride) as usize - ptr as usize
-            },
-            64usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_storage_info),
-                "::",
-                stringify!(head_stride)
-            )
-        );
-    }
-    test_field_head_stride();
-    fn test_field_token_stride() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).token_stride) as usize - ptr as usize
-            },
-            72usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_storage_info),
-                "::",
-                stringify!(token_stride)
-            )
-        );
-    }
-    test_field_token_stride();
-}
-extern "C" {
-    #[doc = " Describes the pool's KV storage for callers bringing their own kernels."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION, KVC_ERR_STATE (metadata-only pool)."]
-    pub fn kvc_storage_get_info(pool: *mut kvc_pool, out: *mut kvc_storage_info) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Writes the step's new K and V into their slots of `layer` (reshape_and_cache). k and v are"]
-    #[doc = "  [num_tokens, num_kv_heads, head_dim] in src_dtype (F32/F16/BF16), in backend memory (device"]
-    #[doc = "  memory on CUDA); slot_mapping has num_tokens entries in backend memory; slot < 0 = padding,"]
-    #[doc = "  skipped. FP8 caches quantize with k_scale / v_scale (stored = value / scale). stream: a"]
-    #[doc = "  cudaStream_t on CUDA (NULL = default stream), ignored on CPU. Can be captured into a CUDA graph"]
-    #[doc = "  (see kvc_launch_attention)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, num_tokens < 0, scales <= 0, a slot past"]
-    #[doc = "  the pool on CPU), KVC_ERR_UNSUPPORTED (on a CPU pool also: KVC_CPU_ISA refused, see"]
-    #[doc = "  kvc_launch_attention), KVC_ERR_STATE (metadata-only pool), KVC_ERR_DEVICE."]
-    pub fn kvc_cache_write(
-        pool: *mut kvc_pool,
-        layer: i32,
-        slot_mapping: *const i64,
-        num_tokens: i64,
-        k: *const ::std::os::raw::c_void,
-        v: *const ::std::os::raw::c_void,
-        src_dtype: i32,
-        k_scale: f32,
-        v_scale: f32,
-        stream: *mut ::std::os::raw::c_void,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Drains the pending copy-on-write pairs and copies those blocks (all layers, K and V) in one"]
-    #[doc = "  launch. *out_copied (may be NULL) receives the number of pairs this call copied."]
-    #[doc = "  Contract with many threads: when this call returns (CPU), every pair queued before it was made"]
-    #[doc = "  has been copied, whichever thread's call drained it; on CUDA, every such copy is ordered before"]
-    #[doc = "  later work on `stream` (a copy another call ran on another stream included). Tier copies planned"]
-    #[doc = "  before a pair (the spill of the cached block evicted to make its destination) run before it."]
-    #[doc = "  Calls are serialized with each other while they copy. Drained pairs keep both blocks from being"]
-    #[doc = "  reused until their copy is done (CPU) or queued (CUDA; kvc_cache_write, kvc_launch_attention"]
-    #[doc = "  and tier copies on other streams wait for it on the GPU). The pairs change every step, so this"]
-    #[doc = "  is not for CUDA graphs: while `stream` is being captured it copies nothing and fails if pairs"]
-    #[doc = "  are pending."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_STATE (metadata-only pool; pairs pending while `stream` is"]
-    #[doc = "  being captured into a CUDA graph: nothing is drained), KVC_ERR_DEVICE."]
-    pub fn kvc_copy_pending(
-        pool: *mut kvc_pool,
-        stream: *mut ::std::os::raw::c_void,
-        out_copied: *mut i64,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Copies raw bytes of `count` whole blocks between the pool storage and host memory, for tests,"]
-    #[doc = "  debugging and custom tiers. to_host != 0: blocks -> host; else host -> blocks. host holds"]
-    #[doc = "  count x block_stride bytes, block i at offset i x block_stride. Synchronous."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (count < 0, block out of range), KVC_ERR_STATE,"]
-    #[doc = "  KVC_ERR_DEVICE."]
-    pub fn kvc_storage_copy_blocks(
-        pool: *mut kvc_pool,
-        block_ids: *const i32,
-        count: i64,
-        host: *mut ::std::os::raw::c_void,
-        to_host: i32,
-    ) -> kvc_status;
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct kvc_batch {
-    _unused: [u8; 0],
-}
-extern "C" {
-    #[doc = " Creates a batch with fixed capacity (max_seqs sequences, max_tokens new tokens per step,"]
-    #[doc = "  max_blocks_per_seq table width). All host and device buffers are allocated here, so building a"]
-    #[doc = "  step never allocates and device addresses stay fixed (CUDA graph capture)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (capacities < 1), KVC_ERR_OVERFLOW,"]
-    #[doc = "  KVC_ERR_NO_MEMORY, KVC_ERR_DEVICE."]
-    pub fn kvc_batch_create(
-        pool: *mut kvc_pool,
-        max_seqs: i32,
-        max_tokens: i64,
-        max_blocks_per_seq: i32,
-        out: *mut *mut kvc_batch,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Destroys a batch. NULL is a no-op. Must not be destroyed after its pool."]
-    pub fn kvc_batch_destroy(batch: *mut kvc_batch) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Builds the step's metadata: for sequence i (seq_ids[i]) the query is its newest q_lens[i]"]
-    #[doc = "  confirmed tokens (1 for decode; the uncached prompt part for prefill), the context is all of"]
-    #[doc = "  its confirmed tokens. Fills padded block tables [num_seqs, max_blocks_per_seq] (int32, -1"]
-    #[doc = "  padding), seq_lens, query_start_loc [num_seqs + 1], slot_mapping of the new tokens, and the CSR"]
-    #[doc = "  form (kv_indptr [num_seqs + 1], kv_indices, kv_last_page_len), then uploads what changed (rows"]
-    #[doc = "  equal to the previous step's are not re-sent) — once per step, reused by every layer."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_seqs < 1 or > capacity, q_len < 1 or >"]
-    #[doc = "  tokens, duplicate id, a query position in a block released by the sliding window), KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (sequence swapped out; the batch's"]
-    #[doc = "  stream is being captured into a CUDA graph), KVC_ERR_BUFFER_TOO_SMALL (tokens or table width"]
-    #[doc = "  over capacity), KVC_ERR_DEVICE."]
-    #[doc = "  On failure the previous step's metadata stays intact. On CUDA the upload is enqueued on the"]
-    #[doc = "  batch's stream (kvc_batch_set_stream), ordered before any later work on that stream, and the"]
-    #[doc = "  call returns without waiting for it or for earlier work on the stream (see"]
-    #[doc = "  kvc_batch_set_stream for the exact ordering)."]
-    pub fn kvc_batch_build(
-        batch: *mut kvc_batch,
-        seq_ids: *const u64,
-        q_lens: *const i64,
-        num_seqs: i32,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Sets the CUDA stream (a cudaStream_t passed as void*) on which subsequent kvc_batch_build calls"]
-    #[doc = "  upload the metadata; NULL is the legacy default stream, the initial setting (with several GPUs a"]
-    #[doc = "  build makes the pool's device current, so NULL is that device's). The stream must belong to the"]
-    #[doc = "  pool's device and stay alive while builds use it. Accepted and ignored on the CPU backend and"]
-    #[doc = "  for metadata-only pools. kvc_batch_copy_slot_mapping / kvc_batch_copy_block_tables read the"]
-    #[doc = "  library's host copies and use no stream."]
-    #[doc = "  Ordering: kvc_batch_build enqueues the upload (asynchronous copies from pinned host memory the"]
-    #[doc = "  library owns) on the stream, after the work already enqueued there (e.g. the previous step's"]
-    #[doc = "  attention reading the same arrays), and returns without waiting for that work or the upload."]
-    #[doc = "  - Work enqueued later on the same stream sees the new arrays. Work on another stream must first"]
-    #[doc = "    be ordered after the build (cudaEventRecord on this stream after the build, cudaStreamWaitEvent"]
-    #[doc = "    on the other): kvc_cache_write and kvc_launch_attention take their own stream argument."]
-    #[doc = "  - Work that reads the arrays (the previous step's kernels) must be enqueued on this stream, or"]
-    #[doc = "    ordered before it, before the next build: that build's copies overwrite the arrays in place."]
-    #[doc = "  - After a stream change, the next upload is ordered on the GPU after the previous upload, not"]
-    #[doc = "    after other work on the old stream: order that work before the new stream yourself."]
-    #[doc = "  - The host waits only when a build would overwrite host memory that an earlier upload has not"]
-    #[doc = "    read yet. Builds alternate two host buffers, so a build waits at most for the upload of the"]
-    #[doc = "    build before the previous one (and the work enqueued before it), never for the previous"]
-    #[doc = "    build's upload or the previous step's kernels (after a build failed with KVC_ERR_DEVICE, the"]
-    #[doc = "    next one waits for that build's copies)."]
-    #[doc = "  - A build also orders the stream after the pool's tier copies (swap-in, restore from the host"]
-    #[doc = "    tier, spill): a CUDA graph replayed on the stream after the build sees them done."]
-    #[doc = "  CUDA graphs: a build while the stream is being captured fails with KVC_ERR_STATE (its copies"]
-    #[doc = "  would be recorded into the graph instead of run). Build before each replay, on the stream the"]
-    #[doc = "  graph is replayed on; the graph reads the fixed addresses of kvc_batch_info."]
-    #[doc = "  Like kvc_batch_build, it must not run concurrently with other calls on the same batch."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG (batch NULL)."]
-    pub fn kvc_batch_set_stream(
-        batch: *mut kvc_batch,
-        stream: *mut ::std::os::raw::c_void,
-    ) -> kvc_status;
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct kvc_batch_info {
-    #[doc = "< set by the caller to sizeof(kvc_batch_info)"]
-    pub struct_size: u32,
-    pub num_seqs: i32,
-    #[doc = "< total new (query) tokens"]
-    pub num_tokens: i64,
-    #[doc = "< table row width"]
-    pub max_blocks_per_seq: i32,
-    pub max_q_len: i32,
-    pub max_seq_len: i64,
-    #[doc = "< entries of kv_indices"]
-    pub num_indices: i64,
-    #[doc = "< 1 when every q_len == 1"]
-    pub is_decode: i32,
-    #[doc = "< table rows sent in the last build (incremental upload)"]
-    pub rows_uploaded: i32,
-    #[doc = "< int32 [num_seqs][max_blocks_per_seq]"]
-    pub block_tables: u64,
-    #[doc = "< int32 [num_seqs]"]
-    pub seq_lens: u64,
-    #[doc = "< int32 [num_seqs + 1]"]
-    pub query_start_loc: u64,
-    #[doc = "< int64 [num_tokens]"]
-    pub slot_mapping: u64,
-    #[doc = "< int32 [num_seqs + 1]"]
-    pub kv_indptr: u64,
-    #[doc = "< int32 [num_indices]"]
-    pub kv_indices: u64,
-    #[doc = "< int32 [num_seqs]"]
-    pub kv_last_page_len: u64,
-}
-#[test]
-fn bindgen_test_layout_kvc_batch_info() {
-    assert_eq!(
-        ::std::mem::size_of::<kvc_batch_info>(),
-        104usize,
-        concat!("Size of: ", stringify!(kvc_batch_info))
-    );
-    assert_eq!(
-        ::std::mem::align_of::<kvc_batch_info>(),
-        8usize,
-        concat!("Alignment of ", stringify!(kvc_batch_info))
-    );
-    fn test_field_struct_size() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
-            },
-            0usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(struct_size)
-            )
-        );
-    }
-    test_field_struct_size();
-    fn test_field_num_seqs() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).num_seqs) as usize - ptr as usize
-            },
-            4usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(num_seqs)
-            )
-        );
-    }
-    test_field_num_seqs();
-    fn test_field_num_tokens() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).num_tokens) as usize - ptr as usize
-            },
-            8usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(num_tokens)
-            )
-        );
-    }
-    test_field_num_tokens();
-    fn test_field_max_blocks_per_seq() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).max_blocks_per_seq) as usize - ptr as usize
-            },
-            16usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(max_blocks_per_seq)
-            )
-        );
-    }
-    test_field_max_blocks_per_seq();
-    fn test_field_max_q_len() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).max_q_len) as usize - ptr as usize
-            },
-            20usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(max_q_len)
-            )
-        );
-    }
-    test_field_max_q_len();
-    fn test_field_max_seq_len() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).max_seq_len) as usize - ptr as usize
-            },
-            24usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(max_seq_len)
-            )
-        );
-    }
-    test_field_max_seq_len();
-    fn test_field_num_indices() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).num_indices) as usize - ptr as usize
-            },
-            32usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(num_indices)
-            )
-        );
-    }
-    test_field_num_indices();
-    fn test_field_is_decode() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).is_decode) as usize - ptr as usize
-            },
-            40usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(is_decode)
-            )
-        );
-    }
-    test_field_is_decode();
-    fn test_field_rows_uploaded() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).rows_uploaded) as usize - ptr as usize
-            },
-            44usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(rows_uploaded)
-            )
-        );
-    }
-    test_field_rows_uploaded();
-    fn test_field_block_tables() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).block_tables) as usize - ptr as usize
-            },
-            48usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(block_tables)
-            )
-        );
-    }
-    test_field_block_tables();
-    fn test_field_seq_lens() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).seq_lens) as usize - ptr as usize
-            },
-            56usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(seq_lens)
-            )
-        );
-    }
-    test_field_seq_lens();
-    fn test_field_query_start_loc() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).query_start_loc) as usize - ptr as usize
-            },
-            64usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(query_start_loc)
-            )
-        );
-    }
-    test_field_query_start_loc();
-    fn test_field_slot_mapping() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).slot_mapping) as usize - ptr as usize
-            },
-            72usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(slot_mapping)
-            )
-        );
-    }
-    test_field_slot_mapping();
-    fn test_field_kv_indptr() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).kv_indptr) as usize - ptr as usize
-            },
-            80usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(kv_indptr)
-            )
-        );
-    }
-    test_field_kv_indptr();
-    fn test_field_kv_indices() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).kv_indices) as usize - ptr as usize
-            },
-            88usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(kv_indices)
-            )
-        );
-    }
-    test_field_kv_indices();
-    fn test_field_kv_last_page_len() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).kv_last_page_len) as usize - ptr as usize
-            },
-            96usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_batch_info),
-                "::",
-                stringify!(kv_last_page_len)
-            )
-        );
-    }
-    test_field_kv_last_page_len();
-}
-extern "C" {
-    #[doc = " Sizes and array addresses of the last build. Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION,"]
-    #[doc = "  KVC_ERR_STATE (never built)."]
-    pub fn kvc_batch_get_info(batch: *const kvc_batch, out: *mut kvc_batch_info) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Copies the last build's slot mapping (num_tokens entries) to host memory out[0..cap)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_STATE, KVC_ERR_BUFFER_TOO_SMALL."]
-    pub fn kvc_batch_copy_slot_mapping(
-        batch: *const kvc_batch,
-        out: *mut i64,
-        cap: i64,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Copies the last build's padded block tables (num_seqs x max_blocks_per_seq) to host memory."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_STATE, KVC_ERR_BUFFER_TOO_SMALL."]
-    pub fn kvc_batch_copy_block_tables(
-        batch: *const kvc_batch,
-        out: *mut i32,
-        cap: i64,
-    ) -> kvc_status;
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct kvc_attention_params {
-    #[doc = "< sizeof(kvc_attention_params); set by kvc_attention_params_default"]
-    pub struct_size: u32,
-    #[doc = "< multiple of the pool's num_kv_heads (GQA), <= config num_q_heads;"]
-    #[doc = "0 = the pool's num_q_heads"]
-    pub num_q_heads: i32,
-    #[doc = "< dtype of q and out: F32, F16 or BF16"]
-    pub q_dtype: i32,
-    #[doc = "< softmax scale; 0 = 1/sqrt(head_dim)"]
-    pub scale: f32,
-    #[doc = "< FP8 KV dequantization scales (1.0 otherwise)"]
-    pub k_scale: f32,
-    pub v_scale: f32,
-    #[doc = "< > 0: logits = softcap * tanh(logits / softcap); 0 = off"]
-    pub logit_softcap: f32,
-    #[doc = "< > 0: attend only to the last sliding_window positions"]
-    pub sliding_window: i32,
-    #[doc = "< NULL or num_q_heads slopes in backend memory"]
-    pub alibi_slopes: *const f32,
-    #[doc = "< decode split-K partition in tokens: 0 = auto, -1 = never split"]
-    pub partition_size: i32,
-}
-#[test]
-fn bindgen_test_layout_kvc_attention_params() {
-    assert_eq!(
-        ::std::mem::size_of::<kvc_attention_params>(),
-        48usize,
-        concat!("Size of: ", stringify!(kvc_attention_params))
-    );
-    assert_eq!(
-        ::std::mem::align_of::<kvc_attention_params>(),
-        8usize,
-        concat!("Alignment of ", stringify!(kvc_attention_params))
-    );
-    fn test_field_struct_size() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
-            },
-            0usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_attention_params),
-                "::",
-                stringify!(struct_size)
-            )
-        );
-    }
-    test_field_struct_size();
-    fn test_field_num_q_heads() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).num_q_heads) as usize - ptr as usize
-            },
-            4usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_attention_params),
-                "::",
-                stringify!(num_q_heads)
-            )
-        );
-    }
-    test_field_num_q_heads();
-    fn test_field_q_dtype() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).q_dtype) as usize - ptr as usize
-            },
-            8usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_attention_params),
-                "::",
-                stringify!(q_dtype)
-            )
-        );
-    }
-    test_field_q_dtype();
-    fn test_field_scale() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).scale) as usize - ptr as usize
-            },
-            12usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_attention_params),
-                "::",
-                stringify!(scale)
-            )
-        );
-    }
-    test_field_scale();
-    fn test_field_k_scale() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).k_scale) as usize - ptr as usize
-            },
-            16usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_attention_params),
-                "::",
-                stringify!(k_scale)
-            )
-        );
-    }
-    test_field_k_scale();
-    fn test_field_v_scale() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).v_scale) as usize - ptr as usize
-            },
-            20usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_attention_params),
-                "::",
-                stringify!(v_scale)
-            )
-        );
-    }
-    test_field_v_scale();
-    fn test_field_logit_softcap() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).logit_softcap) as usize - ptr as usize
-            },
-            24usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_attention_params),
-                "::",
-                stringify!(logit_softcap)
-            )
-        );
-    }
-    test_field_logit_softcap();
-    fn test_field_sliding_window() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).sliding_window) as usize - ptr as usize
-            },
-            28usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_attention_params),
-                "::",
-                stringify!(sliding_window)
-            )
-        );
-    }
-    test_field_sliding_window();
-    fn test_field_alibi_slopes() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).alibi_slopes) as usize - ptr as usize
-            },
-            32usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_attention_params),
-                "::",
-                stringify!(alibi_slopes)
-            )
-        );
-    }
-    test_field_alibi_slopes();
-    fn test_field_partition_size() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).partition_size) as usize - ptr as usize
-            },
-            40usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(kvc_attention_params),
-                "::",
-                stringify!(partition_size)
-            )
-        );
-    }
-    test_field_partition_size();
-}
-extern "C" {
-    #[doc = " Fills defaults: num_q_heads 0 (the pool's), q_dtype F16, scale 0, k/v scale 1, no softcap, no"]
-    #[doc = "  window, no ALiBi, auto partitioning. Errors: KVC_ERR_NULL_ARG."]
-    pub fn kvc_attention_params_default(p: *mut kvc_attention_params) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Paged attention for one layer over the batch built last. q is [num_tokens, num_q_heads,"]
-    #[doc = "  head_dim] (num_tokens = the batch's new tokens, in batch order), out has the same shape; both in"]
-    #[doc = "  backend memory. Decode (every q_len = 1) and prefill/append (causal: query token j of a sequence"]
-    #[doc = "  of length L with q_len Q sees positions <= L - Q + j) are dispatched automatically. The new tokens'"]
-    #[doc = "  K/V must already be written (kvc_cache_write). On CUDA the launch is asynchronous on `stream`."]
-    #[doc = "  CUDA graphs: this call and kvc_cache_write (with the batch's device slot_mapping) can be captured"]
-    #[doc = "  and the graph replayed step after step, each replay preceded by a kvc_batch_build on the"]
-    #[doc = "  replaying stream (which also orders it after tier copies: captured launches do not wait for"]
-    #[doc = "  them). A replay keeps the captured launch shape: build the same number of sequences (pad a"]
-    #[doc = "  smaller step with one-token dummy sequences kept for the purpose) and no longer query"]
-    #[doc = "  (decode: 1) than at capture; contexts may grow up to the batch's capacity"]
-    #[doc = "  (max_blocks_per_seq x block_size), which a captured decode launch plans its split-K partitions"]
-    #[doc = "  for."]
-    #[doc = "  With a sliding window set on the pool (kvc_pool_set_sliding_window), params->sliding_window must"]
-    #[doc = "  be between 1 and the pool's window, and no wider than the batch's released blocks allow."]
-    #[doc = "  CPU pools pick their kernel variant (baseline, AVX2, AVX-512) at run time from the CPU; the"]
-    #[doc = "  environment variable KVC_CPU_ISA=baseline|avx2|avx512 forces one (auto: the default)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (layer, heads, scale, window), KVC_ERR_UNSUPPORTED (head"]
-    #[doc = "  dim / dtype / block size combination; on a CPU pool, KVC_CPU_ISA names an unknown variant or one"]
-    #[doc = "  this CPU cannot run), KVC_ERR_STATE (batch never built, metadata-only pool, batch of another"]
-    #[doc = "  pool), KVC_ERR_DEVICE (launch failed)."]
-    pub fn kvc_launch_attention(
-        pool: *mut kvc_pool,
-        batch: *const kvc_batch,
-        layer: i32,
-        q: *const ::std::os::raw::c_void,
-        out: *mut ::std::os::raw::c_void,
-        params: *const kvc_attention_params,
-        stream: *mut ::std::os::raw::c_void,
-    ) -> kvc_status;
 }
 pub const KVC_TIER_DEVICE: kvc_tier = 0;
 pub const KVC_TIER_HOST: kvc_tier = 1;
 pub const KVC_TIER_DISK: kvc_tier = 2;
+#[doc = " @brief A tier of a pool (kvc_tier_get_stats, kvc_event.tier)."]
 pub type kvc_tier = ::std::os::raw::c_uint;
 extern "C" {
-    #[doc = " Attaches a host tier of num_blocks block slots (allocated here; once per pool)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX), KVC_ERR_STATE"]
-    #[doc = "  (metadata-only pool, or a host tier is already attached), KVC_ERR_OVERFLOW, KVC_ERR_NO_MEMORY,"]
-    #[doc = "  KVC_ERR_DEVICE."]
+    #[doc = " @brief Attaches a host tier of num_blocks block slots (allocated here; once per pool)."]
+    #[doc = " @param[in] pool       The pool (with storage: backend CPU or CUDA)."]
+    #[doc = " @param[in] num_blocks Slots, in [1, INT32_MAX]."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG num_blocks < 1 or > INT32_MAX."]
+    #[doc = " @retval KVC_ERR_STATE       metadata-only pool, or a host tier is already attached."]
+    #[doc = " @retval KVC_ERR_OVERFLOW    the tier's size overflows."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY   the slots could not be allocated."]
+    #[doc = " @retval KVC_ERR_DEVICE      CUDA refused the pinned host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_tier_attach_host(pool: *mut kvc_pool, num_blocks: i64) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Attaches a disk tier of num_blocks slots in the file `path` (created if missing, mode 0600 —"]
-    #[doc = "  slot headers hold token ids in clear; truncated unless KVC_DISK_PERSISTENT). Needs the host"]
-    #[doc = "  tier (lower tiers reach the device through it). A symbolic link is never followed (pass the"]
-    #[doc = "  resolved path), and an existing file is used only if it is empty or a disk tier's: anything"]
-    #[doc = "  else is refused with KVC_ERR_IO and left as it was. The file's space is reserved at attach"]
-    #[doc = "  (fallocate; holes of a sparse file too); an attach refused for lack of space removes a file"]
-    #[doc = "  it created. The tier holds an exclusive lock (flock) on the file until the pool is destroyed:"]
-    #[doc = "  a second tier on the same file — another process, or another pool of this one"]
-    #[doc = "  (tensor-parallel ranks need a file each) — is refused with KVC_ERR_BUSY, and the file is left"]
-    #[doc = "  untouched. A lock still held is waited for up to 200 ms first (environment"]
-    #[doc = "  KVC_DISK_LOCK_WAIT_MS changes it): a server restarted right after it was killed gets its file"]
-    #[doc = "  although the kernel releases the dead process's lock a few ms late."]
-    #[doc = "  Trust: this unauthenticated mode trusts everyone who can write the file (or its directory,"]
-    #[doc = "  or the block device under it) as much as the service itself. The XXH3 checksums detect"]
-    #[doc = "  corruption, not forgery: anyone who can write the file can recompute them and make it serve"]
-    #[doc = "  chosen KV for any prompt — the model then attends to what the writer chose. Keep the file where"]
-    #[doc = "  only the service's user can write, or use kvc_tier_attach_disk_keyed."]
-    #[doc = "  I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system"]
-    #[doc = "  allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool. Only blocks that"]
-    #[doc = "  reached the disk are kept by KVC_DISK_PERSISTENT (blocks still in the host tier when the pool is"]
-    #[doc = "  destroyed are not written back). The file forgets what the cache drops for good:"]
-    #[doc = "  kvc_prefix_cache_reset erases its blocks, and so is a slot whose read failed verification or"]
-    #[doc = "  whose write failed, so no later attach re-indexes them. kvc_tier_flush writes back what is"]
-    #[doc = "  above the disk before a shutdown."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_blocks < 1 or > INT32_MAX, unknown flags),"]
-    #[doc = "  KVC_ERR_STATE (no host tier, or a disk tier is already attached), KVC_ERR_BUSY (the file is"]
-    #[doc = "  another disk tier's), KVC_ERR_IO (cannot open, not a regular file, no space), KVC_ERR_OVERFLOW,"]
-    #[doc = "  KVC_ERR_NO_MEMORY."]
+    #[doc = " @brief Attaches a disk tier of num_blocks slots in the file `path`."]
+    #[doc = ""]
+    #[doc = " The file is created if missing, mode 0600 — slot headers hold token ids in clear; truncated"]
+    #[doc = " unless KVC_DISK_PERSISTENT. Needs the host tier (lower tiers reach the device through it). A"]
+    #[doc = " symbolic link is never followed (pass the resolved path), and an existing file is used only if"]
+    #[doc = " it is empty or a disk tier's: anything else is refused with KVC_ERR_IO and left as it was. The"]
+    #[doc = " file's space is reserved at attach (fallocate; holes of a sparse file too); an attach refused for"]
+    #[doc = " lack of space removes a file it created. The tier holds an exclusive lock (flock) on the file"]
+    #[doc = " until the pool is destroyed: a second tier on the same file — another process, or another pool"]
+    #[doc = " of this one (tensor-parallel ranks need a file each) — is refused with KVC_ERR_BUSY, and the file"]
+    #[doc = " is left untouched. A lock still held is waited for up to 200 ms first (environment"]
+    #[doc = " KVC_DISK_LOCK_WAIT_MS changes it): a server restarted right after it was killed gets its file"]
+    #[doc = " although the kernel releases the dead process's lock a few ms late."]
+    #[doc = ""]
+    #[doc = " Trust: this unauthenticated mode trusts everyone who can write the file (or its directory,"]
+    #[doc = " or the block device under it) as much as the service itself. The XXH3 checksums detect"]
+    #[doc = " corruption, not forgery: anyone who can write the file can recompute them and make it serve"]
+    #[doc = " chosen KV for any prompt — the model then attends to what the writer chose. Keep the file where"]
+    #[doc = " only the service's user can write, or use kvc_tier_attach_disk_keyed."]
+    #[doc = ""]
+    #[doc = " I/O uses io_uring where available (pread/pwrite otherwise) and O_DIRECT where the file system"]
+    #[doc = " allows it (silently falls back; see kvc_tier_stats.direct_io). Once per pool. Only blocks that"]
+    #[doc = " reached the disk are kept by KVC_DISK_PERSISTENT (blocks still in the host tier when the pool is"]
+    #[doc = " destroyed are not written back). The file forgets what the cache drops for good:"]
+    #[doc = " kvc_prefix_cache_reset erases its blocks, and so is a slot whose read failed verification or"]
+    #[doc = " whose write failed, so no later attach re-indexes them. kvc_tier_flush writes back what is"]
+    #[doc = " above the disk before a shutdown."]
+    #[doc = " @param[in] pool       The pool (with a host tier)."]
+    #[doc = " @param[in] path       The file's path, NUL-terminated."]
+    #[doc = " @param[in] num_blocks Slots, in [1, INT32_MAX]."]
+    #[doc = " @param[in] flags      0 or a combination of KVC_DISK_PERSISTENT and KVC_DISK_NO_DIRECT."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or path is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG num_blocks < 1 or > INT32_MAX, unknown flags."]
+    #[doc = " @retval KVC_ERR_STATE       no host tier, or a disk tier is already attached."]
+    #[doc = " @retval KVC_ERR_BUSY        the file is another disk tier's."]
+    #[doc = " @retval KVC_ERR_IO          cannot open, not a regular file, no space."]
+    #[doc = " @retval KVC_ERR_OVERFLOW    the file's size overflows."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY   out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_tier_attach_disk(
         pool: *mut kvc_pool,
         path: *const ::std::os::raw::c_char,
@@ -2714,19 +2120,29 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " As kvc_tier_attach_disk, for KV produced by `identity`: a NUL-terminated string of at most"]
-    #[doc = "  KVC_MAX_DISK_IDENTITY_LEN bytes naming what computed the blocks — model and revision, KV dtype"]
-    #[doc = "  and, under tensor parallelism, rank and world size (say \"llama-3.1-8b-instruct@5206a32;tp=1/2\")."]
-    #[doc = "  Every slot header records it, and a KVC_DISK_PERSISTENT re-attach recovers only the slots"]
-    #[doc = "  written under the same identity and layout; the others count in foreign_blocks"]
-    #[doc = "  (kvc_tier_stats) and their slots are reused, after every empty one (so two identities taking"]
-    #[doc = "  turns on one file keep each other's blocks while there is room). Why: the layout (block size, layers, KV heads,"]
-    #[doc = "  head_dim, dtype) is always checked, but a base and an instruct checkpoint of one architecture,"]
-    #[doc = "  or two ranks' shards, share a layout; without an identity a restart with the other one would"]
-    #[doc = "  take its blocks as hits — wrong KV, and no error. NULL or \"\" = no identity (the same as"]
-    #[doc = "  kvc_tier_attach_disk, so files written by either stay recoverable by either)."]
-    #[doc = "  Errors: those of kvc_tier_attach_disk, and KVC_ERR_INVALID_ARG (identity longer than"]
-    #[doc = "  KVC_MAX_DISK_IDENTITY_LEN bytes)."]
+    #[doc = " @brief As kvc_tier_attach_disk, for KV produced by `identity`."]
+    #[doc = ""]
+    #[doc = " identity names what computed the blocks — model and revision, KV dtype and, under tensor"]
+    #[doc = " parallelism, rank and world size (say \"llama-3.1-8b-instruct@5206a32;tp=1/2\"). Every slot header"]
+    #[doc = " records it, and a KVC_DISK_PERSISTENT re-attach recovers only the slots written under the same"]
+    #[doc = " identity and layout; the others count in foreign_blocks (kvc_tier_stats) and their slots are"]
+    #[doc = " reused, after every empty one (so two identities taking turns on one file keep each other's"]
+    #[doc = " blocks while there is room). Why: the layout (block size, layers, KV heads, head_dim, dtype) is"]
+    #[doc = " always checked, but a base and an instruct checkpoint of one architecture, or two ranks' shards,"]
+    #[doc = " share a layout; without an identity a restart with the other one would take its blocks as hits"]
+    #[doc = " — wrong KV, and no error."]
+    #[doc = " @param[in] pool       As kvc_tier_attach_disk."]
+    #[doc = " @param[in] path       As kvc_tier_attach_disk."]
+    #[doc = " @param[in] num_blocks As kvc_tier_attach_disk."]
+    #[doc = " @param[in] flags      As kvc_tier_attach_disk."]
+    #[doc = " @param[in] identity   A NUL-terminated string of at most KVC_MAX_DISK_IDENTITY_LEN bytes. NULL or"]
+    #[doc = "                       \"\" = no identity (the same as kvc_tier_attach_disk, so files written by"]
+    #[doc = "                       either stay recoverable by either)."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG as kvc_tier_attach_disk, and identity longer than"]
+    #[doc = "                             KVC_MAX_DISK_IDENTITY_LEN bytes."]
+    #[doc = " @retval others              those of kvc_tier_attach_disk."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_tier_attach_disk_with_identity(
         pool: *mut kvc_pool,
         path: *const ::std::os::raw::c_char,
@@ -2736,25 +2152,39 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " As kvc_tier_attach_disk_with_identity, with every slot authenticated by a keyed MAC, so that the"]
-    #[doc = "  file need not be trusted: key_len bytes of `key` (KVC_DISK_KEY_MIN_LEN..KVC_DISK_KEY_MAX_LEN; a"]
-    #[doc = "  random secret from the service's secret store, 32 bytes is plenty) key a BLAKE2b-256 MAC over"]
-    #[doc = "  each slot's header fields, token ids and block bytes, written with the slot and checked before"]
-    #[doc = "  its bytes are used. A slot whose MAC does not verify (its bytes or header forged or damaged by"]
-    #[doc = "  anyone without the key) is a miss counted like a checksum failure (checksum_failures, failures)"]
-    #[doc = "  and erased, never wrong KV. A KVC_DISK_PERSISTENT re-attach recovers only the slots written under the same key"]
-    #[doc = "  (and identity and layout): slots of another key, or written without one, count in"]
-    #[doc = "  foreign_blocks, and an unkeyed attach recovers none of the keyed slots either."]
-    #[doc = "  The key is copied into the tier (the caller may wipe its own copy when this returns) and wiped"]
-    #[doc = "  when the pool is destroyed. libsodium (Debian libsodium23) computes the MAC: it is loaded"]
-    #[doc = "  (dlopen \"libsodium.so.23\") by the first keyed attach, so libkvc.so itself does not depend on it."]
-    #[doc = "  What the key does not give: secrecy (slot headers still hold token ids in clear: the file stays"]
-    #[doc = "  0600), or freshness — a slot erased by kvc_prefix_cache_reset (a weight update) and put back from"]
-    #[doc = "  an older copy of the file verifies again: change the identity or the key with the weights."]
-    #[doc = "  Errors: those of kvc_tier_attach_disk_with_identity; KVC_ERR_NULL_ARG (key is NULL),"]
-    #[doc = "  KVC_ERR_INVALID_ARG (key_len outside [KVC_DISK_KEY_MIN_LEN, KVC_DISK_KEY_MAX_LEN]),"]
-    #[doc = "  KVC_ERR_UNSUPPORTED (libsodium cannot be loaded: the tier is not attached, unauthenticated or"]
-    #[doc = "  otherwise; the pool and the file are left as they were)."]
+    #[doc = " @brief As kvc_tier_attach_disk_with_identity, with every slot authenticated by a keyed MAC, so"]
+    #[doc = "        that the file need not be trusted."]
+    #[doc = ""]
+    #[doc = " The key keys a BLAKE2b-256 MAC over each slot's header fields, token ids and block bytes,"]
+    #[doc = " written with the slot and checked before its bytes are used. A slot whose MAC does not verify"]
+    #[doc = " (its bytes or header forged or damaged by anyone without the key) is a miss counted like a"]
+    #[doc = " checksum failure (checksum_failures, failures) and erased, never wrong KV. A KVC_DISK_PERSISTENT"]
+    #[doc = " re-attach recovers only the slots written under the same key (and identity and layout): slots of"]
+    #[doc = " another key, or written without one, count in foreign_blocks, and an unkeyed attach recovers none"]
+    #[doc = " of the keyed slots either."]
+    #[doc = " The key is copied into the tier (the caller may wipe its own copy when this returns) and wiped"]
+    #[doc = " when the pool is destroyed. libsodium (Debian libsodium23) computes the MAC: it is loaded"]
+    #[doc = " (dlopen \"libsodium.so.23\") by the first keyed attach, so libkvc.so itself does not depend on it."]
+    #[doc = " What the key does not give: secrecy (slot headers still hold token ids in clear: the file stays"]
+    #[doc = " 0600), or freshness — a slot erased by kvc_prefix_cache_reset (a weight update) and put back from"]
+    #[doc = " an older copy of the file verifies again: change the identity or the key with the weights."]
+    #[doc = " @param[in] pool       As kvc_tier_attach_disk."]
+    #[doc = " @param[in] path       As kvc_tier_attach_disk."]
+    #[doc = " @param[in] num_blocks As kvc_tier_attach_disk."]
+    #[doc = " @param[in] flags      As kvc_tier_attach_disk."]
+    #[doc = " @param[in] identity   As kvc_tier_attach_disk_with_identity."]
+    #[doc = " @param[in] key        key_len bytes: a random secret from the service's secret store (32 bytes"]
+    #[doc = "                       is plenty)."]
+    #[doc = " @param[in] key_len    In [KVC_DISK_KEY_MIN_LEN, KVC_DISK_KEY_MAX_LEN]."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    as kvc_tier_attach_disk, and key is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG as kvc_tier_attach_disk_with_identity, and key_len outside"]
+    #[doc = "                             [KVC_DISK_KEY_MIN_LEN, KVC_DISK_KEY_MAX_LEN]."]
+    #[doc = " @retval KVC_ERR_UNSUPPORTED libsodium cannot be loaded: the tier is not attached,"]
+    #[doc = "                             unauthenticated or otherwise; the pool and the file are left as they"]
+    #[doc = "                             were."]
+    #[doc = " @retval others              those of kvc_tier_attach_disk_with_identity."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_tier_attach_disk_keyed(
         pool: *mut kvc_pool,
         path: *const ::std::os::raw::c_char,
@@ -2766,23 +2196,35 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Reads the prompt's disk-tier prefix hits up into the host tier (verifying them) and returns when"]
-    #[doc = "  they are there, so that a later kvc_alloc of the prompt restores them from host memory instead of"]
-    #[doc = "  waiting for the disk. Meant for a request still queued: call it from a thread of your own (an I/O"]
-    #[doc = "  worker), and the scheduler's kvc_alloc then costs host-to-device copies only. The hits and rules"]
-    #[doc = "  are kvc_alloc's (the same walk, window and max_cached_tokens; each block verified, a bad one ends"]
-    #[doc = "  the hit; a slot taken may evict a host block, to disk), except that it does not go in rounds:"]
-    #[doc = "  it takes no device block, so a run of disk hits longer than the host slots it can take ends"]
-    #[doc = "  where they run out (kvc_alloc then brings the rest up itself). Nothing else changes: no sequence, no device block."]
-    #[doc = "  The blocks read up are the host tier's most recently used, but later spills can still evict"]
-    #[doc = "  them before the allocation. A kvc_alloc arriving while tier copies are in flight (a prefetch"]
-    #[doc = "  still reading) waits for them before it looks for its hit, rather than missing those blocks."]
-    #[doc = "  *out_cached_tokens (may be NULL) receives the prompt's cached prefix without the disk tier once"]
-    #[doc = "  done — the tokens kvc_alloc would now find on the device and in the host tier (a snapshot; a"]
-    #[doc = "  prompt kvc_alloc would refuse for its length or capacity is read up all the same)."]
-    #[doc = "  With prefix caching off nothing moves and it is 0. Thread-safe."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG (pool, tokens), KVC_ERR_INVALID_ARG (num_tokens < 1), KVC_ERR_MAX_LEN,"]
-    #[doc = "  KVC_ERR_STATE (no disk tier)."]
+    #[doc = " @brief Reads the prompt's disk-tier prefix hits up into the host tier (verifying them) and"]
+    #[doc = "        returns when they are there."]
+    #[doc = ""]
+    #[doc = " So a later kvc_alloc of the prompt restores them from host memory instead of waiting for the"]
+    #[doc = " disk. Meant for a request still queued: call it from a thread of your own (an I/O worker), and"]
+    #[doc = " the scheduler's kvc_alloc then costs host-to-device copies only. The hits and rules are"]
+    #[doc = " kvc_alloc's (the same walk, window and max_cached_tokens; each block verified, a bad one ends"]
+    #[doc = " the hit; a slot taken may evict a host block, to disk), except that it does not go in rounds:"]
+    #[doc = " it takes no device block, so a run of disk hits longer than the host slots it can take ends"]
+    #[doc = " where they run out (kvc_alloc then brings the rest up itself). Nothing else changes: no"]
+    #[doc = " sequence, no device block. The blocks read up are the host tier's most recently used, but later"]
+    #[doc = " spills can still evict them before the allocation. A kvc_alloc arriving while tier copies are in"]
+    #[doc = " flight (a prefetch still reading) waits for them before it looks for its hit, rather than"]
+    #[doc = " missing those blocks. With prefix caching off nothing moves."]
+    #[doc = " @param[in]  pool              The pool (with a disk tier)."]
+    #[doc = " @param[in]  tokens            The prompt's token ids."]
+    #[doc = " @param[in]  num_tokens        Prompt length, >= 1."]
+    #[doc = " @param[in]  keys              Cache keys, or NULL."]
+    #[doc = " @param[out] out_cached_tokens May be NULL; receives the prompt's cached prefix without the disk"]
+    #[doc = "                               tier once done — the tokens kvc_alloc would now find on the device"]
+    #[doc = "                               and in the host tier (a snapshot; a prompt kvc_alloc would refuse"]
+    #[doc = "                               for its length or capacity is read up all the same). 0 with prefix"]
+    #[doc = "                               caching off."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or tokens is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG num_tokens < 1."]
+    #[doc = " @retval KVC_ERR_MAX_LEN     num_tokens exceeds max_seq_len."]
+    #[doc = " @retval KVC_ERR_STATE       no disk tier."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Thread-safe: meant to run on an I/O thread while other threads use the pool."]
     pub fn kvc_tier_prefetch(
         pool: *mut kvc_pool,
         tokens: *const i32,
@@ -2792,91 +2234,26 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Writes to the disk tier every cached block it does not hold yet: the host tier's, then the"]
-    #[doc = "  device's that no sequence uses (refcount 0; a block in use may still be waiting for its KV, so"]
-    #[doc = "  free or preempt sequences first), the device's through host slots. Returns when the writes are"]
-    #[doc = "  done. Meant for a shutdown before a restart with KVC_DISK_PERSISTENT (the destroy itself writes"]
-    #[doc = "  nothing back), or a checkpoint. Device blocks stay cached on the device; the host slots they pass"]
-    #[doc = "  through may evict host blocks (already on disk by then). When the disk tier is smaller than"]
-    #[doc = "  what there is, its LRU blocks are evicted as by spills (the ones written last win);"]
-    #[doc = "  when every host slot is held by swapped-out sequences, device blocks cannot be written."]
-    #[doc = "  *out_blocks (may be NULL) receives the blocks queued for writing; writes that fail are counted"]
-    #[doc = "  in the disk tier's failures and io_errors, as spills. Thread-safe; other calls may run between"]
-    #[doc = "  its rounds. Errors: KVC_ERR_NULL_ARG, KVC_ERR_STATE (no disk tier)."]
+    #[doc = " @brief Writes to the disk tier every cached block it does not hold yet."]
+    #[doc = ""]
+    #[doc = " The host tier's, then the device's that no sequence uses (refcount 0; a block in use may still"]
+    #[doc = " be waiting for its KV, so free or preempt sequences first), the device's through host slots."]
+    #[doc = " Returns when the writes are done. Meant for a shutdown before a restart with"]
+    #[doc = " KVC_DISK_PERSISTENT (the destroy itself writes nothing back), or a checkpoint. Device blocks"]
+    #[doc = " stay cached on the device; the host slots they pass through may evict host blocks (already on"]
+    #[doc = " disk by then). When the disk tier is smaller than what there is, its LRU blocks are evicted as"]
+    #[doc = " by spills (the ones written last win); when every host slot is held by swapped-out sequences,"]
+    #[doc = " device blocks cannot be written. Writes that fail are counted in the disk tier's failures and"]
+    #[doc = " io_errors, as spills."]
+    #[doc = " @param[in]  pool       The pool (with a disk tier)."]
+    #[doc = " @param[out] out_blocks May be NULL; receives the blocks queued for writing."]
+    #[doc = " @retval KVC_ERR_NULL_ARG pool is NULL."]
+    #[doc = " @retval KVC_ERR_STATE    no disk tier."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Thread-safe; other calls may run between its rounds."]
     pub fn kvc_tier_flush(pool: *mut kvc_pool, out_blocks: *mut i64) -> kvc_status;
 }
-extern "C" {
-    #[doc = " Swaps sequence seq_id out: its blocks with refcount 1 are copied to host tier slots and their"]
-    #[doc = "  device blocks freed (on CUDA those blocks are reused only after the copy, by stream order)."]
-    #[doc = "  *out_op (may be NULL) receives an operation id for kvc_op_query / kvc_op_wait. Host slots are"]
-    #[doc = "  taken from free slots first, then by evicting cached blocks (which spill to disk if there is a"]
-    #[doc = "  disk tier). A block that a pending copy-on-write pair reads (a fork of this sequence wrote into"]
-    #[doc = "  a shared block) is swapped out too; the pair still reads it, and the block is reused only after"]
-    #[doc = "  the pair is drained (kvc_copy_pending / kvc_take_pending_copies). Bumps the pool's sequence"]
-    #[doc = "  generation (built batches re-validate)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (already swapped out, no host"]
-    #[doc = "  tier), KVC_ERR_BUSY (a copy-on-write pair into one of this sequence's blocks is still pending:"]
-    #[doc = "  kvc_copy_pending first), KVC_ERR_OUT_OF_BLOCKS (not enough host slots; nothing moved),"]
-    #[doc = "  KVC_ERR_NO_MEMORY."]
-    pub fn kvc_swap_out(pool: *mut kvc_pool, seq_id: u64, out_op: *mut u64) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Swaps sequence seq_id back in: fresh device blocks receive its host-held blocks, the host slots"]
-    #[doc = "  are freed, and the sequence is usable again (batches and kernels order after the copy)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (not swapped out),"]
-    #[doc = "  KVC_ERR_OUT_OF_BLOCKS (not enough free device blocks; nothing moved), KVC_ERR_NO_MEMORY."]
-    pub fn kvc_swap_in(pool: *mut kvc_pool, seq_id: u64, out_op: *mut u64) -> kvc_status;
-}
-extern "C" {
-    #[doc = " *out_done = 1 when the copies of operation `op` (from kvc_swap_out / kvc_swap_in) have"]
-    #[doc = "  completed, else 0. On the CPU backend an op is complete when its call returns."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (an id this pool never issued)."]
-    pub fn kvc_op_query(pool: *mut kvc_pool, op: u64, out_done: *mut i32) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Blocks until operation `op` has completed. Errors: as kvc_op_query, plus KVC_ERR_DEVICE."]
-    pub fn kvc_op_wait(pool: *mut kvc_pool, op: u64) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Preemption by recomputation: frees seq_id (as kvc_free) and reports in"]
-    #[doc = "  *out_tokens_to_recompute (may be NULL) its confirmed token count, which the caller must prefill"]
-    #[doc = "  again. Errors: KVC_ERR_NULL_ARG, KVC_ERR_UNKNOWN_SEQ."]
-    pub fn kvc_preempt_recompute(
-        pool: *mut kvc_pool,
-        seq_id: u64,
-        out_tokens_to_recompute: *mut i64,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " What each way of preempting seq_id would cost: *out_swap_bytes = bytes kvc_swap_out would move"]
-    #[doc = "  (its refcount-1 blocks x block_stride; for a swapped-out sequence, the bytes kvc_swap_in would"]
-    #[doc = "  move), *out_recompute_tokens = its confirmed tokens. Either out pointer may be NULL. Read-only."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG (pool), KVC_ERR_UNKNOWN_SEQ."]
-    pub fn kvc_preemption_cost(
-        pool: *mut kvc_pool,
-        seq_id: u64,
-        out_swap_bytes: *mut i64,
-        out_recompute_tokens: *mut i64,
-    ) -> kvc_status;
-}
-extern "C" {
-    #[doc = " Like kvc_prefix_lookup, split by tier: the leading cached tokens found on the device, in the"]
-    #[doc = "  host tier and in the disk tier (each block counted in the highest tier holding it; the walk"]
-    #[doc = "  stops at the first block found in none). With a sliding window, the hit's blocks before the"]
-    #[doc = "  window (kvc_alloc does not take them) are counted in no tier, so the three can sum to less"]
-    #[doc = "  than kvc_prefix_lookup's count. Disk hits are reported from the index; their bytes are"]
-    #[doc = "  verified only when kvc_alloc reads them (a bad block then becomes a miss). Read-only. Any out"]
-    #[doc = "  pointer may be NULL. Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < 1)."]
-    pub fn kvc_prefix_lookup_tiers(
-        pool: *mut kvc_pool,
-        tokens: *const i32,
-        num_tokens: i64,
-        keys: *const kvc_keys,
-        out_device_tokens: *mut i64,
-        out_host_tokens: *mut i64,
-        out_disk_tokens: *mut i64,
-    ) -> kvc_status;
-}
+#[doc = " @brief Statistics of one tier (kvc_tier_get_stats)."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct kvc_tier_stats {
@@ -3391,22 +2768,1239 @@ fn bindgen_test_layout_kvc_tier_stats() {
     test_field_reachable_blocks();
 }
 extern "C" {
-    #[doc = " Statistics of one tier (an unattached host/disk tier reports capacity 0). A failed disk write"]
-    #[doc = "  drops the block it was spilling (counted in failures and io_errors); a failed disk read is a"]
-    #[doc = "  miss (counted in failures and io_errors or checksum_failures) and the bad disk slot is freed"]
-    #[doc = "  and erased in the file; a failed erasure (see kvc_prefix_cache_reset) counts in both too."]
-    #[doc = "  reachable_blocks is counted by this call, under the pool lock, in time linear in the blocks"]
-    #[doc = "  the three tiers hold (each chain walked once), and only for a struct that has the field: call"]
-    #[doc = "  it between steps, not per token. With a sliding window a hit needs fewer blocks than the whole"]
-    #[doc = "  chain, so more may be usable than it says."]
-    #[doc = "  out->struct_size: sizeof(kvc_tier_stats); offsetof(kvc_tier_stats, reachable_blocks) (the"]
-    #[doc = "  struct before that field); or offsetof(kvc_tier_stats, foreign_blocks) (the first release's"]
-    #[doc = "  struct). A shorter struct gets the fields that fit in it and nothing is written past it."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (unknown tier), KVC_ERR_VERSION."]
+    #[doc = " @brief Statistics of one tier (an unattached host/disk tier reports capacity 0)."]
+    #[doc = ""]
+    #[doc = " A failed disk write drops the block it was spilling (counted in failures and io_errors); a"]
+    #[doc = " failed disk read is a miss (counted in failures and io_errors or checksum_failures) and the bad"]
+    #[doc = " disk slot is freed and erased in the file; a failed erasure (see kvc_prefix_cache_reset) counts"]
+    #[doc = " in both too. reachable_blocks is counted by this call, under the pool lock, in time linear in"]
+    #[doc = " the blocks the three tiers hold (each chain walked once), and only for a struct that has the"]
+    #[doc = " field: call it between steps, not per token. With a sliding window a hit needs fewer blocks"]
+    #[doc = " than the whole chain, so more may be usable than it says."]
+    #[doc = " @param[in]     pool The pool."]
+    #[doc = " @param[in]     tier A kvc_tier."]
+    #[doc = " @param[in,out] out  out->struct_size: sizeof(kvc_tier_stats); offsetof(kvc_tier_stats,"]
+    #[doc = "                     reachable_blocks) (the struct before that field); or"]
+    #[doc = "                     offsetof(kvc_tier_stats, foreign_blocks) (the first release's struct). A"]
+    #[doc = "                     shorter struct gets the fields that fit in it and nothing is written past"]
+    #[doc = "                     it."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or out is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG unknown tier."]
+    #[doc = " @retval KVC_ERR_VERSION     out->struct_size unknown."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
     pub fn kvc_tier_get_stats(
         pool: *mut kvc_pool,
         tier: i32,
         out: *mut kvc_tier_stats,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Swaps sequence seq_id out: its blocks with refcount 1 are copied to host tier slots and"]
+    #[doc = "        their device blocks freed."]
+    #[doc = ""]
+    #[doc = " On CUDA those blocks are reused only after the copy, by stream order. Host slots are taken from"]
+    #[doc = " free slots first, then by evicting cached blocks (which spill to disk if there is a disk tier)."]
+    #[doc = " A block that a pending copy-on-write pair reads (a fork of this sequence wrote into a shared"]
+    #[doc = " block) is swapped out too; the pair still reads it, and the block is reused only after the pair"]
+    #[doc = " is drained (kvc_copy_pending / kvc_take_pending_copies). Bumps the pool's sequence generation"]
+    #[doc = " (built batches re-validate)."]
+    #[doc = " @param[in]  pool   The pool (with a host tier)."]
+    #[doc = " @param[in]  seq_id The sequence."]
+    #[doc = " @param[out] out_op May be NULL; receives an operation id for kvc_op_query / kvc_op_wait."]
+    #[doc = " @retval KVC_ERR_NULL_ARG      pool is NULL."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ   no such sequence."]
+    #[doc = " @retval KVC_ERR_STATE         already swapped out, no host tier."]
+    #[doc = " @retval KVC_ERR_BUSY          a copy-on-write pair into one of this sequence's blocks is still"]
+    #[doc = "                               pending: kvc_copy_pending first."]
+    #[doc = " @retval KVC_ERR_OUT_OF_BLOCKS not enough host slots; nothing moved."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY     out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (planned under the pool lock, copied outside it)."]
+    pub fn kvc_swap_out(pool: *mut kvc_pool, seq_id: u64, out_op: *mut u64) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Swaps sequence seq_id back in: fresh device blocks receive its host-held blocks, the host"]
+    #[doc = "        slots are freed, and the sequence is usable again (batches and kernels order after the"]
+    #[doc = "        copy)."]
+    #[doc = " @param[in]  pool   The pool."]
+    #[doc = " @param[in]  seq_id The sequence."]
+    #[doc = " @param[out] out_op May be NULL; receives an operation id for kvc_op_query / kvc_op_wait."]
+    #[doc = " @retval KVC_ERR_NULL_ARG      pool is NULL."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ   no such sequence."]
+    #[doc = " @retval KVC_ERR_STATE         not swapped out."]
+    #[doc = " @retval KVC_ERR_OUT_OF_BLOCKS not enough free device blocks; nothing moved."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY     out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (planned under the pool lock, copied outside it)."]
+    pub fn kvc_swap_in(pool: *mut kvc_pool, seq_id: u64, out_op: *mut u64) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Whether the copies of a swap operation have completed."]
+    #[doc = ""]
+    #[doc = " On the CPU backend an op is complete when its call returns."]
+    #[doc = " @param[in]  pool     The pool."]
+    #[doc = " @param[in]  op       An operation id from kvc_swap_out / kvc_swap_in."]
+    #[doc = " @param[out] out_done Receives 1 when the copies have completed, else 0."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or out_done is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG an id this pool never issued."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
+    pub fn kvc_op_query(pool: *mut kvc_pool, op: u64, out_done: *mut i32) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Blocks until operation `op` has completed."]
+    #[doc = " @param[in] pool The pool."]
+    #[doc = " @param[in] op   An operation id from kvc_swap_out / kvc_swap_in."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG an id this pool never issued."]
+    #[doc = " @retval KVC_ERR_DEVICE      waiting for the CUDA copies failed."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
+    pub fn kvc_op_wait(pool: *mut kvc_pool, op: u64) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Preemption by recomputation: frees seq_id (as kvc_free) and reports its confirmed token"]
+    #[doc = "        count, which the caller must prefill again."]
+    #[doc = " @param[in]  pool                    The pool."]
+    #[doc = " @param[in]  seq_id                  The sequence."]
+    #[doc = " @param[out] out_tokens_to_recompute May be NULL; receives the confirmed token count."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool is NULL."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ no such sequence."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_preempt_recompute(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        out_tokens_to_recompute: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief What each way of preempting seq_id would cost. Read-only."]
+    #[doc = " @param[in]  pool                 The pool."]
+    #[doc = " @param[in]  seq_id               The sequence."]
+    #[doc = " @param[out] out_swap_bytes       May be NULL; receives the bytes kvc_swap_out would move (its"]
+    #[doc = "                                  refcount-1 blocks x block_stride; for a swapped-out sequence,"]
+    #[doc = "                                  the bytes kvc_swap_in would move)."]
+    #[doc = " @param[out] out_recompute_tokens May be NULL; receives its confirmed tokens."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool is NULL."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ no such sequence."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_preemption_cost(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        out_swap_bytes: *mut i64,
+        out_recompute_tokens: *mut i64,
+    ) -> kvc_status;
+}
+#[doc = " @brief Where and how a pool's KV storage is laid out (kvc_storage_get_info)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_storage_info {
+    #[doc = "< set by the caller to sizeof(kvc_storage_info)"]
+    pub struct_size: u32,
+    #[doc = "< kvc_backend actually used (CPU or CUDA)"]
+    pub backend: i32,
+    pub kv_dtype: i32,
+    pub elem_bytes: i32,
+    #[doc = "< CUDA device ordinal, -1 on CPU"]
+    pub device: i32,
+    #[doc = "< address of the storage (device address on CUDA)"]
+    pub base_address: u64,
+    pub total_bytes: i64,
+    #[doc = "< all strides in bytes"]
+    pub block_stride: i64,
+    pub layer_stride: i64,
+    pub kv_stride: i64,
+    pub head_stride: i64,
+    pub token_stride: i64,
+}
+#[test]
+fn bindgen_test_layout_kvc_storage_info() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_storage_info>(),
+        80usize,
+        concat!("Size of: ", stringify!(kvc_storage_info))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_storage_info>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_storage_info))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_storage_info),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_backend() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).backend) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_storage_info),
+                "::",
+                stringify!(backend)
+            )
+        );
+    }
+    test_field_backend();
+    fn test_field_kv_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_dtype) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_storage_info),
+                "::",
+                stringify!(kv_dtype)
+            )
+        );
+    }
+    test_field_kv_dtype();
+    fn test_field_elem_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).elem_bytes) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_storage_info),
+                "::",
+                stringify!(elem_bytes)
+            )
+        );
+    }
+    test_field_elem_bytes();
+    fn test_field_device() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_storage_info),
+                "::",
+                stringify!(device)
+            )
+        );
+    }
+    test_field_device();
+    fn test_field_base_address() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).base_address) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_storage_info),
+                "::",
+                stringify!(base_address)
+            )
+        );
+    }
+    test_field_base_address();
+    fn test_field_total_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).total_bytes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_storage_info),
+                "::",
+                stringify!(total_bytes)
+            )
+        );
+    }
+    test_field_total_bytes();
+    fn test_field_block_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).block_stride) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_storage_info),
+                "::",
+                stringify!(block_stride)
+            )
+        );
+    }
+    test_field_block_stride();
+    fn test_field_layer_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layer_stride) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_storage_info),
+                "::",
+                stringify!(layer_stride)
+            )
+        );
+    }
+    test_field_layer_stride();
+    fn test_field_kv_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_stride) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_storage_info),
+                "::",
+                stringify!(kv_stride)
+            )
+        );
+    }
+    test_field_kv_stride();
+    fn test_field_head_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).head_stride) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_storage_info),
+                "::",
+                stringify!(head_stride)
+            )
+        );
+    }
+    test_field_head_stride();
+    fn test_field_token_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_storage_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).token_stride) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_storage_info),
+                "::",
+                stringify!(token_stride)
+            )
+        );
+    }
+    test_field_token_stride();
+}
+extern "C" {
+    #[doc = " @brief Describes the pool's KV storage for callers bringing their own kernels."]
+    #[doc = " @param[in]     pool The pool."]
+    #[doc = " @param[in,out] out  Receives the description; out->struct_size set by the caller."]
+    #[doc = " @retval KVC_ERR_NULL_ARG pool or out is NULL."]
+    #[doc = " @retval KVC_ERR_VERSION  out->struct_size unknown."]
+    #[doc = " @retval KVC_ERR_STATE    metadata-only pool."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
+    pub fn kvc_storage_get_info(pool: *mut kvc_pool, out: *mut kvc_storage_info) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Writes the step's new K and V into their slots of `layer` (reshape_and_cache)."]
+    #[doc = ""]
+    #[doc = " FP8 caches quantize with k_scale / v_scale (stored = value / scale). Can be captured into a CUDA"]
+    #[doc = " graph (see kvc_launch_attention)."]
+    #[doc = " @param[in] pool         The pool."]
+    #[doc = " @param[in] layer        Layer index, in [0, num_layers)."]
+    #[doc = " @param[in] slot_mapping num_tokens slots in backend memory; slot < 0 = padding, skipped."]
+    #[doc = " @param[in] num_tokens   Tokens to write, >= 0."]
+    #[doc = " @param[in] k            [num_tokens, num_kv_heads, head_dim] in src_dtype, in backend memory"]
+    #[doc = "                         (device memory on CUDA)."]
+    #[doc = " @param[in] v            Same shape and memory as k."]
+    #[doc = " @param[in] src_dtype    kvc_dtype of k and v: F32, F16 or BF16."]
+    #[doc = " @param[in] k_scale      FP8 scale of K, > 0."]
+    #[doc = " @param[in] v_scale      FP8 scale of V, > 0."]
+    #[doc = " @param[in] stream       A cudaStream_t on CUDA (NULL = default stream), ignored on CPU."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    a required pointer is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG layer, num_tokens < 0, unknown src_dtype, scales <= 0, a slot past"]
+    #[doc = "                             the pool on CPU."]
+    #[doc = " @retval KVC_ERR_UNSUPPORTED src_dtype not F32, F16 or BF16; on a CPU pool also: KVC_CPU_ISA"]
+    #[doc = "                             refused, see kvc_launch_attention."]
+    #[doc = " @retval KVC_ERR_STATE       metadata-only pool."]
+    #[doc = " @retval KVC_ERR_DEVICE      the CUDA launch failed."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread; concurrent writes to the same slots are the caller's race."]
+    pub fn kvc_cache_write(
+        pool: *mut kvc_pool,
+        layer: i32,
+        slot_mapping: *const i64,
+        num_tokens: i64,
+        k: *const ::std::os::raw::c_void,
+        v: *const ::std::os::raw::c_void,
+        src_dtype: i32,
+        k_scale: f32,
+        v_scale: f32,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Copies raw bytes of `count` whole blocks between the pool storage and host memory, for"]
+    #[doc = "        tests, debugging and custom tiers. Synchronous."]
+    #[doc = " @param[in]     pool      The pool."]
+    #[doc = " @param[in]     block_ids count block ids."]
+    #[doc = " @param[in]     count     Blocks, >= 0."]
+    #[doc = " @param[in,out] host      count x block_stride bytes, block i at offset i x block_stride."]
+    #[doc = " @param[in]     to_host   != 0: blocks -> host; else host -> blocks."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    a required pointer is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG count < 0, block out of range."]
+    #[doc = " @retval KVC_ERR_OVERFLOW    count x block_stride overflows."]
+    #[doc = " @retval KVC_ERR_STATE       metadata-only pool."]
+    #[doc = " @retval KVC_ERR_DEVICE      a CUDA copy failed."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
+    pub fn kvc_storage_copy_blocks(
+        pool: *mut kvc_pool,
+        block_ids: *const i32,
+        count: i64,
+        host: *mut ::std::os::raw::c_void,
+        to_host: i32,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Drains the pending copy-on-write pairs and copies those blocks (all layers, K and V) in"]
+    #[doc = "        one launch."]
+    #[doc = ""]
+    #[doc = " Contract with many threads: when this call returns (CPU), every pair queued before it was made"]
+    #[doc = " has been copied, whichever thread's call drained it; on CUDA, every such copy is ordered before"]
+    #[doc = " later work on `stream` (a copy another call ran on another stream included). Tier copies planned"]
+    #[doc = " before a pair (the spill of the cached block evicted to make its destination) run before it."]
+    #[doc = " Drained pairs keep both blocks from being reused until their copy is done (CPU) or queued (CUDA;"]
+    #[doc = " kvc_cache_write, kvc_launch_attention and tier copies on other streams wait for it on the GPU)."]
+    #[doc = " The pairs change every step, so this is not for CUDA graphs: while `stream` is being captured it"]
+    #[doc = " copies nothing and fails if pairs are pending."]
+    #[doc = " @param[in]  pool       The pool."]
+    #[doc = " @param[in]  stream     A cudaStream_t on CUDA (NULL = default stream), ignored on CPU."]
+    #[doc = " @param[out] out_copied May be NULL; receives the number of pairs this call copied."]
+    #[doc = " @retval KVC_ERR_NULL_ARG pool is NULL."]
+    #[doc = " @retval KVC_ERR_STATE    metadata-only pool; pairs pending while `stream` is being captured"]
+    #[doc = "                          into a CUDA graph (nothing is drained)."]
+    #[doc = " @retval KVC_ERR_DEVICE   the CUDA copy failed."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread; calls are serialized with each other while they copy."]
+    pub fn kvc_copy_pending(
+        pool: *mut kvc_pool,
+        stream: *mut ::std::os::raw::c_void,
+        out_copied: *mut i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Drains up to cap pending copy-on-write pairs (src block -> dst block), oldest first, for a"]
+    #[doc = "        caller that copies them itself."]
+    #[doc = ""]
+    #[doc = " The caller must copy those blocks' KV before the next forward pass and before its next call"]
+    #[doc = " that can take a block (kvc_alloc, kvc_append, kvc_swap_in may reuse a drained src at once) — or"]
+    #[doc = " let the pool do it: kvc_copy_pending. Count query: with cap == 0 (src and dst may then be NULL)"]
+    #[doc = " the call drains nothing and *out_count receives the number of pairs pending, so size the arrays"]
+    #[doc = " with one call and drain with the next (kvc_stats.pending_copies reports the same count). With"]
+    #[doc = " memory tiers, tier copies planned before the pairs (the spill of a block evicted to make a dst)"]
+    #[doc = " are run first (on CUDA: finished), so the caller's copies cannot overtake them."]
+    #[doc = " While pending, a pair keeps its src block's bytes: even if every sequence lets the block go, it"]
+    #[doc = " is not reused, evicted or overwritten by a tier restore until the pair is drained (it does not"]
+    #[doc = " count as a sharer: a last holder still writes in place). A pair whose dst block is released"]
+    #[doc = " by its last holder (kvc_free, kvc_truncate) is cancelled."]
+    #[doc = " @param[in]  pool      The pool."]
+    #[doc = " @param[out] src       Receives the source blocks, cap entries."]
+    #[doc = " @param[out] dst       Receives the destination blocks, cap entries."]
+    #[doc = " @param[in]  cap       Pairs src and dst can hold, >= 0."]
+    #[doc = " @param[out] out_count Receives the number drained (or, with cap 0, pending)."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or out_count; src or dst with cap > 0."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG cap < 0."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread; each pair is drained by one call only."]
+    pub fn kvc_take_pending_copies(
+        pool: *mut kvc_pool,
+        src: *mut i32,
+        dst: *mut i32,
+        cap: i64,
+        out_count: *mut i64,
+    ) -> kvc_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_batch {
+    _unused: [u8; 0],
+}
+extern "C" {
+    #[doc = " @brief Creates a batch with fixed capacity."]
+    #[doc = ""]
+    #[doc = " All host and device buffers are allocated here, so building a step never allocates and device"]
+    #[doc = " addresses stay fixed (CUDA graph capture)."]
+    #[doc = " @param[in]  pool               The pool whose sequences the batch describes."]
+    #[doc = " @param[in]  max_seqs           Sequences per step, >= 1."]
+    #[doc = " @param[in]  max_tokens         New tokens per step, >= 1."]
+    #[doc = " @param[in]  max_blocks_per_seq Table width, >= 1."]
+    #[doc = " @param[out] out                Receives the batch; release it with kvc_batch_destroy."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or out is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG capacities < 1."]
+    #[doc = " @retval KVC_ERR_OVERFLOW    a buffer size overflows."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY   host memory could not be allocated."]
+    #[doc = " @retval KVC_ERR_DEVICE      device or pinned memory could not be allocated."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
+    pub fn kvc_batch_create(
+        pool: *mut kvc_pool,
+        max_seqs: i32,
+        max_tokens: i64,
+        max_blocks_per_seq: i32,
+        out: *mut *mut kvc_batch,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Destroys a batch. Must not be destroyed after its pool."]
+    #[doc = " @param[in] batch The batch; NULL is a no-op."]
+    #[doc = " @return Always KVC_OK."]
+    #[doc = " @par Thread safety"]
+    #[doc = " No other call may use the batch meanwhile or afterwards."]
+    pub fn kvc_batch_destroy(batch: *mut kvc_batch) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Builds the step's metadata."]
+    #[doc = ""]
+    #[doc = " For sequence i (seq_ids[i]) the query is its newest q_lens[i] confirmed tokens (1 for decode;"]
+    #[doc = " the uncached prompt part for prefill), the context is all of its confirmed tokens. Fills padded"]
+    #[doc = " block tables [num_seqs, max_blocks_per_seq] (int32, -1 padding), seq_lens, query_start_loc"]
+    #[doc = " [num_seqs + 1], slot_mapping of the new tokens, and the CSR form (kv_indptr [num_seqs + 1],"]
+    #[doc = " kv_indices, kv_last_page_len), then uploads what changed (rows equal to the previous step's are"]
+    #[doc = " not re-sent) — once per step, reused by every layer. On failure the previous step's metadata"]
+    #[doc = " stays intact. On CUDA the upload is enqueued on the batch's stream (kvc_batch_set_stream),"]
+    #[doc = " ordered before any later work on that stream, and the call returns without waiting for it or"]
+    #[doc = " for earlier work on the stream (see kvc_batch_set_stream for the exact ordering)."]
+    #[doc = " @param[in,out] batch    The batch."]
+    #[doc = " @param[in]     seq_ids  num_seqs distinct sequence ids."]
+    #[doc = " @param[in]     q_lens   num_seqs query lengths, each in [1, the sequence's tokens]."]
+    #[doc = " @param[in]     num_seqs Sequences, in [1, max_seqs]."]
+    #[doc = " @retval KVC_ERR_NULL_ARG         batch, seq_ids or q_lens is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG      num_seqs < 1 or > capacity, q_len < 1 or > tokens, duplicate"]
+    #[doc = "                                  id, a query position in a block released by the sliding window."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ      no such sequence."]
+    #[doc = " @retval KVC_ERR_STATE            sequence swapped out; the batch's stream is being captured into"]
+    #[doc = "                                  a CUDA graph."]
+    #[doc = " @retval KVC_ERR_BUFFER_TOO_SMALL tokens or table width over capacity."]
+    #[doc = " @retval KVC_ERR_DEVICE           the upload failed."]
+    #[doc = " @par Thread safety"]
+    #[doc = " The batch's owner only (no concurrent call on the same batch); the pool may be used by other"]
+    #[doc = " threads meanwhile."]
+    pub fn kvc_batch_build(
+        batch: *mut kvc_batch,
+        seq_ids: *const u64,
+        q_lens: *const i64,
+        num_seqs: i32,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Sets the CUDA stream on which subsequent kvc_batch_build calls upload the metadata."]
+    #[doc = ""]
+    #[doc = " NULL is the legacy default stream, the initial setting (with several GPUs a build makes the"]
+    #[doc = " pool's device current, so NULL is that device's). The stream must belong to the pool's device"]
+    #[doc = " and stay alive while builds use it. Accepted and ignored on the CPU backend and for"]
+    #[doc = " metadata-only pools. kvc_batch_copy_slot_mapping / kvc_batch_copy_block_tables read the"]
+    #[doc = " library's host copies and use no stream."]
+    #[doc = ""]
+    #[doc = " Ordering: kvc_batch_build enqueues the upload (asynchronous copies from pinned host memory the"]
+    #[doc = " library owns) on the stream, after the work already enqueued there (e.g. the previous step's"]
+    #[doc = " attention reading the same arrays), and returns without waiting for that work or the upload."]
+    #[doc = "  - Work enqueued later on the same stream sees the new arrays. Work on another stream must first"]
+    #[doc = "    be ordered after the build (cudaEventRecord on this stream after the build, cudaStreamWaitEvent"]
+    #[doc = "    on the other): kvc_cache_write and kvc_launch_attention take their own stream argument."]
+    #[doc = "  - Work that reads the arrays (the previous step's kernels) must be enqueued on this stream, or"]
+    #[doc = "    ordered before it, before the next build: that build's copies overwrite the arrays in place."]
+    #[doc = "  - After a stream change, the next upload is ordered on the GPU after the previous upload, not"]
+    #[doc = "    after other work on the old stream: order that work before the new stream yourself."]
+    #[doc = "  - The host waits only when a build would overwrite host memory that an earlier upload has not"]
+    #[doc = "    read yet. Builds alternate two host buffers, so a build waits at most for the upload of the"]
+    #[doc = "    build before the previous one (and the work enqueued before it), never for the previous"]
+    #[doc = "    build's upload or the previous step's kernels (after a build failed with KVC_ERR_DEVICE, the"]
+    #[doc = "    next one waits for that build's copies)."]
+    #[doc = "  - A build also orders the stream after the pool's tier copies (swap-in, restore from the host"]
+    #[doc = "    tier, spill): a CUDA graph replayed on the stream after the build sees them done."]
+    #[doc = ""]
+    #[doc = " CUDA graphs: a build while the stream is being captured fails with KVC_ERR_STATE (its copies"]
+    #[doc = " would be recorded into the graph instead of run). Build before each replay, on the stream the"]
+    #[doc = " graph is replayed on; the graph reads the fixed addresses of kvc_batch_info."]
+    #[doc = " @param[in,out] batch  The batch."]
+    #[doc = " @param[in]     stream A cudaStream_t passed as void*, or NULL."]
+    #[doc = " @retval KVC_ERR_NULL_ARG batch is NULL."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Like kvc_batch_build, it must not run concurrently with other calls on the same batch."]
+    pub fn kvc_batch_set_stream(
+        batch: *mut kvc_batch,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status;
+}
+#[doc = " @brief Sizes and array addresses of a batch's last build (kvc_batch_get_info)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_batch_info {
+    #[doc = "< set by the caller to sizeof(kvc_batch_info)"]
+    pub struct_size: u32,
+    pub num_seqs: i32,
+    #[doc = "< total new (query) tokens"]
+    pub num_tokens: i64,
+    #[doc = "< table row width"]
+    pub max_blocks_per_seq: i32,
+    pub max_q_len: i32,
+    pub max_seq_len: i64,
+    #[doc = "< entries of kv_indices"]
+    pub num_indices: i64,
+    #[doc = "< 1 when every q_len == 1"]
+    pub is_decode: i32,
+    #[doc = "< table rows sent in the last build (incremental upload)"]
+    pub rows_uploaded: i32,
+    #[doc = "< int32 [num_seqs][max_blocks_per_seq]"]
+    pub block_tables: u64,
+    #[doc = "< int32 [num_seqs]"]
+    pub seq_lens: u64,
+    #[doc = "< int32 [num_seqs + 1]"]
+    pub query_start_loc: u64,
+    #[doc = "< int64 [num_tokens]"]
+    pub slot_mapping: u64,
+    #[doc = "< int32 [num_seqs + 1]"]
+    pub kv_indptr: u64,
+    #[doc = "< int32 [num_indices]"]
+    pub kv_indices: u64,
+    #[doc = "< int32 [num_seqs]"]
+    pub kv_last_page_len: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_batch_info() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_batch_info>(),
+        104usize,
+        concat!("Size of: ", stringify!(kvc_batch_info))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_batch_info>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_batch_info))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_num_seqs() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_seqs) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(num_seqs)
+            )
+        );
+    }
+    test_field_num_seqs();
+    fn test_field_num_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_tokens) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(num_tokens)
+            )
+        );
+    }
+    test_field_num_tokens();
+    fn test_field_max_blocks_per_seq() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_blocks_per_seq) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(max_blocks_per_seq)
+            )
+        );
+    }
+    test_field_max_blocks_per_seq();
+    fn test_field_max_q_len() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_q_len) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(max_q_len)
+            )
+        );
+    }
+    test_field_max_q_len();
+    fn test_field_max_seq_len() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_seq_len) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(max_seq_len)
+            )
+        );
+    }
+    test_field_max_seq_len();
+    fn test_field_num_indices() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_indices) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(num_indices)
+            )
+        );
+    }
+    test_field_num_indices();
+    fn test_field_is_decode() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).is_decode) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(is_decode)
+            )
+        );
+    }
+    test_field_is_decode();
+    fn test_field_rows_uploaded() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).rows_uploaded) as usize - ptr as usize
+            },
+            44usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(rows_uploaded)
+            )
+        );
+    }
+    test_field_rows_uploaded();
+    fn test_field_block_tables() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).block_tables) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(block_tables)
+            )
+        );
+    }
+    test_field_block_tables();
+    fn test_field_seq_lens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).seq_lens) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(seq_lens)
+            )
+        );
+    }
+    test_field_seq_lens();
+    fn test_field_query_start_loc() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).query_start_loc) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(query_start_loc)
+            )
+        );
+    }
+    test_field_query_start_loc();
+    fn test_field_slot_mapping() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).slot_mapping) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(slot_mapping)
+            )
+        );
+    }
+    test_field_slot_mapping();
+    fn test_field_kv_indptr() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_indptr) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(kv_indptr)
+            )
+        );
+    }
+    test_field_kv_indptr();
+    fn test_field_kv_indices() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_indices) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(kv_indices)
+            )
+        );
+    }
+    test_field_kv_indices();
+    fn test_field_kv_last_page_len() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_batch_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_last_page_len) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_batch_info),
+                "::",
+                stringify!(kv_last_page_len)
+            )
+        );
+    }
+    test_field_kv_last_page_len();
+}
+extern "C" {
+    #[doc = " @brief Sizes and array addresses of the last build."]
+    #[doc = " @param[in]     batch The batch."]
+    #[doc = " @param[in,out] out   Receives the info; out->struct_size set by the caller."]
+    #[doc = " @retval KVC_ERR_NULL_ARG batch or out is NULL."]
+    #[doc = " @retval KVC_ERR_VERSION  out->struct_size unknown."]
+    #[doc = " @retval KVC_ERR_STATE    never built."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Const: may run concurrently with other const calls on the batch, not with a build."]
+    pub fn kvc_batch_get_info(batch: *const kvc_batch, out: *mut kvc_batch_info) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Copies the last build's slot mapping (num_tokens entries) to host memory out[0..cap)."]
+    #[doc = " @param[in]  batch The batch."]
+    #[doc = " @param[out] out   Receives the slots."]
+    #[doc = " @param[in]  cap   Entries out can hold."]
+    #[doc = " @retval KVC_ERR_NULL_ARG         batch or out is NULL."]
+    #[doc = " @retval KVC_ERR_STATE            never built."]
+    #[doc = " @retval KVC_ERR_BUFFER_TOO_SMALL cap below num_tokens."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Const: may run concurrently with other const calls on the batch, not with a build."]
+    pub fn kvc_batch_copy_slot_mapping(
+        batch: *const kvc_batch,
+        out: *mut i64,
+        cap: i64,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Copies the last build's padded block tables (num_seqs x max_blocks_per_seq) to host"]
+    #[doc = "        memory."]
+    #[doc = " @param[in]  batch The batch."]
+    #[doc = " @param[out] out   Receives the tables, row-major."]
+    #[doc = " @param[in]  cap   Entries out can hold."]
+    #[doc = " @retval KVC_ERR_NULL_ARG         batch or out is NULL."]
+    #[doc = " @retval KVC_ERR_STATE            never built."]
+    #[doc = " @retval KVC_ERR_BUFFER_TOO_SMALL cap below num_seqs x max_blocks_per_seq."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Const: may run concurrently with other const calls on the batch, not with a build."]
+    pub fn kvc_batch_copy_block_tables(
+        batch: *const kvc_batch,
+        out: *mut i32,
+        cap: i64,
+    ) -> kvc_status;
+}
+#[doc = " @brief Parameters of kvc_launch_attention (kvc_attention_params_default fills them)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_attention_params {
+    #[doc = "< sizeof(kvc_attention_params); set by kvc_attention_params_default"]
+    pub struct_size: u32,
+    #[doc = "< multiple of the pool's num_kv_heads (GQA), <= config num_q_heads;"]
+    #[doc = "0 = the pool's num_q_heads"]
+    pub num_q_heads: i32,
+    #[doc = "< dtype of q and out: F32, F16 or BF16"]
+    pub q_dtype: i32,
+    #[doc = "< softmax scale; 0 = 1/sqrt(head_dim)"]
+    pub scale: f32,
+    #[doc = "< FP8 KV dequantization scales (1.0 otherwise)"]
+    pub k_scale: f32,
+    pub v_scale: f32,
+    #[doc = "< > 0: logits = softcap * tanh(logits / softcap); 0 = off"]
+    pub logit_softcap: f32,
+    #[doc = "< > 0: attend only to the last sliding_window positions"]
+    pub sliding_window: i32,
+    #[doc = "< NULL or num_q_heads slopes in backend memory"]
+    pub alibi_slopes: *const f32,
+    #[doc = "< decode split-K partition in tokens: 0 = auto, -1 = never split"]
+    pub partition_size: i32,
+}
+#[test]
+fn bindgen_test_layout_kvc_attention_params() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_attention_params>(),
+        48usize,
+        concat!("Size of: ", stringify!(kvc_attention_params))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_attention_params>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_attention_params))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_attention_params),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_num_q_heads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_q_heads) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_attention_params),
+                "::",
+                stringify!(num_q_heads)
+            )
+        );
+    }
+    test_field_num_q_heads();
+    fn test_field_q_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).q_dtype) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_attention_params),
+                "::",
+                stringify!(q_dtype)
+            )
+        );
+    }
+    test_field_q_dtype();
+    fn test_field_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).scale) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_attention_params),
+                "::",
+                stringify!(scale)
+            )
+        );
+    }
+    test_field_scale();
+    fn test_field_k_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).k_scale) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_attention_params),
+                "::",
+                stringify!(k_scale)
+            )
+        );
+    }
+    test_field_k_scale();
+    fn test_field_v_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).v_scale) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_attention_params),
+                "::",
+                stringify!(v_scale)
+            )
+        );
+    }
+    test_field_v_scale();
+    fn test_field_logit_softcap() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).logit_softcap) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_attention_params),
+                "::",
+                stringify!(logit_softcap)
+            )
+        );
+    }
+    test_field_logit_softcap();
+    fn test_field_sliding_window() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).sliding_window) as usize - ptr as usize
+            },
+            28usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_attention_params),
+                "::",
+                stringify!(sliding_window)
+            )
+        );
+    }
+    test_field_sliding_window();
+    fn test_field_alibi_slopes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).alibi_slopes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_attention_params),
+                "::",
+                stringify!(alibi_slopes)
+            )
+        );
+    }
+    test_field_alibi_slopes();
+    fn test_field_partition_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_attention_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).partition_size) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_attention_params),
+                "::",
+                stringify!(partition_size)
+            )
+        );
+    }
+    test_field_partition_size();
+}
+extern "C" {
+    #[doc = " @brief Fills defaults: num_q_heads 0 (the pool's), q_dtype F16, scale 0, k/v scale 1, no"]
+    #[doc = "        softcap, no window, no ALiBi, auto partitioning (and struct_size)."]
+    #[doc = " @param[out] p The parameters to fill."]
+    #[doc = " @retval KVC_ERR_NULL_ARG p is NULL."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (touches only *p)."]
+    pub fn kvc_attention_params_default(p: *mut kvc_attention_params) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Paged attention for one layer over the batch built last."]
+    #[doc = ""]
+    #[doc = " Decode (every q_len = 1) and prefill/append (causal: query token j of a sequence of length L with"]
+    #[doc = " q_len Q sees positions <= L - Q + j) are dispatched automatically. The new tokens' K/V must"]
+    #[doc = " already be written (kvc_cache_write). On CUDA the launch is asynchronous on `stream`."]
+    #[doc = ""]
+    #[doc = " CUDA graphs: this call and kvc_cache_write (with the batch's device slot_mapping) can be captured"]
+    #[doc = " and the graph replayed step after step, each replay preceded by a kvc_batch_build on the"]
+    #[doc = " replaying stream (which also orders it after tier copies: captured launches do not wait for"]
+    #[doc = " them). A replay keeps the captured launch shape: build the same number of sequences (pad a"]
+    #[doc = " smaller step with one-token dummy sequences kept for the purpose) and no longer query"]
+    #[doc = " (decode: 1) than at capture; contexts may grow up to the batch's capacity"]
+    #[doc = " (max_blocks_per_seq x block_size), which a captured decode launch plans its split-K partitions"]
+    #[doc = " for."]
+    #[doc = ""]
+    #[doc = " With a sliding window set on the pool (kvc_pool_set_sliding_window), params->sliding_window must"]
+    #[doc = " be between 1 and the pool's window, and no wider than the batch's released blocks allow."]
+    #[doc = " CPU pools pick their kernel variant (baseline, AVX2, AVX-512) at run time from the CPU; the"]
+    #[doc = " environment variable KVC_CPU_ISA=baseline|avx2|avx512 forces one (auto: the default)."]
+    #[doc = " @param[in]  pool   The pool."]
+    #[doc = " @param[in]  batch  A batch of this pool, built for this step."]
+    #[doc = " @param[in]  layer  Layer index, in [0, num_layers)."]
+    #[doc = " @param[in]  q      [num_tokens, num_q_heads, head_dim] (num_tokens = the batch's new tokens, in"]
+    #[doc = "                    batch order), in backend memory."]
+    #[doc = " @param[out] out    Same shape as q, in backend memory."]
+    #[doc = " @param[in]  params The parameters (struct_size set, e.g. by kvc_attention_params_default)."]
+    #[doc = " @param[in]  stream A cudaStream_t on CUDA (NULL = default stream), ignored on CPU."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool, batch, q, out or params is NULL."]
+    #[doc = " @retval KVC_ERR_VERSION     params->struct_size unknown."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG layer, heads, scale, window."]
+    #[doc = " @retval KVC_ERR_UNSUPPORTED head dim / dtype / block size combination; on a CPU pool,"]
+    #[doc = "                             KVC_CPU_ISA names an unknown variant or one this CPU cannot run."]
+    #[doc = " @retval KVC_ERR_STATE       batch never built, metadata-only pool, batch of another pool."]
+    #[doc = " @retval KVC_ERR_DEVICE      launch failed."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread; the batch is only read (no build of it may run meanwhile)."]
+    pub fn kvc_launch_attention(
+        pool: *mut kvc_pool,
+        batch: *const kvc_batch,
+        layer: i32,
+        q: *const ::std::os::raw::c_void,
+        out: *mut ::std::os::raw::c_void,
+        params: *const kvc_attention_params,
+        stream: *mut ::std::os::raw::c_void,
     ) -> kvc_status;
 }
 #[repr(C)]
@@ -3432,8 +4026,9 @@ pub const KVC_XFER_FAIL_TIMEOUT: kvc_xfer_failure = 6;
 pub const KVC_XFER_FAIL_LEASE: kvc_xfer_failure = 7;
 #[doc = "< the agent was destroyed first (KVC_ERR_STATE)"]
 pub const KVC_XFER_FAIL_CANCELLED: kvc_xfer_failure = 8;
-#[doc = " Why a transfer failed (kvc_xfer_import_result.failure; also named in kvc_last_error)."]
+#[doc = " @brief Why a transfer failed (kvc_xfer_import_result.failure; also named in kvc_last_error)."]
 pub type kvc_xfer_failure = ::std::os::raw::c_uint;
+#[doc = " @brief Configuration of a transfer agent (kvc_xfer_agent_create)."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct kvc_xfer_config {
@@ -3571,22 +4166,39 @@ fn bindgen_test_layout_kvc_xfer_config() {
     test_field_timeout_ms();
 }
 extern "C" {
-    #[doc = " Fills *cfg with defaults (including struct_size). Errors: KVC_ERR_NULL_ARG."]
+    #[doc = " @brief Fills *cfg with defaults (including struct_size)."]
+    #[doc = " @param[out] cfg The configuration to fill."]
+    #[doc = " @retval KVC_ERR_NULL_ARG cfg is NULL."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (touches only *cfg)."]
     pub fn kvc_xfer_config_default(cfg: *mut kvc_xfer_config) -> kvc_status;
 }
 extern "C" {
-    #[doc = " *out_available = 1 when UCX can be loaded (KV transfer works), else 0 (kvc_last_error says"]
-    #[doc = "  why). Errors: KVC_ERR_NULL_ARG."]
+    #[doc = " @brief Whether KV transfer works here: UCX can be loaded."]
+    #[doc = " @param[out] out_available Receives 1 when UCX can be loaded, else 0 (kvc_last_error says why)."]
+    #[doc = " @retval KVC_ERR_NULL_ARG out_available is NULL."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_xfer_available(out_available: *mut i32) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Creates a transfer agent for pool: loads UCX, creates a UCP context and worker (RMA, active"]
-    #[doc = "  messages), registers the pool's KV storage and starts one progress thread (it serves the"]
-    #[doc = "  importers' gets and lease checks and drives this agent's imports). cfg may be NULL (defaults)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG (pool, out), KVC_ERR_VERSION, KVC_ERR_INVALID_ARG (identity too long,"]
-    #[doc = "  lease_ms or timeout_ms < 1), KVC_ERR_UNSUPPORTED (UCX absent or too old; a metadata-only or CUDA"]
-    #[doc = "  pool; prefix caching off), KVC_ERR_IO (UCX refused: no usable transport, the registration"]
-    #[doc = "  failed), KVC_ERR_NO_MEMORY."]
+    #[doc = " @brief Creates a transfer agent for pool."]
+    #[doc = ""]
+    #[doc = " Loads UCX, creates a UCP context and worker (RMA, active messages), registers the pool's KV"]
+    #[doc = " storage and starts one progress thread (it serves the importers' gets and lease checks and"]
+    #[doc = " drives this agent's imports)."]
+    #[doc = " @param[in]  pool The pool (CPU backend, prefix caching on)."]
+    #[doc = " @param[in]  cfg  The configuration, or NULL (defaults)."]
+    #[doc = " @param[out] out  Receives the agent; release it with kvc_xfer_agent_destroy, before the pool."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or out is NULL."]
+    #[doc = " @retval KVC_ERR_VERSION     cfg->struct_size unknown."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG identity too long, lease_ms or timeout_ms < 1."]
+    #[doc = " @retval KVC_ERR_UNSUPPORTED UCX absent or too old; a metadata-only or CUDA pool; prefix caching"]
+    #[doc = "                             off."]
+    #[doc = " @retval KVC_ERR_IO          UCX refused: no usable transport, the registration failed."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY   out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_xfer_agent_create(
         pool: *mut kvc_pool,
         cfg: *const kvc_xfer_config,
@@ -3594,19 +4206,36 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Destroys an agent: imports still running fail (KVC_XFER_FAIL_CANCELLED; their blocks are"]
-    #[doc = "  returned once their gets have stopped), every export's lease ends, UCX resources are freed."]
-    #[doc = "  NULL is a no-op. Must not race with other calls on the agent. Always KVC_OK."]
+    #[doc = " @brief Destroys an agent."]
+    #[doc = ""]
+    #[doc = " Imports still running fail (KVC_XFER_FAIL_CANCELLED; their blocks are returned once their gets"]
+    #[doc = " have stopped), every export's lease ends, UCX resources are freed."]
+    #[doc = " @param[in] agent The agent; NULL is a no-op."]
+    #[doc = " @return Always KVC_OK."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Must not race with other calls on the agent."]
     pub fn kvc_xfer_agent_destroy(agent: *mut kvc_xfer_agent) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Exports the cached prompt: leases the leading full blocks of tokens[0, num_tokens) cached on"]
-    #[doc = "  the device (verified as a prefix hit is, all full blocks: no last-token rule), so they are"]
-    #[doc = "  neither evicted nor reused until kvc_xfer_export_release or the lease ends (lease_ms; 0 = the"]
-    #[doc = "  agent's default). *out_export receives the export's id (for kvc_xfer_export_descriptor and"]
-    #[doc = "  kvc_xfer_export_release); *out_tokens (may be NULL) the tokens exported (blocks × block_size)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (num_tokens < block_size, lease_ms < 0),"]
-    #[doc = "  KVC_ERR_STATE (the prompt's first block is not cached), KVC_ERR_NO_MEMORY."]
+    #[doc = " @brief Exports the cached prompt: leases the leading full blocks of tokens[0, num_tokens) cached"]
+    #[doc = "        on the device."]
+    #[doc = ""]
+    #[doc = " The blocks are verified as a prefix hit is, all full blocks (no last-token rule), and are neither"]
+    #[doc = " evicted nor reused until kvc_xfer_export_release or the lease ends."]
+    #[doc = " @param[in]  agent      The agent."]
+    #[doc = " @param[in]  tokens     The prompt's token ids."]
+    #[doc = " @param[in]  num_tokens Prompt length, >= block_size."]
+    #[doc = " @param[in]  keys       Cache keys, or NULL."]
+    #[doc = " @param[in]  lease_ms   Lease in ms, >= 0; 0 = the agent's default."]
+    #[doc = " @param[out] out_export Receives the export's id (for kvc_xfer_export_descriptor and"]
+    #[doc = "                        kvc_xfer_export_release)."]
+    #[doc = " @param[out] out_tokens May be NULL; receives the tokens exported (blocks × block_size)."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    agent, tokens or out_export is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG num_tokens < block_size, lease_ms < 0."]
+    #[doc = " @retval KVC_ERR_STATE       the prompt's first block is not cached."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY   out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_xfer_export_prompt(
         agent: *mut kvc_xfer_agent,
         tokens: *const i32,
@@ -3618,10 +4247,22 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " As kvc_xfer_export_prompt for sequence seq_id's leading full blocks that are in the prefix"]
-    #[doc = "  cache (a sequence the caller has just prefilled). The sequence may then be freed: the lease"]
-    #[doc = "  holds the blocks. Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (lease_ms < 0),"]
-    #[doc = "  KVC_ERR_UNKNOWN_SEQ, KVC_ERR_STATE (swapped out, or no cached full block), KVC_ERR_NO_MEMORY."]
+    #[doc = " @brief As kvc_xfer_export_prompt for sequence seq_id's leading full blocks that are in the"]
+    #[doc = "        prefix cache (a sequence the caller has just prefilled)."]
+    #[doc = ""]
+    #[doc = " The sequence may then be freed: the lease holds the blocks."]
+    #[doc = " @param[in]  agent      The agent."]
+    #[doc = " @param[in]  seq_id     The sequence."]
+    #[doc = " @param[in]  lease_ms   Lease in ms, >= 0; 0 = the agent's default."]
+    #[doc = " @param[out] out_export Receives the export's id."]
+    #[doc = " @param[out] out_tokens May be NULL; receives the tokens exported."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    agent or out_export is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG lease_ms < 0."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ no such sequence."]
+    #[doc = " @retval KVC_ERR_STATE       swapped out, or no cached full block."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY   out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_xfer_export_seq(
         agent: *mut kvc_xfer_agent,
         seq_id: u64,
@@ -3631,11 +4272,20 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Copies export export_id's serialized descriptor into buf[0, cap) and its length into *out_len."]
-    #[doc = "  Size query: buf NULL with cap 0 sets only *out_len. The bytes are opaque to the caller and"]
-    #[doc = "  versioned; move them to the importer unchanged."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG (agent, out_len; buf with cap > 0), KVC_ERR_INVALID_ARG (cap < 0, an"]
-    #[doc = "  unknown or ended export), KVC_ERR_BUFFER_TOO_SMALL (*out_len = the size needed)."]
+    #[doc = " @brief Copies export export_id's serialized descriptor into buf[0, cap)."]
+    #[doc = ""]
+    #[doc = " Size query: buf NULL with cap 0 sets only *out_len. The bytes are opaque to the caller and"]
+    #[doc = " versioned; move them to the importer unchanged."]
+    #[doc = " @param[in]  agent     The agent."]
+    #[doc = " @param[in]  export_id An export of this agent."]
+    #[doc = " @param[out] buf       Receives the descriptor."]
+    #[doc = " @param[in]  cap       Bytes buf can hold, >= 0."]
+    #[doc = " @param[out] out_len   Receives the descriptor's length."]
+    #[doc = " @retval KVC_ERR_NULL_ARG         agent, out_len; buf with cap > 0."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG      cap < 0, an unknown or ended export."]
+    #[doc = " @retval KVC_ERR_BUFFER_TOO_SMALL *out_len = the size needed."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_xfer_export_descriptor(
         agent: *mut kvc_xfer_agent,
         export_id: u64,
@@ -3645,25 +4295,43 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Ends export export_id's lease now: its blocks go back to the pool's cache (evictable). Imports"]
-    #[doc = "  of it not yet checked fail with KVC_XFER_FAIL_LEASE. Errors: KVC_ERR_NULL_ARG,"]
-    #[doc = "  KVC_ERR_INVALID_ARG (unknown, released or expired export)."]
+    #[doc = " @brief Ends export export_id's lease now: its blocks go back to the pool's cache (evictable)."]
+    #[doc = ""]
+    #[doc = " Imports of it not yet checked fail with KVC_XFER_FAIL_LEASE."]
+    #[doc = " @param[in] agent     The agent."]
+    #[doc = " @param[in] export_id An export of this agent."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    agent is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG unknown, released or expired export."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_xfer_export_release(agent: *mut kvc_xfer_agent, export_id: u64) -> kvc_status;
 }
 extern "C" {
-    #[doc = " Starts importing the descriptor desc[0, len) into the agent's pool, for the request's keys"]
-    #[doc = "  (LoRA, salt, multimodal items: the hash chain must be that of the descriptor's token ids under"]
-    #[doc = "  these keys; its priority is the blocks' retention priority; NULL = no keys). Checked before"]
-    #[doc = "  anything changes: the descriptor, its layout and model identity against this pool and agent,"]
-    #[doc = "  the hash chain. Then the leading blocks already cached here are kept (not pulled), fresh blocks"]
-    #[doc = "  are taken for the rest (KVC_ERR_OUT_OF_BLOCKS, nothing changed, when that would leave fewer"]
-    #[doc = "  free blocks than the watermark) and the gets are posted. *out_op receives the operation id."]
-    #[doc = "  When it completes successfully every pulled block is cached (refcount 0, evictable; hashes"]
-    #[doc = "  cached here meanwhile keep their own copy and the pulled block goes back)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG (agent, desc, out_op), KVC_ERR_INVALID_ARG (len < 1; a damaged,"]
-    #[doc = "  truncated or malformed descriptor; layout, identity or hash chain mismatch), KVC_ERR_VERSION,"]
-    #[doc = "  KVC_ERR_OUT_OF_BLOCKS, KVC_ERR_IO (the exporter's address cannot be reached),"]
-    #[doc = "  KVC_ERR_NO_MEMORY. A failure here also counts in the agent's stats."]
+    #[doc = " @brief Starts importing a descriptor into the agent's pool."]
+    #[doc = ""]
+    #[doc = " Checked before anything changes: the descriptor, its layout and model identity against this"]
+    #[doc = " pool and agent, the hash chain. Then the leading blocks already cached here are kept (not"]
+    #[doc = " pulled), fresh blocks are taken for the rest (KVC_ERR_OUT_OF_BLOCKS, nothing changed, when that"]
+    #[doc = " would leave fewer free blocks than the watermark) and the gets are posted. When it completes"]
+    #[doc = " successfully every pulled block is cached (refcount 0, evictable; hashes cached here meanwhile"]
+    #[doc = " keep their own copy and the pulled block goes back). A failure here also counts in the agent's"]
+    #[doc = " stats."]
+    #[doc = " @param[in]  agent  The agent."]
+    #[doc = " @param[in]  desc   The descriptor, len bytes (from kvc_xfer_export_descriptor)."]
+    #[doc = " @param[in]  len    Its length, >= 1."]
+    #[doc = " @param[in]  keys   The request's keys (LoRA, salt, multimodal items: the hash chain must be that"]
+    #[doc = "                    of the descriptor's token ids under these keys; its priority is the blocks'"]
+    #[doc = "                    retention priority); NULL = no keys."]
+    #[doc = " @param[out] out_op Receives the operation id."]
+    #[doc = " @retval KVC_ERR_NULL_ARG      agent, desc or out_op is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG   len < 1; a damaged, truncated or malformed descriptor; layout,"]
+    #[doc = "                               identity or hash chain mismatch."]
+    #[doc = " @retval KVC_ERR_VERSION       a descriptor of another version."]
+    #[doc = " @retval KVC_ERR_OUT_OF_BLOCKS the pool cannot take the blocks now."]
+    #[doc = " @retval KVC_ERR_IO            the exporter's address cannot be reached."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY     out of host memory."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_xfer_import(
         agent: *mut kvc_xfer_agent,
         desc: *const u8,
@@ -3673,12 +4341,18 @@ extern "C" {
     ) -> kvc_status;
 }
 extern "C" {
-    #[doc = " *out_done = 1 when import op has finished (successfully or not), else 0. Never blocks."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG, KVC_ERR_INVALID_ARG (an id this agent never issued or already"]
-    #[doc = "  waited for)."]
+    #[doc = " @brief Whether import op has finished (successfully or not). Never blocks."]
+    #[doc = " @param[in]  agent    The agent."]
+    #[doc = " @param[in]  op       An operation id from kvc_xfer_import."]
+    #[doc = " @param[out] out_done Receives 1 when finished, else 0."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    agent or out_done is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG an id this agent never issued or already waited for."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_xfer_op_query(agent: *mut kvc_xfer_agent, op: u64, out_done: *mut i32)
         -> kvc_status;
 }
+#[doc = " @brief Outcome of one import (kvc_xfer_op_wait)."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct kvc_xfer_import_result {
@@ -3904,14 +4578,24 @@ fn bindgen_test_layout_kvc_xfer_import_result() {
     test_field_seconds();
 }
 extern "C" {
-    #[doc = " Waits until import op has finished, then retires it and returns its status: KVC_OK (the"]
-    #[doc = "  blocks are cached), or its failure (KVC_ERR_IO: peer gone or timeout; KVC_ERR_STATE: lease"]
-    #[doc = "  over or agent destroyed; ...) with kvc_last_error naming the reason. *out (may be NULL) receives"]
-    #[doc = "  the result *whenever the import has finished, failed or not* (the documented exception to"]
-    #[doc = "  \"out-params only on success\"). timeout_ms < 0 waits without limit; otherwise after timeout_ms"]
-    #[doc = "  an import still running gives KVC_ERR_BUSY and is kept (*out untouched)."]
-    #[doc = "  Errors: KVC_ERR_NULL_ARG (agent), KVC_ERR_INVALID_ARG (unknown op), KVC_ERR_VERSION (out's"]
-    #[doc = "  struct_size), KVC_ERR_BUSY, and the import's own status."]
+    #[doc = " @brief Waits until import op has finished, then retires it and returns its status."]
+    #[doc = ""]
+    #[doc = " KVC_OK: the blocks are cached. Otherwise its failure (KVC_ERR_IO: peer gone or timeout;"]
+    #[doc = " KVC_ERR_STATE: lease over or agent destroyed; ...) with kvc_last_error naming the reason."]
+    #[doc = " @param[in]  agent      The agent."]
+    #[doc = " @param[in]  op         An operation id from kvc_xfer_import."]
+    #[doc = " @param[in]  timeout_ms < 0 waits without limit; otherwise after timeout_ms an import still"]
+    #[doc = "                        running gives KVC_ERR_BUSY and is kept (*out untouched)."]
+    #[doc = " @param[out] out        May be NULL; receives the result *whenever the import has finished,"]
+    #[doc = "                        failed or not* (the documented exception to \"out-params only on"]
+    #[doc = "                        success\"). out->struct_size set by the caller."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    agent is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG unknown op."]
+    #[doc = " @retval KVC_ERR_VERSION     out's struct_size."]
+    #[doc = " @retval KVC_ERR_BUSY        still running after timeout_ms."]
+    #[doc = " @retval others              the import's own status."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread; one wait retires the op."]
     pub fn kvc_xfer_op_wait(
         agent: *mut kvc_xfer_agent,
         op: u64,
@@ -3919,6 +4603,7 @@ extern "C" {
         out: *mut kvc_xfer_import_result,
     ) -> kvc_status;
 }
+#[doc = " @brief Counters of a transfer agent (kvc_xfer_get_stats)."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct kvc_xfer_stats {
@@ -4233,6 +4918,12 @@ fn bindgen_test_layout_kvc_xfer_stats() {
     test_field_failures();
 }
 extern "C" {
-    #[doc = " The agent's counters. Errors: KVC_ERR_NULL_ARG, KVC_ERR_VERSION (struct_size unknown)."]
+    #[doc = " @brief The agent's counters."]
+    #[doc = " @param[in]     agent The agent."]
+    #[doc = " @param[in,out] out   Receives the counters; out->struct_size set by the caller."]
+    #[doc = " @retval KVC_ERR_NULL_ARG agent or out is NULL."]
+    #[doc = " @retval KVC_ERR_VERSION  out->struct_size unknown."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
     pub fn kvc_xfer_get_stats(agent: *mut kvc_xfer_agent, out: *mut kvc_xfer_stats) -> kvc_status;
 }
