@@ -2064,8 +2064,11 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
  *
  * UCX is loaded at run time (dlopen of libucp.so.0; libkvc.so does not link it): without it,
  * kvc_xfer_available reports 0 and kvc_xfer_agent_create KVC_ERR_UNSUPPORTED; every other call of
- * the library works as before. Pools: CPU backend, prefix caching on. (CUDA pools: not yet —
- * KVC_ERR_UNSUPPORTED; see lib/transfer/README.md.)
+ * the library works as before. Pools: CPU or CUDA backend, prefix caching on, in any pairing. A
+ * CUDA pool's blocks go through pinned host staging (copied at export; pulled into host memory,
+ * then copied to the device before they are cached), at most KVC_XFER_STAGING_BYTES bytes per
+ * agent (environment; default the pool's KV storage size). On a CUDA pool, KV written on a
+ * non-blocking stream must be synchronized before it is exported.
  *
  * Thread safety: every kvc_xfer_* call on an agent may be made from many threads. Destroy an
  * agent before its pool. An exported block is KV the exporter has written: export a prompt after
@@ -2084,7 +2087,10 @@ typedef enum kvc_xfer_failure {
     KVC_XFER_FAIL_DESCRIPTOR = 1, /**< truncated, damaged, malformed or another version (KVC_ERR_INVALID_ARG / KVC_ERR_VERSION) */
     KVC_XFER_FAIL_LAYOUT = 2,     /**< block size, shape, dtype, block bytes or model identity differ (KVC_ERR_INVALID_ARG) */
     KVC_XFER_FAIL_HASH = 3,       /**< the hash chain is not that of the token ids and the importer's keys (KVC_ERR_INVALID_ARG) */
-    KVC_XFER_FAIL_POOL_FULL = 4,  /**< the importing pool cannot take the blocks now (KVC_ERR_OUT_OF_BLOCKS) */
+    KVC_XFER_FAIL_POOL_FULL = 4,  /**< the importing pool cannot take the blocks now (KVC_ERR_OUT_OF_BLOCKS;
+                                   a CUDA pool: KVC_ERR_NO_MEMORY when its host staging is full,
+                                   KVC_ERR_DEVICE when copying the pulled blocks to the device
+                                   failed) */
     KVC_XFER_FAIL_PEER = 5,       /**< the exporter is unreachable or went away, or a get failed (KVC_ERR_IO) */
     KVC_XFER_FAIL_TIMEOUT = 6,    /**< not done within the agent's timeout_ms (KVC_ERR_IO) */
     KVC_XFER_FAIL_LEASE = 7,      /**< the exporter no longer held the blocks: released, expired, or another
@@ -2129,18 +2135,18 @@ KVC_API kvc_status kvc_xfer_available(int32_t *out_available);
  * @brief Creates a transfer agent for pool.
  *
  * Loads UCX, creates a UCP context and worker (RMA, active messages), registers the pool's KV
- * storage and starts one progress thread (it serves the importers' gets and lease checks and
+ * storage (CPU pool; a CUDA pool's transfers use host staging) and starts one progress thread (it serves the importers' gets and lease checks and
  * drives this agent's imports).
- * @param[in]  pool The pool (CPU backend, prefix caching on).
+ * @param[in]  pool The pool (CPU or CUDA backend, prefix caching on).
  * @param[in]  cfg  The configuration, or NULL (defaults).
  * @param[out] out  Receives the agent; release it with kvc_xfer_agent_destroy, before the pool.
  * @retval KVC_ERR_NULL_ARG    pool or out is NULL.
  * @retval KVC_ERR_VERSION     cfg->struct_size unknown.
  * @retval KVC_ERR_INVALID_ARG identity too long, lease_ms or timeout_ms < 1.
- * @retval KVC_ERR_UNSUPPORTED UCX absent or too old; a metadata-only or CUDA pool; prefix caching
- *                             off.
+ * @retval KVC_ERR_UNSUPPORTED UCX absent or too old; a metadata-only pool; prefix caching off.
  * @retval KVC_ERR_IO          UCX refused: no usable transport, the registration failed.
  * @retval KVC_ERR_NO_MEMORY   out of host memory.
+ * @retval KVC_ERR_DEVICE      a CUDA pool's copy stream could not be created.
  * @par Thread safety
  * Any thread.
  */
@@ -2175,7 +2181,8 @@ KVC_API kvc_status kvc_xfer_agent_destroy(kvc_xfer_agent *agent);
  * @retval KVC_ERR_NULL_ARG    agent, tokens or out_export is NULL.
  * @retval KVC_ERR_INVALID_ARG num_tokens < block_size, lease_ms < 0.
  * @retval KVC_ERR_STATE       the prompt's first block is not cached.
- * @retval KVC_ERR_NO_MEMORY   out of host memory.
+ * @retval KVC_ERR_NO_MEMORY   out of host memory, or a CUDA pool's host staging is full.
+ * @retval KVC_ERR_DEVICE      a CUDA pool's copy to staging failed. Nothing is leased on failure.
  * @par Thread safety
  * Any thread.
  */
@@ -2197,7 +2204,8 @@ KVC_API kvc_status kvc_xfer_export_prompt(kvc_xfer_agent *agent, const int32_t *
  * @retval KVC_ERR_INVALID_ARG lease_ms < 0.
  * @retval KVC_ERR_UNKNOWN_SEQ no such sequence.
  * @retval KVC_ERR_STATE       swapped out, or no cached full block.
- * @retval KVC_ERR_NO_MEMORY   out of host memory.
+ * @retval KVC_ERR_NO_MEMORY   out of host memory, or a CUDA pool's host staging is full.
+ * @retval KVC_ERR_DEVICE      a CUDA pool's copy to staging failed. Nothing is leased on failure.
  * @par Thread safety
  * Any thread.
  */
@@ -2259,7 +2267,8 @@ KVC_API kvc_status kvc_xfer_export_release(kvc_xfer_agent *agent, uint64_t expor
  * @retval KVC_ERR_VERSION       a descriptor of another version.
  * @retval KVC_ERR_OUT_OF_BLOCKS the pool cannot take the blocks now.
  * @retval KVC_ERR_IO            the exporter's address cannot be reached.
- * @retval KVC_ERR_NO_MEMORY     out of host memory.
+ * @retval KVC_ERR_NO_MEMORY     out of host memory, or a CUDA pool's host staging is full (reason
+ *                               KVC_XFER_FAIL_POOL_FULL).
  * @par Thread safety
  * Any thread.
  */

@@ -29,6 +29,12 @@ kvc_status load_ucx(const UcxApi **out, const char *fn) {
     if (!l.loaded) {
         const char *name = std::getenv("KVC_UCX_LIBRARY");
         if (!name || !*name) name = "libucp.so.0";
+        // UCX installs handlers for SIGSEGV, SIGBUS, SIGILL and SIGFPE when libucs loads (its
+        // UCX_ERROR_SIGNALS, read from the environment by the library's constructor). A library
+        // must not take a host runtime's fatal signals: the JVM uses SIGSEGV for its own checks
+        // and crashed in ~1 of 6 runs of the Java binding's tests with UCX's handlers in place
+        // (Go's runtime uses them too). Off unless the caller set UCX_ERROR_SIGNALS itself.
+        setenv("UCX_ERROR_SIGNALS", "", 0);
         void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
         if (!lib)
             return fail(KVC_ERR_UNSUPPORTED, "%s: UCX is not available (%s): install libucx0 (Debian) for KV transfer",

@@ -4015,7 +4015,10 @@ pub const KVC_XFER_FAIL_DESCRIPTOR: kvc_xfer_failure = 1;
 pub const KVC_XFER_FAIL_LAYOUT: kvc_xfer_failure = 2;
 #[doc = "< the hash chain is not that of the token ids and the importer's keys (KVC_ERR_INVALID_ARG)"]
 pub const KVC_XFER_FAIL_HASH: kvc_xfer_failure = 3;
-#[doc = "< the importing pool cannot take the blocks now (KVC_ERR_OUT_OF_BLOCKS)"]
+#[doc = "< the importing pool cannot take the blocks now (KVC_ERR_OUT_OF_BLOCKS;"]
+#[doc = "a CUDA pool: KVC_ERR_NO_MEMORY when its host staging is full,"]
+#[doc = "KVC_ERR_DEVICE when copying the pulled blocks to the device"]
+#[doc = "failed)"]
 pub const KVC_XFER_FAIL_POOL_FULL: kvc_xfer_failure = 4;
 #[doc = "< the exporter is unreachable or went away, or a get failed (KVC_ERR_IO)"]
 pub const KVC_XFER_FAIL_PEER: kvc_xfer_failure = 5;
@@ -4185,18 +4188,18 @@ extern "C" {
     #[doc = " @brief Creates a transfer agent for pool."]
     #[doc = ""]
     #[doc = " Loads UCX, creates a UCP context and worker (RMA, active messages), registers the pool's KV"]
-    #[doc = " storage and starts one progress thread (it serves the importers' gets and lease checks and"]
+    #[doc = " storage (CPU pool; a CUDA pool's transfers use host staging) and starts one progress thread (it serves the importers' gets and lease checks and"]
     #[doc = " drives this agent's imports)."]
-    #[doc = " @param[in]  pool The pool (CPU backend, prefix caching on)."]
+    #[doc = " @param[in]  pool The pool (CPU or CUDA backend, prefix caching on)."]
     #[doc = " @param[in]  cfg  The configuration, or NULL (defaults)."]
     #[doc = " @param[out] out  Receives the agent; release it with kvc_xfer_agent_destroy, before the pool."]
     #[doc = " @retval KVC_ERR_NULL_ARG    pool or out is NULL."]
     #[doc = " @retval KVC_ERR_VERSION     cfg->struct_size unknown."]
     #[doc = " @retval KVC_ERR_INVALID_ARG identity too long, lease_ms or timeout_ms < 1."]
-    #[doc = " @retval KVC_ERR_UNSUPPORTED UCX absent or too old; a metadata-only or CUDA pool; prefix caching"]
-    #[doc = "                             off."]
+    #[doc = " @retval KVC_ERR_UNSUPPORTED UCX absent or too old; a metadata-only pool; prefix caching off."]
     #[doc = " @retval KVC_ERR_IO          UCX refused: no usable transport, the registration failed."]
     #[doc = " @retval KVC_ERR_NO_MEMORY   out of host memory."]
+    #[doc = " @retval KVC_ERR_DEVICE      a CUDA pool's copy stream could not be created."]
     #[doc = " @par Thread safety"]
     #[doc = " Any thread."]
     pub fn kvc_xfer_agent_create(
@@ -4233,7 +4236,8 @@ extern "C" {
     #[doc = " @retval KVC_ERR_NULL_ARG    agent, tokens or out_export is NULL."]
     #[doc = " @retval KVC_ERR_INVALID_ARG num_tokens < block_size, lease_ms < 0."]
     #[doc = " @retval KVC_ERR_STATE       the prompt's first block is not cached."]
-    #[doc = " @retval KVC_ERR_NO_MEMORY   out of host memory."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY   out of host memory, or a CUDA pool's host staging is full."]
+    #[doc = " @retval KVC_ERR_DEVICE      a CUDA pool's copy to staging failed. Nothing is leased on failure."]
     #[doc = " @par Thread safety"]
     #[doc = " Any thread."]
     pub fn kvc_xfer_export_prompt(
@@ -4260,7 +4264,8 @@ extern "C" {
     #[doc = " @retval KVC_ERR_INVALID_ARG lease_ms < 0."]
     #[doc = " @retval KVC_ERR_UNKNOWN_SEQ no such sequence."]
     #[doc = " @retval KVC_ERR_STATE       swapped out, or no cached full block."]
-    #[doc = " @retval KVC_ERR_NO_MEMORY   out of host memory."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY   out of host memory, or a CUDA pool's host staging is full."]
+    #[doc = " @retval KVC_ERR_DEVICE      a CUDA pool's copy to staging failed. Nothing is leased on failure."]
     #[doc = " @par Thread safety"]
     #[doc = " Any thread."]
     pub fn kvc_xfer_export_seq(
@@ -4329,7 +4334,8 @@ extern "C" {
     #[doc = " @retval KVC_ERR_VERSION       a descriptor of another version."]
     #[doc = " @retval KVC_ERR_OUT_OF_BLOCKS the pool cannot take the blocks now."]
     #[doc = " @retval KVC_ERR_IO            the exporter's address cannot be reached."]
-    #[doc = " @retval KVC_ERR_NO_MEMORY     out of host memory."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY     out of host memory, or a CUDA pool's host staging is full (reason"]
+    #[doc = "                               KVC_XFER_FAIL_POOL_FULL)."]
     #[doc = " @par Thread safety"]
     #[doc = " Any thread."]
     pub fn kvc_xfer_import(
