@@ -93,6 +93,16 @@ struct kvc_pool {
 
 namespace kvc {
 
+// A new walk's result, its views pointing at the pool's walk buffers (PrefixWalk::blocks). Inline:
+// a walk that misses at once (a prompt nothing is cached for) costs little more than this.
+inline PrefixWalk pool_begin_walk(kvc_pool *p) {
+    PrefixWalk w;
+    w.blocks = p->hit_scratch.data();
+    w.lower_tier = p->walk_tier.data();
+    w.lower_slot = p->walk_slot.data();
+    return w;
+}
+
 // Token position -> block index. Block sizes are nearly always powers of two: a shift instead of a
 // 64-bit division (tens of cycles) keeps the per-token decode path short.
 inline int64_t pool_block_of(const kvc_pool *p, int64_t pos) {

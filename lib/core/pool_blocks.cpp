@@ -233,14 +233,6 @@ void pool_rewind_hashing(kvc_pool *p, Sequence *s, int64_t n) {
     s->tail.assign(ids, ids + (n - m * bs));
 }
 
-PrefixWalk pool_begin_walk(kvc_pool *p) {
-    PrefixWalk w;
-    w.blocks = p->hit_scratch.data();
-    w.lower_tier = p->walk_tier.data();
-    w.lower_slot = p->walk_slot.data();
-    return w;
-}
-
 void pool_record_device_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t b) {
     p->hit_scratch[size_t(j)] = b;
     if (p->blocks.queues().contains(b)) ++w->free_hits;

@@ -76,8 +76,7 @@ PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_
 PrefixWalk pool_window_pin_range(kvc_pool *p, const int32_t *tokens, int64_t full_blocks, const KeySet &keys,
                                  bool pinned_only);
 
-// A new walk's result, its views pointing at the pool's walk buffers (PrefixWalk::blocks).
-PrefixWalk pool_begin_walk(kvc_pool *p);
+// (pool_begin_walk, core/pool.hpp: a new walk's result, its views on the pool's walk buffers.)
 // A prefix search's record of held hit block j (pool_walk_prefix, the windowed search): a device
 // block b, or a block found in a lower tier (`tier`, `slot`) that kvc_alloc restores.
 void pool_record_device_hit(kvc_pool *p, PrefixWalk *w, int64_t j, int32_t b);

@@ -75,6 +75,10 @@ kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id, int64_t 
 void commit_append(kvc_pool *p, Sequence *s, const int32_t *tokens, int64_t num_tokens, const AppendPlan &plan,
                    int32_t *out_new_blocks);
 
+// plan_append then commit_append, in one function (the general case of append_seq).
+kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
+                          int64_t num_lookahead, int32_t *out_new_blocks, const char *fn);
+
 // The decode step's usual case: one confirmed token that lands in a block s already has, alone
 // (no copy-on-write to consider), without a window. It takes no block and changes nothing but the
 // length and the unhashed tail, so the plan is skipped; the effect is commit_append's. Inline: the
@@ -94,8 +98,8 @@ __attribute__((always_inline)) inline bool append_in_place(kvc_pool *p, Sequence
     return true;
 }
 
-// One append on sequence seq_id with checked arguments: the in-place case inline, else plan then
-// commit. Shared by kvc_append and kvc_append_batch.
+// One append on sequence seq_id with checked arguments: the in-place case inline, else
+// append_general (plan then commit). Shared by kvc_append and kvc_append_batch.
 __attribute__((always_inline)) inline kvc_status append_seq(kvc_pool *p, uint64_t seq_id, const int32_t *tokens,
                                                             int64_t num_tokens, int64_t num_lookahead,
                                                             int32_t *out_new_blocks, const char *fn) {
@@ -103,11 +107,7 @@ __attribute__((always_inline)) inline kvc_status append_seq(kvc_pool *p, uint64_
     if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
     if (s->swapped_out) return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
     if (append_in_place(p, s, tokens, num_tokens, num_lookahead, out_new_blocks)) return KVC_OK;
-    AppendPlan plan;
-    const kvc_status st = plan_append(p, s, seq_id, num_tokens, num_lookahead, &plan, fn);
-    if (st != KVC_OK) return st;
-    commit_append(p, s, tokens, num_tokens, plan, out_new_blocks);
-    return KVC_OK;
+    return append_general(p, s, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
 }
 
 // ---- sharing, shrinking, ending (seq_lifecycle.cpp) ---------------------------------------------
