@@ -140,6 +140,9 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
 
 using namespace detail;
 
+static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op, const Descriptor &d, int64_t n,
+                               std::unique_lock<std::mutex> &lk, uint64_t *out_op, const char *fn);
+
 kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, const KeySet &keys, uint64_t *out_op,
                         const char *fn) {
     auto refuse = [a](int32_t failure, kvc_status st) {
@@ -218,6 +221,25 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     op->result.blocks_skipped = op->res.skipped;
 
     std::unique_lock<std::mutex> lk(a->mu);
+    // From here until the gets are posted, host memory can run out (the endpoint table, the op
+    // table): then everything reserved goes back, as for any other refusal. The gets' vector and the
+    // op's entry in a->ops are in place before the first get is posted, so no throw can come while
+    // a get writes into the reserved blocks.
+    try {
+        return start_import(a, op, d, n, lk, out_op, fn);
+    } catch (...) {
+        // op is still ours: it moves into a->ops only where nothing can throw any more.
+        if (!lk.owns_lock()) lk.lock();
+        staging_release(a, &op->staged);
+        lk.unlock();
+        abort_import(a->pool, &op->res);
+        throw;
+    }
+}
+
+// kvc_xfer_import's second half, a->mu held through `lk`: the endpoint, the gets.
+static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op, const Descriptor &d, int64_t n,
+                               std::unique_lock<std::mutex> &lk, uint64_t *out_op, const char *fn) {
     const UcxApi *u = a->u;
     ++a->stats.imports_started;
     a->stats.blocks_skipped += op->res.skipped;
@@ -225,16 +247,18 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     op->deadline_ms = now_ms() + a->timeout_ms;
     ImportOp *o = op.get();
     if (op->res.fresh.empty()) {
-        // Everything is cached here already: nothing to pull, nothing to check.
-        commit_import(a->pool, op->keys.data(), d.tokens.data(), n, &op->res);
-        op->result.cached_tokens = n * d.block_size;
+        // Everything is cached here already: nothing to pull, nothing to check. The op enters the
+        // table first: nothing after that can throw.
+        a->ops.emplace(o->id, std::move(op));
+        commit_import(a->pool, o->keys.data(), d.tokens.data(), n, &o->res);
+        o->result.cached_tokens = n * d.block_size;
         ++a->stats.imports_ok;
-        op->state = OpState::kDone;
-        op->result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - op->start).count();
-        a->ops.emplace(op->id, std::move(op));
+        o->state = OpState::kDone;
+        o->result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - o->start).count();
         *out_op = o->id;
         return KVC_OK;
     }
+    op->gets.reserve(op->res.fresh.size());  // at most one get per block: push_back cannot throw
     // The endpoint to the exporter (one per remote worker, shared by its imports).
     std::string key(reinterpret_cast<const char *>(d.address.data()), d.address.size());
     std::shared_ptr<Endpoint> ep;
@@ -283,6 +307,8 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     const int64_t bb = a->block_bytes;
     const int64_t m = int64_t(op->res.fresh.size());
     const int64_t max_run = std::max<int64_t>(1, a->max_get_bytes / bb);
+    // The op enters the table before its first get: nothing after this can throw.
+    a->ops.emplace(o->id, std::move(op));
     // Where fresh block j's bytes land: the block itself, or (CUDA pool) its staging slot.
     auto local_of = [&](int64_t j) {
         return o->staged.ck ? staging_slot(a, o->staged, j) : a->base + int64_t(o->res.fresh[size_t(j)]) * bb;
@@ -295,18 +321,17 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
         ucp_request_param_t prm{};
         prm.op_attr_mask = 0;
         char *local = local_of(j);
-        ucs_status_ptr_t r = u->ucp_get_nbx(ep->ep, local, size_t(run * bb), d.addrs[size_t(skip + j)], op->rkey, &prm);
+        ucs_status_ptr_t r = u->ucp_get_nbx(ep->ep, local, size_t(run * bb), d.addrs[size_t(skip + j)], o->rkey, &prm);
         if (UCS_PTR_IS_ERR(r)) {
-            op->get_error = UCS_PTR_STATUS(r);
+            o->get_error = UCS_PTR_STATUS(r);
             break;
         }
         if (r != nullptr) {
-            ++op->outstanding;
-            op->gets.push_back(r);
+            ++o->outstanding;
+            o->gets.push_back(r);
         }
         j += run;
     }
-    a->ops.emplace(op->id, std::move(op));
     u->ucp_worker_signal(a->worker);
     *out_op = o->id;
     return KVC_OK;
