@@ -7,7 +7,7 @@
 //
 // Work item = (sequence, KV head, query tile, context partition). One item computes every query
 // head of the KV head's GQA group for the tile's query tokens, so each K/V element it gathers is
-// converted to fp32 once and used by the whole group. The context is streamed in chunks of kChunk
+// converted to fp32 once and used by the whole group. The context is streamed in chunks (kChunk, kLaneChunk)
 // positions with an online (running max) softmax, so scratch does not grow with context length.
 // Only positions < seq_len of each sequence are ever read: slots past the context (padding, stale
 // or NaN-filled) never enter the math.
@@ -25,6 +25,14 @@ namespace {
 using namespace cpu;
 
 constexpr int32_t kTargetRows = 64;      // query rows (tokens x group heads) per prefill item
+// Context positions per K/V tile of the rows-in-lanes path (prefill, appends, wide GQA decode):
+// each tile costs a fixed amount besides its products -- the accumulators' rescale pass in pv_block,
+// the softmax's per-row-vector setup, the score blocks' epilogues, the gather's call and prefetch
+// loop -- so longer tiles spread it thinner. 64 measured 5-10% faster than 32 on prefill at AVX2 and
+// AVX-512 (tests/bench/RESULTS.md, "2026-11-27: prefill tiles, in-place decode rows"); 128 no faster than 64. The rows path keeps
+// kChunk (its score scratch is [row][kChunk]).
+constexpr int32_t kLaneChunk = 64;
+constexpr int32_t kMaxChunk = kLaneChunk > kChunk ? kLaneChunk : kChunk;  // the scratch K/V and score tiles
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Per-thread scratch, grown on first use and reused afterwards (no allocation in steady state).
@@ -33,11 +41,11 @@ struct Scratch {
     std::vector<float> q, acc, m, l, corr, cmax, k, v, s;
     void ensure(int32_t rows, int32_t d) {
         const size_t lanes = (size_t(rows) + kLanes - 1) / kLanes * kLanes;
-        size_t rd = lanes * size_t(d), cd = size_t(kChunk) * size_t(d);
+        size_t rd = lanes * size_t(d), cd = size_t(kMaxChunk) * size_t(d);
         if (q.size() < rd) { q.resize(rd); acc.resize(rd); }
         if (m.size() < lanes) { m.resize(lanes); l.resize(lanes); corr.resize(lanes); cmax.resize(lanes); }
         if (k.size() < cd) { k.resize(cd); v.resize(cd); }
-        if (s.size() < size_t(kChunk) * lanes) s.resize(size_t(kChunk) * lanes);
+        if (s.size() < size_t(kMaxChunk) * lanes) s.resize(size_t(kMaxChunk) * lanes);
     }
 };
 thread_local Scratch t_scratch;
@@ -190,12 +198,12 @@ void attend_lanes(const Plan &P, const Item &it) {
     std::fill(l, l + R, 0.f);
 
     const int64_t last_pos = it.first_pos + (it.j1 - it.j0) - 1;
-    for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kChunk) {
-        const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kChunk);
+    for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kLaneChunk) {
+        const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kLaneChunk);
         const int32_t n = int32_t(c1 - c0);
         gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
         gather(vbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
-        prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kChunk));
+        prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kLaneChunk));
         std::fill(cmax, cmax + R, kNegInf);
         scores_lanes(st, cmax, qt, kbuf, n, d, R);
 
