@@ -317,13 +317,7 @@ void attend_rows(const Plan &P, const Item &it, bool in_place) {
     float *q = S.q.data(), *acc = S.acc.data(), *m = S.m.data(), *l = S.l.data(), *corr = S.corr.data();
     float *kbuf = S.k.data(), *vbuf = S.v.data(), *st = S.s.data();
     const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
-    const E *kr[kChunk], *vr[kChunk];
-    if (!in_place)  // E is float here: rows of the gather buffers
-        for (int32_t j = 0; j < kChunk; ++j) {
-            kr[j] = reinterpret_cast<const E *>(kbuf + int64_t(j) * d);
-            vr[j] = reinterpret_cast<const E *>(vbuf + int64_t(j) * d);
-        }
-
+    const E *kp[kChunk], *vp[kChunk];  // the chunk's rows when in place
     for (int32_t r = 0; r < rows; ++r) {
         read_q_row(P, it, r, q + int64_t(r) * d);
         m[r] = kNegInf;
@@ -336,15 +330,16 @@ void attend_rows(const Plan &P, const Item &it, bool in_place) {
         const int32_t n = int32_t(c1 - c0);
         const int32_t n_padded = (n + kLanes - 1) / kLanes * kLanes;
         if (in_place) {
-            row_ptrs(kr, a, table, 0, it.kvh, c0, c1, n_padded);
-            row_ptrs(vr, a, table, 1, it.kvh, c0, c1, n);
+            row_ptrs(kp, a, table, 0, it.kvh, c0, c1, n_padded);
+            row_ptrs(vp, a, table, 1, it.kvh, c0, c1, n);
         } else {
             // Keys n .. n_padded - 1 get scores from stale kbuf rows; the mask below overwrites them.
             gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
             gather(vbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
         }
         prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kChunk));
-        scores_rows(st, q, kr, rows, n_padded, d);
+        if (in_place) scores_rows(st, q, RowPointers<E>{kp}, rows, n_padded, d);
+        else scores_rows(st, q, PackedRows{kbuf, d}, rows, n_padded, d);
         for (int32_t r = 0; r < rows; ++r) {
             const int64_t qpos = it.first_pos + r / G;
             const int64_t lo = std::max<int64_t>(c0, W > 0 ? qpos - W + 1 : 0) - c0;  // visible keys [lo, hi)
@@ -374,7 +369,8 @@ void attend_rows(const Plan &P, const Item &it, bool in_place) {
             l[r] = l[r] * corr[r] + hsum(sum);
             m[r] = m_new;
         }
-        pv_rows(acc, st, vr, corr, rows, n, d);
+        if (in_place) pv_rows(acc, st, RowPointers<E>{vp}, corr, rows, n, d);
+        else pv_rows(acc, st, PackedRows{vbuf, d}, corr, rows, n, d);
     }
 
     for (int32_t r = 0; r < rows; ++r) write_row(P, it, r, m[r], l[r], acc + int64_t(r) * d);
@@ -384,10 +380,17 @@ void attend_item(const Plan &P, int64_t item) {
     Item it;
     if (!decode_item(P, item, &it)) return;
     if (it.rows >= kLanes) return attend_lanes(P, it);
+    // K/V read in place only where it measured faster than gathering: fp32 at AVX-512 (at AVX2,
+    // with half the registers and lanes, the scores wait on the pool's loads more than a copy
+    // costs: 0.95x), fp16 with one block of <= 4 rows (more rows would convert each element once
+    // per block of four, and the converts share ports with the FMAs: 0.97x at 8 rows).
     const int32_t dtype = P.a->layout.dtype;
+#if defined(KVC_SIMD_AVX512)
     if (dtype == KVC_DTYPE_F32) return attend_rows<float>(P, it, true);
+#endif
+    (void)dtype;
 #if defined(KVC_SIMD_AVX2) || defined(KVC_SIMD_AVX512)
-    if (dtype == KVC_DTYPE_F16) return attend_rows<uint16_t>(P, it, true);
+    if (dtype == KVC_DTYPE_F16 && it.rows <= 4) return attend_rows<uint16_t>(P, it, true);
 #endif
     attend_rows<float>(P, it, false);
 }

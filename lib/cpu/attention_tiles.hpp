@@ -133,14 +133,13 @@ static inline void pv_lanes(float *acct, const float *st, const float *v, const 
 //   q[r * d + i]        query row r, dim i (pre-scaled)
 //   s[r * kChunk + j]   score, then weight, of row r for key j
 //   acc[r * d + i]      output accumulator of row r
-//   kr[j], vr[j]        key / value row j of the chunk: d elements of type E
+//   kr.row(j), vr.row(j) key / value row j of the chunk: d elements (fp32, or fp16 in place)
 //
 // K and V come as one pointer per row, not as a packed buffer, so that fp32 and (with F16C) fp16
 // caches are read where they lie in the pool and converted in registers: decode uses each K/V
 // element once per row block, and a gather into a buffer first costs a store and a reload of every
-// element on top of the cache read -- for fp32 a whole extra copy, most of decode's time when the
-// K/V bytes come from memory. bf16 / fp8 (and fp16 without F16C) still go through the fp32 buffer,
-// their row pointers pointing into it.
+// element on top of the cache read -- for fp32 a whole extra copy. The others (and the cases where
+// that measured slower: attend_item) still go through the packed fp32 buffer.
 //
 // Scores: kLanes accumulators of (row, key) pairs folded into one vector of kLanes scores by
 // hsum_lanes, instead of a horizontal sum per (row, key). Keys n .. n_padded - 1 (n_padded: n
@@ -165,14 +164,27 @@ static inline fvec load_row(const uint16_t *p) {
 #endif
 static inline float load_elem(const uint16_t *p) { return half_to_float(*p); }
 
+// The chunk's K or V rows: packed fp32 rows of a gather buffer (row j at base + j d: plain
+// address arithmetic, as fast as before the in-place path existed), or one pointer per row.
+struct PackedRows {
+    const float *base;
+    int32_t d;
+    const float *row(int32_t j) const { return base + int64_t(j) * d; }
+};
 template <typename E>
-static inline void scores_rows4(float *s, const float *q, const E *const *kr, int32_t r0, int32_t n_padded,
+struct RowPointers {
+    const E *const *p;
+    const E *row(int32_t j) const { return p[j]; }
+};
+
+template <class Rows>
+static inline void scores_rows4(float *s, const float *q, const Rows &kr, int32_t r0, int32_t n_padded,
                                 int32_t d) {
     constexpr int KB = kLanes / 4;
     for (int32_t j0 = 0; j0 < n_padded; j0 += KB) {
-        const E *kj[KB];
+        decltype(kr.row(0)) kj[KB];
 #pragma GCC unroll 4
-        for (int j = 0; j < KB; ++j) kj[j] = kr[j0 + j];
+        for (int j = 0; j < KB; ++j) kj[j] = kr.row(j0 + j);
         fvec acc[kLanes] = {};
         int32_t i = 0;
         for (; i + kLanes <= d; i += kLanes) {
@@ -197,25 +209,24 @@ static inline void scores_rows4(float *s, const float *q, const E *const *kr, in
 
 // Rows left over by the blocks of four: one row against kLanes keys at a time (one query load and
 // kLanes key loads per kLanes FMAs).
-template <typename E>
-static inline void scores_rows(float *s, const float *q, const E *const *kr, int32_t rows, int32_t n_padded,
+template <class Rows>
+static inline void scores_rows(float *s, const float *q, const Rows &kr, int32_t rows, int32_t n_padded,
                                int32_t d) {
     int32_t r0 = 0;
     for (; r0 + 4 <= rows; r0 += 4) scores_rows4(s, q, kr, r0, n_padded, d);
     for (int32_t r = r0; r < rows; ++r) {
         const float *qr = q + int64_t(r) * d;
         for (int32_t j0 = 0; j0 < n_padded; j0 += kLanes) {
-            const E *const *kj = kr + j0;
             fvec acc[kLanes] = {};
             int32_t i = 0;
             for (; i + kLanes <= d; i += kLanes) {
                 const fvec qv = loadv(qr + i);
 #pragma GCC unroll 8
-                for (int j = 0; j < kLanes; ++j) acc[j] += qv * load_row(kj[j] + i);
+                for (int j = 0; j < kLanes; ++j) acc[j] += qv * load_row(kr.row(j0 + j) + i);
             }
             fvec sums = hsum_lanes(acc);
             for (; i < d; ++i)  // head dims that are not a multiple of the vector (CPU: any)
-                for (int j = 0; j < kLanes; ++j) sums[j] += qr[i] * load_elem(kj[j] + i);
+                for (int j = 0; j < kLanes; ++j) sums[j] += qr[i] * load_elem(kr.row(j0 + j) + i);
             storev(s + int64_t(r) * kChunk + j0, sums);
         }
     }
@@ -225,8 +236,8 @@ static inline void scores_rows(float *s, const float *q, const E *const *kr, int
 // loaded once for NR rows (NR x kPvVecs accumulators over kPvVecs vectors of dims: 2 in 16
 // registers, 4 in AVX-512's 32, which halves the weight broadcasts per FMA).
 constexpr int kPvVecs = kVecRegs >= 32 ? 4 : 2;
-template <int NR, typename E>
-static inline void pv_rows_block(float *acc, const float *s, const E *const *vr, const float *corr, int32_t n,
+template <int NR, class Rows>
+static inline void pv_rows_block(float *acc, const float *s, const Rows &vr, const float *corr, int32_t n,
                                  int32_t d, int32_t r0) {
     constexpr int DV = kPvVecs;
     int32_t i = 0;
@@ -237,7 +248,7 @@ static inline void pv_rows_block(float *acc, const float *s, const E *const *vr,
 #pragma GCC unroll 4
             for (int u = 0; u < DV; ++u) a[r][u] = loadv(acc + int64_t(r0 + r) * d + i + u * kLanes) * corr[r0 + r];
         for (int32_t j = 0; j < n; ++j) {
-            const E *vj = vr[j] + i;
+            const auto *vj = vr.row(j) + i;
             fvec x[DV];
 #pragma GCC unroll 4
             for (int u = 0; u < DV; ++u) x[u] = load_row(vj + u * kLanes);
@@ -256,13 +267,13 @@ static inline void pv_rows_block(float *acc, const float *s, const E *const *vr,
     for (; i < d; ++i)  // head dims that are not a multiple of the dim block
         for (int r = 0; r < NR; ++r) {
             float x = acc[int64_t(r0 + r) * d + i] * corr[r0 + r];
-            for (int32_t j = 0; j < n; ++j) x += s[int64_t(r0 + r) * kChunk + j] * load_elem(vr[j] + i);
+            for (int32_t j = 0; j < n; ++j) x += s[int64_t(r0 + r) * kChunk + j] * load_elem(vr.row(j) + i);
             acc[int64_t(r0 + r) * d + i] = x;
         }
 }
 
-template <typename E>
-static inline void pv_rows(float *acc, const float *s, const E *const *vr, const float *corr, int32_t rows, int32_t n,
+template <class Rows>
+static inline void pv_rows(float *acc, const float *s, const Rows &vr, const float *corr, int32_t rows, int32_t n,
                            int32_t d) {
     int32_t r = 0;
     for (; r + 4 <= rows; r += 4) pv_rows_block<4>(acc, s, vr, corr, n, d, r);
