@@ -44,7 +44,8 @@ struct Scratch {
         size_t rd = lanes * size_t(d), cd = size_t(kMaxChunk) * size_t(d);
         if (q.size() < rd) { q.resize(rd); acc.resize(rd); }
         if (m.size() < lanes) { m.resize(lanes); l.resize(lanes); corr.resize(lanes); cmax.resize(lanes); }
-        if (k.size() < cd) { k.resize(cd); v.resize(cd); }
+        // v: the rows path's V tile (kChunk rows); the lanes path converts V into k.
+        if (k.size() < cd) { k.resize(cd); v.resize(size_t(kChunk) * size_t(d)); }
         if (s.size() < size_t(kMaxChunk) * lanes) s.resize(size_t(kMaxChunk) * lanes);
     }
 };
