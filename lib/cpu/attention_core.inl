@@ -7,8 +7,9 @@
 //
 // Work item = (sequence, KV head, query tile, context partition). One item computes every query
 // head of the KV head's GQA group for the tile's query tokens, so each K/V element it gathers is
-// converted to fp32 once and used by the whole group. The context is streamed in chunks (kChunk, kLaneChunk)
-// positions with an online (running max) softmax, so scratch does not grow with context length.
+// converted to fp32 once and used by the whole group. The context is streamed in chunks of
+// positions (kChunk, kLaneChunk) with an online (running max) softmax, so scratch does not grow
+// with context length.
 // Only positions < seq_len of each sequence are ever read: slots past the context (padding, stale
 // or NaN-filled) never enter the math.
 //
@@ -26,11 +27,11 @@ using namespace cpu;
 
 constexpr int32_t kTargetRows = 64;      // query rows (tokens x group heads) per prefill item
 // Context positions per K/V tile of the rows-in-lanes path (prefill, appends, wide GQA decode):
-// each tile costs a fixed amount besides its products -- the accumulators' rescale pass in pv_block,
-// the softmax's per-row-vector setup, the score blocks' epilogues, the gather's call and prefetch
-// loop -- so longer tiles spread it thinner. 64 measured 5-10% faster than 32 on prefill at AVX2 and
-// AVX-512 (tests/bench/RESULTS.md, "2026-11-27: prefill tiles, in-place decode rows"); 128 no faster than 64. The rows path keeps
-// kChunk (its score scratch is [row][kChunk]).
+// each tile costs a fixed amount besides its products -- the accumulators' rescale pass in
+// pv_block, the softmax's per-row-vector setup, the score blocks' epilogues, the gather's call and
+// prefetch loop -- so longer tiles spread it thinner. 64 measured 5-10% faster than 32 on prefill
+// at AVX2 and AVX-512, 128 no faster than 64 (tests/bench/RESULTS.md, "2026-11-27: prefill tiles,
+// in-place decode rows"). The rows path keeps kChunk (its score scratch is [row][kChunk]).
 constexpr int32_t kLaneChunk = 64;
 constexpr int32_t kMaxChunk = kLaneChunk > kChunk ? kLaneChunk : kChunk;  // the scratch K/V and score tiles
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();

@@ -178,8 +178,7 @@ struct RowPointers {
 };
 
 template <class Rows>
-static inline void scores_rows4(float *s, const float *q, const Rows &kr, int32_t r0, int32_t n_padded,
-                                int32_t d) {
+static inline void scores_rows4(float *s, const float *q, const Rows &kr, int32_t r0, int32_t n_padded, int32_t d) {
     constexpr int KB = kLanes / 4;
     for (int32_t j0 = 0; j0 < n_padded; j0 += KB) {
         decltype(kr.row(0)) kj[KB];
@@ -210,8 +209,7 @@ static inline void scores_rows4(float *s, const float *q, const Rows &kr, int32_
 // Rows left over by the blocks of four: one row against kLanes keys at a time (one query load and
 // kLanes key loads per kLanes FMAs).
 template <class Rows>
-static inline void scores_rows(float *s, const float *q, const Rows &kr, int32_t rows, int32_t n_padded,
-                               int32_t d) {
+static inline void scores_rows(float *s, const float *q, const Rows &kr, int32_t rows, int32_t n_padded, int32_t d) {
     int32_t r0 = 0;
     for (; r0 + 4 <= rows; r0 += 4) scores_rows4(s, q, kr, r0, n_padded, d);
     for (int32_t r = r0; r < rows; ++r) {
@@ -237,8 +235,8 @@ static inline void scores_rows(float *s, const float *q, const Rows &kr, int32_t
 // registers, 4 in AVX-512's 32, which halves the weight broadcasts per FMA).
 constexpr int kPvVecs = kVecRegs >= 32 ? 4 : 2;
 template <int NR, class Rows>
-static inline void pv_rows_block(float *acc, const float *s, const Rows &vr, const float *corr, int32_t n,
-                                 int32_t d, int32_t r0) {
+static inline void pv_rows_block(float *acc, const float *s, const Rows &vr, const float *corr, int32_t n, int32_t d,
+                                 int32_t r0) {
     constexpr int DV = kPvVecs;
     int32_t i = 0;
     for (; i + DV * kLanes <= d; i += DV * kLanes) {
