@@ -450,6 +450,24 @@ void test_sliding_window_softcap_alibi(void **) {
         c.seed = 3000u + uint32_t(i);
         run_case(c, "window/softcap/alibi");
     }
+    // A window alone (no ALiBi, no soft-cap) on prefill / append tiles: the rows-in-lanes path then
+    // masks diagonal and window-edge tiles lane-vectorised and takes the row maxima from the score
+    // blocks everywhere else; windows shorter and longer than its 64-position K/V tiles, edges
+    // falling inside a tile.
+    for (int i = 0; i < 6; ++i) {
+        CaseSpec c;
+        c.block_size = kBlockSizes[1 + i % 4];
+        c.head_dim = kHeadDims[i % 5];
+        c.num_q_heads = kHeads[1 + i % 3][0];
+        c.num_kv_heads = kHeads[1 + i % 3][1];
+        c.q_dtype = kDtypes[i % 3][0];
+        c.kv_dtype = kDtypes[i % 3][1];
+        c.seqs = random_seqs(rng, 3, 700, 90);
+        c.sliding_window = i % 2 ? 1 + int32_t(rng() % 60) : 65 + int32_t(rng() % 200);
+        c.scale_mult = 3.0f;
+        c.seed = 3100u + uint32_t(i);
+        run_case(c, "window only, prefill tiles");
+    }
 }
 
 // Split-K decode equals the single pass (and the reference) for explicit and auto partitions,

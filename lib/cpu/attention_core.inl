@@ -7,8 +7,9 @@
 //
 // Work item = (sequence, KV head, query tile, context partition). One item computes every query
 // head of the KV head's GQA group for the tile's query tokens, so each K/V element it gathers is
-// converted to fp32 once and used by the whole group. The context is streamed in chunks of kChunk
-// positions with an online (running max) softmax, so scratch does not grow with context length.
+// converted to fp32 once and used by the whole group. The context is streamed in chunks of
+// positions (kChunk, kLaneChunk) with an online (running max) softmax, so scratch does not grow
+// with context length.
 // Only positions < seq_len of each sequence are ever read: slots past the context (padding, stale
 // or NaN-filled) never enter the math.
 //
@@ -25,19 +26,28 @@ namespace {
 using namespace cpu;
 
 constexpr int32_t kTargetRows = 64;      // query rows (tokens x group heads) per prefill item
+// Context positions per K/V tile of the rows-in-lanes path (prefill, appends, wide GQA decode):
+// each tile costs a fixed amount besides its products -- the accumulators' rescale pass in
+// pv_block, the softmax's per-row-vector setup, the score blocks' epilogues, the gather's call and
+// prefetch loop -- so longer tiles spread it thinner. 64 measured 5-10% faster than 32 on prefill
+// at AVX2 and AVX-512, 128 no faster than 64 (tests/bench/RESULTS.md, "2026-11-27: prefill tiles,
+// in-place decode rows"). The rows path keeps kChunk (its score scratch is [row][kChunk]).
+constexpr int32_t kLaneChunk = 64;
+constexpr int32_t kMaxChunk = kLaneChunk > kChunk ? kLaneChunk : kChunk;  // the scratch K/V and score tiles
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Per-thread scratch, grown on first use and reused afterwards (no allocation in steady state).
 // Rows are rounded up to whole vectors for the rows-in-lanes path (its m, l, corr, st and acc).
 struct Scratch {
-    std::vector<float> q, acc, m, l, corr, k, v, s;
+    std::vector<float> q, acc, m, l, corr, cmax, k, v, s;
     void ensure(int32_t rows, int32_t d) {
         const size_t lanes = (size_t(rows) + kLanes - 1) / kLanes * kLanes;
-        size_t rd = lanes * size_t(d), cd = size_t(kChunk) * size_t(d);
+        size_t rd = lanes * size_t(d), cd = size_t(kMaxChunk) * size_t(d);
         if (q.size() < rd) { q.resize(rd); acc.resize(rd); }
-        if (m.size() < lanes) { m.resize(lanes); l.resize(lanes); corr.resize(lanes); }
-        if (k.size() < cd) { k.resize(cd); v.resize(cd); }
-        if (s.size() < size_t(kChunk) * lanes) s.resize(size_t(kChunk) * lanes);
+        if (m.size() < lanes) { m.resize(lanes); l.resize(lanes); corr.resize(lanes); cmax.resize(lanes); }
+        // v: the rows path's V tile (kChunk rows); the lanes path converts V into k.
+        if (k.size() < cd) { k.resize(cd); v.resize(size_t(kChunk) * size_t(d)); }
+        if (s.size() < size_t(kMaxChunk) * lanes) s.resize(size_t(kMaxChunk) * lanes);
     }
 };
 thread_local Scratch t_scratch;
@@ -176,7 +186,7 @@ void attend_lanes(const Plan &P, const Item &it) {
     Scratch &S = t_scratch;
     S.ensure(rows, d);
     float *qt = S.q.data(), *acct = S.acc.data(), *m = S.m.data(), *l = S.l.data(), *corr = S.corr.data();
-    float *kbuf = S.k.data(), *vbuf = S.v.data(), *st = S.s.data();
+    float *cmax = S.cmax.data(), *kbuf = S.k.data(), *vbuf = S.v.data(), *st = S.s.data();
     const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
 
     // q rows, converted and pre-scaled, into qt's lanes (a converted row goes through vbuf first).
@@ -190,18 +200,39 @@ void attend_lanes(const Plan &P, const Item &it) {
     std::fill(l, l + R, 0.f);
 
     const int64_t last_pos = it.first_pos + (it.j1 - it.j0) - 1;
-    for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kChunk) {
-        const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kChunk);
+    for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kLaneChunk) {
+        const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kLaneChunk);
         const int32_t n = int32_t(c1 - c0);
         gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
-        gather(vbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
-        prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kChunk));
-        scores_lanes(st, qt, kbuf, n, d, R);
+        prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kLaneChunk));
+        std::fill(cmax, cmax + R, kNegInf);
+        scores_lanes(st, cmax, qt, kbuf, n, d, R);
 
         // Every row sees every key of the chunk unless the chunk crosses the causal diagonal or a
-        // window edge of some row; only then (and for ALiBi / soft-cap) the element-wise pass.
+        // window edge of some row; only then (and for ALiBi / soft-cap) the element-wise pass, and
+        // only then are the chunk maxima of the score blocks stale (a masked key may have held one).
         const bool all_visible = c1 - 1 <= it.first_pos && (W <= 0 || c0 >= last_pos - W + 1);
-        if (!all_visible || a.alibi_slopes || a.softcap > 0.f) {
+        const bool plain = !a.alibi_slopes && !(a.softcap > 0.f);
+        if (!all_visible && plain) {
+            // Masks only, one lane vector of rows at a time: row r + lane (query position qpos)
+            // sees key j iff j <= qpos - c0 and, with a window, j > qpos - c0 - W. Rows in padding
+            // lanes get a position too; their results are never written out.
+            for (int32_t r = 0; r < R; r += kLanes) {
+                ivec qrel;
+                for (int32_t u = 0; u < kLanes; ++u) qrel[u] = int32_t(it.first_pos + (r + u) / G - c0);
+                const ivec wlo = qrel - int32_t(W > 0 ? W : 0);
+                fvec mxr = splatv(kNegInf);
+                for (int32_t j = 0; j < n; ++j) {
+                    const ivec jv = ivec{} + j;
+                    ivec vis = jv <= qrel;
+                    if (W > 0) vis &= jv > wlo;
+                    const fvec x = selectv(vis, loadv(st + int64_t(j) * R + r), splatv(kNegInf));
+                    storev(st + int64_t(j) * R + r, x);
+                    mxr = maxv(mxr, x);
+                }
+                storev(cmax + r, mxr);
+            }
+        } else if (!plain) {
             for (int32_t r = 0; r < rows; ++r) {
                 const int64_t qpos = it.first_pos + r / G;
                 const int32_t head = it.kvh * G + r % G;
@@ -216,15 +247,18 @@ void attend_lanes(const Plan &P, const Item &it) {
                     if (a.softcap > 0.f) x = a.softcap * std::tanh(x / a.softcap);
                 }
             }
+            for (int32_t r = 0; r < R; r += kLanes) {
+                fvec mxr = splatv(kNegInf);
+                for (int32_t j = 0; j < n; ++j) mxr = maxv(mxr, loadv(st + int64_t(j) * R + r));
+                storev(cmax + r, mxr);
+            }
         }
 
         // Online softmax per lane. A row that has seen no key yet keeps m = -inf; exponents are
         // taken against 0 there so that its weights and correction come out 0, never NaN.
         for (int32_t r = 0; r < R; r += kLanes) {
-            fvec mx = splatv(kNegInf);
-            for (int32_t j = 0; j < n; ++j) mx = maxv(mx, loadv(st + int64_t(j) * R + r));
             const fvec m_old = loadv(m + r);
-            const fvec m_new = maxv(m_old, mx);
+            const fvec m_new = maxv(m_old, loadv(cmax + r));
             const fvec base = selectv(m_new == splatv(kNegInf), splatv(0.f), m_new);
             fvec sum = splatv(0.f);
             for (int32_t j = 0; j < n; ++j) {
@@ -237,7 +271,12 @@ void attend_lanes(const Plan &P, const Item &it) {
             storev(l + r, loadv(l + r) * c + sum);
             storev(m + r, m_new);
         }
-        pv_lanes(acct, st, vbuf, corr, n, d, R);
+        // V converted only now, into K's buffer (done with): one fp32 K/V tile in the working set
+        // instead of two, next to q and the accumulators (32 KiB each at 64 rows; L1d is 48 KiB
+        // here). Measured no slower, within noise faster; a 128-row item, which doubles q and the
+        // accumulators, measured 15-20% slower.
+        gather(kbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
+        pv_lanes(acct, st, kbuf, corr, n, d, R);
     }
 
     for (int32_t r = 0; r < rows; ++r) {
@@ -247,10 +286,31 @@ void attend_lanes(const Plan &P, const Item &it) {
     }
 }
 
+// Row pointers to K (kv = 0) or V of positions [p0, p1) of sequence `table` for one KV head, in
+// place in the pool (fp32, or fp16 where the loads convert it: attention_tiles.hpp). dst[j] for
+// j in [p1 - p0, n_padded) repeats row 0: the padding keys' scores are masked, never read as data.
+template <typename E>
+void row_ptrs(const E **dst, const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t head, int64_t p0,
+              int64_t p1, int32_t n_padded) {
+    const KvLayout &L = a.layout;
+    const char *base = static_cast<const char *>(a.base);
+    for (int64_t p = p0; p < p1;) {
+        const int64_t block = table[p / L.block_size];
+        const int32_t tok = int32_t(p % L.block_size);
+        const int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
+        const E *row = reinterpret_cast<const E *>(base + L.offset(block, a.layer, kv, head, tok));
+        for (int64_t t = 0; t < run; ++t) dst[p - p0 + t] = row + t * L.head_dim;
+        p += run;
+    }
+    for (int64_t j = p1 - p0; j < n_padded; ++j) dst[j] = dst[0];
+}
+
 // Items of fewer rows than a vector (decode with small GQA groups): rows in memory order, scores
 // kLanes keys at a time per row and P.V for up to 4 rows per value load (attention_tiles.hpp); the
-// softmax vectorized along each row's keys.
-void attend_rows(const Plan &P, const Item &it) {
+// softmax vectorized along each row's keys. E = the type the tiles read K/V as: with `in_place`,
+// the pool's own rows (fp32 / fp16); otherwise fp32 rows gathered and converted into scratch.
+template <typename E>
+void attend_rows(const Plan &P, const Item &it, bool in_place) {
     const AttentionArgs &a = *P.a;
     const int32_t d = P.d, G = P.group, rows = it.rows;
     const int64_t W = a.sliding_window;
@@ -259,7 +319,7 @@ void attend_rows(const Plan &P, const Item &it) {
     float *q = S.q.data(), *acc = S.acc.data(), *m = S.m.data(), *l = S.l.data(), *corr = S.corr.data();
     float *kbuf = S.k.data(), *vbuf = S.v.data(), *st = S.s.data();
     const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
-
+    const E *kp[kChunk], *vp[kChunk];  // the chunk's rows when in place
     for (int32_t r = 0; r < rows; ++r) {
         read_q_row(P, it, r, q + int64_t(r) * d);
         m[r] = kNegInf;
@@ -271,11 +331,17 @@ void attend_rows(const Plan &P, const Item &it) {
         const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kChunk);
         const int32_t n = int32_t(c1 - c0);
         const int32_t n_padded = (n + kLanes - 1) / kLanes * kLanes;
-        // Keys n .. n_padded - 1 get scores from stale kbuf rows; the mask below overwrites them.
-        gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
-        gather(vbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
+        if (in_place) {
+            row_ptrs(kp, a, table, 0, it.kvh, c0, c1, n_padded);
+            row_ptrs(vp, a, table, 1, it.kvh, c0, c1, n);
+        } else {
+            // Keys n .. n_padded - 1 get scores from stale kbuf rows; the mask below overwrites them.
+            gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
+            gather(vbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
+        }
         prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kChunk));
-        scores_rows(st, q, kbuf, rows, n_padded, d);
+        if (in_place) scores_rows(st, q, RowPointers<E>{kp}, rows, n_padded, d);
+        else scores_rows(st, q, PackedRows{kbuf, d}, rows, n_padded, d);
         for (int32_t r = 0; r < rows; ++r) {
             const int64_t qpos = it.first_pos + r / G;
             const int64_t lo = std::max<int64_t>(c0, W > 0 ? qpos - W + 1 : 0) - c0;  // visible keys [lo, hi)
@@ -305,7 +371,8 @@ void attend_rows(const Plan &P, const Item &it) {
             l[r] = l[r] * corr[r] + hsum(sum);
             m[r] = m_new;
         }
-        pv_rows(acc, st, vbuf, corr, rows, n, d);
+        if (in_place) pv_rows(acc, st, RowPointers<E>{vp}, corr, rows, n, d);
+        else pv_rows(acc, st, PackedRows{vbuf, d}, corr, rows, n, d);
     }
 
     for (int32_t r = 0; r < rows; ++r) write_row(P, it, r, m[r], l[r], acc + int64_t(r) * d);
@@ -314,8 +381,20 @@ void attend_rows(const Plan &P, const Item &it) {
 void attend_item(const Plan &P, int64_t item) {
     Item it;
     if (!decode_item(P, item, &it)) return;
-    if (it.rows >= kLanes) attend_lanes(P, it);
-    else attend_rows(P, it);
+    if (it.rows >= kLanes) return attend_lanes(P, it);
+    // K/V read in place only where it measured faster than gathering: fp32 at AVX-512 (AVX2
+    // measured 0.95x, though in a build whose gathered path was slowed by a row-pointer table
+    // too -- worth re-measuring), fp16 with one block of <= 4 rows (more rows would convert each
+    // element once per block of four, and the converts share ports with the FMAs: 0.97x at 8).
+    const int32_t dtype = P.a->layout.dtype;
+#if defined(KVC_SIMD_AVX512)
+    if (dtype == KVC_DTYPE_F32) return attend_rows<float>(P, it, true);
+#endif
+    (void)dtype;
+#if defined(KVC_SIMD_AVX2) || defined(KVC_SIMD_AVX512)
+    if (dtype == KVC_DTYPE_F16 && it.rows <= 4) return attend_rows<uint16_t>(P, it, true);
+#endif
+    attend_rows<float>(P, it, false);
 }
 
 // Combines the partitions of (sequence, query head) `item` of the current round.

@@ -26,9 +26,11 @@ namespace kvc::cpu {
 constexpr int32_t kChunk = 32;                     // context positions per K/V tile (a multiple of every kLanes)
 constexpr int kRowBlock = kVecRegs >= 32 ? 4 : 2;  // row vectors per register block (NV above)
 
-// st[p][r .. r + NV kLanes) = sum_i qt[i][r ..] * k[p][i] for keys p0 .. p0 + KP - 1.
+// st[p][r .. r + NV kLanes) = sum_i qt[i][r ..] * k[p][i] for keys p0 .. p0 + KP - 1, and
+// mx[r ..] = max(mx[r ..], those scores): the row maxima the online softmax needs come out of the
+// registers here (NV loads, maxes and stores per KP keys) instead of a pass over st afterwards.
 template <int NV, int KP>
-static inline void score_block(float *st, const float *qt, const float *k, int32_t d, int32_t R, int32_t r,
+static inline void score_block(float *st, float *mx, const float *qt, const float *k, int32_t d, int32_t R, int32_t r,
                                int32_t p0) {
     fvec acc[KP][NV] = {};
     const float *kp = k + int64_t(p0) * d;
@@ -44,26 +46,34 @@ static inline void score_block(float *st, const float *qt, const float *k, int32
         }
     }
 #pragma GCC unroll 4
-    for (int j = 0; j < KP; ++j)
+    for (int v = 0; v < NV; ++v) {
+        fvec m = loadv(mx + r + v * kLanes);
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) storev(st + int64_t(p0 + j) * R + r + v * kLanes, acc[j][v]);
+        for (int j = 0; j < KP; ++j) {
+            storev(st + int64_t(p0 + j) * R + r + v * kLanes, acc[j][v]);
+            m = maxv(m, acc[j][v]);
+        }
+        storev(mx + r + v * kLanes, m);
+    }
 }
 
 template <int NV>
-static inline void score_rows(float *st, const float *qt, const float *k, int32_t n, int32_t d, int32_t R, int32_t r) {
+static inline void score_rows(float *st, float *mx, const float *qt, const float *k, int32_t n, int32_t d, int32_t R,
+                              int32_t r) {
     int32_t p = 0;
-    for (; p + 4 <= n; p += 4) score_block<NV, 4>(st, qt, k, d, R, r, p);
-    for (; p < n; ++p) score_block<NV, 1>(st, qt, k, d, R, r, p);
+    for (; p + 4 <= n; p += 4) score_block<NV, 4>(st, mx, qt, k, d, R, r, p);
+    for (; p < n; ++p) score_block<NV, 1>(st, mx, qt, k, d, R, r, p);
 }
 
-// All rows' scores for keys 0 .. n - 1 of the chunk.
-static inline void scores_lanes(float *st, const float *qt, const float *k, int32_t n, int32_t d, int32_t R) {
+// All rows' scores for keys 0 .. n - 1 of the chunk, and their maxima folded into mx[0 .. R).
+static inline void scores_lanes(float *st, float *mx, const float *qt, const float *k, int32_t n, int32_t d,
+                                int32_t R) {
     int32_t r = 0;
-    for (; r + kRowBlock * kLanes <= R; r += kRowBlock * kLanes) score_rows<kRowBlock>(st, qt, k, n, d, R, r);
+    for (; r + kRowBlock * kLanes <= R; r += kRowBlock * kLanes) score_rows<kRowBlock>(st, mx, qt, k, n, d, R, r);
     switch ((R - r) / kLanes) {
-        case 3: score_rows<3>(st, qt, k, n, d, R, r); break;
-        case 2: score_rows<2>(st, qt, k, n, d, R, r); break;
-        case 1: score_rows<1>(st, qt, k, n, d, R, r); break;
+        case 3: score_rows<3>(st, mx, qt, k, n, d, R, r); break;
+        case 2: score_rows<2>(st, mx, qt, k, n, d, R, r); break;
+        case 1: score_rows<1>(st, mx, qt, k, n, d, R, r); break;
         default: break;
     }
 }
@@ -123,19 +133,57 @@ static inline void pv_lanes(float *acct, const float *st, const float *v, const 
 //   q[r * d + i]        query row r, dim i (pre-scaled)
 //   s[r * kChunk + j]   score, then weight, of row r for key j
 //   acc[r * d + i]      output accumulator of row r
+//   kr.row(j), vr.row(j) key / value row j of the chunk: d elements (fp32, or fp16 in place)
+//
+// K and V come as one pointer per row, not as a packed buffer, so that fp32 and (with F16C) fp16
+// caches are read where they lie in the pool and converted in registers: decode uses each K/V
+// element once per row block, and a gather into a buffer first costs a store and a reload of every
+// element on top of the cache read -- for fp32 a whole extra copy. The others (and the cases where
+// that measured slower: attend_item) still go through the packed fp32 buffer.
 //
 // Scores: kLanes accumulators of (row, key) pairs folded into one vector of kLanes scores by
 // hsum_lanes, instead of a horizontal sum per (row, key). Keys n .. n_padded - 1 (n_padded: n
-// rounded up to kLanes, at most kChunk) are computed too (from whatever kbuf holds there); the
-// caller overwrites them with -inf.
+// rounded up to kLanes, at most kChunk) are computed too (their row pointers repeat a valid row);
+// the caller overwrites them with -inf.
 //
 // Four rows at once against kLanes / 4 keys: 4 query and kLanes / 4 key loads per kLanes FMAs
 // (every loaded vector used 4 or kLanes / 4 times), where one row against kLanes keys loads a key
 // vector per FMA; the kLanes (row, key) sums again come out of one hsum_lanes.
-static inline void scores_rows4(float *s, const float *q, const float *k, int32_t r0, int32_t n_padded, int32_t d) {
+
+// kLanes elements of a K/V row as fp32: a plain load, or fp16 through the F16C converter.
+static inline fvec load_row(const float *p) { return loadv(p); }
+static inline float load_elem(const float *p) { return *p; }
+#if defined(KVC_SIMD_AVX512)
+static inline fvec load_row(const uint16_t *p) {
+    return (fvec)_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+}
+#elif defined(KVC_SIMD_AVX2)
+static inline fvec load_row(const uint16_t *p) {
+    return (fvec)_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+}
+#endif
+static inline float load_elem(const uint16_t *p) { return half_to_float(*p); }
+
+// The chunk's K or V rows: packed fp32 rows of a gather buffer (row j at base + j d: plain
+// address arithmetic, as fast as before the in-place path existed), or one pointer per row.
+struct PackedRows {
+    const float *base;
+    int32_t d;
+    const float *row(int32_t j) const { return base + int64_t(j) * d; }
+};
+template <typename E>
+struct RowPointers {
+    const E *const *p;
+    const E *row(int32_t j) const { return p[j]; }
+};
+
+template <class Rows>
+static inline void scores_rows4(float *s, const float *q, const Rows &kr, int32_t r0, int32_t n_padded, int32_t d) {
     constexpr int KB = kLanes / 4;
     for (int32_t j0 = 0; j0 < n_padded; j0 += KB) {
-        const float *kj = k + int64_t(j0) * d;
+        decltype(kr.row(0)) kj[KB];
+#pragma GCC unroll 4
+        for (int j = 0; j < KB; ++j) kj[j] = kr.row(j0 + j);
         fvec acc[kLanes] = {};
         int32_t i = 0;
         for (; i + kLanes <= d; i += kLanes) {
@@ -143,7 +191,7 @@ static inline void scores_rows4(float *s, const float *q, const float *k, int32_
 #pragma GCC unroll 4
             for (int r = 0; r < 4; ++r) qv[r] = loadv(q + int64_t(r0 + r) * d + i);
 #pragma GCC unroll 4
-            for (int j = 0; j < KB; ++j) kv[j] = loadv(kj + int64_t(j) * d + i);
+            for (int j = 0; j < KB; ++j) kv[j] = load_row(kj[j] + i);
 #pragma GCC unroll 4
             for (int r = 0; r < 4; ++r)
 #pragma GCC unroll 4
@@ -152,7 +200,7 @@ static inline void scores_rows4(float *s, const float *q, const float *k, int32_
         fvec sums = hsum_lanes(acc);
         for (; i < d; ++i)  // head dims that are not a multiple of the vector
             for (int r = 0; r < 4; ++r)
-                for (int j = 0; j < KB; ++j) sums[r * KB + j] += q[int64_t(r0 + r) * d + i] * kj[int64_t(j) * d + i];
+                for (int j = 0; j < KB; ++j) sums[r * KB + j] += q[int64_t(r0 + r) * d + i] * load_elem(kj[j] + i);
         for (int r = 0; r < 4; ++r)
             for (int j = 0; j < KB; ++j) s[int64_t(r0 + r) * kChunk + j0 + j] = sums[r * KB + j];
     }
@@ -160,23 +208,23 @@ static inline void scores_rows4(float *s, const float *q, const float *k, int32_
 
 // Rows left over by the blocks of four: one row against kLanes keys at a time (one query load and
 // kLanes key loads per kLanes FMAs).
-static inline void scores_rows(float *s, const float *q, const float *k, int32_t rows, int32_t n_padded, int32_t d) {
+template <class Rows>
+static inline void scores_rows(float *s, const float *q, const Rows &kr, int32_t rows, int32_t n_padded, int32_t d) {
     int32_t r0 = 0;
-    for (; r0 + 4 <= rows; r0 += 4) scores_rows4(s, q, k, r0, n_padded, d);
+    for (; r0 + 4 <= rows; r0 += 4) scores_rows4(s, q, kr, r0, n_padded, d);
     for (int32_t r = r0; r < rows; ++r) {
         const float *qr = q + int64_t(r) * d;
         for (int32_t j0 = 0; j0 < n_padded; j0 += kLanes) {
-            const float *kj = k + int64_t(j0) * d;
             fvec acc[kLanes] = {};
             int32_t i = 0;
             for (; i + kLanes <= d; i += kLanes) {
                 const fvec qv = loadv(qr + i);
 #pragma GCC unroll 8
-                for (int j = 0; j < kLanes; ++j) acc[j] += qv * loadv(kj + int64_t(j) * d + i);
+                for (int j = 0; j < kLanes; ++j) acc[j] += qv * load_row(kr.row(j0 + j) + i);
             }
             fvec sums = hsum_lanes(acc);
             for (; i < d; ++i)  // head dims that are not a multiple of the vector (CPU: any)
-                for (int j = 0; j < kLanes; ++j) sums[j] += qr[i] * kj[int64_t(j) * d + i];
+                for (int j = 0; j < kLanes; ++j) sums[j] += qr[i] * load_elem(kr.row(j0 + j) + i);
             storev(s + int64_t(r) * kChunk + j0, sums);
         }
     }
@@ -186,8 +234,8 @@ static inline void scores_rows(float *s, const float *q, const float *k, int32_t
 // loaded once for NR rows (NR x kPvVecs accumulators over kPvVecs vectors of dims: 2 in 16
 // registers, 4 in AVX-512's 32, which halves the weight broadcasts per FMA).
 constexpr int kPvVecs = kVecRegs >= 32 ? 4 : 2;
-template <int NR>
-static inline void pv_rows_block(float *acc, const float *s, const float *v, const float *corr, int32_t n, int32_t d,
+template <int NR, class Rows>
+static inline void pv_rows_block(float *acc, const float *s, const Rows &vr, const float *corr, int32_t n, int32_t d,
                                  int32_t r0) {
     constexpr int DV = kPvVecs;
     int32_t i = 0;
@@ -198,9 +246,10 @@ static inline void pv_rows_block(float *acc, const float *s, const float *v, con
 #pragma GCC unroll 4
             for (int u = 0; u < DV; ++u) a[r][u] = loadv(acc + int64_t(r0 + r) * d + i + u * kLanes) * corr[r0 + r];
         for (int32_t j = 0; j < n; ++j) {
+            const auto *vj = vr.row(j) + i;
             fvec x[DV];
 #pragma GCC unroll 4
-            for (int u = 0; u < DV; ++u) x[u] = loadv(v + int64_t(j) * d + i + u * kLanes);
+            for (int u = 0; u < DV; ++u) x[u] = load_row(vj + u * kLanes);
 #pragma GCC unroll 4
             for (int r = 0; r < NR; ++r) {
                 const fvec w = splatv(s[int64_t(r0 + r) * kChunk + j]);
@@ -216,19 +265,20 @@ static inline void pv_rows_block(float *acc, const float *s, const float *v, con
     for (; i < d; ++i)  // head dims that are not a multiple of the dim block
         for (int r = 0; r < NR; ++r) {
             float x = acc[int64_t(r0 + r) * d + i] * corr[r0 + r];
-            for (int32_t j = 0; j < n; ++j) x += s[int64_t(r0 + r) * kChunk + j] * v[int64_t(j) * d + i];
+            for (int32_t j = 0; j < n; ++j) x += s[int64_t(r0 + r) * kChunk + j] * load_elem(vr.row(j) + i);
             acc[int64_t(r0 + r) * d + i] = x;
         }
 }
 
-static inline void pv_rows(float *acc, const float *s, const float *v, const float *corr, int32_t rows, int32_t n,
+template <class Rows>
+static inline void pv_rows(float *acc, const float *s, const Rows &vr, const float *corr, int32_t rows, int32_t n,
                            int32_t d) {
     int32_t r = 0;
-    for (; r + 4 <= rows; r += 4) pv_rows_block<4>(acc, s, v, corr, n, d, r);
+    for (; r + 4 <= rows; r += 4) pv_rows_block<4>(acc, s, vr, corr, n, d, r);
     switch (rows - r) {
-        case 3: pv_rows_block<3>(acc, s, v, corr, n, d, r); break;
-        case 2: pv_rows_block<2>(acc, s, v, corr, n, d, r); break;
-        case 1: pv_rows_block<1>(acc, s, v, corr, n, d, r); break;
+        case 3: pv_rows_block<3>(acc, s, vr, corr, n, d, r); break;
+        case 2: pv_rows_block<2>(acc, s, vr, corr, n, d, r); break;
+        case 1: pv_rows_block<1>(acc, s, vr, corr, n, d, r); break;
         default: break;
     }
 }

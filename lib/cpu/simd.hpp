@@ -203,6 +203,26 @@ static inline fvec maxv(fvec a, fvec b) { return selectv(a > b, a, b); }
 // (ln2 split in two parts so n ln2 is exact enough), a degree-6 polynomial for e^r (the classic
 // Cephes expf coefficients), and 2^n put straight into the exponent bits.
 static inline fvec expv(fvec x) {
+#if defined(KVC_SIMD_AVX512)
+    // Same reduction and polynomial; AVX-512 does the rounding (vrndscaleps), the clamps (vmaxps /
+    // vminps, operands ordered so that a NaN x stays NaN) and 2^n (vscalefps, masked to 0 where x
+    // underflows) in one instruction each: about 15 vector ops where the generic code takes about
+    // 22. This loop is most of the prefill's softmax pass.
+    const __m512 xi = (__m512)x;
+    const __mmask16 keep = _mm512_cmp_ps_mask(xi, _mm512_set1_ps(-87.3f), _CMP_NLT_UQ);
+    const __m512 xc = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(_mm512_set1_ps(-87.3f), xi));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+    return (fvec)_mm512_maskz_scalef_ps(keep, p, n);
+#else
     const ivec underflow = x < splatv(-87.3f);
     x = selectv(underflow, splatv(-87.3f), x);
     x = selectv(x > splatv(88.0f), splatv(88.0f), x);
@@ -218,6 +238,7 @@ static inline fvec expv(fvec x) {
     p = p * r * r + r + 1.0f;
     const ivec bits = (__builtin_convertvector(n, ivec) + 127) << 23;
     return (fvec)((ivec)(p * (fvec)bits) & ~underflow);
+#endif
 }
 
 // y[i] = y[i] * c

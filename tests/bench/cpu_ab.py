@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Before/after runs of bench_kernels_cpu, interleaved shape by shape, as the RESULTS.md table.
 
-    tests/bench/cpu_ab.py BEFORE_BINARY AFTER_BINARY [--rounds N] [--min-time S]
+    tests/bench/cpu_ab.py BEFORE_BINARY AFTER_BINARY [--rounds N] [--min-time S] [--filter RE]
+                          [--per-variant]
 
 Each round runs, for every shape, the "before" binary then the "after" one (each: 3 repetitions,
 median), so that a shared machine's load changes hit both sides alike; the table gives the median
@@ -9,6 +10,10 @@ over rounds of wall and process-CPU milliseconds. The before binary is this prog
 an older libkvc (its only variant is called "default"); the after one times every variant the
 machine runs, a memcpy of each decode shape's K/V bytes (one thread, and split over the kernels'
 worker pool) and the FMA peak of 8- and 16-lane vectors on the same threads.
+
+--filter RE keeps the shapes whose name RE matches (re.search). --per-variant is for a "before"
+binary that has the ISA variants too (this branch at an older commit): one row per shape and
+variant, before against after of the same variant.
 """
 import argparse
 import json
@@ -41,12 +46,14 @@ def main():
     ap.add_argument("after")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--min-time", default="0.2")
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--per-variant", action="store_true")
     args = ap.parse_args()
     names = subprocess.run([args.after, "--benchmark_list_tests"], check=True, capture_output=True, text=True).stdout
     shapes = []
     for n in names.split():
         s = n.split("/process_time")[0].rsplit("/", 1)[0]
-        if s not in shapes:
+        if s not in shapes and re.search(args.filter, s):
             shapes.append(s)
     got = {}
     for _ in range(args.rounds):
@@ -60,6 +67,26 @@ def main():
         v = got.get((side, name))
         return statistics.median(x[i] for x in v) if v else None
 
+    if args.per_variant:
+        print("| shape | variant | before wall / CPU ms | after wall / CPU ms | after vs before, wall / CPU"
+              " | after rate | memcpy 1 thread / pool, wall ms |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for s in shapes:
+            for v in ("baseline", "avx2", "avx512"):
+                bw, bc = med("before", f"{s}/{v}", 0), med("before", f"{s}/{v}", 1)
+                aw, ac = med("after", f"{s}/{v}", 0), med("after", f"{s}/{v}", 1)
+                if bw and aw:
+                    gbs, gflops = med("after", f"{s}/{v}", 2), med("after", f"{s}/{v}", 3)
+                    rate = f"{gbs:.2f} GB/s" if gbs else f"{gflops:.1f} GFLOP/s"
+                    m1, mp = med("after", f"{s}/memcpy_1thread", 0), med("after", f"{s}/memcpy_pool", 0)
+                    mem = f"{m1:.3g} / {mp:.3g}" if m1 else "-"
+                    print(f"| {s} | {v} | {bw:.3g} / {bc:.3g} | {aw:.3g} / {ac:.3g} | {bw / aw:.2f}x / {bc / ac:.2f}x"
+                          f" | {rate} | {mem} |")
+        for p in ("fma_peak/8_lanes", "fma_peak/16_lanes"):
+            g = med("after", p, 3)
+            if g:
+                print(f"{p}: {g:.1f} GFLOP/s")
+        return
     print("| shape | before wall / CPU ms | baseline | avx2 | avx512 | avx512 vs before, wall / CPU | avx512 rate"
           " | memcpy 1 thread / pool, wall ms |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
