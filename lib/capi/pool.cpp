@@ -212,6 +212,7 @@ KVC_API kvc_status kvc_pool_create(const kvc_pool_config *cfg, kvc_pool **out) {
         p->seqs.init(size_t(num_blocks < 1024 ? 1024 : (num_blocks > 65536 ? 65536 : num_blocks)));
         p->copies.init(num_blocks);
         p->hit_scratch.assign(size_t(num_blocks), -1);
+        kvc::pool_refresh_walk_hits(p.get());
 
         if (backend != KVC_BACKEND_NONE) {
             if ((st = kvc::storage_allocate(p->layout, backend, device, &p->storage)) != KVC_OK) return st;

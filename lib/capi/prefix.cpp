@@ -55,7 +55,7 @@ KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t
         const kvc::PrefixWalk w = pool->sliding_window > 0 ? kvc::pool_window_pin_range(pool, tokens, full, ks, false)
                                                            : kvc::pool_walk_prefix(pool, tokens, full, ks,
                                                                                    kvc::kWalkDevice, kvc::kPickPin);
-        for (int64_t i = 0; i < w.held(); ++i) pool->blocks.pin(w.blocks[i]);
+        for (int64_t i = 0; i < w.held(); ++i) pool->blocks.pin(w.block(i));
         if (out_pinned_tokens) *out_pinned_tokens = w.hit_blocks * pool->block_size;
         return KVC_OK;
     })
@@ -76,7 +76,7 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
         std::lock_guard<std::mutex> lock(pool->mu);
         const int64_t full = num_tokens / pool->block_size;
         const kvc::KeySet &ks = keys_or_empty(keys);
-        int64_t first = 0, run = 0;  // unpin w.blocks[0 .. run - first), blocks first .. run - 1
+        int64_t first = 0, run = 0;  // unpin w.block(0 .. run - first - 1), blocks first .. run - 1
         kvc::PrefixWalk w;
         if (pool->sliding_window > 0) {
             w = kvc::pool_window_pin_range(pool, tokens, full, ks, true);
@@ -87,14 +87,14 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
                             pool->sliding_window);
         } else {
             w = kvc::pool_walk_prefix(pool, tokens, full, ks, kvc::kWalkDevice, kvc::kPickPin);
-            while (run < w.hit_blocks && pool->blocks.pins(w.blocks[run]) > 0) ++run;
+            while (run < w.hit_blocks && pool->blocks.pins(w.block(run)) > 0) ++run;
             if (full > 0 && run == 0)
                 return fail(KVC_ERR_STATE, "%s: the first block of this prefix is not pinned%s", fn,
                             w.hit_blocks == 0 ? " (it is not even cached)" : "");
         }
         // Deepest block first, as kvc_free does: blocks returning to an LRU list in this order are
         // evicted from the end of the prefix backwards.
-        for (int64_t i = run - first - 1; i >= 0; --i) kvc::pool_unpin_block(pool, w.blocks[i]);
+        for (int64_t i = run - first - 1; i >= 0; --i) kvc::pool_unpin_block(pool, w.block(i));
         if (out_unpinned_tokens) *out_unpinned_tokens = run * pool->block_size;
         return KVC_OK;
     })

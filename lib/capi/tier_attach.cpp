@@ -117,6 +117,7 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks) {
         if (pool->tiers.load()) return fail(KVC_ERR_STATE, "%s: this pool already has a host tier", fn);
         pool->walk_tier.swap(walk_tier);
         pool->walk_slot.swap(walk_slot);
+        kvc::pool_refresh_walk_hits(pool);
         pool->tiers.store(t.release(), std::memory_order_release);
         return KVC_OK;
     })

@@ -75,11 +75,12 @@ struct kvc_pool {
     kvc::SequenceTable seqs;
     kvc::PendingCopies copies;
     kvc::PoolCounters counters;
-    std::vector<int32_t> hit_scratch;  // num_blocks entries: PrefixWalk::blocks of the latest walk
+    std::vector<int32_t> hit_scratch;  // num_blocks entries: the latest walk's held hits
     // Lower-tier hits of a walk (PrefixWalk::lower_tier / lower_slot): num_blocks entries from the
     // host tier's attach on (empty before: no walk finds a lower-tier hit then).
     std::vector<uint8_t> walk_tier;
     std::vector<int32_t> walk_slot;
+    kvc::WalkHits walk_hits;               // views on the three above (pool_refresh_walk_hits after resizing them)
     std::vector<kvc::BlockKey> walk_keys;  // a windowed hit search's block keys (grown, kept)
     std::atomic<uint64_t> seq_generation{0};
     // References held outside sequence tables (lib/transfer: blocks an export leases, blocks an
@@ -97,10 +98,15 @@ namespace kvc {
 // a walk that misses at once (a prompt nothing is cached for) costs little more than this.
 inline PrefixWalk pool_begin_walk(kvc_pool *p) {
     PrefixWalk w;
-    w.blocks = p->hit_scratch.data();
-    w.lower_tier = p->walk_tier.data();
-    w.lower_slot = p->walk_slot.data();
+    w.hits = &p->walk_hits;
     return w;
+}
+
+// After hit_scratch, walk_tier or walk_slot were (re)assigned (pool create, host tier attach).
+inline void pool_refresh_walk_hits(kvc_pool *p) {
+    p->walk_hits.blocks = p->hit_scratch.data();
+    p->walk_hits.lower_tier = p->walk_tier.data();
+    p->walk_hits.lower_slot = p->walk_slot.data();
 }
 
 // Token position -> block index. Block sizes are nearly always powers of two: a shift instead of a

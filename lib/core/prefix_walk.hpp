@@ -12,31 +12,40 @@ struct kvc_pool;
 
 namespace kvc {
 
+// Where a walk's held hits are (PrefixWalk::hits): kvc_pool::walk_hits, which points at the pool's
+// walk buffers (hit_scratch, walk_tier, walk_slot) and is kept in step when they are (re)sized.
+struct WalkHits {
+    const int32_t *blocks = nullptr;      // device block of held hit j, -1 when in a lower tier
+    const uint8_t *lower_tier = nullptr;  // KVC_TIER_HOST / KVC_TIER_DISK of such a hit
+    const int32_t *lower_slot = nullptr;  // its slot there
+};
+
 // Result of looking a prompt's full blocks up in the cache. The hit covers blocks [0, hit_blocks);
 // of those the sequence holds [first_block, hit_blocks) (first_block > 0 only with a sliding
 // window: the blocks before are outside the window of the first uncached token). Held block
-// first_block + j is blocks[j].
+// first_block + j is block(j).
 struct PrefixWalk {
     int64_t hit_blocks = 0;     // blocks whose KV need not be computed
     int64_t first_block = 0;    // leading ones of those the sequence does not hold (table -1)
     int64_t free_hits = 0;      // of the held ones, blocks now in a free list (refcount 0, not pinned)
     bool verify_miss = false;   // a hash matched a block whose content differed
     Hash128 chain = kRootHash;  // hash of the last hit block
-    int64_t host_hits = 0;      // of the held ones, found in the host tier (blocks[j] == -1)
-    int64_t disk_hits = 0;      // of the held ones, found in the disk tier (blocks[j] == -1)
-    // The held hits, j in [0, held()): blocks[j] is the device block, or -1 for a block found in a
-    // lower tier, whose tier and slot are lower_tier[j] / lower_slot[j]. Views into buffers the
-    // pool keeps for its walks (kvc_pool::hit_scratch, walk_tier, walk_slot: nothing is allocated
-    // per walk), valid until the next walk under the same lock.
-    const int32_t *blocks = nullptr;
-    const uint8_t *lower_tier = nullptr;
-    const int32_t *lower_slot = nullptr;
+    int64_t host_hits = 0;      // of the held ones, found in the host tier (block(j) == -1)
+    int64_t disk_hits = 0;      // of the held ones, found in the disk tier (block(j) == -1)
+    // The held hits, j in [0, held()): block(j) is the device block, or -1 for a block found in a
+    // lower tier, whose tier and slot are in hits (lower_hit, slot). One pointer to the buffers the
+    // pool keeps for its walks (nothing is allocated per walk), valid until the next walk under the
+    // same lock: with three, the struct grew past what GCC zeroes with plain stores, and its
+    // `rep stos` cost a missed prefix lookup 12 ns (28 -> 40, bench_core PrefixLookupMiss/0).
+    const WalkHits *hits = nullptr;
     // The windowed search hashes every full block it looks at: keys of blocks [0, num_keys), valid
     // until the next search (kvc_pool::walk_keys), so kvc_alloc need not hash them again.
     const BlockKey *keys = nullptr;
     int64_t num_keys = 0;
     int64_t held() const { return hit_blocks - first_block; }
-    bool lower_hit(int64_t j, int32_t tier) const { return blocks[j] < 0 && lower_tier[j] == tier; }
+    int32_t block(int64_t j) const { return hits->blocks[j]; }
+    int32_t slot(int64_t j) const { return hits->lower_slot[j]; }  // block(j) == -1
+    bool lower_hit(int64_t j, int32_t tier) const { return hits->blocks[j] < 0 && hits->lower_tier[j] == tier; }
 };
 
 // How far a prefix walk looks when a block is not on the device.

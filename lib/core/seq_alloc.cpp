@@ -72,7 +72,7 @@ kvc_status commit_alloc(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, int
     // Device hits are referenced before any fresh block is taken, so eviction cannot take them.
     const int64_t restores = walk.host_hits;
     for (int64_t j = 0; j < held_hits; ++j) {
-        const int32_t b = walk.blocks[j];
+        const int32_t b = walk.block(j);
         if (b >= 0) {
             p->blocks.add_ref(b);  // a refcount-0 hit leaves the free queue ("touch")
             p->blocks.set_priority(b, ks.priority);

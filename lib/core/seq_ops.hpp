@@ -25,7 +25,7 @@ struct AllocPlan {
     int64_t held = 0;      // table entries the sequence holds (all but a windowed hit's leading ones)
     int64_t fresh = 0;     // blocks to take from the free queues
     int64_t free_now = 0;  // free blocks once refcount-0 hits are taken out
-    PrefixWalk walk;       // the prompt's hit; its held blocks are walk.blocks[0 .. walk.held())
+    PrefixWalk walk;       // the prompt's hit; its held blocks are walk.block(0 .. walk.held() - 1)
 };
 
 // The plan for a prompt: its prefix hit (looking as far as `lower` when a block is not on the

@@ -207,13 +207,13 @@ int32_t tier_find_lower(kvc_pool *p, const Hash128 &parent, const BlockKey &key,
 void tier_pin_restore_sources(kvc_pool *p, const PrefixWalk &w) {
     Tiers *t = pool_tiers(p);
     for (int64_t j = 0; j < w.held(); ++j)
-        if (w.blocks[j] < 0) t->host->slots.pin_cached(w.lower_slot[j]);
+        if (w.block(j) < 0) t->host->slots.pin_cached(w.slot(j));
 }
 
 int32_t tier_restore_hit(kvc_pool *p, const PrefixWalk &w, int64_t j, int32_t priority) {
     Tiers *t = pool_tiers(p);
     TierSlots &hs = t->host->slots;
-    const int32_t slot = w.lower_slot[j];
+    const int32_t slot = w.slot(j);
     const int32_t b = pool_take_fresh_block(p, priority);
     const PrefixCache &ix = hs.index();
     BlockKey key;

@@ -31,9 +31,9 @@ void keep_tier_hits(kvc_pool *p, Tiers *t, const PrefixWalk &w, int32_t tier, bo
     for (int64_t i = 0; i < w.held(); ++i) {
         if (!w.lower_hit(i, tier)) continue;
         if (keep)
-            slots.pin_cached(w.lower_slot[i]);
+            slots.pin_cached(w.slot(i));
         else
-            slots.commit_cached(w.lower_slot[i]);
+            slots.commit_cached(w.slot(i));
     }
 }
 
@@ -52,7 +52,7 @@ void promote_round(kvc_pool *p, Tiers *t, const PrefixWalk &w, bool *short_of_sl
     *short_of_slots = false;
     for (int64_t i = 0; i < w.held(); ++i) {
         if (!w.lower_hit(i, KVC_TIER_DISK)) continue;
-        const int32_t ds = w.lower_slot[i];
+        const int32_t ds = w.slot(i);
         const PrefixCache &ix = d.slots.index();
         // The same block on its way up already, or no host slot: the hit ends here, and this and
         // the later disk hits go back to their LRU lists.
@@ -96,12 +96,12 @@ bool restore_round(kvc_pool *p, Tiers *t, const PrefixWalk &w, int32_t priority,
     const int64_t held = w.held();
     kept->next.clear();                 // no allocation from here on
     for (int64_t i = 0; i < held; ++i)  // before any fresh block is taken: eviction must not take them
-        if (w.blocks[i] >= 0) pool_pin_block(p, w.blocks[i]);
+        if (w.block(i) >= 0) pool_pin_block(p, w.block(i));
     keep_tier_hits(p, t, w, KVC_TIER_DISK, true);  // a host victim's disk spill must not take them
     keep_tier_hits(p, t, w, KVC_TIER_HOST, true);  // restore sources: busy until their copies ran
     tier_plan_spills(p, w.host_hits);              // one fresh block per restore below
     for (int64_t i = 0; i < held; ++i) {
-        int32_t b = w.blocks[i];
+        int32_t b = w.block(i);
         if (b < 0) {
             if (!w.lower_hit(i, KVC_TIER_HOST)) continue;
             b = tier_restore_hit(p, w, i, priority);  // one reference, which the pin replaces
@@ -134,7 +134,7 @@ kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_t
         bool short_of_slots = false;
         {
             std::lock_guard<std::mutex> lk(pool_mutex(p));
-            // The hit kvc_alloc will look for; its held blocks are w.blocks[0 .. held).
+            // The hit kvc_alloc will look for; its held blocks are w.block(0 .. held - 1).
             const PrefixWalk w = pool_find_prompt_hit(p, tokens, num_tokens, keys, kWalkHostDisk);
             if (w.disk_hits == 0) break;
             if (round == 0)

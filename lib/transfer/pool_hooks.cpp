@@ -52,7 +52,7 @@ kvc_status hold_prompt(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, c
                     "%s: no full block of the prompt (%lld tokens, block size %d) is cached on the device", fn,
                     (long long)num_tokens, p->block_size);
     for (int64_t i = 0; i < w.hit_blocks; ++i) {
-        const int32_t b = w.blocks[i];
+        const int32_t b = w.block(i);
         add_ext_ref(p, b);
         out->blocks.push_back(b);
         out->hashes.push_back(p->cache.hash_of(b));
