@@ -109,6 +109,23 @@ inline void pool_refresh_walk_hits(kvc_pool *p) {
     p->walk_hits.lower_slot = p->walk_slot.data();
 }
 
+// KVC_EVENT_BLOCK_STORED for device block b, just entered in the prefix cache under (parent, key)
+// with these token ids; nothing when the pool keeps no events. The one place such an event is
+// built (new blocks, tier restores, KV transfer imports).
+inline void pool_report_stored(kvc_pool *p, int32_t b, const Hash128 &parent, const BlockKey &key,
+                               const int32_t *tokens) {
+    if (!p->events.enabled()) return;
+    EventRecord ev;
+    ev.type = KVC_EVENT_BLOCK_STORED;
+    ev.block_id = b;
+    ev.num_tokens = p->block_size;
+    ev.hash = key.hash;
+    ev.parent = parent;
+    ev.lora_id = key.lora_id;
+    ev.extras_digest = key.extras_digest;
+    p->events.push(ev, tokens);
+}
+
 // Token position -> block index. Block sizes are nearly always powers of two: a shift instead of a
 // 64-bit division (tens of cycles) keeps the per-token decode path short.
 inline int64_t pool_block_of(const kvc_pool *p, int64_t pos) {

@@ -109,17 +109,7 @@ __attribute__((always_inline)) inline void enter_block(kvc_pool *p, Sequence *s,
     }
     if (entered) {
         p->blocks.set_cached(b, true);
-        if (p->events.enabled()) {
-            EventRecord ev;
-            ev.type = KVC_EVENT_BLOCK_STORED;
-            ev.block_id = b;
-            ev.num_tokens = p->block_size;
-            ev.hash = key.hash;
-            ev.parent = s->chain;
-            ev.lora_id = key.lora_id;
-            ev.extras_digest = key.extras_digest;
-            p->events.push(ev, row);
-        }
+        pool_report_stored(p, b, s->chain, key, row);
     }
     s->chain = key.hash;
     s->num_hashed += 1;

@@ -1,5 +1,5 @@
-// Growing a sequence (seq_ops.hpp): plan_append → commit_append, and append_general, the two in one
-// function that append_seq calls when the in-place decode step does not apply.
+// Growing a sequence (seq_ops.hpp): append_general = plan_append → commit_append, the general case
+// append_seq calls when the in-place decode step does not apply.
 #include <algorithm>
 
 #include "core/seq_ops.hpp"
@@ -17,7 +17,20 @@ void reserve_geometric(V &v, int64_t n) {
 // fork) or pinned (a cut by kvc_truncate into a pinned prefix block): a pinned block's content must
 // stay.
 inline bool must_copy(const kvc_pool *p, int32_t b) { return p->blocks.refcount(b) > 1 || p->blocks.pins(b) > 0; }
+
+// What an append that is not the in-place case does (plan_append), applied by commit_append.
+struct AppendPlan {
+    int64_t new_tokens = 0;     // confirmed tokens after the call
+    int64_t new_end = 0;        // reserved end after the call (confirmed + lookahead, never shrinks)
+    int64_t new_blocks = 0;     // table length after the call
+    int64_t first_written = 0;  // existing blocks [first_written, last_written) receive writes
+    int64_t last_written = 0;
+    int64_t cows = 0;   // of those, shared or pinned ones copied first
+    int64_t fresh = 0;  // blocks taken: cows + table growth
+};
 }  // namespace seq_append_detail
+
+using seq_append_detail::AppendPlan;
 
 __attribute__((cold, noinline)) kvc_status append_args_refusal(const kvc_pool *p, const int32_t *tokens,
                                                                int64_t num_tokens, int64_t num_lookahead,
@@ -33,9 +46,11 @@ __attribute__((cold, noinline)) kvc_status append_args_refusal(const kvc_pool *p
     return KVC_OK;
 }
 
-__attribute__((always_inline)) inline kvc_status plan_append_impl(const kvc_pool *p, Sequence *s, uint64_t seq_id,
-                                                                  int64_t num_tokens, int64_t num_lookahead,
-                                                                  AppendPlan *plan, const char *fn) {
+// Plans appending num_tokens confirmed tokens and num_lookahead reserved slots to s (found, not
+// swapped out). Reserves the table's room (may throw std::bad_alloc), so that commit_append cannot fail.
+__attribute__((always_inline)) inline kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id,
+                                                             int64_t num_tokens, int64_t num_lookahead,
+                                                             AppendPlan *plan, const char *fn) {
     const int32_t bs = p->block_size;
     int64_t new_tokens, want_end;
     if (add_overflows(s->num_tokens, num_tokens, &new_tokens) || add_overflows(new_tokens, num_lookahead, &want_end))
@@ -82,9 +97,10 @@ __attribute__((always_inline)) inline kvc_status plan_append_impl(const kvc_pool
     return KVC_OK;
 }
 
-__attribute__((always_inline)) inline void commit_append_impl(kvc_pool *p, Sequence *s, const int32_t *tokens,
-                                                              int64_t num_tokens, const AppendPlan &plan,
-                                                              int32_t *out_new_blocks) {
+// Applies a plan. Cannot fail.
+__attribute__((always_inline)) inline void commit_append(kvc_pool *p, Sequence *s, const int32_t *tokens,
+                                                         int64_t num_tokens, const AppendPlan &plan,
+                                                         int32_t *out_new_blocks) {
     if (__builtin_expect(p->sliding_window > 0, 0)) pool_window_release(p, s);
     if (plan.fresh > 0) {
         pool_spill_before_taking(p, plan.fresh);
@@ -119,26 +135,15 @@ __attribute__((always_inline)) inline void commit_append_impl(kvc_pool *p, Seque
     if (out_new_blocks) *out_new_blocks = int32_t(plan.fresh);
 }
 
-// The named operations of seq_ops.hpp; append_general below inlines their bodies (one function
-// for the general case: with the commit called, appends of whole blocks ran 18 % slower).
-kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id, int64_t num_tokens, int64_t num_lookahead,
-                       AppendPlan *plan, const char *fn) {
-    return plan_append_impl(p, s, seq_id, num_tokens, num_lookahead, plan, fn);
-}
-void commit_append(kvc_pool *p, Sequence *s, const int32_t *tokens, int64_t num_tokens, const AppendPlan &plan,
-                   int32_t *out_new_blocks) {
-    commit_append_impl(p, s, tokens, num_tokens, plan, out_new_blocks);
-}
-
 // One function for append_seq's general case, plan and commit inlined into it: the inlined
 // in-place path in the C layer stays small (bench_core's AppendBlock was 18 % slower with the plan
 // inlined into kvc_append and the commit called).
 kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
                           int64_t num_lookahead, int32_t *out_new_blocks, const char *fn) {
     AppendPlan plan;
-    const kvc_status st = plan_append_impl(p, s, seq_id, num_tokens, num_lookahead, &plan, fn);
+    const kvc_status st = plan_append(p, s, seq_id, num_tokens, num_lookahead, &plan, fn);
     if (st != KVC_OK) return st;
-    commit_append_impl(p, s, tokens, num_tokens, plan, out_new_blocks);
+    commit_append(p, s, tokens, num_tokens, plan, out_new_blocks);
     return KVC_OK;
 }
 

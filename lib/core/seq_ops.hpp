@@ -55,27 +55,10 @@ inline bool append_args_ok(const kvc_pool *p, const int32_t *tokens, int64_t num
 kvc_status append_args_refusal(const kvc_pool *p, const int32_t *tokens, int64_t num_tokens, int64_t num_lookahead,
                                const char *fn);
 
-// What an append that is not the in-place case does (plan_append), applied by commit_append.
-struct AppendPlan {
-    int64_t new_tokens = 0;     // confirmed tokens after the call
-    int64_t new_end = 0;        // reserved end after the call (confirmed + lookahead, never shrinks)
-    int64_t new_blocks = 0;     // table length after the call
-    int64_t first_written = 0;  // existing blocks [first_written, last_written) receive writes
-    int64_t last_written = 0;
-    int64_t cows = 0;   // of those, shared or pinned ones copied first
-    int64_t fresh = 0;  // blocks taken: cows + table growth
-};
-// Plans appending num_tokens confirmed tokens and num_lookahead reserved slots to s (found, not
-// swapped out): the refusal (overflow, max_seq_len, out of blocks; nothing changed) or the plan.
-// Reserves the table's room (may throw std::bad_alloc), so that commit_append cannot fail.
-kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id, int64_t num_tokens, int64_t num_lookahead,
-                       AppendPlan *plan, const char *fn);
-// Applies a plan: the sliding window's releases, copy-on-write pairs, fresh blocks, the cache's
-// hashing of completed blocks. Cannot fail (plan_append reserved the table). *out_new_blocks optional.
-void commit_append(kvc_pool *p, Sequence *s, const int32_t *tokens, int64_t num_tokens, const AppendPlan &plan,
-                   int32_t *out_new_blocks);
-
-// plan_append then commit_append, in one function (the general case of append_seq).
+// append_seq's general case: plan_append (the refusal — overflow, max_seq_len, out of blocks,
+// nothing changed — or what changes; it reserves the table's room) then commit_append (window
+// releases, copy-on-write pairs, fresh blocks, hashing of completed blocks; cannot fail), both in
+// seq_append.cpp, inlined into this one function.
 kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
                           int64_t num_lookahead, int32_t *out_new_blocks, const char *fn);
 

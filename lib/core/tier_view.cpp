@@ -33,15 +33,7 @@ const FreeQueues &pool_free_queues(const kvc_pool *p) { return p->blocks.queues(
 void pool_enter_restored(kvc_pool *p, int32_t b, const Hash128 &parent, const BlockKey &key, const int32_t *tokens) {
     p->cache.insert(b, parent, key, tokens);
     p->blocks.set_cached(b, true);
-    EventRecord ev;
-    ev.type = KVC_EVENT_BLOCK_STORED;
-    ev.block_id = b;
-    ev.num_tokens = p->block_size;
-    ev.hash = key.hash;
-    ev.parent = parent;
-    ev.lora_id = key.lora_id;
-    ev.extras_digest = key.extras_digest;
-    p->events.push(ev, tokens);
+    pool_report_stored(p, b, parent, key, tokens);
 }
 
 void pool_pin_block(kvc_pool *p, int32_t b) { p->blocks.pin(b); }

@@ -22,19 +22,6 @@ void drop_ext_ref(kvc_pool *p, int32_t b) {
     pool_release_block(p, b);
 }
 
-void push_stored(kvc_pool *p, int32_t b, const Hash128 &parent, const BlockKey &key, const int32_t *tokens) {
-    if (!p->events.enabled()) return;
-    EventRecord ev;
-    ev.type = KVC_EVENT_BLOCK_STORED;
-    ev.block_id = b;
-    ev.num_tokens = p->block_size;
-    ev.hash = key.hash;
-    ev.parent = parent;
-    ev.lora_id = key.lora_id;
-    ev.extras_digest = key.extras_digest;
-    p->events.push(ev, tokens);
-}
-
 }  // namespace
 
 kvc_status hold_prompt(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys, HeldPrefix *out,
@@ -168,7 +155,7 @@ int64_t commit_import(kvc_pool *p, const BlockKey *keys, const int32_t *tokens, 
         if (p->cache.find(keys[i].hash) >= 0) continue;
         p->cache.insert(b, parent, keys[i], row);
         p->blocks.set_cached(b, true);
-        push_stored(p, b, parent, keys[i], row);
+        pool_report_stored(p, b, parent, keys[i], row);
         ++entered;
     }
     for (size_t j = r->fresh.size(); j-- > 0;) drop_ext_ref(p, r->fresh[j]);
