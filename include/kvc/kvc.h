@@ -477,6 +477,183 @@ KVC_API kvc_status kvc_pool_get_sliding_window(kvc_pool *pool, int32_t *out_wind
 /** @} */
 
 /* ================================================================================================
+ * Hybrid models: several KV-cache groups in one pool
+ * ============================================================================================= */
+/**
+ * @defgroup kvc_hybrid_group Hybrid models
+ * @brief One pool for a model whose layers mix full attention, sliding-window attention and
+ *        SSM (Mamba / linear-attention) state: KV-cache groups sharing one block pool.
+ *
+ * Declare the model's layer groups once with kvc_pool_create_hybrid; kvc_alloc, kvc_admit,
+ * kvc_can_alloc, kvc_append, kvc_append_batch, kvc_fork, kvc_free and kvc_abort then act on every
+ * group of a sequence at once, all-or-nothing, exactly as on a plain pool:
+ *  - **One block pool.** Every group takes its pages from the pool's one free list, LRU and
+ *    watermark; a block id belongs to one group at a time. A page has the same byte size in every
+ *    group (page_bytes = the largest group page, rounded up to 256 bytes; smaller pages are
+ *    padded: kvc_pool_get_group_info reports each group's own bytes so the waste is visible, and
+ *    block_size is the knob that balances them).
+ *  - **One block table per group** (kvc_seq_group_block_table; kvc_seq_block_table and
+ *    kvc_seq_slot_mapping read group 0). FULL groups hold every block, SLIDING groups release
+ *    the blocks their window no longer sees (the kvc_pool_set_sliding_window rules, per group),
+ *    SSM groups hold the page of the block holding the newest position and release the older
+ *    ones (the rules of a window of one token). 
+ *  - **Coordinated prefix hit.** Each group caches its blocks under its own keys (the block hash
+ *    with the group's index as an extra key; group 0's hashes equal a plain pool's, README "Block
+ *    hash specification"). kvc_alloc admits the longest block-aligned prefix that every group
+ *    can resume from: FULL groups need every block of it cached, SLIDING groups the blocks their
+ *    window reads at its end, SSM groups the state snapshot page of its last block.
+ *  - **SSM state.** An SSM group's page of block i holds the state after the last token of block
+ *    i that the sequence has confirmed; the caller's forward pass reads the state from the page
+ *    of the block holding position n - 1 and writes it to the page of the block holding
+ *    position n (the same page inside a block; a new one when n starts a block). kvc_alloc holds
+ *    a page for every block of the prompt, so that the state at each block boundary of the
+ *    prefill can be written there and cached (a later prompt sharing that prefix resumes from
+ *    it); the next append releases the pages no longer needed (they stay cached). kvc_fork
+ *    shares the pages and the next write copies the newest one (a copy-on-write pair, as for KV).
+ *  - **Batches and kernels** serve one attention group at a time: kvc_batch_set_group chooses
+ *    the group whose tables a batch records; kvc_launch_attention and kvc_cache_write map a layer
+ *    to its group and refuse a layer of another group.
+ *  - **Not yet for hybrid pools** (KVC_ERR_UNSUPPORTED): kvc_truncate of a sequence with an SSM
+ *    group (state cannot be rewound), kvc_swap_out / kvc_swap_in / kvc_preempt_recompute,
+ *    kvc_prefix_pin / kvc_prefix_unpin / kvc_tier_prefetch, KV transfer agents,
+ *    kvc_pool_set_sliding_window (windows are per group here).
+ * @{
+ */
+
+/** @brief Kind of a KV-cache group (kvc_group_config.kind). */
+typedef enum kvc_group_kind {
+    KVC_GROUP_FULL = 0,    /**< full attention: every position's K and V */
+    KVC_GROUP_SLIDING = 1, /**< sliding-window attention of sliding_window tokens */
+    KVC_GROUP_SSM = 2      /**< fixed-size per-sequence state (Mamba conv + SSM state) */
+} kvc_group_kind;
+
+/** @brief Most groups a hybrid pool may have. */
+#define KVC_MAX_GROUPS 8
+
+/** @brief One KV-cache group of a hybrid pool (kvc_pool_create_hybrid). */
+typedef struct kvc_group_config {
+    uint32_t struct_size;   /**< sizeof(kvc_group_config); set by kvc_group_config_default */
+    int32_t kind;           /**< kvc_group_kind (default KVC_GROUP_FULL) */
+    int32_t num_layers;     /**< layers of this group, >= 1 (default 1); layer_to_group names them */
+    int32_t num_kv_heads;   /**< FULL / SLIDING: KV heads, >= 1 (default 1); SSM: ignored */
+    int32_t head_dim;       /**< FULL / SLIDING: head dimension, >= 1 (default 128); SSM: ignored */
+    int32_t sliding_window; /**< SLIDING: window in tokens, >= 1; must be 0 for the other kinds */
+    int64_t state_bytes;    /**< SSM: bytes of one layer's state for one sequence, >= 1; 0 otherwise */
+} kvc_group_config;
+
+/**
+ * @brief Fills *group with defaults (including struct_size): a FULL group of one layer, one KV
+ *        head of dimension 128.
+ * @param[out] group The group to fill.
+ * @retval KVC_ERR_NULL_ARG group is NULL.
+ * @par Thread safety
+ * Any thread (touches only *group).
+ */
+KVC_API kvc_status kvc_group_config_default(kvc_group_config *group);
+
+/**
+ * @brief Creates a pool for a hybrid model: num_groups KV-cache groups sharing one block pool.
+ *
+ * cfg is read as by kvc_pool_create except its shape: num_layers, num_kv_heads and head_dim come
+ * from the groups (kvc_pool_get_config then reports num_layers = the model's layers and the first
+ * attention group's heads). num_q_heads, if set, must be a multiple of every attention group's
+ * num_kv_heads (0 = the largest num_kv_heads). A pool sized from a memory budget divides it by
+ * page_bytes. One group of kind FULL gives a pool that behaves like kvc_pool_create's.
+ * @param[in]  cfg            The pool configuration (struct_size set).
+ * @param[in]  groups         num_groups group configurations (struct_size set).
+ * @param[in]  num_groups     Groups, in [1, KVC_MAX_GROUPS].
+ * @param[in]  layer_to_group num_layers entries: the group of each model layer. Group g's layers
+ *                            are numbered 0..groups[g].num_layers - 1 in model order (its storage
+ *                            order in a page).
+ * @param[in]  num_layers     The model's layers: the sum of the groups' num_layers.
+ * @param[out] out            Receives the pool; release it with kvc_pool_destroy.
+ * @retval KVC_ERR_NULL_ARG    cfg, groups, layer_to_group or out is NULL.
+ * @retval KVC_ERR_VERSION     a struct_size unknown.
+ * @retval KVC_ERR_INVALID_ARG num_groups out of range, an unknown kind, a group without layers, a
+ *                             layer naming no group or the wrong number of layers for its group,
+ *                             num_layers not the sum, a window on a non-SLIDING group or none on a
+ *                             SLIDING one, state_bytes 0 on an SSM group, bad heads or head_dim;
+ *                             and what kvc_pool_create refuses.
+ * @retval KVC_ERR_OVERFLOW    a page or the storage size overflows.
+ * @retval KVC_ERR_NO_MEMORY   the storage or the bookkeeping could not be allocated.
+ * @retval KVC_ERR_DEVICE      CUDA requested but unavailable.
+ * @par Thread safety
+ * Any thread.
+ */
+KVC_API kvc_status kvc_pool_create_hybrid(const kvc_pool_config *cfg, const kvc_group_config *groups,
+                                          int32_t num_groups, const int32_t *layer_to_group,
+                                          int32_t num_layers, kvc_pool **out);
+
+/** @brief One group of a pool as created (kvc_pool_get_group_info). */
+typedef struct kvc_group_info {
+    uint32_t struct_size;    /**< set by the caller to sizeof(kvc_group_info) */
+    int32_t num_groups;      /**< groups of the pool (1 for a pool from kvc_pool_create) */
+    int32_t kind;            /**< kvc_group_kind */
+    int32_t num_layers;      /**< layers of the group */
+    int32_t num_kv_heads;    /**< FULL / SLIDING; 0 for SSM */
+    int32_t head_dim;        /**< FULL / SLIDING; 0 for SSM */
+    int32_t sliding_window;  /**< SLIDING: the window; 0 otherwise */
+    int32_t reserved;        /**< 0 */
+    int64_t state_bytes;     /**< SSM: one layer's state; 0 otherwise */
+    int64_t group_bytes;     /**< bytes of a page this group uses (the rest is padding) */
+    int64_t page_bytes;      /**< bytes of every page of the pool (= the storage's block_stride) */
+    int64_t layer_stride;    /**< bytes between two layers of this group inside a page */
+} kvc_group_info;
+
+/**
+ * @brief Describes group `group` of a pool. A plain pool has one group (FULL, or SLIDING after
+ *        kvc_pool_set_sliding_window).
+ *
+ * Inside a page, group g's layer l starts at l x layer_stride; an attention layer is laid out as
+ * in kvc_storage_info ([K|V][kv_head][token][dim]), an SSM layer's state is state_bytes bytes.
+ * @param[in]     pool  The pool.
+ * @param[in]     group The group, in [0, num_groups).
+ * @param[in,out] out   Receives the description; out->struct_size set by the caller.
+ * @retval KVC_ERR_NULL_ARG    pool or out is NULL.
+ * @retval KVC_ERR_VERSION     out->struct_size unknown.
+ * @retval KVC_ERR_INVALID_ARG group out of range.
+ * @par Thread safety
+ * Any thread.
+ */
+KVC_API kvc_status kvc_pool_get_group_info(kvc_pool *pool, int32_t group, kvc_group_info *out);
+
+/**
+ * @brief The group of a model layer and the layer's index inside that group.
+ * @param[in]  pool               The pool.
+ * @param[in]  layer              The model layer, in [0, num_layers).
+ * @param[out] out_group          Receives the group.
+ * @param[out] out_layer_in_group Receives the layer's index among its group's layers (optional).
+ * @retval KVC_ERR_NULL_ARG    pool or out_group is NULL.
+ * @retval KVC_ERR_INVALID_ARG layer out of range.
+ * @par Thread safety
+ * Any thread.
+ */
+KVC_API kvc_status kvc_pool_layer_group(kvc_pool *pool, int32_t layer, int32_t *out_group,
+                                        int32_t *out_layer_in_group);
+
+/**
+ * @brief Copies group `group`'s block table of seq_id into out[0..cap) (kvc_seq_block_table for
+ *        one group; group 0 reads the same table).
+ *
+ * Released entries (a SLIDING group's window, an SSM group's older pages) read -1.
+ * @param[in]  pool    The pool.
+ * @param[in]  seq_id  The sequence.
+ * @param[in]  group   The group, in [0, num_groups).
+ * @param[out] out     Receives the block ids.
+ * @param[in]  cap     Entries out can hold, >= 0 (out NULL and cap 0: size query).
+ * @param[out] out_len Receives the table length.
+ * @retval KVC_ERR_NULL_ARG         pool, out_len, or out with cap > 0.
+ * @retval KVC_ERR_INVALID_ARG      cap < 0, group out of range.
+ * @retval KVC_ERR_UNKNOWN_SEQ      no such sequence.
+ * @retval KVC_ERR_BUFFER_TOO_SMALL cap below the table length (*out_len = required).
+ * @par Thread safety
+ * Any thread (under the pool lock).
+ */
+KVC_API kvc_status kvc_seq_group_block_table(kvc_pool *pool, uint64_t seq_id, int32_t group, int32_t *out,
+                                             int64_t cap, int64_t *out_len);
+/** @} */
+
+/* ================================================================================================
  * Cache keys
  * ============================================================================================= */
 /**
@@ -1902,6 +2079,24 @@ KVC_API kvc_status kvc_batch_build(kvc_batch *batch, const uint64_t *seq_ids, co
  * Like kvc_batch_build, it must not run concurrently with other calls on the same batch.
  */
 KVC_API kvc_status kvc_batch_set_stream(kvc_batch *batch, void *stream);
+
+/**
+ * @brief Chooses the KV-cache group whose block tables the next kvc_batch_build records (hybrid
+ *        pools, kvc_pool_create_hybrid; default group 0).
+ *
+ * A hybrid server builds one batch per attention group each step (the groups' tables differ)
+ * and launches each layer with its group's batch; kvc_launch_attention and a launch-time check
+ * refuse a layer of another group. The batch's committed metadata stays that of its last build
+ * until the next build.
+ * @param[in,out] batch The batch.
+ * @param[in]     group The group, in [0, num_groups); an SSM group has no block tables to launch
+ *                      over and is refused.
+ * @retval KVC_ERR_NULL_ARG    batch is NULL.
+ * @retval KVC_ERR_INVALID_ARG group out of range, or an SSM group.
+ * @par Thread safety
+ * The batch's owner only.
+ */
+KVC_API kvc_status kvc_batch_set_group(kvc_batch *batch, int32_t group);
 
 /** @brief Sizes and array addresses of a batch's last build (kvc_batch_get_info). */
 typedef struct kvc_batch_info {

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "core/pool.hpp"
+#include "core/group_config.hpp"
 #include "core/pool_config.hpp"
 #include "error.hpp"
 #include "storage/cuda_api.hpp"
@@ -115,6 +116,73 @@ struct PoolDeleter {
     }
 };
 
+// kvc_pool_create and kvc_pool_create_hybrid once the shape is checked: c is the configuration
+// with its shape resolved, page_bytes the bytes of one block, hy the groups of a hybrid pool.
+kvc_status create_pool(const kvc_pool_config &c, int64_t page_bytes, kvc::HybridShape *hy, kvc_pool **out) {
+    kvc_status st;
+    if ((st = validate_policy(c)) != KVC_OK) return st;
+    int32_t backend = 0, device = -1;
+    if ((st = resolve_backend(c, &backend, &device)) != KVC_OK) return st;
+    int64_t num_blocks = 0;
+    if ((st = resolve_num_blocks(c, backend, device, page_bytes, &num_blocks)) != KVC_OK) return st;
+
+    std::unique_ptr<kvc_pool, PoolDeleter> p(new kvc_pool());
+    if (!hy) {
+        if (!p->layout.init(num_blocks, c.block_size, c.num_layers, c.num_kv_heads, c.head_dim, c.kv_dtype))
+            return fail(KVC_ERR_OVERFLOW, "kvc_pool_create: %lld blocks x %lld bytes overflow int64",
+                        (long long)num_blocks, (long long)page_bytes);
+    } else {
+        int64_t total;
+        if (kvc::mul_overflows(num_blocks, page_bytes, &total))
+            return fail(KVC_ERR_OVERFLOW, "kvc_pool_create_hybrid: %lld pages x %lld bytes overflow int64",
+                        (long long)num_blocks, (long long)page_bytes);
+        // The pool's layout is the page's: what tiers, swaps and copies move per block. Its other
+        // strides are group 0's when it is an attention group (kvc_storage_get_info).
+        p->layout = hy->groups[0].layout;
+        if (hy->groups[0].kind == KVC_GROUP_SSM) p->layout.init(0, c.block_size, 1, 1, 1, c.kv_dtype);
+        kvc::group_layout_resize(&p->layout, num_blocks, page_bytes);
+        for (kvc::PoolGroup &G : hy->groups) kvc::group_layout_resize(&G.layout, num_blocks, page_bytes);
+        p->groups = std::move(hy->groups);
+        p->layer_group = std::move(hy->layer_group);
+        p->layer_in_group = std::move(hy->layer_in_group);
+        p->hybrid = true;
+    }
+    int64_t token_slots;
+    if (c.prefix_caching && kvc::mul_overflows(num_blocks, c.block_size, &token_slots))
+        return fail(KVC_ERR_OVERFLOW, "kvc_pool_create: %lld blocks x block_size %d overflow", (long long)num_blocks,
+                    c.block_size);
+    p->config = c;
+    p->config.num_blocks = num_blocks;
+    p->config.backend = backend;
+    if (p->config.num_q_heads == 0) p->config.num_q_heads = c.num_kv_heads;
+    p->block_size = c.block_size;
+    if ((c.block_size & (c.block_size - 1)) == 0) p->block_shift = __builtin_ctz(uint32_t(c.block_size));
+    p->num_blocks = int32_t(num_blocks);
+    p->watermark_blocks = int64_t(std::floor(c.watermark * double(num_blocks)));
+    p->caching = c.prefix_caching != 0;
+    p->backend = backend;
+    p->device = device;
+
+    p->blocks.init(p->num_blocks);
+    if (p->caching) {
+        p->cache.init(p->num_blocks, c.block_size);
+        p->hasher.init(c.block_size);
+    }
+    p->events.init(p->caching ? c.event_capacity : 0, c.block_size);
+    p->seqs.init(size_t(num_blocks < 1024 ? 1024 : (num_blocks > 65536 ? 65536 : num_blocks)));
+    p->copies.init(num_blocks);
+    p->hit_scratch.assign(size_t(num_blocks), -1);
+    kvc::pool_refresh_walk_hits(p.get());
+
+    if (backend != KVC_BACKEND_NONE) {
+        if ((st = kvc::storage_allocate(p->layout, backend, device, &p->storage)) != KVC_OK) return st;
+        if (backend == KVC_BACKEND_CUDA && (st = p->copy_staging.init(device, int64_t(num_blocks))) != KVC_OK)
+            return st;
+    }
+    *out = p.release();
+    return KVC_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -176,53 +244,81 @@ KVC_API kvc_status kvc_pool_create(const kvc_pool_config *cfg, kvc_pool **out) {
         kvc::KvLayout shape;
         kvc_status st = kvc::config_layout(cfg, "kvc_pool_create", &shape);
         if (st != KVC_OK) return st;
-        const kvc_pool_config &c = *cfg;
-        if ((st = validate_policy(c)) != KVC_OK) return st;
-        int32_t backend = 0, device = -1;
-        if ((st = resolve_backend(c, &backend, &device)) != KVC_OK) return st;
-        int64_t num_blocks = 0;
-        if ((st = resolve_num_blocks(c, backend, device, shape.block_stride, &num_blocks)) != KVC_OK) return st;
-
-        std::unique_ptr<kvc_pool, PoolDeleter> p(new kvc_pool());
-        if (!p->layout.init(num_blocks, c.block_size, c.num_layers, c.num_kv_heads, c.head_dim, c.kv_dtype))
-            return fail(KVC_ERR_OVERFLOW, "kvc_pool_create: %lld blocks x %lld bytes overflow int64",
-                        (long long)num_blocks, (long long)shape.block_stride);
-        int64_t token_slots;
-        if (c.prefix_caching && kvc::mul_overflows(num_blocks, c.block_size, &token_slots))
-            return fail(KVC_ERR_OVERFLOW, "kvc_pool_create: %lld blocks x block_size %d overflow",
-                        (long long)num_blocks, c.block_size);
-        p->config = c;
-        p->config.num_blocks = num_blocks;
-        p->config.backend = backend;
-        if (p->config.num_q_heads == 0) p->config.num_q_heads = c.num_kv_heads;
-        p->block_size = c.block_size;
-        if ((c.block_size & (c.block_size - 1)) == 0) p->block_shift = __builtin_ctz(uint32_t(c.block_size));
-        p->num_blocks = int32_t(num_blocks);
-        p->watermark_blocks = int64_t(std::floor(c.watermark * double(num_blocks)));
-        p->caching = c.prefix_caching != 0;
-        p->backend = backend;
-        p->device = device;
-
-        p->blocks.init(p->num_blocks);
-        if (p->caching) {
-            p->cache.init(p->num_blocks, c.block_size);
-            p->hasher.init(c.block_size);
-        }
-        p->events.init(p->caching ? c.event_capacity : 0, c.block_size);
-        p->seqs.init(size_t(num_blocks < 1024 ? 1024 : (num_blocks > 65536 ? 65536 : num_blocks)));
-        p->copies.init(num_blocks);
-        p->hit_scratch.assign(size_t(num_blocks), -1);
-        kvc::pool_refresh_walk_hits(p.get());
-
-        if (backend != KVC_BACKEND_NONE) {
-            if ((st = kvc::storage_allocate(p->layout, backend, device, &p->storage)) != KVC_OK) return st;
-            if (backend == KVC_BACKEND_CUDA &&
-                (st = p->copy_staging.init(device, int64_t(num_blocks))) != KVC_OK)
-                return st;
-        }
-        *out = p.release();
-        return KVC_OK;
+        return create_pool(*cfg, shape.block_stride, nullptr, out);
     })
+}
+
+KVC_API kvc_status kvc_pool_create_hybrid(const kvc_pool_config *cfg, const kvc_group_config *groups, int32_t num_groups,
+                                          const int32_t *layer_to_group, int32_t num_layers, kvc_pool **out) {
+    KVC_GUARD({
+        if (!out) return fail(KVC_ERR_NULL_ARG, "kvc_pool_create_hybrid: out is NULL");
+        kvc::HybridShape h;
+        kvc_status st = kvc::hybrid_shape(cfg, groups, num_groups, layer_to_group, num_layers, &h);
+        if (st != KVC_OK) return st;
+        const kvc_pool_config c = h.config;
+        return create_pool(c, h.page_bytes, &h, out);
+    })
+}
+
+KVC_API kvc_status kvc_group_config_default(kvc_group_config *group) {
+    if (!group) return fail(KVC_ERR_NULL_ARG, "kvc_group_config_default: group is NULL");
+    *group = kvc_group_config{};
+    group->struct_size = sizeof(kvc_group_config);
+    group->kind = KVC_GROUP_FULL;
+    group->num_layers = 1;
+    group->num_kv_heads = 1;
+    group->head_dim = 128;
+    return KVC_OK;
+}
+
+KVC_API kvc_status kvc_pool_get_group_info(kvc_pool *pool, int32_t group, kvc_group_info *out) {
+    const char *fn = "kvc_pool_get_group_info";
+    if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+    if (!out) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL", fn);
+    if (kvc_status st = kvc::check_struct_size(out->struct_size, {sizeof(kvc_group_info)}, kvc::StructUse::kFill, fn, "out");
+        st != KVC_OK)
+        return st;
+    const int32_t n = pool->hybrid ? int32_t(pool->groups.size()) : 1;
+    if (group < 0 || group >= n)
+        return fail(KVC_ERR_INVALID_ARG, "%s: group %d is not a group of this pool (it has %d)", fn, group, n);
+    kvc_group_info i{};
+    i.struct_size = out->struct_size;
+    i.num_groups = n;
+    i.page_bytes = pool->layout.block_stride;
+    if (!pool->hybrid) {  // the one group of a plain pool, as its layout says
+        std::lock_guard<std::mutex> lock(pool->mu);  // the window may change while no sequence exists
+        i.kind = pool->sliding_window > 0 ? KVC_GROUP_SLIDING : KVC_GROUP_FULL;
+        i.sliding_window = pool->sliding_window;
+        i.num_layers = pool->layout.num_layers;
+        i.num_kv_heads = pool->layout.num_kv_heads;
+        i.head_dim = pool->layout.head_dim;
+        i.group_bytes = pool->layout.block_stride;
+        i.layer_stride = pool->layout.layer_stride;
+    } else {
+        const kvc::PoolGroup &G = pool->groups[size_t(group)];
+        i.kind = G.kind;
+        i.sliding_window = G.config_window;
+        i.num_layers = G.layout.num_layers;
+        i.num_kv_heads = G.layout.num_kv_heads;
+        i.head_dim = G.layout.head_dim;
+        i.state_bytes = G.state_bytes;
+        i.group_bytes = G.group_bytes;
+        i.layer_stride = G.layout.layer_stride;
+    }
+    *out = i;
+    return KVC_OK;
+}
+
+KVC_API kvc_status kvc_pool_layer_group(kvc_pool *pool, int32_t layer, int32_t *out_group, int32_t *out_layer_in_group) {
+    const char *fn = "kvc_pool_layer_group";
+    if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+    if (!out_group) return fail(KVC_ERR_NULL_ARG, "%s: out_group is NULL", fn);
+    const int32_t layers = pool->config.num_layers;
+    if (layer < 0 || layer >= layers)
+        return fail(KVC_ERR_INVALID_ARG, "%s: layer %d is outside [0, %d)", fn, layer, layers);
+    *out_group = pool->hybrid ? pool->layer_group[size_t(layer)] : 0;
+    if (out_layer_in_group) *out_layer_in_group = pool->hybrid ? pool->layer_in_group[size_t(layer)] : layer;
+    return KVC_OK;
 }
 
 KVC_API kvc_status kvc_pool_destroy(kvc_pool *pool) {
@@ -241,6 +337,8 @@ KVC_API kvc_status kvc_pool_set_sliding_window(kvc_pool *pool, int32_t window) {
     KVC_GUARD({
         const char *fn = "kvc_pool_set_sliding_window";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (pool->hybrid)
+            return fail(KVC_ERR_UNSUPPORTED, "%s: a hybrid pool's windows are its groups' (kvc_group_config)", fn);
         if (window < 0) return fail(KVC_ERR_INVALID_ARG, "%s: window must be >= 0 (0 = off), got %d", fn, window);
         std::lock_guard<std::mutex> lock(pool->mu);
         // A sequence that lived under another window may already miss blocks a wider one reads.

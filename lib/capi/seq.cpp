@@ -58,6 +58,35 @@ kvc_status batch_entry_failed(kvc_status st, int32_t entry, int32_t num_seqs, in
     return fail(st, "%s (entry %d of %d; the %d before it were appended)", why, entry, num_seqs, done);
 }
 
+// kvc_seq_block_table (group 0) and kvc_seq_group_block_table.
+kvc_status copy_block_table(kvc_pool *pool, uint64_t seq_id, int32_t group, int32_t *out, int64_t cap,
+                            int64_t *out_len, const char *fn) {
+    if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+    if (!out_len) return fail(KVC_ERR_NULL_ARG, "%s: out_len is NULL", fn);
+    if (cap < 0) return fail(KVC_ERR_INVALID_ARG, "%s: cap must be >= 0, got %lld", fn, (long long)cap);
+    if (!out && cap > 0) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL with cap %lld", fn, (long long)cap);
+    const int32_t groups = pool->hybrid ? int32_t(pool->groups.size()) : 1;  // immutable: no lock
+    if (group < 0 || group >= groups)
+        return fail(KVC_ERR_INVALID_ARG, "%s: group %d is not a group of this pool (it has %d)", fn, group, groups);
+    std::lock_guard<std::mutex> lock(pool->mu);
+    const kvc::Sequence *s0 = pool->seqs.find(seq_id);
+    if (!s0) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
+    const kvc::Sequence *s = kvc::group_seq(s0, group);
+    int64_t n = int64_t(s->table.size());
+    if (!out && cap == 0) {
+        *out_len = n;
+        return KVC_OK;
+    }
+    if (cap < n) {
+        *out_len = n;
+        return fail(KVC_ERR_BUFFER_TOO_SMALL, "%s: sequence %llu has %lld blocks, buffer holds %lld", fn,
+                    (unsigned long long)seq_id, (long long)n, (long long)cap);
+    }
+    std::copy(s->table.begin(), s->table.end(), out);
+    *out_len = n;
+    return KVC_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -69,6 +98,12 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
         if (st != KVC_OK) return st;
         if (!out_verdict) return fail(KVC_ERR_NULL_ARG, "kvc_can_alloc: out_verdict is NULL");
         std::lock_guard<std::mutex> lock(pool->mu);
+        if (pool->hybrid) {
+            kvc::HybridPlan plan;
+            kvc::hybrid_plan_alloc(pool, tokens, num_tokens, keys_or_empty(keys), kvc::kWalkHost, &plan);
+            *out_verdict = kvc::hybrid_alloc_verdict(pool, plan);
+            return KVC_OK;
+        }
         // The walk kvc_alloc ends up making (through the host tier, after it has promoted the disk
         // tier's hits): a device hit behind a lower-tier hit is a hit for kvc_alloc, so it must be
         // one here too, or the verdict can be NEVER for a prompt kvc_alloc admits.
@@ -85,6 +120,17 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         if (st != KVC_OK) return st;
         const KeySet &ks = keys_or_empty(keys);
         kvc_pool *p = pool;
+        if (p->hybrid) {  // no disk tier (kvc_tier_attach_disk refuses hybrid pools): nothing to promote
+            {
+                std::lock_guard<std::mutex> lock(p->mu);
+                kvc::HybridPlan plan;
+                kvc::hybrid_plan_alloc(p, tokens, num_tokens, ks, kvc::kWalkHost, &plan);
+                st = kvc::hybrid_check_alloc(p, seq_id, num_tokens, plan);
+                if (st == KVC_OK) st = kvc::hybrid_commit_alloc(p, seq_id, tokens, num_tokens, ks, plan, out_cached_tokens);
+            }
+            kvc::tier_run_pending(p);
+            return st;
+        }
         // Disk-tier hits are read and verified first (outside the lock), so that what follows only
         // sees hits it can trust. No-op without a disk tier.
         const AllocRequest request{p, seq_id, num_tokens};
@@ -121,11 +167,20 @@ KVC_API kvc_status kvc_admit(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
             // walk through every tier (kvc_can_alloc's), and an admitted prompt then goes the
             // kvc_alloc way. Without one, the verdict's walk is the allocation's.
             two_steps = t && t->disk && p->caching;
+            if (p->hybrid) {
+                kvc::HybridPlan plan;
+                kvc::hybrid_plan_alloc(p, tokens, num_tokens, ks, kvc::kWalkHost, &plan);
+                const int32_t verdict = kvc::hybrid_alloc_verdict(p, plan);
+                if (verdict != KVC_ALLOC_OK) return not_admitted(verdict, out_verdict, out_cached_tokens);
+                st = kvc::hybrid_commit_alloc(p, seq_id, tokens, num_tokens, ks, plan, out_cached_tokens);
+                two_steps = false;
+            } else {
             const kvc::AllocPlan plan =
                 kvc::plan_alloc(p, tokens, num_tokens, ks, two_steps ? kvc::kWalkHostDisk : kvc::kWalkHost);
             const int32_t verdict = kvc::alloc_verdict(p, plan);
             if (verdict != KVC_ALLOC_OK) return not_admitted(verdict, out_verdict, out_cached_tokens);
             if (!two_steps) st = kvc::commit_alloc(p, seq_id, tokens, num_tokens, ks, plan, out_cached_tokens);
+            }
         }
         if (two_steps) {
             st = kvc_alloc(pool, seq_id, tokens, num_tokens, keys, out_cached_tokens);
@@ -245,29 +300,12 @@ KVC_API kvc_status kvc_free(kvc_pool *pool, uint64_t seq_id) {
 }
 
 KVC_API kvc_status kvc_seq_block_table(kvc_pool *pool, uint64_t seq_id, int32_t *out, int64_t cap, int64_t *out_len) {
-    KVC_GUARD({
-        const char *fn = "kvc_seq_block_table";
-        if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
-        if (!out_len) return fail(KVC_ERR_NULL_ARG, "%s: out_len is NULL", fn);
-        if (cap < 0) return fail(KVC_ERR_INVALID_ARG, "%s: cap must be >= 0, got %lld", fn, (long long)cap);
-        if (!out && cap > 0) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL with cap %lld", fn, (long long)cap);
-        std::lock_guard<std::mutex> lock(pool->mu);
-        const kvc::Sequence *s = pool->seqs.find(seq_id);
-        if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
-        int64_t n = int64_t(s->table.size());
-        if (!out && cap == 0) {
-            *out_len = n;
-            return KVC_OK;
-        }
-        if (cap < n) {
-            *out_len = n;
-            return fail(KVC_ERR_BUFFER_TOO_SMALL, "%s: sequence %llu has %lld blocks, buffer holds %lld", fn,
-                        (unsigned long long)seq_id, (long long)n, (long long)cap);
-        }
-        std::copy(s->table.begin(), s->table.end(), out);
-        *out_len = n;
-        return KVC_OK;
-    })
+    KVC_GUARD({ return copy_block_table(pool, seq_id, 0, out, cap, out_len, "kvc_seq_block_table"); })
+}
+
+KVC_API kvc_status kvc_seq_group_block_table(kvc_pool *pool, uint64_t seq_id, int32_t group, int32_t *out, int64_t cap,
+                                             int64_t *out_len) {
+    KVC_GUARD({ return copy_block_table(pool, seq_id, group, out, cap, out_len, "kvc_seq_group_block_table"); })
 }
 
 KVC_API kvc_status kvc_seq_num_tokens(kvc_pool *pool, uint64_t seq_id, int64_t *out_tokens) {

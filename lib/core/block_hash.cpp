@@ -18,7 +18,7 @@ namespace {
 std::atomic<kvct_hash_fn> g_hash_override{nullptr};
 #endif
 
-enum ExtraKind : unsigned char { kKindLora = 1, kKindSalt = 2, kKindMultimodal = 3 };
+enum ExtraKind : unsigned char { kKindLora = 1, kKindSalt = 2, kKindMultimodal = 3, kKindGroup = 4 };
 
 // Payload bytes of the largest tagged extras of one block: LoRA, salt, and at most block_size
 // multimodal items (items do not overlap and each covers >= 1 token).
@@ -26,6 +26,7 @@ constexpr size_t kTagHeader = 1 + 4;
 constexpr size_t kLoraBytes = kTagHeader + 8;
 constexpr size_t kSaltBytes = kTagHeader + KVC_MAX_SALT_LEN;
 constexpr size_t kMmBytes = kTagHeader + 32;
+constexpr size_t kGroupBytes = kTagHeader + 4;
 
 unsigned char *put_tag(unsigned char *p, unsigned char kind, uint32_t len) {
     *p++ = kind;
@@ -62,13 +63,13 @@ __attribute__((flatten)) Hash128 hash_bytes(const void *data, size_t len) {
 void BlockHasher::init(int32_t block_size) {
     block_size_ = block_size;
     staged_bytes_ = sizeof(Hash128) + size_t(block_size) * sizeof(int32_t);
-    buf_.assign(staged_bytes_ + kLoraBytes + kSaltBytes + size_t(block_size) * kMmBytes, 0);
+    buf_.assign(staged_bytes_ + kLoraBytes + kSaltBytes + kGroupBytes + size_t(block_size) * kMmBytes, 0);
 }
 
 // A block with no extra key (no LoRA, no multimodal item, no salt on block 0): LoRA id and digest
 // are 0 and its hash covers "parent || token ids" alone (README, "Block hash specification").
 static inline bool plain_block(int64_t index, const KeySet &keys) {
-    return keys.lora_id == 0 && keys.mm.empty() && (index != 0 || keys.salt_len == 0);
+    return keys.lora_id == 0 && keys.group == 0 && keys.mm.empty() && (index != 0 || keys.salt_len == 0);
 }
 
 int32_t *BlockHasher::stage_in_scratch(const Hash128 &parent) {
@@ -128,6 +129,11 @@ BlockKey BlockHasher::finish(int64_t index, const KeySet &keys) {
         p = put_u64(p, keys.lora_id);
     }
     key.lora_id = keys.lora_id;
+    if (keys.group != 0) {  // a hybrid pool's group >= 1: its blocks are other entries than group 0's
+        p = put_tag(p, kKindGroup, 4);
+        std::memcpy(p, &keys.group, 4);
+        p += 4;
+    }
     key.hash = hash_bytes(buf_.data(), size_t(p - buf_.data()));
     return key;
 }

@@ -23,6 +23,10 @@ struct KeySet {
     int32_t salt_len = 0;
     int32_t priority = KVC_PRIORITY_DEFAULT;
     int64_t max_cached_tokens = -1;  // kvc_keys_set_max_cached_tokens; -1: no cap
+    // Hybrid pools: the KV-cache group whose blocks these keys hash (a tagged extra key of every
+    // block when non-zero, core/block_hash.md). Never set from the C API: the pool sets it on its
+    // per-group copies.
+    uint32_t group = 0;
     char salt[KVC_MAX_SALT_LEN] = {};
     std::vector<MmItem> mm;  // increasing, non-overlapping offsets
 
@@ -31,6 +35,7 @@ struct KeySet {
         salt_len = 0;
         priority = KVC_PRIORITY_DEFAULT;
         max_cached_tokens = -1;
+        group = 0;
         mm.clear();
     }
 
@@ -43,6 +48,7 @@ struct KeySet {
         salt_len = o.salt_len;
         priority = o.priority;
         max_cached_tokens = o.max_cached_tokens;
+        group = o.group;
         if (o.salt_len > 0) std::memcpy(salt, o.salt, size_t(o.salt_len));
         mm.assign(o.mm.begin(), o.mm.end());
     }

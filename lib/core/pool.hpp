@@ -16,6 +16,7 @@
 #include "core/block_hash.hpp"
 #include "core/block_pool.hpp"
 #include "core/events.hpp"
+#include "core/groups.hpp"
 #include "core/pool_pending_copies.hpp"
 #include "core/prefix_cache.hpp"
 #include "core/prefix_walk.hpp"
@@ -57,9 +58,16 @@ struct kvc_pool {
     // kvc_pool_set_sliding_window (0 = off): the one field here that changes after creation, under
     // mu and only while no sequence exists. Next to block_size: kvc_append reads both.
     int32_t sliding_window = 0;
+    // A hybrid pool (kvc_pool_create_hybrid): sequences have one table per group and the sequence
+    // operations go through core/hybrid.cpp. Next to block_size: kvc_append reads it.
+    bool hybrid = false;
     int32_t backend = KVC_BACKEND_NONE;
     int32_t device = -1;
     void *storage = nullptr;
+    // Hybrid pools: the groups (empty for a plain pool) and, per model layer, its group and its
+    // index among that group's layers.
+    std::vector<kvc::PoolGroup> groups;
+    std::vector<int32_t> layer_group, layer_in_group;
     kvc::CopyStaging copy_staging;  // CUDA backend only: kvc_copy_pending's fixed buffers
     // kvc_copy_pending's callers, one at a time from drain to done (storage/copy_pending.cpp, rule 1).
     // Lock order: copy_mu, then the tier executor's exec_mu, then mu.
@@ -164,15 +172,16 @@ inline bool pool_release_block(kvc_pool *p, int32_t b) {
     return true;
 }
 
-// ---- Sliding window (kvc_pool_set_sliding_window); lock held, window > 0 ----------------------
+// ---- Sliding window (kvc_pool_set_sliding_window, a hybrid pool's groups); lock held, window > 0 ----
 
-// The block holding the first key the query at position pos sees (pos - window + 1, or 0): every
-// block before it is invisible to that query and to every later one.
-inline int64_t pool_window_first_block(const kvc_pool *p, int64_t pos) {
-    const int64_t first_key = pos - p->sliding_window + 1;
+// The block holding the first key the query at position pos sees with this window (pos - window
+// + 1, or 0): every block before it is invisible to that query and to every later one.
+inline int64_t pool_window_first_block(const kvc_pool *p, int32_t window, int64_t pos) {
+    const int64_t first_key = pos - window + 1;
     return first_key > 0 ? pool_block_of(p, first_key) : 0;
 }
 
+// (Both with s->window, the sequence's window.)
 // kvc_append's plan, before anything changes: the number of leading blocks of s released by
 // this append -- those whose tokens all lie before window_from - window + 1, the first key the
 // previous call's first token sees (Sequence::window_from) -- and in *out_free how many of the

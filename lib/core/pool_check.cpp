@@ -34,8 +34,33 @@ kvc_status pool_check_invariants(kvc_pool *p) {
     });
     if (bad != KVC_OK) return bad;
     KVC_CHECK(live.size() == p->seqs.size(), "%zu sequences found, the table counts %zu", live.size(), p->seqs.size());
-    for (const Sequence *s : live) {
-        KVC_CHECK(p->seqs.find(s->id) == s, "sequence %llu is not found under its own id", (unsigned long long)s->id);
+    // A hybrid pool's sequences have one table per group: each is checked as a sequence of its own,
+    // with its group's window, and must agree with group 0's on the lengths.
+    std::vector<int32_t> table_group(live.size(), 0);
+    if (p->hybrid) {
+        const size_t n0 = live.size();
+        for (size_t i = 0; i < n0; ++i) {
+            const Sequence *s0 = live[i];
+            KVC_CHECK(s0->group_seqs.size() + 1 >= p->groups.size(), "sequence %llu has %zu group tables of %zu",
+                      (unsigned long long)s0->id, s0->group_seqs.size() + 1, p->groups.size());
+            for (int32_t g = 1; g < int32_t(p->groups.size()); ++g) {
+                const Sequence *sg = group_seq(s0, g);
+                KVC_CHECK(sg->id == s0->id && sg->num_tokens == s0->num_tokens && sg->reserved_end == s0->reserved_end,
+                          "sequence %llu: group %d's table has %lld tokens (%lld reserved), group 0's %lld (%lld)",
+                          (unsigned long long)s0->id, g, (long long)sg->num_tokens, (long long)sg->reserved_end,
+                          (long long)s0->num_tokens, (long long)s0->reserved_end);
+                live.push_back(sg);
+                table_group.push_back(g);
+            }
+        }
+    }
+    for (size_t t = 0; t < live.size(); ++t) {
+        const Sequence *s = live[t];
+        const int32_t window = p->hybrid ? p->groups[size_t(table_group[t])].window : p->sliding_window;
+        KVC_CHECK(table_group[t] > 0 || p->seqs.find(s->id) == s, "sequence %llu is not found under its own id",
+                  (unsigned long long)s->id);
+        KVC_CHECK(s->window == window, "sequence %llu (group %d) has window %d, its table's is %d",
+                  (unsigned long long)s->id, table_group[t], s->window, window);
         KVC_CHECK(s->num_tokens >= 0 && s->num_tokens <= s->reserved_end,
                   "sequence %llu has %lld tokens but %lld reserved slots", (unsigned long long)s->id,
                   (long long)s->num_tokens, (long long)s->reserved_end);
@@ -60,10 +85,10 @@ kvc_status pool_check_invariants(kvc_pool *p) {
                   "sequence %llu: window_from %lld of %lld tokens", (unsigned long long)s->id,
                   (long long)s->window_from, (long long)s->num_tokens);
         KVC_CHECK(s->released >= 0 && s->released <= int64_t(s->table.size()) &&
-                      (s->released == 0 || p->sliding_window > 0) &&
-                      (s->released == 0 || s->released * bs <= s->num_tokens - p->sliding_window + 1),
+                      (s->released == 0 || window > 0) &&
+                      (s->released == 0 || s->released * bs <= s->num_tokens - window + 1),
                   "sequence %llu released %lld blocks of %zu (%lld tokens, window %d)", (unsigned long long)s->id,
-                  (long long)s->released, s->table.size(), (long long)s->num_tokens, p->sliding_window);
+                  (long long)s->released, s->table.size(), (long long)s->num_tokens, window);
         for (int64_t i = 0; i < s->released; ++i)
             KVC_CHECK(s->table[size_t(i)] == -1, "sequence %llu released entry %lld still names block %d",
                       (unsigned long long)s->id, (long long)i, s->table[size_t(i)]);

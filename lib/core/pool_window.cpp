@@ -9,7 +9,7 @@ namespace {
 // Leading blocks of s whose tokens all lie before the first key of the token at window_from: no
 // query of the previous call's tokens, or of any later one, sees them.
 int64_t release_target(const kvc_pool *p, const Sequence *s) {
-    const int64_t target = pool_window_first_block(p, s->window_from);
+    const int64_t target = pool_window_first_block(p, s->window, s->window_from);
     return target > s->released ? target : s->released;
 }
 

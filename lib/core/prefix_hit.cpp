@@ -35,13 +35,13 @@ bool usable(kvc_pool *p, const int32_t *tokens, const BlockKey *keys, int64_t k,
 // The first block a hit ending with block e must hold: the one with position c - window + 1,
 // c = (e + 1) x block_size being the first uncached position -- but at least the hit's last block,
 // so that a hit always rests on a cached block (window 1 would otherwise need none).
-int64_t first_needed(const kvc_pool *p, int64_t e) {
-    const int64_t f = pool_window_first_block(p, (e + 1) * p->block_size);
+int64_t first_needed(const kvc_pool *p, int32_t window, int64_t e) {
+    const int64_t f = pool_window_first_block(p, window, (e + 1) * p->block_size);
     return f < e ? f : e;
 }
 
-PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys, WalkTiers lower,
-                         CopyPick pick, bool pinned_only = false) {
+PrefixWalk walk_windowed(kvc_pool *p, int32_t window, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
+                         WalkTiers lower, CopyPick pick, bool pinned_only = false) {
     PrefixWalk w = pool_begin_walk(p);
     if (max_blocks <= 0) return w;
     // Every block's key, left to right (each chains on its parent). Grown, never shrunk: steady
@@ -61,7 +61,7 @@ PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks,
     int64_t e = max_blocks - 1, lo = max_blocks;
     bool verify_miss = false;
     while (e >= 0) {
-        const int64_t f = first_needed(p, e);
+        const int64_t f = first_needed(p, window, e);
         if (e - f + 1 > p->num_blocks) {
             --e;
             if (lo > e + 1) lo = e + 1;
@@ -77,7 +77,7 @@ PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks,
     w.num_keys = max_blocks;
     if (e < 0) return w;
     // Record the hit's held blocks f..e as pool_walk_prefix does (ids, tier slots, counts).
-    const int64_t f = first_needed(p, e);
+    const int64_t f = first_needed(p, window, e);
     for (int64_t i = f; i <= e; ++i) {
         const int32_t b = pool_find_copy(p, k[size_t(i)].hash, pick);
         if (b >= 0) {  // verified in the scan
@@ -100,13 +100,14 @@ PrefixWalk walk_windowed(kvc_pool *p, const int32_t *tokens, int64_t max_blocks,
 
 PrefixWalk pool_window_pin_range(kvc_pool *p, const int32_t *tokens, int64_t full_blocks, const KeySet &keys,
                                  bool pinned_only) {
-    PrefixWalk w = walk_windowed(p, tokens, full_blocks, keys, kWalkDevice, kPickPin, pinned_only);
+    const int32_t window = p->sliding_window;
+    PrefixWalk w = walk_windowed(p, window, tokens, full_blocks, keys, kWalkDevice, kPickPin, pinned_only);
     if (w.hit_blocks < 2) return w;
     // The prefix itself, when block-aligned, is admitted one block short of this hit (the last
     // token is always computed): that hit ends at e - 1 and needs block first_needed(e - 1), one
     // before this range when the window reaches back that far. Without it in the range, a pinned
     // system prompt could lose its own hit once that block was evicted.
-    const int64_t e = w.hit_blocks - 1, g = first_needed(p, e - 1);
+    const int64_t e = w.hit_blocks - 1, g = first_needed(p, window, e - 1);
     if (g >= w.first_block || w.held() + 1 > p->num_blocks) return w;
     bool verify_miss = false;
     if (!usable(p, tokens, w.keys, g, kWalkDevice, kPickPin, &verify_miss, pinned_only)) return w;
@@ -117,18 +118,27 @@ PrefixWalk pool_window_pin_range(kvc_pool *p, const int32_t *tokens, int64_t ful
     return w;
 }
 
-PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
-                                WalkTiers lower) {
+PrefixWalk pool_find_hit_blocks(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
+                                WalkTiers lower, int32_t window) {
+    if (window <= 0) return pool_walk_prefix(p, tokens, max_blocks, keys, lower);
+    // Nothing cached anywhere: skip hashing the whole prompt.
+    if (p->cache.size() == 0 && (lower == kWalkDevice || !p->tiers.load(std::memory_order_relaxed)))
+        return pool_begin_walk(p);
+    return walk_windowed(p, window, tokens, max_blocks, keys, lower, kPickHit);
+}
+
+int64_t pool_max_hit_blocks(const kvc_pool *p, int64_t num_tokens, const KeySet &keys) {
     // At most num_tokens - 1 tokens hit: the prefill computes at least the last one. The request
     // may cap it further (kvc_keys_set_max_cached_tokens).
     int64_t max_blocks = pool_block_of(p, num_tokens - 1);
     if (keys.max_cached_tokens >= 0 && keys.max_cached_tokens / p->block_size < max_blocks)
         max_blocks = keys.max_cached_tokens / p->block_size;
-    if (p->sliding_window <= 0) return pool_walk_prefix(p, tokens, max_blocks, keys, lower);
-    // Nothing cached anywhere: skip hashing the whole prompt.
-    if (p->cache.size() == 0 && (lower == kWalkDevice || !p->tiers.load(std::memory_order_relaxed)))
-        return PrefixWalk{};
-    return walk_windowed(p, tokens, max_blocks, keys, lower, kPickHit);
+    return max_blocks;
+}
+
+PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
+                                WalkTiers lower) {
+    return pool_find_hit_blocks(p, tokens, pool_max_hit_blocks(p, num_tokens, keys), keys, lower, p->sliding_window);
 }
 
 }  // namespace kvc

@@ -77,6 +77,13 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
 PrefixWalk pool_find_prompt_hit(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
                                 WalkTiers lower = kWalkDevice);
 
+// The hit pool_find_prompt_hit takes, given its length cap (max_blocks full blocks) and the window
+// of the table it is for (0: none; a hybrid pool's groups have their own). May throw as above.
+PrefixWalk pool_find_hit_blocks(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys,
+                                WalkTiers lower, int32_t window);
+// The longest hit (in blocks) a prompt of num_tokens tokens may take with these keys.
+int64_t pool_max_hit_blocks(const kvc_pool *p, int64_t num_tokens, const KeySet &keys);
+
 // kvc_prefix_pin / kvc_prefix_unpin with a sliding window (copies picked by kPickPin): the device
 // blocks a hit at the end of the prefix's first full_blocks blocks needs -- blocks first_block .. hit_blocks - 1, for
 // the largest such end whose window is cached (with pinned_only: cached and pinned) -- plus the block before them when

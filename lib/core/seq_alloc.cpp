@@ -49,6 +49,62 @@ int32_t alloc_verdict(const kvc_pool *p, const AllocPlan &plan) {
     return KVC_ALLOC_LATER;
 }
 
+// The new sequence s (created, room reserved) takes the hit: the table starts with the windowed
+// hit's unheld blocks (-1) and the held hits; device hits are referenced before any fresh block is
+// taken, so eviction cannot take them; lower-tier hits' sources are pinned before spills claim host
+// slots. Cannot fail.
+void commit_alloc_hold(kvc_pool *p, Sequence *s, const KeySet &ks, const AllocPlan &plan) {
+    const PrefixWalk &walk = plan.walk;
+    s->keys.priority = s->priority = ks.priority;
+    const int64_t skip = walk.first_block, held_hits = walk.held();
+    s->table.assign(size_t(skip), -1);
+    s->released = skip;
+    for (int64_t j = 0; j < held_hits; ++j) {
+        const int32_t b = walk.block(j);
+        if (b >= 0) {
+            p->blocks.add_ref(b);  // a refcount-0 hit leaves the free queue ("touch")
+            p->blocks.set_priority(b, ks.priority);
+        }
+        s->table.push_back(b);  // -1: a host-tier hit, restored by commit_alloc_fill
+    }
+    if (walk.host_hits) tier_pin_restore_sources(p, walk);
+}
+
+// The rest of the allocation once every table holding hits took them and the spills for the fresh
+// blocks were planned: restores, fresh blocks, the prompt's blocks past the hit hashed into the
+// cache. count_prompt: the prompt's tokens and hits go into the pool's counters (one group of a
+// hybrid pool). Cannot fail.
+void commit_alloc_fill(kvc_pool *p, Sequence *s, const int32_t *tokens, int64_t num_tokens, const AllocPlan &plan,
+                       bool count_prompt) {
+    const PrefixWalk &walk = plan.walk;
+    const int64_t skip = walk.first_block, held_hits = walk.held(), restores = walk.host_hits;
+    const int32_t prio = s->priority;
+    for (int64_t j = 0; restores && j < held_hits; ++j)
+        if (s->table[size_t(skip + j)] < 0) s->table[size_t(skip + j)] = tier_restore_hit(p, walk, j, prio);
+    for (int64_t i = restores; i < plan.fresh; ++i) s->table.push_back(pool_take_fresh_block(p, prio));
+    s->num_tokens = s->reserved_end = num_tokens;
+    s->window_from = walk.hit_blocks * p->block_size;  // where the prompt's queries start
+    s->hit_blocks = walk.hit_blocks;
+    s->chain = walk.chain;
+    s->num_hashed = walk.hit_blocks;
+    if (p->caching) {
+        const int64_t hashed_tokens = walk.hit_blocks * p->block_size;
+        const int64_t known = walk.num_keys - walk.hit_blocks;  // > 0 only after a windowed search
+        if (known > 0)
+            pool_hash_prompt_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens,
+                                    walk.keys + walk.hit_blocks, known);
+        else
+            pool_hash_full_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens);
+        if (count_prompt) {
+            p->counters.prefix_query_tokens += num_tokens;
+            p->counters.prefix_hit_tokens += walk.hit_blocks * p->block_size;
+            p->counters.verify_misses += walk.verify_miss ? 1 : 0;
+        }
+        p->counters.device_hits += held_hits - restores;
+    }
+    p->counters.blocks_allocated += plan.fresh;
+}
+
 kvc_status commit_alloc(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens, const KeySet &ks,
                         const AllocPlan &plan, int64_t *out_cached_tokens) {
     Sequence *s = p->seqs.create(seq_id);
@@ -63,48 +119,12 @@ kvc_status commit_alloc(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, int
         throw;
     }
     // ---- from here on nothing can fail ----
-    const PrefixWalk &walk = plan.walk;
-    s->keys.priority = s->priority = ks.priority;
-    // A windowed hit's blocks before the window start out released (never taken).
-    const int64_t skip = walk.first_block, held_hits = walk.held();
-    s->table.assign(size_t(skip), -1);
-    s->released = skip;
-    // Device hits are referenced before any fresh block is taken, so eviction cannot take them.
-    const int64_t restores = walk.host_hits;
-    for (int64_t j = 0; j < held_hits; ++j) {
-        const int32_t b = walk.block(j);
-        if (b >= 0) {
-            p->blocks.add_ref(b);  // a refcount-0 hit leaves the free queue ("touch")
-            p->blocks.set_priority(b, ks.priority);
-        }
-        s->table.push_back(b);  // -1: a host-tier hit, restored below
-    }
-    if (restores) tier_pin_restore_sources(p, walk);  // before the spills claim host slots
+    s->window = p->sliding_window;
+    commit_alloc_hold(p, s, ks, plan);
     pool_spill_before_taking(p, plan.fresh);
-    for (int64_t j = 0; restores && j < held_hits; ++j)
-        if (s->table[size_t(skip + j)] < 0) s->table[size_t(skip + j)] = tier_restore_hit(p, walk, j, ks.priority);
-    for (int64_t i = restores; i < plan.fresh; ++i) s->table.push_back(pool_take_fresh_block(p, ks.priority));
-    s->num_tokens = s->reserved_end = num_tokens;
-    s->window_from = walk.hit_blocks * p->block_size;  // where the prompt's queries start
-    s->hit_blocks = walk.hit_blocks;
-    s->chain = walk.chain;
-    s->num_hashed = walk.hit_blocks;
-    if (p->caching) {
-        const int64_t hashed_tokens = walk.hit_blocks * p->block_size;
-        const int64_t known = walk.num_keys - walk.hit_blocks;  // > 0 only after a windowed search
-        if (known > 0)
-            pool_hash_prompt_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens,
-                                    walk.keys + walk.hit_blocks, known);
-        else
-            pool_hash_full_blocks(p, s, tokens + hashed_tokens, num_tokens - hashed_tokens);
-        p->counters.prefix_query_tokens += num_tokens;
-        p->counters.prefix_hit_tokens += walk.hit_blocks * p->block_size;
-        p->counters.device_hits += held_hits - restores;
-        p->counters.verify_misses += walk.verify_miss ? 1 : 0;
-    }
+    commit_alloc_fill(p, s, tokens, num_tokens, plan, true);
     ++p->counters.allocs;
-    p->counters.blocks_allocated += plan.fresh;
-    if (out_cached_tokens) *out_cached_tokens = walk.hit_blocks * p->block_size;
+    if (out_cached_tokens) *out_cached_tokens = plan.walk.hit_blocks * p->block_size;
     return KVC_OK;
 }
 

@@ -25,8 +25,9 @@ struct AppendPlan {
     int64_t new_blocks = 0;     // table length after the call
     int64_t first_written = 0;  // existing blocks [first_written, last_written) receive writes
     int64_t last_written = 0;
-    int64_t cows = 0;   // of those, shared or pinned ones copied first
-    int64_t fresh = 0;  // blocks taken: cows + table growth
+    int64_t cows = 0;         // of those, shared or pinned ones copied first
+    int64_t fresh = 0;        // blocks taken: cows + table growth
+    int64_t window_free = 0;  // blocks the window releases that become free
 };
 }  // namespace seq_append_detail
 
@@ -48,9 +49,11 @@ __attribute__((cold, noinline)) kvc_status append_args_refusal(const kvc_pool *p
 
 // Plans appending num_tokens confirmed tokens and num_lookahead reserved slots to s (found, not
 // swapped out). Reserves the table's room (may throw std::bad_alloc), so that commit_append cannot fail.
+// `claimed`: free blocks the plans of the same call's other groups take (net of what their
+// windows release); 0 outside hybrid pools.
 __attribute__((always_inline)) inline kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id,
                                                              int64_t num_tokens, int64_t num_lookahead,
-                                                             AppendPlan *plan, const char *fn) {
+                                                             AppendPlan *plan, const char *fn, int64_t claimed = 0) {
     const int32_t bs = p->block_size;
     int64_t new_tokens, want_end;
     if (add_overflows(s->num_tokens, num_tokens, &new_tokens) || add_overflows(new_tokens, num_lookahead, &want_end))
@@ -72,7 +75,7 @@ __attribute__((always_inline)) inline kvc_status plan_append(const kvc_pool *p, 
     // first, and count as free. Behind one test: the decode step of a pool without a window stays
     // as it was (measured: keeping the window's values live through this function cost ~10%).
     int64_t window_free = 0, held = new_nb;
-    if (__builtin_expect(p->sliding_window > 0, 0)) held -= pool_window_plan(p, s, &window_free);
+    if (__builtin_expect(s->window > 0, 0)) held -= pool_window_plan(p, s, &window_free);
     if (held > p->num_blocks)
         return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu would need %lld blocks, the pool has only %d", fn,
                     (unsigned long long)seq_id, (long long)held, p->num_blocks);
@@ -84,24 +87,25 @@ __attribute__((always_inline)) inline kvc_status plan_append(const kvc_pool *p, 
         for (int64_t i = first_written; i < last_written; ++i)
             if (seq_append_detail::must_copy(p, s->table[size_t(i)])) ++cows;
     const int64_t fresh = cows + (new_nb - old_nb);
-    if (fresh > p->blocks.num_free() + window_free)
+    if (fresh + claimed > p->blocks.num_free() + window_free)
         return fail(KVC_ERR_OUT_OF_BLOCKS,
                     "%s: sequence %llu needs %lld new blocks (%lld copy-on-write), "
                     "only %lld are free",
-                    fn, (unsigned long long)seq_id, (long long)fresh, (long long)cows,
+                    fn, (unsigned long long)seq_id, (long long)(fresh + claimed), (long long)cows,
                     (long long)(p->blocks.num_free() + window_free));
     // The table's room is part of the plan, so that commit_append cannot fail: the one allocation,
     // and it changes nothing the pool's state shows.
     seq_append_detail::reserve_geometric(s->table, new_nb);
-    *plan = AppendPlan{new_tokens, new_end, new_nb, first_written, last_written, cows, fresh};
+    *plan = AppendPlan{new_tokens, new_end, new_nb, first_written, last_written, cows, fresh, window_free};
     return KVC_OK;
 }
 
-// Applies a plan. Cannot fail.
+// Applies a plan. Cannot fail. window_done: the window's release already ran (a hybrid append
+// releases every group's blocks before any group takes fresh ones).
 __attribute__((always_inline)) inline void commit_append(kvc_pool *p, Sequence *s, const int32_t *tokens,
                                                          int64_t num_tokens, const AppendPlan &plan,
-                                                         int32_t *out_new_blocks) {
-    if (__builtin_expect(p->sliding_window > 0, 0)) pool_window_release(p, s);
+                                                         int32_t *out_new_blocks, bool window_done = false) {
+    if (__builtin_expect(s->window > 0, 0) && !window_done) pool_window_release(p, s);
     if (plan.fresh > 0) {
         pool_spill_before_taking(p, plan.fresh);
         const int32_t prio = s->priority;
@@ -144,6 +148,29 @@ kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32
     const kvc_status st = plan_append(p, s, seq_id, num_tokens, num_lookahead, &plan, fn);
     if (st != KVC_OK) return st;
     commit_append(p, s, tokens, num_tokens, plan, out_new_blocks);
+    return KVC_OK;
+}
+
+// Every group's plan first, each counting the blocks the groups before it take; then every
+// group's window releases, then every group's takes: the free blocks a later group's window gives
+// back are there before an earlier group needs them. A refused plan changed nothing visible (the
+// plans only reserved table room).
+kvc_status hybrid_append(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
+                         int64_t num_lookahead, int32_t *out_new_blocks, const char *fn) {
+    const int32_t n = int32_t(p->groups.size());
+    AppendPlan plans[KVC_MAX_GROUPS];
+    int64_t claimed = 0, fresh = 0;
+    for (int32_t g = 0; g < n; ++g) {
+        const kvc_status st = plan_append(p, group_seq(s, g), seq_id, num_tokens, num_lookahead, &plans[g], fn, claimed);
+        if (st != KVC_OK) return st;
+        claimed += plans[g].fresh - plans[g].window_free;
+        fresh += plans[g].fresh;
+    }
+    for (int32_t g = 0; g < n; ++g)
+        if (group_seq(s, g)->window > 0) pool_window_release(p, group_seq(s, g));
+    for (int32_t g = 0; g < n; ++g) commit_append(p, group_seq(s, g), tokens, num_tokens, plans[g], nullptr, true);
+    p->counters.appends -= n - 1;  // one append of the sequence, not one per group
+    if (out_new_blocks) *out_new_blocks = int32_t(fresh);
     return KVC_OK;
 }
 

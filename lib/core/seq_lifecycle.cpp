@@ -1,61 +1,55 @@
-// Sharing, shrinking and ending a sequence (seq_ops.hpp): fork, truncate, free / abort.
+// Sharing, shrinking and ending a sequence (seq_ops.hpp): fork, truncate, free / abort. In a hybrid
+// pool each acts on every group's table of the sequence (check all, then apply all).
 #include <algorithm>
 
 #include "core/seq_ops.hpp"
 #include "core/tier_port.hpp"
 
 namespace kvc {
+namespace {
 
-kvc_status fork_seq(kvc_pool *p, uint64_t parent_id, uint64_t child_id, const char *fn) {
-    Sequence *parent = p->seqs.find(parent_id);
-    if (!parent) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no parent sequence %llu", fn, (unsigned long long)parent_id);
-    if (p->seqs.find(child_id))
-        return fail(KVC_ERR_SEQ_EXISTS, "%s: child sequence %llu already exists", fn, (unsigned long long)child_id);
-    if (parent->swapped_out)
-        return fail(KVC_ERR_STATE, "%s: parent sequence %llu is swapped out", fn, (unsigned long long)parent_id);
-    Sequence *c = p->seqs.create(child_id);
-    try {
-        c->table.assign(parent->table.begin(), parent->table.end());
-        c->tail.reserve(parent->tail.capacity());
-        c->tail.assign(parent->tail.begin(), parent->tail.end());
-        c->set_keys(parent->keys);
-    } catch (...) {
-        p->seqs.erase(c);
-        throw;
-    }
-    // ---- from here on nothing can fail ----
+// The child's copy of the parent's table, tail and keys. May throw std::bad_alloc; the caller
+// drops the child then.
+void fork_copy(const Sequence *parent, Sequence *c) {
+    c->table.assign(parent->table.begin(), parent->table.end());
+    c->tail.reserve(parent->tail.capacity());
+    c->tail.assign(parent->tail.begin(), parent->tail.end());
+    c->set_keys(parent->keys);
+}
+
+// The rest of the fork: lengths, hashing state, window, shared references. Cannot fail.
+void fork_apply(kvc_pool *p, Sequence *parent, Sequence *c) {
     c->num_tokens = parent->num_tokens;
     c->reserved_end = parent->reserved_end;
     c->chain = parent->chain;
     c->num_hashed = parent->num_hashed;
     c->hash_stopped = parent->hash_stopped;
+    c->window = parent->window;
     c->released = parent->released;
     c->window_from = parent->window_from;
     c->hit_blocks = parent->hit_blocks;
     c->may_share_tail = parent->may_share_tail = true;
     for (size_t i = size_t(c->released); i < c->table.size(); ++i)
         p->blocks.add_ref(c->table[i]);  // all in use already: no list changes
-    ++p->counters.forks;
-    return KVC_OK;
 }
 
-// The rollback of a sequence (speculative decoding's rejected drafts, beam pruning, "regenerate").
-kvc_status truncate_seq(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, int32_t *out_freed_blocks, const char *fn) {
-    Sequence *s = p->seqs.find(seq_id);
-    if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
-    if (s->swapped_out) return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
-    if (num_tokens > s->num_tokens)
-        return fail(KVC_ERR_INVALID_ARG, "%s: sequence %llu has %lld confirmed tokens, cannot keep %lld", fn,
-                    (unsigned long long)seq_id, (long long)s->num_tokens, (long long)num_tokens);
-    // The next token (position num_tokens) attends from num_tokens - window + 1 on: those blocks
-    // must still be here.
-    if (s->released > 0 && num_tokens - p->sliding_window + 1 < s->released * p->block_size)
+int32_t num_tables(const kvc_pool *p) { return p->hybrid ? int32_t(p->groups.size()) : 1; }
+
+// kvc_truncate's refusal for one table, if any: the next token (position num_tokens) attends
+// from num_tokens - window + 1 on, so those blocks must still be here.
+kvc_status truncate_check(const kvc_pool *p, const Sequence *s, uint64_t seq_id, int64_t num_tokens, const char *fn) {
+    if (s->released > 0 && num_tokens - s->window + 1 < s->released * p->block_size)
         return fail(KVC_ERR_STATE,
                     "%s: sequence %llu released its blocks before position %lld (sliding window "
                     "%d); keeping %lld tokens would need them again",
-                    fn, (unsigned long long)seq_id, (long long)(s->released * p->block_size), p->sliding_window,
+                    fn, (unsigned long long)seq_id, (long long)(s->released * p->block_size), s->window,
                     (long long)num_tokens);
-    // ---- from here on nothing can fail (the table and tail only shrink) ----
+    return KVC_OK;
+}
+
+// Cuts one table to num_tokens tokens; returns the blocks it dropped. Cannot fail (the table and
+// tail only shrink).
+int64_t truncate_apply(kvc_pool *p, Sequence *s, int64_t num_tokens) {
     const int64_t bs = p->block_size;
     if (p->caching && !s->hash_stopped)
         pool_rewind_hashing(p, s, num_tokens);
@@ -75,16 +69,11 @@ kvc_status truncate_seq(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, int32_
         const int32_t last = s->table.back();
         if (p->blocks.refcount(last) > 1 || p->blocks.cached(last)) s->may_share_tail = true;
     }
-    p->seq_generation.fetch_add(1, std::memory_order_relaxed);
-    if (out_freed_blocks) *out_freed_blocks = int32_t(dropped);
-    return KVC_OK;
+    return dropped;
 }
 
-kvc_status free_seq(kvc_pool *p, uint64_t seq_id, bool abort, const char *fn) {
-    Sequence *s = p->seqs.find(seq_id);
-    if (!s)
-        return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu (never allocated or already freed)", fn,
-                    (unsigned long long)seq_id);
+// kvc_free's and kvc_abort's release of one table.
+void release_table(kvc_pool *p, Sequence *s, bool abort) {
     if (abort) {
         // The blocks this sequence filled itself (after its prompt's cache hit) may never have
         // received their KV: out of the cache with them, unless another holder or a pin relies on
@@ -99,6 +88,63 @@ kvc_status free_seq(kvc_pool *p, uint64_t seq_id, bool abort, const char *fn) {
     if (s->swapped_out) tier_release_swapped(p, s);
     for (auto it = s->table.rbegin(); it != s->table.rend(); ++it)
         if (*it >= 0) pool_release_block(p, *it);  // -1: in a host slot, or released by the window
+}
+
+}  // namespace
+
+kvc_status fork_seq(kvc_pool *p, uint64_t parent_id, uint64_t child_id, const char *fn) {
+    Sequence *parent = p->seqs.find(parent_id);
+    if (!parent) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no parent sequence %llu", fn, (unsigned long long)parent_id);
+    if (p->seqs.find(child_id))
+        return fail(KVC_ERR_SEQ_EXISTS, "%s: child sequence %llu already exists", fn, (unsigned long long)child_id);
+    if (parent->swapped_out)
+        return fail(KVC_ERR_STATE, "%s: parent sequence %llu is swapped out", fn, (unsigned long long)parent_id);
+    Sequence *c = p->seqs.create(child_id);
+    const int32_t n = num_tables(p);
+    try {
+        if (p->hybrid) hybrid_prepare_seq(p, c);
+        for (int32_t g = 0; g < n; ++g) fork_copy(group_seq(parent, g), group_seq(c, g));
+    } catch (...) {
+        p->seqs.erase(c);
+        throw;
+    }
+    // ---- from here on nothing can fail ----
+    for (int32_t g = 0; g < n; ++g) fork_apply(p, group_seq(parent, g), group_seq(c, g));
+    ++p->counters.forks;
+    return KVC_OK;
+}
+
+// The rollback of a sequence (speculative decoding's rejected drafts, beam pruning, "regenerate").
+kvc_status truncate_seq(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, int32_t *out_freed_blocks, const char *fn) {
+    Sequence *s = p->seqs.find(seq_id);
+    if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
+    if (s->swapped_out) return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
+    if (num_tokens > s->num_tokens)
+        return fail(KVC_ERR_INVALID_ARG, "%s: sequence %llu has %lld confirmed tokens, cannot keep %lld", fn,
+                    (unsigned long long)seq_id, (long long)s->num_tokens, (long long)num_tokens);
+    const int32_t n = num_tables(p);
+    for (int32_t g = 0; g < n; ++g) {
+        if (p->hybrid && p->groups[size_t(g)].kind == KVC_GROUP_SSM && num_tokens < s->num_tokens)
+            return fail(KVC_ERR_UNSUPPORTED,
+                        "%s: sequence %llu has an SSM state group (group %d), whose state cannot be rewound "
+                        "to %lld tokens",
+                        fn, (unsigned long long)seq_id, g, (long long)num_tokens);
+        if (kvc_status st = truncate_check(p, group_seq(s, g), seq_id, num_tokens, fn); st != KVC_OK) return st;
+    }
+    // ---- from here on nothing can fail ----
+    int64_t dropped = 0;
+    for (int32_t g = 0; g < n; ++g) dropped += truncate_apply(p, group_seq(s, g), num_tokens);
+    p->seq_generation.fetch_add(1, std::memory_order_relaxed);
+    if (out_freed_blocks) *out_freed_blocks = int32_t(dropped);
+    return KVC_OK;
+}
+
+kvc_status free_seq(kvc_pool *p, uint64_t seq_id, bool abort, const char *fn) {
+    Sequence *s = p->seqs.find(seq_id);
+    if (!s)
+        return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu (never allocated or already freed)", fn,
+                    (unsigned long long)seq_id);
+    for (int32_t g = num_tables(p); g-- > 0;) release_table(p, group_seq(s, g), abort);
     p->seqs.erase(s);
     p->seq_generation.fetch_add(1, std::memory_order_relaxed);
     ++p->counters.frees;

@@ -45,6 +45,33 @@ int32_t alloc_verdict(const kvc_pool *p, const AllocPlan &plan);
 kvc_status commit_alloc(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens, const KeySet &keys,
                         const AllocPlan &plan, int64_t *out_cached_tokens);
 
+// commit_alloc's two halves, for callers that commit several tables together (a hybrid pool's
+// groups): _hold takes the plan's hits into s (created, room reserved), _fill the restores, fresh
+// blocks and hashing, after the spills for every table's fresh blocks were planned. Cannot fail.
+void commit_alloc_hold(kvc_pool *p, Sequence *s, const KeySet &ks, const AllocPlan &plan);
+void commit_alloc_fill(kvc_pool *p, Sequence *s, const int32_t *tokens, int64_t num_tokens, const AllocPlan &plan,
+                       bool count_prompt);
+
+// ---- hybrid pools (core/hybrid_alloc.cpp): the same operations over every group of a sequence ----
+
+// A prompt's plan in every group: plans[g] for g < num_groups, their hits all of the same length
+// (the longest every group can resume from), and the totals the checks read.
+struct HybridPlan {
+    AllocPlan g[KVC_MAX_GROUPS];
+    int64_t held = 0, fresh = 0, free_now = 0, hit_blocks = 0;
+};
+// Gives a just-created sequence its group tables (created once per recycled Sequence object, reset
+// each time): same id, the group's window and keys tag. May throw std::bad_alloc; the caller drops
+// the sequence then.
+void hybrid_prepare_seq(kvc_pool *p, Sequence *s);
+// May throw std::bad_alloc before anything changed.
+void hybrid_plan_alloc(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, const KeySet &keys, WalkTiers lower,
+                       HybridPlan *out);
+kvc_status hybrid_check_alloc(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, const HybridPlan &plan);
+int32_t hybrid_alloc_verdict(const kvc_pool *p, const HybridPlan &plan);
+kvc_status hybrid_commit_alloc(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
+                               const KeySet &keys, const HybridPlan &plan, int64_t *out_cached_tokens);
+
 // ---- growing a sequence (seq_append.cpp) --------------------------------------------------------
 
 // append's argument rules, tested inline on the hot paths; append_args_refusal words a refusal.
@@ -69,7 +96,7 @@ kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32
 __attribute__((always_inline)) inline bool append_in_place(kvc_pool *p, Sequence *s, const int32_t *tokens,
                                                            int64_t num_tokens, int64_t num_lookahead,
                                                            int32_t *out_new_blocks) {
-    if (num_tokens != 1 || num_lookahead != 0 || s->may_share_tail || p->sliding_window > 0) return false;
+    if (num_tokens != 1 || num_lookahead != 0 || s->may_share_tail || s->window > 0) return false;
     const int64_t end = s->num_tokens + 1;  // < INT64_MAX: a sequence holds far fewer tokens
     const int64_t max = p->config.max_seq_len;
     if (end > int64_t(s->table.size()) * p->block_size || (max > 0 && end > max)) return false;
@@ -81,6 +108,10 @@ __attribute__((always_inline)) inline bool append_in_place(kvc_pool *p, Sequence
     return true;
 }
 
+// append_seq for a hybrid pool: every group's table grows together, all or nothing (core/hybrid.cpp).
+kvc_status hybrid_append(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
+                         int64_t num_lookahead, int32_t *out_new_blocks, const char *fn);
+
 // One append on sequence seq_id with checked arguments: the in-place case inline, else
 // append_general (plan then commit). Shared by kvc_append and kvc_append_batch.
 __attribute__((always_inline)) inline kvc_status append_seq(kvc_pool *p, uint64_t seq_id, const int32_t *tokens,
@@ -89,6 +120,7 @@ __attribute__((always_inline)) inline kvc_status append_seq(kvc_pool *p, uint64_
     Sequence *s = p->seqs.find(seq_id);
     if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
     if (s->swapped_out) return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
+    if (__builtin_expect(p->hybrid, 0)) return hybrid_append(p, s, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
     if (append_in_place(p, s, tokens, num_tokens, num_lookahead, out_new_blocks)) return KVC_OK;
     return append_general(p, s, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
 }

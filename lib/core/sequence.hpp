@@ -38,6 +38,11 @@ struct Sequence {
     // (In the padding before `priority`: the first 64 bytes stay as they were.)
     bool hash_stopped = false;
     int32_t priority = KVC_PRIORITY_DEFAULT;  // = keys.priority, kept here for the same reason
+    // Sliding window of this sequence's blocks, 0 = none: the pool's (kvc_pool_set_sliding_window)
+    // for a plain pool, its group's in a hybrid one (an SSM group's is 1: only the newest
+    // position's page is needed). Set when the sequence is created; in the first 64 bytes because
+    // the decode step tests it.
+    int32_t window = 0;
     int64_t num_hashed = 0;                   // leading full blocks whose hash is known (cached or not)
     // Confirmed token ids not yet in a hashed block: positions [num_hashed x bs, num_tokens), fewer
     // than block_size (hashing is incremental through `chain`, so older ids are never needed).
@@ -62,11 +67,14 @@ struct Sequence {
     // kvc_fork). A batch built for one life of an id must not launch over the next one's blocks
     // (kvc_abort, then another kvc_alloc of the same id that lands on the same block ids).
     uint64_t incarnation = 0;
+    // Hybrid pools (kvc_pool_create_hybrid): the sequence of groups 1.. (this object is group 0's).
+    // Owned here and kept when the id is freed, so that recycled sequences reuse them.
+    std::vector<std::unique_ptr<Sequence>> group_seqs;
 
     // Takes the request's keys (may throw std::bad_alloc before changing anything).
     void set_keys(const KeySet &k) {
         keys.assign(k);
-        extra_keys = k.lora_id != 0 || k.salt_len > 0 || !k.mm.empty();
+        extra_keys = k.lora_id != 0 || k.salt_len > 0 || !k.mm.empty() || k.group != 0;
         priority = k.priority;
     }
 
@@ -77,6 +85,7 @@ struct Sequence {
         keys.clear();
         swap_slots.clear();
         num_tokens = reserved_end = num_hashed = released = window_from = hit_blocks = 0;
+        window = 0;
         chain = kRootHash;
         swapped_out = false;
         may_share_tail = false;
@@ -85,6 +94,12 @@ struct Sequence {
         priority = KVC_PRIORITY_DEFAULT;
     }
 };
+
+// Group g's table of a sequence (g = 0: the sequence itself; hybrid pools only for g > 0).
+inline Sequence *group_seq(Sequence *s, int32_t g) { return g == 0 ? s : s->group_seqs[size_t(g - 1)].get(); }
+inline const Sequence *group_seq(const Sequence *s, int32_t g) {
+    return g == 0 ? s : s->group_seqs[size_t(g - 1)].get();
+}
 
 // id -> Sequence. Freed Sequence objects are recycled, so their vectors keep their capacity and a
 // steady state of alloc/free does not allocate block tables again.
