@@ -98,6 +98,7 @@ typedef struct outs {
     kvc_stats stats, stats_old; /* stats_old: struct_size too small */
     kvc_event event, event_old;
     kvc_storage_info sinfo, sinfo_old;
+    kvc_group_info ginfo, ginfo_old;
     kvc_batch_info binfo, binfo_old;
     int32_t i32buf[64], i32buf2[64];
     int64_t i64buf[64];
@@ -248,6 +249,8 @@ static void outs_reset(void) {
     O_pattern.event_old.struct_size = 4;
     O_pattern.sinfo.struct_size = sizeof(kvc_storage_info);
     O_pattern.sinfo_old.struct_size = 4;
+    O_pattern.ginfo.struct_size = sizeof(kvc_group_info);
+    O_pattern.ginfo_old.struct_size = 4;
     O_pattern.binfo.struct_size = sizeof(kvc_batch_info);
     O_pattern.binfo_old.struct_size = 4;
     O_pattern.tstats.struct_size = sizeof(kvc_tier_stats);
@@ -307,6 +310,31 @@ static const kvc_pool_config *cfg_with(enum cfg_kind kind) {
         case CFG_NO_DEVICE: g_cfg.backend = KVC_BACKEND_CUDA; g_cfg.device = 1000; break;
     }
     return &g_cfg;
+}
+
+/* kvc_pool_create_hybrid's groups: FULL + SLIDING(8) over layers {0, 1}, or one thing wrong. */
+enum grp_kind { GRP_OK, GRP_VERSION, GRP_KIND, GRP_LAYERS0, GRP_WINDOW_ON_FULL, GRP_NO_WINDOW, GRP_STATE0 };
+static kvc_group_config g_grp[2];
+static const int32_t k_l2g[2] = {0, 1}, k_l2g_unknown[2] = {0, 5};
+static const kvc_group_config *grp_with(enum grp_kind kind) {
+    kvc_group_config_default(&g_grp[0]);
+    kvc_group_config_default(&g_grp[1]);
+    g_grp[1].kind = KVC_GROUP_SLIDING;
+    g_grp[1].sliding_window = 8;
+    switch (kind) {
+        case GRP_OK: break;
+        case GRP_VERSION: g_grp[1].struct_size = 4; break;
+        case GRP_KIND: g_grp[0].kind = 9; break;
+        case GRP_LAYERS0: g_grp[0].num_layers = 0; break;
+        case GRP_WINDOW_ON_FULL: g_grp[0].sliding_window = 4; break;
+        case GRP_NO_WINDOW: g_grp[1].sliding_window = 0; break;
+        case GRP_STATE0:
+            g_grp[1].kind = KVC_GROUP_SSM;
+            g_grp[1].sliding_window = 0;
+            g_grp[1].state_bytes = 0;
+            break;
+    }
+    return g_grp;
 }
 
 static kvc_attention_params g_params;
@@ -431,6 +459,31 @@ static const uint8_t k_disk_key[KVC_DISK_KEY_MAX_LEN + 1];
     X(kvc_pool_create, OVERFLOW, KVC_ERR_OVERFLOW, F_NONE, kvc_pool_create(cfg_with(CFG_TOTAL_OVERFLOW), &O.pool), 1)  \
     X(kvc_pool_create, UNSUPPORTED, KVC_ERR_DEVICE, F_NONE, kvc_pool_create(cfg_with(CFG_NO_DEVICE), &O.pool), 1)      \
                                                                                                                        \
+    X(kvc_pool_create_hybrid, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_create_hybrid(NULL, grp_with(GRP_OK), 2, k_l2g, 2, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), NULL, 2, k_l2g, 2, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, NULL_IN, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), grp_with(GRP_OK), 2, NULL, 2, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), grp_with(GRP_OK), 2, k_l2g, 2, NULL), 1) \
+    X(kvc_pool_create_hybrid, VERSION, KVC_ERR_VERSION, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_VERSION), grp_with(GRP_OK), 2, k_l2g, 2, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, VERSION, KVC_ERR_VERSION, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), grp_with(GRP_VERSION), 2, k_l2g, 2, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), grp_with(GRP_OK), 0, k_l2g, 2, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), grp_with(GRP_OK), KVC_MAX_GROUPS + 1, k_l2g, 2, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), grp_with(GRP_KIND), 2, k_l2g, 2, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), grp_with(GRP_LAYERS0), 2, k_l2g, 2, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), grp_with(GRP_WINDOW_ON_FULL), 2, k_l2g, 2, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), grp_with(GRP_NO_WINDOW), 2, k_l2g, 2, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, ZERO, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), grp_with(GRP_STATE0), 2, k_l2g, 2, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), grp_with(GRP_OK), 2, k_l2g, 3, &O.pool), 1) \
+    X(kvc_pool_create_hybrid, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_create_hybrid(cfg_with(CFG_BLOCKS_NEG), grp_with(GRP_OK), 2, k_l2g_unknown, 2, &O.pool), 1) \
+    X(kvc_group_config_default, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_group_config_default(NULL), 1) \
+    X(kvc_pool_get_group_info, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_get_group_info(NULL, 0, &O.ginfo), 1) \
+    X(kvc_pool_get_group_info, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_get_group_info(F.P, 0, NULL), 1) \
+    X(kvc_pool_get_group_info, VERSION, KVC_ERR_VERSION, F_NONE, kvc_pool_get_group_info(F.P, 0, &O.ginfo_old), 1) \
+    X(kvc_pool_get_group_info, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_get_group_info(F.P, 1, &O.ginfo), 1) \
+    X(kvc_pool_get_group_info, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_get_group_info(F.P, -1, &O.ginfo), 1) \
+    X(kvc_pool_layer_group, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_layer_group(NULL, 0, &O.i32, NULL), 1) \
+    X(kvc_pool_layer_group, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_layer_group(F.P, 0, NULL, NULL), 1) \
+    X(kvc_pool_layer_group, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_layer_group(F.P, 1, &O.i32, NULL), 1) \
+    X(kvc_pool_layer_group, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_pool_layer_group(F.P, -1, &O.i32, NULL), 1) \
     X(kvc_pool_get_config, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_get_config(NULL, &O.cfg), 1)                \
     X(kvc_pool_get_config, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_get_config(F.P, NULL), 1)                      \
     X(kvc_pool_check, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_pool_check(NULL), 1)                                  \
@@ -548,6 +601,15 @@ static const uint8_t k_disk_key[KVC_DISK_KEY_MAX_LEN + 1];
     X(kvc_free, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_free(F.C, SEQ_CFREED), 1)                                   \
     X(kvc_free, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_free(F.C, SEQ_A), 1)                                      \
                                                                                                                        \
+    X(kvc_seq_group_block_table, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_seq_group_block_table(NULL, SEQ_A, 0, O.i32buf, 64, &O.i64), 1) \
+    X(kvc_seq_group_block_table, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_seq_group_block_table(F.P, SEQ_A, 0, O.i32buf, 64, NULL), 1) \
+    X(kvc_seq_group_block_table, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_seq_group_block_table(F.P, SEQ_A, 0, NULL, 4, &O.i64), 1) \
+    X(kvc_seq_group_block_table, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_seq_group_block_table(F.P, SEQ_A, 0, O.i32buf, -1, &O.i64), 1) \
+    X(kvc_seq_group_block_table, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_seq_group_block_table(F.P, SEQ_A, 1, O.i32buf, 64, &O.i64), 1) \
+    X(kvc_seq_group_block_table, NEGATIVE, KVC_ERR_INVALID_ARG, F_NONE, kvc_seq_group_block_table(F.P, SEQ_A, -1, O.i32buf, 64, &O.i64), 1) \
+    X(kvc_seq_group_block_table, UNKNOWN_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_seq_group_block_table(F.P, SEQ_NONE, 0, O.i32buf, 64, &O.i64), 1) \
+    X(kvc_seq_group_block_table, FREED_ID, KVC_ERR_UNKNOWN_SEQ, F_NONE, kvc_seq_group_block_table(F.P, SEQ_FREED, 0, O.i32buf, 64, &O.i64), 1) \
+    X(kvc_seq_group_block_table, TOO_SMALL, KVC_ERR_BUFFER_TOO_SMALL, F_OUT_LEN, kvc_seq_group_block_table(F.P, SEQ_A, 0, O.i32buf, 2, &O.i64), O.i64 == 3) \
     X(kvc_seq_block_table, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_seq_block_table(NULL, SEQ_A, O.i32buf, 64, &O.i64), 1) \
     X(kvc_seq_block_table, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_seq_block_table(F.P, SEQ_A, O.i32buf, 64, NULL), 1) \
     X(kvc_seq_block_table, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_seq_block_table(F.P, SEQ_A, NULL, 4, &O.i64), 1)    \

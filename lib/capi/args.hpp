@@ -28,6 +28,11 @@ inline kvc_status check_max_len(const kvc_pool *pool, int64_t num_tokens, const 
     return KVC_OK;
 }
 
+// A function a hybrid pool (kvc_pool_create_hybrid) does not offer yet (kvc.h, "Hybrid models").
+inline kvc_status refuse_hybrid(const char *fn, const char *why) {
+    return fail(KVC_ERR_UNSUPPORTED, "%s: not available on a hybrid pool (kvc_pool_create_hybrid) yet: %s", fn, why);
+}
+
 // The keys a call was given, or the empty set for NULL.
 inline const KeySet &keys_or_empty(const kvc_keys *keys) { return keys ? keys->set : KeySet::empty(); }
 

@@ -7,8 +7,8 @@
 #include <memory>
 #include <new>
 
-#include "core/pool.hpp"
 #include "core/group_config.hpp"
+#include "core/pool.hpp"
 #include "core/pool_config.hpp"
 #include "error.hpp"
 #include "storage/cuda_api.hpp"
@@ -275,7 +275,8 @@ KVC_API kvc_status kvc_pool_get_group_info(kvc_pool *pool, int32_t group, kvc_gr
     const char *fn = "kvc_pool_get_group_info";
     if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
     if (!out) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL", fn);
-    if (kvc_status st = kvc::check_struct_size(out->struct_size, {sizeof(kvc_group_info)}, kvc::StructUse::kFill, fn, "out");
+    if (kvc_status st =
+            kvc::check_struct_size(out->struct_size, {sizeof(kvc_group_info)}, kvc::StructUse::kFill, fn, "out");
         st != KVC_OK)
         return st;
     const int32_t n = pool->hybrid ? int32_t(pool->groups.size()) : 1;
@@ -285,7 +286,7 @@ KVC_API kvc_status kvc_pool_get_group_info(kvc_pool *pool, int32_t group, kvc_gr
     i.struct_size = out->struct_size;
     i.num_groups = n;
     i.page_bytes = pool->layout.block_stride;
-    if (!pool->hybrid) {  // the one group of a plain pool, as its layout says
+    if (!pool->hybrid) {                             // the one group of a plain pool, as its layout says
         std::lock_guard<std::mutex> lock(pool->mu);  // the window may change while no sequence exists
         i.kind = pool->sliding_window > 0 ? KVC_GROUP_SLIDING : KVC_GROUP_FULL;
         i.sliding_window = pool->sliding_window;
@@ -309,7 +310,8 @@ KVC_API kvc_status kvc_pool_get_group_info(kvc_pool *pool, int32_t group, kvc_gr
     return KVC_OK;
 }
 
-KVC_API kvc_status kvc_pool_layer_group(kvc_pool *pool, int32_t layer, int32_t *out_group, int32_t *out_layer_in_group) {
+KVC_API kvc_status kvc_pool_layer_group(kvc_pool *pool, int32_t layer, int32_t *out_group,
+                                        int32_t *out_layer_in_group) {
     const char *fn = "kvc_pool_layer_group";
     if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
     if (!out_group) return fail(KVC_ERR_NULL_ARG, "%s: out_group is NULL", fn);

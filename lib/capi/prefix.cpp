@@ -5,6 +5,7 @@
 
 #include "capi/args.hpp"
 #include "core/pool.hpp"
+#include "core/seq_ops.hpp"
 #include "error.hpp"
 #include "struct_size.hpp"
 #include "tier/tiers.hpp"
@@ -33,6 +34,12 @@ KVC_API kvc_status kvc_prefix_lookup(kvc_pool *pool, const int32_t *tokens, int6
             return KVC_OK;
         }
         std::lock_guard<std::mutex> lock(pool->mu);
+        if (pool->hybrid) {  // the hit every group can resume from, as kvc_alloc takes it
+            kvc::HybridPlan plan;
+            kvc::hybrid_plan_alloc(pool, tokens, num_tokens, keys_or_empty(keys), kvc::kWalkHost, &plan);
+            *out_cached_tokens = plan.hit_blocks * pool->block_size;
+            return KVC_OK;
+        }
         // Lower-tier hits count too: kvc_alloc restores them (disk blocks after verifying them).
         kvc::PrefixWalk w = kvc::pool_find_prompt_hit(pool, tokens, num_tokens, keys_or_empty(keys), kvc::kWalkHostDisk);
         *out_cached_tokens = w.hit_blocks * pool->block_size;
@@ -49,6 +56,7 @@ KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t
         kvc_status st = check_token_args(pool, tokens, num_tokens, "kvc_prefix_pin");
         if (st != KVC_OK) return st;
         if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "kvc_prefix_pin: prefix caching is off in this pool");
+        if (pool->hybrid) return kvc::refuse_hybrid("kvc_prefix_pin", "pins would have to cover every group's hit");
         std::lock_guard<std::mutex> lock(pool->mu);
         const int64_t full = num_tokens / pool->block_size;
         const kvc::KeySet &ks = keys_or_empty(keys);
@@ -73,6 +81,7 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
         kvc_status st = check_token_args(pool, tokens, num_tokens, fn);
         if (st != KVC_OK) return st;
         if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "%s: prefix caching is off in this pool", fn);
+        if (pool->hybrid) return kvc::refuse_hybrid(fn, "kvc_prefix_pin is not offered either");
         std::lock_guard<std::mutex> lock(pool->mu);
         const int64_t full = num_tokens / pool->block_size;
         const kvc::KeySet &ks = keys_or_empty(keys);

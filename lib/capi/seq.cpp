@@ -59,8 +59,8 @@ kvc_status batch_entry_failed(kvc_status st, int32_t entry, int32_t num_seqs, in
 }
 
 // kvc_seq_block_table (group 0) and kvc_seq_group_block_table.
-kvc_status copy_block_table(kvc_pool *pool, uint64_t seq_id, int32_t group, int32_t *out, int64_t cap,
-                            int64_t *out_len, const char *fn) {
+kvc_status copy_block_table(kvc_pool *pool, uint64_t seq_id, int32_t group, int32_t *out, int64_t cap, int64_t *out_len,
+                            const char *fn) {
     if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
     if (!out_len) return fail(KVC_ERR_NULL_ARG, "%s: out_len is NULL", fn);
     if (cap < 0) return fail(KVC_ERR_INVALID_ARG, "%s: cap must be >= 0, got %lld", fn, (long long)cap);

@@ -64,6 +64,7 @@ KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_o
     KVC_GUARD({
         const char *fn = "kvc_swap_out";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (pool->hybrid) return kvc::refuse_hybrid(fn, "preempt with kvc_preempt_recompute");
         kvc_pool *p = pool;
         Tiers *t = nullptr;
         uint64_t op = 0;
@@ -120,6 +121,7 @@ KVC_API kvc_status kvc_swap_in(kvc_pool *pool, uint64_t seq_id, uint64_t *out_op
     KVC_GUARD({
         const char *fn = "kvc_swap_in";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
+        if (pool->hybrid) return kvc::refuse_hybrid(fn, "preempt with kvc_preempt_recompute");
         kvc_pool *p = pool;
         Tiers *t = nullptr;
         uint64_t op = 0;
@@ -224,7 +226,10 @@ KVC_API kvc_status kvc_preemption_cost(kvc_pool *pool, uint64_t seq_id, int64_t 
         std::lock_guard<std::mutex> lk(pool->mu);
         const Sequence *s = pool->seqs.find(seq_id);
         if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
-        const int64_t blocks = s->swapped_out ? held_blocks(s) : swap_out_blocks(pool, s);
+        int64_t blocks = s->swapped_out ? held_blocks(s) : swap_out_blocks(pool, s);
+        // A hybrid pool cannot swap yet: what a swap of every group's pages would move.
+        for (int32_t g = 1; pool->hybrid && g < int32_t(pool->groups.size()); ++g)
+            blocks += swap_out_blocks(pool, kvc::group_seq(s, g));
         if (out_swap_bytes) *out_swap_bytes = blocks * pool->layout.block_stride;
         if (out_recompute_tokens) *out_recompute_tokens = s->num_tokens;
         return KVC_OK;

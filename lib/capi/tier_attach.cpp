@@ -46,6 +46,7 @@ kvc_status attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks, int
                        const DiskKey &key, const char *fn) {
     if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
     if (!path) return fail(KVC_ERR_NULL_ARG, "%s: path is NULL", fn);
+    if (pool->hybrid) return kvc::refuse_hybrid(fn, "kvc_alloc would have to promote every group's disk hits");
     if (!*path) return fail(KVC_ERR_INVALID_ARG, "%s: path is empty", fn);
     if (num_blocks < 1 || num_blocks > INT32_MAX)
         return fail(KVC_ERR_INVALID_ARG, "%s: num_blocks must be in [1, %d], got %lld", fn, INT32_MAX,

@@ -131,6 +131,7 @@ KVC_API kvc_status kvc_prefix_lookup_tiers(kvc_pool *pool, const int32_t *tokens
     KVC_GUARD({
         const char *fn = "kvc_prefix_lookup_tiers";
         if (kvc_status st = kvc::check_token_args(pool, tokens, num_tokens, fn); st != KVC_OK) return st;
+        if (pool->hybrid) return kvc::refuse_hybrid(fn, "use kvc_prefix_lookup (each group's hit is in its own tiers)");
         kvc::PrefixWalk w;
         if (pool->caching) {
             std::lock_guard<std::mutex> lk(pool->mu);

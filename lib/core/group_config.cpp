@@ -25,7 +25,8 @@ kvc_status hybrid_shape(const kvc_pool_config *cfg, const kvc_group_config *grou
         return st;
     const int32_t elem = dtype_bytes(cfg->kv_dtype);
     if (elem == 0) return fail(KVC_ERR_INVALID_ARG, "%s: unknown kv_dtype %d", fn, cfg->kv_dtype);
-    if (cfg->block_size < 1) return fail(KVC_ERR_INVALID_ARG, "%s: block_size must be >= 1, got %d", fn, cfg->block_size);
+    if (cfg->block_size < 1)
+        return fail(KVC_ERR_INVALID_ARG, "%s: block_size must be >= 1, got %d", fn, cfg->block_size);
 
     HybridShape h;
     h.groups.resize(size_t(num_groups));
@@ -33,7 +34,8 @@ kvc_status hybrid_shape(const kvc_pool_config *cfg, const kvc_group_config *grou
     int32_t max_heads = 0, first_attention = -1;
     for (int32_t g = 0; g < num_groups; ++g) {
         const kvc_group_config &c = groups[g];
-        if (kvc_status st = check_struct_size(c.struct_size, {sizeof(kvc_group_config)}, StructUse::kRead, fn, "groups[]");
+        if (kvc_status st =
+                check_struct_size(c.struct_size, {sizeof(kvc_group_config)}, StructUse::kRead, fn, "groups[]");
             st != KVC_OK)
             return st;
         PoolGroup &G = h.groups[size_t(g)];
@@ -69,15 +71,18 @@ kvc_status hybrid_shape(const kvc_pool_config *cfg, const kvc_group_config *grou
             l.layer_stride = c.state_bytes;
         } else {
             if (c.state_bytes != 0)
-                return fail(KVC_ERR_INVALID_ARG, "%s: group %d is an attention group but has state_bytes %lld (must be 0)",
-                            fn, g, (long long)c.state_bytes);
+                return fail(KVC_ERR_INVALID_ARG,
+                            "%s: group %d is an attention group but has state_bytes %lld (must be 0)", fn, g,
+                            (long long)c.state_bytes);
             if (c.num_kv_heads < 1 || c.head_dim < 1)
                 return fail(KVC_ERR_INVALID_ARG, "%s: group %d needs num_kv_heads and head_dim >= 1, got %d and %d", fn,
                             g, c.num_kv_heads, c.head_dim);
             G.window = c.kind == KVC_GROUP_SLIDING ? c.sliding_window : 0;
             if (!G.layout.init(0, cfg->block_size, c.num_layers, c.num_kv_heads, c.head_dim, cfg->kv_dtype))
-                return fail(KVC_ERR_OVERFLOW, "%s: group %d's page (block_size %d, %d layers, %d heads, head_dim %d) "
-                            "overflows", fn, g, cfg->block_size, c.num_layers, c.num_kv_heads, c.head_dim);
+                return fail(KVC_ERR_OVERFLOW,
+                            "%s: group %d's page (block_size %d, %d layers, %d heads, head_dim %d) "
+                            "overflows",
+                            fn, g, cfg->block_size, c.num_layers, c.num_kv_heads, c.head_dim);
             G.group_bytes = G.layout.block_stride;
             if (c.num_kv_heads > max_heads) max_heads = c.num_kv_heads;
             if (first_attention < 0) first_attention = g;
@@ -109,7 +114,8 @@ kvc_status hybrid_shape(const kvc_pool_config *cfg, const kvc_group_config *grou
     h.config.num_layers = num_layers;
     h.config.num_kv_heads = first_attention >= 0 ? groups[first_attention].num_kv_heads : 1;
     h.config.head_dim = first_attention >= 0 ? groups[first_attention].head_dim : 1;
-    if (cfg->num_q_heads < 0) return fail(KVC_ERR_INVALID_ARG, "%s: num_q_heads must be >= 0, got %d", fn, cfg->num_q_heads);
+    if (cfg->num_q_heads < 0)
+        return fail(KVC_ERR_INVALID_ARG, "%s: num_q_heads must be >= 0, got %d", fn, cfg->num_q_heads);
     h.config.num_q_heads = cfg->num_q_heads > 0 ? cfg->num_q_heads : (max_heads > 0 ? max_heads : 1);
     for (int32_t g = 0; g < num_groups; ++g)
         if (groups[g].kind != KVC_GROUP_SSM && h.config.num_q_heads % groups[g].num_kv_heads != 0)

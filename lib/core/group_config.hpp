@@ -15,7 +15,7 @@ namespace kvc {
 constexpr int64_t kPageAlign = 256;
 
 struct HybridShape {
-    kvc_pool_config config{};  // cfg with the shape fields resolved from the groups
+    kvc_pool_config config{};       // cfg with the shape fields resolved from the groups
     std::vector<PoolGroup> groups;  // kind, windows, state bytes, group_bytes; layouts with 0 blocks
     std::vector<int32_t> layer_group, layer_in_group;
     int64_t page_bytes = 0;

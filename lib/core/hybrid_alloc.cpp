@@ -81,8 +81,8 @@ void hybrid_plan_alloc(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, c
                 if (searched_at[g] == cap) continue;
                 PoolGroup &G = p->groups[size_t(g)];
                 const int64_t c = cap;
-                walks[g] = walk_in_group(
-                    p, G, [&] { return pool_find_hit_blocks(p, tokens, c, G.keys, lower, G.window); });
+                walks[g] =
+                    walk_in_group(p, G, [&] { return pool_find_hit_blocks(p, tokens, c, G.keys, lower, G.window); });
                 searched_at[g] = cap;
                 if (walks[g].hit_blocks < cap) {
                     cap = walks[g].hit_blocks;

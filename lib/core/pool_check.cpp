@@ -84,8 +84,7 @@ kvc_status pool_check_invariants(kvc_pool *p) {
         KVC_CHECK(s->window_from >= 0 && s->window_from <= s->num_tokens,
                   "sequence %llu: window_from %lld of %lld tokens", (unsigned long long)s->id,
                   (long long)s->window_from, (long long)s->num_tokens);
-        KVC_CHECK(s->released >= 0 && s->released <= int64_t(s->table.size()) &&
-                      (s->released == 0 || window > 0) &&
+        KVC_CHECK(s->released >= 0 && s->released <= int64_t(s->table.size()) && (s->released == 0 || window > 0) &&
                       (s->released == 0 || s->released * bs <= s->num_tokens - window + 1),
                   "sequence %llu released %lld blocks of %zu (%lld tokens, window %d)", (unsigned long long)s->id,
                   (long long)s->released, s->table.size(), (long long)s->num_tokens, window);

@@ -161,7 +161,8 @@ kvc_status hybrid_append(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_
     AppendPlan plans[KVC_MAX_GROUPS];
     int64_t claimed = 0, fresh = 0;
     for (int32_t g = 0; g < n; ++g) {
-        const kvc_status st = plan_append(p, group_seq(s, g), seq_id, num_tokens, num_lookahead, &plans[g], fn, claimed);
+        const kvc_status st =
+            plan_append(p, group_seq(s, g), seq_id, num_tokens, num_lookahead, &plans[g], fn, claimed);
         if (st != KVC_OK) return st;
         claimed += plans[g].fresh - plans[g].window_free;
         fresh += plans[g].fresh;

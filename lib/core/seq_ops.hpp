@@ -120,7 +120,8 @@ __attribute__((always_inline)) inline kvc_status append_seq(kvc_pool *p, uint64_
     Sequence *s = p->seqs.find(seq_id);
     if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
     if (s->swapped_out) return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
-    if (__builtin_expect(p->hybrid, 0)) return hybrid_append(p, s, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
+    if (__builtin_expect(p->hybrid, 0))
+        return hybrid_append(p, s, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
     if (append_in_place(p, s, tokens, num_tokens, num_lookahead, out_new_blocks)) return KVC_OK;
     return append_general(p, s, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
 }

@@ -43,7 +43,7 @@ struct Sequence {
     // position's page is needed). Set when the sequence is created; in the first 64 bytes because
     // the decode step tests it.
     int32_t window = 0;
-    int64_t num_hashed = 0;                   // leading full blocks whose hash is known (cached or not)
+    int64_t num_hashed = 0;  // leading full blocks whose hash is known (cached or not)
     // Confirmed token ids not yet in a hashed block: positions [num_hashed x bs, num_tokens), fewer
     // than block_size (hashing is incremental through `chain`, so older ids are never needed).
     // Capacity block_size, reserved at alloc. Empty when prefix caching is off.

@@ -36,6 +36,9 @@ KVC_API kvc_status kvc_xfer_agent_create(kvc_pool *pool, const kvc_xfer_config *
         const char *fn = "kvc_xfer_agent_create";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         if (!out) return fail(KVC_ERR_NULL_ARG, "%s: out is NULL", fn);
+        if (pool->hybrid)
+            return fail(KVC_ERR_UNSUPPORTED, "%s: not available on a hybrid pool (kvc_pool_create_hybrid) yet: the "
+                        "descriptor carries one block table", fn);
         kvc_xfer_config c;
         kvc_xfer_config_default(&c);
         if (cfg) {
