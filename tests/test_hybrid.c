@@ -447,6 +447,62 @@ static void test_host_tier_spill_and_restore_bytes(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* kvc_swap_out moves every group's pages of a sequence to the host tier (released entries stay
+ * -1, shared pages stay), kvc_swap_in brings them back byte for byte into new pages. */
+static void test_swap_every_group_bytes(void **state) {
+    (void)state;
+    kvc_pool *p = make_hybrid(40, KVC_BACKEND_CPU, 1, 0.0);
+    OK(kvc_tier_attach_host(p, 40));
+    int32_t t[MAXT];
+    toks(t, MAXT, 8000);
+    OK(kvc_alloc(p, 1, t, 9, NULL, NULL));
+    for (int64_t pos = 9; pos < 18; ++pos) OK(kvc_append(p, 1, &t[pos], 1, 0, NULL));
+    /* 18 tokens, 5 blocks; the last append released by the previous call's first position, 16:
+     * FULL holds 5, SLIDING the blocks from position 11 on (2..4), SSM from 16 on (4). */
+    const int32_t held[3] = {5, 3, 1};
+    unsigned char page[1024], got[1024];
+    for (int32_t g = 0; g < 3; ++g) {
+        int32_t tab[MAXT];
+        assert_int_equal(gtable(p, 1, g, tab), 5);
+        assert_int_equal(5 - released_in(p, 1, g), held[g]);
+        for (int32_t i = 5 - held[g]; i < 5; ++i) {
+            for (int k = 0; k < 1024; ++k) page[k] = (unsigned char)(g * 59 + i * 17 + k * 5);
+            OK(kvc_storage_copy_blocks(p, &tab[i], 1, page, 0));
+        }
+    }
+    int64_t swap_bytes = -1, redo = -1;
+    OK(kvc_preemption_cost(p, 1, &swap_bytes, &redo));
+    assert_int_equal(swap_bytes, 9 * 1024);
+    assert_int_equal(redo, 18);
+    uint64_t op = 0;
+    OK(kvc_swap_out(p, 1, &op));
+    OK(kvc_op_wait(p, op));
+    assert_int_equal(stats_of(p).used_blocks, 0);
+    CHECK_POOL(p);
+    int32_t taken = -1;
+    EXPECT_ERR_UNCHANGED(p, kvc_append(p, 1, &t[18], 1, 0, &taken), KVC_ERR_STATE);
+    /* Churn the device: the pages the swap freed are reused. */
+    for (uint64_t id = 100; id < 104; ++id) {
+        int32_t f[3] = {(int32_t)id, 1, 2};
+        OK(kvc_alloc(p, id, f, 3, NULL, NULL));
+    }
+    OK(kvc_swap_in(p, 1, &op));
+    OK(kvc_op_wait(p, op));
+    for (int32_t g = 0; g < 3; ++g) {
+        int32_t tab[MAXT];
+        gtable(p, 1, g, tab);
+        assert_int_equal(5 - released_in(p, 1, g), held[g]);
+        for (int32_t i = 5 - held[g]; i < 5; ++i) {
+            for (int k = 0; k < 1024; ++k) page[k] = (unsigned char)(g * 59 + i * 17 + k * 5);
+            OK(kvc_storage_copy_blocks(p, &tab[i], 1, got, 1));
+            assert_memory_equal(page, got, sizeof got);
+        }
+    }
+    OK(kvc_append(p, 1, &t[18], 1, 0, &taken));
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
 /* kvc_truncate cuts every group; with an SSM group only a cut that keeps every token is allowed. */
 static void test_truncate(void **state) {
     (void)state;
@@ -478,11 +534,8 @@ static void test_unsupported_on_hybrid(void **state) {
     int32_t t[MAXT];
     toks(t, MAXT, 7000);
     OK(kvc_alloc(p, 1, t, 9, NULL, NULL));
-    uint64_t op = 0;
     int64_t n = 0;
     EXPECT_ERR_UNCHANGED(p, kvc_pool_set_sliding_window(p, 4), KVC_ERR_UNSUPPORTED);
-    EXPECT_ERR_UNCHANGED(p, kvc_swap_out(p, 1, &op), KVC_ERR_UNSUPPORTED);
-    EXPECT_ERR_UNCHANGED(p, kvc_swap_in(p, 1, &op), KVC_ERR_UNSUPPORTED);
     EXPECT_ERR_UNCHANGED(p, kvc_prefix_pin(p, t, 9, NULL, &n), KVC_ERR_UNSUPPORTED);
     EXPECT_ERR_UNCHANGED(p, kvc_prefix_unpin(p, t, 9, NULL, &n), KVC_ERR_UNSUPPORTED);
     EXPECT_ERR_UNCHANGED(p, kvc_prefix_lookup_tiers(p, t, 9, NULL, &n, &n, &n), KVC_ERR_UNSUPPORTED);
@@ -509,6 +562,7 @@ int main(void) {
         cmocka_unit_test(test_all_or_nothing_over_groups),
         cmocka_unit_test(test_fork_copy_on_write_bytes),
         cmocka_unit_test(test_host_tier_spill_and_restore_bytes),
+        cmocka_unit_test(test_swap_every_group_bytes),
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_unsupported_on_hybrid),
     };

@@ -453,8 +453,9 @@ KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out);
  * allow), kvc_truncate refuses to cut below what the next token attends to,
  * kvc_seq_slot_mapping refuses released positions (all KVC_ERR_INVALID_ARG / KVC_ERR_STATE,
  * before anything changes). The window applies to every layer of the pool (a block stores all
- * of them): models that mix windowed and full-attention layers use one pool per attention type
- * (README, "Hybrid models").
+ * of them): models that mix windowed and full-attention layers (or SSM state) use a hybrid pool
+ * (kvc_pool_create_hybrid), whose groups have their own windows; on a hybrid pool this function
+ * is refused (KVC_ERR_UNSUPPORTED).
  * @param[in] pool   The pool.
  * @param[in] window Window in tokens; 0 turns it off (the default).
  * @retval KVC_ERR_NULL_ARG    pool is NULL.
@@ -496,7 +497,7 @@ KVC_API kvc_status kvc_pool_get_sliding_window(kvc_pool *pool, int32_t *out_wind
  *    kvc_seq_slot_mapping read group 0). FULL groups hold every block, SLIDING groups release
  *    the blocks their window no longer sees (the kvc_pool_set_sliding_window rules, per group),
  *    SSM groups hold the page of the block holding the newest position and release the older
- *    ones (the rules of a window of one token). 
+ *    ones (the rules of a window of one token).
  *  - **Coordinated prefix hit.** Each group caches its blocks under its own keys (the block hash
  *    with the group's index as an extra key; group 0's hashes equal a plain pool's, README "Block
  *    hash specification"). kvc_alloc admits the longest block-aligned prefix that every group
@@ -513,10 +514,12 @@ KVC_API kvc_status kvc_pool_get_sliding_window(kvc_pool *pool, int32_t *out_wind
  *  - **Batches and kernels** serve one attention group at a time: kvc_batch_set_group chooses
  *    the group whose tables a batch records; kvc_launch_attention and kvc_cache_write map a layer
  *    to its group and refuse a layer of another group.
- *  - **Not yet for hybrid pools** (KVC_ERR_UNSUPPORTED): kvc_truncate of a sequence with an SSM
- *    group (state cannot be rewound), kvc_swap_out / kvc_swap_in / kvc_preempt_recompute,
- *    kvc_prefix_pin / kvc_prefix_unpin / kvc_tier_prefetch, KV transfer agents,
- *    kvc_pool_set_sliding_window (windows are per group here).
+ *  - **Tiers:** the host tier spills and restores every group's pages; kvc_swap_out /
+ *    kvc_swap_in move all of a sequence's groups together.
+ *  - **Not yet for hybrid pools** (KVC_ERR_UNSUPPORTED): kvc_truncate below the confirmed tokens
+ *    of a sequence with an SSM group (state cannot be rewound), kvc_prefix_pin /
+ *    kvc_prefix_unpin, kvc_prefix_lookup_tiers, the disk tier (kvc_tier_attach_disk*, hence
+ *    kvc_tier_prefetch), KV transfer agents, kvc_pool_set_sliding_window (windows are per group).
  * @{
  */
 

@@ -50,6 +50,9 @@ int64_t swap_out_blocks(const kvc_pool *p, const Sequence *s) {
     for (int32_t b : s->table) n += b >= 0 && swappable(p, b) ? 1 : 0;  // -1: released by the window
     return n;
 }
+// Block tables of a sequence: one per group in a hybrid pool.
+int32_t num_tables(const kvc_pool *p) { return p->hybrid ? int32_t(p->groups.size()) : 1; }
+
 int64_t held_blocks(const Sequence *s) {
     int64_t n = 0;
     for (int32_t slot : s->swap_slots) n += slot >= 0 ? 1 : 0;
@@ -64,7 +67,6 @@ KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_o
     KVC_GUARD({
         const char *fn = "kvc_swap_out";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
-        if (pool->hybrid) return kvc::refuse_hybrid(fn, "preempt with kvc_preempt_recompute");
         kvc_pool *p = pool;
         Tiers *t = nullptr;
         uint64_t op = 0;
@@ -76,37 +78,51 @@ KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_o
                 return fail(KVC_ERR_STATE, "%s: sequence %llu is already swapped out", fn, (unsigned long long)seq_id);
             t = p->tiers.load(std::memory_order_relaxed);
             if (!t) return fail(KVC_ERR_STATE, "%s: the pool has no host tier (kvc_tier_attach_host)", fn);
+            // Every table of the sequence (one per group in a hybrid pool) moves together.
+            const int32_t n = num_tables(p);
             // A queued copy-on-write pair into one of this sequence's blocks has not written it yet:
             // moving that block first would save stale bytes. A pair reading one of its blocks (a
             // fork's copy from it) is no obstacle: the swap-out reads the same bytes, and the pair's
             // hold keeps the block from reuse until the pair is drained.
-            for (int64_t k = 0; k < p->copies.size(); ++k) {
-                const int32_t dst = p->copies.dst_at(k);
-                if (std::find(s->table.begin(), s->table.end(), dst) != s->table.end())
-                    return fail(KVC_ERR_BUSY, "%s: a copy-on-write pair into block %d of sequence %llu is pending; "
-                                "run kvc_copy_pending (or drain the pairs) first", fn, dst, (unsigned long long)seq_id);
+            int64_t need = 0;
+            for (int32_t g = 0; g < n; ++g) {
+                const Sequence *sg = kvc::group_seq(s, g);
+                for (int64_t k = 0; k < p->copies.size(); ++k) {
+                    const int32_t dst = p->copies.dst_at(k);
+                    if (std::find(sg->table.begin(), sg->table.end(), dst) != sg->table.end())
+                        return fail(KVC_ERR_BUSY, "%s: a copy-on-write pair into block %d of sequence %llu is pending; "
+                                    "run kvc_copy_pending (or drain the pairs) first", fn, dst, (unsigned long long)seq_id);
+                }
+                need += swap_out_blocks(p, sg);
             }
             TierSlots &hs = t->host->slots;
-            const int64_t need = swap_out_blocks(p, s);
             if (need > hs.num_evictable())
                 return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu needs %lld host tier slots, %lld are available "
                             "(%d total)", fn, (unsigned long long)seq_id, (long long)need,
                             (long long)hs.num_evictable(), hs.capacity());
-            s->swap_slots.assign(s->table.size(), -1);  // may throw: nothing changed yet
-            // ---- from here on nothing can fail ----
-            // Deepest block first, as kvc_free: cached blocks re-enter the LRU in eviction order.
-            for (size_t i = s->table.size(); i-- > 0;) {
-                const int32_t b = s->table[i];
-                if (b < 0 || !swappable(p, b)) continue;  // shared: stays on the device with our reference
-                const int32_t slot = kvc::tier_take_host_slot(pool, t);
-                hs.hold(slot);
-                s->swap_slots[i] = slot;
-                kvc::tier_push_job(t, kvc::kJobSwapOut, b, slot, -1);
-                s->table[i] = -1;
-                // Freed now; reuse is ordered after the copy (FIFO jobs, tier_barrier on writes).
-                kvc::pool_release_block(p, b);
+            try {
+                for (int32_t g = 0; g < n; ++g) kvc::group_seq(s, g)->swap_slots.assign(kvc::group_seq(s, g)->table.size(), -1);
+            } catch (...) {  // nothing changed yet: no table says it is swapped
+                for (int32_t g = 0; g < n; ++g) kvc::group_seq(s, g)->swap_slots.clear();
+                throw;
             }
-            s->swapped_out = true;
+            // ---- from here on nothing can fail ----
+            for (int32_t g = n; g-- > 0;) {
+                Sequence *sg = kvc::group_seq(s, g);
+                // Deepest block first, as kvc_free: cached blocks re-enter the LRU in eviction order.
+                for (size_t i = sg->table.size(); i-- > 0;) {
+                    const int32_t b = sg->table[i];
+                    if (b < 0 || !swappable(p, b)) continue;  // shared: stays on the device with our reference
+                    const int32_t slot = kvc::tier_take_host_slot(pool, t);
+                    hs.hold(slot);
+                    sg->swap_slots[i] = slot;
+                    kvc::tier_push_job(t, kvc::kJobSwapOut, b, slot, -1);
+                    sg->table[i] = -1;
+                    // Freed now; reuse is ordered after the copy (FIFO jobs, tier_barrier on writes).
+                    kvc::pool_release_block(p, b);
+                }
+                sg->swapped_out = true;
+            }
             p->seq_generation.fetch_add(1, std::memory_order_relaxed);
             op = t->next_op++;
         }
@@ -121,7 +137,6 @@ KVC_API kvc_status kvc_swap_in(kvc_pool *pool, uint64_t seq_id, uint64_t *out_op
     KVC_GUARD({
         const char *fn = "kvc_swap_in";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
-        if (pool->hybrid) return kvc::refuse_hybrid(fn, "preempt with kvc_preempt_recompute");
         kvc_pool *p = pool;
         Tiers *t = nullptr;
         uint64_t op = 0;
@@ -132,23 +147,28 @@ KVC_API kvc_status kvc_swap_in(kvc_pool *pool, uint64_t seq_id, uint64_t *out_op
             if (!s->swapped_out)
                 return fail(KVC_ERR_STATE, "%s: sequence %llu is not swapped out", fn, (unsigned long long)seq_id);
             t = p->tiers.load(std::memory_order_relaxed);
-            const int64_t need = held_blocks(s);
+            const int32_t n = num_tables(p);
+            int64_t need = 0;
+            for (int32_t g = 0; g < n; ++g) need += held_blocks(kvc::group_seq(s, g));
             if (need > p->blocks.num_free())
                 return fail(KVC_ERR_OUT_OF_BLOCKS, "%s: sequence %llu needs %lld free device blocks, %lld are free", fn,
                             (unsigned long long)seq_id, (long long)need, (long long)p->blocks.num_free());
             // ---- from here on nothing can fail ----
             const int32_t prio = s->keys.priority;
             kvc::pool_spill_before_taking(p, need);  // may spill (never into a held slot)
-            for (size_t i = 0; i < s->table.size(); ++i) {
-                const int32_t slot = s->swap_slots[i];
-                if (slot < 0) continue;
-                const int32_t b = kvc::pool_take_fresh_block(p, prio);
-                t->host->slots.unhold(slot);
-                kvc::tier_push_job(t, kvc::kJobSwapIn, b, slot, -1);
-                s->table[i] = b;
+            for (int32_t g = 0; g < n; ++g) {
+                Sequence *sg = kvc::group_seq(s, g);
+                for (size_t i = 0; i < sg->table.size(); ++i) {
+                    const int32_t slot = sg->swap_slots[i];
+                    if (slot < 0) continue;
+                    const int32_t b = kvc::pool_take_fresh_block(p, prio);
+                    t->host->slots.unhold(slot);
+                    kvc::tier_push_job(t, kvc::kJobSwapIn, b, slot, -1);
+                    sg->table[i] = b;
+                }
+                sg->swap_slots.clear();
+                sg->swapped_out = false;
             }
-            s->swap_slots.clear();
-            s->swapped_out = false;
             p->counters.blocks_allocated += need;
             op = t->next_op++;
         }
@@ -226,10 +246,11 @@ KVC_API kvc_status kvc_preemption_cost(kvc_pool *pool, uint64_t seq_id, int64_t 
         std::lock_guard<std::mutex> lk(pool->mu);
         const Sequence *s = pool->seqs.find(seq_id);
         if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
-        int64_t blocks = s->swapped_out ? held_blocks(s) : swap_out_blocks(pool, s);
-        // A hybrid pool cannot swap yet: what a swap of every group's pages would move.
-        for (int32_t g = 1; pool->hybrid && g < int32_t(pool->groups.size()); ++g)
-            blocks += swap_out_blocks(pool, kvc::group_seq(s, g));
+        int64_t blocks = 0;
+        for (int32_t g = 0; g < num_tables(pool); ++g) {
+            const Sequence *sg = kvc::group_seq(s, g);
+            blocks += sg->swapped_out ? held_blocks(sg) : swap_out_blocks(pool, sg);
+        }
         if (out_swap_bytes) *out_swap_bytes = blocks * pool->layout.block_stride;
         if (out_recompute_tokens) *out_recompute_tokens = s->num_tokens;
         return KVC_OK;
