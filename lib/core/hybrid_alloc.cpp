@@ -54,6 +54,7 @@ void hybrid_prepare_seq(kvc_pool *p, Sequence *s) {
     const size_t others = p->groups.size() - 1;
     while (s->group_seqs.size() < others) s->group_seqs.push_back(std::make_unique<Sequence>());
     s->window = p->groups[0].window;
+    s->may_share_tail = true;  // keeps kvc_append off the in-place path: hybrid_append handles every group
     for (size_t g = 1; g <= others; ++g) {
         Sequence *c = s->group_seqs[g - 1].get();
         c->reset(s->id);

@@ -144,6 +144,8 @@ __attribute__((always_inline)) inline void commit_append(kvc_pool *p, Sequence *
 // inlined into kvc_append and the commit called).
 kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
                           int64_t num_lookahead, int32_t *out_new_blocks, const char *fn) {
+    if (__builtin_expect(p->hybrid, 0))
+        return hybrid_append(p, s, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
     AppendPlan plan;
     const kvc_status st = plan_append(p, s, seq_id, num_tokens, num_lookahead, &plan, fn);
     if (st != KVC_OK) return st;

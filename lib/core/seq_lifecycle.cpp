@@ -10,7 +10,7 @@ namespace {
 
 // The child's copy of the parent's table, tail and keys. May throw std::bad_alloc; the caller
 // drops the child then.
-void fork_copy(const Sequence *parent, Sequence *c) {
+__attribute__((always_inline)) inline void fork_copy(const Sequence *parent, Sequence *c) {
     c->table.assign(parent->table.begin(), parent->table.end());
     c->tail.reserve(parent->tail.capacity());
     c->tail.assign(parent->tail.begin(), parent->tail.end());
@@ -18,7 +18,7 @@ void fork_copy(const Sequence *parent, Sequence *c) {
 }
 
 // The rest of the fork: lengths, hashing state, window, shared references. Cannot fail.
-void fork_apply(kvc_pool *p, Sequence *parent, Sequence *c) {
+__attribute__((always_inline)) inline void fork_apply(kvc_pool *p, Sequence *parent, Sequence *c) {
     c->num_tokens = parent->num_tokens;
     c->reserved_end = parent->reserved_end;
     c->chain = parent->chain;
@@ -37,7 +37,8 @@ int32_t num_tables(const kvc_pool *p) { return p->hybrid ? int32_t(p->groups.siz
 
 // kvc_truncate's refusal for one table, if any: the next token (position num_tokens) attends
 // from num_tokens - window + 1 on, so those blocks must still be here.
-kvc_status truncate_check(const kvc_pool *p, const Sequence *s, uint64_t seq_id, int64_t num_tokens, const char *fn) {
+__attribute__((always_inline)) inline kvc_status truncate_check(const kvc_pool *p, const Sequence *s, uint64_t seq_id,
+                                                                int64_t num_tokens, const char *fn) {
     if (s->released > 0 && num_tokens - s->window + 1 < s->released * p->block_size)
         return fail(KVC_ERR_STATE,
                     "%s: sequence %llu released its blocks before position %lld (sliding window "
@@ -49,7 +50,7 @@ kvc_status truncate_check(const kvc_pool *p, const Sequence *s, uint64_t seq_id,
 
 // Cuts one table to num_tokens tokens; returns the blocks it dropped. Cannot fail (the table and
 // tail only shrink).
-int64_t truncate_apply(kvc_pool *p, Sequence *s, int64_t num_tokens) {
+__attribute__((always_inline)) inline int64_t truncate_apply(kvc_pool *p, Sequence *s, int64_t num_tokens) {
     const int64_t bs = p->block_size;
     if (p->caching && !s->hash_stopped)
         pool_rewind_hashing(p, s, num_tokens);
@@ -73,7 +74,7 @@ int64_t truncate_apply(kvc_pool *p, Sequence *s, int64_t num_tokens) {
 }
 
 // kvc_free's and kvc_abort's release of one table.
-void release_table(kvc_pool *p, Sequence *s, bool abort) {
+__attribute__((always_inline)) inline void release_table(kvc_pool *p, Sequence *s, bool abort) {
     if (abort) {
         // The blocks this sequence filled itself (after its prompt's cache hit) may never have
         // received their KV: out of the cache with them, unless another holder or a pin relies on
@@ -100,6 +101,17 @@ kvc_status fork_seq(kvc_pool *p, uint64_t parent_id, uint64_t child_id, const ch
     if (parent->swapped_out)
         return fail(KVC_ERR_STATE, "%s: parent sequence %llu is swapped out", fn, (unsigned long long)parent_id);
     Sequence *c = p->seqs.create(child_id);
+    if (__builtin_expect(!p->hybrid, 1)) {  // one table: the loops below without their counter
+        try {
+            fork_copy(parent, c);
+        } catch (...) {
+            p->seqs.erase(c);
+            throw;
+        }
+        fork_apply(p, parent, c);
+        ++p->counters.forks;
+        return KVC_OK;
+    }
     const int32_t n = num_tables(p);
     try {
         if (p->hybrid) hybrid_prepare_seq(p, c);
@@ -122,9 +134,16 @@ kvc_status truncate_seq(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, int32_
     if (num_tokens > s->num_tokens)
         return fail(KVC_ERR_INVALID_ARG, "%s: sequence %llu has %lld confirmed tokens, cannot keep %lld", fn,
                     (unsigned long long)seq_id, (long long)s->num_tokens, (long long)num_tokens);
+    if (__builtin_expect(!p->hybrid, 1)) {
+        if (kvc_status st = truncate_check(p, s, seq_id, num_tokens, fn); st != KVC_OK) return st;
+        const int64_t dropped = truncate_apply(p, s, num_tokens);
+        p->seq_generation.fetch_add(1, std::memory_order_relaxed);
+        if (out_freed_blocks) *out_freed_blocks = int32_t(dropped);
+        return KVC_OK;
+    }
     const int32_t n = num_tables(p);
     for (int32_t g = 0; g < n; ++g) {
-        if (p->hybrid && p->groups[size_t(g)].kind == KVC_GROUP_SSM && num_tokens < s->num_tokens)
+        if (p->groups[size_t(g)].kind == KVC_GROUP_SSM && num_tokens < s->num_tokens)
             return fail(KVC_ERR_UNSUPPORTED,
                         "%s: sequence %llu has an SSM state group (group %d), whose state cannot be rewound "
                         "to %lld tokens",

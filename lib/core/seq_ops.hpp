@@ -108,7 +108,9 @@ __attribute__((always_inline)) inline bool append_in_place(kvc_pool *p, Sequence
     return true;
 }
 
-// append_seq for a hybrid pool: every group's table grows together, all or nothing (core/hybrid.cpp).
+// append_seq for a hybrid pool: every group's table grows together, all or nothing
+// (seq_append.cpp). Reached through append_general: a hybrid pool's sequences have may_share_tail
+// set, so the in-place path never takes them and the decode step of a plain pool tests nothing more.
 kvc_status hybrid_append(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
                          int64_t num_lookahead, int32_t *out_new_blocks, const char *fn);
 
@@ -120,8 +122,6 @@ __attribute__((always_inline)) inline kvc_status append_seq(kvc_pool *p, uint64_
     Sequence *s = p->seqs.find(seq_id);
     if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
     if (s->swapped_out) return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
-    if (__builtin_expect(p->hybrid, 0))
-        return hybrid_append(p, s, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
     if (append_in_place(p, s, tokens, num_tokens, num_lookahead, out_new_blocks)) return KVC_OK;
     return append_general(p, s, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
 }

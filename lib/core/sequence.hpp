@@ -28,7 +28,8 @@ struct Sequence {
     bool swapped_out = false;  // not resident in the pool's storage (tiering)
     // Set on both sides of a fork and never cleared: only a fork makes a block this sequence may
     // still write into shared (cache hits are full blocks, never written). When false, append
-    // skips the copy-on-write refcount check, saving a cache miss per decode step.
+    // skips the copy-on-write refcount check, saving a cache miss per decode step. Always set on a
+    // hybrid pool's sequences, which kvc_append must send to hybrid_append (seq_ops.hpp).
     bool may_share_tail = false;
     // False when the keys add nothing to any block's hash (no LoRA id, salt or multimodal item):
     // filling a block then never reads `keys`, which sit several cache lines further on.
