@@ -202,6 +202,37 @@ static void test_window_release_per_group(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* kvc_append_batch on a hybrid pool is the same kvc_append calls: two pools driven the two ways
+ * end with equal tables in every group. */
+static void test_append_batch_matches_appends(void **state) {
+    (void)state;
+    kvc_pool *a = make_hybrid(64, KVC_BACKEND_NONE, 1, 0.0), *b = make_hybrid(64, KVC_BACKEND_NONE, 1, 0.0);
+    int32_t t[MAXT];
+    toks(t, MAXT, 9000);
+    for (uint64_t id = 1; id <= 3; ++id) {
+        OK(kvc_alloc(a, id, &t[id * 10], 5, NULL, NULL));
+        OK(kvc_alloc(b, id, &t[id * 10], 5, NULL, NULL));
+    }
+    const uint64_t ids[3] = {1, 2, 3};
+    for (int step = 0; step < 12; ++step) {
+        int32_t tk[3] = {step, step + 100, step + 200};
+        int32_t done = -1;
+        OK(kvc_append_batch(a, 3, ids, NULL, tk, 0, NULL, NULL, &done));
+        assert_int_equal(done, 3);
+        for (int i = 0; i < 3; ++i) OK(kvc_append(b, ids[i], &tk[i], 1, 0, NULL));
+    }
+    for (uint64_t id = 1; id <= 3; ++id)
+        for (int32_t g = 0; g < 3; ++g) {
+            int32_t ta[MAXT], tb[MAXT];
+            const int64_t na = gtable(a, id, g, ta), nb = gtable(b, id, g, tb);
+            assert_int_equal(na, nb);
+            assert_memory_equal(ta, tb, (size_t)na * sizeof(int32_t));
+        }
+    CHECK_POOL(a);
+    OK(kvc_pool_destroy(a));
+    OK(kvc_pool_destroy(b));
+}
+
 /* A block id belongs to one group at a time: within a sequence no id appears in two groups'
  * tables, and the group caches are disjoint (each group's prompt blocks are new entries). */
 static void test_groups_own_their_blocks(void **state) {
@@ -556,6 +587,7 @@ int main(void) {
         cmocka_unit_test(test_groups_and_geometry),
         cmocka_unit_test(test_bad_group_configs),
         cmocka_unit_test(test_window_release_per_group),
+        cmocka_unit_test(test_append_batch_matches_appends),
         cmocka_unit_test(test_groups_own_their_blocks),
         cmocka_unit_test(test_coordinated_hit_full_and_sliding),
         cmocka_unit_test(test_coordinated_hit_with_ssm_snapshots),
