@@ -811,6 +811,11 @@ static const uint8_t k_disk_key[KVC_DISK_KEY_MAX_LEN + 1];
     X(kvc_batch_set_stream, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_batch_set_stream(NULL, NULL), 1)                \
     X(kvc_batch_set_stream, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_batch_set_stream(NULL, &O.i64), 1)              \
                                                                                                                        \
+    X(kvc_batch_set_group, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_batch_set_group(NULL, 0), 1)                     \
+    X(kvc_batch_set_group, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_batch_set_group(F.built, 1), 1)                     \
+    X(kvc_batch_set_group, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_batch_set_group(F.built, -1), 1)                    \
+    X(kvc_batch_set_group, RANGE, KVC_ERR_INVALID_ARG, F_NONE, kvc_batch_set_group(F.meta, INT32_MAX), 1)              \
+                                                                                                                       \
     X(kvc_batch_get_info, NULL_HANDLE, KVC_ERR_NULL_ARG, F_NONE, kvc_batch_get_info(NULL, &O.binfo), 1)                \
     X(kvc_batch_get_info, NULL_OUT, KVC_ERR_NULL_ARG, F_NONE, kvc_batch_get_info(F.built, NULL), 1)                    \
     X(kvc_batch_get_info, VERSION, KVC_ERR_VERSION, F_NONE, kvc_batch_get_info(F.built, &O.binfo_old), 1)              \

@@ -53,8 +53,16 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
         if (batch->pool != pool) return fail(KVC_ERR_STATE, "%s: the batch belongs to another pool", fn);
         if (!batch->built) return fail(KVC_ERR_STATE, "%s: the batch was never built", fn);
         if (kvc_status st = check_layer(pool, layer, fn); st != KVC_OK) return st;
+        LayerPlace at;
+        if (kvc_status st = kv_layer_place(pool, layer, fn, &at); st != KVC_OK) return st;
+        // The batch's tables are one group's (hybrid pools): another group's block ids would point
+        // at pages laid out for other layers.
+        if (at.group != batch->committed.group)
+            return fail(KVC_ERR_INVALID_ARG,
+                        "%s: layer %d is in group %d but the batch was built for group %d (kvc_batch_set_group)", fn,
+                        layer, at.group, batch->committed.group);
 
-        const KvLayout &L = pool_layout(pool);
+        const KvLayout &L = pool_group_layout(pool, at.group);
         const int32_t pool_heads = pool_num_q_heads(pool);
         const int32_t heads = params->num_q_heads == 0 ? pool_heads : params->num_q_heads;
         if (heads < 1 || heads > pool_heads || heads % L.num_kv_heads != 0)
@@ -83,11 +91,17 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
         const BatchHostArrays &h = batch->committed;
         // A window wider than the one blocks were released for would read entries that are -1.
         const int32_t w = params->sliding_window;
-        if (h.pool_window > 0 && (w < 1 || w > h.pool_window))
+        if (h.pool_window > 0 && (w < 1 || w > h.pool_window)) {
+            if (pool_is_hybrid(pool))
+                return fail(KVC_ERR_INVALID_ARG,
+                            "%s: group %d (layer %d) releases blocks for a sliding window of %d; "
+                            "params->sliding_window must be 1..%d, got %d",
+                            fn, at.group, layer, h.pool_window, h.pool_window, w);
             return fail(KVC_ERR_INVALID_ARG,
                         "%s: the pool releases blocks for a sliding window of %d; "
                         "params->sliding_window must be 1..%d, got %d",
                         fn, h.pool_window, h.pool_window, w);
+        }
         if (h.max_window < INT32_MAX && (w < 1 || w > h.max_window))
             return fail(KVC_ERR_INVALID_ARG,
                         "%s: sliding_window %d reaches blocks the batch's sequences released; "
@@ -98,7 +112,7 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
         AttentionArgs a;
         a.layout = L;
         a.base = pool_storage_base(pool);
-        a.layer = layer;
+        a.layer = at.index;  // the group layout's layer_stride counts the group's layers only
         a.q = q;
         a.out = out;
         a.q_dtype = params->q_dtype;

@@ -55,6 +55,26 @@ KVC_API kvc_status kvc_batch_set_stream(kvc_batch *batch, void *stream) {
     })
 }
 
+KVC_API kvc_status kvc_batch_set_group(kvc_batch *batch, int32_t group) {
+    KVC_GUARD({
+        const char *fn = "kvc_batch_set_group";
+        if (!batch) return fail(KVC_ERR_NULL_ARG, "%s: batch is NULL", fn);
+        const int32_t n = pool_num_groups(batch->pool);
+        if (group < 0 || group >= n)
+            return fail(KVC_ERR_INVALID_ARG, "%s: group %d is not a group of the batch's pool (it has %d)", fn, group,
+                        n);
+        // An SSM group's pages hold state, not K/V: there is nothing to launch attention over.
+        if (pool_group_kind(batch->pool, group) == KVC_GROUP_SSM)
+            return fail(KVC_ERR_INVALID_ARG,
+                        "%s: group %d is an SSM group, which has no block tables to launch attention over", fn,
+                        group);
+        // Only the next build reads it: the committed arrays (and launches' group check) keep the
+        // group of the last build.
+        batch->group = group;
+        return KVC_OK;
+    })
+}
+
 KVC_API kvc_status kvc_batch_get_info(const kvc_batch *batch, kvc_batch_info *out) {
     KVC_GUARD({
         const char *fn = "kvc_batch_get_info";

@@ -31,8 +31,18 @@ inline kvc_status check_activation_dtype(int32_t dt, const char *fn, const char 
 }
 
 inline kvc_status check_layer(kvc_pool *pool, int32_t layer, const char *fn) {
-    const int32_t n = pool_layout(pool).num_layers;
+    const int32_t n = pool_num_layers(pool);  // the model's: a hybrid pool_layout holds group 0's
     if (layer < 0 || layer >= n) return fail(KVC_ERR_INVALID_ARG, "%s: layer %d outside [0, %d)", fn, layer, n);
+    return KVC_OK;
+}
+
+// A K/V layer's group and index in it (a plain pool: group 0, the layer itself), after
+// check_layer. A hybrid pool's SSM layer is refused: its pages hold state, not K/V rows.
+inline kvc_status kv_layer_place(kvc_pool *pool, int32_t layer, const char *fn, LayerPlace *out) {
+    *out = pool_layer_place(pool, layer);
+    if (pool_group_kind(pool, out->group) == KVC_GROUP_SSM)
+        return fail(KVC_ERR_INVALID_ARG, "%s: layer %d is in group %d, an SSM group: its pages hold state, not K/V", fn,
+                    layer, out->group);
     return KVC_OK;
 }
 

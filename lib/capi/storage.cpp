@@ -70,11 +70,14 @@ KVC_API kvc_status kvc_cache_write(kvc_pool *pool, int32_t layer, const int64_t 
             return fail(KVC_ERR_NULL_ARG, "%s: %s is NULL", fn, !slot_mapping ? "slot_mapping" : !k ? "k" : "v");
         if (kvc_status st = require_storage(pool, fn); st != KVC_OK) return st;
         if (kvc_status st = check_layer(pool, layer, fn); st != KVC_OK) return st;
+        LayerPlace at;
+        if (kvc_status st = kv_layer_place(pool, layer, fn, &at); st != KVC_OK) return st;
         if (kvc_status st = check_activation_dtype(src_dtype, fn, "source"); st != KVC_OK) return st;
         if (!positive_finite(k_scale) || !positive_finite(v_scale))
             return fail(KVC_ERR_INVALID_ARG, "%s: k_scale %g and v_scale %g must be finite and > 0", fn,
                         double(k_scale), double(v_scale));
-        const KvLayout &L = pool_layout(pool);
+        // The layer's group layout: its heads and head_dim, its layers' stride inside a page.
+        const KvLayout &L = pool_group_layout(pool, at.group);
         const int32_t backend = pool_backend(pool);
         if (backend == KVC_BACKEND_CPU) {
             // Slots are host memory here, so a slot past the pool is caught instead of corrupting memory.
@@ -91,7 +94,7 @@ KVC_API kvc_status kvc_cache_write(kvc_pool *pool, int32_t layer, const int64_t 
         CacheWriteArgs a;
         a.layout = L;
         a.base = pool_storage_base(pool);
-        a.layer = layer;
+        a.layer = at.index;
         a.slots = slot_mapping;
         a.num_tokens = num_tokens;
         a.k = k;

@@ -267,12 +267,13 @@ kvc_status batch_create(kvc_pool *pool, int32_t max_seqs, int64_t max_tokens, in
     b->dev.slot_mapping = reinterpret_cast<int64_t *>(m + offsets[6]);
 
     // Split-K scratch, sized for the widest context this batch can describe.
-    const int32_t nqh = pool_num_q_heads(pool);
+    // A hybrid pool's groups may differ in head_dim and the batch may serve any of them.
+    const int32_t nqh = pool_num_q_heads(pool), head_dim = pool_max_head_dim(pool);
     size_t ws = 0;
     if (b->backend == KVC_BACKEND_CUDA)
-        ws = cuda::attention_workspace_bytes(max_seqs, nqh, L.head_dim, context);
+        ws = cuda::attention_workspace_bytes(max_seqs, nqh, head_dim, context);
     else if (b->backend == KVC_BACKEND_CPU)
-        ws = cpu_attention_workspace_bytes(max_seqs, nqh, L.head_dim, context);
+        ws = cpu_attention_workspace_bytes(max_seqs, nqh, head_dim, context);
     if (ws > 0) {
         if (kvc_status st = alloc_backend(b.get(), ws, &b->workspace); st != KVC_OK) return st;
         b->workspace_bytes = ws;
@@ -294,6 +295,13 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
     const char *fn = "kvc_batch_build";
     if (num_seqs < 1 || num_seqs > b->max_seqs)
         return fail(KVC_ERR_INVALID_ARG, "%s: num_seqs %d outside [1, %d]", fn, num_seqs, b->max_seqs);
+    // A new batch records group 0, which a hybrid pool may have made an SSM group: its slot
+    // mapping would send K/V writes into state pages (kvc_batch_set_group refuses SSM groups).
+    if (pool_group_kind(b->pool, b->group) == KVC_GROUP_SSM)
+        return fail(KVC_ERR_STATE,
+                    "%s: the batch's group %d is an SSM group, which has no block tables to launch attention "
+                    "over; choose an attention group with kvc_batch_set_group",
+                    fn, b->group);
     int64_t total = 0;
     for (int32_t i = 0; i < num_seqs; ++i) {
         if (q_lens[i] < 1)
@@ -327,17 +335,18 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
     // writing it (and before taking the pool lock, which never covers a device wait).
     if (kvc_status st = wait_staging_free(b); st != KVC_OK) return st;
     BatchHostArrays &h = b->staging;
-    const int32_t bs = b->block_size, W = b->width;
+    const int32_t bs = b->block_size, W = b->width, group = b->group;
     uint64_t generation;
     int64_t max_window = INT32_MAX;
     {
-        // The only work under the pool lock: look up each sequence and copy its table row.
+        // The only work under the pool lock: look up each sequence and copy its (group's) table row.
         std::lock_guard<std::mutex> lk(pool_mutex(b->pool));
         generation = pool_seq_generation(b->pool);
-        h.pool_window = pool_sliding_window(b->pool);
+        h.pool_window = pool_group_window(b->pool, group);
+        h.group = group;
         for (int32_t i = 0; i < num_seqs; ++i) {
             SeqRef s;
-            if (!pool_find_seq(b->pool, seq_ids[i], &s))
+            if (!pool_find_seq(b->pool, seq_ids[i], group, &s))
                 return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_ids[i]);
             if (s.swapped_out)
                 return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_ids[i]);
@@ -422,7 +431,7 @@ kvc_status batch_revalidate(const kvc_batch *b, const char *fn) {
     for (int32_t i = 0; i < h.num_seqs; ++i) {
         const uint64_t id = h.seq_ids[size_t(i)];
         SeqRef s;
-        if (!pool_find_seq(b->pool, id, &s))
+        if (!pool_find_seq(b->pool, id, h.group, &s))
             return fail(KVC_ERR_STATE, "%s: sequence %llu of the batch was freed; build the batch again", fn,
                         (unsigned long long)id);
         if (s.incarnation != h.seq_incarnations[size_t(i)])

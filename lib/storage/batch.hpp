@@ -61,10 +61,14 @@ struct BatchHostArrays {
     int64_t max_seq_len = 0;
     int64_t num_indices = 0;
     bool is_decode = false;
-    // Sliding window (kvc_pool_set_sliding_window): the pool's window at build time (0 = off) and
-    // the widest launch window that reads no released block (INT32_MAX when none is released).
+    // Sliding window: the window the recorded group's tables release blocks for at build time
+    // (kvc_pool_set_sliding_window, or a hybrid pool's group window; 0 = off) and the widest
+    // launch window that reads no released block (INT32_MAX when none is released).
     int32_t pool_window = 0;
     int32_t max_window = 0;
+    // The KV-cache group whose tables this build recorded (kvc_batch_set_group at build time):
+    // launches check their layer's group against it.
+    int32_t group = 0;
 
     void *memory = nullptr;       // the allocation holding every array above
     void *upload_done = nullptr;  // CUDA: cudaEvent_t recorded after the last copies reading it
@@ -90,6 +94,7 @@ struct kvc_batch {
     int32_t max_seqs = 0;
     int64_t max_tokens = 0;
     int32_t width = 0;  // max_blocks_per_seq
+    int32_t group = 0;  // the group the next build records (kvc_batch_set_group); never SSM
 
     // Commit swaps the two structs whole: each keeps its memory and its event.
     kvc::BatchHostArrays staging, committed;
@@ -123,7 +128,8 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
 
 // Before a launch: if any sequence was freed or swapped out since the build (the pool's sequence
 // generation moved), checks under the pool lock that every sequence of the batch still exists,
-// is resident, and still owns the blocks the batch references. KVC_ERR_STATE otherwise.
+// is resident, and still owns the blocks the batch references (in the group the build recorded).
+// KVC_ERR_STATE otherwise.
 kvc_status batch_revalidate(const kvc_batch *b, const char *fn);
 
 }  // namespace kvc

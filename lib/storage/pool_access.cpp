@@ -1,6 +1,8 @@
 // The pool core's narrow interface to the storage / batch / attention layer (storage/pool_access.hpp).
 #include "storage/pool_access.hpp"
 
+#include <algorithm>
+
 #include "core/pool.hpp"
 #include "storage/copy_pending.hpp"
 #include "storage/cuda_api.hpp"
@@ -10,17 +12,22 @@ namespace kvc {
 
 std::mutex &pool_mutex(kvc_pool *p) { return p->mu; }
 
-int32_t pool_sliding_window(const kvc_pool *p) { return p->sliding_window; }
+int32_t pool_group_window(const kvc_pool *p, int32_t group) {
+    return p->hybrid ? p->groups[size_t(group)].window : p->sliding_window;
+}
 
-bool pool_find_seq(kvc_pool *p, uint64_t seq_id, SeqRef *out) {
+bool pool_find_seq(kvc_pool *p, uint64_t seq_id, int32_t group, SeqRef *out) {
     const Sequence *s = p->seqs.find(seq_id);
     if (!s) return false;
-    out->blocks = s->table.data();
-    out->num_blocks = int64_t(s->table.size());
+    // Lengths, residency and life are the sequence's (every group moves with it); the table and
+    // its window-released prefix are the group's own.
+    const Sequence *t = group_seq(s, group);
+    out->blocks = t->table.data();
+    out->num_blocks = int64_t(t->table.size());
     out->num_tokens = s->num_tokens;
     out->reserved_tokens = s->reserved_end;
     out->swapped_out = s->swapped_out;
-    out->released_blocks = s->released;
+    out->released_blocks = t->released;
     out->incarnation = s->incarnation;
     return true;
 }
@@ -39,6 +46,26 @@ int32_t pool_backend(const kvc_pool *p) { return p->backend; }
 int32_t pool_device(const kvc_pool *p) { return p->device; }
 int32_t pool_num_q_heads(const kvc_pool *p) { return p->config.num_q_heads; }
 void *pool_storage_base(const kvc_pool *p) { return p->storage; }
+
+int32_t pool_num_layers(const kvc_pool *p) { return p->config.num_layers; }
+int32_t pool_num_groups(const kvc_pool *p) { return p->hybrid ? int32_t(p->groups.size()) : 1; }
+bool pool_is_hybrid(const kvc_pool *p) { return p->hybrid; }
+int32_t pool_group_kind(const kvc_pool *p, int32_t group) {
+    return p->hybrid ? p->groups[size_t(group)].kind : KVC_GROUP_FULL;
+}
+const KvLayout &pool_group_layout(const kvc_pool *p, int32_t group) {
+    return p->hybrid ? p->groups[size_t(group)].layout : p->layout;
+}
+int32_t pool_max_head_dim(const kvc_pool *p) {
+    int32_t d = p->layout.head_dim;
+    for (const PoolGroup &G : p->groups)
+        if (G.kind != KVC_GROUP_SSM) d = std::max(d, G.layout.head_dim);
+    return d;
+}
+LayerPlace pool_layer_place(const kvc_pool *p, int32_t layer) {
+    if (!p->hybrid) return LayerPlace{0, layer};
+    return LayerPlace{p->layer_group[size_t(layer)], p->layer_in_group[size_t(layer)]};
+}
 kvc_status pool_storage_barrier(kvc_pool *p, void *stream) {
     if (kvc_status st = tier_barrier(p, stream); st != KVC_OK) return st;
     const bool outstanding = p->copies.outstanding() > 0;

@@ -23,8 +23,9 @@ struct SeqRef {
 // The pool's lock. Hold it only for metadata work: never across I/O, GPU syncs or attention math.
 std::mutex &pool_mutex(kvc_pool *p);
 
-// Under the lock: looks up a sequence. False if unknown.
-bool pool_find_seq(kvc_pool *p, uint64_t seq_id, SeqRef *out);
+// Under the lock: looks up a sequence and views its table of `group` (0 for a plain pool; a valid
+// group of a hybrid pool, checked by the caller). False if unknown.
+bool pool_find_seq(kvc_pool *p, uint64_t seq_id, int32_t group, SeqRef *out);
 
 // Under the lock: moves up to cap pending copy-on-write pairs (oldest first) into src/dst and
 // returns how many were moved. With cap == 0 returns 0 and moves nothing. The moved pairs hold
@@ -37,8 +38,9 @@ void pool_release_copy_pairs(kvc_pool *p, const int32_t *src, const int32_t *dst
 // Under the lock: number of pending pairs.
 int64_t pool_pending_copy_count(kvc_pool *p);
 
-// Under the lock: the pool's sliding window (kvc_pool_set_sliding_window), 0 when off.
-int32_t pool_sliding_window(const kvc_pool *p);
+// Under the lock: the sliding window group `group`'s tables release blocks for, 0 when none: a
+// plain pool's kvc_pool_set_sliding_window (group 0), a hybrid pool's group window (SLIDING: W).
+int32_t pool_group_window(const kvc_pool *p, int32_t group);
 
 // Immutable after kvc_pool_create: no lock needed.
 const KvLayout &pool_layout(const kvc_pool *p);  // num_blocks and shape always set
@@ -46,6 +48,25 @@ int32_t pool_backend(const kvc_pool *p);         // resolved: NONE, CPU or CUDA
 int32_t pool_device(const kvc_pool *p);          // CUDA ordinal, -1 otherwise
 int32_t pool_num_q_heads(const kvc_pool *p);     // resolved config num_q_heads
 void *pool_storage_base(const kvc_pool *p);      // nullptr for metadata-only pools
+
+// KV-cache groups (kvc_pool_create_hybrid), immutable too. A plain pool is one group whose layout
+// is pool_layout and whose layers are the model's; a hybrid pool's pool_layout describes only the
+// page (block_stride = page_bytes) and group 0, so kernels must take a layer's group layout.
+int32_t pool_num_layers(const kvc_pool *p);  // the model's layers (every group's together)
+int32_t pool_num_groups(const kvc_pool *p);  // 1 for a plain pool
+bool pool_is_hybrid(const kvc_pool *p);
+int32_t pool_group_kind(const kvc_pool *p, int32_t group);  // KVC_GROUP_*; a plain pool's is FULL
+// The group's layout in the pool's storage: its layers, heads and head_dim, block_stride = the
+// page. group in [0, pool_num_groups).
+const KvLayout &pool_group_layout(const kvc_pool *p, int32_t group);
+int32_t pool_max_head_dim(const kvc_pool *p);  // over the attention groups (batch workspace size)
+// Where a model layer lives: its group and its index among that group's layers (the layer index
+// the group layout's layer_stride multiplies). layer in [0, pool_num_layers).
+struct LayerPlace {
+    int32_t group = 0;
+    int32_t index = 0;
+};
+LayerPlace pool_layer_place(const kvc_pool *p, int32_t layer);
 
 // CUDA backend: kvc_copy_pending's preallocated pair buffers (storage/copy_staging.hpp); has its own mutex.
 struct CopyStaging;
