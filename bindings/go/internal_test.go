@@ -63,6 +63,10 @@ func TestEnumValuesMatchHeader(t *testing.T) {
 	check("TIER_DISK", int(TierDisk), int(raw.KVC_TIER_DISK))
 	check("DISK_PERSISTENT", int(DiskPersistent), raw.KVC_DISK_PERSISTENT)
 	check("DISK_NO_DIRECT", int(DiskNoDirect), raw.KVC_DISK_NO_DIRECT)
+	check("GROUP_FULL", int(GroupFull), int(raw.KVC_GROUP_FULL))
+	check("GROUP_SLIDING", int(GroupSliding), int(raw.KVC_GROUP_SLIDING))
+	check("GROUP_SSM", int(GroupSSM), int(raw.KVC_GROUP_SSM))
+	check("MAX_GROUPS", MaxGroups, raw.KVC_MAX_GROUPS)
 }
 
 // The message read by the binding is the one of the failing call on this OS thread, and

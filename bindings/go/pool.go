@@ -31,7 +31,13 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if err := callC("NewPool", func() raw.Enum_SS_kvc_status { return raw.Kvc_pool_create(c, out[:]) }); err != nil {
 		return nil, err
 	}
-	p := &Pool{h: raw.SwigcptrStruct_SS_kvc_pool(out[0]), batches: map[*batchState]struct{}{}}
+	return adoptPool(out[0])
+}
+
+// adoptPool takes ownership of a pool the library just created: reads its resolved configuration
+// and storage, and sets the finalizer.
+func adoptPool(h uintptr) (*Pool, error) {
+	p := &Pool{h: raw.SwigcptrStruct_SS_kvc_pool(h), batches: map[*batchState]struct{}{}}
 	resolved, err := p.Config()
 	if err != nil {
 		p.Close()

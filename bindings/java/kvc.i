@@ -77,6 +77,7 @@ static void kvcjni_throw(JNIEnv *jenv, int status, const char *op) {
 %ignore kvc_event_type;
 %ignore kvc_tier;
 %ignore kvc_xfer_failure;
+%ignore kvc_group_kind;
 /* Its strings would point into Java arrays: built in C by kvcjni_xfer_agent_create. */
 %ignore kvc_xfer_config;
 %ignore kvc_xfer_config_default;
@@ -239,6 +240,8 @@ KVC_SIZED_STRUCT(kvc_attention_params)
 KVC_SIZED_STRUCT(kvc_tier_stats)
 KVC_SIZED_STRUCT(kvc_xfer_import_result)
 KVC_SIZED_STRUCT(kvc_xfer_stats)
+KVC_SIZED_STRUCT(kvc_group_config)
+KVC_SIZED_STRUCT(kvc_group_info)
 
 /* Read by the test that checks the hand-written constants against the header. */
 %rename(event_type) kvc_event::type;
@@ -306,4 +309,20 @@ static kvc_status kvcjni_xfer_agent_create(kvc_pool *pool, const char *identity,
 static int64_t kvcjni_xfer_stats_failures(const kvc_xfer_stats *s, int32_t i) {
     return i >= 0 && i < 9 ? s->failures[i] : 0;
 }
+
+/* An array of n group configurations for kvc_pool_create_hybrid, in C memory (all zero; the
+ * caller fills each entry with kvc_group_config_default first); NULL when n is out of
+ * [1, KVC_MAX_GROUPS] or calloc fails. */
+static kvc_group_config *kvcjni_group_configs_new(int32_t n) {
+    if (n < 1 || n > KVC_MAX_GROUPS) return NULL;
+    return (kvc_group_config *)calloc((size_t)n, sizeof(kvc_group_config));
+}
+
+/* Entry i of an array from kvcjni_group_configs_new (the caller keeps i in range). */
+static kvc_group_config *kvcjni_group_configs_at(kvc_group_config *a, int32_t i) { return a + i; }
+
+static void kvcjni_group_configs_delete(kvc_group_config *a) { free(a); }
+
+/* KVC_MAX_GROUPS of the header this layer was generated from. */
+static int32_t kvcjni_max_groups(void) { return KVC_MAX_GROUPS; }
 %}

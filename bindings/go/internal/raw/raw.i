@@ -79,6 +79,8 @@ KVC_SIZED_STRUCT(kvc_attention_params)
 KVC_SIZED_STRUCT(kvc_tier_stats)
 KVC_SIZED_STRUCT(kvc_xfer_import_result)
 KVC_SIZED_STRUCT(kvc_xfer_stats)
+KVC_SIZED_STRUCT(kvc_group_config)
+KVC_SIZED_STRUCT(kvc_group_info)
 /* Its strings would be Go memory held by a C struct: built in C by kvcgo_xfer_agent_create. */
 %ignore kvc_xfer_config;
 %ignore kvc_xfer_config_default;
@@ -146,4 +148,17 @@ static kvc_status kvcgo_xfer_agent_create(kvc_pool *pool, const char *identity, 
 static int64_t kvcgo_xfer_stats_failures(const kvc_xfer_stats *s, int32_t i) {
     return i >= 0 && i < 9 ? s->failures[i] : 0;
 }
+
+/* An array of n group configurations for kvc_pool_create_hybrid, in C memory (all zero; the
+ * caller fills each entry with kvc_group_config_default first); NULL when n is out of
+ * [1, KVC_MAX_GROUPS] (the library then reports the bad count) or calloc fails. */
+static kvc_group_config *kvcgo_group_configs_new(int32_t n) {
+    if (n < 1 || n > KVC_MAX_GROUPS) return NULL;
+    return (kvc_group_config *)calloc((size_t)n, sizeof(kvc_group_config));
+}
+
+/* Entry i of an array from kvcgo_group_configs_new (the caller keeps i in range). */
+static kvc_group_config *kvcgo_group_configs_at(kvc_group_config *a, int32_t i) { return a + i; }
+
+static void kvcgo_group_configs_delete(kvc_group_config *a) { free(a); }
 %}

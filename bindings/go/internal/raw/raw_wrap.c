@@ -208,6 +208,18 @@ SWIGINTERN struct kvc_stats *new_kvc_stats(void){
         return s;
     }
 SWIGINTERN void delete_kvc_stats(struct kvc_stats *self){ free(self); }
+SWIGINTERN struct kvc_group_config *new_kvc_group_config(void){
+        kvc_group_config *s = (kvc_group_config *)calloc(1, sizeof(kvc_group_config));
+        if (s) s->struct_size = (uint32_t)sizeof(kvc_group_config);
+        return s;
+    }
+SWIGINTERN void delete_kvc_group_config(struct kvc_group_config *self){ free(self); }
+SWIGINTERN struct kvc_group_info *new_kvc_group_info(void){
+        kvc_group_info *s = (kvc_group_info *)calloc(1, sizeof(kvc_group_info));
+        if (s) s->struct_size = (uint32_t)sizeof(kvc_group_info);
+        return s;
+    }
+SWIGINTERN void delete_kvc_group_info(struct kvc_group_info *self){ free(self); }
 SWIGINTERN struct kvc_event *new_kvc_event(void){
         kvc_event *s = (kvc_event *)calloc(1, sizeof(kvc_event));
         if (s) s->struct_size = (uint32_t)sizeof(kvc_event);
@@ -310,11 +322,24 @@ static int64_t kvcgo_xfer_stats_failures(const kvc_xfer_stats *s, int32_t i) {
     return i >= 0 && i < 9 ? s->failures[i] : 0;
 }
 
+/* An array of n group configurations for kvc_pool_create_hybrid, in C memory (all zero; the
+ * caller fills each entry with kvc_group_config_default first); NULL when n is out of
+ * [1, KVC_MAX_GROUPS] (the library then reports the bad count) or calloc fails. */
+static kvc_group_config *kvcgo_group_configs_new(int32_t n) {
+    if (n < 1 || n > KVC_MAX_GROUPS) return NULL;
+    return (kvc_group_config *)calloc((size_t)n, sizeof(kvc_group_config));
+}
+
+/* Entry i of an array from kvcgo_group_configs_new (the caller keeps i in range). */
+static kvc_group_config *kvcgo_group_configs_at(kvc_group_config *a, int32_t i) { return a + i; }
+
+static void kvcgo_group_configs_delete(kvc_group_config *a) { free(a); }
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-void _wrap_Swig_free_raw_5b7ddcfb25ede1b8(void *_swig_go_0) {
+void _wrap_Swig_free_raw_c1299ace2ba42ba1(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -324,7 +349,7 @@ void _wrap_Swig_free_raw_5b7ddcfb25ede1b8(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_raw_5b7ddcfb25ede1b8(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_raw_c1299ace2ba42ba1(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -337,7 +362,7 @@ void *_wrap_Swig_malloc_raw_5b7ddcfb25ede1b8(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_VERSION_NUMBER_raw_c1299ace2ba42ba1() {
   int result;
   intgo _swig_go_result;
   
@@ -348,7 +373,7 @@ intgo _wrap_KVC_VERSION_NUMBER_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_kvc_version_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_kvc_version_raw_c1299ace2ba42ba1() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -359,7 +384,7 @@ intgo _wrap_kvc_version_raw_5b7ddcfb25ede1b8() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_raw_5b7ddcfb25ede1b8() {
+_gostring_ _wrap_kvc_version_string_raw_c1299ace2ba42ba1() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -370,7 +395,7 @@ _gostring_ _wrap_kvc_version_string_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_OK_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_OK_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -382,7 +407,7 @@ intgo _wrap_KVC_OK_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_NULL_ARG_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_NULL_ARG_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -394,7 +419,7 @@ intgo _wrap_KVC_ERR_NULL_ARG_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARG_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_INVALID_ARG_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -406,7 +431,7 @@ intgo _wrap_KVC_ERR_INVALID_ARG_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_OVERFLOW_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_OVERFLOW_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -418,7 +443,7 @@ intgo _wrap_KVC_ERR_OVERFLOW_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_NO_MEMORY_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_NO_MEMORY_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -430,7 +455,7 @@ intgo _wrap_KVC_ERR_NO_MEMORY_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -442,7 +467,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -454,7 +479,7 @@ intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -466,7 +491,7 @@ intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -478,7 +503,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_MAX_LEN_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_MAX_LEN_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -490,7 +515,7 @@ intgo _wrap_KVC_ERR_MAX_LEN_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_BUSY_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_BUSY_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -502,7 +527,7 @@ intgo _wrap_KVC_ERR_BUSY_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -514,7 +539,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_DEVICE_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -526,7 +551,7 @@ intgo _wrap_KVC_ERR_DEVICE_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_IO_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_IO_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -538,7 +563,7 @@ intgo _wrap_KVC_ERR_IO_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_VERSION_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_VERSION_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -550,7 +575,7 @@ intgo _wrap_KVC_ERR_VERSION_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_STATE_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_STATE_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -562,7 +587,7 @@ intgo _wrap_KVC_ERR_STATE_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ERR_INTERNAL_raw_c1299ace2ba42ba1() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -574,7 +599,7 @@ intgo _wrap_KVC_ERR_INTERNAL_raw_5b7ddcfb25ede1b8() {
 }
 
 
-_gostring_ _wrap_kvc_status_str_raw_5b7ddcfb25ede1b8(intgo _swig_go_0) {
+_gostring_ _wrap_kvc_status_str_raw_c1299ace2ba42ba1(intgo _swig_go_0) {
   int32_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -587,7 +612,7 @@ _gostring_ _wrap_kvc_status_str_raw_5b7ddcfb25ede1b8(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_last_error_raw_5b7ddcfb25ede1b8() {
+_gostring_ _wrap_kvc_last_error_raw_c1299ace2ba42ba1() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -598,7 +623,7 @@ _gostring_ _wrap_kvc_last_error_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_kvc_last_error_copy_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_last_error_copy_raw_c1299ace2ba42ba1(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -617,7 +642,7 @@ intgo _wrap_kvc_last_error_copy_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0, long 
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_DTYPE_F32_raw_c1299ace2ba42ba1() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -629,7 +654,7 @@ intgo _wrap_KVC_DTYPE_F32_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_DTYPE_F16_raw_c1299ace2ba42ba1() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -641,7 +666,7 @@ intgo _wrap_KVC_DTYPE_F16_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_DTYPE_BF16_raw_c1299ace2ba42ba1() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -653,7 +678,7 @@ intgo _wrap_KVC_DTYPE_BF16_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_c1299ace2ba42ba1() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -665,7 +690,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_BACKEND_NONE_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_BACKEND_NONE_raw_c1299ace2ba42ba1() {
   enum kvc_backend result;
   intgo _swig_go_result;
   
@@ -677,7 +702,7 @@ intgo _wrap_KVC_BACKEND_NONE_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_BACKEND_CPU_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_BACKEND_CPU_raw_c1299ace2ba42ba1() {
   enum kvc_backend result;
   intgo _swig_go_result;
   
@@ -689,7 +714,7 @@ intgo _wrap_KVC_BACKEND_CPU_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_BACKEND_CUDA_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_BACKEND_CUDA_raw_c1299ace2ba42ba1() {
   enum kvc_backend result;
   intgo _swig_go_result;
   
@@ -701,7 +726,7 @@ intgo _wrap_KVC_BACKEND_CUDA_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_BACKEND_AUTO_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_BACKEND_AUTO_raw_c1299ace2ba42ba1() {
   enum kvc_backend result;
   intgo _swig_go_result;
   
@@ -713,7 +738,7 @@ intgo _wrap_KVC_BACKEND_AUTO_raw_5b7ddcfb25ede1b8() {
 }
 
 
-void _wrap_kvc_pool_config_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   uint32_t arg2 ;
   
@@ -725,7 +750,7 @@ void _wrap_kvc_pool_config_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_
 }
 
 
-intgo _wrap_kvc_pool_config_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -738,7 +763,7 @@ intgo _wrap_kvc_pool_config_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_pool
 }
 
 
-void _wrap_kvc_pool_config_block_size_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_block_size_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -750,7 +775,7 @@ void _wrap_kvc_pool_config_block_size_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_c
 }
 
 
-intgo _wrap_kvc_pool_config_block_size_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_block_size_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -763,7 +788,7 @@ intgo _wrap_kvc_pool_config_block_size_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_
 }
 
 
-void _wrap_kvc_pool_config_num_layers_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_num_layers_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -775,7 +800,7 @@ void _wrap_kvc_pool_config_num_layers_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_c
 }
 
 
-intgo _wrap_kvc_pool_config_num_layers_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_num_layers_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -788,7 +813,7 @@ intgo _wrap_kvc_pool_config_num_layers_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_
 }
 
 
-void _wrap_kvc_pool_config_num_kv_heads_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_num_kv_heads_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -800,7 +825,7 @@ void _wrap_kvc_pool_config_num_kv_heads_set_raw_5b7ddcfb25ede1b8(struct kvc_pool
 }
 
 
-intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -813,7 +838,7 @@ intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_5b7ddcfb25ede1b8(struct kvc_poo
 }
 
 
-void _wrap_kvc_pool_config_num_q_heads_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_num_q_heads_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -825,7 +850,7 @@ void _wrap_kvc_pool_config_num_q_heads_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_
 }
 
 
-intgo _wrap_kvc_pool_config_num_q_heads_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_num_q_heads_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -838,7 +863,7 @@ intgo _wrap_kvc_pool_config_num_q_heads_get_raw_5b7ddcfb25ede1b8(struct kvc_pool
 }
 
 
-void _wrap_kvc_pool_config_head_dim_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_head_dim_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -850,7 +875,7 @@ void _wrap_kvc_pool_config_head_dim_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_con
 }
 
 
-intgo _wrap_kvc_pool_config_head_dim_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_head_dim_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -863,7 +888,7 @@ intgo _wrap_kvc_pool_config_head_dim_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_co
 }
 
 
-void _wrap_kvc_pool_config_kv_dtype_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_kv_dtype_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -875,7 +900,7 @@ void _wrap_kvc_pool_config_kv_dtype_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_con
 }
 
 
-intgo _wrap_kvc_pool_config_kv_dtype_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_kv_dtype_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -888,7 +913,7 @@ intgo _wrap_kvc_pool_config_kv_dtype_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_co
 }
 
 
-void _wrap_kvc_pool_config_num_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_config_num_blocks_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t arg2 ;
   
@@ -900,7 +925,7 @@ void _wrap_kvc_pool_config_num_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_c
 }
 
 
-long long _wrap_kvc_pool_config_num_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+long long _wrap_kvc_pool_config_num_blocks_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -913,7 +938,7 @@ long long _wrap_kvc_pool_config_num_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t arg2 ;
   
@@ -925,7 +950,7 @@ void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_5b7ddcfb25ede1b8(struct k
 }
 
 
-long long _wrap_kvc_pool_config_memory_budget_bytes_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+long long _wrap_kvc_pool_config_memory_budget_bytes_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -938,7 +963,7 @@ long long _wrap_kvc_pool_config_memory_budget_bytes_get_raw_5b7ddcfb25ede1b8(str
 }
 
 
-void _wrap_kvc_pool_config_memory_utilization_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_pool_config_memory_utilization_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double arg2 ;
   
@@ -950,7 +975,7 @@ void _wrap_kvc_pool_config_memory_utilization_set_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-double _wrap_kvc_pool_config_memory_utilization_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+double _wrap_kvc_pool_config_memory_utilization_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double result;
   double _swig_go_result;
@@ -963,7 +988,7 @@ double _wrap_kvc_pool_config_memory_utilization_get_raw_5b7ddcfb25ede1b8(struct 
 }
 
 
-void _wrap_kvc_pool_config_watermark_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_pool_config_watermark_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double arg2 ;
   
@@ -975,7 +1000,7 @@ void _wrap_kvc_pool_config_watermark_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_co
 }
 
 
-double _wrap_kvc_pool_config_watermark_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+double _wrap_kvc_pool_config_watermark_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double result;
   double _swig_go_result;
@@ -988,7 +1013,7 @@ double _wrap_kvc_pool_config_watermark_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_
 }
 
 
-void _wrap_kvc_pool_config_max_seq_len_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_config_max_seq_len_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t arg2 ;
   
@@ -1000,7 +1025,7 @@ void _wrap_kvc_pool_config_max_seq_len_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_config_max_seq_len_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+long long _wrap_kvc_pool_config_max_seq_len_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1013,7 +1038,7 @@ long long _wrap_kvc_pool_config_max_seq_len_get_raw_5b7ddcfb25ede1b8(struct kvc_
 }
 
 
-void _wrap_kvc_pool_config_prefix_caching_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_prefix_caching_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -1025,7 +1050,7 @@ void _wrap_kvc_pool_config_prefix_caching_set_raw_5b7ddcfb25ede1b8(struct kvc_po
 }
 
 
-intgo _wrap_kvc_pool_config_prefix_caching_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_prefix_caching_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1038,7 +1063,7 @@ intgo _wrap_kvc_pool_config_prefix_caching_get_raw_5b7ddcfb25ede1b8(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_config_backend_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_backend_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -1050,7 +1075,7 @@ void _wrap_kvc_pool_config_backend_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_conf
 }
 
 
-intgo _wrap_kvc_pool_config_backend_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_backend_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1063,7 +1088,7 @@ intgo _wrap_kvc_pool_config_backend_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_con
 }
 
 
-void _wrap_kvc_pool_config_device_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_device_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -1075,7 +1100,7 @@ void _wrap_kvc_pool_config_device_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_confi
 }
 
 
-intgo _wrap_kvc_pool_config_device_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_device_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1088,7 +1113,7 @@ intgo _wrap_kvc_pool_config_device_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_conf
 }
 
 
-void _wrap_kvc_pool_config_event_capacity_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_event_capacity_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -1100,7 +1125,7 @@ void _wrap_kvc_pool_config_event_capacity_set_raw_5b7ddcfb25ede1b8(struct kvc_po
 }
 
 
-intgo _wrap_kvc_pool_config_event_capacity_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_event_capacity_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1113,7 +1138,7 @@ intgo _wrap_kvc_pool_config_event_capacity_get_raw_5b7ddcfb25ede1b8(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double arg2 ;
   
@@ -1125,7 +1150,7 @@ void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_5b7ddcfb25ede1b8(struc
 }
 
 
-double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double result;
   double _swig_go_result;
@@ -1138,7 +1163,7 @@ double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_5b7ddcfb25ede1b8(str
 }
 
 
-struct kvc_pool_config *_wrap_new_kvc_pool_config_raw_5b7ddcfb25ede1b8() {
+struct kvc_pool_config *_wrap_new_kvc_pool_config_raw_c1299ace2ba42ba1() {
   struct kvc_pool_config *result = 0 ;
   struct kvc_pool_config *_swig_go_result;
   
@@ -1149,7 +1174,7 @@ struct kvc_pool_config *_wrap_new_kvc_pool_config_raw_5b7ddcfb25ede1b8() {
 }
 
 
-void _wrap_delete_kvc_pool_config_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+void _wrap_delete_kvc_pool_config_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   
   arg1 = *(struct kvc_pool_config **)&_swig_go_0; 
@@ -1159,7 +1184,7 @@ void _wrap_delete_kvc_pool_config_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_
 }
 
 
-intgo _wrap_kvc_pool_config_default_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_default_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1172,7 +1197,7 @@ intgo _wrap_kvc_pool_config_default_raw_5b7ddcfb25ede1b8(struct kvc_pool_config 
 }
 
 
-intgo _wrap_kvc_bytes_per_block_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, _goslice_ _swig_go_1) {
+intgo _wrap_kvc_bytes_per_block_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, _goslice_ _swig_go_1) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   kvc_status result;
@@ -1187,7 +1212,7 @@ intgo _wrap_kvc_bytes_per_block_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_sw
 }
 
 
-intgo _wrap_kvc_blocks_for_budget_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, long long _swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvc_blocks_for_budget_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, long long _swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   int64_t arg2 ;
   double arg3 ;
@@ -1206,7 +1231,7 @@ intgo _wrap_kvc_blocks_for_budget_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_
 }
 
 
-intgo _wrap_kvc_cuda_device_count_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0) {
+intgo _wrap_kvc_cuda_device_count_raw_c1299ace2ba42ba1(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1219,7 +1244,7 @@ intgo _wrap_kvc_cuda_device_count_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0) {
 }
 
 
-intgo _wrap_kvc_pool_create_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_go_0, _goslice_ _swig_go_1) {
+intgo _wrap_kvc_pool_create_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, _goslice_ _swig_go_1) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   kvc_pool **arg2 = (kvc_pool **) 0 ;
   kvc_status result;
@@ -1234,7 +1259,7 @@ intgo _wrap_kvc_pool_create_raw_5b7ddcfb25ede1b8(struct kvc_pool_config *_swig_g
 }
 
 
-intgo _wrap_kvc_pool_destroy_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0) {
+intgo _wrap_kvc_pool_destroy_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1247,7 +1272,7 @@ intgo _wrap_kvc_pool_destroy_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_pool_get_config_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_pool_config *_swig_go_1) {
+intgo _wrap_kvc_pool_get_config_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_pool_config *_swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_pool_config *arg2 = (kvc_pool_config *) 0 ;
   kvc_status result;
@@ -1262,7 +1287,7 @@ intgo _wrap_kvc_pool_get_config_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0
 }
 
 
-intgo _wrap_kvc_pool_check_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0) {
+intgo _wrap_kvc_pool_check_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1275,7 +1300,7 @@ intgo _wrap_kvc_pool_check_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0) {
 }
 
 
-void _wrap_kvc_stats_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_stats_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -1287,7 +1312,7 @@ void _wrap_kvc_stats_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swi
 }
 
 
-intgo _wrap_kvc_stats_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+intgo _wrap_kvc_stats_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1300,7 +1325,7 @@ intgo _wrap_kvc_stats_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_sw
 }
 
 
-void _wrap_kvc_stats_total_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_total_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1312,7 +1337,7 @@ void _wrap_kvc_stats_total_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_sw
 }
 
 
-long long _wrap_kvc_stats_total_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_total_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1325,7 +1350,7 @@ long long _wrap_kvc_stats_total_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats
 }
 
 
-void _wrap_kvc_stats_free_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_free_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1337,7 +1362,7 @@ void _wrap_kvc_stats_free_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swi
 }
 
 
-long long _wrap_kvc_stats_free_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_free_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1350,7 +1375,7 @@ long long _wrap_kvc_stats_free_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats 
 }
 
 
-void _wrap_kvc_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_used_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1362,7 +1387,7 @@ void _wrap_kvc_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swi
 }
 
 
-long long _wrap_kvc_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_used_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1375,7 +1400,7 @@ long long _wrap_kvc_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats 
 }
 
 
-void _wrap_kvc_stats_cached_free_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_cached_free_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1387,7 +1412,7 @@ void _wrap_kvc_stats_cached_free_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stat
 }
 
 
-long long _wrap_kvc_stats_cached_free_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_cached_free_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1400,7 +1425,7 @@ long long _wrap_kvc_stats_cached_free_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc
 }
 
 
-void _wrap_kvc_stats_pinned_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_pinned_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1412,7 +1437,7 @@ void _wrap_kvc_stats_pinned_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_s
 }
 
 
-long long _wrap_kvc_stats_pinned_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_pinned_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1425,7 +1450,7 @@ long long _wrap_kvc_stats_pinned_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_stat
 }
 
 
-void _wrap_kvc_stats_num_seqs_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_num_seqs_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1437,7 +1462,7 @@ void _wrap_kvc_stats_num_seqs_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_g
 }
 
 
-long long _wrap_kvc_stats_num_seqs_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_num_seqs_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1450,7 +1475,7 @@ long long _wrap_kvc_stats_num_seqs_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_s
 }
 
 
-void _wrap_kvc_stats_utilization_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_stats_utilization_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   double arg2 ;
   
@@ -1462,7 +1487,7 @@ void _wrap_kvc_stats_utilization_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swi
 }
 
 
-double _wrap_kvc_stats_utilization_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+double _wrap_kvc_stats_utilization_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -1475,7 +1500,7 @@ double _wrap_kvc_stats_utilization_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_s
 }
 
 
-void _wrap_kvc_stats_allocs_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_allocs_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1487,7 +1512,7 @@ void _wrap_kvc_stats_allocs_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_
 }
 
 
-long long _wrap_kvc_stats_allocs_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_allocs_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1500,7 +1525,7 @@ long long _wrap_kvc_stats_allocs_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swi
 }
 
 
-void _wrap_kvc_stats_frees_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_frees_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1512,7 +1537,7 @@ void _wrap_kvc_stats_frees_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0
 }
 
 
-long long _wrap_kvc_stats_frees_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_frees_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1525,7 +1550,7 @@ long long _wrap_kvc_stats_frees_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig
 }
 
 
-void _wrap_kvc_stats_forks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_forks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1537,7 +1562,7 @@ void _wrap_kvc_stats_forks_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0
 }
 
 
-long long _wrap_kvc_stats_forks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_forks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1550,7 +1575,7 @@ long long _wrap_kvc_stats_forks_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig
 }
 
 
-void _wrap_kvc_stats_appends_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_appends_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1562,7 +1587,7 @@ void _wrap_kvc_stats_appends_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go
 }
 
 
-long long _wrap_kvc_stats_appends_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_appends_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1575,7 +1600,7 @@ long long _wrap_kvc_stats_appends_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_sw
 }
 
 
-void _wrap_kvc_stats_blocks_allocated_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_blocks_allocated_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1587,7 +1612,7 @@ void _wrap_kvc_stats_blocks_allocated_set_raw_5b7ddcfb25ede1b8(struct kvc_stats 
 }
 
 
-long long _wrap_kvc_stats_blocks_allocated_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_blocks_allocated_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1600,7 +1625,7 @@ long long _wrap_kvc_stats_blocks_allocated_get_raw_5b7ddcfb25ede1b8(struct kvc_s
 }
 
 
-void _wrap_kvc_stats_blocks_freed_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_blocks_freed_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1612,7 +1637,7 @@ void _wrap_kvc_stats_blocks_freed_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_sw
 }
 
 
-long long _wrap_kvc_stats_blocks_freed_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_blocks_freed_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1625,7 +1650,7 @@ long long _wrap_kvc_stats_blocks_freed_get_raw_5b7ddcfb25ede1b8(struct kvc_stats
 }
 
 
-void _wrap_kvc_stats_cow_copies_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_cow_copies_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1637,7 +1662,7 @@ void _wrap_kvc_stats_cow_copies_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig
 }
 
 
-long long _wrap_kvc_stats_cow_copies_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_cow_copies_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1650,7 +1675,7 @@ long long _wrap_kvc_stats_cow_copies_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *
 }
 
 
-void _wrap_kvc_stats_pending_copies_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_pending_copies_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1662,7 +1687,7 @@ void _wrap_kvc_stats_pending_copies_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_
 }
 
 
-long long _wrap_kvc_stats_pending_copies_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_pending_copies_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1675,7 +1700,7 @@ long long _wrap_kvc_stats_pending_copies_get_raw_5b7ddcfb25ede1b8(struct kvc_sta
 }
 
 
-void _wrap_kvc_stats_prefix_query_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_prefix_query_tokens_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1687,7 +1712,7 @@ void _wrap_kvc_stats_prefix_query_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stats_prefix_query_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_prefix_query_tokens_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1700,7 +1725,7 @@ long long _wrap_kvc_stats_prefix_query_tokens_get_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-void _wrap_kvc_stats_prefix_hit_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_prefix_hit_tokens_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1712,7 +1737,7 @@ void _wrap_kvc_stats_prefix_hit_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_stats
 }
 
 
-long long _wrap_kvc_stats_prefix_hit_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_prefix_hit_tokens_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1725,7 +1750,7 @@ long long _wrap_kvc_stats_prefix_hit_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_
 }
 
 
-void _wrap_kvc_stats_prefix_hit_rate_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_stats_prefix_hit_rate_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   double arg2 ;
   
@@ -1737,7 +1762,7 @@ void _wrap_kvc_stats_prefix_hit_rate_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *
 }
 
 
-double _wrap_kvc_stats_prefix_hit_rate_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+double _wrap_kvc_stats_prefix_hit_rate_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -1750,7 +1775,7 @@ double _wrap_kvc_stats_prefix_hit_rate_get_raw_5b7ddcfb25ede1b8(struct kvc_stats
 }
 
 
-void _wrap_kvc_stats_evictions_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_evictions_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1762,7 +1787,7 @@ void _wrap_kvc_stats_evictions_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_
 }
 
 
-long long _wrap_kvc_stats_evictions_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_evictions_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1775,7 +1800,7 @@ long long _wrap_kvc_stats_evictions_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_
 }
 
 
-void _wrap_kvc_stats_verify_misses_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_verify_misses_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1787,7 +1812,7 @@ void _wrap_kvc_stats_verify_misses_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_s
 }
 
 
-long long _wrap_kvc_stats_verify_misses_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_verify_misses_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1800,7 +1825,7 @@ long long _wrap_kvc_stats_verify_misses_get_raw_5b7ddcfb25ede1b8(struct kvc_stat
 }
 
 
-void _wrap_kvc_stats_events_dropped_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_events_dropped_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1812,7 +1837,7 @@ void _wrap_kvc_stats_events_dropped_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_
 }
 
 
-long long _wrap_kvc_stats_events_dropped_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_events_dropped_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1825,7 +1850,7 @@ long long _wrap_kvc_stats_events_dropped_get_raw_5b7ddcfb25ede1b8(struct kvc_sta
 }
 
 
-void _wrap_kvc_stats_cached_blocks_total_set_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_cached_blocks_total_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1837,7 +1862,7 @@ void _wrap_kvc_stats_cached_blocks_total_set_raw_5b7ddcfb25ede1b8(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stats_cached_blocks_total_get_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_cached_blocks_total_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1850,7 +1875,7 @@ long long _wrap_kvc_stats_cached_blocks_total_get_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-struct kvc_stats *_wrap_new_kvc_stats_raw_5b7ddcfb25ede1b8() {
+struct kvc_stats *_wrap_new_kvc_stats_raw_c1299ace2ba42ba1() {
   struct kvc_stats *result = 0 ;
   struct kvc_stats *_swig_go_result;
   
@@ -1861,7 +1886,7 @@ struct kvc_stats *_wrap_new_kvc_stats_raw_5b7ddcfb25ede1b8() {
 }
 
 
-void _wrap_delete_kvc_stats_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
+void _wrap_delete_kvc_stats_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   
   arg1 = *(struct kvc_stats **)&_swig_go_0; 
@@ -1871,7 +1896,7 @@ void _wrap_delete_kvc_stats_raw_5b7ddcfb25ede1b8(struct kvc_stats *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_pool_stats_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_stats *_swig_go_1) {
+intgo _wrap_kvc_pool_stats_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_stats *_swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_stats *arg2 = (kvc_stats *) 0 ;
   kvc_status result;
@@ -1886,7 +1911,7 @@ intgo _wrap_kvc_pool_stats_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, str
 }
 
 
-intgo _wrap_kvc_pool_set_sliding_window_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvc_pool_set_sliding_window_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   kvc_status result;
@@ -1901,7 +1926,7 @@ intgo _wrap_kvc_pool_set_sliding_window_raw_5b7ddcfb25ede1b8(struct kvc_pool *_s
 }
 
 
-intgo _wrap_kvc_pool_get_sliding_window_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
+intgo _wrap_kvc_pool_get_sliding_window_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   kvc_status result;
@@ -1916,7 +1941,655 @@ intgo _wrap_kvc_pool_get_sliding_window_raw_5b7ddcfb25ede1b8(struct kvc_pool *_s
 }
 
 
-intgo _wrap_kvc_keys_create_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0) {
+intgo _wrap_KVC_GROUP_FULL_raw_c1299ace2ba42ba1() {
+  enum kvc_group_kind result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_GROUP_FULL;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_GROUP_SLIDING_raw_c1299ace2ba42ba1() {
+  enum kvc_group_kind result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_GROUP_SLIDING;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_GROUP_SSM_raw_c1299ace2ba42ba1() {
+  enum kvc_group_kind result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_GROUP_SSM;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_config_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_config_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_config_kind_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kind = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_config_kind_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->kind);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_config_num_layers_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_layers = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_config_num_layers_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->num_layers);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_config_num_kv_heads_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_kv_heads = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_config_num_kv_heads_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->num_kv_heads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_config_head_dim_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->head_dim = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_config_head_dim_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->head_dim);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_config_sliding_window_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->sliding_window = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_config_sliding_window_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->sliding_window);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_config_state_bytes_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, long long _swig_go_1) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->state_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_group_config_state_bytes_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->state_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_group_config *_wrap_new_kvc_group_config_raw_c1299ace2ba42ba1() {
+  struct kvc_group_config *result = 0 ;
+  struct kvc_group_config *_swig_go_result;
+  
+  
+  result = (struct kvc_group_config *)new_kvc_group_config();
+  *(struct kvc_group_config **)&_swig_go_result = (struct kvc_group_config *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_group_config_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+  struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
+  
+  arg1 = *(struct kvc_group_config **)&_swig_go_0; 
+  
+  delete_kvc_group_config(arg1);
+  
+}
+
+
+intgo _wrap_kvc_group_config_default_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+  kvc_group_config *arg1 = (kvc_group_config *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_group_config **)&_swig_go_0; 
+  
+  result = (kvc_status)kvc_group_config_default(arg1);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_pool_create_hybrid_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, struct kvc_group_config *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4, _goslice_ _swig_go_5) {
+  kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
+  kvc_group_config *arg2 = (kvc_group_config *) 0 ;
+  int32_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  int32_t arg5 ;
+  kvc_pool **arg6 = (kvc_pool **) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool_config **)&_swig_go_0; 
+  arg2 = *(kvc_group_config **)&_swig_go_1; 
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int32_t *)_swig_go_3.array; 
+  arg5 = (int32_t)_swig_go_4; 
+  arg6 = (kvc_pool **)_swig_go_5.array; 
+  
+  result = (kvc_status)kvc_pool_create_hybrid((struct kvc_pool_config const *)arg1,(struct kvc_group_config const *)arg2,arg3,(int const *)arg4,arg5,arg6);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_info_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_info_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_info_num_groups_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_groups = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_info_num_groups_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->num_groups);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_info_kind_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kind = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_info_kind_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->kind);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_info_num_layers_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_layers = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_info_num_layers_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->num_layers);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_info_num_kv_heads_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_kv_heads = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_info_num_kv_heads_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->num_kv_heads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_info_head_dim_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->head_dim = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_info_head_dim_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->head_dim);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_info_sliding_window_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->sliding_window = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_info_sliding_window_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->sliding_window);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_info_reserved_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+intgo _wrap_kvc_group_info_reserved_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_info_state_bytes_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, long long _swig_go_1) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->state_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_group_info_state_bytes_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->state_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_info_group_bytes_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, long long _swig_go_1) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->group_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_group_info_group_bytes_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->group_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_info_page_bytes_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, long long _swig_go_1) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->page_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_group_info_page_bytes_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->page_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_info_layer_stride_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, long long _swig_go_1) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layer_stride = arg2;
+  
+}
+
+
+long long _wrap_kvc_group_info_layer_stride_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->layer_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_group_info *_wrap_new_kvc_group_info_raw_c1299ace2ba42ba1() {
+  struct kvc_group_info *result = 0 ;
+  struct kvc_group_info *_swig_go_result;
+  
+  
+  result = (struct kvc_group_info *)new_kvc_group_info();
+  *(struct kvc_group_info **)&_swig_go_result = (struct kvc_group_info *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_group_info_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+  struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
+  
+  arg1 = *(struct kvc_group_info **)&_swig_go_0; 
+  
+  delete_kvc_group_info(arg1);
+  
+}
+
+
+intgo _wrap_kvc_pool_get_group_info_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, struct kvc_group_info *_swig_go_2) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int32_t arg2 ;
+  kvc_group_info *arg3 = (kvc_group_info *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  arg3 = *(kvc_group_info **)&_swig_go_2; 
+  
+  result = (kvc_status)kvc_pool_get_group_info(arg1,arg2,arg3);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_pool_layer_group_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  int32_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  arg4 = (int32_t *)_swig_go_3.array; 
+  
+  result = (kvc_status)kvc_pool_layer_group(arg1,arg2,arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_seq_group_block_table_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+  kvc_pool *arg1 = (kvc_pool *) 0 ;
+  uint64_t arg2 ;
+  int32_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  int64_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_pool **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int32_t *)_swig_go_3.array; 
+  arg5 = (int64_t)_swig_go_4; 
+  arg6 = (int64_t *)_swig_go_5.array; 
+  
+  result = (kvc_status)kvc_seq_group_block_table(arg1,arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_keys_create_raw_c1299ace2ba42ba1(_goslice_ _swig_go_0) {
   kvc_keys **arg1 = (kvc_keys **) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1929,7 +2602,7 @@ intgo _wrap_kvc_keys_create_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0) {
 }
 
 
-intgo _wrap_kvc_keys_destroy_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0) {
+intgo _wrap_kvc_keys_destroy_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1942,7 +2615,7 @@ intgo _wrap_kvc_keys_destroy_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_keys_clear_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0) {
+intgo _wrap_kvc_keys_clear_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1955,7 +2628,7 @@ intgo _wrap_kvc_keys_clear_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_keys_set_lora_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_keys_set_lora_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -1970,7 +2643,7 @@ intgo _wrap_kvc_keys_set_lora_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, 
 }
 
 
-intgo _wrap_kvc_keys_set_salt_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_kvc_keys_set_salt_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, _gostring_ _swig_go_1) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   char *arg2 = (char *) 0 ;
   kvc_status result;
@@ -1990,7 +2663,7 @@ intgo _wrap_kvc_keys_set_salt_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, 
 }
 
 
-intgo _wrap_kvc_keys_add_mm_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
+intgo _wrap_kvc_keys_add_mm_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -2011,7 +2684,7 @@ intgo _wrap_kvc_keys_add_mm_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, lo
 }
 
 
-intgo _wrap_kvc_keys_set_priority_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvc_keys_set_priority_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, intgo _swig_go_1) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   int32_t arg2 ;
   kvc_status result;
@@ -2026,7 +2699,7 @@ intgo _wrap_kvc_keys_set_priority_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go
 }
 
 
-intgo _wrap_kvc_keys_set_max_cached_tokens_raw_5b7ddcfb25ede1b8(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_keys_set_max_cached_tokens_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   int64_t arg2 ;
   kvc_status result;
@@ -2041,7 +2714,7 @@ intgo _wrap_kvc_keys_set_max_cached_tokens_raw_5b7ddcfb25ede1b8(struct kvc_keys 
 }
 
 
-intgo _wrap_KVC_ALLOC_OK_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ALLOC_OK_raw_c1299ace2ba42ba1() {
   enum kvc_alloc_verdict result;
   intgo _swig_go_result;
   
@@ -2053,7 +2726,7 @@ intgo _wrap_KVC_ALLOC_OK_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ALLOC_LATER_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ALLOC_LATER_raw_c1299ace2ba42ba1() {
   enum kvc_alloc_verdict result;
   intgo _swig_go_result;
   
@@ -2065,7 +2738,7 @@ intgo _wrap_KVC_ALLOC_LATER_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_ALLOC_NEVER_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_ALLOC_NEVER_raw_c1299ace2ba42ba1() {
   enum kvc_alloc_verdict result;
   intgo _swig_go_result;
   
@@ -2077,7 +2750,7 @@ intgo _wrap_KVC_ALLOC_NEVER_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_kvc_can_alloc_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_can_alloc_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -2098,7 +2771,7 @@ intgo _wrap_kvc_can_alloc_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gos
 }
 
 
-intgo _wrap_kvc_admit_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvc_admit_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2123,7 +2796,7 @@ intgo _wrap_kvc_admit_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long lon
 }
 
 
-intgo _wrap_kvc_alloc_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5) {
+intgo _wrap_kvc_alloc_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2146,7 +2819,7 @@ intgo _wrap_kvc_alloc_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long lon
 }
 
 
-intgo _wrap_kvc_append_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+intgo _wrap_kvc_append_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2169,7 +2842,7 @@ intgo _wrap_kvc_append_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long lo
 }
 
 
-intgo _wrap_kvc_append_batch_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+intgo _wrap_kvc_append_batch_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -2198,7 +2871,7 @@ intgo _wrap_kvc_append_batch_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, i
 }
 
 
-intgo _wrap_kvc_fork_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+intgo _wrap_kvc_fork_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -2215,7 +2888,7 @@ intgo _wrap_kvc_fork_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long
 }
 
 
-intgo _wrap_kvc_truncate_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvc_truncate_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t arg3 ;
@@ -2234,7 +2907,7 @@ intgo _wrap_kvc_truncate_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long 
 }
 
 
-intgo _wrap_kvc_free_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_free_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -2249,7 +2922,7 @@ intgo _wrap_kvc_free_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long
 }
 
 
-intgo _wrap_kvc_abort_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_abort_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -2264,7 +2937,7 @@ intgo _wrap_kvc_abort_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long lon
 }
 
 
-intgo _wrap_kvc_seq_block_table_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_seq_block_table_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2285,7 +2958,7 @@ intgo _wrap_kvc_seq_block_table_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0
 }
 
 
-intgo _wrap_kvc_seq_num_tokens_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_seq_num_tokens_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -2302,7 +2975,7 @@ intgo _wrap_kvc_seq_num_tokens_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0,
 }
 
 
-intgo _wrap_kvc_seq_slot_mapping_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5) {
+intgo _wrap_kvc_seq_slot_mapping_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t arg3 ;
@@ -2325,7 +2998,7 @@ intgo _wrap_kvc_seq_slot_mapping_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_prefix_lookup_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_prefix_lookup_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -2346,7 +3019,7 @@ intgo _wrap_kvc_prefix_lookup_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, 
 }
 
 
-intgo _wrap_kvc_prefix_lookup_tiers_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvc_prefix_lookup_tiers_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -2371,7 +3044,7 @@ intgo _wrap_kvc_prefix_lookup_tiers_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_
 }
 
 
-intgo _wrap_kvc_prefix_pin_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_prefix_pin_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -2392,7 +3065,7 @@ intgo _wrap_kvc_prefix_pin_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _go
 }
 
 
-intgo _wrap_kvc_prefix_unpin_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_prefix_unpin_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -2413,7 +3086,7 @@ intgo _wrap_kvc_prefix_unpin_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _
 }
 
 
-intgo _wrap_kvc_prefix_cache_reset_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0) {
+intgo _wrap_kvc_prefix_cache_reset_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -2426,7 +3099,7 @@ intgo _wrap_kvc_prefix_cache_reset_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_g
 }
 
 
-intgo _wrap_kvc_hash_blocks_raw_5b7ddcfb25ede1b8(intgo _swig_go_0, struct kvc_keys *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7) {
+intgo _wrap_kvc_hash_blocks_raw_c1299ace2ba42ba1(intgo _swig_go_0, struct kvc_keys *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7) {
   int32_t arg1 ;
   kvc_keys *arg2 = (kvc_keys *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2453,7 +3126,7 @@ intgo _wrap_kvc_hash_blocks_raw_5b7ddcfb25ede1b8(intgo _swig_go_0, struct kvc_ke
 }
 
 
-intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_c1299ace2ba42ba1() {
   enum kvc_event_type result;
   intgo _swig_go_result;
   
@@ -2465,7 +3138,7 @@ intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_c1299ace2ba42ba1() {
   enum kvc_event_type result;
   intgo _swig_go_result;
   
@@ -2477,7 +3150,7 @@ intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_c1299ace2ba42ba1() {
   enum kvc_event_type result;
   intgo _swig_go_result;
   
@@ -2489,7 +3162,7 @@ intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_5b7ddcfb25ede1b8() {
 }
 
 
-void _wrap_kvc_event_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -2501,7 +3174,7 @@ void _wrap_kvc_event_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swi
 }
 
 
-intgo _wrap_kvc_event_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2514,7 +3187,7 @@ intgo _wrap_kvc_event_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_sw
 }
 
 
-void _wrap_kvc_event_event_type_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_event_type_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t arg2 ;
   
@@ -2526,7 +3199,7 @@ void _wrap_kvc_event_event_type_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig
 }
 
 
-intgo _wrap_kvc_event_event_type_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_event_type_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2539,7 +3212,7 @@ intgo _wrap_kvc_event_event_type_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_hash_hi_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_hash_hi_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2551,7 +3224,7 @@ void _wrap_kvc_event_hash_hi_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go
 }
 
 
-long long _wrap_kvc_event_hash_hi_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_hash_hi_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2564,7 +3237,7 @@ long long _wrap_kvc_event_hash_hi_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_sw
 }
 
 
-void _wrap_kvc_event_hash_lo_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_hash_lo_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2576,7 +3249,7 @@ void _wrap_kvc_event_hash_lo_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go
 }
 
 
-long long _wrap_kvc_event_hash_lo_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_hash_lo_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2589,7 +3262,7 @@ long long _wrap_kvc_event_hash_lo_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_sw
 }
 
 
-void _wrap_kvc_event_parent_hash_hi_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_parent_hash_hi_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2601,7 +3274,7 @@ void _wrap_kvc_event_parent_hash_hi_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_
 }
 
 
-long long _wrap_kvc_event_parent_hash_hi_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_parent_hash_hi_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2614,7 +3287,7 @@ long long _wrap_kvc_event_parent_hash_hi_get_raw_5b7ddcfb25ede1b8(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_parent_hash_lo_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_parent_hash_lo_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2626,7 +3299,7 @@ void _wrap_kvc_event_parent_hash_lo_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_
 }
 
 
-long long _wrap_kvc_event_parent_hash_lo_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_parent_hash_lo_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2639,7 +3312,7 @@ long long _wrap_kvc_event_parent_hash_lo_get_raw_5b7ddcfb25ede1b8(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_lora_id_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_lora_id_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2651,7 +3324,7 @@ void _wrap_kvc_event_lora_id_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go
 }
 
 
-long long _wrap_kvc_event_lora_id_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_lora_id_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2664,7 +3337,7 @@ long long _wrap_kvc_event_lora_id_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_sw
 }
 
 
-void _wrap_kvc_event_extra_keys_digest_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_extra_keys_digest_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2676,7 +3349,7 @@ void _wrap_kvc_event_extra_keys_digest_set_raw_5b7ddcfb25ede1b8(struct kvc_event
 }
 
 
-long long _wrap_kvc_event_extra_keys_digest_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_extra_keys_digest_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2689,7 +3362,7 @@ long long _wrap_kvc_event_extra_keys_digest_get_raw_5b7ddcfb25ede1b8(struct kvc_
 }
 
 
-void _wrap_kvc_event_block_id_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_block_id_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t arg2 ;
   
@@ -2701,7 +3374,7 @@ void _wrap_kvc_event_block_id_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_g
 }
 
 
-intgo _wrap_kvc_event_block_id_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_block_id_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2714,7 +3387,7 @@ intgo _wrap_kvc_event_block_id_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_num_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_num_tokens_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t arg2 ;
   
@@ -2726,7 +3399,7 @@ void _wrap_kvc_event_num_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig
 }
 
 
-intgo _wrap_kvc_event_num_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_num_tokens_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2739,7 +3412,7 @@ intgo _wrap_kvc_event_num_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_sequence_number_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_sequence_number_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -2751,7 +3424,7 @@ void _wrap_kvc_event_sequence_number_set_raw_5b7ddcfb25ede1b8(struct kvc_event *
 }
 
 
-long long _wrap_kvc_event_sequence_number_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_sequence_number_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2764,7 +3437,7 @@ long long _wrap_kvc_event_sequence_number_get_raw_5b7ddcfb25ede1b8(struct kvc_ev
 }
 
 
-void _wrap_kvc_event_tier_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_tier_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t arg2 ;
   
@@ -2776,7 +3449,7 @@ void _wrap_kvc_event_tier_set_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0,
 }
 
 
-intgo _wrap_kvc_event_tier_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_tier_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2789,7 +3462,7 @@ intgo _wrap_kvc_event_tier_get_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0
 }
 
 
-struct kvc_event *_wrap_new_kvc_event_raw_5b7ddcfb25ede1b8() {
+struct kvc_event *_wrap_new_kvc_event_raw_c1299ace2ba42ba1() {
   struct kvc_event *result = 0 ;
   struct kvc_event *_swig_go_result;
   
@@ -2800,7 +3473,7 @@ struct kvc_event *_wrap_new_kvc_event_raw_5b7ddcfb25ede1b8() {
 }
 
 
-void _wrap_delete_kvc_event_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
+void _wrap_delete_kvc_event_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   
   arg1 = *(struct kvc_event **)&_swig_go_0; 
@@ -2810,7 +3483,7 @@ void _wrap_delete_kvc_event_raw_5b7ddcfb25ede1b8(struct kvc_event *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_event_pop_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_event *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_event_pop_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_event *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_event *arg2 = (kvc_event *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2831,7 +3504,7 @@ intgo _wrap_kvc_event_pop_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, stru
 }
 
 
-intgo _wrap_kvc_pool_set_tier_events_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvc_pool_set_tier_events_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   kvc_status result;
@@ -2846,7 +3519,7 @@ intgo _wrap_kvc_pool_set_tier_events_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig
 }
 
 
-intgo _wrap_KVC_TIER_DEVICE_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_TIER_DEVICE_raw_c1299ace2ba42ba1() {
   enum kvc_tier result;
   intgo _swig_go_result;
   
@@ -2858,7 +3531,7 @@ intgo _wrap_KVC_TIER_DEVICE_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_TIER_HOST_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_TIER_HOST_raw_c1299ace2ba42ba1() {
   enum kvc_tier result;
   intgo _swig_go_result;
   
@@ -2870,7 +3543,7 @@ intgo _wrap_KVC_TIER_HOST_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_TIER_DISK_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_TIER_DISK_raw_c1299ace2ba42ba1() {
   enum kvc_tier result;
   intgo _swig_go_result;
   
@@ -2882,7 +3555,7 @@ intgo _wrap_KVC_TIER_DISK_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_kvc_tier_attach_host_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_tier_attach_host_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int64_t arg2 ;
   kvc_status result;
@@ -2897,7 +3570,7 @@ intgo _wrap_kvc_tier_attach_host_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_tier_attach_disk_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3) {
+intgo _wrap_kvc_tier_attach_disk_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -2921,7 +3594,7 @@ intgo _wrap_kvc_tier_attach_disk_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_tier_attach_disk_with_identity_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4) {
+intgo _wrap_kvc_tier_attach_disk_with_identity_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -2952,7 +3625,7 @@ intgo _wrap_kvc_tier_attach_disk_with_identity_raw_5b7ddcfb25ede1b8(struct kvc_p
 }
 
 
-intgo _wrap_kvc_tier_attach_disk_keyed_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+intgo _wrap_kvc_tier_attach_disk_keyed_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -2987,7 +3660,7 @@ intgo _wrap_kvc_tier_attach_disk_keyed_raw_5b7ddcfb25ede1b8(struct kvc_pool *_sw
 }
 
 
-intgo _wrap_kvc_tier_prefetch_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_tier_prefetch_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -3008,7 +3681,7 @@ intgo _wrap_kvc_tier_prefetch_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, 
 }
 
 
-intgo _wrap_kvc_tier_flush_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
+intgo _wrap_kvc_tier_flush_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   kvc_status result;
@@ -3023,7 +3696,7 @@ intgo _wrap_kvc_tier_flush_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _go
 }
 
 
-void _wrap_kvc_tier_stats_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3035,7 +3708,7 @@ void _wrap_kvc_tier_stats_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_s
 }
 
 
-intgo _wrap_kvc_tier_stats_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3048,7 +3721,7 @@ intgo _wrap_kvc_tier_stats_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_
 }
 
 
-void _wrap_kvc_tier_stats_tier_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_tier_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -3060,7 +3733,7 @@ void _wrap_kvc_tier_stats_tier_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_
 }
 
 
-intgo _wrap_kvc_tier_stats_tier_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_tier_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3073,7 +3746,7 @@ intgo _wrap_kvc_tier_stats_tier_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *
 }
 
 
-void _wrap_kvc_tier_stats_direct_io_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_direct_io_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -3085,7 +3758,7 @@ void _wrap_kvc_tier_stats_direct_io_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_sta
 }
 
 
-intgo _wrap_kvc_tier_stats_direct_io_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_direct_io_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3098,7 +3771,7 @@ intgo _wrap_kvc_tier_stats_direct_io_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_st
 }
 
 
-void _wrap_kvc_tier_stats_persistent_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_persistent_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -3110,7 +3783,7 @@ void _wrap_kvc_tier_stats_persistent_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_st
 }
 
 
-intgo _wrap_kvc_tier_stats_persistent_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_persistent_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3123,7 +3796,7 @@ intgo _wrap_kvc_tier_stats_persistent_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_s
 }
 
 
-void _wrap_kvc_tier_stats_io_uring_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_io_uring_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -3135,7 +3808,7 @@ void _wrap_kvc_tier_stats_io_uring_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stat
 }
 
 
-intgo _wrap_kvc_tier_stats_io_uring_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_io_uring_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3148,7 +3821,7 @@ intgo _wrap_kvc_tier_stats_io_uring_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_sta
 }
 
 
-void _wrap_kvc_tier_stats_reserved_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_reserved_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -3160,7 +3833,7 @@ void _wrap_kvc_tier_stats_reserved_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stat
 }
 
 
-intgo _wrap_kvc_tier_stats_reserved_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_reserved_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3173,7 +3846,7 @@ intgo _wrap_kvc_tier_stats_reserved_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_sta
 }
 
 
-void _wrap_kvc_tier_stats_capacity_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_capacity_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3185,7 +3858,7 @@ void _wrap_kvc_tier_stats_capacity_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_ti
 }
 
 
-long long _wrap_kvc_tier_stats_capacity_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_capacity_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3198,7 +3871,7 @@ long long _wrap_kvc_tier_stats_capacity_blocks_get_raw_5b7ddcfb25ede1b8(struct k
 }
 
 
-void _wrap_kvc_tier_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_used_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3210,7 +3883,7 @@ void _wrap_kvc_tier_stats_used_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_s
 }
 
 
-long long _wrap_kvc_tier_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_used_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3223,7 +3896,7 @@ long long _wrap_kvc_tier_stats_used_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_t
 }
 
 
-void _wrap_kvc_tier_stats_cached_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_cached_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3235,7 +3908,7 @@ void _wrap_kvc_tier_stats_cached_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_cached_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_cached_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3248,7 +3921,7 @@ long long _wrap_kvc_tier_stats_cached_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_held_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_held_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3260,7 +3933,7 @@ void _wrap_kvc_tier_stats_held_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_s
 }
 
 
-long long _wrap_kvc_tier_stats_held_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_held_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3273,7 +3946,7 @@ long long _wrap_kvc_tier_stats_held_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_t
 }
 
 
-void _wrap_kvc_tier_stats_bytes_used_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_bytes_used_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3285,7 +3958,7 @@ void _wrap_kvc_tier_stats_bytes_used_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_st
 }
 
 
-long long _wrap_kvc_tier_stats_bytes_used_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_bytes_used_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3298,7 +3971,7 @@ long long _wrap_kvc_tier_stats_bytes_used_get_raw_5b7ddcfb25ede1b8(struct kvc_ti
 }
 
 
-void _wrap_kvc_tier_stats_blocks_in_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_blocks_in_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3310,7 +3983,7 @@ void _wrap_kvc_tier_stats_blocks_in_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_blocks_in_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_blocks_in_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3323,7 +3996,7 @@ long long _wrap_kvc_tier_stats_blocks_in_get_raw_5b7ddcfb25ede1b8(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_blocks_out_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_blocks_out_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3335,7 +4008,7 @@ void _wrap_kvc_tier_stats_blocks_out_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_st
 }
 
 
-long long _wrap_kvc_tier_stats_blocks_out_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_blocks_out_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3348,7 +4021,7 @@ long long _wrap_kvc_tier_stats_blocks_out_get_raw_5b7ddcfb25ede1b8(struct kvc_ti
 }
 
 
-void _wrap_kvc_tier_stats_bytes_in_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_bytes_in_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3360,7 +4033,7 @@ void _wrap_kvc_tier_stats_bytes_in_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_bytes_in_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_bytes_in_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3373,7 +4046,7 @@ long long _wrap_kvc_tier_stats_bytes_in_get_raw_5b7ddcfb25ede1b8(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_bytes_out_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_bytes_out_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3385,7 +4058,7 @@ void _wrap_kvc_tier_stats_bytes_out_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_bytes_out_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_bytes_out_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3398,7 +4071,7 @@ long long _wrap_kvc_tier_stats_bytes_out_get_raw_5b7ddcfb25ede1b8(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_transfers_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_transfers_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3410,7 +4083,7 @@ void _wrap_kvc_tier_stats_transfers_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_transfers_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_transfers_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3423,7 +4096,7 @@ long long _wrap_kvc_tier_stats_transfers_get_raw_5b7ddcfb25ede1b8(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_transfer_seconds_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_tier_stats_transfer_seconds_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   double arg2 ;
   
@@ -3435,7 +4108,7 @@ void _wrap_kvc_tier_stats_transfer_seconds_set_raw_5b7ddcfb25ede1b8(struct kvc_t
 }
 
 
-double _wrap_kvc_tier_stats_transfer_seconds_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+double _wrap_kvc_tier_stats_transfer_seconds_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -3448,7 +4121,7 @@ double _wrap_kvc_tier_stats_transfer_seconds_get_raw_5b7ddcfb25ede1b8(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   double arg2 ;
   
@@ -3460,7 +4133,7 @@ void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_5b7ddcfb25ede1b8(struct 
 }
 
 
-double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -3473,7 +4146,7 @@ double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_5b7ddcfb25ede1b8(struc
 }
 
 
-void _wrap_kvc_tier_stats_hits_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_hits_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3485,7 +4158,7 @@ void _wrap_kvc_tier_stats_hits_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_
 }
 
 
-long long _wrap_kvc_tier_stats_hits_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_hits_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3498,7 +4171,7 @@ long long _wrap_kvc_tier_stats_hits_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_sta
 }
 
 
-void _wrap_kvc_tier_stats_evictions_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_evictions_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3510,7 +4183,7 @@ void _wrap_kvc_tier_stats_evictions_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_evictions_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_evictions_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3523,7 +4196,7 @@ long long _wrap_kvc_tier_stats_evictions_get_raw_5b7ddcfb25ede1b8(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_failures_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_failures_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3535,7 +4208,7 @@ void _wrap_kvc_tier_stats_failures_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_failures_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_failures_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3548,7 +4221,7 @@ long long _wrap_kvc_tier_stats_failures_get_raw_5b7ddcfb25ede1b8(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_checksum_failures_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_checksum_failures_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3560,7 +4233,7 @@ void _wrap_kvc_tier_stats_checksum_failures_set_raw_5b7ddcfb25ede1b8(struct kvc_
 }
 
 
-long long _wrap_kvc_tier_stats_checksum_failures_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_checksum_failures_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3573,7 +4246,7 @@ long long _wrap_kvc_tier_stats_checksum_failures_get_raw_5b7ddcfb25ede1b8(struct
 }
 
 
-void _wrap_kvc_tier_stats_io_errors_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_io_errors_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3585,7 +4258,7 @@ void _wrap_kvc_tier_stats_io_errors_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_io_errors_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_io_errors_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3598,7 +4271,7 @@ long long _wrap_kvc_tier_stats_io_errors_get_raw_5b7ddcfb25ede1b8(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_recovered_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_recovered_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3610,7 +4283,7 @@ void _wrap_kvc_tier_stats_recovered_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_recovered_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_recovered_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3623,7 +4296,7 @@ long long _wrap_kvc_tier_stats_recovered_blocks_get_raw_5b7ddcfb25ede1b8(struct 
 }
 
 
-void _wrap_kvc_tier_stats_foreign_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_foreign_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3635,7 +4308,7 @@ void _wrap_kvc_tier_stats_foreign_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_foreign_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_foreign_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3648,7 +4321,7 @@ long long _wrap_kvc_tier_stats_foreign_blocks_get_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-void _wrap_kvc_tier_stats_reachable_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_reachable_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3660,7 +4333,7 @@ void _wrap_kvc_tier_stats_reachable_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_reachable_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_reachable_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3673,7 +4346,7 @@ long long _wrap_kvc_tier_stats_reachable_blocks_get_raw_5b7ddcfb25ede1b8(struct 
 }
 
 
-struct kvc_tier_stats *_wrap_new_kvc_tier_stats_raw_5b7ddcfb25ede1b8() {
+struct kvc_tier_stats *_wrap_new_kvc_tier_stats_raw_c1299ace2ba42ba1() {
   struct kvc_tier_stats *result = 0 ;
   struct kvc_tier_stats *_swig_go_result;
   
@@ -3684,7 +4357,7 @@ struct kvc_tier_stats *_wrap_new_kvc_tier_stats_raw_5b7ddcfb25ede1b8() {
 }
 
 
-void _wrap_delete_kvc_tier_stats_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_swig_go_0) {
+void _wrap_delete_kvc_tier_stats_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   
   arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
@@ -3694,7 +4367,7 @@ void _wrap_delete_kvc_tier_stats_raw_5b7ddcfb25ede1b8(struct kvc_tier_stats *_sw
 }
 
 
-intgo _wrap_kvc_tier_get_stats_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
+intgo _wrap_kvc_tier_get_stats_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   kvc_tier_stats *arg3 = (kvc_tier_stats *) 0 ;
@@ -3711,7 +4384,7 @@ intgo _wrap_kvc_tier_get_stats_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0,
 }
 
 
-intgo _wrap_kvc_swap_out_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_swap_out_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3728,7 +4401,7 @@ intgo _wrap_kvc_swap_out_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long 
 }
 
 
-intgo _wrap_kvc_swap_in_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_swap_in_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3745,7 +4418,7 @@ intgo _wrap_kvc_swap_in_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long l
 }
 
 
-intgo _wrap_kvc_op_query_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_op_query_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3762,7 +4435,7 @@ intgo _wrap_kvc_op_query_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long 
 }
 
 
-intgo _wrap_kvc_op_wait_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_op_wait_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -3777,7 +4450,7 @@ intgo _wrap_kvc_op_wait_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long l
 }
 
 
-intgo _wrap_kvc_preempt_recompute_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_preempt_recompute_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -3794,7 +4467,7 @@ intgo _wrap_kvc_preempt_recompute_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go
 }
 
 
-intgo _wrap_kvc_preemption_cost_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvc_preemption_cost_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -3813,7 +4486,7 @@ intgo _wrap_kvc_preemption_cost_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0
 }
 
 
-void _wrap_kvc_storage_info_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint32_t arg2 ;
   
@@ -3825,7 +4498,7 @@ void _wrap_kvc_storage_info_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_stor
 }
 
 
-intgo _wrap_kvc_storage_info_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3838,7 +4511,7 @@ intgo _wrap_kvc_storage_info_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_sto
 }
 
 
-void _wrap_kvc_storage_info_backend_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_backend_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t arg2 ;
   
@@ -3850,7 +4523,7 @@ void _wrap_kvc_storage_info_backend_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_
 }
 
 
-intgo _wrap_kvc_storage_info_backend_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_backend_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3863,7 +4536,7 @@ intgo _wrap_kvc_storage_info_backend_get_raw_5b7ddcfb25ede1b8(struct kvc_storage
 }
 
 
-void _wrap_kvc_storage_info_kv_dtype_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_kv_dtype_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t arg2 ;
   
@@ -3875,7 +4548,7 @@ void _wrap_kvc_storage_info_kv_dtype_set_raw_5b7ddcfb25ede1b8(struct kvc_storage
 }
 
 
-intgo _wrap_kvc_storage_info_kv_dtype_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_kv_dtype_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3888,7 +4561,7 @@ intgo _wrap_kvc_storage_info_kv_dtype_get_raw_5b7ddcfb25ede1b8(struct kvc_storag
 }
 
 
-void _wrap_kvc_storage_info_elem_bytes_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_elem_bytes_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t arg2 ;
   
@@ -3900,7 +4573,7 @@ void _wrap_kvc_storage_info_elem_bytes_set_raw_5b7ddcfb25ede1b8(struct kvc_stora
 }
 
 
-intgo _wrap_kvc_storage_info_elem_bytes_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_elem_bytes_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3913,7 +4586,7 @@ intgo _wrap_kvc_storage_info_elem_bytes_get_raw_5b7ddcfb25ede1b8(struct kvc_stor
 }
 
 
-void _wrap_kvc_storage_info_device_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_device_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t arg2 ;
   
@@ -3925,7 +4598,7 @@ void _wrap_kvc_storage_info_device_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_i
 }
 
 
-intgo _wrap_kvc_storage_info_device_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_device_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3938,7 +4611,7 @@ intgo _wrap_kvc_storage_info_device_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_
 }
 
 
-void _wrap_kvc_storage_info_base_address_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_base_address_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint64_t arg2 ;
   
@@ -3950,7 +4623,7 @@ void _wrap_kvc_storage_info_base_address_set_raw_5b7ddcfb25ede1b8(struct kvc_sto
 }
 
 
-long long _wrap_kvc_storage_info_base_address_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_base_address_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3963,7 +4636,7 @@ long long _wrap_kvc_storage_info_base_address_get_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-void _wrap_kvc_storage_info_total_bytes_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_total_bytes_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -3975,7 +4648,7 @@ void _wrap_kvc_storage_info_total_bytes_set_raw_5b7ddcfb25ede1b8(struct kvc_stor
 }
 
 
-long long _wrap_kvc_storage_info_total_bytes_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_total_bytes_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3988,7 +4661,7 @@ long long _wrap_kvc_storage_info_total_bytes_get_raw_5b7ddcfb25ede1b8(struct kvc
 }
 
 
-void _wrap_kvc_storage_info_block_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_block_stride_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -4000,7 +4673,7 @@ void _wrap_kvc_storage_info_block_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_sto
 }
 
 
-long long _wrap_kvc_storage_info_block_stride_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_block_stride_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4013,7 +4686,7 @@ long long _wrap_kvc_storage_info_block_stride_get_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-void _wrap_kvc_storage_info_layer_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_layer_stride_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -4025,7 +4698,7 @@ void _wrap_kvc_storage_info_layer_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_sto
 }
 
 
-long long _wrap_kvc_storage_info_layer_stride_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_layer_stride_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4038,7 +4711,7 @@ long long _wrap_kvc_storage_info_layer_stride_get_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-void _wrap_kvc_storage_info_kv_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_kv_stride_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -4050,7 +4723,7 @@ void _wrap_kvc_storage_info_kv_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_storag
 }
 
 
-long long _wrap_kvc_storage_info_kv_stride_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_kv_stride_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4063,7 +4736,7 @@ long long _wrap_kvc_storage_info_kv_stride_get_raw_5b7ddcfb25ede1b8(struct kvc_s
 }
 
 
-void _wrap_kvc_storage_info_head_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_head_stride_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -4075,7 +4748,7 @@ void _wrap_kvc_storage_info_head_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_stor
 }
 
 
-long long _wrap_kvc_storage_info_head_stride_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_head_stride_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4088,7 +4761,7 @@ long long _wrap_kvc_storage_info_head_stride_get_raw_5b7ddcfb25ede1b8(struct kvc
 }
 
 
-void _wrap_kvc_storage_info_token_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_token_stride_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -4100,7 +4773,7 @@ void _wrap_kvc_storage_info_token_stride_set_raw_5b7ddcfb25ede1b8(struct kvc_sto
 }
 
 
-long long _wrap_kvc_storage_info_token_stride_get_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_token_stride_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4113,7 +4786,7 @@ long long _wrap_kvc_storage_info_token_stride_get_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-struct kvc_storage_info *_wrap_new_kvc_storage_info_raw_5b7ddcfb25ede1b8() {
+struct kvc_storage_info *_wrap_new_kvc_storage_info_raw_c1299ace2ba42ba1() {
   struct kvc_storage_info *result = 0 ;
   struct kvc_storage_info *_swig_go_result;
   
@@ -4124,7 +4797,7 @@ struct kvc_storage_info *_wrap_new_kvc_storage_info_raw_5b7ddcfb25ede1b8() {
 }
 
 
-void _wrap_delete_kvc_storage_info_raw_5b7ddcfb25ede1b8(struct kvc_storage_info *_swig_go_0) {
+void _wrap_delete_kvc_storage_info_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   
   arg1 = *(struct kvc_storage_info **)&_swig_go_0; 
@@ -4134,7 +4807,7 @@ void _wrap_delete_kvc_storage_info_raw_5b7ddcfb25ede1b8(struct kvc_storage_info 
 }
 
 
-intgo _wrap_kvc_storage_get_info_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_storage_info *_swig_go_1) {
+intgo _wrap_kvc_storage_get_info_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_storage_info *_swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_storage_info *arg2 = (kvc_storage_info *) 0 ;
   kvc_status result;
@@ -4149,7 +4822,7 @@ intgo _wrap_kvc_storage_get_info_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_cache_write_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, float _swig_go_7, float _swig_go_8, void *_swig_go_9) {
+intgo _wrap_kvc_cache_write_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, float _swig_go_7, float _swig_go_8, void *_swig_go_9) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4180,7 +4853,7 @@ intgo _wrap_kvc_cache_write_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, in
 }
 
 
-intgo _wrap_kvc_storage_copy_blocks_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+intgo _wrap_kvc_storage_copy_blocks_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -4201,7 +4874,7 @@ intgo _wrap_kvc_storage_copy_blocks_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_
 }
 
 
-intgo _wrap_kvc_copy_pending_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, void *_swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_copy_pending_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, void *_swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   void *arg2 = (void *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4218,7 +4891,7 @@ intgo _wrap_kvc_copy_pending_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, v
 }
 
 
-intgo _wrap_kvc_take_pending_copies_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_take_pending_copies_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4239,7 +4912,7 @@ intgo _wrap_kvc_take_pending_copies_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_
 }
 
 
-intgo _wrap_kvc_batch_create_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_batch_create_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   int64_t arg3 ;
@@ -4260,7 +4933,7 @@ intgo _wrap_kvc_batch_create_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, i
 }
 
 
-intgo _wrap_kvc_batch_destroy_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0) {
+intgo _wrap_kvc_batch_destroy_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -4273,7 +4946,7 @@ intgo _wrap_kvc_batch_destroy_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0)
 }
 
 
-intgo _wrap_kvc_batch_build_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
+intgo _wrap_kvc_batch_build_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4292,7 +4965,7 @@ intgo _wrap_kvc_batch_build_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0, _
 }
 
 
-intgo _wrap_kvc_batch_set_stream_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0, void *_swig_go_1) {
+intgo _wrap_kvc_batch_set_stream_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, void *_swig_go_1) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status result;
@@ -4307,7 +4980,22 @@ intgo _wrap_kvc_batch_set_stream_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go
 }
 
 
-void _wrap_kvc_batch_info_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvc_batch_set_group_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, intgo _swig_go_1) {
+  kvc_batch *arg1 = (kvc_batch *) 0 ;
+  int32_t arg2 ;
+  kvc_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvc_batch **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (kvc_status)kvc_batch_set_group(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_batch_info_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint32_t arg2 ;
   
@@ -4319,7 +5007,7 @@ void _wrap_kvc_batch_info_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_
 }
 
 
-intgo _wrap_kvc_batch_info_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4332,7 +5020,7 @@ intgo _wrap_kvc_batch_info_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_batch
 }
 
 
-void _wrap_kvc_batch_info_num_seqs_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_num_seqs_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -4344,7 +5032,7 @@ void _wrap_kvc_batch_info_num_seqs_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_inf
 }
 
 
-intgo _wrap_kvc_batch_info_num_seqs_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_num_seqs_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4357,7 +5045,7 @@ intgo _wrap_kvc_batch_info_num_seqs_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_in
 }
 
 
-void _wrap_kvc_batch_info_num_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_num_tokens_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t arg2 ;
   
@@ -4369,7 +5057,7 @@ void _wrap_kvc_batch_info_num_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_i
 }
 
 
-long long _wrap_kvc_batch_info_num_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_num_tokens_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4382,7 +5070,7 @@ long long _wrap_kvc_batch_info_num_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_ba
 }
 
 
-void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -4394,7 +5082,7 @@ void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_5b7ddcfb25ede1b8(struct kvc
 }
 
 
-intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4407,7 +5095,7 @@ intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-void _wrap_kvc_batch_info_max_q_len_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_max_q_len_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -4419,7 +5107,7 @@ void _wrap_kvc_batch_info_max_q_len_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_in
 }
 
 
-intgo _wrap_kvc_batch_info_max_q_len_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_max_q_len_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4432,7 +5120,7 @@ intgo _wrap_kvc_batch_info_max_q_len_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_i
 }
 
 
-void _wrap_kvc_batch_info_max_seq_len_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_max_seq_len_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t arg2 ;
   
@@ -4444,7 +5132,7 @@ void _wrap_kvc_batch_info_max_seq_len_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_
 }
 
 
-long long _wrap_kvc_batch_info_max_seq_len_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_max_seq_len_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4457,7 +5145,7 @@ long long _wrap_kvc_batch_info_max_seq_len_get_raw_5b7ddcfb25ede1b8(struct kvc_b
 }
 
 
-void _wrap_kvc_batch_info_num_indices_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_num_indices_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t arg2 ;
   
@@ -4469,7 +5157,7 @@ void _wrap_kvc_batch_info_num_indices_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_
 }
 
 
-long long _wrap_kvc_batch_info_num_indices_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_num_indices_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4482,7 +5170,7 @@ long long _wrap_kvc_batch_info_num_indices_get_raw_5b7ddcfb25ede1b8(struct kvc_b
 }
 
 
-void _wrap_kvc_batch_info_is_decode_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_is_decode_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -4494,7 +5182,7 @@ void _wrap_kvc_batch_info_is_decode_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_in
 }
 
 
-intgo _wrap_kvc_batch_info_is_decode_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_is_decode_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4507,7 +5195,7 @@ intgo _wrap_kvc_batch_info_is_decode_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_i
 }
 
 
-void _wrap_kvc_batch_info_rows_uploaded_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_rows_uploaded_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -4519,7 +5207,7 @@ void _wrap_kvc_batch_info_rows_uploaded_set_raw_5b7ddcfb25ede1b8(struct kvc_batc
 }
 
 
-intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4532,7 +5220,7 @@ intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_5b7ddcfb25ede1b8(struct kvc_bat
 }
 
 
-void _wrap_kvc_batch_info_block_tables_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_block_tables_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -4544,7 +5232,7 @@ void _wrap_kvc_batch_info_block_tables_set_raw_5b7ddcfb25ede1b8(struct kvc_batch
 }
 
 
-long long _wrap_kvc_batch_info_block_tables_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_block_tables_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4557,7 +5245,7 @@ long long _wrap_kvc_batch_info_block_tables_get_raw_5b7ddcfb25ede1b8(struct kvc_
 }
 
 
-void _wrap_kvc_batch_info_seq_lens_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_seq_lens_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -4569,7 +5257,7 @@ void _wrap_kvc_batch_info_seq_lens_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_inf
 }
 
 
-long long _wrap_kvc_batch_info_seq_lens_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_seq_lens_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4582,7 +5270,7 @@ long long _wrap_kvc_batch_info_seq_lens_get_raw_5b7ddcfb25ede1b8(struct kvc_batc
 }
 
 
-void _wrap_kvc_batch_info_query_start_loc_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_query_start_loc_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -4594,7 +5282,7 @@ void _wrap_kvc_batch_info_query_start_loc_set_raw_5b7ddcfb25ede1b8(struct kvc_ba
 }
 
 
-long long _wrap_kvc_batch_info_query_start_loc_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_query_start_loc_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4607,7 +5295,7 @@ long long _wrap_kvc_batch_info_query_start_loc_get_raw_5b7ddcfb25ede1b8(struct k
 }
 
 
-void _wrap_kvc_batch_info_slot_mapping_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_slot_mapping_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -4619,7 +5307,7 @@ void _wrap_kvc_batch_info_slot_mapping_set_raw_5b7ddcfb25ede1b8(struct kvc_batch
 }
 
 
-long long _wrap_kvc_batch_info_slot_mapping_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_slot_mapping_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4632,7 +5320,7 @@ long long _wrap_kvc_batch_info_slot_mapping_get_raw_5b7ddcfb25ede1b8(struct kvc_
 }
 
 
-void _wrap_kvc_batch_info_kv_indptr_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_kv_indptr_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -4644,7 +5332,7 @@ void _wrap_kvc_batch_info_kv_indptr_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_in
 }
 
 
-long long _wrap_kvc_batch_info_kv_indptr_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_kv_indptr_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4657,7 +5345,7 @@ long long _wrap_kvc_batch_info_kv_indptr_get_raw_5b7ddcfb25ede1b8(struct kvc_bat
 }
 
 
-void _wrap_kvc_batch_info_kv_indices_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_kv_indices_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -4669,7 +5357,7 @@ void _wrap_kvc_batch_info_kv_indices_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_i
 }
 
 
-long long _wrap_kvc_batch_info_kv_indices_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_kv_indices_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4682,7 +5370,7 @@ long long _wrap_kvc_batch_info_kv_indices_get_raw_5b7ddcfb25ede1b8(struct kvc_ba
 }
 
 
-void _wrap_kvc_batch_info_kv_last_page_len_set_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_kv_last_page_len_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -4694,7 +5382,7 @@ void _wrap_kvc_batch_info_kv_last_page_len_set_raw_5b7ddcfb25ede1b8(struct kvc_b
 }
 
 
-long long _wrap_kvc_batch_info_kv_last_page_len_get_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_kv_last_page_len_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4707,7 +5395,7 @@ long long _wrap_kvc_batch_info_kv_last_page_len_get_raw_5b7ddcfb25ede1b8(struct 
 }
 
 
-struct kvc_batch_info *_wrap_new_kvc_batch_info_raw_5b7ddcfb25ede1b8() {
+struct kvc_batch_info *_wrap_new_kvc_batch_info_raw_c1299ace2ba42ba1() {
   struct kvc_batch_info *result = 0 ;
   struct kvc_batch_info *_swig_go_result;
   
@@ -4718,7 +5406,7 @@ struct kvc_batch_info *_wrap_new_kvc_batch_info_raw_5b7ddcfb25ede1b8() {
 }
 
 
-void _wrap_delete_kvc_batch_info_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_swig_go_0) {
+void _wrap_delete_kvc_batch_info_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   
   arg1 = *(struct kvc_batch_info **)&_swig_go_0; 
@@ -4728,7 +5416,7 @@ void _wrap_delete_kvc_batch_info_raw_5b7ddcfb25ede1b8(struct kvc_batch_info *_sw
 }
 
 
-intgo _wrap_kvc_batch_get_info_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0, struct kvc_batch_info *_swig_go_1) {
+intgo _wrap_kvc_batch_get_info_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, struct kvc_batch_info *_swig_go_1) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   kvc_batch_info *arg2 = (kvc_batch_info *) 0 ;
   kvc_status result;
@@ -4743,7 +5431,7 @@ intgo _wrap_kvc_batch_get_info_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0
 }
 
 
-intgo _wrap_kvc_batch_copy_slot_mapping_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
+intgo _wrap_kvc_batch_copy_slot_mapping_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t arg3 ;
@@ -4760,7 +5448,7 @@ intgo _wrap_kvc_batch_copy_slot_mapping_raw_5b7ddcfb25ede1b8(struct kvc_batch *_
 }
 
 
-intgo _wrap_kvc_batch_copy_block_tables_raw_5b7ddcfb25ede1b8(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
+intgo _wrap_kvc_batch_copy_block_tables_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -4777,7 +5465,7 @@ intgo _wrap_kvc_batch_copy_block_tables_raw_5b7ddcfb25ede1b8(struct kvc_batch *_
 }
 
 
-void _wrap_kvc_attention_params_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   uint32_t arg2 ;
   
@@ -4789,7 +5477,7 @@ void _wrap_kvc_attention_params_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_
 }
 
 
-intgo _wrap_kvc_attention_params_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4802,7 +5490,7 @@ intgo _wrap_kvc_attention_params_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc
 }
 
 
-void _wrap_kvc_attention_params_num_q_heads_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_num_q_heads_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t arg2 ;
   
@@ -4814,7 +5502,7 @@ void _wrap_kvc_attention_params_num_q_heads_set_raw_5b7ddcfb25ede1b8(struct kvc_
 }
 
 
-intgo _wrap_kvc_attention_params_num_q_heads_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_num_q_heads_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4827,7 +5515,7 @@ intgo _wrap_kvc_attention_params_num_q_heads_get_raw_5b7ddcfb25ede1b8(struct kvc
 }
 
 
-void _wrap_kvc_attention_params_q_dtype_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_q_dtype_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t arg2 ;
   
@@ -4839,7 +5527,7 @@ void _wrap_kvc_attention_params_q_dtype_set_raw_5b7ddcfb25ede1b8(struct kvc_atte
 }
 
 
-intgo _wrap_kvc_attention_params_q_dtype_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_q_dtype_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4852,7 +5540,7 @@ intgo _wrap_kvc_attention_params_q_dtype_get_raw_5b7ddcfb25ede1b8(struct kvc_att
 }
 
 
-void _wrap_kvc_attention_params_scale_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_attention_params_scale_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float arg2 ;
   
@@ -4864,7 +5552,7 @@ void _wrap_kvc_attention_params_scale_set_raw_5b7ddcfb25ede1b8(struct kvc_attent
 }
 
 
-float _wrap_kvc_attention_params_scale_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
+float _wrap_kvc_attention_params_scale_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float result;
   float _swig_go_result;
@@ -4877,7 +5565,7 @@ float _wrap_kvc_attention_params_scale_get_raw_5b7ddcfb25ede1b8(struct kvc_atten
 }
 
 
-void _wrap_kvc_attention_params_k_scale_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_attention_params_k_scale_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float arg2 ;
   
@@ -4889,7 +5577,7 @@ void _wrap_kvc_attention_params_k_scale_set_raw_5b7ddcfb25ede1b8(struct kvc_atte
 }
 
 
-float _wrap_kvc_attention_params_k_scale_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
+float _wrap_kvc_attention_params_k_scale_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float result;
   float _swig_go_result;
@@ -4902,7 +5590,7 @@ float _wrap_kvc_attention_params_k_scale_get_raw_5b7ddcfb25ede1b8(struct kvc_att
 }
 
 
-void _wrap_kvc_attention_params_v_scale_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_attention_params_v_scale_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float arg2 ;
   
@@ -4914,7 +5602,7 @@ void _wrap_kvc_attention_params_v_scale_set_raw_5b7ddcfb25ede1b8(struct kvc_atte
 }
 
 
-float _wrap_kvc_attention_params_v_scale_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
+float _wrap_kvc_attention_params_v_scale_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float result;
   float _swig_go_result;
@@ -4927,7 +5615,7 @@ float _wrap_kvc_attention_params_v_scale_get_raw_5b7ddcfb25ede1b8(struct kvc_att
 }
 
 
-void _wrap_kvc_attention_params_logit_softcap_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_attention_params_logit_softcap_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float arg2 ;
   
@@ -4939,7 +5627,7 @@ void _wrap_kvc_attention_params_logit_softcap_set_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-float _wrap_kvc_attention_params_logit_softcap_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
+float _wrap_kvc_attention_params_logit_softcap_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float result;
   float _swig_go_result;
@@ -4952,7 +5640,7 @@ float _wrap_kvc_attention_params_logit_softcap_get_raw_5b7ddcfb25ede1b8(struct k
 }
 
 
-void _wrap_kvc_attention_params_sliding_window_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_sliding_window_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t arg2 ;
   
@@ -4964,7 +5652,7 @@ void _wrap_kvc_attention_params_sliding_window_set_raw_5b7ddcfb25ede1b8(struct k
 }
 
 
-intgo _wrap_kvc_attention_params_sliding_window_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_sliding_window_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4977,7 +5665,7 @@ intgo _wrap_kvc_attention_params_sliding_window_get_raw_5b7ddcfb25ede1b8(struct 
 }
 
 
-void _wrap_kvc_attention_params_partition_size_set_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_partition_size_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t arg2 ;
   
@@ -4989,7 +5677,7 @@ void _wrap_kvc_attention_params_partition_size_set_raw_5b7ddcfb25ede1b8(struct k
 }
 
 
-intgo _wrap_kvc_attention_params_partition_size_get_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_partition_size_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5002,7 +5690,7 @@ intgo _wrap_kvc_attention_params_partition_size_get_raw_5b7ddcfb25ede1b8(struct 
 }
 
 
-struct kvc_attention_params *_wrap_new_kvc_attention_params_raw_5b7ddcfb25ede1b8() {
+struct kvc_attention_params *_wrap_new_kvc_attention_params_raw_c1299ace2ba42ba1() {
   struct kvc_attention_params *result = 0 ;
   struct kvc_attention_params *_swig_go_result;
   
@@ -5013,7 +5701,7 @@ struct kvc_attention_params *_wrap_new_kvc_attention_params_raw_5b7ddcfb25ede1b8
 }
 
 
-void _wrap_delete_kvc_attention_params_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
+void _wrap_delete_kvc_attention_params_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   
   arg1 = *(struct kvc_attention_params **)&_swig_go_0; 
@@ -5023,7 +5711,7 @@ void _wrap_delete_kvc_attention_params_raw_5b7ddcfb25ede1b8(struct kvc_attention
 }
 
 
-intgo _wrap_kvc_attention_params_default_raw_5b7ddcfb25ede1b8(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_default_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
   kvc_attention_params *arg1 = (kvc_attention_params *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -5036,7 +5724,7 @@ intgo _wrap_kvc_attention_params_default_raw_5b7ddcfb25ede1b8(struct kvc_attenti
 }
 
 
-intgo _wrap_kvc_launch_attention_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, struct kvc_attention_params *_swig_go_5, void *_swig_go_6) {
+intgo _wrap_kvc_launch_attention_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, struct kvc_attention_params *_swig_go_5, void *_swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_batch *arg2 = (kvc_batch *) 0 ;
   int32_t arg3 ;
@@ -5061,7 +5749,7 @@ intgo _wrap_kvc_launch_attention_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_KVC_XFER_OK_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_XFER_OK_raw_c1299ace2ba42ba1() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5073,7 +5761,7 @@ intgo _wrap_KVC_XFER_OK_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_c1299ace2ba42ba1() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5085,7 +5773,7 @@ intgo _wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_LAYOUT_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_XFER_FAIL_LAYOUT_raw_c1299ace2ba42ba1() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5097,7 +5785,7 @@ intgo _wrap_KVC_XFER_FAIL_LAYOUT_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_HASH_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_XFER_FAIL_HASH_raw_c1299ace2ba42ba1() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5109,7 +5797,7 @@ intgo _wrap_KVC_XFER_FAIL_HASH_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_POOL_FULL_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_XFER_FAIL_POOL_FULL_raw_c1299ace2ba42ba1() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5121,7 +5809,7 @@ intgo _wrap_KVC_XFER_FAIL_POOL_FULL_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_PEER_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_XFER_FAIL_PEER_raw_c1299ace2ba42ba1() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5133,7 +5821,7 @@ intgo _wrap_KVC_XFER_FAIL_PEER_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_TIMEOUT_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_XFER_FAIL_TIMEOUT_raw_c1299ace2ba42ba1() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5145,7 +5833,7 @@ intgo _wrap_KVC_XFER_FAIL_TIMEOUT_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_LEASE_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_XFER_FAIL_LEASE_raw_c1299ace2ba42ba1() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5157,7 +5845,7 @@ intgo _wrap_KVC_XFER_FAIL_LEASE_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_CANCELLED_raw_5b7ddcfb25ede1b8() {
+intgo _wrap_KVC_XFER_FAIL_CANCELLED_raw_c1299ace2ba42ba1() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5169,7 +5857,7 @@ intgo _wrap_KVC_XFER_FAIL_CANCELLED_raw_5b7ddcfb25ede1b8() {
 }
 
 
-intgo _wrap_kvc_xfer_available_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0) {
+intgo _wrap_kvc_xfer_available_raw_c1299ace2ba42ba1(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -5182,7 +5870,7 @@ intgo _wrap_kvc_xfer_available_raw_5b7ddcfb25ede1b8(_goslice_ _swig_go_0) {
 }
 
 
-intgo _wrap_kvc_xfer_agent_create_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_xfer_config *_swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_xfer_agent_create_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_xfer_config *_swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_xfer_config *arg2 = (kvc_xfer_config *) 0 ;
   kvc_xfer_agent **arg3 = (kvc_xfer_agent **) 0 ;
@@ -5199,7 +5887,7 @@ intgo _wrap_kvc_xfer_agent_create_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go
 }
 
 
-intgo _wrap_kvc_xfer_agent_destroy_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0) {
+intgo _wrap_kvc_xfer_agent_destroy_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -5212,7 +5900,7 @@ intgo _wrap_kvc_xfer_agent_destroy_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_
 }
 
 
-intgo _wrap_kvc_xfer_export_prompt_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvc_xfer_export_prompt_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -5237,7 +5925,7 @@ intgo _wrap_kvc_xfer_export_prompt_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_
 }
 
 
-intgo _wrap_kvc_xfer_export_seq_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_xfer_export_seq_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   uint64_t arg2 ;
   int64_t arg3 ;
@@ -5258,7 +5946,7 @@ intgo _wrap_kvc_xfer_export_seq_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swi
 }
 
 
-intgo _wrap_kvc_xfer_export_descriptor_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_xfer_export_descriptor_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   uint64_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -5279,7 +5967,7 @@ intgo _wrap_kvc_xfer_export_descriptor_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agen
 }
 
 
-intgo _wrap_kvc_xfer_export_release_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_xfer_export_release_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -5294,7 +5982,7 @@ intgo _wrap_kvc_xfer_export_release_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *
 }
 
 
-intgo _wrap_kvc_xfer_import_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_xfer_import_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   int64_t arg3 ;
@@ -5315,7 +6003,7 @@ intgo _wrap_kvc_xfer_import_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go
 }
 
 
-intgo _wrap_kvc_xfer_op_query_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_xfer_op_query_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5332,7 +6020,7 @@ intgo _wrap_kvc_xfer_op_query_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_
 }
 
 
-void _wrap_kvc_xfer_import_result_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_xfer_import_result_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   uint32_t arg2 ;
   
@@ -5344,7 +6032,7 @@ void _wrap_kvc_xfer_import_result_struct_size_set_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-intgo _wrap_kvc_xfer_import_result_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+intgo _wrap_kvc_xfer_import_result_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -5357,7 +6045,7 @@ intgo _wrap_kvc_xfer_import_result_struct_size_get_raw_5b7ddcfb25ede1b8(struct k
 }
 
 
-void _wrap_kvc_xfer_import_result_status_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_xfer_import_result_status_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int32_t arg2 ;
   
@@ -5369,7 +6057,7 @@ void _wrap_kvc_xfer_import_result_status_set_raw_5b7ddcfb25ede1b8(struct kvc_xfe
 }
 
 
-intgo _wrap_kvc_xfer_import_result_status_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+intgo _wrap_kvc_xfer_import_result_status_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5382,7 +6070,7 @@ intgo _wrap_kvc_xfer_import_result_status_get_raw_5b7ddcfb25ede1b8(struct kvc_xf
 }
 
 
-void _wrap_kvc_xfer_import_result_failure_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_xfer_import_result_failure_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int32_t arg2 ;
   
@@ -5394,7 +6082,7 @@ void _wrap_kvc_xfer_import_result_failure_set_raw_5b7ddcfb25ede1b8(struct kvc_xf
 }
 
 
-intgo _wrap_kvc_xfer_import_result_failure_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+intgo _wrap_kvc_xfer_import_result_failure_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5407,7 +6095,7 @@ intgo _wrap_kvc_xfer_import_result_failure_get_raw_5b7ddcfb25ede1b8(struct kvc_x
 }
 
 
-void _wrap_kvc_xfer_import_result_reserved_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_xfer_import_result_reserved_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int32_t arg2 ;
   
@@ -5419,7 +6107,7 @@ void _wrap_kvc_xfer_import_result_reserved_set_raw_5b7ddcfb25ede1b8(struct kvc_x
 }
 
 
-intgo _wrap_kvc_xfer_import_result_reserved_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+intgo _wrap_kvc_xfer_import_result_reserved_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5432,7 +6120,7 @@ intgo _wrap_kvc_xfer_import_result_reserved_get_raw_5b7ddcfb25ede1b8(struct kvc_
 }
 
 
-void _wrap_kvc_xfer_import_result_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_import_result_blocks_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t arg2 ;
   
@@ -5444,7 +6132,7 @@ void _wrap_kvc_xfer_import_result_blocks_set_raw_5b7ddcfb25ede1b8(struct kvc_xfe
 }
 
 
-long long _wrap_kvc_xfer_import_result_blocks_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+long long _wrap_kvc_xfer_import_result_blocks_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5457,7 +6145,7 @@ long long _wrap_kvc_xfer_import_result_blocks_get_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-void _wrap_kvc_xfer_import_result_blocks_pulled_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_import_result_blocks_pulled_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t arg2 ;
   
@@ -5469,7 +6157,7 @@ void _wrap_kvc_xfer_import_result_blocks_pulled_set_raw_5b7ddcfb25ede1b8(struct 
 }
 
 
-long long _wrap_kvc_xfer_import_result_blocks_pulled_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+long long _wrap_kvc_xfer_import_result_blocks_pulled_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5482,7 +6170,7 @@ long long _wrap_kvc_xfer_import_result_blocks_pulled_get_raw_5b7ddcfb25ede1b8(st
 }
 
 
-void _wrap_kvc_xfer_import_result_blocks_cached_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_import_result_blocks_cached_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t arg2 ;
   
@@ -5494,7 +6182,7 @@ void _wrap_kvc_xfer_import_result_blocks_cached_set_raw_5b7ddcfb25ede1b8(struct 
 }
 
 
-long long _wrap_kvc_xfer_import_result_blocks_cached_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+long long _wrap_kvc_xfer_import_result_blocks_cached_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5507,7 +6195,7 @@ long long _wrap_kvc_xfer_import_result_blocks_cached_get_raw_5b7ddcfb25ede1b8(st
 }
 
 
-void _wrap_kvc_xfer_import_result_blocks_skipped_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_import_result_blocks_skipped_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t arg2 ;
   
@@ -5519,7 +6207,7 @@ void _wrap_kvc_xfer_import_result_blocks_skipped_set_raw_5b7ddcfb25ede1b8(struct
 }
 
 
-long long _wrap_kvc_xfer_import_result_blocks_skipped_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+long long _wrap_kvc_xfer_import_result_blocks_skipped_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5532,7 +6220,7 @@ long long _wrap_kvc_xfer_import_result_blocks_skipped_get_raw_5b7ddcfb25ede1b8(s
 }
 
 
-void _wrap_kvc_xfer_import_result_bytes_pulled_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_import_result_bytes_pulled_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t arg2 ;
   
@@ -5544,7 +6232,7 @@ void _wrap_kvc_xfer_import_result_bytes_pulled_set_raw_5b7ddcfb25ede1b8(struct k
 }
 
 
-long long _wrap_kvc_xfer_import_result_bytes_pulled_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+long long _wrap_kvc_xfer_import_result_bytes_pulled_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5557,7 +6245,7 @@ long long _wrap_kvc_xfer_import_result_bytes_pulled_get_raw_5b7ddcfb25ede1b8(str
 }
 
 
-void _wrap_kvc_xfer_import_result_cached_tokens_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_import_result_cached_tokens_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t arg2 ;
   
@@ -5569,7 +6257,7 @@ void _wrap_kvc_xfer_import_result_cached_tokens_set_raw_5b7ddcfb25ede1b8(struct 
 }
 
 
-long long _wrap_kvc_xfer_import_result_cached_tokens_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+long long _wrap_kvc_xfer_import_result_cached_tokens_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5582,7 +6270,7 @@ long long _wrap_kvc_xfer_import_result_cached_tokens_get_raw_5b7ddcfb25ede1b8(st
 }
 
 
-void _wrap_kvc_xfer_import_result_seconds_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_xfer_import_result_seconds_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, double _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   double arg2 ;
   
@@ -5594,7 +6282,7 @@ void _wrap_kvc_xfer_import_result_seconds_set_raw_5b7ddcfb25ede1b8(struct kvc_xf
 }
 
 
-double _wrap_kvc_xfer_import_result_seconds_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+double _wrap_kvc_xfer_import_result_seconds_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   double result;
   double _swig_go_result;
@@ -5607,7 +6295,7 @@ double _wrap_kvc_xfer_import_result_seconds_get_raw_5b7ddcfb25ede1b8(struct kvc_
 }
 
 
-struct kvc_xfer_import_result *_wrap_new_kvc_xfer_import_result_raw_5b7ddcfb25ede1b8() {
+struct kvc_xfer_import_result *_wrap_new_kvc_xfer_import_result_raw_c1299ace2ba42ba1() {
   struct kvc_xfer_import_result *result = 0 ;
   struct kvc_xfer_import_result *_swig_go_result;
   
@@ -5618,7 +6306,7 @@ struct kvc_xfer_import_result *_wrap_new_kvc_xfer_import_result_raw_5b7ddcfb25ed
 }
 
 
-void _wrap_delete_kvc_xfer_import_result_raw_5b7ddcfb25ede1b8(struct kvc_xfer_import_result *_swig_go_0) {
+void _wrap_delete_kvc_xfer_import_result_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   
   arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
@@ -5628,7 +6316,7 @@ void _wrap_delete_kvc_xfer_import_result_raw_5b7ddcfb25ede1b8(struct kvc_xfer_im
 }
 
 
-intgo _wrap_kvc_xfer_op_wait_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct kvc_xfer_import_result *_swig_go_3) {
+intgo _wrap_kvc_xfer_op_wait_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct kvc_xfer_import_result *_swig_go_3) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   uint64_t arg2 ;
   int64_t arg3 ;
@@ -5647,7 +6335,7 @@ intgo _wrap_kvc_xfer_op_wait_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_g
 }
 
 
-void _wrap_kvc_xfer_stats_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_xfer_stats_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -5659,7 +6347,7 @@ void _wrap_kvc_xfer_stats_struct_size_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_s
 }
 
 
-intgo _wrap_kvc_xfer_stats_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+intgo _wrap_kvc_xfer_stats_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -5672,7 +6360,7 @@ intgo _wrap_kvc_xfer_stats_struct_size_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_
 }
 
 
-void _wrap_kvc_xfer_stats_reserved_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_xfer_stats_reserved_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int32_t arg2 ;
   
@@ -5684,7 +6372,7 @@ void _wrap_kvc_xfer_stats_reserved_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stat
 }
 
 
-intgo _wrap_kvc_xfer_stats_reserved_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+intgo _wrap_kvc_xfer_stats_reserved_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5697,7 +6385,7 @@ intgo _wrap_kvc_xfer_stats_reserved_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_sta
 }
 
 
-void _wrap_kvc_xfer_stats_exports_active_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_exports_active_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -5709,7 +6397,7 @@ void _wrap_kvc_xfer_stats_exports_active_set_raw_5b7ddcfb25ede1b8(struct kvc_xfe
 }
 
 
-long long _wrap_kvc_xfer_stats_exports_active_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_exports_active_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5722,7 +6410,7 @@ long long _wrap_kvc_xfer_stats_exports_active_get_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-void _wrap_kvc_xfer_stats_exports_total_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_exports_total_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -5734,7 +6422,7 @@ void _wrap_kvc_xfer_stats_exports_total_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer
 }
 
 
-long long _wrap_kvc_xfer_stats_exports_total_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_exports_total_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5747,7 +6435,7 @@ long long _wrap_kvc_xfer_stats_exports_total_get_raw_5b7ddcfb25ede1b8(struct kvc
 }
 
 
-void _wrap_kvc_xfer_stats_exports_expired_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_exports_expired_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -5759,7 +6447,7 @@ void _wrap_kvc_xfer_stats_exports_expired_set_raw_5b7ddcfb25ede1b8(struct kvc_xf
 }
 
 
-long long _wrap_kvc_xfer_stats_exports_expired_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_exports_expired_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5772,7 +6460,7 @@ long long _wrap_kvc_xfer_stats_exports_expired_get_raw_5b7ddcfb25ede1b8(struct k
 }
 
 
-void _wrap_kvc_xfer_stats_export_blocks_held_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_export_blocks_held_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -5784,7 +6472,7 @@ void _wrap_kvc_xfer_stats_export_blocks_held_set_raw_5b7ddcfb25ede1b8(struct kvc
 }
 
 
-long long _wrap_kvc_xfer_stats_export_blocks_held_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_export_blocks_held_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5797,7 +6485,7 @@ long long _wrap_kvc_xfer_stats_export_blocks_held_get_raw_5b7ddcfb25ede1b8(struc
 }
 
 
-void _wrap_kvc_xfer_stats_lease_checks_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_lease_checks_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -5809,7 +6497,7 @@ void _wrap_kvc_xfer_stats_lease_checks_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_
 }
 
 
-long long _wrap_kvc_xfer_stats_lease_checks_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_lease_checks_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5822,7 +6510,7 @@ long long _wrap_kvc_xfer_stats_lease_checks_get_raw_5b7ddcfb25ede1b8(struct kvc_
 }
 
 
-void _wrap_kvc_xfer_stats_imports_started_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_imports_started_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -5834,7 +6522,7 @@ void _wrap_kvc_xfer_stats_imports_started_set_raw_5b7ddcfb25ede1b8(struct kvc_xf
 }
 
 
-long long _wrap_kvc_xfer_stats_imports_started_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_imports_started_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5847,7 +6535,7 @@ long long _wrap_kvc_xfer_stats_imports_started_get_raw_5b7ddcfb25ede1b8(struct k
 }
 
 
-void _wrap_kvc_xfer_stats_imports_ok_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_imports_ok_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -5859,7 +6547,7 @@ void _wrap_kvc_xfer_stats_imports_ok_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_st
 }
 
 
-long long _wrap_kvc_xfer_stats_imports_ok_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_imports_ok_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5872,7 +6560,7 @@ long long _wrap_kvc_xfer_stats_imports_ok_get_raw_5b7ddcfb25ede1b8(struct kvc_xf
 }
 
 
-void _wrap_kvc_xfer_stats_imports_failed_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_imports_failed_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -5884,7 +6572,7 @@ void _wrap_kvc_xfer_stats_imports_failed_set_raw_5b7ddcfb25ede1b8(struct kvc_xfe
 }
 
 
-long long _wrap_kvc_xfer_stats_imports_failed_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_imports_failed_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5897,7 +6585,7 @@ long long _wrap_kvc_xfer_stats_imports_failed_get_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-void _wrap_kvc_xfer_stats_blocks_pulled_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_blocks_pulled_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -5909,7 +6597,7 @@ void _wrap_kvc_xfer_stats_blocks_pulled_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer
 }
 
 
-long long _wrap_kvc_xfer_stats_blocks_pulled_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_blocks_pulled_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5922,7 +6610,7 @@ long long _wrap_kvc_xfer_stats_blocks_pulled_get_raw_5b7ddcfb25ede1b8(struct kvc
 }
 
 
-void _wrap_kvc_xfer_stats_blocks_cached_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_blocks_cached_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -5934,7 +6622,7 @@ void _wrap_kvc_xfer_stats_blocks_cached_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer
 }
 
 
-long long _wrap_kvc_xfer_stats_blocks_cached_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_blocks_cached_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5947,7 +6635,7 @@ long long _wrap_kvc_xfer_stats_blocks_cached_get_raw_5b7ddcfb25ede1b8(struct kvc
 }
 
 
-void _wrap_kvc_xfer_stats_blocks_skipped_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_blocks_skipped_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -5959,7 +6647,7 @@ void _wrap_kvc_xfer_stats_blocks_skipped_set_raw_5b7ddcfb25ede1b8(struct kvc_xfe
 }
 
 
-long long _wrap_kvc_xfer_stats_blocks_skipped_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_blocks_skipped_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5972,7 +6660,7 @@ long long _wrap_kvc_xfer_stats_blocks_skipped_get_raw_5b7ddcfb25ede1b8(struct kv
 }
 
 
-void _wrap_kvc_xfer_stats_bytes_pulled_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_bytes_pulled_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -5984,7 +6672,7 @@ void _wrap_kvc_xfer_stats_bytes_pulled_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_
 }
 
 
-long long _wrap_kvc_xfer_stats_bytes_pulled_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_bytes_pulled_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5997,7 +6685,7 @@ long long _wrap_kvc_xfer_stats_bytes_pulled_get_raw_5b7ddcfb25ede1b8(struct kvc_
 }
 
 
-void _wrap_kvc_xfer_stats_import_seconds_set_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_xfer_stats_import_seconds_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   double arg2 ;
   
@@ -6009,7 +6697,7 @@ void _wrap_kvc_xfer_stats_import_seconds_set_raw_5b7ddcfb25ede1b8(struct kvc_xfe
 }
 
 
-double _wrap_kvc_xfer_stats_import_seconds_get_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+double _wrap_kvc_xfer_stats_import_seconds_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -6022,7 +6710,7 @@ double _wrap_kvc_xfer_stats_import_seconds_get_raw_5b7ddcfb25ede1b8(struct kvc_x
 }
 
 
-struct kvc_xfer_stats *_wrap_new_kvc_xfer_stats_raw_5b7ddcfb25ede1b8() {
+struct kvc_xfer_stats *_wrap_new_kvc_xfer_stats_raw_c1299ace2ba42ba1() {
   struct kvc_xfer_stats *result = 0 ;
   struct kvc_xfer_stats *_swig_go_result;
   
@@ -6033,7 +6721,7 @@ struct kvc_xfer_stats *_wrap_new_kvc_xfer_stats_raw_5b7ddcfb25ede1b8() {
 }
 
 
-void _wrap_delete_kvc_xfer_stats_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0) {
+void _wrap_delete_kvc_xfer_stats_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   
   arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
@@ -6043,7 +6731,7 @@ void _wrap_delete_kvc_xfer_stats_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_sw
 }
 
 
-intgo _wrap_kvc_xfer_get_stats_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig_go_0, struct kvc_xfer_stats *_swig_go_1) {
+intgo _wrap_kvc_xfer_get_stats_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, struct kvc_xfer_stats *_swig_go_1) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   kvc_xfer_stats *arg2 = (kvc_xfer_stats *) 0 ;
   kvc_status result;
@@ -6058,7 +6746,7 @@ intgo _wrap_kvc_xfer_get_stats_raw_5b7ddcfb25ede1b8(struct kvc_xfer_agent *_swig
 }
 
 
-intgo _wrap_kvcgo_cache_write_addr_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, intgo _swig_go_6, float _swig_go_7, float _swig_go_8, long long _swig_go_9) {
+intgo _wrap_kvcgo_cache_write_addr_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, intgo _swig_go_6, float _swig_go_7, float _swig_go_8, long long _swig_go_9) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   uint64_t arg3 ;
@@ -6089,7 +6777,7 @@ intgo _wrap_kvcgo_cache_write_addr_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_g
 }
 
 
-intgo _wrap_kvcgo_launch_attention_host_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, struct kvc_attention_params *_swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvcgo_launch_attention_host_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, struct kvc_attention_params *_swig_go_5, _goslice_ _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_batch *arg2 = (kvc_batch *) 0 ;
   int32_t arg3 ;
@@ -6114,7 +6802,7 @@ intgo _wrap_kvcgo_launch_attention_host_raw_5b7ddcfb25ede1b8(struct kvc_pool *_s
 }
 
 
-intgo _wrap_kvcgo_launch_attention_addr_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, struct kvc_attention_params *_swig_go_5, long long _swig_go_6, long long _swig_go_7) {
+intgo _wrap_kvcgo_launch_attention_addr_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, struct kvc_attention_params *_swig_go_5, long long _swig_go_6, long long _swig_go_7) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_batch *arg2 = (kvc_batch *) 0 ;
   int32_t arg3 ;
@@ -6141,7 +6829,7 @@ intgo _wrap_kvcgo_launch_attention_addr_raw_5b7ddcfb25ede1b8(struct kvc_pool *_s
 }
 
 
-intgo _wrap_kvcgo_xfer_agent_create_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvcgo_xfer_agent_create_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6181,7 +6869,7 @@ intgo _wrap_kvcgo_xfer_agent_create_raw_5b7ddcfb25ede1b8(struct kvc_pool *_swig_
 }
 
 
-long long _wrap_kvcgo_xfer_stats_failures_raw_5b7ddcfb25ede1b8(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
+long long _wrap_kvcgo_xfer_stats_failures_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
   kvc_xfer_stats *arg1 = (kvc_xfer_stats *) 0 ;
   int32_t arg2 ;
   int64_t result;
@@ -6193,6 +6881,44 @@ long long _wrap_kvcgo_xfer_stats_failures_raw_5b7ddcfb25ede1b8(struct kvc_xfer_s
   result = (int64_t)kvcgo_xfer_stats_failures((struct kvc_xfer_stats const *)arg1,arg2);
   _swig_go_result = result; 
   return _swig_go_result;
+}
+
+
+struct kvc_group_config *_wrap_kvcgo_group_configs_new_raw_c1299ace2ba42ba1(intgo _swig_go_0) {
+  int32_t arg1 ;
+  kvc_group_config *result = 0 ;
+  struct kvc_group_config *_swig_go_result;
+  
+  arg1 = (int32_t)_swig_go_0; 
+  
+  result = (kvc_group_config *)kvcgo_group_configs_new(arg1);
+  *(kvc_group_config **)&_swig_go_result = (kvc_group_config *)result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_group_config *_wrap_kvcgo_group_configs_at_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+  kvc_group_config *arg1 = (kvc_group_config *) 0 ;
+  int32_t arg2 ;
+  kvc_group_config *result = 0 ;
+  struct kvc_group_config *_swig_go_result;
+  
+  arg1 = *(kvc_group_config **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (kvc_group_config *)kvcgo_group_configs_at(arg1,arg2);
+  *(kvc_group_config **)&_swig_go_result = (kvc_group_config *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvcgo_group_configs_delete_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+  kvc_group_config *arg1 = (kvc_group_config *) 0 ;
+  
+  arg1 = *(kvc_group_config **)&_swig_go_0; 
+  
+  kvcgo_group_configs_delete(arg1);
+  
 }
 
 

@@ -4,6 +4,7 @@ pub const KVC_VERSION_MAJOR: u32 = 0;
 pub const KVC_VERSION_MINOR: u32 = 1;
 pub const KVC_VERSION_PATCH: u32 = 0;
 pub const KVC_VERSION_NUMBER: u32 = 100;
+pub const KVC_MAX_GROUPS: u32 = 8;
 pub const KVC_PRIORITY_MIN: u32 = 0;
 pub const KVC_PRIORITY_MAX: u32 = 100;
 pub const KVC_PRIORITY_DEFAULT: u32 = 50;
@@ -1099,6 +1100,520 @@ extern "C" {
     #[doc = " @par Thread safety"]
     #[doc = " Any thread."]
     pub fn kvc_pool_get_sliding_window(pool: *mut kvc_pool, out_window: *mut i32) -> kvc_status;
+}
+#[doc = "< full attention: every position's K and V"]
+pub const KVC_GROUP_FULL: kvc_group_kind = 0;
+#[doc = "< sliding-window attention of sliding_window tokens"]
+pub const KVC_GROUP_SLIDING: kvc_group_kind = 1;
+#[doc = "< fixed-size per-sequence state (Mamba conv + SSM state)"]
+pub const KVC_GROUP_SSM: kvc_group_kind = 2;
+#[doc = " @brief Kind of a KV-cache group (kvc_group_config.kind)."]
+pub type kvc_group_kind = ::std::os::raw::c_uint;
+#[doc = " @brief One KV-cache group of a hybrid pool (kvc_pool_create_hybrid)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_group_config {
+    #[doc = "< sizeof(kvc_group_config); set by kvc_group_config_default"]
+    pub struct_size: u32,
+    #[doc = "< kvc_group_kind (default KVC_GROUP_FULL)"]
+    pub kind: i32,
+    #[doc = "< layers of this group, >= 1 (default 1); layer_to_group names them"]
+    pub num_layers: i32,
+    #[doc = "< FULL / SLIDING: KV heads, >= 1 (default 1); SSM: ignored"]
+    pub num_kv_heads: i32,
+    #[doc = "< FULL / SLIDING: head dimension, >= 1 (default 128); SSM: ignored"]
+    pub head_dim: i32,
+    #[doc = "< SLIDING: window in tokens, >= 1; must be 0 for the other kinds"]
+    pub sliding_window: i32,
+    #[doc = "< SSM: bytes of one layer's state for one sequence, >= 1; 0 otherwise"]
+    pub state_bytes: i64,
+}
+#[test]
+fn bindgen_test_layout_kvc_group_config() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_group_config>(),
+        32usize,
+        concat!("Size of: ", stringify!(kvc_group_config))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_group_config>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_group_config))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_config),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_kind() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kind) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_config),
+                "::",
+                stringify!(kind)
+            )
+        );
+    }
+    test_field_kind();
+    fn test_field_num_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_layers) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_config),
+                "::",
+                stringify!(num_layers)
+            )
+        );
+    }
+    test_field_num_layers();
+    fn test_field_num_kv_heads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_kv_heads) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_config),
+                "::",
+                stringify!(num_kv_heads)
+            )
+        );
+    }
+    test_field_num_kv_heads();
+    fn test_field_head_dim() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).head_dim) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_config),
+                "::",
+                stringify!(head_dim)
+            )
+        );
+    }
+    test_field_head_dim();
+    fn test_field_sliding_window() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).sliding_window) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_config),
+                "::",
+                stringify!(sliding_window)
+            )
+        );
+    }
+    test_field_sliding_window();
+    fn test_field_state_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).state_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_config),
+                "::",
+                stringify!(state_bytes)
+            )
+        );
+    }
+    test_field_state_bytes();
+}
+extern "C" {
+    #[doc = " @brief Fills *group with defaults (including struct_size): a FULL group of one layer, one KV"]
+    #[doc = "        head of dimension 128."]
+    #[doc = " @param[out] group The group to fill."]
+    #[doc = " @retval KVC_ERR_NULL_ARG group is NULL."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (touches only *group)."]
+    pub fn kvc_group_config_default(group: *mut kvc_group_config) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Creates a pool for a hybrid model: num_groups KV-cache groups sharing one block pool."]
+    #[doc = ""]
+    #[doc = " cfg is read as by kvc_pool_create except its shape: num_layers, num_kv_heads and head_dim come"]
+    #[doc = " from the groups (kvc_pool_get_config then reports num_layers = the model's layers and the first"]
+    #[doc = " attention group's heads). num_q_heads, if set, must be a multiple of every attention group's"]
+    #[doc = " num_kv_heads (0 = the largest num_kv_heads). A pool sized from a memory budget divides it by"]
+    #[doc = " page_bytes. One group of kind FULL gives a pool that behaves like kvc_pool_create's."]
+    #[doc = " @param[in]  cfg            The pool configuration (struct_size set)."]
+    #[doc = " @param[in]  groups         num_groups group configurations (struct_size set)."]
+    #[doc = " @param[in]  num_groups     Groups, in [1, KVC_MAX_GROUPS]."]
+    #[doc = " @param[in]  layer_to_group num_layers entries: the group of each model layer. Group g's layers"]
+    #[doc = "                            are numbered 0..groups[g].num_layers - 1 in model order (its storage"]
+    #[doc = "                            order in a page)."]
+    #[doc = " @param[in]  num_layers     The model's layers: the sum of the groups' num_layers."]
+    #[doc = " @param[out] out            Receives the pool; release it with kvc_pool_destroy."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    cfg, groups, layer_to_group or out is NULL."]
+    #[doc = " @retval KVC_ERR_VERSION     a struct_size unknown."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG num_groups out of range, an unknown kind, a group without layers, a"]
+    #[doc = "                             layer naming no group or the wrong number of layers for its group,"]
+    #[doc = "                             num_layers not the sum, a window on a non-SLIDING group or none on a"]
+    #[doc = "                             SLIDING one, state_bytes 0 on an SSM group, bad heads or head_dim;"]
+    #[doc = "                             and what kvc_pool_create refuses."]
+    #[doc = " @retval KVC_ERR_OVERFLOW    a page or the storage size overflows."]
+    #[doc = " @retval KVC_ERR_NO_MEMORY   the storage or the bookkeeping could not be allocated."]
+    #[doc = " @retval KVC_ERR_DEVICE      CUDA requested but unavailable."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
+    pub fn kvc_pool_create_hybrid(
+        cfg: *const kvc_pool_config,
+        groups: *const kvc_group_config,
+        num_groups: i32,
+        layer_to_group: *const i32,
+        num_layers: i32,
+        out: *mut *mut kvc_pool,
+    ) -> kvc_status;
+}
+#[doc = " @brief One group of a pool as created (kvc_pool_get_group_info)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_group_info {
+    #[doc = "< set by the caller to sizeof(kvc_group_info)"]
+    pub struct_size: u32,
+    #[doc = "< groups of the pool (1 for a pool from kvc_pool_create)"]
+    pub num_groups: i32,
+    #[doc = "< kvc_group_kind"]
+    pub kind: i32,
+    #[doc = "< layers of the group"]
+    pub num_layers: i32,
+    #[doc = "< FULL / SLIDING; 0 for SSM"]
+    pub num_kv_heads: i32,
+    #[doc = "< FULL / SLIDING; 0 for SSM"]
+    pub head_dim: i32,
+    #[doc = "< SLIDING: the window; 0 otherwise"]
+    pub sliding_window: i32,
+    #[doc = "< 0"]
+    pub reserved: i32,
+    #[doc = "< SSM: one layer's state; 0 otherwise"]
+    pub state_bytes: i64,
+    #[doc = "< bytes of a page this group uses (the rest is padding)"]
+    pub group_bytes: i64,
+    #[doc = "< bytes of every page of the pool (= the storage's block_stride)"]
+    pub page_bytes: i64,
+    #[doc = "< bytes between two layers of this group inside a page"]
+    pub layer_stride: i64,
+}
+#[test]
+fn bindgen_test_layout_kvc_group_info() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_group_info>(),
+        64usize,
+        concat!("Size of: ", stringify!(kvc_group_info))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_group_info>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_group_info))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_info),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_num_groups() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_groups) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_info),
+                "::",
+                stringify!(num_groups)
+            )
+        );
+    }
+    test_field_num_groups();
+    fn test_field_kind() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kind) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_info),
+                "::",
+                stringify!(kind)
+            )
+        );
+    }
+    test_field_kind();
+    fn test_field_num_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_layers) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_info),
+                "::",
+                stringify!(num_layers)
+            )
+        );
+    }
+    test_field_num_layers();
+    fn test_field_num_kv_heads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_kv_heads) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_info),
+                "::",
+                stringify!(num_kv_heads)
+            )
+        );
+    }
+    test_field_num_kv_heads();
+    fn test_field_head_dim() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).head_dim) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_info),
+                "::",
+                stringify!(head_dim)
+            )
+        );
+    }
+    test_field_head_dim();
+    fn test_field_sliding_window() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).sliding_window) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_info),
+                "::",
+                stringify!(sliding_window)
+            )
+        );
+    }
+    test_field_sliding_window();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            28usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_info),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_state_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).state_bytes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_info),
+                "::",
+                stringify!(state_bytes)
+            )
+        );
+    }
+    test_field_state_bytes();
+    fn test_field_group_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).group_bytes) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_info),
+                "::",
+                stringify!(group_bytes)
+            )
+        );
+    }
+    test_field_group_bytes();
+    fn test_field_page_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).page_bytes) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_info),
+                "::",
+                stringify!(page_bytes)
+            )
+        );
+    }
+    test_field_page_bytes();
+    fn test_field_layer_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layer_stride) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_info),
+                "::",
+                stringify!(layer_stride)
+            )
+        );
+    }
+    test_field_layer_stride();
+}
+extern "C" {
+    #[doc = " @brief Describes group `group` of a pool. A plain pool has one group (FULL, or SLIDING after"]
+    #[doc = "        kvc_pool_set_sliding_window)."]
+    #[doc = ""]
+    #[doc = " Inside a page, group g's layer l starts at l x layer_stride; an attention layer is laid out as"]
+    #[doc = " in kvc_storage_info ([K|V][kv_head][token][dim]), an SSM layer's state is state_bytes bytes."]
+    #[doc = " @param[in]     pool  The pool."]
+    #[doc = " @param[in]     group The group, in [0, num_groups)."]
+    #[doc = " @param[in,out] out   Receives the description; out->struct_size set by the caller."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or out is NULL."]
+    #[doc = " @retval KVC_ERR_VERSION     out->struct_size unknown."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG group out of range."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
+    pub fn kvc_pool_get_group_info(
+        pool: *mut kvc_pool,
+        group: i32,
+        out: *mut kvc_group_info,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief The group of a model layer and the layer's index inside that group."]
+    #[doc = " @param[in]  pool               The pool."]
+    #[doc = " @param[in]  layer              The model layer, in [0, num_layers)."]
+    #[doc = " @param[out] out_group          Receives the group."]
+    #[doc = " @param[out] out_layer_in_group Receives the layer's index among its group's layers (optional)."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    pool or out_group is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG layer out of range."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread."]
+    pub fn kvc_pool_layer_group(
+        pool: *mut kvc_pool,
+        layer: i32,
+        out_group: *mut i32,
+        out_layer_in_group: *mut i32,
+    ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Copies group `group`'s block table of seq_id into out[0..cap) (kvc_seq_block_table for"]
+    #[doc = "        one group; group 0 reads the same table)."]
+    #[doc = ""]
+    #[doc = " Released entries (a SLIDING group's window, an SSM group's older pages) read -1."]
+    #[doc = " @param[in]  pool    The pool."]
+    #[doc = " @param[in]  seq_id  The sequence."]
+    #[doc = " @param[in]  group   The group, in [0, num_groups)."]
+    #[doc = " @param[out] out     Receives the block ids."]
+    #[doc = " @param[in]  cap     Entries out can hold, >= 0 (out NULL and cap 0: size query)."]
+    #[doc = " @param[out] out_len Receives the table length."]
+    #[doc = " @retval KVC_ERR_NULL_ARG         pool, out_len, or out with cap > 0."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG      cap < 0, group out of range."]
+    #[doc = " @retval KVC_ERR_UNKNOWN_SEQ      no such sequence."]
+    #[doc = " @retval KVC_ERR_BUFFER_TOO_SMALL cap below the table length (*out_len = required)."]
+    #[doc = " @par Thread safety"]
+    #[doc = " Any thread (under the pool lock)."]
+    pub fn kvc_seq_group_block_table(
+        pool: *mut kvc_pool,
+        seq_id: u64,
+        group: i32,
+        out: *mut i32,
+        cap: i64,
+        out_len: *mut i64,
+    ) -> kvc_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -3375,6 +3890,23 @@ extern "C" {
         batch: *mut kvc_batch,
         stream: *mut ::std::os::raw::c_void,
     ) -> kvc_status;
+}
+extern "C" {
+    #[doc = " @brief Chooses the KV-cache group whose block tables the next kvc_batch_build records (hybrid"]
+    #[doc = "        pools, kvc_pool_create_hybrid; default group 0)."]
+    #[doc = ""]
+    #[doc = " A hybrid server builds one batch per attention group each step (the groups' tables differ)"]
+    #[doc = " and launches each layer with its group's batch; kvc_launch_attention and a launch-time check"]
+    #[doc = " refuse a layer of another group. The batch's committed metadata stays that of its last build"]
+    #[doc = " until the next build."]
+    #[doc = " @param[in,out] batch The batch."]
+    #[doc = " @param[in]     group The group, in [0, num_groups); an SSM group has no block tables to launch"]
+    #[doc = "                      over and is refused."]
+    #[doc = " @retval KVC_ERR_NULL_ARG    batch is NULL."]
+    #[doc = " @retval KVC_ERR_INVALID_ARG group out of range, or an SSM group."]
+    #[doc = " @par Thread safety"]
+    #[doc = " The batch's owner only."]
+    pub fn kvc_batch_set_group(batch: *mut kvc_batch, group: i32) -> kvc_status;
 }
 #[doc = " @brief Sizes and array addresses of a batch's last build (kvc_batch_get_info)."]
 #[repr(C)]

@@ -116,6 +116,14 @@ impl<'p> Batch<'p> {
         check(sys::kvc_batch_set_stream(self.raw.as_ptr(), stream as usize as *mut c_void))
     }
 
+    /// Chooses the KV-cache group whose block tables the next [`Batch::build`] records
+    /// (`kvc_batch_set_group`; hybrid pools, [`Pool::create_hybrid`]; default group 0). A group
+    /// out of range, or an SSM group (no block tables to launch over), is `Status::INVALID_ARG`.
+    pub fn set_group(&mut self, group: i32) -> Result<()> {
+        // SAFETY: live batch owned exclusively (&mut self).
+        check(unsafe { sys::kvc_batch_set_group(self.raw.as_ptr(), group) })
+    }
+
     /// Sizes and addresses of the last build (`kvc_batch_get_info`); STATE if never built.
     pub fn info(&self) -> Result<BatchInfo> {
         // SAFETY: plain data; zero is valid, struct_size set below.

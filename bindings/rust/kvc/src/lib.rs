@@ -34,6 +34,7 @@ mod attention;
 mod batch;
 mod config;
 mod error;
+mod hybrid;
 mod keys;
 mod pool;
 mod prefix;
@@ -49,6 +50,7 @@ pub use attention::AttentionParams;
 pub use batch::{Batch, BatchInfo};
 pub use config::PoolConfig;
 pub use error::{Error, Result, Status};
+pub use hybrid::{GroupConfig, GroupInfo, MAX_GROUPS};
 pub use keys::Keys;
 pub use pool::Pool;
 pub use prefix::{hash_blocks, Event};
@@ -64,8 +66,8 @@ pub use transfer::{
     MAX_XFER_IDENTITY_LEN,
 };
 pub use types::{
-    AllocVerdict, Backend, Bf16, Dtype, EventType, HostElement, F16, MAX_SALT_LEN, PRIORITY_DEFAULT,
-    PRIORITY_MAX, PRIORITY_MIN,
+    AllocVerdict, Backend, Bf16, Dtype, EventType, GroupKind, HostElement, F16, MAX_SALT_LEN,
+    PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN,
 };
 pub use version::{cuda_device_count, last_error, status_str, version, version_string, HEADER_VERSION};
 

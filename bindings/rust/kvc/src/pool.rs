@@ -42,6 +42,11 @@ impl Pool {
         check(unsafe { sys::kvc_pool_create(&raw_config, &mut raw) })?;
         let raw = NonNull::new(raw)
             .ok_or_else(|| Error::new(Status::INTERNAL, "kvc_pool_create returned OK and NULL"))?;
+        Pool::from_created(raw, config)
+    }
+
+    /// Takes ownership of a pool the library just created from `config`.
+    pub(crate) fn from_created(raw: NonNull<sys::kvc_pool>, config: &PoolConfig) -> Result<Pool> {
         // Read the resolved configuration (num_blocks derived, defaults applied). If that fails
         // the pool is dropped here, so destroyed rather than leaked.
         let mut pool = Pool { raw, config: config.clone() };

@@ -49,6 +49,11 @@ c_enum! {
 }
 
 c_enum! {
+    /// Kind of a KV-cache group of a hybrid pool (`kvc_group_kind`, [`crate::GroupConfig::kind`]).
+    GroupKind { FULL = KVC_GROUP_FULL, SLIDING = KVC_GROUP_SLIDING, SSM = KVC_GROUP_SSM }
+}
+
+c_enum! {
     /// Kind of a KV event (`kvc_event_type`).
     EventType {
         BLOCK_STORED = KVC_EVENT_BLOCK_STORED,

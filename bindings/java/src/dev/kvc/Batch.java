@@ -131,6 +131,15 @@ public final class Batch implements AutoCloseable {
         with("kvc_batch_set_stream", true, (h, b) -> KvcNative.kvc_batch_set_stream(b, stream));
     }
 
+    /**
+     * Chooses the KV-cache group whose block tables the next {@link #build} records
+     * (kvc_batch_set_group; hybrid pools, {@link Pool#createHybrid}; default group 0). A group out
+     * of range, or an SSM group (no block tables to launch over), is {@link Status#INVALID_ARG}.
+     */
+    public void setGroup(int group) {
+        with("kvc_batch_set_group", true, (h, b) -> KvcNative.kvc_batch_set_group(b, group));
+    }
+
     private static BatchInfo info(long b) {
         kvc_batch_info i = new kvc_batch_info();
         try {

@@ -90,6 +90,47 @@ public final class Pool implements AutoCloseable {
         }
     }
 
+    /** Most groups a hybrid pool may have (KVC_MAX_GROUPS). */
+    public static final int MAX_GROUPS = 8;
+
+    /**
+     * Creates a pool for a hybrid model (kvc_pool_create_hybrid; kvc.h "Hybrid models"):
+     * groups.size() KV-cache groups (full attention, sliding window, SSM state) sharing one block
+     * pool; layerToGroup[l] is the group of model layer l. cfg's shape (numLayers, numKvHeads,
+     * headDim) is not read: it comes from the groups ({@link #config()} then reports the model's
+     * layers and the first attention group's heads). A sequence has one block table per group
+     * ({@link #groupBlockTable}); alloc, append, fork and free act on all of them at once. Close
+     * the pool when done.
+     */
+    public static Pool createHybrid(PoolConfig cfg, java.util.List<GroupConfig> groups, int[] layerToGroup) {
+        int n = groups.size();
+        if (n < 1 || n > MAX_GROUPS) {
+            // The library would refuse the count too; checked here because the C array is sized by it.
+            throw new KvcException(Status.INVALID_ARG, "kvc_pool_create_hybrid",
+                    "kvc_pool_create_hybrid: " + n + " groups, outside [1, " + MAX_GROUPS + "]");
+        }
+        int[] layers = orEmpty(layerToGroup);
+        kvc_group_config arr = KvcNative.kvcjni_group_configs_new(n);
+        if (arr == null) {
+            throw new OutOfMemoryError("kvc_pool_create_hybrid: group configurations");
+        }
+        try {
+            for (int i = 0; i < n; i++) {
+                groups.get(i).toNative(KvcNative.kvcjni_group_configs_at(arr, i));
+            }
+            kvc_pool_config c = cfg.toNative();
+            try {
+                long[] out = new long[1];
+                KvcNative.kvc_pool_create_hybrid(c, arr, n, layers, layers.length, out);
+                return new Pool(out[0]);
+            } finally {
+                c.delete();
+            }
+        } finally {
+            KvcNative.kvcjni_group_configs_delete(arr);
+        }
+    }
+
     /** Destroys the pool, its sequences, storage and batches (kvc_pool_destroy). Idempotent. */
     @Override
     public void close() {
@@ -329,6 +370,60 @@ public final class Pool implements AutoCloseable {
                 return java.util.Arrays.copyOf(buf, Math.toIntExact(len[0]));
             }
         });
+    }
+
+    /**
+     * Group {@code group}'s block table of seqId (kvc_seq_group_block_table); released entries (a
+     * SLIDING group's window, an SSM group's older pages) read -1. Group 0 is {@link #blockTable}.
+     * A group out of range is {@link Status#INVALID_ARG}.
+     */
+    public int[] groupBlockTable(long seqId, int group) {
+        return with("kvc_seq_group_block_table", h -> {
+            long[] len = new long[1];
+            int[] buf = new int[16];
+            while (true) {
+                try {
+                    KvcNative.kvc_seq_group_block_table(h, seqId, group, buf, buf.length, len);
+                } catch (KvcException e) {
+                    if (e.status() != Status.BUFFER_TOO_SMALL) {
+                        throw e;
+                    }
+                    // Only this pool's other threads could grow the table in between: retry.
+                    buf = new int[Math.toIntExact(len[0])];
+                    continue;
+                }
+                return java.util.Arrays.copyOf(buf, Math.toIntExact(len[0]));
+            }
+        });
+    }
+
+    /**
+     * Describes group {@code group} of the pool (kvc_pool_get_group_info); a plain pool has one
+     * group. A group out of range is {@link Status#INVALID_ARG}.
+     */
+    public GroupInfo groupInfo(int group) {
+        return with("kvc_pool_get_group_info", h -> {
+            kvc_group_info i = new kvc_group_info();
+            try {
+                KvcNative.kvc_pool_get_group_info(h, group, i);
+                return new GroupInfo(i.getNum_groups(), GroupKind.of(i.getKind()), i.getNum_layers(),
+                        i.getNum_kv_heads(), i.getHead_dim(), i.getSliding_window(), i.getState_bytes(),
+                        i.getGroup_bytes(), i.getPage_bytes(), i.getLayer_stride());
+            } finally {
+                i.delete();
+            }
+        });
+    }
+
+    /**
+     * The group of model layer {@code layer} and its index among that group's layers
+     * (kvc_pool_layer_group). A layer out of range is {@link Status#INVALID_ARG}.
+     */
+    public LayerGroup layerGroup(int layer) {
+        int[] g = new int[1];
+        int[] l = new int[1];
+        with("kvc_pool_layer_group", h -> KvcNative.kvc_pool_layer_group(h, layer, g, l));
+        return new LayerGroup(g[0], l[0]);
     }
 
     /** Confirmed token count of seqId (kvc_seq_num_tokens). */
