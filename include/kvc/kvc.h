@@ -1882,7 +1882,8 @@ KVC_API kvc_status kvc_storage_get_info(kvc_pool *pool, kvc_storage_info *out);
  * @param[in] stream       A cudaStream_t on CUDA (NULL = default stream), ignored on CPU.
  * @retval KVC_ERR_NULL_ARG    a required pointer is NULL.
  * @retval KVC_ERR_INVALID_ARG layer, num_tokens < 0, unknown src_dtype, scales <= 0, a slot past
- *                             the pool on CPU.
+ *                             the pool on CPU; on a hybrid pool, a layer of an SSM group (k and v
+ *                             are shaped by the layer's group: its kv heads x head_dim).
  * @retval KVC_ERR_UNSUPPORTED src_dtype not F32, F16 or BF16; on a CPU pool also: KVC_CPU_ISA
  *                             refused, see kvc_launch_attention.
  * @retval KVC_ERR_STATE       metadata-only pool.
@@ -2035,7 +2036,9 @@ KVC_API kvc_status kvc_batch_destroy(kvc_batch *batch);
  *                                  id, a query position in a block released by the sliding window.
  * @retval KVC_ERR_UNKNOWN_SEQ      no such sequence.
  * @retval KVC_ERR_STATE            sequence swapped out; the batch's stream is being captured into
- *                                  a CUDA graph.
+ *                                  a CUDA graph; on a hybrid pool, the batch's group is an SSM group
+ *                                  (a new batch records group 0: kvc_batch_set_group first when
+ *                                  group 0 is SSM).
  * @retval KVC_ERR_BUFFER_TOO_SMALL tokens or table width over capacity.
  * @retval KVC_ERR_DEVICE           the upload failed.
  * @par Thread safety
@@ -2213,7 +2216,10 @@ KVC_API kvc_status kvc_attention_params_default(kvc_attention_params *p);
  * for.
  *
  * With a sliding window set on the pool (kvc_pool_set_sliding_window), params->sliding_window must
- * be between 1 and the pool's window, and no wider than the batch's released blocks allow.
+ * be between 1 and the pool's window, and no wider than the batch's released blocks allow. On a
+ * hybrid pool (kvc_pool_create_hybrid) the layer's group decides: heads, head_dim, the default
+ * scale and the shapes of q and out are its group's, the window rule uses a SLIDING group's
+ * window, and the batch must have been built for that group (kvc_batch_set_group).
  * CPU pools pick their kernel variant (baseline, AVX2, AVX-512) at run time from the CPU; the
  * environment variable KVC_CPU_ISA=baseline|avx2|avx512 forces one (auto: the default).
  * @param[in]  pool   The pool.
@@ -2226,7 +2232,8 @@ KVC_API kvc_status kvc_attention_params_default(kvc_attention_params *p);
  * @param[in]  stream A cudaStream_t on CUDA (NULL = default stream), ignored on CPU.
  * @retval KVC_ERR_NULL_ARG    pool, batch, q, out or params is NULL.
  * @retval KVC_ERR_VERSION     params->struct_size unknown.
- * @retval KVC_ERR_INVALID_ARG layer, heads, scale, window.
+ * @retval KVC_ERR_INVALID_ARG layer, heads, scale, window; on a hybrid pool, a layer of an SSM
+ *                             group or of another group than the batch was built for.
  * @retval KVC_ERR_UNSUPPORTED head dim / dtype / block size combination; on a CPU pool,
  *                             KVC_CPU_ISA names an unknown variant or one this CPU cannot run.
  * @retval KVC_ERR_STATE       batch never built, metadata-only pool, batch of another pool.
