@@ -391,6 +391,41 @@ static void test_all_or_nothing_over_groups(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* An append whose later group's window frees the pages an earlier group needs fits, whatever the
+ * groups' order (found by the hybrid fuzzer: the check once counted a group's own window only). */
+static void test_append_counts_every_groups_window(void **state) {
+    (void)state;
+    for (int order = 0; order < 2; ++order) {
+        kvc_pool_config c;
+        OK(kvc_pool_config_default(&c));
+        c.block_size = 4;
+        c.num_blocks = 10;
+        c.watermark = 0;
+        kvc_group_config g[2];
+        OK(kvc_group_config_default(&g[0]));
+        OK(kvc_group_config_default(&g[1]));
+        g[order].kind = KVC_GROUP_SLIDING;
+        g[order].sliding_window = 4;
+        const int32_t l2g[2] = {0, 1};
+        kvc_pool *p = NULL;
+        OK(kvc_pool_create_hybrid(&c, g, 2, l2g, 2, &p));
+        int32_t a[13], b[5];
+        toks(a, 13, 0);
+        toks(b, 5, 100);
+        OK(kvc_alloc(p, 1, a, 11, NULL, NULL)); /* 3 pages per group */
+        OK(kvc_alloc(p, 2, b, 5, NULL, NULL));  /* 2 per group: the pool is full */
+        OK(kvc_append(p, 1, &a[11], 1, 0, NULL));
+        assert_int_equal(stats_of(p).free_blocks, 0);
+        int32_t taken = -1;
+        /* Position 12 starts a block in both groups; the sliding group releases blocks 0 and 1. */
+        OK(kvc_append(p, 1, &a[12], 1, 0, &taken));
+        assert_int_equal(taken, 2);
+        assert_int_equal(released_in(p, 1, order), 2);
+        CHECK_POOL(p);
+        OK(kvc_pool_destroy(p));
+    }
+}
+
 /* Fork shares every group's pages; the child's first write into the shared tail block copies it
  * in every group (three copy-on-write pairs), and kvc_copy_pending copies the whole page. */
 static void test_fork_copy_on_write_bytes(void **state) {
@@ -592,6 +627,7 @@ int main(void) {
         cmocka_unit_test(test_coordinated_hit_full_and_sliding),
         cmocka_unit_test(test_coordinated_hit_with_ssm_snapshots),
         cmocka_unit_test(test_all_or_nothing_over_groups),
+        cmocka_unit_test(test_append_counts_every_groups_window),
         cmocka_unit_test(test_fork_copy_on_write_bytes),
         cmocka_unit_test(test_host_tier_spill_and_restore_bytes),
         cmocka_unit_test(test_swap_every_group_bytes),

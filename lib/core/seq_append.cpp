@@ -49,11 +49,11 @@ __attribute__((cold, noinline)) kvc_status append_args_refusal(const kvc_pool *p
 
 // Plans appending num_tokens confirmed tokens and num_lookahead reserved slots to s (found, not
 // swapped out). Reserves the table's room (may throw std::bad_alloc), so that commit_append cannot fail.
-// `claimed`: free blocks the plans of the same call's other groups take (net of what their
-// windows release); 0 outside hybrid pools.
+// check_free false: the caller compares the free blocks with several plans' needs together (a
+// hybrid pool's groups).
 __attribute__((always_inline)) inline kvc_status plan_append(const kvc_pool *p, Sequence *s, uint64_t seq_id,
                                                              int64_t num_tokens, int64_t num_lookahead,
-                                                             AppendPlan *plan, const char *fn, int64_t claimed = 0) {
+                                                             AppendPlan *plan, const char *fn, bool check_free = true) {
     const int32_t bs = p->block_size;
     int64_t new_tokens, want_end;
     if (add_overflows(s->num_tokens, num_tokens, &new_tokens) || add_overflows(new_tokens, num_lookahead, &want_end))
@@ -87,11 +87,11 @@ __attribute__((always_inline)) inline kvc_status plan_append(const kvc_pool *p, 
         for (int64_t i = first_written; i < last_written; ++i)
             if (seq_append_detail::must_copy(p, s->table[size_t(i)])) ++cows;
     const int64_t fresh = cows + (new_nb - old_nb);
-    if (fresh + claimed > p->blocks.num_free() + window_free)
+    if (check_free && fresh > p->blocks.num_free() + window_free)
         return fail(KVC_ERR_OUT_OF_BLOCKS,
                     "%s: sequence %llu needs %lld new blocks (%lld copy-on-write), "
                     "only %lld are free",
-                    fn, (unsigned long long)seq_id, (long long)(fresh + claimed), (long long)cows,
+                    fn, (unsigned long long)seq_id, (long long)fresh, (long long)cows,
                     (long long)(p->blocks.num_free() + window_free));
     // The table's room is part of the plan, so that commit_append cannot fail: the one allocation,
     // and it changes nothing the pool's state shows.
@@ -153,22 +153,27 @@ kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32
     return KVC_OK;
 }
 
-// Every group's plan first, each counting the blocks the groups before it take; then every
-// group's window releases, then every group's takes: the free blocks a later group's window gives
-// back are there before an earlier group needs them. A refused plan changed nothing visible (the
-// plans only reserved table room).
+// Every group's plan first, then one check of all their fresh blocks against the free ones plus
+// everything the groups' windows release; then every group's window releases, then every group's
+// takes: the blocks a later group's window gives back are free before an earlier group needs them.
+// A refused plan changed nothing visible (the plans only reserved table room).
 kvc_status hybrid_append(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
                          int64_t num_lookahead, int32_t *out_new_blocks, const char *fn) {
     const int32_t n = int32_t(p->groups.size());
     AppendPlan plans[KVC_MAX_GROUPS];
-    int64_t claimed = 0, fresh = 0;
+    int64_t fresh = 0, window_free = 0;
     for (int32_t g = 0; g < n; ++g) {
-        const kvc_status st =
-            plan_append(p, group_seq(s, g), seq_id, num_tokens, num_lookahead, &plans[g], fn, claimed);
+        const kvc_status st = plan_append(p, group_seq(s, g), seq_id, num_tokens, num_lookahead, &plans[g], fn, false);
         if (st != KVC_OK) return st;
-        claimed += plans[g].fresh - plans[g].window_free;
         fresh += plans[g].fresh;
+        window_free += plans[g].window_free;
     }
+    if (fresh > p->blocks.num_free() + window_free)
+        return fail(KVC_ERR_OUT_OF_BLOCKS,
+                    "%s: sequence %llu needs %lld new blocks over the pool's %d groups, only %lld are free "
+                    "(%lld of them released by the groups' windows)",
+                    fn, (unsigned long long)seq_id, (long long)fresh, n,
+                    (long long)(p->blocks.num_free() + window_free), (long long)window_free);
     for (int32_t g = 0; g < n; ++g)
         if (group_seq(s, g)->window > 0) pool_window_release(p, group_seq(s, g));
     for (int32_t g = 0; g < n; ++g) commit_append(p, group_seq(s, g), tokens, num_tokens, plans[g], nullptr, true);
