@@ -1,8 +1,8 @@
 // Differential fuzzer for hybrid pools (kvc_pool_create_hybrid; kvc.h "Hybrid models", design
 // lib/core/HYBRID.md), libFuzzer. Decodes the input into a hybrid pool (1-4 groups of kinds FULL,
 // SLIDING W, SSM; block size, block count, caching, watermark, max_seq_len) and a sequence of
-// operations (kvc_alloc, kvc_admit, kvc_can_alloc, kvc_append with lookahead, kvc_fork, kvc_free,
-// kvc_abort, kvc_truncate, kvc_take_pending_copies), runs each against libkvc and against a
+// operations (kvc_alloc, kvc_admit, kvc_can_alloc, kvc_prefix_lookup, kvc_append with lookahead,
+// kvc_append_batch, kvc_fork, kvc_free, kvc_abort, kvc_truncate, kvc_take_pending_copies), runs each against libkvc and against a
 // reference model, and after every operation compares everything observable: statuses, cached
 // tokens, new blocks, verdicts, every sequence's token count and every group's block table (block
 // id for block id, released entries -1), the full kvc_pool_stats, and runs kvc_pool_check. It also
@@ -20,7 +20,9 @@
 // first, then takes every group's fresh blocks in group order; kvc_append checks every group's
 // plan, then releases every group's window blocks, then takes; kvc_free releases group n-1 first.
 //
-// Known library disagreement (reported; model follows the library so that fuzzing goes on):
+// Known library disagreements (reported; the model follows the library so that fuzzing goes on;
+// KVC_FUZZ_HYBRID_DOC_RULE=1 makes it follow the documented rules instead):
+// kvc_prefix_lookup reports group 0's leading cached run, not the coordinated hit (Model::lookup);
 // hybrid_append checks each group's fresh blocks against the free blocks plus that group's own
 // window releases and the earlier groups' net takes, so a later group's releases do not count for
 // an earlier group (kKnownAppendCheck below; conformance hybrid.kvc section 4 pins it).
@@ -41,9 +43,9 @@
 
 namespace {
 
-// The library's append check (see the header comment). KVC_FUZZ_HYBRID_DOC_RULE=1: the documented
-// rule instead (all groups' fresh blocks against the free blocks plus every group's window
-// releases) -- the self-test that the fuzzer finds the known disagreement (run.sh).
+// The library's append check and lookup (see the header comment). KVC_FUZZ_HYBRID_DOC_RULE=1: the
+// documented rules instead (all groups' fresh blocks against the free blocks plus every group's
+// window releases; lookup = the coordinated hit): the fuzzer then finds both disagreements.
 const bool kKnownAppendCheck = std::getenv("KVC_FUZZ_HYBRID_DOC_RULE") == nullptr;
 // KVC_FUZZ_HYBRID_SKEW=hit: the model reports every nonzero hit one block short -- the self-test
 // that a wrong coordinated hit is reported (run.sh, ctest fuzz_hybrid_skew_hit).
@@ -195,6 +197,19 @@ struct Model {
         if (m.num_blocks - p.fresh < w || p.held > m.num_blocks) return KVC_ALLOC_NEVER;
         if (p.free_now - p.fresh >= w) return KVC_ALLOC_OK;
         return KVC_ALLOC_LATER;
+    }
+    // kvc_prefix_lookup. Documented (README: lookup and can_alloc count kvc_alloc's hit): the
+    // coordinated hit. Known library disagreement (reported; conformance hybrid.kvc pins it): group
+    // 0's leading cached run alone, no window, no other group -- what the model says unless
+    // KVC_FUZZ_HYBRID_DOC_RULE is set.
+    int64_t lookup(const std::vector<int32_t> &toks, int64_t num, const model::Keys &k, int64_t max_cached) const {
+        if (!m.caching) return 0;
+        if (!kKnownAppendCheck) return plan(toks, num, k, max_cached).hit * m.bs;
+        int64_t cap = (num - 1) / m.bs;
+        if (max_cached >= 0) cap = std::min(cap, max_cached / m.bs);
+        int64_t hit = 0;
+        while (hit < cap && hit < m.num_blocks && m.locate(toks, hit, group_keys(k, 0), model::kDeviceOnly) >= 0) ++hit;
+        return hit * m.bs;
     }
     kvc_status prompt_args(int64_t num) const {
         if (num < 1) return KVC_ERR_INVALID_ARG;
@@ -672,6 +687,14 @@ void op(Input &in, Session &s) {
             model::Keys k;
             int64_t max_cached = -1;
             const kvc_keys *keys = read_keys(in, s, &k, &max_cached);
+            if (in.below(2)) {  // kvc_prefix_lookup
+                g_opname = "lookup";
+                int64_t cached = -7;
+                const kvc_status st = kvc_prefix_lookup(s.pool, toks.data(), n, keys, &cached);
+                EXPECT_EQ("kvc_prefix_lookup status", st, md.prompt_args(n) == KVC_ERR_INVALID_ARG ? KVC_ERR_INVALID_ARG : KVC_OK);
+                if (st == KVC_OK) EXPECT_EQ("kvc_prefix_lookup cached tokens", cached, md.lookup(toks, n, k, max_cached));
+                break;
+            }
             int32_t verdict = -7;
             const kvc_status st = kvc_can_alloc(s.pool, toks.data(), n, keys, &verdict);
             const kvc_status want = md.prompt_args(n);
@@ -679,7 +702,51 @@ void op(Input &in, Session &s) {
             if (st == KVC_OK) EXPECT_EQ("kvc_can_alloc verdict", verdict, md.verdict(md.plan(toks, n, k, max_cached)));
             break;
         }
-        case 4: case 5: case 6: {  // append
+        case 6:
+            if (in.below(2)) {  // kvc_append_batch: entries in order, stopping at the first refusal
+                g_opname = "append_batch";
+                const int32_t ns = 1 + int32_t(in.below(3));
+                std::vector<uint64_t> ids{id};
+                std::vector<int64_t> offs{0}, las;
+                std::vector<int32_t> toks;
+                for (int32_t i = 0; i < ns; ++i) {
+                    if (i > 0) ids.push_back(uint64_t(in.below(kMaxIds)));
+                    const int64_t nt = in.below(4);
+                    for (int64_t j = 0; j < nt; ++j) toks.push_back(int32_t(in.below(s.alphabet + 1)));
+                    offs.push_back(int64_t(toks.size()));
+                    las.push_back(in.below(4) == 0 ? in.below(3) : 0);
+                }
+                toks.push_back(0);
+                kvc_status want = KVC_OK;
+                int32_t want_done = 0;
+                std::vector<int64_t> want_nb;
+                for (int32_t i = 0; i < ns && want == KVC_OK; ++i) {
+                    const int64_t nt = offs[size_t(i) + 1] - offs[size_t(i)];
+                    if (nt == 0 && las[size_t(i)] == 0) want = KVC_ERR_INVALID_ARG;
+                }
+                const Snapshot before = snapshot(s);
+                for (int32_t i = 0; i < ns && want == KVC_OK; ++i) {
+                    std::vector<int32_t> et(toks.begin() + offs[size_t(i)], toks.begin() + offs[size_t(i) + 1]);
+                    et.push_back(0);
+                    const model::Result r = md.append(ids[size_t(i)], et, offs[size_t(i) + 1] - offs[size_t(i)], las[size_t(i)]);
+                    want = r.status;
+                    if (r.status == KVC_OK) {
+                        ++want_done;
+                        want_nb.push_back(r.value);
+                    }
+                }
+                std::vector<int32_t> nb(size_t(ns), -7);
+                int32_t done = -7;
+                const kvc_status st = kvc_append_batch(s.pool, ns, ids.data(), offs.data(), toks.data(), 0, las.data(),
+                                                       nb.data(), &done);
+                EXPECT_EQ("kvc_append_batch status", st, want);
+                EXPECT_EQ("kvc_append_batch done", done, want_done);
+                for (int32_t i = 0; i < want_done; ++i) EXPECT_EQ("kvc_append_batch new blocks", nb[size_t(i)], want_nb[size_t(i)]);
+                if (want_done == 0) note_refusal(s, st, before, "append_batch");
+                break;
+            }
+            [[fallthrough]];
+        case 4: case 5: {  // append
             g_opname = "append";
             const int64_t nt = in.below(8) == 0 ? 0 : 1 + in.below(code % 10 == 6 ? 9 : 3);
             const int64_t nl = in.below(4) == 0 ? in.below(4) : 0;
