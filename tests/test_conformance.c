@@ -1,6 +1,8 @@
 /* The shared conformance scenario (tests/conformance/scenario.kvc, format in
  * tests/conformance/README.md) run against the C API. The Go, Java, Rust and Python bindings run
  * the same file through their own interpreters, so all of them agree with this suite.
+ * tests/conformance/hybrid.kvc (hybrid pools: two more ops, pool_hybrid and group_table, README
+ * "Hybrid scenario") is run by this suite alone until the bindings wrap kvc_pool_create_hybrid.
  * Compiled as C99. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,13 +37,15 @@ typedef struct {
     int64_t n;
 } i64_list;
 
+static const char *g_file = "scenario.kvc"; /* the file being run, for messages */
+
 static void fail_line(const scenario_line *l, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fail_msg("scenario.kvc:%d (%s): %s", l->line_no, l->op, msg);
+    fail_msg("%s:%d (%s): %s", g_file, l->line_no, l->op, msg);
 }
 
 static const char *find_key(scenario_line *l, const char *key) {
@@ -231,6 +235,54 @@ static int run_line(interp *in, scenario_line *l) {
         }
         return st;
     }
+    if (strcmp(op, "pool_hybrid") == 0) {
+        /* groups=KIND[:W],... with KIND FULL, SLIDING:W or SSM; one layer per group, layer i in
+         * group i. */
+        kvc_pool_config cfg;
+        assert_int_equal(kvc_pool_config_default(&cfg), KVC_OK);
+        cfg.block_size = (int32_t)need_i64(l, "block_size");
+        cfg.num_blocks = need_i64(l, "num_blocks");
+        const char *wm = find_key(l, "watermark");
+        if (!wm) fail_line(l, "missing watermark=");
+        cfg.watermark = strtod(wm, NULL);
+        cfg.prefix_caching = (int32_t)need_i64(l, "prefix_caching");
+        if (has_key(l, "max_seq_len")) cfg.max_seq_len = need_i64(l, "max_seq_len");
+        cfg.backend = KVC_BACKEND_NONE;
+        const char *spec = find_key(l, "groups");
+        if (!spec) fail_line(l, "missing groups=");
+        kvc_group_config groups[KVC_MAX_GROUPS];
+        int32_t layer_to_group[KVC_MAX_GROUPS];
+        int32_t n = 0;
+        char *copy = strdup(spec);
+        assert_non_null(copy);
+        for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            if (n == KVC_MAX_GROUPS) fail_line(l, "too many groups");
+            kvc_group_config *g = &groups[n];
+            assert_int_equal(kvc_group_config_default(g), KVC_OK);
+            g->head_dim = 8;
+            if (strcmp(tok, "FULL") == 0) {
+                g->kind = KVC_GROUP_FULL;
+            } else if (strncmp(tok, "SLIDING:", 8) == 0) {
+                g->kind = KVC_GROUP_SLIDING;
+                g->sliding_window = (int32_t)parse_i64(l, "groups", tok + 8);
+            } else if (strcmp(tok, "SSM") == 0) {
+                g->kind = KVC_GROUP_SSM;
+                g->state_bytes = 64;
+            } else {
+                fail_line(l, "unknown group %s", tok);
+            }
+            layer_to_group[n] = n;
+            n++;
+        }
+        free(copy);
+        kvc_pool *p = NULL;
+        st = kvc_pool_create_hybrid(&cfg, groups, n, layer_to_group, n, &p);
+        if (st == KVC_OK) {
+            kvc_pool_destroy(in->pool);
+            in->pool = p;
+        }
+        return st;
+    }
     if (strcmp(op, "destroy") == 0) {
         st = kvc_pool_destroy(in->pool);
         in->pool = NULL;
@@ -310,6 +362,25 @@ static int run_line(interp *in, scenario_line *l) {
             assert_non_null(wide);
             int64_t len2 = -1;
             assert_int_equal(kvc_seq_block_table(pool, seq, blocks, len, &len2), KVC_OK);
+            assert_int_equal(len2, len);
+            for (int64_t i = 0; i < len; i++) wide[i] = blocks[i];
+            expect_i64(l, "len", len);
+            expect_list(l, "blocks", wide, len);
+            free(blocks);
+            free(wide);
+        }
+    } else if (strcmp(op, "group_table") == 0) {
+        uint64_t seq = need_u64(l, "seq");
+        int32_t group = (int32_t)need_i64(l, "group");
+        int64_t len = -1;
+        st = kvc_seq_group_block_table(pool, seq, group, NULL, 0, &len);
+        if (st == KVC_OK) {
+            int32_t *blocks = calloc((size_t)(len > 0 ? len : 1), sizeof *blocks);
+            int64_t *wide = calloc((size_t)(len > 0 ? len : 1), sizeof *wide);
+            assert_non_null(blocks);
+            assert_non_null(wide);
+            int64_t len2 = -1;
+            assert_int_equal(kvc_seq_group_block_table(pool, seq, group, blocks, len, &len2), KVC_OK);
             assert_int_equal(len2, len);
             for (int64_t i = 0; i < len; i++) wide[i] = blocks[i];
             expect_i64(l, "len", len);
@@ -405,9 +476,10 @@ static int split_line(char *text, int line_no, scenario_line *out) {
     return out->op != NULL;
 }
 
-static void test_conformance_scenario(void **state) {
-    (void)state;
-    const char *path = KVC_SOURCE_DIR "/tests/conformance/scenario.kvc";
+static void run_scenario(const char *name, int min_ops, int min_errors) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/conformance/%s", KVC_SOURCE_DIR, name);
+    g_file = name;
     FILE *f = fopen(path, "r");
     if (!f) fail_msg("cannot open %s", path);
     interp in = {NULL};
@@ -436,14 +508,26 @@ static void test_conformance_scenario(void **state) {
     fclose(f);
     kvc_pool_destroy(in.pool);
     /* The scenario is not allowed to shrink to nothing (or lose its error cases) unnoticed. */
-    assert_true(ops >= 100);
-    assert_true(errors_expected >= 15);
-    print_message("conformance: %d operations, %d expected errors\n", ops, errors_expected);
+    assert_true(ops >= min_ops);
+    assert_true(errors_expected >= min_errors);
+    print_message("conformance %s: %d operations, %d expected errors\n", name, ops, errors_expected);
+}
+
+static void test_conformance_scenario(void **state) {
+    (void)state;
+    run_scenario("scenario.kvc", 100, 15);
+}
+
+/* Hybrid pools (kvc_pool_create_hybrid): the C suite's own file (README, "Hybrid scenario"). */
+static void test_conformance_hybrid(void **state) {
+    (void)state;
+    run_scenario("hybrid.kvc", 60, 4);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conformance_scenario),
+        cmocka_unit_test(test_conformance_hybrid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -200,6 +200,7 @@ struct Keys {
     std::string salt;
     int32_t priority = KVC_PRIORITY_DEFAULT;
     std::vector<MmItem> mm;
+    int32_t group = 0;  // hybrid pools (fuzz_hybrid.cpp): the KV-cache group whose blocks these keys name (0 elsewhere)
 };
 
 // Identity of a full block's content (see the header comment).
@@ -208,11 +209,12 @@ struct Identity {
     std::string salt;
     std::vector<MmItem> mm;
     std::vector<int32_t> tokens;
+    int32_t group = 0;  // a hybrid pool caches each group's blocks under its own keys
     bool operator<(const Identity &o) const {
-        return std::tie(lora, salt, mm, tokens) < std::tie(o.lora, o.salt, o.mm, o.tokens);
+        return std::tie(lora, salt, mm, tokens, group) < std::tie(o.lora, o.salt, o.mm, o.tokens, o.group);
     }
     bool operator==(const Identity &o) const {
-        return lora == o.lora && salt == o.salt && mm == o.mm && tokens == o.tokens;
+        return lora == o.lora && salt == o.salt && mm == o.mm && tokens == o.tokens && group == o.group;
     }
 };
 
@@ -220,6 +222,7 @@ inline Identity identity_of(const Keys &k, const std::vector<int32_t> &tokens, i
     Identity id;
     id.lora = k.lora;
     id.salt = k.salt;
+    id.group = k.group;
     const int64_t end = (block + 1) * bs;
     for (const MmItem &m : k.mm)
         if (m.offset < end) id.mm.push_back(m);

@@ -6,6 +6,8 @@
 #
 #   tests/fuzz/run.sh [seconds]        default 60; 0 = replay only
 #   KVC_FUZZ_BUILD=dir                 build directory (default build/fuzz)
+#   KVC_FUZZ_HYBRID_SECONDS=n          how long fuzz_hybrid (hybrid pools, fuzz_hybrid.cpp) fuzzes after
+#                                      fuzz_pool (default: the same seconds; its corpus: corpus-hybrid)
 #   KVC_FUZZ_WORK=dir                  where new inputs go (default <build>/corpus-new; the committed
 #                                      corpus is read, never written)
 #   KVC_FUZZ_DISK_DIR=dir              where the inputs' disk tier files are made (default /tmp); each
@@ -24,9 +26,9 @@ CORPUS=$ROOT/tests/fuzz/corpus
 CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_CUDA=OFF \
   -DKVC_FUZZ=ON -DKVC_SANITIZE=address,undefined,fuzzer-no-link -DKVC_WERROR=OFF \
   -DKVC_BUILD_TESTS=OFF -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_BENCH=OFF -DKVC_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build "$BUILD" -j"${KVC_JOBS:-2}" --target fuzz_pool >/dev/null
+cmake --build "$BUILD" -j"${KVC_JOBS:-2}" --target fuzz_pool fuzz_hybrid >/dev/null
 FUZZ=$BUILD/tests/fuzz/fuzz_pool
-unset KVC_FUZZ_MIRROR_SKEW KVC_FUZZ_KV_SKEW  # only the self-tests below set them
+unset KVC_FUZZ_MIRROR_SKEW KVC_FUZZ_KV_SKEW KVC_FUZZ_HYBRID_SKEW KVC_FUZZ_HYBRID_DOC_RULE  # only the self-tests below set them
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
@@ -60,5 +62,25 @@ if [ "$SECONDS_TO_FUZZ" -gt 0 ]; then
     -print_final_stats=1 -artifact_prefix="$BUILD/" "$WORK" "$CORPUS" 2>&1 | tail -n 25
   status=${PIPESTATUS[0]}
   [ "$status" -eq 0 ] || { echo "fuzz: FAILED (exit $status); crashing input saved under $BUILD/"; exit 1; }
+fi
+# Hybrid pools: fuzz_hybrid, its own corpus and self-test (a model reporting hits one block short).
+HYBRID=$BUILD/tests/fuzz/fuzz_hybrid
+HCORPUS=$ROOT/tests/fuzz/corpus-hybrid
+HYBRID_SECONDS=${KVC_FUZZ_HYBRID_SECONDS:-$SECONDS_TO_FUZZ}
+echo "fuzz: replaying $(ls "$HCORPUS" | wc -l) hybrid corpus inputs"
+"$HYBRID" -runs=0 -artifact_prefix="$BUILD/hybrid-" "$HCORPUS" >/dev/null 2>&1 ||
+  { echo "fuzz: hybrid corpus replay failed"; "$HYBRID" -runs=0 -artifact_prefix="$BUILD/hybrid-" "$HCORPUS"; exit 1; }
+out=$(KVC_FUZZ_HYBRID_SKEW=hit "$HYBRID" -runs=0 -artifact_prefix="$BUILD/hybrid-skew-" "$HCORPUS" 2>&1 || true)
+if ! grep -q 'diverges from the model: kvc_alloc cached tokens' <<<"$out"; then
+  echo "fuzz: self-test failed: a hybrid model reporting hits one block short was not reported"; exit 1
+fi
+echo "fuzz: self-test: skewed hybrid hit reported: $(grep -m1 -o 'kvc_alloc cached tokens.*' <<<"$out")"
+if [ "$HYBRID_SECONDS" -gt 0 ]; then
+  mkdir -p "$WORK-hybrid"
+  echo "fuzz: fuzzing hybrid pools for ${HYBRID_SECONDS}s (new inputs in $WORK-hybrid)"
+  "$HYBRID" -max_total_time="$HYBRID_SECONDS" -max_len=1024 -timeout=20 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$BUILD/hybrid-" "$WORK-hybrid" "$HCORPUS" 2>&1 | tail -n 25
+  status=${PIPESTATUS[0]}
+  [ "$status" -eq 0 ] || { echo "fuzz: hybrid FAILED (exit $status); crashing input saved under $BUILD/"; exit 1; }
 fi
 echo "fuzz: ok"
