@@ -20,12 +20,10 @@
 // first, then takes every group's fresh blocks in group order; kvc_append checks every group's
 // plan, then releases every group's window blocks, then takes; kvc_free releases group n-1 first.
 //
-// Known library disagreements (reported; the model follows the library so that fuzzing goes on;
-// KVC_FUZZ_HYBRID_DOC_RULE=1 makes it follow the documented rules instead):
-// kvc_prefix_lookup reports group 0's leading cached run, not the coordinated hit (Model::lookup);
-// hybrid_append checks each group's fresh blocks against the free blocks plus that group's own
-// window releases and the earlier groups' net takes, so a later group's releases do not count for
-// an earlier group (kKnownAppendCheck below; conformance hybrid.kvc section 4 pins it).
+// Two library disagreements this fuzzer found on its first runs are fixed (session 16):
+// kvc_prefix_lookup reported group 0's leading cached run instead of the coordinated hit, and
+// hybrid_append checked each group's fresh blocks against its own window releases only (a later
+// group's releases did not count for an earlier group). The model follows the documented rules.
 //
 // No tiers, no byte checks: hybrid pools refuse tiers, and the CPU kernels become group-aware
 // elsewhere (backend NONE here). KVC_FUZZ_TRACE=1 prints each operation.
@@ -43,10 +41,6 @@
 
 namespace {
 
-// The library's append check and lookup (see the header comment). KVC_FUZZ_HYBRID_DOC_RULE=1: the
-// documented rules instead (all groups' fresh blocks against the free blocks plus every group's
-// window releases; lookup = the coordinated hit): the fuzzer then finds both disagreements.
-const bool kKnownAppendCheck = std::getenv("KVC_FUZZ_HYBRID_DOC_RULE") == nullptr;
 // KVC_FUZZ_HYBRID_SKEW=hit: the model reports every nonzero hit one block short -- the self-test
 // that a wrong coordinated hit is reported (run.sh, ctest fuzz_hybrid_skew_hit).
 const bool kSkewHit = std::getenv("KVC_FUZZ_HYBRID_SKEW") != nullptr;
@@ -198,18 +192,10 @@ struct Model {
         if (p.free_now - p.fresh >= w) return KVC_ALLOC_OK;
         return KVC_ALLOC_LATER;
     }
-    // kvc_prefix_lookup. Documented (README: lookup and can_alloc count kvc_alloc's hit): the
-    // coordinated hit. Known library disagreement (reported; conformance hybrid.kvc pins it): group
-    // 0's leading cached run alone, no window, no other group -- what the model says unless
-    // KVC_FUZZ_HYBRID_DOC_RULE is set.
+    // kvc_prefix_lookup (README: lookup and can_alloc count kvc_alloc's hit): the coordinated hit.
     int64_t lookup(const std::vector<int32_t> &toks, int64_t num, const model::Keys &k, int64_t max_cached) const {
         if (!m.caching) return 0;
-        if (!kKnownAppendCheck) return plan(toks, num, k, max_cached).hit * m.bs;
-        int64_t cap = (num - 1) / m.bs;
-        if (max_cached >= 0) cap = std::min(cap, max_cached / m.bs);
-        int64_t hit = 0;
-        while (hit < cap && hit < m.num_blocks && m.locate(toks, hit, group_keys(k, 0), model::kDeviceOnly) >= 0) ++hit;
-        return hit * m.bs;
+        return plan(toks, num, k, max_cached).hit * m.bs;
     }
     kvc_status prompt_args(int64_t num) const {
         if (num < 1) return KVC_ERR_INVALID_ARG;
@@ -280,7 +266,7 @@ struct Model {
         if (nt < 0 || nl < 0 || (nt == 0 && nl == 0)) return {KVC_ERR_INVALID_ARG, 0};
         if (!seqs.count(id)) return {KVC_ERR_UNKNOWN_SEQ, 0};
         GPlan gp[kMaxGroups];
-        int64_t claimed = 0, fresh_total = 0, free_total = 0;
+        int64_t fresh_total = 0, free_total = 0;
         for (int32_t g = 0; g < n(); ++g) {
             const model::Seq &s = gs(id, g);
             const int32_t w = groups[size_t(g)].window;
@@ -306,12 +292,10 @@ struct Model {
             int64_t cows = 0;
             for (int64_t i = p.first; i < p.last; ++i) cows += must_copy(s.table[size_t(i)]);
             p.fresh = cows + p.new_nb - old_nb;
-            if (kKnownAppendCheck && p.fresh + claimed > m.num_free() + p.freeable) return {KVC_ERR_OUT_OF_BLOCKS, 0};
-            claimed += p.fresh - p.freeable;
             fresh_total += p.fresh;
             free_total += p.freeable;
         }
-        if (!kKnownAppendCheck && fresh_total > m.num_free() + free_total) return {KVC_ERR_OUT_OF_BLOCKS, 0};
+        if (fresh_total > m.num_free() + free_total) return {KVC_ERR_OUT_OF_BLOCKS, 0};
         // Every group's window releases first (oldest first), then every group's takes.
         for (int32_t g = 0; g < n(); ++g) {
             model::Seq &s = gs(id, g);

@@ -28,7 +28,7 @@ CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebI
   -DKVC_BUILD_TESTS=OFF -DKVC_BUILD_BINDINGS=OFF -DKVC_BUILD_BENCH=OFF -DKVC_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build "$BUILD" -j"${KVC_JOBS:-2}" --target fuzz_pool fuzz_hybrid >/dev/null
 FUZZ=$BUILD/tests/fuzz/fuzz_pool
-unset KVC_FUZZ_MIRROR_SKEW KVC_FUZZ_KV_SKEW KVC_FUZZ_HYBRID_SKEW KVC_FUZZ_HYBRID_DOC_RULE  # only the self-tests below set them
+unset KVC_FUZZ_MIRROR_SKEW KVC_FUZZ_KV_SKEW KVC_FUZZ_HYBRID_SKEW  # only the self-tests below set them
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
