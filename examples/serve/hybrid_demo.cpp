@@ -793,6 +793,7 @@ int run_compare(const Opts &o) {
         kc.max_seq_len = 0;
         kc.window = o.window;
         kc.hybrid = true;
+        kc.two_pools = true;  // the former recipe (kvc_serve --hybrid=two-pools)
         std::string why;
         p.kv = std::make_unique<KvStore>(mc, kc, &why);
         return simulate(p, reqs, o.max_running, mc.vocab);
