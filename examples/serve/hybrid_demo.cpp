@@ -14,7 +14,10 @@
 //    the snapshot page of the hit's last block, and the run checks that (a) the snapshot equals the
 //    state a full recompute reaches at that position, bit for bit, and (b) every generated token and
 //    its logits equal the dense reference's;
-//  - recompute preemption (kvc_free, re-admit: the re-admission resumes from its own snapshots).
+//  - recompute preemption (kvc_free, re-admit: the re-admission resumes from its own snapshots);
+//  - kvc_fork of a sample after its prefill (every --fork-every'th request): KV pages and the SSM
+//    state page shared, kvc_copy_pending copies them before the first write that diverges; the
+//    child's first token is the parent's second choice, every later one checked like the rest.
 // With --compare it runs no model: the same request trace is scheduled on one hybrid pool (FULL +
 // SLIDING groups) and on the two-pool recipe that kvc_serve --hybrid uses (KvStore: pool L with a
 // window, pool G without, the capped-lookup loop, kvc_abort rollback), and prints blocks needed,
@@ -53,6 +56,7 @@ struct Opts {
     int32_t gen_tokens = 24;
     int64_t blocks = 160;
     int32_t max_running = 4;
+    int32_t fork_every = 3;  // every K-th request forks a second sample after its prefill (0 = none)
     uint64_t seed = 1;
     std::string layers = "SFMSFM";  // S = sliding window, F = full attention, M = SSM state
     bool compare = false;
@@ -66,7 +70,7 @@ struct Opts {
 
 const char *kUsage =
     "usage: kvc_hybrid [--requests N] [--seed S] [--blocks B] [--block-size BS] [--window W]\n"
-    "                  [--layers SFM...] [--gen N] [--system-len N] [--max-running N]\n"
+    "                  [--layers SFM...] [--gen N] [--system-len N] [--max-running N] [--fork-every K]\n"
     "                  [--corrupt S|F|M (self-test: the checks must fail)]\n"
     "       kvc_hybrid --compare [same flags; --layers must have no M]\n";
 
@@ -75,6 +79,7 @@ const char *kUsage =
 struct Req {
     std::vector<int32_t> prompt;
     int32_t gen = 0;
+    bool fork = false;  // a second sample, forked after the prefill
 };
 
 std::vector<Req> make_trace(const Opts &o, int32_t vocab) {
@@ -90,6 +95,7 @@ std::vector<Req> make_trace(const Opts &o, int32_t vocab) {
         const int32_t n = len(rng);
         for (int32_t i = 0; i < n; i++) r.prompt.push_back(tok(rng));
         r.gen = o.gen_tokens;
+        r.fork = o.fork_every > 0 && int32_t(&r - reqs.data()) % o.fork_every == o.fork_every - 1;
     }
     return reqs;
 }
@@ -424,12 +430,14 @@ struct Sample {
     // Snapshot resumes (admissions with a hit, the model having SSM layers): the hit position and
     // the state read from the snapshot pages, checked against the reference's state at hit - 1.
     std::vector<std::pair<int64_t, std::vector<float>>> resumes;
+    bool child = false;  // forked: its first token is the parent's second choice, not the argmax
+    bool forked = false; // has forked its child (a re-admission does not fork again)
 };
 
 struct Figures {
     int64_t admissions = 0, hit_admissions = 0, prompt_tokens = 0, hit_tokens = 0, computed_tokens = 0;
     int64_t preemptions = 0, steps = 0, peak_used = 0, generated = 0;
-    int64_t checked_tokens = 0, snapshot_checks = 0;
+    int64_t checked_tokens = 0, snapshot_checks = 0, forks = 0, cow_copies = 0;
     double max_diff = 0, max_state_diff = 0;
 };
 
@@ -478,7 +486,8 @@ int run_demo(Opts o) {
     }
     std::vector<std::unique_ptr<Sample>> running;
     uint64_t next_seq = 1;
-    int32_t done = 0;
+    int32_t done = 0, samples = 0;
+    for (const Req &r : reqs) samples += r.fork ? 2 : 1;
     std::vector<float> row(static_cast<size_t>(V));
     auto check = [&](const Sample &s) {
         // Positions prompt_len - 1 .. end - 1 produced the generated tokens.
@@ -491,7 +500,8 @@ int run_demo(Opts o) {
             const float *a = s.logits.data() + int64_t(gi) * V, *b = ref.data() + int64_t(gi) * V;
             for (int32_t vv = 0; vv < V; vv++) f.max_diff = std::max(f.max_diff, double(std::fabs(a[vv] - b[vv])));
             const int32_t want = argmax(b, V), got = all[size_t(s.prompt_len + gi)];
-            if (want != got || !(f.max_diff <= 1e-4))
+            // A forked sample's first token is its parent's second choice (so the two diverge).
+            if ((want != got && !(s.child && gi == 0)) || !(f.max_diff <= 1e-4))
                 throw std::runtime_error("request " + std::to_string(s.req) + " generated token " + std::to_string(gi) +
                                          ": paged " + std::to_string(got) + " vs dense reference " +
                                          std::to_string(want) + " (max |logit diff| " + std::to_string(f.max_diff) + ")");
@@ -524,7 +534,7 @@ int run_demo(Opts o) {
         f.preemptions++;
         waiting.push_front(std::move(s));
     };
-    for (f.steps = 0; done < o.requests; f.steps++) {
+    for (f.steps = 0; done < samples; f.steps++) {
         if (f.steps > 100000) throw std::runtime_error("no progress");
         // Decode: every running sample appends its pending token (preempting the newest on a miss).
         std::vector<Sample *> decoding;
@@ -545,6 +555,11 @@ int run_demo(Opts o) {
             s.pending = -1;
             decoding.push_back(&s);
         }
+        // Copy-on-write pairs (a forked sample's shared partial block and SSM page) before the
+        // step's writes.
+        int64_t copied = 0;
+        kvc_check(kvc_copy_pending(pp.pool, nullptr, &copied), "kvc_copy_pending");
+        f.cow_copies += copied;
         for (Sample *s : decoding) {
             const int64_t n = int64_t(s->tokens.size());
             paged_forward(hy, pp, s->seq, s->tokens, n - 1, n, row.data(), nullptr);
@@ -579,8 +594,31 @@ int run_demo(Opts o) {
             if (has_ssm && hit > 0) s.resumes.emplace_back(hit, std::move(resumed));
             f.computed_tokens += n - hit;
             take(s, row.data());
-            running.push_back(std::move(waiting.front()));
+            std::unique_ptr<Sample> admitted = std::move(waiting.front());
             waiting.pop_front();
+            if (reqs[size_t(admitted->req)].fork && !admitted->child && !admitted->forked) {
+                admitted->forked = true;
+                // A second sample: shares every page (KV and the SSM state) and diverges by
+                // copy-on-write from its first own token, which is the parent's second choice.
+                auto c = std::make_unique<Sample>();
+                c->seq = next_seq++;
+                kvc_check(kvc_fork(pp.pool, admitted->seq, c->seq), "kvc_fork");
+                c->req = admitted->req;
+                c->tokens = admitted->tokens;
+                c->prompt_len = admitted->prompt_len;
+                c->logits = admitted->logits;
+                c->generated = 1;
+                c->child = true;
+                std::vector<float> r2(admitted->logits.end() - V, admitted->logits.end());
+                r2[size_t(admitted->pending)] = -INFINITY;
+                c->pending = argmax(r2.data(), V);
+                f.forks++;
+                f.generated++;
+                running.push_back(std::move(admitted));
+                running.push_back(std::move(c));
+            } else {
+                running.push_back(std::move(admitted));
+            }
         }
         kvc_stats st;
         st.struct_size = sizeof st;
@@ -604,6 +642,9 @@ int run_demo(Opts o) {
                 (long long)f.prompt_tokens, f.prompt_tokens ? 100.0 * double(f.hit_tokens) / double(f.prompt_tokens) : 0.0,
                 (long long)f.computed_tokens);
     std::printf("preempt    %lld by recompute (kvc_free, re-admitted from the cached prefix)\n", (long long)f.preemptions);
+    std::printf("fork       %lld samples forked after their prefill (KV and SSM pages shared), %lld copy-on-write "
+                "page copies\n",
+                (long long)f.forks, (long long)f.cow_copies);
     if (has_ssm)
         std::printf("snapshots  %lld resumes from a cached SSM state snapshot, each equal to the recomputed state "
                     "(max |diff| %g)\n",
@@ -900,6 +941,7 @@ bool parse(int argc, char **argv, Opts *o, std::string *err) {
         else if (a == "--system-prompts") ok = num(&o->system_prompts);
         else if (a == "--suffix-max") ok = num(&o->suffix_max);
         else if (a == "--max-running") ok = num(&o->max_running);
+        else if (a == "--fork-every") ok = num(&o->fork_every);
         else if (a == "--layers" && i + 1 < argc) o->layers = argv[++i];
         else if (a == "--compare") o->compare = true;
         else if (a == "--corrupt" && i + 1 < argc) o->corrupt = argv[++i][0];
