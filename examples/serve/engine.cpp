@@ -61,6 +61,7 @@ public:
         kc.host_blocks = cfg.host_blocks;
         kc.window = cfg.window;
         kc.hybrid = cfg.hybrid;
+        kc.two_pools = cfg.two_pools;
         kc.tp = cfg.tp;
         kc.disk = cfg.disk;
         kv_ = std::make_unique<KvStore>(m.cfg, kc, &report_.swap_unavailable);
@@ -71,6 +72,7 @@ public:
         }
         report_.window = cfg.window;
         report_.hybrid = cfg.hybrid;
+        report_.one_pool = kv_->one_pool_hybrid();
         report_.tp = cfg.tp;
         int64_t total_blocks = 0;
         for (const PoolGroup &g : kv_->groups()) {
@@ -88,7 +90,7 @@ public:
             report_.pools.push_back(pr);
         }
         layer_windows_ = layer_windows(m.cfg.num_layers, cfg.window, cfg.hybrid);
-        if (cfg.corrupt_kv_group < 0 || cfg.corrupt_kv_group >= int32_t(kv_->groups().size()))
+        if (cfg.corrupt_kv_group < 0 || cfg.corrupt_kv_group >= (kv_->one_pool_hybrid() ? 2 : int32_t(kv_->groups().size())))
             throw std::runtime_error("no pool " + std::to_string(cfg.corrupt_kv_group) + " to corrupt");
         // A lone prefill may exceed the per-step budget, up to a whole sequence.
         batch_capacity_ = cfg.max_batched_tokens + cfg.max_seq_len;
@@ -684,20 +686,32 @@ private:
     // Under --hybrid the block is in pool cfg_.corrupt_kv_group (L or G), so a run shows that each
     // pool's KV is checked.
     void corrupt_one_block() {
-        const PoolGroup &g = kv_->groups()[size_t(cfg_.corrupt_kv_group)];
+        const PoolGroup &g = kv_->groups()[kv_->one_pool_hybrid() ? 0 : size_t(cfg_.corrupt_kv_group)];
         kvc_pool *pool = g.pool->rank(0);  // under --tp, rank 0's shard: its heads' logits go wrong
         // The oldest running sequence that was in the pool before this step (its first block holds KV).
         for (const auto &s : running_) {
             // Decoding this step (its pending token appended): its queries start at q0.
             if (s->generated == 0 || s->pending >= 0) continue;
-            const std::vector<int32_t> table = g.pool->block_table(s->seq_id);
+            std::vector<int32_t> table = g.pool->block_table(s->seq_id);
+            int32_t window = g.window;
+            if (kv_->one_pool_hybrid()) {
+                // One hybrid pool: the block of group corrupt_kv_group (0 SLIDING, 1 FULL), a page
+                // of its own.
+                int64_t n = 0;
+                const kvc_status st = kvc_seq_group_block_table(pool, s->seq_id, cfg_.corrupt_kv_group, nullptr, 0, &n);
+                if (st != KVC_ERR_BUFFER_TOO_SMALL) kvc_check(st, "kvc_seq_group_block_table");
+                table.resize(size_t(n));
+                kvc_check(kvc_seq_group_block_table(pool, s->seq_id, cfg_.corrupt_kv_group, table.data(), n, &n),
+                          "kvc_seq_group_block_table");
+                window = cfg_.corrupt_kv_group == 0 ? cfg_.window : 0;
+            }
             const int64_t len = int64_t(table.size());
             // The block holding the oldest key this step reads: the first one, or with a sliding
             // window the one holding q0 - W + 1. Not simply the first held block: libkvc releases
             // by the previous call's first token, so that block may hold only keys no query of
             // this step sees.
             const int64_t q0 = int64_t(s->tokens.size()) - 1 - s->drafts;
-            const int64_t oldest_key = g.window > 0 ? std::max<int64_t>(0, q0 - g.window + 1) : 0;
+            const int64_t oldest_key = window > 0 ? std::max<int64_t>(0, q0 - window + 1) : 0;
             const int64_t index = oldest_key / cfg_.block_size;
             if (index >= len || table[size_t(index)] < 0) continue;
             int32_t block = table[size_t(index)];
@@ -750,7 +764,7 @@ private:
         report_.peak_used_blocks = std::max(report_.peak_used_blocks, st.used_blocks);
         // The windowed pool is the first one (the only one without --hybrid).
         if (cfg_.window > 0) record_window_span(used_first);
-        if (kv_->hybrid()) record_window_holding();
+        if (kv_->hybrid() || kv_->one_pool_hybrid()) record_window_holding();
     }
 
     // Blocks of pool L each running sequence holds, once it has appended twice since its (re)alloc:

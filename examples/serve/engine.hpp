@@ -38,13 +38,16 @@ struct EngineConfig {
     int32_t speculate = 0;             // max n-gram draft tokens per decoding sample and step; 0 = off
     int32_t window = 0;                // sliding-window attention (tokens) in every layer, and the
                                        // pool releases the blocks before it; 0 = full attention
-    bool hybrid = false;               // the window only in the even layers (pool L), the odd ones
-                                       // full attention (pool G); needs window > 0
+    bool hybrid = false;               // the window only in the even layers, the odd ones full
+                                       // attention; needs window > 0: one hybrid pool (a SLIDING and
+                                       // a FULL group), or with two_pools pool L and pool G
+    bool two_pools = false;
     // Self-test: at this engine step (or the first later one with a running sequence) negate every
     // K/V element of one block of a running sequence, behind libkvc's back. The reference check must
     // then fail the run. -1 = off.
     int64_t corrupt_kv_at_step = -1;
-    int32_t corrupt_kv_group = 0;      // which pool's block: 0 (the only pool, or L), 1 = G
+    int32_t corrupt_kv_group = 0;      // which pool's block: 0 (the only pool, or L), 1 = G; in one
+                                       // hybrid pool the group: 0 = SLIDING, 1 = FULL
     int32_t tp = 1;                    // tensor-parallel ranks: every pool's KV heads sharded over tp
                                        // pools given the same calls, their decisions compared
     // Self-test of that comparison: from this step on (once it can), the last rank alone allocates
@@ -117,6 +120,8 @@ struct EngineReport {
     // sequences), and admissions undone because one pool ran short after the other took the prompt
     // (kv_store.hpp's can_alloc makes that rare).
     bool hybrid = false;
+    bool one_pool = false;               // --hybrid: one hybrid pool (pools[0]); else two (L, G)
+    int32_t hybrid_window_group = 0;     // one pool: the SLIDING group (its table is the window's)
     std::vector<PoolReport> pools;
     int64_t window_held_peak = 0, window_held_sum = 0, window_held_samples = 0;
     int64_t alloc_rollbacks = 0;

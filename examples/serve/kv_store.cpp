@@ -35,8 +35,29 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
                                  std::to_string(mc.num_kv_heads) + " KV heads");
     if (cfg.disk.blocks > 0 && cfg.host_blocks <= 0)
         throw std::runtime_error("a disk tier needs a host tier above it (--host-blocks > 0)");
-    groups_.resize(cfg.hybrid ? 2 : 1);
-    if (cfg.hybrid) {
+    one_pool_hybrid_ = cfg.hybrid && !cfg.two_pools;
+    groups_.resize(cfg.hybrid && cfg.two_pools ? 2 : 1);
+    if (one_pool_hybrid_) {
+        // One pool, two KV-cache groups: SLIDING (the windowed layers, group 0: layer 0 is one)
+        // and FULL. The windows are the groups' (kvc_pool_set_sliding_window is refused).
+        PoolGroup &g = groups_[0];
+        g.name = "hybrid";
+        for (int32_t kind : {KVC_GROUP_SLIDING, KVC_GROUP_FULL}) {
+            kvc_group_config gc;
+            kvc_check(kvc_group_config_default(&gc), "kvc_group_config_default");
+            gc.kind = kind;
+            gc.num_layers = 0;
+            gc.num_kv_heads = mc.num_kv_heads / cfg.tp;
+            gc.head_dim = mc.head_dim;
+            gc.sliding_window = kind == KVC_GROUP_SLIDING ? cfg.window : 0;
+            g.hybrid_layout.groups.push_back(gc);
+        }
+        for (int32_t l = 0; l < mc.num_layers; l++) {
+            const int32_t grp = windowed_layer(l, cfg.window, true) ? 0 : 1;
+            g.hybrid_layout.groups[size_t(grp)].num_layers++;
+            g.hybrid_layout.layer_to_group.push_back(grp);
+        }
+    } else if (cfg.hybrid) {
         groups_[0].name = "L";
         groups_[0].window = cfg.window;
         groups_[1].name = "G";
@@ -47,7 +68,7 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
     kvc_check(kvc_keys_create(&cap_keys_), "kvc_keys_create");
     placement_.resize(size_t(mc.num_layers));
     for (int32_t l = 0; l < mc.num_layers; l++) {
-        const int32_t g = cfg.hybrid && !windowed_layer(l, cfg.window, true) ? 1 : 0;
+        const int32_t g = cfg.hybrid && cfg.two_pools && !windowed_layer(l, cfg.window, true) ? 1 : 0;
         placement_[size_t(l)] = {g, int32_t(groups_[size_t(g)].layers.size())};
         groups_[size_t(g)].layers.push_back(l);
     }
@@ -68,7 +89,7 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
         pc.max_seq_len = cfg.max_seq_len;
         pc.backend = cfg.backend;
         pc.event_capacity = 0;
-        kvc_check(kvc_bytes_per_block(&pc, &g.bytes_per_block), "kvc_bytes_per_block");
+        if (!one_pool_hybrid_) kvc_check(kvc_bytes_per_block(&pc, &g.bytes_per_block), "kvc_bytes_per_block");
         // Every pool and rank needs a file of its own: PATH for the only one, else PATH.L / PATH.G
         // and .rankN appended. Its identity names the pool and the rank too: the files of two
         // ranks (or of L and G) have the same layout, so only the identity tells them apart.
@@ -79,16 +100,22 @@ KvStore::KvStore(const ModelConfig &mc, const KvStoreConfig &cfg, std::string *s
                                         cfg.disk.identity + ";pool " + g.name + ";tp " + std::to_string(r) + "/" +
                                             std::to_string(cfg.tp)});
         open_pool(g, swap_unavailable);
+        if (one_pool_hybrid_) g.bytes_per_block = g.pool->block_stride();  // page_bytes
     }
 }
 
 void KvStore::open_pool(PoolGroup &g, std::string *swap_unavailable) {
-    g.pool = std::make_unique<ReplicatedPool>(g.name, g.config, cfg_.tp);
+    g.pool = std::make_unique<ReplicatedPool>(g.name, g.config, cfg_.tp, &g.hybrid_layout);
     // Before any sequence exists (libkvc refuses it later): from now on every kvc_append lets go
     // of the blocks wholly before the window of the first token the sequence's previous call
     // added (a step's pending token, then its drafts, may go in two appends before one launch).
     if (g.window > 0) kvc_check(g.pool->set_sliding_window(g.window), "kvc_pool_set_sliding_window");
     g.kv_bytes = g.pool->rank_bytes();
+    if (one_pool_hybrid_) {
+        // kvc_swap_out / kvc_tier_attach_host are not yet for hybrid pools (kvc.h, "Hybrid models").
+        *swap_unavailable = "not yet for hybrid pools (kvc.h, \"Hybrid models\"); --hybrid=two-pools swaps";
+        return;
+    }
     g.swap = make_swap_tier(*g.pool, cfg_.host_blocks, cfg_.disk, g.disk_files, swap_unavailable);
 }
 

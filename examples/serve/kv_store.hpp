@@ -1,4 +1,6 @@
-// The engine's KV cache: one libkvc pool, or under --hybrid two — pool L for the sliding-window
+// The engine's KV cache: one libkvc pool — under --hybrid one hybrid pool (kvc_pool_create_hybrid:
+// a SLIDING group for the windowed layers, a FULL group for the others, one coordinated prefix hit)
+// — or under --hybrid=two-pools the former recipe, two pools — pool L for the sliding-window
 // layers (kvc_pool_set_sliding_window) and pool G for the full-attention ones (a window applies to
 // every layer of a pool, so a model mixing both needs one pool per attention type). Every sequence
 // lives in all pools under the same id; each operation here is applied to every pool and is
@@ -31,6 +33,7 @@ struct KvStoreConfig {
     int64_t host_blocks = 0;   // per pool; 0 = no swap tier
     int32_t window = 0;        // sliding window in tokens; 0 = full attention everywhere
     bool hybrid = false;       // window only on the even model layers (Gemma 2 / GPT-OSS style)
+    bool two_pools = false;    // hybrid as two pools L and G (the former recipe), not one hybrid pool
     int32_t tp = 1;            // tensor-parallel ranks: each pool's KV heads sharded over tp pools
     DiskTierConfig disk;       // per pool, below its host tier (needs host_blocks > 0)
 };
@@ -47,7 +50,9 @@ struct RestartFigures {
 
 // One pool and the model layers whose KV it stores (model layer layers[i] is the pool's layer i).
 struct PoolGroup {
-    std::string name;            // "L" (windowed) / "G" (global) under --hybrid, else "pool"
+    std::string name;            // "L" (windowed) / "G" (global) under --hybrid=two-pools, "hybrid"
+                                 // under --hybrid, else "pool"
+    HybridLayout hybrid_layout;  // --hybrid: the hybrid pool's groups (SLIDING, FULL) and layer map
     std::unique_ptr<ReplicatedPool> pool;  // its tensor-parallel ranks (one without --tp)
     int32_t window = 0;          // the pool's window and the layers' attention window
     std::vector<int32_t> layers;
@@ -88,7 +93,10 @@ public:
     std::vector<PoolGroup> &groups() { return groups_; }
     const std::vector<PoolGroup> &groups() const { return groups_; }
     const std::vector<LayerPlacement> &placement() const { return placement_; }
-    bool hybrid() const { return groups_.size() > 1; }
+    bool hybrid() const { return groups_.size() > 1; }  // two pools (--hybrid=two-pools)
+    // One hybrid pool (--hybrid): its layers are placed by kvc_pool_layer_group, pool_layer = the
+    // model layer.
+    bool one_pool_hybrid() const { return one_pool_hybrid_; }
     bool has_swap() const { return groups_.front().swap != nullptr; }
     int32_t ranks() const { return groups_.front().pool->ranks(); }
     // Calls fanned out to every rank, over the pools.
@@ -166,6 +174,7 @@ public:
 
 private:
     KvStoreConfig cfg_;
+    bool one_pool_hybrid_ = false;
     std::vector<PoolGroup> groups_;
     std::vector<LayerPlacement> placement_;
     // Keys whose only setting is the hit cap of common_hit / can_alloc / alloc (reused, so no

@@ -108,7 +108,12 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
                 "RoPE; %.2f M random parameters (seed %llu)\n",
                 mc.vocab, mc.d_model, mc.num_layers, mc.num_q_heads, mc.num_kv_heads, mc.head_dim, mc.ffn_dim,
                 double(params) / 1e6, (unsigned long long)o.seed);
-    if (r.hybrid)
+    if (r.one_pool)
+        std::printf("pool          one hybrid pool (kvc_pool_create_hybrid): %lld pages x %d tokens, %s per page, "
+                    "%s of KV storage; groups SLIDING (window %d) and FULL draw pages from one free list\n",
+                    (long long)ec.num_blocks, ec.block_size, bytes_str(double(r.bytes_per_block)).c_str(),
+                    bytes_str(double(r.kv_bytes)).c_str(), r.window);
+    else if (r.hybrid)
         std::printf("pools         L %lld blocks and G %lld blocks x %d tokens, %s per block in each (%s per token "
                     "position in both), %s of KV storage in all\n",
                     (long long)r.pools[0].num_blocks, (long long)r.pools[1].num_blocks, ec.block_size,
@@ -131,7 +136,12 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
     std::printf("batches       mean %.1f sequences, %.1f new tokens per step\n",
                 r.steps ? double(r.batch_seqs_sum) / double(r.steps) : 0.0,
                 r.steps ? double(r.batch_tokens_sum) / double(r.steps) : 0.0);
-    if (r.hybrid)
+    if (r.one_pool)
+        std::printf("prefix cache  hit rate %.1f%% (%lld of %lld prompt tokens at first admission not recomputed, one "
+                    "coordinated hit for both groups); %lld evictions\n",
+                    r.prompt_tokens ? 100.0 * double(r.hit_tokens) / double(r.prompt_tokens) : 0.0,
+                    (long long)r.hit_tokens, (long long)r.prompt_tokens, (long long)r.evictions);
+    else if (r.hybrid)
         std::printf("prefix cache  hit rate %.1f%% (%lld of %lld prompt tokens at first admission not recomputed, the "
                     "hit common to pools L and G); %lld evictions in both\n",
                     r.prompt_tokens ? 100.0 * double(r.hit_tokens) / double(r.prompt_tokens) : 0.0,
@@ -143,7 +153,7 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
                     (long long)r.hit_tokens, (long long)r.prompt_tokens, 100.0 * r.pool_hit_rate, (long long)r.evictions);
     std::printf("blocks        utilization peak %.1f%% (%lld of %lld blocks in use%s), mean %.1f%%\n",
                 100.0 * r.peak_utilization, (long long)r.peak_used_blocks,
-                (long long)r.timeline.total_blocks, r.hybrid ? " in pools L + G" : "",
+                (long long)r.timeline.total_blocks, r.one_pool ? " of the hybrid pool" : r.hybrid ? " in pools L + G" : "",
                 100.0 * r.mean_utilization);
     if (r.swap_available)
         std::printf("preemptions   %lld swap, %lld recompute (%lld tokens recomputed)\n", (long long)r.swap_preemptions,
@@ -180,7 +190,16 @@ void print_report(const Options &o, const ModelConfig &mc, int64_t params, const
         std::printf("speculation   off (--speculate K to draft up to K tokens per step)\n");
     }
     const double steps = r.steps > 0 ? double(r.steps) : 1.0;
-    if (r.hybrid) {
+    if (r.one_pool) {
+        const PoolReport &p = r.pools[0];
+        std::printf("window        %d tokens in layers 0, 2 (SLIDING group; layers 1, 3 attend to everything, FULL "
+                    "group), one hybrid pool: pages in use peak %lld, mean %.1f; a decoding sequence held at most "
+                    "%lld pages of its SLIDING group (mean %.1f; window / block size + 2 = %d)\n",
+                    r.window, (long long)p.peak_used_blocks, double(p.used_block_steps) / steps,
+                    (long long)r.window_held_peak,
+                    r.window_held_samples ? double(r.window_held_sum) / double(r.window_held_samples) : 0.0,
+                    r.window / ec.block_size + 2);
+    } else if (r.hybrid) {
         const PoolReport &l = r.pools[0], &g = r.pools[1];
         auto layer_list = [](const PoolReport &p) {
             std::string s;
@@ -273,6 +292,7 @@ int main(int argc, char **argv) {
     ec.speculate = o.speculate;
     ec.window = o.window;
     ec.hybrid = o.hybrid;
+    ec.two_pools = o.two_pools;
     ec.corrupt_kv_group = o.corrupt_kv_pool == "G" ? 1 : 0;
     if (o.tp > mc.num_kv_heads || mc.num_kv_heads % o.tp != 0)
         return usage_error("--tp " + std::to_string(o.tp) + ": the model has " + std::to_string(mc.num_kv_heads) +
@@ -357,7 +377,10 @@ int main(int argc, char **argv) {
                   "%d requests, %lld blocks x %d tokens, KV %s%s; preemptions: %lld swap, %lld recompute; %lld COW copies; "
                   "hit rate %.1f%% at first admission",
                   o.requests, (long long)o.blocks, o.block_size, o.kv_dtype == KVC_DTYPE_F16 ? "f16" : "f32",
-                  o.window > 0 ? ((o.hybrid ? ", hybrid: pools L + G, window " : ", window ") + std::to_string(o.window)).c_str()
+                  o.window > 0 ? ((o.hybrid ? (o.two_pools ? ", hybrid: pools L + G, window " : ", one hybrid pool, window ")
+                                            : ", window ") +
+                                  std::to_string(o.window))
+                                     .c_str()
                                : "",
                   (long long)report.swap_preemptions, (long long)report.recompute_preemptions, (long long)report.cow_copies,
                   report.prompt_tokens ? 100.0 * double(report.hit_tokens) / double(report.prompt_tokens) : 0.0);

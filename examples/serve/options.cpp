@@ -31,9 +31,12 @@ const char *const kUsage =
     "                     (kvc_pool_set_sliding_window); the reference applies the same window\n"
     "                     (default 0 = full attention)\n"
     "  --hybrid           hybrid model (Gemma 2 / GPT-OSS style): layers 0, 2 use the sliding window\n"
-    "                     of --window W (required), layers 1, 3 full attention; served as two libkvc\n"
-    "                     pools, L (windowed, releases blocks) and G (global), --blocks blocks each\n"
-    "  --window-blocks N  with --hybrid: blocks of pool L instead of --blocks (pool L needs about\n"
+    "                     of --window W (required), layers 1, 3 full attention; served from one\n"
+    "                     hybrid pool (kvc_pool_create_hybrid: a SLIDING and a FULL group, --blocks\n"
+    "                     pages; CPU backend, recompute preemption only, no --tp / --disk-blocks yet)\n"
+    "  --hybrid=two-pools the former recipe: two libkvc pools, L (windowed, releases blocks) and G\n"
+    "                     (global), --blocks blocks each (swap, tiers, --tp, CUDA)\n"
+    "  --window-blocks N  with --hybrid=two-pools: blocks of pool L instead of --blocks (pool L needs about\n"
     "                     W / block size + 2 per decoding sequence, so the same memory buys G more)\n"
     "  --tp N             tensor parallelism: every pool's KV heads sharded over N ranks (N must\n"
     "                     divide the model's 2 KV heads), each rank a libkvc pool of the same size\n"
@@ -104,8 +107,12 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
             o->help = true;
         } else if (a == "--quiet") {
             o->quiet = true;
-        } else if (a == "--hybrid") {
+        } else if (a == "--hybrid" || a == "--hybrid=pool") {
             o->hybrid = true;
+            o->two_pools = false;
+        } else if (a == "--hybrid=two-pools") {
+            o->hybrid = true;
+            o->two_pools = true;
         } else if (a == "--disk-persistent") {
             o->disk_persistent = true;
         } else if (a == "--reset-before-restart") {
@@ -230,9 +237,21 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
         *err = "--hybrid needs --window W > 0 (the window of its sliding-window layers)";
         return false;
     }
-    if (o->window_blocks > 0 && !o->hybrid) {
-        *err = "--window-blocks needs --hybrid (without it there is one pool: --blocks)";
+    if (o->window_blocks > 0 && !o->two_pools) {
+        *err = "--window-blocks needs --hybrid=two-pools (otherwise there is one pool: --blocks)";
         return false;
+    }
+    // What hybrid pools do not do yet (kvc.h, "Hybrid models"), and the kernels: kvc_cache_write /
+    // kvc_launch_attention serve a hybrid pool once kvc_batch_set_group is built; until then the
+    // forward pass reads and writes the pages itself, on the host.
+    if (o->hybrid && !o->two_pools) {
+        const char *no = o->tp > 1 ? "--tp" : o->disk_blocks > 0 ? "--disk-blocks" : o->backend != "cpu" ? "--backend cuda" : nullptr;
+        if (no) {
+            *err = std::string("--hybrid (one hybrid pool) does not take ") + no +
+                   " yet (tensor parallelism, tiers and the CUDA kernels do not serve hybrid pools yet): use "
+                   "--hybrid=two-pools";
+            return false;
+        }
     }
     if (o->tp_skew_at >= 0 && o->tp < 2) {
         *err = "--tp-skew-at needs --tp 2 or more (it makes one rank differ from the others)";

@@ -20,8 +20,11 @@ struct Options {
     int64_t corrupt_kv_at = -1;
     int32_t speculate = 0;
     int32_t window = 0;            // sliding-window attention in tokens; 0 = full attention
-    bool hybrid = false;           // window only in the even layers (pool L), full attention in the
-                                   // odd ones (pool G); needs --window
+    bool hybrid = false;           // window only in the even layers, full attention in the odd ones;
+                                   // needs --window. One hybrid pool (kvc_pool_create_hybrid: a
+                                   // SLIDING and a FULL group), or with --hybrid=two-pools the former
+                                   // recipe: pool L (windowed) and pool G (global)
+    bool two_pools = false;        // --hybrid=two-pools
     std::string corrupt_kv_pool;   // --hybrid: "L" or "G" (default L)
     int32_t tp = 1;                // tensor-parallel ranks (a divisor of the model's KV heads)
     int64_t tp_skew_at = -1;       // self-test: the last rank alone takes a block at this step

@@ -66,6 +66,23 @@ private:
     DeviceBuffer dq_, dk_, dv_, dattn_;  // CUDA backend only
 
     void attention(int32_t layer, int64_t T);
+
+    // One hybrid pool (--hybrid): kvc_cache_write / kvc_launch_attention serve a hybrid pool only
+    // once kvc_batch_set_group is built, so until then each layer's K/V go into the pages and its
+    // attention reads them here, on the host (CPU backend): the page of position p in group g is
+    // kvc_seq_group_block_table's entry p / block_size, the layer inside it at layer_in_group x
+    // the group's layer_stride ([K|V][kv_head][token][dim], kvc_pool_get_group_info).
+    bool host_pages_ = false;
+    unsigned char *base_ = nullptr;
+    int64_t page_bytes_ = 0;
+    int32_t elem_bytes_ = 4, block_size_ = 0;
+    std::vector<kvc_group_info> ginfo_;
+    std::vector<int32_t> layer_group_, layer_in_group_;   // per model layer
+    std::vector<std::vector<std::vector<int32_t>>> tables_;  // [entry][group] of this step
+    std::vector<int64_t> entry_first_;                    // first new position of each entry
+    std::vector<float> kbuf_, vbuf_;
+    std::vector<double> score_, acc_;
+    void host_attention(int32_t layer, int64_t T);
     // Rank r's columns of rows x width activations (its heads' share of each row): the matrix itself
     // with one rank, else copied into `shard`.
     const float *shard(const std::vector<float> &all, int64_t rows, int64_t width, int32_t r, int32_t ranks,

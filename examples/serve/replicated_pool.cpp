@@ -4,13 +4,19 @@
 
 namespace serve {
 
-ReplicatedPool::ReplicatedPool(std::string name, const kvc_pool_config &cfg, int32_t ranks) : name_(std::move(name)) {
+ReplicatedPool::ReplicatedPool(std::string name, const kvc_pool_config &cfg, int32_t ranks, const HybridLayout *hybrid)
+    : name_(std::move(name)) {
     if (ranks < 1) throw std::runtime_error("a pool needs at least one rank");
     pools_.reserve(size_t(ranks));
     try {
         for (int32_t r = 0; r < ranks; r++) {
             kvc_pool *p = nullptr;
-            kvc_check(kvc_pool_create(&cfg, &p), "kvc_pool_create");
+            if (hybrid && !hybrid->groups.empty())
+                kvc_check(kvc_pool_create_hybrid(&cfg, hybrid->groups.data(), int32_t(hybrid->groups.size()),
+                                                 hybrid->layer_to_group.data(), int32_t(hybrid->layer_to_group.size()), &p),
+                          "kvc_pool_create_hybrid");
+            else
+                kvc_check(kvc_pool_create(&cfg, &p), "kvc_pool_create");
             pools_.push_back(p);
         }
     } catch (...) {

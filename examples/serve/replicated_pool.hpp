@@ -30,11 +30,17 @@ struct Counter {
     int64_t S::*field;
 };
 
+// A hybrid pool's groups and layer map (kvc_pool_create_hybrid); empty groups = a plain pool.
+struct HybridLayout {
+    std::vector<kvc_group_config> groups;
+    std::vector<int32_t> layer_to_group;
+};
+
 class ReplicatedPool {
 public:
     // `ranks` pools from cfg, whose head counts are already one rank's shard. name: the pool's name
     // in messages ("pool", or "L" / "G" under --hybrid).
-    ReplicatedPool(std::string name, const kvc_pool_config &cfg, int32_t ranks);
+    ReplicatedPool(std::string name, const kvc_pool_config &cfg, int32_t ranks, const HybridLayout *hybrid = nullptr);
     ~ReplicatedPool();
     ReplicatedPool(const ReplicatedPool &) = delete;
     ReplicatedPool &operator=(const ReplicatedPool &) = delete;

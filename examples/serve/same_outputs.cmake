@@ -6,6 +6,8 @@
 #       --speculate 0 against --speculate K (speculative decoding)
 #   cmake -DCMD="prog|arg1|arg2" -DFLAG=--tp -DBASE=1 -DVALUE=2 -DREGEX="..." -P same_outputs.cmake
 #       --tp 1 against --tp 2 (tensor-parallel ranks)
+#   cmake -DCMD="prog|args" -DCMD2="prog|other args" -DREGEX="..." -P same_outputs.cmake
+#       two command lines (one hybrid pool against two pools)
 # A run that exits 77 (--backend cuda without a usable GPU) ends the script without failing after
 # printing its SKIPPED line: give the test SKIP_REGULAR_EXPRESSION "kvc_serve: SKIPPED" so that it is
 # reported skipped, never passed.
@@ -16,8 +18,23 @@ if(DEFINED SPECULATE)
   set(VALUE ${SPECULATE})
 endif()
 set(digests "")
+if(DEFINED CMD2)
+  # Two command lines, CMD ("command 1") then CMD2 ("command 2").
+  set(FLAG command)
+  string(REPLACE "|" ";" argv2 "${CMD2}")
+  set(BASE 1)
+  set(VALUE 2)
+endif()
 foreach(k ${BASE} ${VALUE})
-  execute_process(COMMAND ${argv} ${FLAG} ${k} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(DEFINED CMD2)
+    if(k STREQUAL "1")
+      execute_process(COMMAND ${argv} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    else()
+      execute_process(COMMAND ${argv2} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    endif()
+  else()
+    execute_process(COMMAND ${argv} ${FLAG} ${k} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  endif()
   message("--- ${FLAG} ${k}:\n${out}${err}")
   if(rc STREQUAL "77")
     return()
