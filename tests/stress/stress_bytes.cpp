@@ -114,10 +114,11 @@ const char *const kOpNames[NUM_OPS] = {
 
 // Where a byte check happened: the summary reports checks and mismatches per site.
 enum Site { SITE_HIT, SITE_APPEND_TAIL, SITE_FORK_PARENT, SITE_TRUNCATE_KEPT, SITE_SWAP_IN, SITE_WHOLE_SEQ,
-            SITE_ATTENTION, NUM_SITES };
+            SITE_ATTENTION, SITE_SSM_READ, NUM_SITES };
 const char *const kSiteNames[NUM_SITES] = {"prefix hit after kvc_alloc", "append tail (copy-on-write)",
                                            "fork parent's tail", "kept tokens after truncate",
-                                           "after swap-in", "whole sequence", "attention output"};
+                                           "after swap-in", "whole sequence", "attention output",
+                                           "SSM state read by the forward pass (hybrid)"};
 
 // A sequence whose bytes a wrong block may hold (d1/d2: the copy-on-write parents): named in
 // mismatch messages when one of its positions matches.
@@ -421,6 +422,30 @@ bool must_hold(const GroupView &G, const Seq &s, int64_t b) {
     return last >= s.f - G.window + 1;
 }
 
+void mismatch(const Worker &w, Seq &s, Site site, const char *detail);
+
+// An SSM group's forward pass first reads the state after position from - 1 (kvc.h: from the page
+// of the block holding it, which the window still holds): it must be that state (a copy-on-write
+// pair copied, a restored snapshot). Returns false after a mismatch.
+bool check_ssm_read(Worker &w, const Seq &s, int32_t grp, int64_t len, int64_t from) {
+    const int64_t b = (from - 1) / g.shape.block_size;
+    const int32_t block = b < len ? w.table[size_t(b)] : -1;
+    if (from == 0 || block < 0) return true;  // a lookahead-only previous call may have let it go
+    g.checks[SITE_SSM_READ].fetch_add(1, std::memory_order_relaxed);
+    if (kvo_read_block(g.pool, block, w.block.data()) != KVC_OK) {
+        FAIL("kvo_read_block(%d) of seq %" PRIu64 ", group %d", block, s.id, grp);
+        return false;
+    }
+    ssm_page(grp, s.ids[size_t(from - 1)], w.page.data(), int64_t(w.page.size()));
+    if (memcmp(w.block.data(), w.page.data(), size_t(g.groups[size_t(grp)].group_bytes)) == 0) return true;
+    char msg[256];
+    snprintf(msg, sizeof msg, "seq %" PRIu64 " (tenant %d, %" PRId64 " tokens) group %d (SSM) block #%" PRId64
+             " = block id %d does not hold the state after position %" PRId64 " when its next tokens are computed",
+             s.id, s.tenant, s.n(), grp, b, block, from - 1);
+    mismatch(w, const_cast<Seq &>(s), SITE_SSM_READ, msg);  // the owner's record: only its corrupt flag changes
+    return false;
+}
+
 // The forward pass of positions [from, to) in every group after 0 (to = s.n()).
 void write_groups(Worker &w, const Seq &s, int64_t from, int64_t to) {
     const int64_t bs = g.shape.block_size;
@@ -428,6 +453,7 @@ void write_groups(Worker &w, const Seq &s, int64_t from, int64_t to) {
         const GroupView &G = g.groups[size_t(grp)];
         int64_t len = 0;
         if (!group_table(w, s, grp, &len)) return;
+        if (G.kind == KVC_GROUP_SSM) check_ssm_read(w, s, grp, len, from);  // then computes on, as a model would
         for (int64_t b = from / bs; b <= (to - 1) / bs; ++b) {
             const int32_t block = b < len ? w.table[size_t(b)] : -1;
             const int64_t lo = std::max(from, b * bs), hi = std::min(to, (b + 1) * bs);
