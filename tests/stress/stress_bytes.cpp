@@ -34,8 +34,9 @@
  *          SLIDING group's rows in its own layout keyed by (group, token chain), the SSM group's page
  *          of block i as the state after the last confirmed token of block i (whole-page content
  *          keyed by (group, chain up to that token)); released entries (-1) are skipped unless the
- *          window still needs them (then a failure). With the SSM group kvc_truncate (and --no-d4's
- *          parent rewrite) is left out: state cannot be rewound. --no-ssm: FULL + SLIDING, truncate on.
+ *          window still needs them (then a failure). With the SSM group kvc_truncate (and the D4
+ *          parent rewrite, as with --no-d4) is left out: state cannot be rewound. --no-ssm: FULL +
+ *          SLIDING, truncate on (never below what the next token's window needs).
  * Exit status 0 = every read matched, every call returned a documented status, and at the end
  * (everything freed and unpinned) the pool has all blocks free and passes kvc_pool_check.
  *
@@ -1225,8 +1226,11 @@ bool group_view(int32_t grp, GroupView *G) {
     return true;
 }
 
-// --hybrid: FULL (model layers 0, 1: the layers kvc_cache_write / kvc_launch_attention serve, as on a
-// plain pool) + SLIDING(kHybridWindow) + SSM (2 layers of 300 bytes of state), interleaved.
+// --hybrid: FULL (model layers 0, 1) + SLIDING(kHybridWindow) + SSM (2 layers of 300 bytes of state),
+// interleaved. Group 0's layers are the model's first ones so that kvc_cache_write and
+// kvc_launch_attention reach them whether they take a model layer (kvc.h) or, as the library does
+// today, a layer of group 0's layout; kvc_batch_set_group is declared but not in the library yet,
+// so the SLIDING group has no launch here.
 bool create_hybrid_pool(const PoolSpec &ps) {
     kvc_pool_config cfg;
     kvc_pool_config_default(&cfg);
