@@ -251,6 +251,7 @@ struct Seq {
     std::vector<uint64_t> ids;  // the oracle's identity of each confirmed position
     int64_t f = 0;  // hybrid: the first position its last kvc_alloc (uncached) / kvc_append added (kvc.h
                     // windows: no block holding a position >= f - W + 1 may have been released)
+    int64_t f_before = -1;  // f before the last kvc_append (-1 after kvc_alloc: nothing released yet)
     int64_t n() const { return int64_t(toks.size()); }
 };
 
@@ -426,12 +427,21 @@ bool must_hold(const GroupView &G, const Seq &s, int64_t b) {
 void mismatch(const Worker &w, Seq &s, Site site, const char *detail);
 
 // An SSM group's forward pass first reads the state after position from - 1 (kvc.h: from the page
-// of the block holding it, which the window still holds): it must be that state (a copy-on-write
-// pair copied, a restored snapshot). Returns false after a mismatch.
+// of the block holding it): it must be that state (a copy-on-write pair copied, a restored
+// snapshot). The page must be held, unless the call before the one being written added no token
+// (a lookahead-only kvc_append: the window's release, one call late, may then reach position
+// from - 1). Returns false after a failure.
 bool check_ssm_read(Worker &w, const Seq &s, int32_t grp, int64_t len, int64_t from) {
+    if (from == 0) return true;
     const int64_t b = (from - 1) / g.shape.block_size;
     const int32_t block = b < len ? w.table[size_t(b)] : -1;
-    if (from == 0 || block < 0) return true;  // a lookahead-only previous call may have let it go
+    if (block < 0) {
+        if (s.f_before >= from) return true;
+        FAIL("seq %" PRIu64 " (%" PRId64 " tokens): group %d (SSM) released block #%" PRId64 " (table of %" PRId64
+             "), the state after position %" PRId64 " its next tokens start from",
+             s.id, s.n(), grp, b, len, from - 1);
+        return false;
+    }
     g.checks[SITE_SSM_READ].fetch_add(1, std::memory_order_relaxed);
     if (kvo_read_block(g.pool, block, w.block.data()) != KVC_OK) {
         FAIL("kvo_read_block(%d) of seq %" PRIu64 ", group %d", block, s.id, grp);
@@ -659,6 +669,7 @@ bool alloc_seq(Worker &w, Seq &s) {
     cached = std::max<int64_t>(0, std::min<int64_t>(cached, int64_t(made.size()) * g.shape.block_size));
     const size_t hit_blocks = size_t(cached / g.shape.block_size);
     s.f = cached;
+    s.f_before = -1;
     g_inflight.remove(made.data(), hit_blocks);  // not ours to produce: someone else's, maybe in progress
     if (!g_inflight.wait_clear(made.data(), hit_blocks, g.opt.watchdog / 2))
         FAIL("seq %" PRIu64 ": a hit block is still being written by its producer", s.id);
@@ -703,6 +714,7 @@ Appended append_tokens(Worker &w, Seq &s, const std::vector<int32_t> &toks, int6
     a.ok = expect(st, batch ? "kvc_append_batch" : "kvc_append", s.id, {KVC_ERR_OUT_OF_BLOCKS});
     if (a.ok) {
         count(OP_APPEND);
+        s.f_before = s.f;
         s.f = a.from;
         return a;
     }
@@ -789,6 +801,7 @@ bool fork_seq(Worker &w, Seq &parent, Seq &child, bool rewrite_parent) {
     child.toks = parent.toks;
     child.ids = parent.ids;
     child.f = parent.f;
+    child.f_before = parent.f_before;
     const Appended a = append_tokens(w, child, random_tokens(w, 1), 0);
     if (a.ok && rewrite_parent) {
         count(OP_FORK_REWRITE);
