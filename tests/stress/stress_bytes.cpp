@@ -27,6 +27,16 @@
  *          --families N (d1: 3000; fewer make more of the spilled blocks hit again, so a wrong one
  *          is found sooner) --no-d4 (all: every write follows its writer's own kvc_copy_pending, the
  *          only order the library guaranteed before issue 21; see rewrite_parent_tail).
+ *          --hybrid (all): the pool is a hybrid one (kvc_pool_create_hybrid): FULL (2 layers) +
+ *          SLIDING window 6 (2 layers) + SSM (2 layers of state), with --tiers a host tier (no disk
+ *          tier, pins, prefetch, flush or lookup_tiers: refused on hybrid pools, left out). Every
+ *          group's table is checked: group 0 as a plain pool's KV (kvc_cache_write, attention), the
+ *          SLIDING group's rows in its own layout keyed by (group, token chain), the SSM group's page
+ *          of block i as the state after the last confirmed token of block i (whole-page content
+ *          keyed by (group, chain up to that token)); released entries (-1) are skipped unless the
+ *          window still needs them (then a failure). With the SSM group kvc_truncate (and the D4
+ *          parent rewrite, as with --no-d4) is left out: state cannot be rewound. --no-ssm: FULL +
+ *          SLIDING, truncate on (never below what the next token's window needs).
  * Exit status 0 = every read matched, every call returned a documented status, and at the end
  * (everything freed and unpinned) the pool has all blocks free and passes kvc_pool_check.
  *
@@ -90,6 +100,8 @@ struct Options {
     double watchdog = 60;
     int64_t families = 3000;  // d1's prompt families
     bool d4_window = true;    // all: some forks open issue 21's D4 window (rewrite_parent_tail)
+    bool hybrid = false;      // all: a hybrid pool, FULL + SLIDING + SSM groups (see the header)
+    bool ssm = true;          // hybrid: with the SSM group (--no-ssm: FULL + SLIDING, truncate on)
 };
 
 enum Op {
@@ -103,10 +115,11 @@ const char *const kOpNames[NUM_OPS] = {
 
 // Where a byte check happened: the summary reports checks and mismatches per site.
 enum Site { SITE_HIT, SITE_APPEND_TAIL, SITE_FORK_PARENT, SITE_TRUNCATE_KEPT, SITE_SWAP_IN, SITE_WHOLE_SEQ,
-            SITE_ATTENTION, NUM_SITES };
+            SITE_ATTENTION, SITE_SSM_READ, NUM_SITES };
 const char *const kSiteNames[NUM_SITES] = {"prefix hit after kvc_alloc", "append tail (copy-on-write)",
                                            "fork parent's tail", "kept tokens after truncate",
-                                           "after swap-in", "whole sequence", "attention output"};
+                                           "after swap-in", "whole sequence", "attention output",
+                                           "SSM state read by the forward pass (hybrid)"};
 
 // A sequence whose bytes a wrong block may hold (d1/d2: the copy-on-write parents): named in
 // mismatch messages when one of its positions matches.
@@ -115,8 +128,20 @@ struct Suspect {
     std::vector<uint64_t> ids;
 };
 
+// Hybrid mode: one KV-cache group of the pool as the oracle addresses it inside a page.
+struct GroupView {
+    int32_t kind = KVC_GROUP_FULL, window = 0;  // window: SLIDING W, SSM 1 (the table's rule), FULL 0
+    kvo_shape shape{};        // attention groups: the group's layout inside a page (layer_stride ...)
+    int64_t group_bytes = 0;  // bytes of a page the group uses (SSM: state_bytes x layers)
+    const char *name = "";
+};
+
 struct Shared {
     Options opt;
+    bool hybrid = false, has_ssm = false;
+    std::vector<GroupView> groups;  // hybrid: every group (group 0 is written and read through g.shape)
+    std::atomic<int64_t> group_blocks[KVC_MAX_GROUPS]{};  // blocks checked per group
+    std::atomic<int64_t> released_skipped{0};             // released (-1) entries left unchecked
     kvc_pool *pool = nullptr;
     kvo_shape shape{};
     int32_t q_heads = 0;
@@ -224,6 +249,9 @@ struct Seq {
     int tenant = 0;
     std::vector<int32_t> toks;  // confirmed tokens
     std::vector<uint64_t> ids;  // the oracle's identity of each confirmed position
+    int64_t f = 0;  // hybrid: the first position its last kvc_alloc (uncached) / kvc_append added (kvc.h
+                    // windows: no block holding a position >= f - W + 1 may have been released)
+    int64_t f_before = -1;  // f before the last kvc_append (-1 after kvc_alloc: nothing released yet)
     int64_t n() const { return int64_t(toks.size()); }
 };
 
@@ -242,7 +270,8 @@ struct Worker {
     kvc_batch *batch = nullptr;
     std::vector<Pin> pins;
     std::vector<float> scratch;
-    std::vector<unsigned char> block;
+    std::vector<unsigned char> block, page;  // page: hybrid, a page being built or the expected one
+    std::vector<uint64_t> gids;              // hybrid: a group's identities of a range of positions
     std::vector<int64_t> slots;
     std::vector<int32_t> table;
 };
@@ -274,6 +303,8 @@ std::unique_ptr<Worker> make_worker(int idx, int slots) {
     const int64_t rows = kMaxLen + kMaxLookahead + g.shape.block_size;
     w->scratch.resize(size_t(kvo_scratch_floats(&g.shape, rows)));
     w->block.resize(size_t(g.shape.block_stride));
+    w->page.resize(size_t(g.shape.block_stride));
+    w->gids.resize(size_t(rows));
     w->slots.resize(size_t(rows));
     w->table.resize(size_t(rows / g.shape.block_size + 2));
     return w;
@@ -323,12 +354,149 @@ void sync_device() {
     if (g.cuda && kvc_storage_copy_blocks(g.pool, nullptr, 0, nullptr, 1) != KVC_OK) FAIL("stream sync");
 }
 
+// ---- hybrid pools: the groups after group 0 --------------------------------------------------
+//
+// Group 0 (FULL) is written with kvc_cache_write and read exactly as a plain pool's KV (g.shape is
+// its layout inside a page). The other groups' pages are read and written whole with
+// kvc_storage_copy_blocks, as a server addresses an SSM state page itself (kvc.h "Hybrid models"):
+//  - an attention group's rows hold the oracle's K/V (kvo_value) of the identities group_id(id, g),
+//    in the group's own layout (its layer_stride, heads, head_dim);
+//  - an SSM group's page of block b holds ssm_page(g, identity of the last confirmed position of
+//    block b): "the state after the last token of block b the sequence has confirmed", so a full
+//    block's page is the snapshot at its boundary, a function of the token chain up to it.
+// Only the owner writes, only pages of positions its last call added (fresh or copied by
+// copy-on-write: kvc_copy_pending before, or the read's storage access completing the pairs).
+
+uint64_t group_id(uint64_t id, int32_t grp) { return grp == 0 ? id : kvo_mix(id ^ (0x67725F6F72636C00ull + uint64_t(grp))); }
+
+void ssm_page(int32_t grp, uint64_t id, unsigned char *out, int64_t bytes) {
+    const uint64_t key = group_id(id, grp);
+    for (int64_t i = 0; i < bytes; i += 8) {
+        const uint64_t x = kvo_mix(key + uint64_t(i) * 0x9E3779B97F4A7C15ull);
+        memcpy(out + i, &x, size_t(std::min<int64_t>(8, bytes - i)));
+    }
+}
+
+// kvo_load's inverse for the oracle's values (k/16: exact in f32, f16 and bf16).
+void kvo_store(const kvo_shape *sh, unsigned char *p, float v) {
+    if (sh->dtype == KVC_DTYPE_F32) {
+        memcpy(p, &v, 4);
+        return;
+    }
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    uint16_t h;
+    if (sh->dtype == KVC_DTYPE_BF16) {
+        h = uint16_t(bits >> 16);
+    } else {
+        const uint32_t sign = (bits >> 16) & 0x8000u, exp = (bits >> 23) & 0xFFu;
+        h = exp == 0 ? uint16_t(sign) : uint16_t(sign | ((exp - 112u) << 10) | ((bits >> 13) & 0x3FFu));
+    }
+    memcpy(p, &h, 2);
+}
+
+// Sets the rows first_tok .. first_tok + n - 1 of an attention group's page to the oracle's K/V.
+void set_rows(const kvo_shape &sh, int32_t grp, unsigned char *page, int64_t first_tok, const uint64_t *ids, int64_t n) {
+    for (int64_t t = 0; t < n; ++t) {
+        const uint64_t id = group_id(ids[t], grp);
+        for (int32_t l = 0; l < sh.layers; ++l)
+            for (int32_t kv = 0; kv < 2; ++kv)
+                for (int32_t h = 0; h < sh.kv_heads; ++h)
+                    for (int32_t d = 0; d < sh.head_dim; ++d)
+                        kvo_store(&sh,
+                                  page + l * sh.layer_stride + kv * sh.kv_stride + h * sh.head_stride +
+                                      (first_tok + t) * sh.token_stride + int64_t(d) * sh.elem_bytes,
+                                  kvo_value(id, l, kv, h, d));
+    }
+}
+
+bool group_table(Worker &w, const Seq &s, int32_t grp, int64_t *len) {
+    const kvc_status st = kvc_seq_group_block_table(g.pool, s.id, grp, w.table.data(), int64_t(w.table.size()), len);
+    if (st != KVC_OK) FAIL("kvc_seq_group_block_table(seq %" PRIu64 ", group %d) -> %s", s.id, grp, kvc_status_str(st));
+    return st == KVC_OK;
+}
+
+// Whether group G of s must still hold block b: kvc.h's windows release only blocks whose positions
+// all lie before f - W + 1 (f: the first position of the previous call, <= s.f); FULL keeps all.
+bool must_hold(const GroupView &G, const Seq &s, int64_t b) {
+    if (G.window == 0) return true;
+    const int64_t last = std::min(s.n(), (b + 1) * g.shape.block_size) - 1;
+    return last >= s.f - G.window + 1;
+}
+
+void mismatch(const Worker &w, Seq &s, Site site, const char *detail);
+
+// An SSM group's forward pass first reads the state after position from - 1 (kvc.h: from the page
+// of the block holding it): it must be that state (a copy-on-write pair copied, a restored
+// snapshot). The page must be held, unless the call before the one being written added no token
+// (a lookahead-only kvc_append: the window's release, one call late, may then reach position
+// from - 1). Returns false after a failure.
+bool check_ssm_read(Worker &w, const Seq &s, int32_t grp, int64_t len, int64_t from) {
+    if (from == 0) return true;
+    const int64_t b = (from - 1) / g.shape.block_size;
+    const int32_t block = b < len ? w.table[size_t(b)] : -1;
+    if (block < 0) {
+        if (s.f_before >= from) return true;
+        FAIL("seq %" PRIu64 " (%" PRId64 " tokens): group %d (SSM) released block #%" PRId64 " (table of %" PRId64
+             "), the state after position %" PRId64 " its next tokens start from",
+             s.id, s.n(), grp, b, len, from - 1);
+        return false;
+    }
+    g.checks[SITE_SSM_READ].fetch_add(1, std::memory_order_relaxed);
+    if (kvo_read_block(g.pool, block, w.block.data()) != KVC_OK) {
+        FAIL("kvo_read_block(%d) of seq %" PRIu64 ", group %d", block, s.id, grp);
+        return false;
+    }
+    ssm_page(grp, s.ids[size_t(from - 1)], w.page.data(), int64_t(w.page.size()));
+    if (memcmp(w.block.data(), w.page.data(), size_t(g.groups[size_t(grp)].group_bytes)) == 0) return true;
+    char msg[256];
+    snprintf(msg, sizeof msg, "seq %" PRIu64 " (tenant %d, %" PRId64 " tokens) group %d (SSM) block #%" PRId64
+             " = block id %d does not hold the state after position %" PRId64 " when its next tokens are computed",
+             s.id, s.tenant, s.n(), grp, b, block, from - 1);
+    mismatch(w, const_cast<Seq &>(s), SITE_SSM_READ, msg);  // the owner's record: only its corrupt flag changes
+    return false;
+}
+
+// The forward pass of positions [from, to) in every group after 0 (to = s.n()).
+void write_groups(Worker &w, const Seq &s, int64_t from, int64_t to) {
+    const int64_t bs = g.shape.block_size;
+    for (int32_t grp = 1; grp < int32_t(g.groups.size()); ++grp) {
+        const GroupView &G = g.groups[size_t(grp)];
+        int64_t len = 0;
+        if (!group_table(w, s, grp, &len)) return;
+        if (G.kind == KVC_GROUP_SSM) check_ssm_read(w, s, grp, len, from);  // then computes on, as a model would
+        for (int64_t b = from / bs; b <= (to - 1) / bs; ++b) {
+            const int32_t block = b < len ? w.table[size_t(b)] : -1;
+            const int64_t lo = std::max(from, b * bs), hi = std::min(to, (b + 1) * bs);
+            if (block < 0) {
+                FAIL("seq %" PRIu64 " (%" PRId64 " tokens): group %d (%s) has no page for block #%" PRId64
+                     " (entry %d of a %" PRId64 "-entry table) to write positions [%" PRId64 ", %" PRId64 ")",
+                     s.id, s.n(), grp, G.name, b, block, len, lo, hi);
+                return;
+            }
+            kvc_status st = KVC_OK;
+            if (G.kind == KVC_GROUP_SSM) {
+                ssm_page(grp, s.ids[size_t(hi - 1)], w.page.data(), int64_t(w.page.size()));
+            } else {
+                st = kvo_read_block(g.pool, block, w.page.data());
+                set_rows(G.shape, grp, w.page.data(), lo - b * bs, &s.ids[size_t(lo)], hi - lo);
+            }
+            if (st == KVC_OK) st = kvc_storage_copy_blocks(g.pool, &block, 1, w.page.data(), 0);
+            if (st != KVC_OK) {
+                FAIL("writing group %d's page %d of seq %" PRIu64 " -> %s", grp, block, s.id, kvc_status_str(st));
+                return;
+            }
+        }
+    }
+}
+
 // Writes the oracle's KV of positions [from, to) of s (every layer).
 void write_kv(Worker &w, const Seq &s, int64_t from, int64_t to) {
     if (to <= from) return;
     kvc_status st = kvc_seq_slot_mapping(g.pool, s.id, from, to - from, w.slots.data(), int64_t(w.slots.size()));
     if (st == KVC_OK) st = kvo_write(g.pool, &g.shape, w.slots.data(), &s.ids[size_t(from)], to - from, w.scratch.data(), nullptr);
     if (st != KVC_OK) FAIL("writing KV of seq %" PRIu64 " [%" PRId64 ", %" PRId64 ") -> %s", s.id, from, to, kvc_status_str(st));
+    if (g.hybrid) write_groups(w, s, from, to);
     sync_device();
 }
 
@@ -355,7 +523,68 @@ void mismatch(const Worker &w, Seq &s, Site site, const char *detail) {
         fprintf(stderr, "MISMATCH at %.3fs, thread %d, %s: %s\n", double(us) / 1e6, w.idx, kSiteNames[site], detail);
 }
 
-// Reads the blocks holding positions [from, to) of s and checks them against the oracle.
+// Reads every page after group 0's that s's groups hold for positions [from, to) and checks it
+// (blocks a window released, -1, are skipped unless the window still needs them).
+void verify_groups(Worker &w, Seq &s, int64_t from, int64_t to, Site site, const char *context) {
+    const int64_t bs = g.shape.block_size, n = s.n();
+    for (int32_t grp = 1; grp < int32_t(g.groups.size()); ++grp) {
+        const GroupView &G = g.groups[size_t(grp)];
+        int64_t len = 0;
+        if (!group_table(w, s, grp, &len)) return;
+        for (int64_t b = from / bs; b <= (to - 1) / bs; ++b) {
+            const int32_t block = b < len ? w.table[size_t(b)] : -1;
+            if (block < 0) {
+                if (must_hold(G, s, b)) {
+                    FAIL("seq %" PRIu64 " (%" PRId64 " tokens, last call from %" PRId64 "): group %d (%s) released block #%" PRId64
+                         " (table of %" PRId64 ") that its window still needs",
+                         s.id, n, s.f, grp, G.name, b, len);
+                    return;
+                }
+                g.released_skipped.fetch_add(1, std::memory_order_relaxed);
+                continue;
+            }
+            if (kvo_read_block(g.pool, block, w.block.data()) != KVC_OK) {
+                FAIL("kvo_read_block(%d) of seq %" PRIu64 ", group %d", block, s.id, grp);
+                return;
+            }
+            g.group_blocks[grp].fetch_add(1, std::memory_order_relaxed);
+            const int64_t lo = std::max(from, b * bs), hi = std::min(to, (b + 1) * bs);
+            char msg[640];
+            if (G.kind == KVC_GROUP_SSM) {
+                const int64_t last = std::min(n, (b + 1) * bs) - 1;
+                ssm_page(grp, s.ids[size_t(last)], w.page.data(), int64_t(w.page.size()));
+                if (memcmp(w.block.data(), w.page.data(), size_t(G.group_bytes)) == 0) continue;
+                std::string held = "not the state after any position of this sequence";
+                for (int64_t p = 0; p < n; ++p) {
+                    ssm_page(grp, s.ids[size_t(p)], w.page.data(), int64_t(w.page.size()));
+                    if (memcmp(w.block.data(), w.page.data(), size_t(G.group_bytes)) == 0) {
+                        held = "the state after its position " + std::to_string(p);
+                        break;
+                    }
+                }
+                snprintf(msg, sizeof msg,
+                         "seq %" PRIu64 " (tenant %d, %" PRId64 " tokens) group %d (%s) block #%" PRId64 " = block id %d: "
+                         "expected the state after position %" PRId64 ", the page holds %s%s",
+                         s.id, s.tenant, n, grp, G.name, b, block, last, held.c_str(), context);
+            } else {
+                for (int64_t p = lo; p < hi; ++p) w.gids[size_t(p - lo)] = group_id(s.ids[size_t(p)], grp);
+                int32_t bad_tok = -1;
+                const int64_t bad = kvo_check_block(&G.shape, w.block.data(), int32_t(lo - b * bs), w.gids.data(),
+                                                    int32_t(hi - lo), &bad_tok);
+                if (bad == 0) continue;
+                snprintf(msg, sizeof msg,
+                         "seq %" PRIu64 " (tenant %d, %" PRId64 " tokens) group %d (%s) block #%" PRId64 " = block id %d, "
+                         "positions [%" PRId64 ", %" PRId64 "): %" PRId64 " wrong elements, first at position %" PRId64 "%s",
+                         s.id, s.tenant, n, grp, G.name, b, block, lo, hi, bad, b * bs + bad_tok, context);
+            }
+            mismatch(w, s, site, msg);
+            return;  // one message per check
+        }
+    }
+}
+
+// Reads the blocks holding positions [from, to) of s and checks them against the oracle (hybrid:
+// group 0's as on a plain pool, then the other groups').
 void verify_kv(Worker &w, Seq &s, int64_t from, int64_t to, Site site, const char *context = "") {
     if (to <= from) return;
     g.checks[site].fetch_add(1, std::memory_order_relaxed);
@@ -372,6 +601,7 @@ void verify_kv(Worker &w, Seq &s, int64_t from, int64_t to, Site site, const cha
             FAIL("kvo_read_block(%d) of seq %" PRIu64, block, s.id);
             return;
         }
+        g.group_blocks[0].fetch_add(1, std::memory_order_relaxed);
         int32_t bad_tok = -1;
         const int64_t bad = kvo_check_block(&g.shape, w.block.data(), int32_t(lo - b * bs), &s.ids[size_t(lo)],
                                             int32_t(hi - lo), &bad_tok);
@@ -385,6 +615,7 @@ void verify_kv(Worker &w, Seq &s, int64_t from, int64_t to, Site site, const cha
         mismatch(w, s, site, msg);
         return;  // one message per check
     }
+    if (g.hybrid) verify_groups(w, s, from, to, site, context);
 }
 
 // ---- sequence operations --------------------------------------------------------------------
@@ -402,6 +633,7 @@ void copy_pending() {
 
 // Where a prefix lookup found the prompt just before the alloc (racy: for messages only).
 std::string tiers_before(Worker &w, const Seq &s) {
+    if (g.hybrid) return "";  // kvc_prefix_lookup_tiers: KVC_ERR_UNSUPPORTED on hybrid pools
     int64_t dev = 0, host = 0, disk = 0;
     if (kvc_prefix_lookup_tiers(g.pool, s.toks.data(), s.n(), keys_of(w, s), &dev, &host, &disk) != KVC_OK) return "";
     char buf[128];
@@ -436,6 +668,8 @@ bool alloc_seq(Worker &w, Seq &s) {
         FAIL("kvc_alloc(seq %" PRIu64 ") reported %" PRId64 " cached of %" PRId64, s.id, cached, s.n());
     cached = std::max<int64_t>(0, std::min<int64_t>(cached, int64_t(made.size()) * g.shape.block_size));
     const size_t hit_blocks = size_t(cached / g.shape.block_size);
+    s.f = cached;
+    s.f_before = -1;
     g_inflight.remove(made.data(), hit_blocks);  // not ours to produce: someone else's, maybe in progress
     if (!g_inflight.wait_clear(made.data(), hit_blocks, g.opt.watchdog / 2))
         FAIL("seq %" PRIu64 ": a hit block is still being written by its producer", s.id);
@@ -480,6 +714,8 @@ Appended append_tokens(Worker &w, Seq &s, const std::vector<int32_t> &toks, int6
     a.ok = expect(st, batch ? "kvc_append_batch" : "kvc_append", s.id, {KVC_ERR_OUT_OF_BLOCKS});
     if (a.ok) {
         count(OP_APPEND);
+        s.f_before = s.f;
+        s.f = a.from;
         return a;
     }
     g_inflight.remove(a.made.data(), a.made.size());
@@ -520,15 +756,33 @@ void release_seq(Worker &w, Seq &s, bool abort) {
     s.live = s.swapped = false;
 }
 
+// The fewest tokens kvc_truncate may keep of s: 1, or on a hybrid pool what the next token's window
+// needs (kvc.h: no cut below what the next token attends to): m - W + 1 >= the end of the blocks a
+// windowed group released.
+int64_t min_kept(Worker &w, const Seq &s) {
+    int64_t lowest = 1;
+    for (int32_t grp = 1; grp < int32_t(g.groups.size()); ++grp) {
+        const GroupView &G = g.groups[size_t(grp)];
+        int64_t len = 0, released = 0;
+        if (G.window == 0 || !group_table(w, s, grp, &len)) continue;
+        while (released < len && w.table[size_t(released)] < 0) ++released;
+        if (released > 0) lowest = std::max(lowest, released * g.shape.block_size + G.window - 1);
+    }
+    return lowest;
+}
+
 // Issue 21's D4 window, between a child's append and its copy: the parent truncates into its last
 // block and writes a new token there in place, with no kvc_copy_pending of its own (it may: the
 // write completes the child's queued pair first, kvc.h). Both must keep their own bytes.
 void rewrite_parent_tail(Worker &w, Seq &parent) {
     const int64_t n = parent.n(), start = (n - 1) / g.shape.block_size * g.shape.block_size;
-    const int64_t m = start + 1 + rnd(&w.rng, n - start);  // keeps at least one token of the block
+    const int64_t lowest = min_kept(w, parent);
+    if (lowest > n) return;
+    const int64_t m = std::max(lowest, start + 1 + rnd(&w.rng, n - start));  // keeps at least one token of the block
     if (!expect(kvc_truncate(g.pool, parent.id, m, nullptr), "kvc_truncate", parent.id)) return;
     count(OP_TRUNCATE);
     cut_tokens(parent, m);
+    parent.f = std::min(parent.f, m);
     const Appended a = append_tokens(w, parent, random_tokens(w, 1), 0);
     if (a.ok) finish_append(w, parent, a, false);
 }
@@ -546,6 +800,8 @@ bool fork_seq(Worker &w, Seq &parent, Seq &child, bool rewrite_parent) {
     child.tenant = parent.tenant;
     child.toks = parent.toks;
     child.ids = parent.ids;
+    child.f = parent.f;
+    child.f_before = parent.f_before;
     const Appended a = append_tokens(w, child, random_tokens(w, 1), 0);
     if (a.ok && rewrite_parent) {
         count(OP_FORK_REWRITE);
@@ -560,10 +816,13 @@ bool fork_seq(Worker &w, Seq &parent, Seq &child, bool rewrite_parent) {
 // kvc_truncate to a random length, the kept tail checked, then a different continuation appended.
 void truncate_seq(Worker &w, Seq &s) {
     w.doing = "kvc_truncate";
-    const int64_t m = 1 + rnd(&w.rng, s.n());
+    const int64_t lowest = min_kept(w, s);
+    if (lowest > s.n()) return;
+    const int64_t m = lowest + rnd(&w.rng, s.n() - lowest + 1);
     if (!expect(kvc_truncate(g.pool, s.id, m, nullptr), "kvc_truncate", s.id)) return;
     count(OP_TRUNCATE);
     cut_tokens(s, m);
+    s.f = std::min(s.f, m);
     verify_kv(w, s, (m - 1) / g.shape.block_size * g.shape.block_size, m, SITE_TRUNCATE_KEPT);
     extend_seq(w, s, random_tokens(w, 1 + rnd(&w.rng, 2)), rnd(&w.rng, kMaxLookahead + 1));
 }
@@ -711,7 +970,7 @@ void new_sequence(Worker &w, Seq &s) {
     if (r == 0) return abort_unwritten(w, s);
     std::vector<int32_t> toks = random_prompt(w);
     const int tenant = int(rnd(&w.rng, kTenants));
-    if (g.opt.tiers && r < 4) {  // a queued request's disk hits read up ahead of its alloc
+    if (g.opt.tiers && !g.hybrid && r < 4) {  // a queued request's disk hits read up ahead of its alloc
         int64_t c = -1;
         if (expect(kvc_tier_prefetch(g.pool, toks.data(), int64_t(toks.size()), w.keys[size_t(tenant)], &c),
                    "kvc_tier_prefetch", s.id))
@@ -751,6 +1010,8 @@ void operate(Worker &w, Seq &s) {
         release_seq(w, s, false);  // long enough
     } else if (r < 42 && other && s.n() < kMaxLen) {
         fork_seq(w, s, *other, g.opt.d4_window && rnd(&w.rng, 4) == 0);
+    } else if (r < 50 && g.has_ssm) {
+        verify_kv(w, s, 0, s.n(), SITE_WHOLE_SEQ);  // no kvc_truncate below the confirmed tokens with SSM state
     } else if (r < 50 && s.n() + 3 <= kMaxLen) {
         truncate_seq(w, s);
     } else if (r < 58) {
@@ -763,9 +1024,9 @@ void operate(Worker &w, Seq &s) {
         verify_kv(w, s, 0, s.n(), SITE_WHOLE_SEQ);
     } else if (r < 92) {
         copy_pending();
-    } else if (r < 96) {
+    } else if (r < 96 && !g.hybrid) {  // kvc_prefix_pin / unpin: KVC_ERR_UNSUPPORTED on hybrid pools
         pin_or_unpin(w);
-    } else if (r < 97 && g.opt.tiers && rnd(&w.rng, 8) == 0) {
+    } else if (r < 97 && g.opt.tiers && !g.hybrid && rnd(&w.rng, 8) == 0) {
         int64_t blocks = -1;
         if (expect(kvc_tier_flush(g.pool, &blocks), "kvc_tier_flush", 0)) count(OP_FLUSH);
     } else {
@@ -910,7 +1171,10 @@ struct PoolSpec {
 
 char g_disk_path[64];
 
+bool create_hybrid_pool(const PoolSpec &ps);
+
 bool create_pool(const PoolSpec &ps) {
+    if (g.hybrid) return create_hybrid_pool(ps);
     kvc_pool_config cfg;
     kvc_pool_config_default(&cfg);
     cfg.block_size = ps.block_size;
@@ -944,6 +1208,91 @@ bool create_pool(const PoolSpec &ps) {
     return true;
 }
 
+constexpr int32_t kHybridWindow = 6;  // the SLIDING group's window (not a multiple of the block size)
+
+// Fills G from kvc_pool_get_group_info (attention groups: the layout inside a page, kv_layout.hpp).
+bool group_view(int32_t grp, GroupView *G) {
+    kvc_group_info gi;
+    memset(&gi, 0, sizeof gi);
+    gi.struct_size = sizeof gi;
+    if (kvc_pool_get_group_info(g.pool, grp, &gi) != KVC_OK) return false;
+    G->kind = gi.kind;
+    G->window = gi.kind == KVC_GROUP_SLIDING ? gi.sliding_window : gi.kind == KVC_GROUP_SSM ? 1 : 0;
+    G->group_bytes = gi.group_bytes;
+    G->name = gi.kind == KVC_GROUP_FULL ? "FULL" : gi.kind == KVC_GROUP_SLIDING ? "SLIDING" : "SSM";
+    kvo_shape &sh = G->shape;
+    sh = g.shape;  // dtype, element size, block size
+    sh.layers = gi.num_layers;
+    sh.kv_heads = gi.num_kv_heads;
+    sh.head_dim = gi.head_dim;
+    sh.block_stride = gi.page_bytes;
+    sh.layer_stride = gi.layer_stride;
+    sh.token_stride = int64_t(sh.head_dim) * sh.elem_bytes;
+    sh.head_stride = sh.block_size * sh.token_stride;
+    sh.kv_stride = sh.kv_heads * sh.head_stride;
+    if (gi.page_bytes != g.shape.block_stride || gi.group_bytes > gi.page_bytes ||
+        (gi.kind != KVC_GROUP_SSM && gi.layer_stride != 2 * sh.kv_stride)) {
+        fprintf(stderr, "group %d: unexpected geometry (page %" PRId64 ", group bytes %" PRId64 ", layer stride %" PRId64 ")\n",
+                grp, gi.page_bytes, gi.group_bytes, gi.layer_stride);
+        return false;
+    }
+    return true;
+}
+
+// --hybrid: FULL (model layers 0, 1) + SLIDING(kHybridWindow) + SSM (2 layers of 300 bytes of state),
+// interleaved. Group 0's layers are the model's first ones so that kvc_cache_write and
+// kvc_launch_attention reach them whether they take a model layer (kvc.h) or, as the library does
+// today, a layer of group 0's layout; kvc_batch_set_group is declared but not in the library yet,
+// so the SLIDING group has no launch here.
+bool create_hybrid_pool(const PoolSpec &ps) {
+    kvc_pool_config cfg;
+    kvc_pool_config_default(&cfg);
+    cfg.block_size = ps.block_size;
+    cfg.num_blocks = ps.num_blocks;
+    cfg.num_q_heads = 4;
+    cfg.kv_dtype = g.opt.dtype;
+    cfg.backend = g.opt.backend;
+    cfg.watermark = 0.0;
+    cfg.event_capacity = 256;
+    kvc_group_config gc[3];
+    for (auto &c : gc) kvc_group_config_default(&c);
+    gc[0].num_layers = 2;
+    gc[0].num_kv_heads = 2;
+    gc[0].head_dim = 16;
+    gc[1].kind = KVC_GROUP_SLIDING;
+    gc[1].sliding_window = kHybridWindow;
+    gc[1].num_layers = 2;
+    gc[1].num_kv_heads = 1;
+    gc[1].head_dim = 16;
+    gc[2].kind = KVC_GROUP_SSM;
+    gc[2].num_layers = 2;
+    gc[2].state_bytes = 300;
+    const int32_t l2g[6] = {0, 0, 1, 2, 1, 2}, l2g_no_ssm[4] = {0, 0, 1, 1};
+    const int32_t groups = g.has_ssm ? 3 : 2;
+    if (kvc_pool_create_hybrid(&cfg, gc, groups, g.has_ssm ? l2g : l2g_no_ssm, g.has_ssm ? 6 : 4, &g.pool) != KVC_OK ||
+        kvo_shape_of(g.pool, &g.shape) != KVC_OK) {
+        fprintf(stderr, "hybrid pool: %s\n", kvc_last_error());
+        return false;
+    }
+    g.q_heads = cfg.num_q_heads;
+    g.groups.resize(size_t(groups));
+    for (int32_t i = 0; i < groups; ++i)
+        if (!group_view(i, &g.groups[size_t(i)])) return false;
+    // Group 0 goes through kvo_write / kvo_check_block with g.shape: its layout must be the storage's.
+    const kvo_shape &g0 = g.groups[0].shape;
+    if (g0.layer_stride != g.shape.layer_stride || g0.kv_stride != g.shape.kv_stride || g0.head_stride != g.shape.head_stride ||
+        g0.token_stride != g.shape.token_stride || g0.kv_heads != g.shape.kv_heads || g0.head_dim != g.shape.head_dim) {
+        fprintf(stderr, "hybrid pool: kvc_storage_get_info's strides are not group 0's\n");
+        return false;
+    }
+    g.shape.layers = g0.layers;  // kvc_pool_get_config reports the model's layers
+    if (ps.host_slots > 0 && (kvc_pool_set_tier_events(g.pool, 1) != KVC_OK || kvc_tier_attach_host(g.pool, ps.host_slots) != KVC_OK)) {
+        fprintf(stderr, "host tier: %s\n", kvc_last_error());
+        return false;
+    }
+    return true;
+}
+
 using Role = void (*)(Worker &);
 
 struct Plan {
@@ -961,6 +1310,8 @@ Plan plan_for(const Options &o) {
         return p;
     }
     if (o.mode == "d2") return Plan{{16, 64, 0, 0}, {cow_worker}, 2, false};
+    if (o.hybrid)  // pages for three groups; host tier only (no disk tier on hybrid pools)
+        return Plan{{4, 640, o.tiers ? 96 : 0, 0}, std::vector<Role>(size_t(o.threads), mixed_worker), 1, true};
     Plan p{{4, 320, o.tiers ? 48 : 0, o.tiers ? 512 : 0}, std::vector<Role>(size_t(o.threads), mixed_worker), 1, true};
     return p;
 }
@@ -995,14 +1346,27 @@ void final_checks() {
 }
 
 void print_summary(double seconds) {
-    printf("stress_bytes %s (%s, %s KV%s): %.1fs, %" PRIu64 " worker operations\n  calls:", g.opt.mode.c_str(),
-           g.cuda ? "CUDA backend" : "CPU backend", g.opt.dtype == KVC_DTYPE_F16 ? "f16" : "f32",
-           g.opt.tiers ? ", host+disk tiers" : "", seconds, uint64_t(g.progress.load()));
+    std::string pool_kind;
+    if (g.hybrid) {
+        pool_kind = ", hybrid pool";
+        for (size_t i = 0; i < g.groups.size(); ++i) {
+            pool_kind += (i ? " + " : " ") + std::string(g.groups[i].name);
+            if (g.groups[i].kind == KVC_GROUP_SLIDING) pool_kind += "(" + std::to_string(g.groups[i].window) + ")";
+        }
+    }
+    printf("stress_bytes %s (%s, %s KV%s%s): %.1fs, %" PRIu64 " worker operations\n  calls:", g.opt.mode.c_str(),
+           g.cuda ? "CUDA backend" : "CPU backend", g.opt.dtype == KVC_DTYPE_F16 ? "f16" : "f32", pool_kind.c_str(),
+           g.opt.tiers ? (g.hybrid ? ", host tier" : ", host+disk tiers") : "", seconds, uint64_t(g.progress.load()));
     for (int i = 0; i < NUM_OPS; ++i)
         if (g.ops[i].load()) printf(" %s %" PRId64, kOpNames[i], g.ops[i].load());
     printf("\n  byte checks (mismatches):");
     for (int i = 0; i < NUM_SITES; ++i)
         if (g.checks[i].load()) printf(" %s %" PRId64 " (%" PRId64 ")", kSiteNames[i], g.checks[i].load(), g.bad_checks[i].load());
+    if (g.hybrid) {
+        printf("\n  pages checked per group:");
+        for (size_t i = 0; i < g.groups.size(); ++i) printf(" %zu %s %" PRId64, i, g.groups[i].name, g.group_blocks[i].load());
+        printf("; released entries skipped %" PRId64, g.released_skipped.load());
+    }
     const int64_t first = g.first_mismatch_us.load();
     printf("\n  mismatches %" PRId64 " (new corruptions %" PRId64 "), failures %" PRId64, total_mismatches(),
            g.corruptions.load(), g.failures.load());
@@ -1018,6 +1382,8 @@ bool parse(int argc, char **argv, Options *o) {
         const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
         if (a == "--tiers") o->tiers = true;
         else if (a == "--no-d4") o->d4_window = false;
+        else if (a == "--hybrid") o->hybrid = true;
+        else if (a == "--no-ssm") o->ssm = false;
         else if (!v) return false;
         else if (a == "--seconds") o->seconds = atof(argv[++i]);
         else if (a == "--ops") o->max_ops = atoll(argv[++i]);
@@ -1030,7 +1396,7 @@ bool parse(int argc, char **argv, Options *o) {
         else return false;
     }
     return (o->mode == "all" || o->mode == "d1" || o->mode == "d2") && o->seconds > 0 && o->threads >= 1 && o->watchdog > 0 &&
-           o->families >= 1;
+           o->families >= 1 && (!o->hybrid || (o->mode == "all" && o->backend == KVC_BACKEND_CPU)) && (o->ssm || o->hybrid);
 }
 
 }  // namespace
@@ -1038,10 +1404,14 @@ bool parse(int argc, char **argv, Options *o) {
 int main(int argc, char **argv) {
     if (!parse(argc, argv, &g.opt)) {
         fprintf(stderr, "usage: stress_bytes all|d1|d2 [--seconds S] [--ops N] [--threads N] [--tiers] "
-                        "[--dtype f32|f16] [--backend cpu|cuda] [--seed N] [--watchdog S] [--families N] [--no-d4]\n");
+                        "[--dtype f32|f16] [--backend cpu|cuda] [--seed N] [--watchdog S] [--families N] [--no-d4] "
+                        "[--hybrid [--no-ssm]]\n");
         return 2;
     }
     g.cuda = g.opt.backend == KVC_BACKEND_CUDA;
+    g.hybrid = g.opt.hybrid;
+    g.has_ssm = g.hybrid && g.opt.ssm;
+    if (g.has_ssm) g.opt.d4_window = false;  // its parent rewrite truncates below the confirmed tokens
     const Plan plan = plan_for(g.opt);
     if (!create_pool(plan.pool)) return 2;
     g.serialize_cow = g.opt.mode == "d1";
