@@ -137,7 +137,8 @@ public:
     // take device blocks that the preemption is meant to free.
     bool swap_out(uint64_t id);
     // Swap in through every pool, after checking each has the device blocks (kvc_preemption_cost)
-    // and spare_blocks more free (engine.cpp, admit: room for the sequence's next append).
+    // and spare_blocks more free (engine.cpp, admit: room for the sequence's next append; per group
+    // of a hybrid pool, where that append may take a page in each).
     SwapIn swap_in(uint64_t id, int64_t spare_blocks = 0);
     // Whether the sequence still holds a device block in some pool (a swapped-out one keeps the
     // blocks it shares).
