@@ -5,8 +5,9 @@
 //
 // The forward pass addresses the pool's pages itself (kvc_storage_get_info for the base,
 // kvc_pool_get_group_info for each group's page geometry, kvc_seq_group_block_table for the page
-// ids): kvc_cache_write / kvc_launch_attention serve a hybrid pool only once kvc_batch_set_group is
-// built, and an SSM group has no kernel anyway. What it shows:
+// ids): an SSM group has no kernel, and the attention layers are addressed the same way here (it
+// predates kvc_batch_set_group; kvc_serve --hybrid runs its attention layers on libkvc's kernels,
+// one batch per group: paged_forward.cpp). What it shows:
 //  - one pool, three KV-cache groups (SLIDING W, FULL, SSM), one block table per group, one
 //    coordinated prefix hit for every group;
 //  - SSM state snapshots: the state after the last token of every block is written to that block's
@@ -19,7 +20,7 @@
 //    state page shared, kvc_copy_pending copies them before the first write that diverges; the
 //    child's first token is the parent's second choice, every later one checked like the rest.
 // With --compare it runs no model: the same request trace is scheduled on one hybrid pool (FULL +
-// SLIDING groups) and on the two-pool recipe that kvc_serve --hybrid uses (KvStore: pool L with a
+// SLIDING groups) and on the two-pool recipe that kvc_serve --hybrid=two-pools keeps (KvStore: pool L with a
 // window, pool G without, the capped-lookup loop, kvc_abort rollback), and prints blocks needed,
 // hit tokens and admissions at fixed memory budgets (tests/bench/RESULTS.md, "[hybrid-groups]").
 #include <kvc/kvc.h>

@@ -5,7 +5,9 @@
 // every layer of a pool, so a model mixing both needs one pool per attention type). Every sequence
 // lives in all pools under the same id; each operation here is applied to every pool and is
 // all-or-nothing across them (a failure in one pool undoes what the others did), so the engine
-// schedules as if there were one pool. See the README of libkvc, "Hybrid models".
+// schedules as if there were one pool. See the README of libkvc, "Hybrid models". The hybrid pool
+// swaps and spills through its host tier like a plain pool (every group's pages together); its disk
+// tier is refused (options.cpp).
 // Under --tp N each pool is a ReplicatedPool: N tensor-parallel ranks, each holding its shard of the
 // KV heads, given the same calls and checked to decide the same (replicated_pool.hpp).
 #pragma once
@@ -135,7 +137,8 @@ public:
     // take device blocks that the preemption is meant to free.
     bool swap_out(uint64_t id);
     // Swap in through every pool, after checking each has the device blocks (kvc_preemption_cost)
-    // and spare_blocks more free (engine.cpp, admit: room for the sequence's next append).
+    // and spare_blocks more free (engine.cpp, admit: room for the sequence's next append; per group
+    // of a hybrid pool, where that append may take a page in each).
     SwapIn swap_in(uint64_t id, int64_t spare_blocks = 0);
     // Whether the sequence still holds a device block in some pool (a swapped-out one keeps the
     // blocks it shares).

@@ -19,7 +19,7 @@ const char *const kUsage =
     "  --blocks N         KV blocks in the pool (default 64: small enough that preemption happens)\n"
     "  --block-size N     tokens per block (default 16)\n"
     "  --host-blocks N    host-tier blocks for swap preemption when libkvc has tiers (default 128;\n"
-    "                     0 = preempt by recompute only; each pool's under --hybrid)\n"
+    "                     0 = preempt by recompute only; each pool's under --hybrid=two-pools)\n"
     "  --backend B        cpu (default) or cuda (libkvc's CUDA backend: KV cache and attention on the\n"
     "                     GPU, head_dim 64; exits 77 with SKIPPED when there is no usable GPU)\n"
     "  --kv-dtype T       f32 (default) or f16 KV cache\n"
@@ -33,9 +33,9 @@ const char *const kUsage =
     "  --hybrid           hybrid model (Gemma 2 / GPT-OSS style): layers 0, 2 use the sliding window\n"
     "                     of --window W (required), layers 1, 3 full attention; served from one\n"
     "                     hybrid pool (kvc_pool_create_hybrid: a SLIDING and a FULL group, --blocks\n"
-    "                     pages; CPU backend, recompute preemption only, no --tp / --disk-blocks yet)\n"
+    "                     pages, one batch per group; swap, host tier, --tp, CUDA; no --disk-blocks yet)\n"
     "  --hybrid=two-pools the former recipe: two libkvc pools, L (windowed, releases blocks) and G\n"
-    "                     (global), --blocks blocks each (swap, tiers, --tp, CUDA)\n"
+    "                     (global), --blocks blocks each (swap, tiers incl. disk, --tp, CUDA)\n"
     "  --window-blocks N  with --hybrid=two-pools: blocks of pool L instead of --blocks (pool L needs about\n"
     "                     W / block size + 2 per decoding sequence, so the same memory buys G more)\n"
     "  --tp N             tensor parallelism: every pool's KV heads sharded over N ranks (N must\n"
@@ -65,7 +65,8 @@ const char *const kUsage =
     "  --quiet            no progress bar\n"
     "  --corrupt-kv-at S  self-test: at engine step S, negate the KV of one block of a running\n"
     "                     sequence behind libkvc's back; the correctness check must fail the run\n"
-    "  --corrupt-kv-pool P with --hybrid: corrupt a block of pool L (default) or G\n"
+    "  --corrupt-kv-pool P with --hybrid: corrupt a page of the SLIDING group (L, default) or of the\n"
+    "                     FULL group (G); with --hybrid=two-pools a block of pool L or G\n"
     "  --tp-skew-at S     self-test (with --tp 2 or more): from engine step S the last rank alone\n"
     "                     allocates one extra block; the rank comparison must fail the run\n"
     "  --help             this text\n";
@@ -241,17 +242,11 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
         *err = "--window-blocks needs --hybrid=two-pools (otherwise there is one pool: --blocks)";
         return false;
     }
-    // What hybrid pools do not do yet (kvc.h, "Hybrid models"), and the kernels: kvc_cache_write /
-    // kvc_launch_attention serve a hybrid pool once kvc_batch_set_group is built; until then the
-    // forward pass reads and writes the pages itself, on the host.
-    if (o->hybrid && !o->two_pools) {
-        const char *no = o->tp > 1 ? "--tp" : o->disk_blocks > 0 ? "--disk-blocks" : o->backend != "cpu" ? "--backend cuda" : nullptr;
-        if (no) {
-            *err = std::string("--hybrid (one hybrid pool) does not take ") + no +
-                   " yet (tensor parallelism, tiers and the CUDA kernels do not serve hybrid pools yet): use "
-                   "--hybrid=two-pools";
-            return false;
-        }
+    // What hybrid pools do not do yet (kvc.h, "Hybrid models"): the disk tier.
+    if (o->hybrid && !o->two_pools && o->disk_blocks > 0) {
+        *err = "--hybrid (one hybrid pool) does not take --disk-blocks yet (libkvc's disk tier does not serve "
+               "hybrid pools yet): use --hybrid=two-pools";
+        return false;
     }
     if (o->tp_skew_at >= 0 && o->tp < 2) {
         *err = "--tp-skew-at needs --tp 2 or more (it makes one rank differ from the others)";

@@ -1,13 +1,9 @@
 #include "paged_forward.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 
-#include <cmath>
-#include <cstring>
-#include <stdexcept>
-
-#include "half.hpp"
 #include "kvc_check.hpp"
 
 namespace serve {
@@ -17,49 +13,39 @@ PagedForward::PagedForward(const Model &m, const KvStore &store, int32_t backend
     : m_(m), placement_(store.placement()), max_tokens_(max_tokens),
       max_logit_rows_(std::min(max_logit_rows, max_tokens)), on_device_(backend == KVC_BACKEND_CUDA) {
     const ModelConfig &c = m.cfg;
-    groups_.resize(store.groups().size());
-    if (store.one_pool_hybrid()) {
-        if (on_device_) throw std::runtime_error("one hybrid pool runs on the CPU backend only (for now)");
-        host_pages_ = true;
-        groups_[0].pool = store.groups()[0].pool.get();
-        kvc_pool *p = groups_[0].pool->rank(0);
-        kvc_storage_info si;
-        si.struct_size = sizeof si;
-        kvc_check(kvc_storage_get_info(p, &si), "kvc_storage_get_info");
-        base_ = reinterpret_cast<unsigned char *>(uintptr_t(si.base_address));
-        page_bytes_ = si.block_stride;
-        elem_bytes_ = si.elem_bytes;
-        kvc_pool_config pc;
-        pc.struct_size = sizeof pc;
-        kvc_check(kvc_pool_get_config(p, &pc), "kvc_pool_get_config");
-        block_size_ = pc.block_size;
-        for (int32_t l = 0; l < c.num_layers; l++) {
-            int32_t g = 0, li = 0;
-            kvc_check(kvc_pool_layer_group(p, l, &g, &li), "kvc_pool_layer_group");
-            layer_group_.push_back(g);
-            layer_in_group_.push_back(li);
-        }
-        kvc_group_info gi;
-        gi.struct_size = sizeof gi;
-        kvc_check(kvc_pool_get_group_info(p, 0, &gi), "kvc_pool_get_group_info");
-        ginfo_.resize(size_t(gi.num_groups));
-        for (int32_t g = 0; g < gi.num_groups; g++) {
-            ginfo_[size_t(g)].struct_size = sizeof gi;
-            kvc_check(kvc_pool_get_group_info(p, g, &ginfo_[size_t(g)]), "kvc_pool_get_group_info");
-        }
-        kbuf_.resize(size_t(c.head_dim));
-        vbuf_.resize(size_t(c.head_dim));
-        acc_.resize(size_t(c.head_dim));
-    }
-    for (size_t i = 0; i < groups_.size() && !host_pages_; i++) {
-        Group &g = groups_[i];
-        g.pool = store.groups()[i].pool.get();
-        g.batch = std::make_unique<ReplicatedBatch>(*g.pool, max_seqs, max_tokens, max_blocks_per_seq);
+    auto add_group = [&](ReplicatedPool *pool, int32_t window) {
+        Group g;
+        g.pool = pool;
+        g.batch = std::make_unique<ReplicatedBatch>(*pool, max_seqs, max_tokens, max_blocks_per_seq);
         kvc_check(kvc_attention_params_default(&g.params), "kvc_attention_params_default");
-        g.params.num_q_heads = c.num_q_heads / g.pool->ranks();
+        g.params.num_q_heads = c.num_q_heads / pool->ranks();
         g.params.q_dtype = KVC_DTYPE_F32;  // activations are fp32; scale 0 = 1/sqrt(head_dim)
-        // The same for every layer of the pool (it stores all of them per block): the pool's own.
-        g.params.sliding_window = store.groups()[i].window;
+        g.params.sliding_window = window;
+        groups_.push_back(std::move(g));
+    };
+    if (store.one_pool_hybrid()) {
+        // One hybrid pool: a batch per KV-cache group (all attention groups here: SLIDING, FULL),
+        // each recording its group's tables (kvc_batch_set_group before its first build). A layer
+        // attends with its group's batch and window; libkvc maps the model layer to its group.
+        ReplicatedPool *pool = store.groups()[0].pool.get();
+        kvc_pool *p = pool->rank(0);
+        for (int32_t grp = 0; grp < pool->num_groups(); grp++) {
+            kvc_group_info gi;
+            gi.struct_size = sizeof gi;
+            kvc_check(kvc_pool_get_group_info(p, grp, &gi), "kvc_pool_get_group_info");
+            if (gi.kind == KVC_GROUP_SSM) throw std::runtime_error("internal: kvc_serve's model has no SSM layers");
+            add_group(pool, gi.kind == KVC_GROUP_SLIDING ? gi.sliding_window : 0);
+            groups_.back().batch->set_group(grp);
+        }
+        placement_.clear();
+        for (int32_t l = 0; l < c.num_layers; l++) {
+            int32_t grp = 0, in_group = 0;
+            kvc_check(kvc_pool_layer_group(p, l, &grp, &in_group), "kvc_pool_layer_group");
+            placement_.push_back({grp, l});
+        }
+    } else {
+        // The same for every layer of a pool (it stores all of them per block): the pool's own window.
+        for (const PoolGroup &pg : store.groups()) add_group(pg.pool.get(), pg.window);
     }
     const size_t T = size_t(max_tokens);
     x_.resize(T * size_t(c.d_model));
@@ -115,30 +101,11 @@ void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
             T++;
         }
     }
-    // Every pool holds every sequence, so each builds a batch of the same sequences and query lengths
-    // (its own block tables and slots). The batch's arrays live in the backend's memory (device
-    // memory on CUDA); the slot mapping built once per step is reused by every layer's cache write.
-    if (host_pages_) {
-        // This step's page ids of every entry in every group (after its appends and allocs).
-        kvc_pool *p = groups_[0].pool->rank(0);
-        tables_.resize(entries.size());
-        entry_first_.clear();
-        for (size_t e = 0; e < entries.size(); e++) {
-            tables_[e].resize(ginfo_.size());
-            entry_first_.push_back(entries[e].first_pos);
-            for (size_t g = 0; g < ginfo_.size(); g++) {
-                std::vector<int32_t> &t = tables_[e][g];
-                int64_t n = 0;
-                const kvc_status st = kvc_seq_group_block_table(p, entries[e].seq_id, int32_t(g), nullptr, 0, &n);
-                if (st != KVC_ERR_BUFFER_TOO_SMALL) kvc_check(st, "kvc_seq_group_block_table");
-                t.resize(size_t(n));
-                kvc_check(kvc_seq_group_block_table(p, entries[e].seq_id, int32_t(g), t.data(), n, &n),
-                          "kvc_seq_group_block_table");
-            }
-        }
-    } else {
-        for (Group &g : groups_) g.batch->build(ids_.data(), q_lens_.data(), int32_t(entries.size()));
-    }
+    // Every group holds every sequence, so each builds a batch of the same sequences and query
+    // lengths (its own block tables and slots). The batch's arrays live in the backend's memory
+    // (device memory on CUDA); the slot mapping built once per step is reused by every cache write of
+    // the group's layers.
+    for (Group &g : groups_) g.batch->build(ids_.data(), q_lens_.data(), int32_t(entries.size()));
     for (int32_t l = 0; l < c.num_layers; l++) {
         const LayerWeights &w = m_.layers[size_t(l)];
         rms_norm(x_.data(), w.attn_norm.data(), h_.data(), T, c.d_model, c.rms_eps);
@@ -167,7 +134,6 @@ void PagedForward::run(const std::vector<BatchEntry> &entries, float *logits) {
 // libkvc launches on when given NULL, so no extra synchronization is needed). Each rank gets its
 // heads' columns and its output goes back to the same columns of attn_.
 void PagedForward::attention(int32_t model_layer, int64_t T) {
-    if (host_pages_) return host_attention(model_layer, T);
     const LayerPlacement &at = placement_[size_t(model_layer)];
     const Group &g = groups_[size_t(at.group)];
     const int32_t layer = at.pool_layer;
@@ -210,84 +176,6 @@ void PagedForward::attention(int32_t model_layer, int64_t T) {
                                     return st;
                                 }),
               "kvc_launch_attention");
-}
-
-void PagedForward::host_attention(int32_t model_layer, int64_t T) {
-    const ModelConfig &c = m_.cfg;
-    const int32_t grp = layer_group_[size_t(model_layer)];
-    const kvc_group_info &gi = ginfo_[size_t(grp)];
-    const int64_t li = layer_in_group_[size_t(model_layer)];
-    const int32_t W = gi.sliding_window, hd = c.head_dim, group = c.num_q_heads / c.num_kv_heads;
-    const int64_t bs = block_size_, qd = c.q_dim(), kvd = c.kv_dim();
-    const int64_t head_stride = bs * hd * elem_bytes_, kv_stride = int64_t(c.num_kv_heads) * head_stride;
-    const double scale = 1.0 / std::sqrt(double(hd));
-    auto addr = [&](const std::vector<int32_t> &t, int64_t pos, int32_t j, int32_t kv) {
-        const int64_t b = pos / bs;
-        if (b >= int64_t(t.size()) || t[size_t(b)] < 0)
-            throw std::runtime_error("layer " + std::to_string(model_layer) + ": group " + std::to_string(grp) +
-                                     " holds no page for position " + std::to_string(pos));
-        return base_ + int64_t(t[size_t(b)]) * page_bytes_ + li * gi.layer_stride + kv * kv_stride + j * head_stride +
-               (pos % bs) * hd * elem_bytes_;
-    };
-    auto store = [&](unsigned char *dst, const float *src) {
-        if (elem_bytes_ == 4) {
-            std::memcpy(dst, src, size_t(hd) * 4);
-            return;
-        }
-        for (int32_t e = 0; e < hd; e++) {
-            const uint16_t h = float_to_half_bits(src[e]);
-            std::memcpy(dst + 2 * e, &h, 2);
-        }
-    };
-    auto load = [&](const unsigned char *src, float *dst) {
-        if (elem_bytes_ == 4) {
-            std::memcpy(dst, src, size_t(hd) * 4);
-            return;
-        }
-        for (int32_t e = 0; e < hd; e++) {
-            uint16_t h;
-            std::memcpy(&h, src + 2 * e, 2);
-            dst[e] = half_bits_to_float(h);
-        }
-    };
-    int64_t row = 0;
-    for (size_t e = 0; e < tables_.size(); e++) {
-        const std::vector<int32_t> &t = tables_[e][size_t(grp)];
-        const int64_t first = entry_first_[e], q_len = q_lens_[e];
-        for (int64_t i = 0; i < q_len; i++)
-            for (int32_t j = 0; j < c.num_kv_heads; j++) {
-                store(addr(t, first + i, j, 0), k_.data() + (row + i) * kvd + j * hd);
-                store(addr(t, first + i, j, 1), v_.data() + (row + i) * kvd + j * hd);
-            }
-        for (int64_t i = 0; i < q_len; i++) {
-            const int64_t pos = first + i;
-            const int64_t from = W > 0 ? std::max<int64_t>(0, pos - W + 1) : 0;
-            score_.resize(size_t(pos + 1));
-            for (int32_t qh = 0; qh < c.num_q_heads; qh++) {
-                const float *q = q_.data() + (row + i) * qd + qh * hd;
-                const int32_t j = qh / group;
-                double mx = -INFINITY;
-                for (int64_t s = from; s <= pos; s++) {
-                    load(addr(t, s, j, 0), kbuf_.data());
-                    double d = 0;
-                    for (int32_t x = 0; x < hd; x++) d += double(q[x]) * double(kbuf_[size_t(x)]);
-                    score_[size_t(s)] = d * scale;
-                    mx = std::max(mx, score_[size_t(s)]);
-                }
-                double sum = 0;
-                std::fill(acc_.begin(), acc_.end(), 0.0);
-                for (int64_t s = from; s <= pos; s++) {
-                    const double w = std::exp(score_[size_t(s)] - mx);
-                    sum += w;
-                    load(addr(t, s, j, 1), vbuf_.data());
-                    for (int32_t x = 0; x < hd; x++) acc_[size_t(x)] += w * double(vbuf_[size_t(x)]);
-                }
-                float *out = attn_.data() + (row + i) * qd + qh * hd;
-                for (int32_t x = 0; x < hd; x++) out[x] = float(acc_[size_t(x)] / sum);
-            }
-        }
-        row += q_len;
-    }
 }
 
 const float *PagedForward::shard(const std::vector<float> &all, int64_t rows, int64_t width, int32_t r, int32_t ranks,

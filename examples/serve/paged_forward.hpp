@@ -1,7 +1,9 @@
-// One forward step of the model over a batch of sequences whose KV cache lives in libkvc pools (one,
-// or two for a hybrid model: see kv_store.hpp): kvc_batch_build once per step and pool, then per
-// layer kvc_cache_write for the new tokens' K/V and kvc_launch_attention against the pool and batch
-// of the layer's group, with that group's window. Prefill (many new tokens, possibly after a prefix hit) and decode (one new
+// One forward step of the model over a batch of sequences whose KV cache lives in libkvc pools (one
+// pool; for a hybrid model one hybrid pool, or two pools under --hybrid=two-pools: see kv_store.hpp):
+// kvc_batch_build once per step and attention group — a pool, or a KV-cache group of the hybrid
+// pool (kvc_batch_set_group: one batch per group, the groups' tables differ) — then per layer
+// kvc_cache_write for the new tokens' K/V with the slot mapping of the layer's group and
+// kvc_launch_attention against that group's batch, with its window. Prefill (many new tokens, possibly after a prefix hit) and decode (one new
 // token) sequences may be mixed in one batch. The model itself runs on the host; on libkvc's CUDA
 // backend each layer's q/k/v go to device buffers for the two libkvc calls and the attention output
 // comes back (the demo shows libkvc's side of a GPU step, not a GPU transformer).
@@ -48,7 +50,8 @@ public:
     void run(const std::vector<BatchEntry> &entries, float *logits);
 
 private:
-    // Per pool: its ranks' batches (built once per step) and attention parameters (one rank's).
+    // Per attention group (a pool; under --hybrid a KV-cache group of the one hybrid pool): its
+    // ranks' batches (built once per step) and attention parameters (one rank's).
     struct Group {
         ReplicatedPool *pool = nullptr;
         std::unique_ptr<ReplicatedBatch> batch;
@@ -56,6 +59,8 @@ private:
     };
     const Model &m_;
     std::vector<Group> groups_;
+    // Per model layer: its group above and the layer index libkvc takes (the pool's layer; the model
+    // layer in a hybrid pool, which maps it to its KV-cache group itself).
     std::vector<LayerPlacement> placement_;
     int64_t max_tokens_, max_logit_rows_;
     std::vector<uint64_t> ids_;
@@ -67,22 +72,6 @@ private:
 
     void attention(int32_t layer, int64_t T);
 
-    // One hybrid pool (--hybrid): kvc_cache_write / kvc_launch_attention serve a hybrid pool only
-    // once kvc_batch_set_group is built, so until then each layer's K/V go into the pages and its
-    // attention reads them here, on the host (CPU backend): the page of position p in group g is
-    // kvc_seq_group_block_table's entry p / block_size, the layer inside it at layer_in_group x
-    // the group's layer_stride ([K|V][kv_head][token][dim], kvc_pool_get_group_info).
-    bool host_pages_ = false;
-    unsigned char *base_ = nullptr;
-    int64_t page_bytes_ = 0;
-    int32_t elem_bytes_ = 4, block_size_ = 0;
-    std::vector<kvc_group_info> ginfo_;
-    std::vector<int32_t> layer_group_, layer_in_group_;   // per model layer
-    std::vector<std::vector<std::vector<int32_t>>> tables_;  // [entry][group] of this step
-    std::vector<int64_t> entry_first_;                    // first new position of each entry
-    std::vector<float> kbuf_, vbuf_;
-    std::vector<double> score_, acc_;
-    void host_attention(int32_t layer, int64_t T);
     // Rank r's columns of rows x width activations (its heads' share of each row): the matrix itself
     // with one rank, else copied into `shard`.
     const float *shard(const std::vector<float> &all, int64_t rows, int64_t width, int32_t r, int32_t ranks,

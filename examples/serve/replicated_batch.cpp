@@ -29,6 +29,12 @@ ReplicatedBatch::~ReplicatedBatch() {
     for (kvc_batch *b : batches_) kvc_batch_destroy(b);
 }
 
+void ReplicatedBatch::set_group(int32_t group) {
+    kvc_check(pool_.each_rank("kvc_batch_set_group", 0,
+                              [&](int32_t r) { return kvc_batch_set_group(batches_[size_t(r)], group); }),
+              "kvc_batch_set_group");
+}
+
 void ReplicatedBatch::build(const uint64_t *seqs, const int64_t *q_lens, int32_t n) {
     kvc_batch_info first{};
     kvc_check(pool_.each_rank("kvc_batch_build", 0,

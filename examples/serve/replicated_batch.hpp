@@ -19,6 +19,9 @@ public:
     ReplicatedBatch(const ReplicatedBatch &) = delete;
     ReplicatedBatch &operator=(const ReplicatedBatch &) = delete;
 
+    // kvc_batch_set_group on every rank: the KV-cache group of a hybrid pool whose tables the next
+    // builds record (one batch per attention group; kvc_launch_attention refuses other groups' layers).
+    void set_group(int32_t group);
     // kvc_batch_build on every rank (throws on failure, LockstepError when the ranks' batches differ).
     void build(const uint64_t *seqs, const int64_t *q_lens, int32_t n);
     kvc_batch *rank(int32_t r) const { return batches_[size_t(r)]; }

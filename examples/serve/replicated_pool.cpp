@@ -27,6 +27,7 @@ ReplicatedPool::ReplicatedPool(std::string name, const kvc_pool_config &cfg, int
     si.struct_size = sizeof si;
     kvc_check(kvc_storage_get_info(pools_[0], &si), "kvc_storage_get_info");
     block_stride_ = si.block_stride;
+    if (hybrid) num_groups_ = int32_t(hybrid->groups.size());
     rank_bytes_ = si.total_bytes;
     stats_.resize(size_t(ranks));
 }
@@ -155,9 +156,15 @@ kvc_stats ReplicatedPool::stats() {
     return stats_[0];
 }
 
-const std::vector<int32_t> &ReplicatedPool::block_table(uint64_t seq) {
-    auto fetch = [seq](kvc_pool *p, std::vector<int32_t> *out) {
+const std::vector<int32_t> &ReplicatedPool::block_table(uint64_t seq, int32_t group) {
+    auto fetch = [seq, group](kvc_pool *p, std::vector<int32_t> *out) {
         int64_t len = 0;
+        if (group >= 0) {
+            kvc_status st = kvc_seq_group_block_table(p, seq, group, nullptr, 0, &len);
+            if (st != KVC_OK && st != KVC_ERR_BUFFER_TOO_SMALL) return st;
+            out->resize(size_t(len));
+            return kvc_seq_group_block_table(p, seq, group, out->data(), len, &len);
+        }
         kvc_status st = kvc_seq_block_table(p, seq, nullptr, 0, &len);
         if (st != KVC_OK) return st;
         out->resize(size_t(len));
@@ -183,7 +190,10 @@ const std::vector<int32_t> &ReplicatedPool::block_table(uint64_t seq) {
 
 void ReplicatedPool::check_lockstep(const std::vector<uint64_t> &seqs) {
     if (ranks() == 1) return;
-    for (uint64_t s : seqs) block_table(s);
+    for (uint64_t s : seqs) {
+        block_table(s);
+        for (int32_t g = 1; g < num_groups_; g++) block_table(s, g);  // group 0's is the one above
+    }
     stats();
 }
 

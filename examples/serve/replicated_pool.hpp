@@ -88,7 +88,10 @@ public:
     // kvc_pool_stats of every rank, every block counter compared; rank 0's (throws on failure).
     kvc_stats stats();
     // seq's block table on every rank, compared entry by entry; rank 0's (valid until the next call).
-    const std::vector<int32_t> &block_table(uint64_t seq);
+    // group >= 0: that KV-cache group's table of a hybrid pool (kvc_seq_group_block_table).
+    const std::vector<int32_t> &block_table(uint64_t seq, int32_t group = -1);
+    // A hybrid pool's KV-cache groups (0 for a plain pool).
+    int32_t num_groups() const { return num_groups_; }
     // After an engine step: the tables of these sequences and the pool's counters agree.
     void check_lockstep(const std::vector<uint64_t> &seqs);
 
@@ -99,6 +102,7 @@ private:
     std::string name_;
     std::vector<kvc_pool *> pools_;
     int64_t block_stride_ = 0, rank_bytes_ = 0;
+    int32_t num_groups_ = 0;
     int64_t calls_ = 0;
     int64_t step_ = -1;
     std::vector<kvc_stats> stats_;          // per rank, reused
