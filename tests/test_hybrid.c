@@ -569,6 +569,50 @@ static void test_swap_every_group_bytes(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* kvc_prefix_pin pins, in every group, what a hit at the end of the prefix needs (FULL: every
+ * block; SLIDING: its window's blocks there plus the one the aligned prefix's own admission
+ * needs; SSM: the last snapshot, plus the one before for that admission): under pressure that
+ * evicts everything else the prompt still hits, and kvc_prefix_unpin undoes exactly the pins. */
+static void test_prefix_pin_every_group(void **state) {
+    (void)state;
+    kvc_pool *p = make_hybrid(30, KVC_BACKEND_NONE, 1, 0.0);
+    int32_t sys[20], t[MAXT];
+    toks(sys, 20, 11000);
+    OK(kvc_alloc(p, 1, sys, 16, NULL, NULL)); /* 4 full blocks per group, cached at once */
+    OK(kvc_free(p, 1));
+    int64_t pinned = -1;
+    OK(kvc_prefix_pin(p, sys, 16, NULL, &pinned));
+    assert_int_equal(pinned, 16);
+    /* FULL 4 + SLIDING (window of position 16: blocks 2, 3; the 16-token prompt's own admission,
+     * hit 12 with window from 7: block 1) 3 + SSM (block 3; block 2 for that admission) 2. */
+    assert_int_equal(stats_of(p).pinned_blocks, 9);
+    CHECK_POOL(p);
+    /* Take every other page: the unpinned cached ones are evicted. */
+    const int64_t avail = stats_of(p).free_blocks; /* pinned pages are not free */
+    for (int64_t i = 0; i < avail / 3; ++i) {
+        toks(t, 3, (int32_t)(50000 + i * 10));
+        OK(kvc_alloc(p, 100 + (uint64_t)i, t, 3, NULL, NULL));
+    }
+    for (int64_t i = 0; i < avail / 3; ++i) OK(kvc_free(p, 100 + (uint64_t)i));
+    int64_t cached = -1;
+    assert_true(stats_of(p).evictions > 0);
+    OK(kvc_prefix_lookup(p, sys, 16, NULL, &cached)); /* the prefix itself: cap 3 blocks */
+    assert_int_equal(cached, 12);
+    OK(kvc_prefix_lookup(p, sys, 20, NULL, &cached)); /* an extension: all 4 blocks */
+    assert_int_equal(cached, 16);
+    /* Shorter prefixes are not protected (as with a plain pool's window): at 12 tokens the
+     * sliding group would need its evicted block 0. */
+    OK(kvc_prefix_lookup(p, sys, 12, NULL, &cached));
+    assert_int_equal(cached, 0);
+    int64_t unpinned = -1;
+    OK(kvc_prefix_unpin(p, sys, 16, NULL, &unpinned));
+    assert_int_equal(unpinned, 16);
+    assert_int_equal(stats_of(p).pinned_blocks, 0);
+    EXPECT_ERR_UNCHANGED(p, kvc_prefix_unpin(p, sys, 16, NULL, &unpinned), KVC_ERR_STATE);
+    CHECK_POOL(p);
+    OK(kvc_pool_destroy(p));
+}
+
 /* kvc_truncate cuts every group; with an SSM group only a cut that keeps every token is allowed. */
 static void test_truncate(void **state) {
     (void)state;
@@ -602,8 +646,6 @@ static void test_unsupported_on_hybrid(void **state) {
     OK(kvc_alloc(p, 1, t, 9, NULL, NULL));
     int64_t n = 0;
     EXPECT_ERR_UNCHANGED(p, kvc_pool_set_sliding_window(p, 4), KVC_ERR_UNSUPPORTED);
-    EXPECT_ERR_UNCHANGED(p, kvc_prefix_pin(p, t, 9, NULL, &n), KVC_ERR_UNSUPPORTED);
-    EXPECT_ERR_UNCHANGED(p, kvc_prefix_unpin(p, t, 9, NULL, &n), KVC_ERR_UNSUPPORTED);
     EXPECT_ERR_UNCHANGED(p, kvc_prefix_lookup_tiers(p, t, 9, NULL, &n, &n, &n), KVC_ERR_UNSUPPORTED);
     EXPECT_ERR_UNCHANGED(p, kvc_tier_attach_disk(p, "/tmp/kvc_hybrid_never", 16, 0), KVC_ERR_UNSUPPORTED);
     kvc_xfer_agent *a = NULL;
@@ -631,6 +673,7 @@ int main(void) {
         cmocka_unit_test(test_fork_copy_on_write_bytes),
         cmocka_unit_test(test_host_tier_spill_and_restore_bytes),
         cmocka_unit_test(test_swap_every_group_bytes),
+        cmocka_unit_test(test_prefix_pin_every_group),
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_unsupported_on_hybrid),
     };

@@ -516,10 +516,13 @@ KVC_API kvc_status kvc_pool_get_sliding_window(kvc_pool *pool, int32_t *out_wind
  *    to its group and refuse a layer of another group.
  *  - **Tiers:** the host tier spills and restores every group's pages; kvc_swap_out /
  *    kvc_swap_in move all of a sequence's groups together.
+ *  - **Pins:** kvc_prefix_pin pins in every group what a hit at the end of the prefix needs there
+ *    (FULL every block, windowed groups the blocks their window reads, as on a plain pool with a
+ *    window), at the longest length every group can give; kvc_prefix_unpin undoes it.
  *  - **Not yet for hybrid pools** (KVC_ERR_UNSUPPORTED): kvc_truncate below the confirmed tokens
- *    of a sequence with an SSM group (state cannot be rewound), kvc_prefix_pin /
- *    kvc_prefix_unpin, kvc_prefix_lookup_tiers, the disk tier (kvc_tier_attach_disk*, hence
- *    kvc_tier_prefetch), KV transfer agents, kvc_pool_set_sliding_window (windows are per group).
+ *    of a sequence with an SSM group (state cannot be rewound), kvc_prefix_lookup_tiers, the disk
+ *    tier (kvc_tier_attach_disk*, hence kvc_tier_prefetch), KV transfer agents,
+ *    kvc_pool_set_sliding_window (windows are per group).
  * @{
  */
 

@@ -56,11 +56,15 @@ KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t
         kvc_status st = check_token_args(pool, tokens, num_tokens, "kvc_prefix_pin");
         if (st != KVC_OK) return st;
         if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "kvc_prefix_pin: prefix caching is off in this pool");
-        if (pool->hybrid) return kvc::refuse_hybrid("kvc_prefix_pin", "pins would have to cover every group's hit");
         std::lock_guard<std::mutex> lock(pool->mu);
         const int64_t full = num_tokens / pool->block_size;
         const kvc::KeySet &ks = keys_or_empty(keys);
-        const kvc::PrefixWalk w = pool->sliding_window > 0 ? kvc::pool_window_pin_range(pool, tokens, full, ks, false)
+        if (pool->hybrid) {
+            const int64_t pinned = kvc::hybrid_prefix_pin(pool, tokens, full, ks, false);
+            if (out_pinned_tokens) *out_pinned_tokens = pinned * pool->block_size;
+            return KVC_OK;
+        }
+        const kvc::PrefixWalk w = pool->sliding_window > 0 ? kvc::pool_window_pin_range(pool, pool->sliding_window, tokens, full, ks, false)
                                                            : kvc::pool_walk_prefix(pool, tokens, full, ks,
                                                                                    kvc::kWalkDevice, kvc::kPickPin);
         for (int64_t i = 0; i < w.held(); ++i) pool->blocks.pin(w.block(i));
@@ -81,14 +85,20 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
         kvc_status st = check_token_args(pool, tokens, num_tokens, fn);
         if (st != KVC_OK) return st;
         if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "%s: prefix caching is off in this pool", fn);
-        if (pool->hybrid) return kvc::refuse_hybrid(fn, "kvc_prefix_pin is not offered either");
         std::lock_guard<std::mutex> lock(pool->mu);
         const int64_t full = num_tokens / pool->block_size;
         const kvc::KeySet &ks = keys_or_empty(keys);
+        if (pool->hybrid) {
+            const int64_t run = kvc::hybrid_prefix_pin(pool, tokens, full, ks, true);
+            if (full > 0 && run == 0)
+                return fail(KVC_ERR_STATE, "%s: no pinned prefix of this prompt in every group of the hybrid pool", fn);
+            if (out_unpinned_tokens) *out_unpinned_tokens = run * pool->block_size;
+            return KVC_OK;
+        }
         int64_t first = 0, run = 0;  // unpin w.block(0 .. run - first - 1), blocks first .. run - 1
         kvc::PrefixWalk w;
         if (pool->sliding_window > 0) {
-            w = kvc::pool_window_pin_range(pool, tokens, full, ks, true);
+            w = kvc::pool_window_pin_range(pool, pool->sliding_window, tokens, full, ks, true);
             first = w.first_block;
             run = w.hit_blocks;
             if (full > 0 && run == 0)

@@ -161,4 +161,69 @@ kvc_status hybrid_commit_alloc(kvc_pool *p, uint64_t seq_id, const int32_t *toke
     return KVC_OK;
 }
 
+// ---- kvc_prefix_pin / kvc_prefix_unpin --------------------------------------------------------
+//
+// Each group pins what a hit at the end of the prefix's full blocks needs in that group -- FULL its
+// leading run, a windowed group its pin range (pool_window_pin_range: the blocks its window reads
+// there, plus the one the block-aligned prefix's own admission needs) -- at the one length every
+// group can give: the same fixpoint as the allocation's hit, with these searches. Unpinning
+// searches among pinned blocks only and undoes the same ranges.
+namespace {
+
+// Group g's search at cap blocks; *len: the length this group can give there.
+PrefixWalk pin_search(kvc_pool *p, PoolGroup &G, const int32_t *tokens, int64_t cap, bool pinned_only, int64_t *len) {
+    if (G.window > 0) {
+        PrefixWalk w =
+            walk_in_group(p, G, [&] { return pool_window_pin_range(p, G.window, tokens, cap, G.keys, pinned_only); });
+        *len = w.hit_blocks;
+        return w;
+    }
+    PrefixWalk w = walk_in_group(p, G, [&] { return pool_walk_prefix(p, tokens, cap, G.keys, kWalkDevice, kPickPin); });
+    int64_t run = w.hit_blocks;
+    if (pinned_only) {
+        run = 0;
+        while (run < w.hit_blocks && p->blocks.pins(w.block(run)) > 0) ++run;
+    }
+    *len = run;
+    return w;
+}
+
+}  // namespace
+
+int64_t hybrid_prefix_pin(kvc_pool *p, const int32_t *tokens, int64_t full_blocks, const KeySet &keys, bool unpin) {
+    const int32_t n = int32_t(p->groups.size());
+    for (int32_t g = 0; g < n; ++g) {
+        KeySet &k = p->groups[size_t(g)].keys;
+        k.assign(keys);
+        k.group = uint32_t(g);
+    }
+    PrefixWalk walks[KVC_MAX_GROUPS];
+    int64_t cap = full_blocks, searched_at[KVC_MAX_GROUPS];
+    std::fill(searched_at, searched_at + n, int64_t(-1));
+    for (bool moved = true; moved && cap > 0;) {
+        moved = false;
+        for (int32_t g = 0; g < n && cap > 0; ++g) {
+            if (searched_at[g] == cap) continue;
+            int64_t len = 0;
+            walks[g] = pin_search(p, p->groups[size_t(g)], tokens, cap, unpin, &len);
+            searched_at[g] = cap;
+            if (len < cap) {
+                cap = len;
+                moved = true;
+            }
+        }
+    }
+    if (cap == 0) return 0;
+    for (int32_t g = 0; g < n; ++g) {
+        const PrefixWalk &w = walks[g];
+        // FULL: blocks 0 .. cap - 1 (its walk may have found more); windowed: the range held.
+        const int64_t count = p->groups[size_t(g)].window > 0 ? w.held() : cap;
+        if (!unpin)
+            for (int64_t i = 0; i < count; ++i) p->blocks.pin(w.block(i));
+        else  // deepest first, as kvc_free: blocks return to an LRU list in eviction order
+            for (int64_t i = count - 1; i >= 0; --i) pool_unpin_block(p, w.block(i));
+    }
+    return cap;
+}
+
 }  // namespace kvc

@@ -98,9 +98,8 @@ PrefixWalk walk_windowed(kvc_pool *p, int32_t window, const int32_t *tokens, int
 
 }  // namespace
 
-PrefixWalk pool_window_pin_range(kvc_pool *p, const int32_t *tokens, int64_t full_blocks, const KeySet &keys,
-                                 bool pinned_only) {
-    const int32_t window = p->sliding_window;
+PrefixWalk pool_window_pin_range(kvc_pool *p, int32_t window, const int32_t *tokens, int64_t full_blocks,
+                                 const KeySet &keys, bool pinned_only) {
     PrefixWalk w = walk_windowed(p, window, tokens, full_blocks, keys, kWalkDevice, kPickPin, pinned_only);
     if (w.hit_blocks < 2) return w;
     // The prefix itself, when block-aligned, is admitted one block short of this hit (the last

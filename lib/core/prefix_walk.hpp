@@ -84,13 +84,13 @@ PrefixWalk pool_find_hit_blocks(kvc_pool *p, const int32_t *tokens, int64_t max_
 // The longest hit (in blocks) a prompt of num_tokens tokens may take with these keys.
 int64_t pool_max_hit_blocks(const kvc_pool *p, int64_t num_tokens, const KeySet &keys);
 
-// kvc_prefix_pin / kvc_prefix_unpin with a sliding window (copies picked by kPickPin): the device
-// blocks a hit at the end of the prefix's first full_blocks blocks needs -- blocks first_block .. hit_blocks - 1, for
-// the largest such end whose window is cached (with pinned_only: cached and pinned) -- plus the block before them when
-// the prefix's own admission (one block shorter when block-aligned) needs it and it qualifies, as the result's
-// blocks[]. May throw std::bad_alloc before anything changed.
-PrefixWalk pool_window_pin_range(kvc_pool *p, const int32_t *tokens, int64_t full_blocks, const KeySet &keys,
-                                 bool pinned_only);
+// kvc_prefix_pin / kvc_prefix_unpin with a sliding window (the pool's, or a hybrid pool group's) (copies picked by
+// kPickPin): the device blocks a hit at the end of the prefix's first full_blocks blocks needs -- blocks first_block ..
+// hit_blocks - 1, for the largest such end whose window is cached (with pinned_only: cached and pinned) -- plus the
+// block before them when the prefix's own admission (one block shorter when block-aligned) needs it and it qualifies,
+// as the result's blocks[]. May throw std::bad_alloc before anything changed.
+PrefixWalk pool_window_pin_range(kvc_pool *p, int32_t window, const int32_t *tokens, int64_t full_blocks,
+                                 const KeySet &keys, bool pinned_only);
 
 // (pool_begin_walk, core/pool.hpp: a new walk's result, its views on the pool's walk buffers.)
 // A prefix search's record of held hit block j (pool_walk_prefix, the windowed search): a device

@@ -69,6 +69,11 @@ void hybrid_plan_alloc(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, c
                        HybridPlan *out);
 kvc_status hybrid_check_alloc(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, const HybridPlan &plan);
 int32_t hybrid_alloc_verdict(const kvc_pool *p, const HybridPlan &plan);
+// kvc_prefix_pin (unpin false) / kvc_prefix_unpin (true) on a hybrid pool: pins (unpins) in every
+// group what a hit at the end of the prefix's first full_blocks blocks needs there, at the longest
+// length all groups can give (unpin: among pinned blocks). Returns that length in blocks. May throw
+// std::bad_alloc (the keys' copies, a windowed search's buffer) before anything changed.
+int64_t hybrid_prefix_pin(kvc_pool *p, const int32_t *tokens, int64_t full_blocks, const KeySet &keys, bool unpin);
 kvc_status hybrid_commit_alloc(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
                                const KeySet &keys, const HybridPlan &plan, int64_t *out_cached_tokens);
 
