@@ -503,6 +503,8 @@ KVC_API kvc_status kvc_pool_get_sliding_window(kvc_pool *pool, int32_t *out_wind
  *    hash specification"). kvc_alloc admits the longest block-aligned prefix that every group
  *    can resume from: FULL groups need every block of it cached, SLIDING groups the blocks their
  *    window reads at its end, SSM groups the state snapshot page of its last block.
+ *    kvc_can_alloc, kvc_admit and kvc_prefix_lookup count the same hit, and the watermark counts
+ *    every group's pages.
  *  - **SSM state.** An SSM group's page of block i holds the state after the last token of block
  *    i that the sequence has confirmed; the caller's forward pass reads the state from the page
  *    of the block holding position n - 1 and writes it to the page of the block holding
