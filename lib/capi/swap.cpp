@@ -50,8 +50,6 @@ int64_t swap_out_blocks(const kvc_pool *p, const Sequence *s) {
     for (int32_t b : s->table) n += b >= 0 && swappable(p, b) ? 1 : 0;  // -1: released by the window
     return n;
 }
-// Block tables of a sequence: one per group in a hybrid pool.
-int32_t num_tables(const kvc_pool *p) { return p->hybrid ? int32_t(p->groups.size()) : 1; }
 
 int64_t held_blocks(const Sequence *s) {
     int64_t n = 0;
@@ -79,7 +77,7 @@ KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_o
             t = p->tiers.load(std::memory_order_relaxed);
             if (!t) return fail(KVC_ERR_STATE, "%s: the pool has no host tier (kvc_tier_attach_host)", fn);
             // Every table of the sequence (one per group in a hybrid pool) moves together.
-            const int32_t n = num_tables(p);
+            const int32_t n = kvc::pool_num_tables(p);
             // A queued copy-on-write pair into one of this sequence's blocks has not written it yet:
             // moving that block first would save stale bytes. A pair reading one of its blocks (a
             // fork's copy from it) is no obstacle: the swap-out reads the same bytes, and the pair's
@@ -147,7 +145,7 @@ KVC_API kvc_status kvc_swap_in(kvc_pool *pool, uint64_t seq_id, uint64_t *out_op
             if (!s->swapped_out)
                 return fail(KVC_ERR_STATE, "%s: sequence %llu is not swapped out", fn, (unsigned long long)seq_id);
             t = p->tiers.load(std::memory_order_relaxed);
-            const int32_t n = num_tables(p);
+            const int32_t n = kvc::pool_num_tables(p);
             int64_t need = 0;
             for (int32_t g = 0; g < n; ++g) need += held_blocks(kvc::group_seq(s, g));
             if (need > p->blocks.num_free())
@@ -247,7 +245,7 @@ KVC_API kvc_status kvc_preemption_cost(kvc_pool *pool, uint64_t seq_id, int64_t 
         const Sequence *s = pool->seqs.find(seq_id);
         if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
         int64_t blocks = 0;
-        for (int32_t g = 0; g < num_tables(pool); ++g) {
+        for (int32_t g = 0; g < kvc::pool_num_tables(pool); ++g) {
             const Sequence *sg = kvc::group_seq(s, g);
             blocks += sg->swapped_out ? held_blocks(sg) : swap_out_blocks(pool, sg);
         }

@@ -48,6 +48,38 @@ PrefixWalk walk_in_group(kvc_pool *p, PoolGroup &G, Search &&search) {
     return w;
 }
 
+// Gives every group the request's keys tagged with the group's index (KeySet::group). May throw
+// std::bad_alloc (the multimodal items' copies) before anything changed.
+void tag_group_keys(kvc_pool *p, const KeySet &keys) {
+    for (size_t g = 0; g < p->groups.size(); ++g) {
+        KeySet &k = p->groups[g].keys;
+        k.assign(keys);
+        k.group = uint32_t(g);
+    }
+}
+
+// The coordinated length over n groups: the fixpoint of L = min over groups of search(g, L),
+// from L = cap. search(g, c) runs group g's search capped at c (keeping its walk) and returns the
+// length that group can give; a group is searched again only when L moved since its last search.
+template <class Search>
+int64_t coordinate(int32_t n, int64_t cap, Search &&search) {
+    int64_t searched_at[KVC_MAX_GROUPS];
+    std::fill(searched_at, searched_at + n, int64_t(-1));
+    for (bool moved = true; moved && cap > 0;) {
+        moved = false;
+        for (int32_t g = 0; g < n && cap > 0; ++g) {
+            if (searched_at[g] == cap) continue;
+            const int64_t len = search(g, cap);
+            searched_at[g] = cap;
+            if (len < cap) {
+                cap = len;
+                moved = true;
+            }
+        }
+    }
+    return cap;
+}
+
 }  // namespace
 
 void hybrid_prepare_seq(kvc_pool *p, Sequence *s) {
@@ -68,29 +100,12 @@ void hybrid_plan_alloc(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, c
     const int32_t n = int32_t(p->groups.size());
     PrefixWalk walks[KVC_MAX_GROUPS];
     if (p->caching) {
-        for (int32_t g = 0; g < n; ++g) {
-            KeySet &k = p->groups[size_t(g)].keys;
-            k.assign(keys);
-            k.group = uint32_t(g);
-        }
-        int64_t cap = pool_max_hit_blocks(p, num_tokens, keys);
-        int64_t searched_at[KVC_MAX_GROUPS];
-        std::fill(searched_at, searched_at + n, int64_t(-1));
-        for (bool moved = true; moved && cap > 0;) {
-            moved = false;
-            for (int32_t g = 0; g < n && cap > 0; ++g) {
-                if (searched_at[g] == cap) continue;
-                PoolGroup &G = p->groups[size_t(g)];
-                const int64_t c = cap;
-                walks[g] =
-                    walk_in_group(p, G, [&] { return pool_find_hit_blocks(p, tokens, c, G.keys, lower, G.window); });
-                searched_at[g] = cap;
-                if (walks[g].hit_blocks < cap) {
-                    cap = walks[g].hit_blocks;
-                    moved = true;
-                }
-            }
-        }
+        tag_group_keys(p, keys);
+        const int64_t cap = coordinate(n, pool_max_hit_blocks(p, num_tokens, keys), [&](int32_t g, int64_t c) {
+            PoolGroup &G = p->groups[size_t(g)];
+            walks[g] = walk_in_group(p, G, [&] { return pool_find_hit_blocks(p, tokens, c, G.keys, lower, G.window); });
+            return walks[g].hit_blocks;
+        });
         // cap 0: every group starts from scratch (drop the partial hits the searches found).
         if (cap == 0)
             for (int32_t g = 0; g < n; ++g) walks[g] = PrefixWalk{};
@@ -124,10 +139,7 @@ kvc_status hybrid_check_alloc(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, 
 }
 
 int32_t hybrid_alloc_verdict(const kvc_pool *p, const HybridPlan &plan) {
-    const int64_t w = p->watermark_blocks;
-    if (p->num_blocks - plan.fresh < w || plan.held > p->num_blocks) return KVC_ALLOC_NEVER;
-    if (plan.free_now - plan.fresh >= w) return KVC_ALLOC_OK;
-    return KVC_ALLOC_LATER;
+    return alloc_verdict_of(p, plan.held, plan.fresh, plan.free_now);
 }
 
 kvc_status hybrid_commit_alloc(kvc_pool *p, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
@@ -192,27 +204,13 @@ PrefixWalk pin_search(kvc_pool *p, PoolGroup &G, const int32_t *tokens, int64_t 
 
 int64_t hybrid_prefix_pin(kvc_pool *p, const int32_t *tokens, int64_t full_blocks, const KeySet &keys, bool unpin) {
     const int32_t n = int32_t(p->groups.size());
-    for (int32_t g = 0; g < n; ++g) {
-        KeySet &k = p->groups[size_t(g)].keys;
-        k.assign(keys);
-        k.group = uint32_t(g);
-    }
+    tag_group_keys(p, keys);
     PrefixWalk walks[KVC_MAX_GROUPS];
-    int64_t cap = full_blocks, searched_at[KVC_MAX_GROUPS];
-    std::fill(searched_at, searched_at + n, int64_t(-1));
-    for (bool moved = true; moved && cap > 0;) {
-        moved = false;
-        for (int32_t g = 0; g < n && cap > 0; ++g) {
-            if (searched_at[g] == cap) continue;
-            int64_t len = 0;
-            walks[g] = pin_search(p, p->groups[size_t(g)], tokens, cap, unpin, &len);
-            searched_at[g] = cap;
-            if (len < cap) {
-                cap = len;
-                moved = true;
-            }
-        }
-    }
+    const int64_t cap = coordinate(n, full_blocks, [&](int32_t g, int64_t c) {
+        int64_t len = 0;
+        walks[g] = pin_search(p, p->groups[size_t(g)], tokens, c, unpin, &len);
+        return len;
+    });
     if (cap == 0) return 0;
     for (int32_t g = 0; g < n; ++g) {
         const PrefixWalk &w = walks[g];

@@ -134,6 +134,9 @@ inline void pool_report_stored(kvc_pool *p, int32_t b, const Hash128 &parent, co
     p->events.push(ev, tokens);
 }
 
+// Block tables per sequence: one per group in a hybrid pool, else one.
+inline int32_t pool_num_tables(const kvc_pool *p) { return p->hybrid ? int32_t(p->groups.size()) : 1; }
+
 // Token position -> block index. Block sizes are nearly always powers of two: a shift instead of a
 // 64-bit division (tens of cycles) keeps the per-token decode path short.
 inline int64_t pool_block_of(const kvc_pool *p, int64_t pos) {

@@ -42,11 +42,15 @@ kvc_status check_alloc(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, const A
     return KVC_OK;
 }
 
-int32_t alloc_verdict(const kvc_pool *p, const AllocPlan &plan) {
+int32_t alloc_verdict_of(const kvc_pool *p, int64_t held, int64_t fresh, int64_t free_now) {
     const int64_t w = p->watermark_blocks;
-    if (p->num_blocks - plan.fresh < w || plan.held > p->num_blocks) return KVC_ALLOC_NEVER;
-    if (plan.free_now - plan.fresh >= w) return KVC_ALLOC_OK;
+    if (p->num_blocks - fresh < w || held > p->num_blocks) return KVC_ALLOC_NEVER;
+    if (free_now - fresh >= w) return KVC_ALLOC_OK;
     return KVC_ALLOC_LATER;
+}
+
+int32_t alloc_verdict(const kvc_pool *p, const AllocPlan &plan) {
+    return alloc_verdict_of(p, plan.held, plan.fresh, plan.free_now);
 }
 
 // The new sequence s (created, room reserved) takes the hit: the table starts with the windowed

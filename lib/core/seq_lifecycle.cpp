@@ -33,8 +33,6 @@ __attribute__((always_inline)) inline void fork_apply(kvc_pool *p, Sequence *par
         p->blocks.add_ref(c->table[i]);  // all in use already: no list changes
 }
 
-int32_t num_tables(const kvc_pool *p) { return p->hybrid ? int32_t(p->groups.size()) : 1; }
-
 // kvc_truncate's refusal for one table, if any: the next token (position num_tokens) attends
 // from num_tokens - window + 1 on, so those blocks must still be here.
 __attribute__((always_inline)) inline kvc_status truncate_check(const kvc_pool *p, const Sequence *s, uint64_t seq_id,
@@ -112,7 +110,7 @@ kvc_status fork_seq(kvc_pool *p, uint64_t parent_id, uint64_t child_id, const ch
         ++p->counters.forks;
         return KVC_OK;
     }
-    const int32_t n = num_tables(p);
+    const int32_t n = pool_num_tables(p);
     try {
         if (p->hybrid) hybrid_prepare_seq(p, c);
         for (int32_t g = 0; g < n; ++g) fork_copy(group_seq(parent, g), group_seq(c, g));
@@ -141,7 +139,7 @@ kvc_status truncate_seq(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, int32_
         if (out_freed_blocks) *out_freed_blocks = int32_t(dropped);
         return KVC_OK;
     }
-    const int32_t n = num_tables(p);
+    const int32_t n = pool_num_tables(p);
     for (int32_t g = 0; g < n; ++g) {
         if (p->groups[size_t(g)].kind == KVC_GROUP_SSM && num_tokens < s->num_tokens)
             return fail(KVC_ERR_UNSUPPORTED,
@@ -163,7 +161,7 @@ kvc_status free_seq(kvc_pool *p, uint64_t seq_id, bool abort, const char *fn) {
     if (!s)
         return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu (never allocated or already freed)", fn,
                     (unsigned long long)seq_id);
-    for (int32_t g = num_tables(p); g-- > 0;) release_table(p, group_seq(s, g), abort);
+    for (int32_t g = pool_num_tables(p); g-- > 0;) release_table(p, group_seq(s, g), abort);
     p->seqs.erase(s);
     p->seq_generation.fetch_add(1, std::memory_order_relaxed);
     ++p->counters.frees;

@@ -38,6 +38,8 @@ AllocPlan plan_alloc_from_walk(const kvc_pool *p, int64_t num_tokens, const Pref
 kvc_status check_alloc(kvc_pool *p, uint64_t seq_id, int64_t num_tokens, const AllocPlan &plan);
 // The watermark verdict (KVC_ALLOC_OK / LATER / NEVER) of kvc_can_alloc and kvc_admit for a plan.
 int32_t alloc_verdict(const kvc_pool *p, const AllocPlan &plan);
+// The same verdict from a plan's totals (a hybrid pool's plans summed over its groups).
+int32_t alloc_verdict_of(const kvc_pool *p, int64_t held, int64_t fresh, int64_t free_now);
 // Creates sequence seq_id from a plan that passed check_alloc: holds the device hits, queues the
 // restores of lower-tier hits and the spills of the cached blocks the fresh ones evict, hashes the
 // prompt's full blocks past the hit into the cache. *out_cached_tokens (optional): the hit's tokens.
