@@ -58,6 +58,21 @@ kvc_status batch_entry_failed(kvc_status st, int32_t entry, int32_t num_seqs, in
     return fail(st, "%s (entry %d of %d; the %d before it were appended)", why, entry, num_seqs, done);
 }
 
+// One kvc_append_batch entry by the general path (append_seq), out of line so that the decode
+// step's loop stays small; its refusal names the entry. Caller holds the pool lock.
+__attribute__((noinline)) kvc_status append_batch_entry(kvc_pool *p, uint64_t seq_id, const int32_t *tokens,
+                                                        int64_t num_tokens, int64_t num_lookahead,
+                                                        int32_t *out_new_blocks, int32_t entry, int32_t num_seqs,
+                                                        const char *fn) {
+    kvc_status st;
+    try {
+        st = kvc::append_seq(p, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
+    } catch (const std::bad_alloc &) {  // before the entry changed anything
+        st = fail(KVC_ERR_NO_MEMORY, "%s: out of host memory", fn);
+    }
+    return st == KVC_OK ? st : batch_entry_failed(st, entry, num_seqs, entry);
+}
+
 // kvc_seq_block_table (group 0) and kvc_seq_group_block_table.
 kvc_status copy_block_table(kvc_pool *pool, uint64_t seq_id, int32_t group, int32_t *out, int64_t cap, int64_t *out_len,
                             const char *fn) {
@@ -228,31 +243,47 @@ KVC_API kvc_status kvc_append_batch(kvc_pool *pool, int32_t num_seqs, const uint
         if (token_offsets && token_offsets[0] != 0)
             return fail(KVC_ERR_INVALID_ARG, "%s: token_offsets[0] must be 0, got %lld", fn,
                         (long long)token_offsets[0]);
+        // The decode step's form: one token per sequence and one lookahead for all. Its entries'
+        // arguments are one check, and its loop (below) is the in-place append alone.
+        const bool uniform = !token_offsets && !lookahead_per_seq;
         // Every entry's arguments first, so that a bad one changes nothing.
-        for (int32_t i = 0; i < num_seqs; ++i) {
-            const int64_t n = token_offsets ? token_offsets[i + 1] - token_offsets[i] : 1;
-            const int64_t la = lookahead_per_seq ? lookahead_per_seq[i] : num_lookahead;
-            if (__builtin_expect(!kvc::append_args_ok(pool, tokens, n, la), 0))
-                return batch_entry_failed(kvc::append_args_refusal(pool, tokens, n, la, fn), i, num_seqs, -1);
+        if (uniform) {
+            if (__builtin_expect(!kvc::append_args_ok(pool, tokens, 1, num_lookahead), 0))
+                return batch_entry_failed(kvc::append_args_refusal(pool, tokens, 1, num_lookahead, fn), 0, num_seqs, -1);
+        } else {
+            for (int32_t i = 0; i < num_seqs; ++i) {
+                const int64_t n = token_offsets ? token_offsets[i + 1] - token_offsets[i] : 1;
+                const int64_t la = lookahead_per_seq ? lookahead_per_seq[i] : num_lookahead;
+                if (__builtin_expect(!kvc::append_args_ok(pool, tokens, n, la), 0))
+                    return batch_entry_failed(kvc::append_args_refusal(pool, tokens, n, la, fn), i, num_seqs, -1);
+            }
         }
         kvc_pool *p = pool;
         kvc_status st = KVC_OK;
         {
             std::lock_guard<std::mutex> lock(p->mu);
-            for (; done < num_seqs; ++done) {
-                const int32_t i = done;
-                const int64_t first = token_offsets ? token_offsets[i] : i;
-                const int64_t n = token_offsets ? token_offsets[i + 1] - first : 1;
-                const int64_t la = lookahead_per_seq ? lookahead_per_seq[i] : num_lookahead;
-                try {
-                    st = kvc::append_seq(p, seq_ids[i], tokens ? tokens + first : nullptr, n, la,
-                                         out_new_blocks ? out_new_blocks + i : nullptr, fn);
-                } catch (const std::bad_alloc &) {  // before the entry changed anything
-                    st = fail(KVC_ERR_NO_MEMORY, "%s: out of host memory", fn);
+            if (uniform && num_lookahead == 0) {
+                // The decode step: the in-place append inline (as append_seq has it), the rest out
+                // of line.
+                for (; done < num_seqs; ++done) {
+                    const int32_t *toks = tokens ? tokens + done : nullptr;
+                    int32_t *new_blocks = out_new_blocks ? out_new_blocks + done : nullptr;
+                    kvc::Sequence *s = p->seqs.find(seq_ids[done]);
+                    if (__builtin_expect(s != nullptr, 1) && !s->swapped_out &&
+                        kvc::append_in_place(p, s, toks, 1, 0, new_blocks))
+                        continue;
+                    st = append_batch_entry(p, seq_ids[done], toks, 1, 0, new_blocks, done, num_seqs, fn);
+                    if (st != KVC_OK) break;
                 }
-                if (st != KVC_OK) {
-                    st = batch_entry_failed(st, i, num_seqs, done);
-                    break;
+            } else {
+                for (; done < num_seqs; ++done) {
+                    const int32_t i = done;
+                    const int64_t first = token_offsets ? token_offsets[i] : i;
+                    const int64_t n = token_offsets ? token_offsets[i + 1] - first : 1;
+                    const int64_t la = lookahead_per_seq ? lookahead_per_seq[i] : num_lookahead;
+                    st = append_batch_entry(p, seq_ids[i], tokens ? tokens + first : nullptr, n, la,
+                                            out_new_blocks ? out_new_blocks + i : nullptr, i, num_seqs, fn);
+                    if (st != KVC_OK) break;
                 }
             }
         }

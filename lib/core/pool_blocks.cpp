@@ -110,6 +110,12 @@ __attribute__((always_inline)) inline void enter_block(kvc_pool *p, Sequence *s,
     if (entered) {
         p->blocks.set_cached(b, true);
         pool_report_stored(p, b, s->chain, key, row);
+        // b follows the sequence's previous block: a later walk that hits that block finds b's
+        // hash through the hint (PrefixCache::child_hash) instead of hashing.
+        if (s->num_hashed > 0) {
+            const int32_t parent_block = s->table[size_t(s->num_hashed - 1)];
+            if (parent_block >= 0) p->cache.set_child(parent_block, b);
+        }
     }
     s->chain = key.hash;
     s->num_hashed += 1;
@@ -251,9 +257,29 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
     PrefixWalk w = pool_begin_walk(p);
     const int32_t bs = p->block_size;
     if (max_blocks > p->num_blocks) max_blocks = p->num_blocks;  // bounds hit_scratch
+    // Past block 0, a block's key is its plain hash when the keys add nothing to it (the salt
+    // covers block 0 only); then the child hint of the previous device hit may give it without
+    // hashing (PrefixCache::child_of).
+    const bool plain_keys = keys.lora_id == 0 && keys.group == 0 && keys.mm.empty();
+    int32_t last_hit = -1;  // the device block of block i - 1, when it was one
     for (int64_t i = 0; i < max_blocks; ++i) {
         const int32_t *toks = tokens + i * bs;
-        BlockKey key = p->hasher.hash_block(w.chain, toks, i, keys);
+        BlockKey key;
+        const int32_t child = last_hit >= 0 && plain_keys ? p->cache.child_of(last_hit) : -1;
+        if (child >= 0 && p->blocks.cached(child) && p->cache.holds_plain(child, w.chain, toks)) {
+            key.hash = p->cache.hash_of(child);  // lora_id and extras_digest stay 0
+            if (p->cache.only_copy(child)) {
+                // What the probe below would find (the hash's one copy) and verify (its content
+                // was just compared): a device hit without touching the index.
+                pool_record_device_hit(p, &w, i, child);
+                w.chain = key.hash;
+                w.hit_blocks = i + 1;
+                last_hit = child;
+                continue;
+            }
+        } else {
+            key = p->hasher.hash_block(w.chain, toks, i, keys);
+        }
         bool more;
         int32_t b = p->cache.find(key.hash, &more);
         if (b < 0) {  // not on the device: perhaps in a lower tier
@@ -265,6 +291,7 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
             pool_record_lower_hit(p, &w, i, tier, slot);
             w.chain = key.hash;
             w.hit_blocks = i + 1;
+            last_hit = -1;
             continue;
         }
         // Picked after the miss branch, so that the hot path knows b >= 0 (picking first made GCC
@@ -277,6 +304,7 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
         pool_record_device_hit(p, &w, i, b);
         w.chain = key.hash;
         w.hit_blocks = i + 1;
+        last_hit = b;
     }
     return w;
 }

@@ -30,6 +30,7 @@ void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
     slots_.assign(cap, Slot{});
     next_.assign(size_t(num_blocks), -1);
     prev_.assign(size_t(num_blocks), -1);
+    child_.assign(size_t(num_blocks), -1);
     lines_.reset(new Line[size_t(num_blocks) * size_t(lines_per_record_)]());  // zeroed token rows
     for (int32_t b = 0; b < num_blocks; ++b) new (rec(b)) Record();
 }
