@@ -366,6 +366,51 @@ static void test_priority_beats_lru(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* The prefix walk takes a block's hash from the "child hint" of the block hit before it (the block
+ * entered after it, lib/core/prefix_cache.hpp) when that child holds the same parent hash and token
+ * ids. Here the hint is stale: block A0 was evicted and reused for other content while its old
+ * child (T) stayed cached, so the hint names a block with the right token ids under another parent.
+ * It must not be a hit (a walk that skipped the parent comparison would hand out T's KV). */
+static void test_stale_child_hint_is_no_hit(void **state) {
+    (void)state;
+    kvc_pool *p = make_pool(4, 4, 1);
+    kvc_keys *hi, *lo;
+    OK(kvc_keys_create(&hi));
+    OK(kvc_keys_create(&lo));
+    OK(kvc_keys_set_priority(hi, 80));
+    OK(kvc_keys_set_priority(lo, 20));
+    int32_t at[9], ay[5], f[1], dz[8], query[13];
+    iota_tokens(at, 4, 100);     /* block a */
+    iota_tokens(at + 4, 4, 200); /* block t */
+    at[8] = 7;
+    alloc_cached(p, 1, at, 9, hi); /* a, t cached (hint: a -> t), a partial block */
+    int32_t t1[3];
+    table_of(p, 1, t1, 3);
+    const int32_t block_a = t1[0], block_t = t1[1];
+    OK(kvc_free(p, 1));
+    memcpy(ay, at, 4 * sizeof(int32_t));
+    ay[4] = 8;
+    assert_int_equal(alloc_cached(p, 2, ay, 5, lo), 4); /* a hit: its block now has priority 20 */
+    OK(kvc_free(p, 2));
+    f[0] = 9;
+    alloc_cached(p, 3, f, 1, NULL); /* leaves one uncached free block */
+    iota_tokens(dz, 8, 300);        /* blocks d, z */
+    assert_int_equal(alloc_cached(p, 4, dz, 8, NULL), 0);
+    int32_t t4[2];
+    table_of(p, 4, t4, 2);
+    assert_int_equal(t4[1], block_a); /* z went into a's block (the lowest priority evicted) ... */
+    assert_int_equal(kvct_block_refcount(p, block_t), 0);
+    memcpy(query, dz, 8 * sizeof(int32_t));
+    memcpy(query + 8, at + 4, 4 * sizeof(int32_t)); /* ... while t, a's old child, is still cached */
+    query[12] = 11;
+    assert_int_equal(cached_tokens_of(p, query, 13, NULL), 8);
+    OK(kvc_free(p, 3));
+    assert_int_equal(alloc_cached(p, 5, query, 13, NULL), 8);
+    OK(kvc_keys_destroy(hi));
+    OK(kvc_keys_destroy(lo));
+    OK(kvc_pool_destroy(p));
+}
+
 static void test_pinned_prefix_survives_pressure(void **state) {
     (void)state;
     kvc_pool *p = make_pool(4, 8, 1);
@@ -576,6 +621,7 @@ int main(void) {
         cmocka_unit_test(test_forced_collision_is_a_counted_miss),
         cmocka_unit_test(test_failed_alloc_leaves_refcounts),
         cmocka_unit_test(test_priority_beats_lru),
+        cmocka_unit_test(test_stale_child_hint_is_no_hit),
         cmocka_unit_test(test_pinned_prefix_survives_pressure),
         cmocka_unit_test(test_reset_refused_then_allowed),
         cmocka_unit_test(test_blocks_cached_as_decode_fills_them),
