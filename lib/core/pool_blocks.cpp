@@ -264,6 +264,10 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
     int32_t last_hit = -1;  // the device block of block i - 1, when it was one
     for (int64_t i = 0; i < max_blocks; ++i) {
         const int32_t *toks = tokens + i * bs;
+        // The prompt's token ids are usually cold (a new request's): ask for a later block's now,
+        // so the comparisons and hashes below do not wait on each line in turn (prefetching past
+        // the prompt's end cannot fault).
+        __builtin_prefetch(toks + 4 * bs);
         BlockKey key;
         const int32_t child = last_hit >= 0 && plain_keys ? p->cache.child_of(last_hit) : -1;
         if (child >= 0 && p->blocks.cached(child) && p->cache.holds_plain(child, w.chain, toks)) {
