@@ -265,7 +265,16 @@ KVC_API kvc_status kvc_append_batch(kvc_pool *pool, int32_t num_seqs, const uint
             if (uniform && num_lookahead == 0) {
                 // The decode step: the in-place append inline (as append_seq has it), the rest out
                 // of line.
+                // The sequences of a step are rarely all in cache: their map slots are asked for
+                // eight entries ahead, their Sequence records four ahead (from the slots asked for
+                // before), so the loads below overlap instead of waiting one by one.
+                constexpr int32_t kSlotAhead = 8, kSeqAhead = 4;
+                for (int32_t k = 0; k < kSlotAhead && k < num_seqs; ++k) p->seqs.prefetch_slot(seq_ids[k]);
                 for (; done < num_seqs; ++done) {
+                    if (done + kSlotAhead < num_seqs) p->seqs.prefetch_slot(seq_ids[done + kSlotAhead]);
+                    if (done + kSeqAhead < num_seqs)
+                        if (const kvc::Sequence *ahead = p->seqs.peek_home(seq_ids[done + kSeqAhead]))
+                            kvc::prefetch_for_append(ahead);
                     const int32_t *toks = tokens ? tokens + done : nullptr;
                     int32_t *new_blocks = out_new_blocks ? out_new_blocks + done : nullptr;
                     kvc::Sequence *s = p->seqs.find(seq_ids[done]);

@@ -10,14 +10,16 @@
 namespace kvc {
 
 void pool_uncache_block(kvc_pool *p, int32_t b) {
-    EventRecord ev;
-    ev.type = KVC_EVENT_BLOCK_REMOVED;
-    ev.block_id = b;
-    ev.hash = p->cache.hash_of(b);
-    ev.parent = p->cache.parent_of(b);
+    if (p->events.enabled()) {  // the record is read only for the event (erase needs no hash)
+        EventRecord ev;
+        ev.type = KVC_EVENT_BLOCK_REMOVED;
+        ev.block_id = b;
+        ev.hash = p->cache.hash_of(b);
+        ev.parent = p->cache.parent_of(b);
+        p->events.push(ev, nullptr);
+    }
     p->cache.erase(b);
     p->blocks.set_cached(b, false);
-    p->events.push(ev, nullptr);
 }
 
 int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {

@@ -31,6 +31,7 @@ void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
     next_.assign(size_t(num_blocks), -1);
     prev_.assign(size_t(num_blocks), -1);
     child_.assign(size_t(num_blocks), -1);
+    slot_of_.assign(size_t(num_blocks), 0);
     lines_.reset(new Line[size_t(num_blocks) * size_t(lines_per_record_)]());  // zeroed token rows
     for (int32_t b = 0; b < num_blocks; ++b) new (rec(b)) Record();
 }
@@ -47,28 +48,28 @@ void PrefixCache::insert(int32_t b, const Hash128 &parent, const BlockKey &key, 
 }
 
 void PrefixCache::erase(int32_t b) {
-    const Hash128 h = rec(b)->hash;
-    const uint64_t m = mix(h);
-    const uint32_t tag = tag_of_mix(m);
-    uint64_t i = m >> shift_;
-    bool newest = false;
-    for (;; i = (i + 1) & mask_) {
-        const Slot &sl = slots_[i];
-        if (sl.block == b) {
-            newest = true;
-            break;
+    uint64_t i = slot_of_[size_t(b)];
+    bool newest = slots_[i].block == b;  // a block is named by one slot at most
+    if (!newest) {  // an older copy: its hash's slot, from its record
+        const Hash128 h = rec(b)->hash;
+        const uint64_t m = mix(h);
+        const uint32_t tag = tag_of_mix(m);
+        for (i = m >> shift_;; i = (i + 1) & mask_) {
+            const Slot &sl = slots_[i];
+            if ((sl.tag ^ tag) <= kCopies && sl.block >= 0 && rec(sl.block)->hash == h) break;
         }
-        if ((sl.tag ^ tag) <= kCopies && rec(sl.block)->hash == h) break;  // b is an older copy
     }
     Slot &sl = slots_[i];
     --size_;
     if (sl.tag & kCopies) {  // unlink b from the chain: O(1) wherever it is
         const int32_t older = next_[size_t(b)], newer = prev_[size_t(b)];
         if (older >= 0) prev_[size_t(older)] = newer;
-        if (newest)
+        if (newest) {
             sl.block = older;
-        else
+            slot_of_[size_t(older)] = i;
+        } else {
             next_[size_t(newer)] = older;
+        }
         if (next_[size_t(sl.block)] < 0) sl.tag &= ~kCopies;  // one copy left
         return;
     }
@@ -81,6 +82,7 @@ void PrefixCache::erase(int32_t b) {
         bool home_after_hole = hole <= j ? (hj > hole && hj <= j) : (hj > hole || hj <= j);
         if (!home_after_hole) {
             slots_[hole] = slots_[j];
+            slot_of_[size_t(slots_[j].block)] = hole;
             hole = j;
         }
     }

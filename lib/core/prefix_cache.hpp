@@ -134,6 +134,7 @@ public:
         set_identity(b, key);
         next_[size_t(b)] = -1;
         prev_[size_t(b)] = -1;  // only_copy() reads it
+        slot_of_[size_t(b)] = empty_slot;
         slots_[empty_slot].block = b;
         slots_[empty_slot].tag = tag_of(key.hash);
         ++size_;
@@ -149,6 +150,7 @@ public:
         next_[size_t(b)] = older;
         prev_[size_t(b)] = -1;
         prev_[size_t(older)] = b;
+        slot_of_[size_t(b)] = slot;
         slots_[slot].block = b;
         slots_[slot].tag |= kCopies;
         ++size_;
@@ -254,6 +256,10 @@ private:
     std::vector<int32_t> next_;      // per block: the next older copy of its hash, or -1
     std::vector<int32_t> prev_;      // per block: the next newer copy, or -1 (set once its hash has two)
     std::vector<int32_t> child_;     // per block: its child hint, or -1 (set_child)
+    // Per block: the slot naming it, valid while it is the newest copy of its hash (slots_[i].block
+    // == b says so). erase() of an evicted block then starts there instead of at its hash's home,
+    // without reading its record (cold: the least recently used block's).
+    std::vector<uint64_t> slot_of_;
     std::unique_ptr<Line[]> lines_;  // num_blocks records of lines_per_record_ lines
 };
 
