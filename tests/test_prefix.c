@@ -371,9 +371,11 @@ static void test_priority_beats_lru(void **state) {
  * ids. Here the hint is stale: block A0 was evicted and reused for other content while its old
  * child (T) stayed cached, so the hint names a block with the right token ids under another parent.
  * It must not be a hit (a walk that skipped the parent comparison would hand out T's KV). */
-static void test_stale_child_hint_is_no_hit(void **state) {
-    (void)state;
+static void stale_child_hint(int32_t window) {
     kvc_pool *p = make_pool(4, 4, 1);
+    /* A window wider than every prompt here releases nothing but sends the hit search through the
+     * windowed path (lib/core/prefix_hit.cpp), which takes keys from hints too. */
+    if (window > 0) OK(kvc_pool_set_sliding_window(p, window));
     kvc_keys *hi, *lo;
     OK(kvc_keys_create(&hi));
     OK(kvc_keys_create(&lo));
@@ -406,9 +408,18 @@ static void test_stale_child_hint_is_no_hit(void **state) {
     assert_int_equal(cached_tokens_of(p, query, 13, NULL), 8);
     OK(kvc_free(p, 3));
     assert_int_equal(alloc_cached(p, 5, query, 13, NULL), 8);
+    /* No hash of this prompt matched other content: a key taken from the stale hint would name
+     * t's block, whose parent then fails the hit's verification (the windowed search's symptom). */
+    assert_int_equal(stats_of(p).verify_misses, 0);
     OK(kvc_keys_destroy(hi));
     OK(kvc_keys_destroy(lo));
     OK(kvc_pool_destroy(p));
+}
+
+static void test_stale_child_hint_is_no_hit(void **state) {
+    (void)state;
+    stale_child_hint(0);
+    stale_child_hint(64);
 }
 
 static void test_pinned_prefix_survives_pressure(void **state) {

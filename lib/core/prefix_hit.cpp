@@ -48,9 +48,26 @@ PrefixWalk walk_windowed(kvc_pool *p, int32_t window, const int32_t *tokens, int
     // state allocates nothing. A throw here happens before anything changed.
     std::vector<BlockKey> &k = p->walk_keys;
     if (int64_t(k.size()) < max_blocks) k.resize(size_t(max_blocks));
+    // A key is taken from a child hint when the keys add nothing past block 0 (as in
+    // pool_walk_prefix). `last` is a device block holding block i - 1's content, found through a
+    // hint or, after a hashed block, by one probe of the index; after a probe that finds nothing
+    // the rest is hashed without probing (an uncached prompt pays one probe, not one per block).
+    const bool plain_keys = keys.lora_id == 0 && keys.group == 0 && keys.mm.empty();
+    bool probe = plain_keys;
+    int32_t last = -1;
     Hash128 chain = kRootHash;
     for (int64_t i = 0; i < max_blocks; ++i) {
-        k[size_t(i)] = p->hasher.hash_block(chain, tokens + i * p->block_size, i, keys);
+        const int32_t *toks = tokens + i * p->block_size;
+        const int32_t child = last >= 0 ? p->cache.child_of(last) : -1;
+        if (child >= 0 && p->blocks.cached(child) && p->cache.holds_plain(child, chain, toks)) {
+            k[size_t(i)] = BlockKey{};
+            k[size_t(i)].hash = p->cache.hash_of(child);
+            last = child;
+        } else {
+            k[size_t(i)] = p->hasher.hash_block(chain, toks, i, keys);
+            last = probe ? p->cache.find(k[size_t(i)].hash) : -1;
+            probe = last >= 0;
+        }
         chain = k[size_t(i)].hash;
     }
     // Candidates e (the hit's last block) from the right. [lo, e] are known usable. When block u
