@@ -123,29 +123,28 @@ enum class Mode { kTwoStep, kSingle, kBatch };
 const char *const kModeNames[] = {"twostep", "single", "batch"};
 
 // One scheduler replaying the trace on one pool. step() runs one scheduler step; done() when every
-// request finished.
+// request finished. The running requests are a persistent batch (as vLLM's input batch is): their
+// ids, positions and lengths in arrays that change only when a request joins or leaves, so the
+// ids array is kvc_append_batch's argument as it stands.
 struct Replay {
-    // A running request: its id, the position of its next output token and its output length.
-    struct Running {
-        uint64_t id;
-        int64_t pos, len;
-    };
     Mode mode;
     const std::vector<Request> &trace;
     kvc_pool *pool;  // not owned: a server's pool lives across requests
     size_t next_waiting = 0;
-    std::vector<Running> running;
-    std::vector<uint64_t> step_ids;  // kvc_append_batch arguments, reused every step
-    std::vector<int32_t> step_tokens;
+    std::vector<uint64_t> ids;            // running requests, in admission order
+    std::vector<int64_t> pos, len;        // their next output position and output length
+    std::vector<int32_t> step_tokens;     // this step's token per running request
     int64_t hit_tokens = 0, ops = 0;
 
     Replay(Mode m, const std::vector<Request> &t, kvc_pool *p) : mode(m), trace(t), pool(p) {
-        running.reserve(kRunning);
-        step_ids.reserve(kRunning);
-        step_tokens.reserve(kRunning);
+        ids.reserve(kRunning);
+        pos.reserve(kRunning);
+        len.reserve(kRunning);
+        step_tokens.resize(kRunning);
     }
 
-    bool done() const { return next_waiting == trace.size() && running.empty(); }
+    bool done() const { return next_waiting == trace.size() && ids.empty(); }
+    size_t running() const { return ids.size(); }
 
     bool admit(uint64_t id) {
         const Request &r = trace[id];
@@ -169,43 +168,41 @@ struct Replay {
     }
 
     void step() {
-        while (next_waiting < trace.size() && running.size() < kRunning && admit(next_waiting)) {
-            running.push_back({next_waiting, 0, trace[next_waiting].output_len});
+        while (next_waiting < trace.size() && ids.size() < kRunning && admit(next_waiting)) {
+            ids.push_back(next_waiting);
+            pos.push_back(0);
+            len.push_back(trace[next_waiting].output_len);
             ++next_waiting;
         }
+        const size_t n = ids.size();
+        for (size_t i = 0; i < n; ++i) step_tokens[i] = output_token(ids[i], pos[i]);
         if (mode == Mode::kBatch) {
-            step_ids.clear();
-            step_tokens.clear();
-            for (const Running &r : running) {
-                step_ids.push_back(r.id);
-                step_tokens.push_back(output_token(r.id, r.pos));
-            }
             int32_t appended = 0;
-            check(kvc_append_batch(pool, int32_t(step_ids.size()), step_ids.data(), nullptr, step_tokens.data(), 0,
-                                   nullptr, nullptr, &appended),
+            check(kvc_append_batch(pool, int32_t(n), ids.data(), nullptr, step_tokens.data(), 0, nullptr, nullptr,
+                                   &appended),
                   "append_batch");
         } else {
-            for (const Running &r : running) {
-                const int32_t token = output_token(r.id, r.pos);
-                check(kvc_append(pool, r.id, &token, 1, 0, nullptr), "append");
-            }
+            for (size_t i = 0; i < n; ++i) check(kvc_append(pool, ids[i], &step_tokens[i], 1, 0, nullptr), "append");
         }
-        ops += int64_t(running.size());
-        // Finished requests leave; the others keep their order. Each entry is copied out before it
-        // changes: incrementing pos in place and then copying the entry made every copy's 16-byte
-        // load wait on the 8-byte store before it (a failed store forward, ~60 % of this loop's
-        // time, measured).
+        ops += int64_t(n);
+        // Finished requests leave; the others keep their order.
         size_t kept = 0;
-        for (size_t i = 0; i < running.size(); ++i) {
-            Running r = running[i];
-            if (++r.pos == r.len) {
-                check(kvc_free(pool, r.id), "free");
+        for (size_t i = 0; i < n; ++i) {
+            const uint64_t id = ids[i];
+            const int64_t next = pos[i] + 1;
+            if (next == len[i]) {
+                check(kvc_free(pool, id), "free");
                 ++ops;
-            } else {
-                running[kept++] = r;
+                continue;
             }
+            ids[kept] = id;
+            pos[kept] = next;
+            len[kept] = len[i];
+            ++kept;
         }
-        running.resize(kept);
+        ids.resize(kept);
+        pos.resize(kept);
+        len.resize(kept);
     }
 };
 
@@ -241,13 +238,13 @@ int verify(const std::vector<Request> &trace) {
         a.step();
         b.step();
         ++steps;
-        if (a.running.size() != b.running.size()) {
+        if (a.running() != b.running()) {
             std::fprintf(stderr, "verify: step %lld: running sets differ\n", (long long)steps);
             return 1;
         }
-        for (size_t k = 0; k < a.running.size(); ++k) {
-            const uint64_t id = a.running[k].id;
-            if (b.running[k].id != id || table_of(a.pool, id) != table_of(b.pool, id)) {
+        for (size_t k = 0; k < a.running(); ++k) {
+            const uint64_t id = a.ids[k];
+            if (b.ids[k] != id || table_of(a.pool, id) != table_of(b.pool, id)) {
                 std::fprintf(stderr, "verify: step %lld: request %llu has different block tables\n", (long long)steps,
                              (unsigned long long)id);
                 return 1;
