@@ -264,25 +264,27 @@ KVC_API kvc_status kvc_append_batch(kvc_pool *pool, int32_t num_seqs, const uint
             std::lock_guard<std::mutex> lock(p->mu);
             if (uniform && num_lookahead == 0) {
                 // The decode step: the in-place append inline (as append_seq has it), the rest out
-                // of line.
-                // The sequences of a step are rarely all in cache: their map slots are asked for
-                // eight entries ahead, their Sequence records four ahead (from the slots asked for
-                // before), so the loads below overlap instead of waiting one by one.
-                constexpr int32_t kSlotAhead = 8, kSeqAhead = 4;
-                for (int32_t k = 0; k < kSlotAhead && k < num_seqs; ++k) p->seqs.prefetch_slot(seq_ids[k]);
-                for (; done < num_seqs; ++done) {
-                    if (done + kSlotAhead < num_seqs) p->seqs.prefetch_slot(seq_ids[done + kSlotAhead]);
-                    if (done + kSeqAhead < num_seqs)
-                        if (const kvc::Sequence *ahead = p->seqs.peek_home(seq_ids[done + kSeqAhead]))
-                            kvc::prefetch_for_append(ahead);
-                    const int32_t *toks = tokens ? tokens + done : nullptr;
-                    int32_t *new_blocks = out_new_blocks ? out_new_blocks + done : nullptr;
-                    kvc::Sequence *s = p->seqs.find(seq_ids[done]);
-                    if (__builtin_expect(s != nullptr, 1) && !s->swapped_out &&
-                        kvc::append_in_place(p, s, toks, 1, 0, new_blocks))
-                        continue;
-                    st = append_batch_entry(p, seq_ids[done], toks, 1, 0, new_blocks, done, num_seqs, fn);
-                    if (st != KVC_OK) break;
+                // of line. The sequences of a step are rarely all in cache. Their lookups come first, a
+                // chunk at a time (independent of each other, so their misses overlap), then the
+                // appends, each asking for the record four entries ahead. Resolving early is safe:
+                // appends neither create nor free sequences.
+                constexpr int32_t kChunk = 64, kAhead = 4;
+                kvc::Sequence *chunk[kChunk];
+                while (done < num_seqs && st == KVC_OK) {
+                    const int32_t base = done, end = num_seqs - base < kChunk ? num_seqs : base + kChunk;
+                    for (int32_t j = base; j < end; ++j) chunk[j - base] = p->seqs.find(seq_ids[j]);
+                    for (; done < end; ++done) {
+                        if (done + kAhead < end && chunk[done + kAhead - base])
+                            kvc::prefetch_for_append(chunk[done + kAhead - base]);
+                        const int32_t *toks = tokens ? tokens + done : nullptr;
+                        int32_t *new_blocks = out_new_blocks ? out_new_blocks + done : nullptr;
+                        kvc::Sequence *s = chunk[done - base];
+                        if (__builtin_expect(s != nullptr, 1) && !s->swapped_out &&
+                            kvc::append_in_place(p, s, toks, 1, 0, new_blocks))
+                            continue;
+                        st = append_batch_entry(p, seq_ids[done], toks, 1, 0, new_blocks, done, num_seqs, fn);
+                        if (st != KVC_OK) break;
+                    }
                 }
             } else {
                 for (; done < num_seqs; ++done) {

@@ -112,8 +112,6 @@ public:
     }
 
     Sequence *find(uint64_t id) const { return map_.find(id); }
-    void prefetch_slot(uint64_t id) const { map_.prefetch_slot(id); }  // SequenceMap's hints
-    Sequence *peek_home(uint64_t id) const { return map_.peek_home(id); }
 
     // Inserts a fresh sequence (id must be unused). May throw std::bad_alloc before changing anything.
     Sequence *create(uint64_t id) {

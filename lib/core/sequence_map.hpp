@@ -31,14 +31,6 @@ public:
         }
     }
 
-    // Prefetch hints for a loop over many ids (kvc_append_batch): the id's home slot, and the
-    // sequence of an id that sits in its home slot (no probe: a hint may miss).
-    void prefetch_slot(uint64_t id) const { __builtin_prefetch(&slots_[home(id)]); }
-    Sequence *peek_home(uint64_t id) const {
-        const Slot &s = slots_[home(id)];
-        return s.key == id ? s.val : nullptr;
-    }
-
     // id must be absent. May throw std::bad_alloc (growth) before inserting.
     void insert(uint64_t id, Sequence *s) {
         if ((size_ + 1) * 2 > slots_.size()) grow();
