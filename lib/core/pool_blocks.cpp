@@ -254,38 +254,37 @@ __attribute__((noinline)) int32_t pool_pick_copy(const kvc_pool *p, int32_t newe
     return newest;
 }
 
+// The blocks after device hit `b` (block i) that the child hints give (PrefixCache::child_of):
+// while the hinted block is cached, holds the walk's parent hash and the prompt's next token ids,
+// and is its hash's only copy, it is exactly what hashing the block and probing the index would
+// find and verify -- recorded as a hit without either. Returns the last block index handled; the
+// caller's loop goes on from the next one the usual way (a miss, another copy, a lower tier).
+// Only for keys that add nothing to blocks past 0 (the caller checks). Out of line, so that the
+// usual loop (and a prompt that misses at once) keeps its registers and instructions.
+__attribute__((noinline)) int64_t walk_child_hints(kvc_pool *p, PrefixWalk *w, const int32_t *tokens,
+                                                   int64_t i, int64_t max_blocks, int32_t b) {
+    const int32_t bs = p->block_size;
+    for (int64_t j = i + 1; j < max_blocks; ++j) {
+        const int32_t c = p->cache.child_of(b);
+        if (c < 0 || !p->blocks.cached(c) || !p->cache.only_copy(c) ||
+            !p->cache.holds_plain(c, w->chain, tokens + j * bs))
+            return j - 1;
+        pool_record_device_hit(p, w, j, c);
+        w->chain = p->cache.hash_of(c);
+        w->hit_blocks = j + 1;
+        b = c;
+    }
+    return max_blocks - 1;
+}
+
 PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_blocks, const KeySet &keys, WalkTiers lower,
                             CopyPick pick) {
     PrefixWalk w = pool_begin_walk(p);
     const int32_t bs = p->block_size;
     if (max_blocks > p->num_blocks) max_blocks = p->num_blocks;  // bounds hit_scratch
-    // Past block 0, a block's key is its plain hash when the keys add nothing to it (the salt
-    // covers block 0 only); then the child hint of the previous device hit may give it without
-    // hashing (PrefixCache::child_of).
-    const bool plain_keys = keys.lora_id == 0 && keys.group == 0 && keys.mm.empty();
-    int32_t last_hit = -1;  // the device block of block i - 1, when it was one
     for (int64_t i = 0; i < max_blocks; ++i) {
         const int32_t *toks = tokens + i * bs;
-        // The prompt's token ids are usually cold (a new request's): ask for a later block's now,
-        // so the comparisons and hashes below do not wait on each line in turn (prefetching past
-        // the prompt's end cannot fault).
-        __builtin_prefetch(toks + 4 * bs);
-        BlockKey key;
-        const int32_t child = last_hit >= 0 && plain_keys ? p->cache.child_of(last_hit) : -1;
-        if (child >= 0 && p->blocks.cached(child) && p->cache.holds_plain(child, w.chain, toks)) {
-            key.hash = p->cache.hash_of(child);  // lora_id and extras_digest stay 0
-            if (p->cache.only_copy(child)) {
-                // What the probe below would find (the hash's one copy) and verify (its content
-                // was just compared): a device hit without touching the index.
-                pool_record_device_hit(p, &w, i, child);
-                w.chain = key.hash;
-                w.hit_blocks = i + 1;
-                last_hit = child;
-                continue;
-            }
-        } else {
-            key = p->hasher.hash_block(w.chain, toks, i, keys);
-        }
+        BlockKey key = p->hasher.hash_block(w.chain, toks, i, keys);
         bool more;
         int32_t b = p->cache.find(key.hash, &more);
         if (b < 0) {  // not on the device: perhaps in a lower tier
@@ -297,7 +296,6 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
             pool_record_lower_hit(p, &w, i, tier, slot);
             w.chain = key.hash;
             w.hit_blocks = i + 1;
-            last_hit = -1;
             continue;
         }
         // Picked after the miss branch, so that the hot path knows b >= 0 (picking first made GCC
@@ -310,7 +308,10 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
         pool_record_device_hit(p, &w, i, b);
         w.chain = key.hash;
         w.hit_blocks = i + 1;
-        last_hit = b;
+        // Past block 0 a block's key is its plain hash when the keys add nothing to it (the salt
+        // covers block 0 only): the hints may then carry the walk on without hashing.
+        if (keys.lora_id == 0 && keys.group == 0 && keys.mm.empty())
+            i = walk_child_hints(p, &w, tokens, i, max_blocks, b);
     }
     return w;
 }
