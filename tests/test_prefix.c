@@ -367,8 +367,8 @@ static void test_priority_beats_lru(void **state) {
 }
 
 /* The prefix walk takes a block's hash from the "child hint" of the block hit before it (the block
- * entered after it, lib/core/prefix_cache.hpp) when that child holds the same parent hash and token
- * ids. Here the hint is stale: block A0 was evicted and reused for other content while its old
+ * a walk last hit after it, lib/core/prefix_cache.hpp) when that child holds the same parent hash
+ * and token ids. Here the hint is stale: block A0 was evicted and reused for other content while its old
  * child (T) stayed cached, so the hint names a block with the right token ids under another parent.
  * It must not be a hit (a walk that skipped the parent comparison would hand out T's KV). */
 static void stale_child_hint(int32_t window) {
@@ -385,7 +385,8 @@ static void stale_child_hint(int32_t window) {
     iota_tokens(at, 4, 100);     /* block a */
     iota_tokens(at + 4, 4, 200); /* block t */
     at[8] = 7;
-    alloc_cached(p, 1, at, 9, hi); /* a, t cached (hint: a -> t), a partial block */
+    alloc_cached(p, 1, at, 9, hi); /* a, t cached, a partial block */
+    assert_int_equal(cached_tokens_of(p, at, 9, NULL), 8); /* the walk learns the hint a -> t */
     int32_t t1[3];
     table_of(p, 1, t1, 3);
     const int32_t block_a = t1[0], block_t = t1[1];

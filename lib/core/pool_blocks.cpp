@@ -112,12 +112,6 @@ __attribute__((always_inline)) inline void enter_block(kvc_pool *p, Sequence *s,
     if (entered) {
         p->blocks.set_cached(b, true);
         pool_report_stored(p, b, s->chain, key, row);
-        // b follows the sequence's previous block: a later walk that hits that block finds b's
-        // hash through the hint (PrefixCache::child_hash) instead of hashing.
-        if (s->num_hashed > 0) {
-            const int32_t parent_block = s->table[size_t(s->num_hashed - 1)];
-            if (parent_block >= 0) p->cache.set_child(parent_block, b);
-        }
     }
     s->chain = key.hash;
     s->num_hashed += 1;
@@ -282,6 +276,7 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
     PrefixWalk w = pool_begin_walk(p);
     const int32_t bs = p->block_size;
     if (max_blocks > p->num_blocks) max_blocks = p->num_blocks;  // bounds hit_scratch
+    int32_t prev = -1;  // the device block of block i - 1, when it was one
     for (int64_t i = 0; i < max_blocks; ++i) {
         const int32_t *toks = tokens + i * bs;
         BlockKey key = p->hasher.hash_block(w.chain, toks, i, keys);
@@ -296,6 +291,7 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
             pool_record_lower_hit(p, &w, i, tier, slot);
             w.chain = key.hash;
             w.hit_blocks = i + 1;
+            prev = -1;
             continue;
         }
         // Picked after the miss branch, so that the hot path knows b >= 0 (picking first made GCC
@@ -308,10 +304,17 @@ PrefixWalk pool_walk_prefix(kvc_pool *p, const int32_t *tokens, int64_t max_bloc
         pool_record_device_hit(p, &w, i, b);
         w.chain = key.hash;
         w.hit_blocks = i + 1;
+        // The hints are learnt here: b follows prev in a prompt, so the next walk that hits prev
+        // can take b without hashing. (Learnt on hits, not when blocks enter the cache: filling a
+        // block then costs nothing more, and a prompt seen once needs none.)
+        if (prev >= 0) p->cache.set_child(prev, b);
+        prev = b;
         // Past block 0 a block's key is its plain hash when the keys add nothing to it (the salt
         // covers block 0 only): the hints may then carry the walk on without hashing.
-        if (keys.lora_id == 0 && keys.group == 0 && keys.mm.empty())
+        if (keys.lora_id == 0 && keys.group == 0 && keys.mm.empty()) {
             i = walk_child_hints(p, &w, tokens, i, max_blocks, b);
+            prev = p->hit_scratch[size_t(i)];
+        }
     }
     return w;
 }

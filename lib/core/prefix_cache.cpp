@@ -66,7 +66,7 @@ void PrefixCache::erase(int32_t b) {
         if (older >= 0) prev_[size_t(older)] = newer;
         if (newest) {
             sl.block = older;
-            slot_of_[size_t(older)] = i;
+            slot_of_[size_t(older)] = uint32_t(i);
         } else {
             next_[size_t(newer)] = older;
         }
@@ -82,7 +82,7 @@ void PrefixCache::erase(int32_t b) {
         bool home_after_hole = hole <= j ? (hj > hole && hj <= j) : (hj > hole || hj <= j);
         if (!home_after_hole) {
             slots_[hole] = slots_[j];
-            slot_of_[size_t(slots_[j].block)] = hole;
+            slot_of_[size_t(slots_[j].block)] = uint32_t(hole);
             hole = j;
         }
     }

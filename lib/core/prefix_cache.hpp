@@ -82,8 +82,8 @@ public:
     }
 
     // ---- Child hints: the hash of a block whose content a cached block already holds ----
-    // Per block, a hint naming the block most recently entered in the cache right after it in a
-    // sequence (its "child"). A prefix walk that has just hit block b reads b's hint: when that
+    // Per block, a hint naming a block that followed it in a prompt the last time a walk hit both
+    // (its "child"; learnt by the walks). A prefix walk that has just hit block b reads b's hint: when that
     // block is cached and its record holds the walk's parent hash, no LoRA id or extras digest, and
     // the prompt's next token ids, its hash *is* the hash of "parent || token ids" (a cached
     // record's hash is the hash of its content), so the walk takes it instead of computing it --
@@ -101,7 +101,10 @@ public:
         return r->parent == parent && (r->lora_id | r->extras_digest) == 0 && tokens_equal(tokens_of(c), tokens);
     }
     // Cached block c is its hash's only copy: find(hash_of(c)) would return c with more == false.
-    bool only_copy(int32_t c) const { return next_[size_t(c)] < 0 && prev_[size_t(c)] < 0; }
+    bool only_copy(int32_t c) const {
+        const Slot &sl = slots_[slot_of_[size_t(c)]];
+        return sl.block == c && (sl.tag & kCopies) == 0;
+    }
 
     // The next older copy of b's hash after b (b cached), or -1.
     int32_t next_copy(int32_t b) const { return next_[size_t(b)]; }
@@ -133,8 +136,7 @@ public:
     void insert_at(uint64_t empty_slot, int32_t b, const BlockKey &key) {
         set_identity(b, key);
         next_[size_t(b)] = -1;
-        prev_[size_t(b)] = -1;  // only_copy() reads it
-        slot_of_[size_t(b)] = empty_slot;
+        slot_of_[size_t(b)] = uint32_t(empty_slot);
         slots_[empty_slot].block = b;
         slots_[empty_slot].tag = tag_of(key.hash);
         ++size_;
@@ -150,7 +152,7 @@ public:
         next_[size_t(b)] = older;
         prev_[size_t(b)] = -1;
         prev_[size_t(older)] = b;
-        slot_of_[size_t(b)] = slot;
+        slot_of_[size_t(b)] = uint32_t(slot);
         slots_[slot].block = b;
         slots_[slot].tag |= kCopies;
         ++size_;
@@ -258,8 +260,9 @@ private:
     std::vector<int32_t> child_;     // per block: its child hint, or -1 (set_child)
     // Per block: the slot naming it, valid while it is the newest copy of its hash (slots_[i].block
     // == b says so). erase() of an evicted block then starts there instead of at its hash's home,
-    // without reading its record (cold: the least recently used block's).
-    std::vector<uint64_t> slot_of_;
+    // without reading its record (cold: the least recently used block's); only_copy() reads the
+    // slot's copies bit. 32 bits: the slot array has at most 2^32 entries (2 x 2^31 blocks).
+    std::vector<uint32_t> slot_of_;
     std::unique_ptr<Line[]> lines_;  // num_blocks records of lines_per_record_ lines
 };
 

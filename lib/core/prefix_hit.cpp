@@ -65,7 +65,9 @@ PrefixWalk walk_windowed(kvc_pool *p, int32_t window, const int32_t *tokens, int
             last = child;
         } else {
             k[size_t(i)] = p->hasher.hash_block(chain, toks, i, keys);
-            last = probe ? p->cache.find(k[size_t(i)].hash) : -1;
+            const int32_t found = probe ? p->cache.find(k[size_t(i)].hash) : -1;
+            if (found >= 0 && last >= 0) p->cache.set_child(last, found);  // learnt, as in pool_walk_prefix
+            last = found;
             probe = last >= 0;
         }
         chain = k[size_t(i)].hash;
