@@ -351,6 +351,7 @@ void attend_rows(const Plan &P, const Item &it, bool in_place) {
     const AttentionArgs &a = *P.a;
     const int32_t d = P.d, G = P.group, rows = it.rows;
     const int64_t W = a.sliding_window;
+    const bool plain = !a.alibi_slopes && !(a.softcap > 0.f);
     Scratch &S = t_scratch;
     S.ensure(rows, d);
     float *q = S.q.data(), *acc = S.acc.data(), *m = S.m.data(), *l = S.l.data(), *corr = S.corr.data();
@@ -402,13 +403,18 @@ void attend_rows(const Plan &P, const Item &it, bool in_place) {
             const int64_t hi = std::min<int64_t>(c1, qpos + 1) - c0;
             const int32_t head = it.kvh * G + r % G;
             float *sr = st + int64_t(r) * kChunk;
-            for (int32_t j = 0; j < n_padded; ++j) {
-                if (j < lo || j >= hi) {
-                    sr[j] = kNegInf;
-                    continue;
+            if (plain && lo <= 0 && hi >= n) {
+                // Every key of the chunk visible (decode's usual case): only the padding masked.
+                for (int32_t j = n; j < n_padded; ++j) sr[j] = kNegInf;
+            } else {
+                for (int32_t j = 0; j < n_padded; ++j) {
+                    if (j < lo || j >= hi) {
+                        sr[j] = kNegInf;
+                        continue;
+                    }
+                    if (a.alibi_slopes) sr[j] += a.alibi_slopes[head] * float(c0 + j - qpos);
+                    if (a.softcap > 0.f) sr[j] = a.softcap * std::tanh(sr[j] / a.softcap);
                 }
-                if (a.alibi_slopes) sr[j] += a.alibi_slopes[head] * float(c0 + j - qpos);
-                if (a.softcap > 0.f) sr[j] = a.softcap * std::tanh(sr[j] / a.softcap);
             }
             fvec mx = splatv(kNegInf);
             for (int32_t j = 0; j < n_padded; j += kLanes) mx = maxv(mx, loadv(sr + j));
