@@ -74,11 +74,12 @@ struct Plan {
 // contiguous, but the next block is anywhere (paged tables), which the hardware prefetchers cannot
 // guess. The prefetches are spread over the current chunk's work -- a few lines per row converted
 // (gather) or per row used in place (RowPointers::prefetch_next) -- not issued as one burst of
-// 2 x kChunk rows at the start of the chunk: a burst of hundreds of prefetches fills the core's
-// line-fill buffers, the current chunk's own loads queue behind them, and memory and compute
-// took turns instead of overlapping (decode's CPU time was the sum of its compute-only time,
-// measured with the K/V in cache, and a pure read of the same bytes; tests/bench/RESULTS.md,
-// "2026-11-27 (session 17)").
+// 2 x kChunk rows at the start of the chunk. With the burst, memory and compute took turns
+// instead of overlapping -- decode's CPU time was the sum of its compute-only time (K/V in
+// cache) and a plain read of the same bytes, and removing the burst changed nothing -- presumably
+// because hundreds of prefetches fill the core's line-fill buffers and the chunk's own loads
+// queue behind them (no hardware counters on the VM to check); spread, decode 64x1024 f16 went
+// from 42.5 to 31.7 ms CPU (tests/bench/RESULTS.md, "2026-11-27 (session 17)").
 //
 // PrefetchStream: the bytes of K or V (kv) of positions [p0, p1) of one KV head as the runs they
 // lie in (one per block touched); advance(b) prefetches the stream's next b bytes.
