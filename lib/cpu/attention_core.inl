@@ -70,27 +70,52 @@ struct Plan {
     }
 };
 
-// Gathers K or V of positions [p0, p1) of sequence `table` for one KV head into dst[(p - p0) * d].
-// Consecutive positions inside a block are contiguous in the HND layout: one conversion per run.
-void gather(float *dst, const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t head,
-            int64_t p0, int64_t p1, float scale) {
-    const KvLayout &L = a.layout;
-    const char *base = static_cast<const char *>(a.base);
-    int64_t p = p0;
-    while (p < p1) {
-        int64_t block = table[p / L.block_size];
-        int32_t tok = int32_t(p % L.block_size);
-        int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
-        to_float(dst + (p - p0) * L.head_dim, base + L.offset(block, a.layer, kv, head, tok), L.dtype,
-                 run * L.head_dim, scale);
-        p += run;
+// Software prefetch of the next chunk's K/V while the current one is computed. A block's rows are
+// contiguous, but the next block is anywhere (paged tables), which the hardware prefetchers cannot
+// guess. The prefetches are spread over the current chunk's work -- a few lines per row converted
+// (gather) or per row used in place (RowPointers::prefetch_next) -- not issued as one burst of
+// 2 x kChunk rows at the start of the chunk. With the burst, memory and compute took turns
+// instead of overlapping -- decode's CPU time was the sum of its compute-only time (K/V in
+// cache) and a plain read of the same bytes, and removing the burst changed nothing -- presumably
+// because hundreds of prefetches fill the core's line-fill buffers and the chunk's own loads
+// queue behind them (no hardware counters on the VM to check); spread, decode 64x1024 f16 went
+// from 42.5 to 31.7 ms CPU (tests/bench/RESULTS.md, "2026-11-27 (session 17)").
+//
+// PrefetchStream: the bytes of K or V (kv) of positions [p0, p1) of one KV head as the runs they
+// lie in (one per block touched); advance(b) prefetches the stream's next b bytes.
+struct PrefetchStream {
+    static constexpr int kMaxRuns = kMaxChunk;  // block_size >= 1: at most one run per position
+    const char *ptr[kMaxRuns];
+    int64_t len[kMaxRuns];
+    int32_t nruns = 0, cur = 0;
+    int64_t off = 0;
+    void init(const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t head, int64_t p0, int64_t p1) {
+        const KvLayout &L = a.layout;
+        const char *base = static_cast<const char *>(a.base);
+        nruns = cur = 0;
+        off = 0;
+        for (int64_t p = p0; p < p1 && nruns < kMaxRuns;) {
+            const int64_t block = table[p / L.block_size];
+            const int32_t tok = int32_t(p % L.block_size);
+            const int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
+            ptr[nruns] = base + L.offset(block, a.layer, kv, head, tok);
+            len[nruns++] = run * L.token_stride;
+            p += run;
+        }
     }
-}
+    // Prefetches the stream's next `bytes` bytes (whole lines from the cursor on).
+    void advance(int64_t bytes) {
+        while (bytes > 0 && cur < nruns) {
+            __builtin_prefetch(ptr[cur] + off, 0, 1);
+            off += 64;
+            bytes -= 64;
+            if (off >= len[cur]) { ++cur; off = 0; }
+        }
+    }
+};
 
-// Prefetches K and V of positions [p0, p1) (the next chunk) while the current one is computed. A
-// block's rows are contiguous, but the next block is anywhere (paged tables), which the hardware
-// prefetchers cannot guess: without this, decode -- which streams each K/V byte once -- waits on
-// memory at every block and computes with the memory idle in between.
+// Prefetches K and V of positions [p0, p1) (the next tile) in one burst: the rows-in-lanes path
+// (prefill, appends), which is compute-bound; decode's rows path spreads its prefetches instead.
 void prefetch_kv(const AttentionArgs &a, const int32_t *table, int32_t head, int64_t p0, int64_t p1) {
     const KvLayout &L = a.layout;
     const char *base = static_cast<const char *>(a.base);
@@ -102,6 +127,32 @@ void prefetch_kv(const AttentionArgs &a, const int32_t *table, int32_t head, int
         for (int32_t kv = 0; kv < 2; ++kv) {
             const char *row = base + L.offset(block, a.layer, kv, head, tok);
             for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, 1);
+        }
+        p += run;
+    }
+}
+
+// Gathers K or V of positions [p0, p1) of sequence `table` for one KV head into dst[(p - p0) * d].
+// Consecutive positions inside a block are contiguous in the HND layout: one conversion per run
+// (per row when `pf` is given: each converted row advances the prefetch of the next chunk by as much).
+void gather(float *dst, const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t head,
+            int64_t p0, int64_t p1, float scale, PrefetchStream *pf = nullptr) {
+    const KvLayout &L = a.layout;
+    const char *base = static_cast<const char *>(a.base);
+    int64_t p = p0;
+    while (p < p1) {
+        int64_t block = table[p / L.block_size];
+        int32_t tok = int32_t(p % L.block_size);
+        int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
+        const char *src = base + L.offset(block, a.layer, kv, head, tok);
+        float *out = dst + (p - p0) * L.head_dim;
+        if (pf) {
+            for (int64_t t = 0; t < run; ++t) {
+                to_float(out + t * L.head_dim, src + t * L.token_stride, L.dtype, L.head_dim, scale);
+                pf->advance(L.token_stride);
+            }
+        } else {
+            to_float(out, src, L.dtype, run * L.head_dim, scale);
         }
         p += run;
     }
@@ -203,6 +254,8 @@ void attend_lanes(const Plan &P, const Item &it) {
     for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kLaneChunk) {
         const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kLaneChunk);
         const int32_t n = int32_t(c1 - c0);
+        // Compute-bound: the rows path's spread prefetch (PrefetchStream) measured no faster here
+        // (prefill / appends within +-5%, the noise between runs), so the burst stays.
         gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
         prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kLaneChunk));
         std::fill(cmax, cmax + R, kNegInf);
@@ -314,12 +367,21 @@ void attend_rows(const Plan &P, const Item &it, bool in_place) {
     const AttentionArgs &a = *P.a;
     const int32_t d = P.d, G = P.group, rows = it.rows;
     const int64_t W = a.sliding_window;
+    const bool plain = !a.alibi_slopes && !(a.softcap > 0.f);
     Scratch &S = t_scratch;
     S.ensure(rows, d);
     float *q = S.q.data(), *acc = S.acc.data(), *m = S.m.data(), *l = S.l.data(), *corr = S.corr.data();
     float *kbuf = S.k.data(), *vbuf = S.v.data(), *st = S.s.data();
     const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
-    const E *kp[kChunk], *vp[kChunk];  // the chunk's rows when in place
+    // In place: the chunk's K / V rows (kp[cur], vp[cur]) and the next chunk's (kp[cur ^ 1], ...),
+    // prefetched row by row while the current ones are used. Both padded to kChunk with row 0.
+    const E *kp[2][kChunk], *vp[2][kChunk];
+    int cur = 0;
+    auto chunk_rows = [&](int slot, int64_t p0, int64_t p1) {
+        row_ptrs(kp[slot], a, table, 0, it.kvh, p0, p1, kChunk);
+        row_ptrs(vp[slot], a, table, 1, it.kvh, p0, p1, kChunk);
+    };
+    if (in_place && it.c_lo < it.c_hi) chunk_rows(0, it.c_lo, std::min<int64_t>(it.c_hi, it.c_lo + kChunk));
     for (int32_t r = 0; r < rows; ++r) {
         read_q_row(P, it, r, q + int64_t(r) * d);
         m[r] = kNegInf;
@@ -331,16 +393,25 @@ void attend_rows(const Plan &P, const Item &it, bool in_place) {
         const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kChunk);
         const int32_t n = int32_t(c1 - c0);
         const int32_t n_padded = (n + kLanes - 1) / kLanes * kLanes;
+        const bool more = c1 < it.c_hi;  // a next chunk to prefetch
+        const int64_t e = std::min<int64_t>(it.c_hi, c1 + kChunk);
+        const E *const *kn = nullptr, *const *vn = nullptr;
         if (in_place) {
-            row_ptrs(kp, a, table, 0, it.kvh, c0, c1, n_padded);
-            row_ptrs(vp, a, table, 1, it.kvh, c0, c1, n);
+            if (more) {
+                chunk_rows(cur ^ 1, c1, e);
+                kn = kp[cur ^ 1];
+                vn = vp[cur ^ 1];
+            }
         } else {
             // Keys n .. n_padded - 1 get scores from stale kbuf rows; the mask below overwrites them.
-            gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
-            gather(vbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
+            PrefetchStream ps;
+            if (more) ps.init(a, table, 0, it.kvh, c1, e);
+            gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale, more ? &ps : nullptr);
+            if (more) ps.init(a, table, 1, it.kvh, c1, e);
+            gather(vbuf, a, table, 1, it.kvh, c0, c1, a.v_scale, more ? &ps : nullptr);
         }
-        prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kChunk));
-        if (in_place) scores_rows(st, q, RowPointers<E>{kp}, rows, n_padded, d);
+        const int32_t rb = d * int32_t(sizeof(E));
+        if (in_place) scores_rows(st, q, RowPointers<E>{kp[cur], kn, rb}, rows, n_padded, d);
         else scores_rows(st, q, PackedRows{kbuf, d}, rows, n_padded, d);
         for (int32_t r = 0; r < rows; ++r) {
             const int64_t qpos = it.first_pos + r / G;
@@ -348,13 +419,18 @@ void attend_rows(const Plan &P, const Item &it, bool in_place) {
             const int64_t hi = std::min<int64_t>(c1, qpos + 1) - c0;
             const int32_t head = it.kvh * G + r % G;
             float *sr = st + int64_t(r) * kChunk;
-            for (int32_t j = 0; j < n_padded; ++j) {
-                if (j < lo || j >= hi) {
-                    sr[j] = kNegInf;
-                    continue;
+            if (plain && lo <= 0 && hi >= n) {
+                // Every key of the chunk visible (decode's usual case): only the padding masked.
+                for (int32_t j = n; j < n_padded; ++j) sr[j] = kNegInf;
+            } else {
+                for (int32_t j = 0; j < n_padded; ++j) {
+                    if (j < lo || j >= hi) {
+                        sr[j] = kNegInf;
+                        continue;
+                    }
+                    if (a.alibi_slopes) sr[j] += a.alibi_slopes[head] * float(c0 + j - qpos);
+                    if (a.softcap > 0.f) sr[j] = a.softcap * std::tanh(sr[j] / a.softcap);
                 }
-                if (a.alibi_slopes) sr[j] += a.alibi_slopes[head] * float(c0 + j - qpos);
-                if (a.softcap > 0.f) sr[j] = a.softcap * std::tanh(sr[j] / a.softcap);
             }
             fvec mx = splatv(kNegInf);
             for (int32_t j = 0; j < n_padded; j += kLanes) mx = maxv(mx, loadv(sr + j));
@@ -371,8 +447,9 @@ void attend_rows(const Plan &P, const Item &it, bool in_place) {
             l[r] = l[r] * corr[r] + hsum(sum);
             m[r] = m_new;
         }
-        if (in_place) pv_rows(acc, st, RowPointers<E>{vp}, corr, rows, n, d);
+        if (in_place) pv_rows(acc, st, RowPointers<E>{vp[cur], vn, rb}, corr, rows, n, d);
         else pv_rows(acc, st, PackedRows{vbuf, d}, corr, rows, n, d);
+        cur ^= 1;
     }
 
     for (int32_t r = 0; r < rows; ++r) write_row(P, it, r, m[r], l[r], acc + int64_t(r) * d);
@@ -382,12 +459,13 @@ void attend_item(const Plan &P, int64_t item) {
     Item it;
     if (!decode_item(P, item, &it)) return;
     if (it.rows >= kLanes) return attend_lanes(P, it);
-    // K/V read in place only where it measured faster than gathering: fp32 at AVX-512 (AVX2
-    // measured 0.95x, though in a build whose gathered path was slowed by a row-pointer table
-    // too -- worth re-measuring), fp16 with one block of <= 4 rows (more rows would convert each
-    // element once per block of four, and the converts share ports with the FMAs: 0.97x at 8).
+    // K/V read in place only where it measured faster than gathering: fp32 at AVX-512 and AVX2
+    // (AVX2 measured 0.95x once, in a build whose gathered path was slowed by a row-pointer table
+    // too; with the spread prefetch, decode 16x1024 f32: 15.5 -> 10.8 ms CPU), fp16 with one block
+    // of <= 4 rows (more rows would convert each element once per block of four, and the converts
+    // share ports with the FMAs: 0.97x at 8).
     const int32_t dtype = P.a->layout.dtype;
-#if defined(KVC_SIMD_AVX512)
+#if defined(KVC_SIMD_AVX2) || defined(KVC_SIMD_AVX512)
     if (dtype == KVC_DTYPE_F32) return attend_rows<float>(P, it, true);
 #endif
     (void)dtype;

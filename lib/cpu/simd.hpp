@@ -172,17 +172,34 @@ static inline __m256 hsum8_m256(const __m256 *v) {
 
 // The horizontal sums of kLanes vectors as one vector: lane j = the sum of v[j]'s lanes. AVX: a
 // transposing reduction (hadd, hadd, one cross-half add: 7 instructions for 8 sums, where 8
-// separate sums take about 8 each); AVX-512 first folds each vector's two 256-bit halves (one add
-// each) and reduces the two sets of 8 that way; the SSE2 baseline sums each vector on its own.
+// separate sums take about 8 each); AVX-512 the same idea with 512-bit shuffles (below); the SSE2
+// baseline sums each vector on its own.
 static inline fvec hsum_lanes(const fvec (&v)[kLanes]) {
 #if defined(KVC_SIMD_AVX512)
-    __m256 half[16];
-    for (int j = 0; j < 16; ++j) {
-        const __m512 x = (__m512)v[j];
-        half[j] = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
+    // A 512-bit tree, each level halving the vectors and doubling the sums' packing: 46
+    // instructions for 16 sums (the two 256-bit reductions it replaces took about 75, with spills).
+    // 1. Pairs (x, y): [x.q0 + x.q2, x.q1 + x.q3, y.q0 + y.q2, y.q1 + y.q3] (q: 128-bit lanes).
+    __m512 a[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+        const __m512 x = (__m512)v[2 * k], y = (__m512)v[2 * k + 1];
+        a[k] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xee));
     }
-    const __m256 lo = hsum8_m256(half), hi = hsum8_m256(half + 8);
-    return (fvec)_mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    // 2. 128-bit lane j of b[m] holds 4 partial sums of v[4m + j].
+    __m512 b[4];
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m)
+        b[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x88),
+                             _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xdd));
+    // 3. Within each 128-bit lane j: c0 = [v[j] v[4+j] v[j] v[4+j]] halves, c1 likewise for 8 / 12.
+    const __m512 c0 = _mm512_add_ps(_mm512_unpacklo_ps(b[0], b[1]), _mm512_unpackhi_ps(b[0], b[1]));
+    const __m512 c1 = _mm512_add_ps(_mm512_unpacklo_ps(b[2], b[3]), _mm512_unpackhi_ps(b[2], b[3]));
+    // 4. Lane 4 j + m = the sum of v[4 m + j]; one permute puts sum e at lane e.
+    const __m512 t = _mm512_add_ps(
+        _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(c0), _mm512_castps_pd(c1))),
+        _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(c0), _mm512_castps_pd(c1))));
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return (fvec)_mm512_permutexvar_ps(idx, t);
 #elif defined(KVC_SIMD_AVX2)
     __m256 x[8];
     for (int j = 0; j < 8; ++j) x[j] = (__m256)v[j];

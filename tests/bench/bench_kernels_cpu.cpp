@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -65,6 +66,10 @@ struct Setup {
         for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
         std::shuffle(ids.begin(), ids.end(), rng);  // non-contiguous tables, like a busy pool
         tables = ids;
+        // KVC_BENCH_HOT=1: every table names the pool's first 4 blocks, so the K/V a kernel reads
+        // stays in the caches -- its compute-only time, next to the normal (memory-bound) run.
+        if (const char *e = std::getenv("KVC_BENCH_HOT"); e && *e == '1')
+            for (size_t i = 0; i < tables.size(); ++i) tables[i] = int32_t(i % 4);
         qsl.push_back(0);
         for (int32_t s = 0; s < batch; ++s) {
             seq_lens.push_back(int32_t(context));
@@ -180,6 +185,53 @@ void run_memcpy(benchmark::State &st, int64_t bytes, bool pool) {
     st.SetBytesProcessed(int64_t(st.iterations()) * bytes);
 }
 
+// A plain read of the decode shape's K/V bytes on one thread, in the kernels' order -- sequence by
+// sequence, KV head by KV head, each block's K then V rows through the shuffled table -- summing
+// 64-byte lines: what this thread's memory bandwidth gives for the bytes decode must read, next to
+// memcpy (which also writes) and decode itself.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("avx512f"))) uint64_t read_lines_512(const char *p, int64_t bytes) {
+    __m512i acc = _mm512_setzero_si512();
+    for (int64_t o = 0; o + 64 <= bytes; o += 64)
+        acc = _mm512_add_epi64(acc, _mm512_loadu_si512(reinterpret_cast<const void *>(p + o)));
+    alignas(64) uint64_t lanes[8];  // (not _mm512_reduce_add_epi64: GCC 12 warns in it, bug 105593)
+    _mm512_store_si512(reinterpret_cast<void *>(lanes), acc);
+    uint64_t sum = 0;
+    for (uint64_t x : lanes) sum += x;
+    return sum;
+}
+#endif
+uint64_t read_lines(const char *p, int64_t bytes) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    if (__builtin_cpu_supports("avx512f")) return read_lines_512(p, bytes);
+#endif
+    uint64_t acc = 0, x;
+    for (int64_t o = 0; o + 8 <= bytes; o += 8) {
+        std::memcpy(&x, p + o, 8);
+        acc += x;
+    }
+    return acc;
+}
+
+void run_read_paged(benchmark::State &st, const Shape *sh) {
+    Setup &s = setup_for(*sh);
+    const kvc::KvLayout &L = s.layout;
+    const char *base = reinterpret_cast<const char *>(s.storage.data());
+    const int64_t nseq = int64_t(s.seq_lens.size());
+    uint64_t sink = 0;
+    for (auto _ : st) {
+        for (int64_t q = 0; q < nseq; ++q)
+            for (int32_t h = 0; h < L.num_kv_heads; ++h)
+                for (int64_t p = 0; p < s.ctx; p += L.block_size) {
+                    const int64_t block = s.tables[size_t(q * s.width + p / L.block_size)];
+                    const int64_t run = std::min<int64_t>(L.block_size, s.ctx - p) * L.token_stride;
+                    for (int32_t kv = 0; kv < 2; ++kv) sink += read_lines(base + L.offset(block, 0, kv, h, 0), run);
+                }
+        benchmark::DoNotOptimize(sink);
+    }
+    st.SetBytesProcessed(int64_t(st.iterations()) * s.kv_bytes);
+}
+
 // The FMA peak of 8- or 16-lane fp32 vectors on the worker pool's threads: 10 independent
 // accumulator chains each (two FMA ports x 4-5 cycles of latency, and within AVX2's 16 registers
 // with the two operands), 2 flops per lane per FMA; every chain feeds the result so none is dropped.
@@ -257,6 +309,8 @@ void register_all() {
             for (bool pool : {false, true})
                 benchmark::RegisterBenchmark((name + (pool ? "/memcpy_pool" : "/memcpy_1thread")).c_str(), run_memcpy, bytes, pool)
                     ->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
+            benchmark::RegisterBenchmark((name + "/read_paged_1thread").c_str(), run_read_paged, &sh)
+                ->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
         }
     }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)

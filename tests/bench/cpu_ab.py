@@ -9,7 +9,8 @@ median), so that a shared machine's load changes hit both sides alike; the table
 over rounds of wall and process-CPU milliseconds. The before binary is this program built against
 an older libkvc (its only variant is called "default"); the after one times every variant the
 machine runs, a memcpy of each decode shape's K/V bytes (one thread, and split over the kernels'
-worker pool) and the FMA peak of 8- and 16-lane vectors on the same threads.
+worker pool), a plain one-thread read of those bytes in the kernels' paged order, and the FMA
+peak of 8- and 16-lane vectors on the same threads.
 
 --filter RE keeps the shapes whose name RE matches (re.search). --per-variant is for a "before"
 binary that has the ISA variants too (this branch at an older commit): one row per shape and
@@ -69,7 +70,7 @@ def main():
 
     if args.per_variant:
         print("| shape | variant | before wall / CPU ms | after wall / CPU ms | after vs before, wall / CPU"
-              " | after rate | memcpy 1 thread / pool, wall ms |")
+              " | after rate | memcpy 1 thread / pool, paged read 1 thread, wall ms |")
         print("|---|---|---:|---:|---:|---:|---:|")
         for s in shapes:
             for v in ("baseline", "avx2", "avx512"):
@@ -79,7 +80,8 @@ def main():
                     gbs, gflops = med("after", f"{s}/{v}", 2), med("after", f"{s}/{v}", 3)
                     rate = f"{gbs:.2f} GB/s" if gbs else f"{gflops:.1f} GFLOP/s"
                     m1, mp = med("after", f"{s}/memcpy_1thread", 0), med("after", f"{s}/memcpy_pool", 0)
-                    mem = f"{m1:.3g} / {mp:.3g}" if m1 else "-"
+                    rp = med("after", f"{s}/read_paged_1thread", 0)
+                    mem = (f"{m1:.3g} / {mp:.3g}" + (f", {rp:.3g}" if rp else "")) if m1 else "-"
                     print(f"| {s} | {v} | {bw:.3g} / {bc:.3g} | {aw:.3g} / {ac:.3g} | {bw / aw:.2f}x / {bc / ac:.2f}x"
                           f" | {rate} | {mem} |")
         for p in ("fma_peak/8_lanes", "fma_peak/16_lanes"):
