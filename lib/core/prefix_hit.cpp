@@ -32,6 +32,26 @@ bool usable(kvc_pool *p, const int32_t *tokens, const BlockKey *keys, int64_t k,
     return tier_find_lower(p, parent, keys[k], toks, lower == kWalkHostDisk, &slot) >= 0;
 }
 
+// The keys of the blocks after block i (held on the device by block b) that child hints give
+// (PrefixCache::child_of; the caller checked the keys add nothing past block 0): while the hinted
+// block is cached and holds *chain and the prompt's next token ids, its hash is that block's key.
+// Returns the last block index keyed; *chain is its hash, *last a device block holding it.
+int64_t keys_from_hints(const kvc_pool *p, BlockKey *k, const int32_t *tokens, int64_t i, int64_t max_blocks,
+                        int32_t b, Hash128 *chain, int32_t *last) {
+    for (int64_t j = i + 1; j < max_blocks; ++j) {
+        const int32_t c = p->cache.child_of(b);
+        if (c < 0 || !p->blocks.cached(c) || !p->cache.holds_plain(c, *chain, tokens + j * p->block_size)) {
+            *last = b;
+            return j - 1;
+        }
+        k[j] = BlockKey{};
+        k[j].hash = *chain = p->cache.hash_of(c);
+        b = c;
+    }
+    *last = b;
+    return max_blocks - 1;
+}
+
 // The first block a hit ending with block e must hold: the one with position c - window + 1,
 // c = (e + 1) x block_size being the first uncached position -- but at least the hit's last block,
 // so that a hit always rests on a cached block (window 1 would otherwise need none).
@@ -48,29 +68,24 @@ PrefixWalk walk_windowed(kvc_pool *p, int32_t window, const int32_t *tokens, int
     // state allocates nothing. A throw here happens before anything changed.
     std::vector<BlockKey> &k = p->walk_keys;
     if (int64_t(k.size()) < max_blocks) k.resize(size_t(max_blocks));
-    // A key is taken from a child hint when the keys add nothing past block 0 (as in
-    // pool_walk_prefix). `last` is a device block holding block i - 1's content, found through a
-    // hint or, after a hashed block, by one probe of the index; after a probe that finds nothing
-    // the rest is hashed without probing (an uncached prompt pays one probe, not one per block).
-    const bool plain_keys = keys.lora_id == 0 && keys.group == 0 && keys.mm.empty();
-    bool probe = plain_keys;
-    int32_t last = -1;
+    // Keys come from child hints where they can (as in pool_walk_prefix, keys adding nothing past
+    // block 0): after a hashed block that one probe of the index finds on the device, the blocks
+    // its hints lead to are not hashed (keys_from_hints). The first probe that finds nothing ends
+    // the probing: an uncached prompt pays one probe, and its loop is otherwise the plain one.
+    bool probe = keys.lora_id == 0 && keys.group == 0 && keys.mm.empty();
+    int32_t last = -1;  // a device block holding block i - 1's content, when known
     Hash128 chain = kRootHash;
     for (int64_t i = 0; i < max_blocks; ++i) {
-        const int32_t *toks = tokens + i * p->block_size;
-        const int32_t child = last >= 0 ? p->cache.child_of(last) : -1;
-        if (child >= 0 && p->blocks.cached(child) && p->cache.holds_plain(child, chain, toks)) {
-            k[size_t(i)] = BlockKey{};
-            k[size_t(i)].hash = p->cache.hash_of(child);
-            last = child;
-        } else {
-            k[size_t(i)] = p->hasher.hash_block(chain, toks, i, keys);
-            const int32_t found = probe ? p->cache.find(k[size_t(i)].hash) : -1;
-            if (found >= 0 && last >= 0) p->cache.set_child(last, found);  // learnt, as in pool_walk_prefix
-            last = found;
-            probe = last >= 0;
-        }
+        k[size_t(i)] = p->hasher.hash_block(chain, tokens + i * p->block_size, i, keys);
         chain = k[size_t(i)].hash;
+        if (!probe) continue;
+        const int32_t found = p->cache.find(chain);
+        if (found < 0) {
+            probe = false;
+            continue;
+        }
+        if (last >= 0) p->cache.set_child(last, found);  // learnt, as in pool_walk_prefix
+        i = keys_from_hints(p, k.data(), tokens, i, max_blocks, found, &chain, &last);
     }
     // Candidates e (the hit's last block) from the right. [lo, e] are known usable. When block u
     // in [f(e), e] is not, no candidate in [u, e] can hold (f is non-decreasing in e, so each of
