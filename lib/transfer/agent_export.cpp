@@ -4,6 +4,7 @@
 
 #ifdef KVC_HAVE_UCX
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/pool.hpp"
@@ -60,6 +61,8 @@ kvc_status publish_export(kvc_xfer_agent *a, HeldPrefix &held, const StagingLeas
     Export e;
     e.blocks = held.blocks;
     e.staged = st;
+    e.addrs = d.addrs;
+    std::sort(e.addrs.begin(), e.addrs.end());
     e.expires_ms = now_ms() + lease_ms;
     std::lock_guard<std::mutex> lk(a->mu);
     d.export_id = a->next_export++;

@@ -72,15 +72,20 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
         } else if (now >= op->deadline_ms)
             op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_TIMEOUT, "kvc_xfer_op_wait: import %llu timed out after %lld ms",
                     (unsigned long long)op->id, (long long)a->timeout_ms);
-        else if (op->state == OpState::kPulling && op->outstanding == 0) {
-            if (op->get_error != UCS_OK) {
+        else if (op->state == OpState::kPulling && op->outstanding == 0 && op->awaiting == 0) {
+            if (op->refused) {
+                op_fail(a, op, KVC_ERR_STATE, KVC_XFER_FAIL_LEASE,
+                        "kvc_xfer_op_wait: import %llu: the exporter no longer holds export %llu (released, expired "
+                        "or another agent) and refused to send its blocks; nothing cached",
+                        (unsigned long long)op->id, (unsigned long long)op->desc.export_id);
+            } else if (op->get_error != UCS_OK) {
                 op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER, "kvc_xfer_op_wait: import %llu: a get failed: %s",
                         (unsigned long long)op->id, a->u->ucs_status_string(op->get_error));
             } else {
                 op->state = OpState::kChecking;
                 op->check_msg = CheckMsg{op->desc.export_id, op->desc.nonce, op->id, a->nonce};
-                ucs_status_t st = am_send(a, op->ep->ep, kAmCheck, &op->check_msg, sizeof op->check_msg, nullptr,
-                                          UCP_AM_SEND_FLAG_REPLY);
+                ucs_status_t st =
+                    am_send(a, op->ep->ep, kAmCheck, &op->check_msg, sizeof op->check_msg, UCP_AM_SEND_FLAG_REPLY);
                 if (st != UCS_OK && st != UCS_INPROGRESS)
                     op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER,
                             "kvc_xfer_op_wait: import %llu: the lease check could not be sent: %s",
@@ -313,11 +318,27 @@ static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op,
     auto local_of = [&](int64_t j) {
         return o->staged.ck ? staging_slot(a, o->staged, j) : a->base + int64_t(o->res.fresh[size_t(j)]) * bb;
     };
+    o->push = a->push;
+    if (o->push) o->runs.reserve(size_t(m));  // at most one run per block: push_back cannot throw
     for (int64_t j = 0; j < m;) {
         int64_t run = 1;
         while (j + run < m && run < max_run && local_of(j + run) == local_of(j) + run * bb &&
                d.addrs[size_t(skip + j + run)] == d.addrs[size_t(skip + j)] + uint64_t(run * bb))
             ++run;
+        if (o->push) {
+            // Ask the exporter for the run; its answer lands in am_data_cb (agent_push.cpp).
+            const PullMsg pm{d.export_id, d.nonce, o->id, a->nonce, uint64_t(o->runs.size()),
+                             d.addrs[size_t(skip + j)], uint64_t(run * bb)};
+            const ucs_status_t st = am_send(a, ep->ep, kAmPull, &pm, sizeof pm, UCP_AM_SEND_FLAG_REPLY);
+            if (st != UCS_OK && st != UCS_INPROGRESS) {
+                o->get_error = st;
+                break;
+            }
+            o->runs.push_back(ImportOp::Run{local_of(j), run * bb, false});
+            ++o->awaiting;
+            j += run;
+            continue;
+        }
         ucp_request_param_t prm{};
         prm.op_attr_mask = 0;
         char *local = local_of(j);

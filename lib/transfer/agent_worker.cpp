@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "core/pool.hpp"
@@ -62,12 +63,17 @@ void close_ep(kvc_xfer_agent *a, Endpoint *e) {
 
 // One round of everything the progress thread does; under mu.
 bool progress_round(kvc_xfer_agent *a) {
-    while (a->u->ucp_worker_progress(a->worker) != 0) a->last_activity_ms = now_ms();
-    for (PendingReply &r : a->replies) {
-        ReplyMsg *m = new ReplyMsg(r.msg);
-        am_send(a, r.ep, kAmReply, m, sizeof *m, m, 0);
-    }
+    // Bounded: with sends pending towards a peer that died (shared memory has no failure
+    // detection) the worker can report progress on every call, and the answers queued below must
+    // still go out.
+    for (int i = 0; i < 64 && a->u->ucp_worker_progress(a->worker) != 0; ++i) a->last_activity_ms = now_ms();
+    for (PendingReply &r : a->replies) am_send(a, r.ep, kAmReply, &r.msg, sizeof r.msg, 0);
     a->replies.clear();
+    // Runs asked for by importers (the push data path): the bytes as the message's data, sent by
+    // rendezvous when large. A failed send is the importer's to notice (its timeout, or its
+    // endpoint's failure).
+    for (PendingData &d : a->pushes) am_send(a, d.ep, kAmData, &d.msg, sizeof d.msg, 0, d.src, d.len);
+    a->pushes.clear();
     std::vector<std::shared_ptr<Endpoint>> broken;
     for (auto &kv : a->eps)
         if (kv.second->failed) broken.push_back(kv.second);
@@ -194,6 +200,7 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     a->block_bytes = si.block_stride;
     if (const char *mg = std::getenv("KVC_XFER_MAX_GET_BYTES"); mg && std::atoll(mg) > 0)
         a->max_get_bytes = std::atoll(mg);
+    if (const char *dp = std::getenv("KVC_XFER_DATA_PATH"); dp && std::strcmp(dp, "get") == 0) a->push = false;
     std::random_device rd;
     a->nonce = (uint64_t(rd()) << 32 | rd()) ^ uint64_t(getpid()) ^ uint64_t(now_ms()) << 20;
     if (a->nonce == 0) a->nonce = 1;
@@ -278,7 +285,8 @@ kvc_status agent_setup(std::unique_ptr<kvc_xfer_agent> &a, const kvc_xfer_config
         teardown(a.get());
         return ucx_fail(KVC_ERR_IO, fn, "ucp_worker_get_efd", u, s);
     }
-    const std::pair<unsigned, ucp_am_recv_callback_t> handlers[] = {{kAmCheck, am_check_cb}, {kAmReply, am_reply_cb}};
+    const std::pair<unsigned, ucp_am_recv_callback_t> handlers[] = {
+        {kAmCheck, am_check_cb}, {kAmReply, am_reply_cb}, {kAmPull, am_pull_cb}, {kAmData, am_data_cb}};
     for (const auto &h : handlers) {
         ucp_am_handler_param_t hp{};
         hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;

@@ -37,6 +37,7 @@
     X(ucp_rkey_destroy)               \
     X(ucp_get_nbx)                    \
     X(ucp_am_send_nbx)                \
+    X(ucp_am_recv_data_nbx)           \
     X(ucp_request_check_status)       \
     X(ucp_request_free)               \
     X(ucs_status_string)
