@@ -2298,14 +2298,16 @@ typedef enum kvc_xfer_failure {
     KVC_XFER_FAIL_LAYOUT = 2,     /**< block size, shape, dtype, block bytes or model identity differ (KVC_ERR_INVALID_ARG) */
     KVC_XFER_FAIL_HASH = 3,       /**< the hash chain is not that of the token ids and the importer's keys (KVC_ERR_INVALID_ARG) */
     KVC_XFER_FAIL_POOL_FULL = 4,  /**< the importing pool cannot take the blocks now (KVC_ERR_OUT_OF_BLOCKS;
-                                   a CUDA pool: KVC_ERR_NO_MEMORY when its host staging is full,
-                                   KVC_ERR_DEVICE when copying the pulled blocks to the device
-                                   failed) */
+                                   a CUDA pool: KVC_ERR_NO_MEMORY when its host staging is full) */
     KVC_XFER_FAIL_PEER = 5,       /**< the exporter is unreachable or went away, or a get failed (KVC_ERR_IO) */
     KVC_XFER_FAIL_TIMEOUT = 6,    /**< not done within the agent's timeout_ms (KVC_ERR_IO) */
     KVC_XFER_FAIL_LEASE = 7,      /**< the exporter no longer held the blocks: released, expired, or another
                                        agent at that address (KVC_ERR_STATE) */
-    KVC_XFER_FAIL_CANCELLED = 8   /**< the agent was destroyed first (KVC_ERR_STATE) */
+    KVC_XFER_FAIL_CANCELLED = 8,  /**< the agent was destroyed first (KVC_ERR_STATE) */
+    KVC_XFER_FAIL_DEVICE = 9      /**< a CUDA pool: a device copy or stream wait of the import failed
+                                       (moving the pulled blocks from host staging into the device
+                                       blocks, or ordering the import after the pool's queued copies;
+                                       KVC_ERR_DEVICE) */
 } kvc_xfer_failure;
 
 /** @brief Configuration of a transfer agent (kvc_xfer_agent_create). */
@@ -2479,6 +2481,8 @@ KVC_API kvc_status kvc_xfer_export_release(kvc_xfer_agent *agent, uint64_t expor
  * @retval KVC_ERR_IO            the exporter's address cannot be reached.
  * @retval KVC_ERR_NO_MEMORY     out of host memory, or a CUDA pool's host staging is full (reason
  *                               KVC_XFER_FAIL_POOL_FULL).
+ * @retval KVC_ERR_DEVICE        a CUDA pool: ordering the import after the pool's queued copies
+ *                               failed (reason KVC_XFER_FAIL_DEVICE).
  * @par Thread safety
  * Any thread.
  */
@@ -2552,7 +2556,10 @@ typedef struct kvc_xfer_stats {
     int64_t blocks_skipped;
     int64_t bytes_pulled;
     double import_seconds;     /**< summed over finished imports */
-    int64_t failures[9];       /**< imports failed per kvc_xfer_failure (index 0 unused) */
+    int64_t failures[9];       /**< imports failed per kvc_xfer_failure (index 0 unused), up to
+                                    KVC_XFER_FAIL_CANCELLED */
+    int64_t failures_device;   /**< imports failed with KVC_XFER_FAIL_DEVICE (added after failures[];
+                                    filled when struct_size covers it) */
 } kvc_xfer_stats;
 
 /**

@@ -163,8 +163,11 @@ kvc_status agent_stats(kvc_xfer_agent *a, kvc_xfer_stats *out) {
     s.exports_active = int64_t(a->exports.size());
     s.export_blocks_held = 0;
     for (auto &kv : a->exports) s.export_blocks_held += int64_t(kv.second.blocks.size());
-    s.struct_size = out->struct_size;
-    *out = s;
+    // The caller's struct may be an older release's (without failures_device): fill only what it
+    // has, and of a newer one only what this library knows.
+    const uint32_t size = out->struct_size;
+    std::memcpy(out, &s, std::min<size_t>(size, sizeof s));
+    out->struct_size = size;
     return KVC_OK;
 }
 

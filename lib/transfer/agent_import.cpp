@@ -43,7 +43,10 @@ __attribute__((format(printf, 5, 6))) void op_fail(kvc_xfer_agent *a, ImportOp *
 
 void record_failure(kvc_xfer_agent *a, int32_t failure) {
     ++a->stats.imports_failed;
-    if (failure > 0 && failure < 9) ++a->stats.failures[failure];
+    if (failure > 0 && failure < int32_t(sizeof a->stats.failures / sizeof a->stats.failures[0]))
+        ++a->stats.failures[failure];
+    else if (failure == KVC_XFER_FAIL_DEVICE)
+        ++a->stats.failures_device;
 }
 
 // Advances one import; under mu.
@@ -205,7 +208,7 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     // CUDA pool: the barrier orders this agent's copy stream, which writes the blocks (land()).
     if (kvc_status st = pool_storage_barrier(a->pool, a->staged ? a->stream : nullptr); st != KVC_OK) {
         abort_import(a->pool, &op->res);
-        return refuse(KVC_XFER_FAIL_POOL_FULL, st);
+        return refuse(st == KVC_ERR_DEVICE ? KVC_XFER_FAIL_DEVICE : KVC_XFER_FAIL_POOL_FULL, st);
     }
     // CUDA pool: the gets land in host staging (agent_staging.cpp).
     if (a->staged && !op->res.fresh.empty()) {

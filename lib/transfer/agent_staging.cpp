@@ -16,6 +16,25 @@
 // as the tier code's do.
 #include "transfer/agent.hpp"
 
+#ifdef KVC_TEST_HOOKS  // fault injection: the test archive only (lib/CMakeLists.txt)
+#include <atomic>
+namespace kvc::xfer {
+namespace {
+std::atomic<int32_t> g_device_faults{0};
+}  // namespace
+void device_fault_set(int32_t count) { g_device_faults.store(count > 0 ? count : 0); }
+namespace detail {
+// True when an injected failure is due (consumes one).
+bool device_fault_take() {
+    int32_t n = g_device_faults.load();
+    while (n > 0 && !g_device_faults.compare_exchange_weak(n, n - 1)) {
+    }
+    return n > 0;
+}
+}  // namespace detail
+}  // namespace kvc::xfer
+#endif
+
 #ifdef KVC_HAVE_UCX
 
 #include <algorithm>
@@ -178,6 +197,12 @@ kvc_status land(kvc_xfer_agent *a, ImportOp *op) {
         while (j + run < m && f[size_t(j + run)] == f[size_t(j)] + run &&
                l.slots[size_t(j + run)] == l.slots[size_t(j)] + run)
             ++run;
+#ifdef KVC_TEST_HOOKS
+        if (device_fault_take()) {
+            st = fail(KVC_ERR_DEVICE, "cuda memcpy host->device: injected failure (kvct_xfer_device_fault)");
+            break;
+        }
+#endif
         st = cuda::memcpy_h2d(a->base + int64_t(f[size_t(j)]) * bb, staging_slot(a, l, j), size_t(run * bb), a->stream);
         j += run;
     }

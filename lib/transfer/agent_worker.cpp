@@ -124,8 +124,8 @@ void land_ready(kvc_xfer_agent *a, std::unique_lock<std::mutex> &lk) {
         op->state = OpState::kChecking;
         if (st[i] == KVC_OK)
             op->landed = true;
-        else  // no reason fits better: the pool could not take the bytes
-            op_fail(a, op, st[i], KVC_XFER_FAIL_POOL_FULL,
+        else
+            op_fail(a, op, st[i], st[i] == KVC_ERR_DEVICE ? KVC_XFER_FAIL_DEVICE : KVC_XFER_FAIL_POOL_FULL,
                     "kvc_xfer_op_wait: import %llu: copying the pulled blocks into the CUDA pool failed: %s",
                     (unsigned long long)op->id, why[i].c_str());
         step(a, op);
