@@ -2266,9 +2266,11 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
  * HTTP, a queue). The importer's kvc_xfer_import is asynchronous (kvc_xfer_op_query /
  * kvc_xfer_op_wait, like the tier operations): it checks the descriptor, its layout and identity
  * against the importing pool, recomputes the hash chain from the token ids and the importer's
- * keys, takes fresh blocks, pulls them with one-sided RMA gets (zero copy), asks the exporter
- * whether the lease was held throughout, and only then enters the blocks in the prefix cache, so a
- * later kvc_alloc of the prompt hits them. Any failure (peer gone, timeout, lease over, layout or
+ * keys, takes fresh blocks, pulls them (by default each run of blocks is asked for and the
+ * exporter sends it back by active-message rendezvous, which UCX serves over shared memory with
+ * one process_vm_readv; with the environment's KVC_XFER_DATA_PATH=get, one-sided RMA gets), asks
+ * the exporter whether the lease was held throughout, and only then enters the blocks in the
+ * prefix cache, so a later kvc_alloc of the prompt hits them. Any failure (peer gone, timeout, lease over, layout or
  * identity mismatch, a truncated or damaged descriptor, importing pool full) is a status and a
  * kvc_xfer_failure reason, with nothing cached and every block returned: the caller recomputes.
  *
@@ -2347,7 +2349,7 @@ KVC_API kvc_status kvc_xfer_available(int32_t *out_available);
  * @brief Creates a transfer agent for pool.
  *
  * Loads UCX, creates a UCP context and worker (RMA, active messages), registers the pool's KV
- * storage (CPU pool; a CUDA pool's transfers use host staging) and starts one progress thread (it serves the importers' gets and lease checks and
+ * storage (CPU pool; a CUDA pool's transfers use host staging) and starts one progress thread (it answers the importers' pulls, gets and lease checks and
  * drives this agent's imports).
  * @param[in]  pool The pool (CPU or CUDA backend, prefix caching on).
  * @param[in]  cfg  The configuration, or NULL (defaults).
@@ -2462,7 +2464,7 @@ KVC_API kvc_status kvc_xfer_export_release(kvc_xfer_agent *agent, uint64_t expor
  * Checked before anything changes: the descriptor, its layout and model identity against this
  * pool and agent, the hash chain. Then the leading blocks already cached here are kept (not
  * pulled), fresh blocks are taken for the rest (KVC_ERR_OUT_OF_BLOCKS, nothing changed, when that
- * would leave fewer free blocks than the watermark) and the gets are posted. When it completes
+ * would leave fewer free blocks than the watermark) and the pulls are posted. When it completes
  * successfully every pulled block is cached (refcount 0, evictable; hashes cached here meanwhile
  * keep their own copy and the pulled block goes back). A failure here also counts in the agent's
  * stats.

@@ -49,13 +49,13 @@ kvc_status publish_export(kvc_xfer_agent *a, HeldPrefix &held, const StagingLeas
     d.block_bytes = a->block_bytes;
     d.identity = a->identity;
     d.address = a->address;
-    d.rkey = a->staged ? st.ck->rkey : a->rkey;
+    d.rkey = st.ck ? st.ck->rkey : a->rkey;
     d.tokens = held.tokens;
     d.hashes = held.hashes;
     d.addrs.resize(held.blocks.size());
     for (size_t i = 0; i < held.blocks.size(); ++i) {
         const char *at =
-            a->staged ? staging_slot(a, st, int64_t(i)) : a->base + int64_t(held.blocks[i]) * a->block_bytes;
+            st.ck ? staging_slot(a, st, int64_t(i)) : a->base + int64_t(held.blocks[i]) * a->block_bytes;
         d.addrs[i] = uint64_t(reinterpret_cast<uintptr_t>(at));
     }
     Export e;
@@ -92,6 +92,10 @@ kvc_status export_held(kvc_xfer_agent *a, HeldPrefix &held, int64_t lease_ms, ui
         if (a->staged) {
             s = staging_reserve(a, int64_t(held.blocks.size()), &st, fn);
             if (s == KVC_OK) s = stage_out(a, held.blocks, st, fn);
+        } else if (a->stage_cpu_exports) {
+            // Best effort: without room in the staging the export names the pool's storage (gets
+            // over shared memory are then emulated, slower, but the export works).
+            if (staging_reserve(a, int64_t(held.blocks.size()), &st, fn) == KVC_OK) s = stage_out(a, held.blocks, st, fn);
         }
         if (s == KVC_OK) s = publish_export(a, held, st, lease_ms, out_export, out_tokens);
     } catch (...) {

@@ -131,10 +131,7 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
     }
     if (op->state == OpState::kDone) {
         staging_release(a, &op->staged);  // no get or copy uses it any more
-        if (op->rkey) {
-            a->u->ucp_rkey_destroy(op->rkey);
-            op->rkey = nullptr;
-        }
+        op->rkey = nullptr;  // the endpoint's
         op->ep.reset();
         op->result.status = op->status;
         op->result.failure = op->failure;
@@ -300,7 +297,20 @@ static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op,
         a->eps[key] = ep;
     }
     op->ep = ep;
-    ucs_status_t s = u->ucp_ep_rkey_unpack(ep->ep, d.rkey.data(), &op->rkey);
+    const std::string rkey_bytes(reinterpret_cast<const char *>(d.rkey.data()), d.rkey.size());
+    auto cached = ep->rkeys.find(rkey_bytes);
+    ucs_status_t s = UCS_OK;
+    if (cached != ep->rkeys.end()) {
+        op->rkey = cached->second;
+    } else if ((s = u->ucp_ep_rkey_unpack(ep->ep, d.rkey.data(), &op->rkey)) == UCS_OK) {
+        try {
+            ep->rkeys.emplace(rkey_bytes, op->rkey);
+        } catch (...) {
+            u->ucp_rkey_destroy(op->rkey);
+            op->rkey = nullptr;
+            throw;
+        }
+    }
     if (s != UCS_OK) {
         record_failure(a, KVC_XFER_FAIL_PEER);
         op->rkey = nullptr;

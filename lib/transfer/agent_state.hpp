@@ -67,6 +67,7 @@ struct DataMsg {
 // memory, each registered once with its own rkey, cut into block-sized slots.
 struct StagingChunk {
     char *base = nullptr;
+    bool ucx_allocated = false;  // a CPU pool's export staging: UCX's own memory, freed by ucp_mem_unmap
     int64_t slots = 0;
     int64_t free = 0;
     std::vector<uint8_t> used;  // per slot
@@ -96,6 +97,10 @@ struct Endpoint {
     bool closed = false;
     ucs_status_t error = UCS_OK;  // set by the error callback
     std::string why;
+    // Unpacked memory keys of the exporter, by packed bytes: unpacked once per endpoint, not per
+    // import (over shared memory an unpack attaches the exporter's segment, and every import would
+    // page-fault its mapping afresh). Destroyed once the endpoint is closed and no get uses them.
+    std::map<std::string, ucp_rkey_h> rkeys;
 };
 
 // kLanding (CUDA pools): the lease check passed and the progress thread copies the pulled bytes
@@ -114,7 +119,7 @@ struct ImportOp {
     std::vector<BlockKey> keys;
     Reservation res;
     std::shared_ptr<Endpoint> ep;
-    ucp_rkey_h rkey = nullptr;
+    ucp_rkey_h rkey = nullptr;  // borrowed from ep->rkeys
     int64_t outstanding = 0;   // gets posted and not completed
     std::vector<void *> gets;  // their requests
     ucs_status_t get_error = UCS_OK;
@@ -161,9 +166,9 @@ struct kvc_xfer_agent {
     // Largest single get: runs of blocks contiguous on both sides are merged up to this size
     // (KVC_XFER_MAX_GET_BYTES, default 4 MiB; one huge get is slower over shared memory).
     int64_t max_get_bytes = 4 << 20;
-    // The importer's data path: true (default) pull requests answered by active-message pushes;
-    // false one-sided ucp_get_nbx (KVC_XFER_DATA_PATH=get). lib/transfer/README.md, "Data paths".
-    bool push = true;
+    // The importer's data path: false (default) one-sided ucp_get_nbx; true (KVC_XFER_DATA_PATH=push)
+    // pull requests answered by active messages. lib/transfer/README.md, "Data paths".
+    bool push = false;
     int64_t last_activity_ms = 0;  // progress thread only: when the worker last progressed something
     // Storage (immutable).
     char *base = nullptr;
@@ -178,6 +183,12 @@ struct kvc_xfer_agent {
     // CUDA pools: no UCX transport here reads device memory, so exports and imports go through
     // host staging (agent_staging.cpp, lib/transfer/README.md "CUDA pools").
     bool staged = false;
+    // CPU pools: exports copied into UCX-allocated shared memory (ucp_mem_map with
+    // UCP_MEM_MAP_ALLOCATE: a SysV/POSIX segment), which UCX's shared-memory transports read with
+    // one memcpy; ordinary pool memory they can only reach by gets emulated with two copies.
+    // KVC_XFER_EXPORT_STAGING=0/1, default: when the agent's transports may include shared memory.
+    // Imports into a CPU pool are never staged. lib/transfer/README.md, "Data paths".
+    bool stage_cpu_exports = false;
     void *stream = nullptr;                      // the imports' host-to-device copies (non-blocking, this agent's own)
     int64_t staging_cap = 0, staging_bytes = 0;  // bytes allowed / allocated
     std::vector<std::unique_ptr<kvc::xfer::detail::StagingChunk>> chunks;  // under mu
@@ -192,6 +203,7 @@ struct kvc_xfer_agent {
     std::map<std::string, std::shared_ptr<kvc::xfer::detail::Endpoint>> eps;  // by worker address
     std::vector<std::shared_ptr<kvc::xfer::detail::Endpoint>> dead_eps;       // failed, to close
     std::vector<void *> closing;                                              // ep close requests in flight
+    std::vector<std::shared_ptr<kvc::xfer::detail::Endpoint>> closed_eps;  // closed; their rkeys to destroy
     std::vector<kvc::xfer::detail::PendingReply> replies;
     std::vector<kvc::xfer::detail::PendingData> pushes;  // exporter: runs to send
     kvc_xfer_stats stats{};

@@ -61,6 +61,26 @@ void close_ep(kvc_xfer_agent *a, Endpoint *e) {
     e->ep = nullptr;
 }
 
+// Destroys the memory keys of closed endpoints once no close is in flight and no import with gets
+// outstanding uses them. all: at teardown, whatever is left.
+void reap_rkeys(kvc_xfer_agent *a, bool all) {
+    if (!all && !a->closing.empty()) return;
+    for (size_t i = 0; i < a->closed_eps.size();) {
+        Endpoint *e = a->closed_eps[i].get();
+        bool used = false;
+        if (!all)
+            for (auto &kv : a->ops) used |= kv.second->ep.get() == e && kv.second->outstanding > 0;
+        if (used) {
+            ++i;
+            continue;
+        }
+        for (auto &kv : e->rkeys) a->u->ucp_rkey_destroy(kv.second);
+        e->rkeys.clear();
+        a->closed_eps[i] = a->closed_eps.back();
+        a->closed_eps.pop_back();
+    }
+}
+
 // One round of everything the progress thread does; under mu.
 bool progress_round(kvc_xfer_agent *a) {
     // Bounded: with sends pending towards a peer that died (shared memory has no failure
@@ -83,7 +103,10 @@ bool progress_round(kvc_xfer_agent *a) {
         step(a, kv.second.get());
         busy |= kv.second->state != OpState::kDone;
     }
-    for (auto &e : a->dead_eps) close_ep(a, e.get());
+    for (auto &e : a->dead_eps) {
+        close_ep(a, e.get());
+        if (!e->rkeys.empty()) a->closed_eps.push_back(e);
+    }
     a->dead_eps.clear();
     for (size_t i = 0; i < a->closing.size();) {
         if (a->u->ucp_request_check_status(a->closing[i]) != UCS_INPROGRESS) {
@@ -94,6 +117,7 @@ bool progress_round(kvc_xfer_agent *a) {
             ++i;
         }
     }
+    reap_rkeys(a, false);
     reap_leases(a);
     return busy || !a->closing.empty();
 }
@@ -200,14 +224,23 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     a->block_bytes = si.block_stride;
     if (const char *mg = std::getenv("KVC_XFER_MAX_GET_BYTES"); mg && std::atoll(mg) > 0)
         a->max_get_bytes = std::atoll(mg);
-    if (const char *dp = std::getenv("KVC_XFER_DATA_PATH"); dp && std::strcmp(dp, "get") == 0) a->push = false;
+    if (const char *dp = std::getenv("KVC_XFER_DATA_PATH"); dp && std::strcmp(dp, "push") == 0) a->push = true;
     std::random_device rd;
     a->nonce = (uint64_t(rd()) << 32 | rd()) ^ uint64_t(getpid()) ^ uint64_t(now_ms()) << 20;
     if (a->nonce == 0) a->nonce = 1;
     // A CUDA pool's blocks go through host staging (agent_staging.cpp): no UCX transport here
     // reads device memory.
     a->staged = pool->backend == KVC_BACKEND_CUDA;
-    if (a->staged)
+    if (!a->staged) {
+        // A CPU pool's exports go to UCX-allocated shared memory when an importer may come over
+        // shared memory (UCX's default transports include it).
+        const char *t = cfg.transports;
+        bool shm = !t || !*t;
+        for (const char *w : {"all", "sm", "shm", "posix", "sysv"}) shm = shm || (t && std::strstr(t, w));
+        a->stage_cpu_exports = shm;
+        if (const char *e = std::getenv("KVC_XFER_EXPORT_STAGING"); e && *e) a->stage_cpu_exports = std::atoi(e) != 0;
+    }
+    if (a->staged || a->stage_cpu_exports)
         if (kvc_status st = staging_init(a.get(), fn); st != KVC_OK) return st;
 
     try {
@@ -343,6 +376,7 @@ void agent_destroy(kvc_xfer_agent *a) {
     for (auto &kv : a->exports) release_blocks(a->pool, kv.second.blocks);
     a->exports.clear();
     a->ops.clear();
+    reap_rkeys(a, true);
     lk.unlock();
     teardown(a);
     delete a;

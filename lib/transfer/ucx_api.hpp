@@ -29,6 +29,7 @@
     X(ucp_worker_set_am_recv_handler) \
     X(ucp_mem_map)                    \
     X(ucp_mem_unmap)                  \
+    X(ucp_mem_query)                  \
     X(ucp_rkey_pack)                  \
     X(ucp_rkey_buffer_release)        \
     X(ucp_ep_create)                  \

@@ -1,6 +1,6 @@
 //! KV transfer between pools in different processes or machines over UCX (`kvc_xfer_*`): an
 //! exporter leases a cached prefix and hands out a descriptor that the caller moves to the
-//! importer through its own channel; the importer pulls the blocks with one-sided RMA gets, checks
+//! importer through its own channel; the importer pulls the blocks (UCX active messages, or RMA gets), checks
 //! layout, model identity and hash chain, and enters them in its prefix cache.
 use std::ffi::CString;
 use std::ptr;

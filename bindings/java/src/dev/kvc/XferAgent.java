@@ -7,7 +7,7 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * Moves cached prefixes between pools in different processes or machines over UCX
  * (kvc_xfer_agent): one per pool and process. The exporter leases a prompt's cached blocks and
  * hands out a descriptor ({@link #descriptor}) that the caller moves to the importer through its
- * own channel; the importer's {@link #importDescriptor} pulls the blocks with one-sided RMA gets,
+ * own channel; the importer's {@link #importDescriptor} pulls the blocks (UCX active messages, or RMA gets),
  * checks the layout, the model identity and the hash chain, and enters them in its prefix cache,
  * so a later alloc of the prompt hits them. Safe for concurrent use; closing the pool closes it.
  */
