@@ -306,13 +306,13 @@ static void test_roundtrip_shm(void **state) {
     (void)state;
     roundtrip_in_process("sm,self");
 }
-/* The same with the other ways of moving the bytes (lib/transfer/README.md, "Data paths"): the
- * push path (runs asked for, sent back by active messages) over both transports, and over shared
- * memory a CPU exporter that does not stage its exports (gets of its pool's own storage). The
- * settings are read when an agent is created. */
-static void test_roundtrip_push_tcp(void **state) {
+/* The same with the other ways of moving the bytes (lib/transfer/README.md, "Data paths"; the
+ * defaults: gets over shared memory, pushes over TCP): gets over TCP, pushes (runs asked for, sent
+ * back by active messages) over shared memory, and over shared memory a CPU exporter that does not
+ * stage its exports (gets of its pool's own storage). Read when an agent is created. */
+static void test_roundtrip_get_tcp(void **state) {
     (void)state;
-    setenv("KVC_XFER_DATA_PATH", "push", 1);
+    setenv("KVC_XFER_DATA_PATH", "get", 1); /* push is the default over network transports */
     roundtrip_in_process("tcp");
     unsetenv("KVC_XFER_DATA_PATH");
 }
@@ -887,7 +887,7 @@ int main(void) {
         cmocka_unit_test(test_arguments),
         cmocka_unit_test(test_roundtrip_tcp),
         cmocka_unit_test(test_roundtrip_shm),
-        cmocka_unit_test(test_roundtrip_push_tcp),
+        cmocka_unit_test(test_roundtrip_get_tcp),
         cmocka_unit_test(test_roundtrip_push_shm),
         cmocka_unit_test(test_roundtrip_shm_unstaged),
         cmocka_unit_test(test_staged_export_slots_reused_are_refused),

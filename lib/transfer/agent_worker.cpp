@@ -224,7 +224,14 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     a->block_bytes = si.block_stride;
     if (const char *mg = std::getenv("KVC_XFER_MAX_GET_BYTES"); mg && std::atoll(mg) > 0)
         a->max_get_bytes = std::atoll(mg);
-    if (const char *dp = std::getenv("KVC_XFER_DATA_PATH"); dp && std::strcmp(dp, "push") == 0) a->push = true;
+    // Shared memory possible: the transports are UCX's default (all) or name a shared-memory one.
+    bool shm = !cfg.transports || !*cfg.transports;
+    for (const char *w : {"all", "sm", "shm", "posix", "sysv"}) shm = shm || (cfg.transports && std::strstr(cfg.transports, w));
+    // The importer's data path (lib/transfer/README.md, "Data paths"): gets where an exporter may be
+    // reached over shared memory (its staged exports are then read with one copy), pushes where
+    // only network transports are allowed (UCX's rendezvous beats its emulated gets over TCP).
+    a->push = !shm;
+    if (const char *dp = std::getenv("KVC_XFER_DATA_PATH"); dp && *dp) a->push = std::strcmp(dp, "push") == 0;
     std::random_device rd;
     a->nonce = (uint64_t(rd()) << 32 | rd()) ^ uint64_t(getpid()) ^ uint64_t(now_ms()) << 20;
     if (a->nonce == 0) a->nonce = 1;
@@ -234,9 +241,6 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     if (!a->staged) {
         // A CPU pool's exports go to UCX-allocated shared memory when an importer may come over
         // shared memory (UCX's default transports include it).
-        const char *t = cfg.transports;
-        bool shm = !t || !*t;
-        for (const char *w : {"all", "sm", "shm", "posix", "sysv"}) shm = shm || (t && std::strstr(t, w));
         a->stage_cpu_exports = shm;
         if (const char *e = std::getenv("KVC_XFER_EXPORT_STAGING"); e && *e) a->stage_cpu_exports = std::atoi(e) != 0;
     }
