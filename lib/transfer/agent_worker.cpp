@@ -224,9 +224,11 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     a->block_bytes = si.block_stride;
     if (const char *mg = std::getenv("KVC_XFER_MAX_GET_BYTES"); mg && std::atoll(mg) > 0)
         a->max_get_bytes = std::atoll(mg);
-    // Shared memory possible: the transports are UCX's default (all) or name a shared-memory one.
-    bool shm = !cfg.transports || !*cfg.transports;
-    for (const char *w : {"all", "sm", "shm", "posix", "sysv"}) shm = shm || (cfg.transports && std::strstr(cfg.transports, w));
+    // Shared memory possible: the transports (the config's, else the environment's UCX_TLS) are
+    // UCX's default (all) or name a shared-memory one.
+    const char *tls = cfg.transports && *cfg.transports ? cfg.transports : std::getenv("UCX_TLS");
+    bool shm = !tls || !*tls;
+    for (const char *w : {"all", "sm", "shm", "posix", "sysv"}) shm = shm || (tls && std::strstr(tls, w));
     // The importer's data path (lib/transfer/README.md, "Data paths"): gets where an exporter may be
     // reached over shared memory (its staged exports are then read with one copy), pushes where
     // only network transports are allowed (UCX's rendezvous beats its emulated gets over TCP).
