@@ -325,14 +325,14 @@ static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op,
     const int64_t bb = a->block_bytes;
     const int64_t m = int64_t(op->res.fresh.size());
     const int64_t max_run = std::max<int64_t>(1, a->max_get_bytes / bb);
+    o->push = a->push;
+    if (o->push) o->runs.reserve(size_t(m));  // at most one run per block: push_back cannot throw
     // The op enters the table before its first get: nothing after this can throw.
     a->ops.emplace(o->id, std::move(op));
     // Where fresh block j's bytes land: the block itself, or (CUDA pool) its staging slot.
     auto local_of = [&](int64_t j) {
         return o->staged.ck ? staging_slot(a, o->staged, j) : a->base + int64_t(o->res.fresh[size_t(j)]) * bb;
     };
-    o->push = a->push;
-    if (o->push) o->runs.reserve(size_t(m));  // at most one run per block: push_back cannot throw
     for (int64_t j = 0; j < m;) {
         int64_t run = 1;
         while (j + run < m && run < max_run && local_of(j + run) == local_of(j) + run * bb &&
