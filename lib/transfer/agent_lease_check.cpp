@@ -38,7 +38,10 @@ ucs_status_t am_check_cb(void *arg, const void *header, size_t header_length, vo
         ok = it != a->exports.end() && it->second.expires_ms > now_ms();
     }
     ++a->stats.lease_checks;
-    a->replies.push_back(PendingReply{param->reply_ep, ReplyMsg{m.op_id, m.importer_nonce, ok ? 1u : 0u, 0}});
+    try {  // nothing may throw into UCX: without memory the check goes unanswered (the importer times out)
+        a->replies.push_back(PendingReply{param->reply_ep, ReplyMsg{m.op_id, m.importer_nonce, ok ? 1u : 0u, 0}});
+    } catch (...) {
+    }
     return UCS_OK;
 }
 

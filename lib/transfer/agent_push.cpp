@@ -36,8 +36,12 @@ ucs_status_t am_pull_cb(void *arg, const void *header, size_t header_length, voi
             if (all) src = reinterpret_cast<const char *>(uintptr_t(m.addr));
         }
     }
-    a->pushes.push_back(PendingData{param->reply_ep, DataMsg{m.op_id, m.importer_nonce, m.run, src ? 1u : 0u, 0},
-                                    src, src ? size_t(m.len) : 0});
+    try {  // nothing may throw into UCX: without memory the run goes unanswered (the importer times out)
+        a->pushes.push_back(PendingData{param->reply_ep,
+                                        DataMsg{m.op_id, m.importer_nonce, m.run, src ? 1u : 0u, 0}, src,
+                                        src ? size_t(m.len) : 0});
+    } catch (...) {
+    }
     return UCS_OK;
 }
 
