@@ -310,23 +310,31 @@ static void test_roundtrip_shm(void **state) {
  * defaults: gets over shared memory, pushes over TCP): gets over TCP, pushes (runs asked for, sent
  * back by active messages) over shared memory, and over shared memory a CPU exporter that does not
  * stage its exports (gets of its pool's own storage). Read when an agent is created. */
+/* Sets an environment variable for one call and restores what the caller's environment had (a
+ * run of the whole suite may set it: e.g. KVC_XFER_EXPORT_STAGING=0 to compare data paths). */
+static void with_env(const char *name, const char *value, void (*fn)(const char *), const char *arg) {
+    const char *old = getenv(name);
+    char *saved = old ? strdup(old) : NULL;
+    setenv(name, value, 1);
+    fn(arg);
+    if (saved) {
+        setenv(name, saved, 1);
+        free(saved);
+    } else {
+        unsetenv(name);
+    }
+}
 static void test_roundtrip_get_tcp(void **state) {
     (void)state;
-    setenv("KVC_XFER_DATA_PATH", "get", 1); /* push is the default over network transports */
-    roundtrip_in_process("tcp");
-    unsetenv("KVC_XFER_DATA_PATH");
+    with_env("KVC_XFER_DATA_PATH", "get", roundtrip_in_process, "tcp"); /* push: the default over TCP */
 }
 static void test_roundtrip_push_shm(void **state) {
     (void)state;
-    setenv("KVC_XFER_DATA_PATH", "push", 1);
-    roundtrip_in_process("sm,self");
-    unsetenv("KVC_XFER_DATA_PATH");
+    with_env("KVC_XFER_DATA_PATH", "push", roundtrip_in_process, "sm,self");
 }
 static void test_roundtrip_shm_unstaged(void **state) {
     (void)state;
-    setenv("KVC_XFER_EXPORT_STAGING", "0", 1);
-    roundtrip_in_process("sm,self");
-    unsetenv("KVC_XFER_EXPORT_STAGING");
+    with_env("KVC_XFER_EXPORT_STAGING", "0", roundtrip_in_process, "sm,self");
 }
 
 /* A CPU exporter over shared memory stages its exports in UCX-allocated memory: a released
@@ -359,9 +367,16 @@ static void test_staged_export_slots_reused_are_refused(void **state) {
     assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
     expect_clean(pi, 0);
     OK(kvc_xfer_agent_destroy(ai));
+    const char *old_path = getenv("KVC_XFER_DATA_PATH");
+    char *saved_path = old_path ? strdup(old_path) : NULL;
     setenv("KVC_XFER_DATA_PATH", "push", 1);
     kvc_xfer_agent *ap = make_agent(pi, "sm,self", "m", 0, 10000); /* pushes */
-    unsetenv("KVC_XFER_DATA_PATH");
+    if (saved_path) {
+        setenv("KVC_XFER_DATA_PATH", saved_path, 1);
+        free(saved_path);
+    } else {
+        unsetenv("KVC_XFER_DATA_PATH");
+    }
     assert_int_equal(import_wait(ap, d, len, NULL, &r), KVC_ERR_STATE);
     assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
     assert_non_null(strstr(kvc_last_error(), "refused to send"));
