@@ -3,6 +3,7 @@
 #include "testing.h"
 
 #include "core/pool.hpp"
+#include "transfer/agent.hpp"
 
 namespace kvc {
 // The one way a test reaches into BlockPool's counters (its friend).
@@ -52,5 +53,7 @@ void kvct_corrupt_refcount(kvc_pool *p, int32_t b, int32_t delta) {
     std::lock_guard<std::mutex> lock(p->mu);
     kvc::BlockPoolTestAccess::add_refcount(p->blocks, b, delta);
 }
+
+void kvct_xfer_device_fault(int32_t count) { kvc::xfer::device_fault_set(count); }
 
 }  // extern "C"

@@ -60,6 +60,9 @@ int64_t kvct_tier_slots_in_state(kvc_pool *pool, int32_t tier, int32_t state);
 /** Overwrites one slot's state (0..3) without touching lists, index or counts; returns the old
  *  state, or -1 for a bad tier/slot. For proving that kvc_pool_check sees tier corruption. */
 int32_t kvct_tier_corrupt_slot(kvc_pool *pool, int32_t tier, int32_t slot, int32_t state);
+/** The next count host-to-device copies with which transfer imports into CUDA pools land their
+ *  pulled blocks fail with KVC_ERR_DEVICE (as a failed cudaMemcpyAsync would); 0 ends it. */
+void kvct_xfer_device_fault(int32_t count);
 
 #ifdef __cplusplus
 }

@@ -306,6 +306,95 @@ static void test_roundtrip_shm(void **state) {
     (void)state;
     roundtrip_in_process("sm,self");
 }
+/* The same with the other ways of moving the bytes (lib/transfer/README.md, "Data paths"; the
+ * defaults: gets over shared memory, pushes over TCP): gets over TCP, pushes (runs asked for, sent
+ * back by active messages) over shared memory, and over shared memory a CPU exporter that does not
+ * stage its exports (gets of its pool's own storage). Read when an agent is created. */
+/* Sets an environment variable for one call and restores what the caller's environment had (a
+ * run of the whole suite may set it: e.g. KVC_XFER_EXPORT_STAGING=0 to compare data paths). */
+static void with_env(const char *name, const char *value, void (*fn)(const char *), const char *arg) {
+    const char *old = getenv(name);
+    char *saved = old ? strdup(old) : NULL;
+    setenv(name, value, 1);
+    fn(arg);
+    if (saved) {
+        setenv(name, saved, 1);
+        free(saved);
+    } else {
+        unsetenv(name);
+    }
+}
+static void test_roundtrip_get_tcp(void **state) {
+    (void)state;
+    with_env("KVC_XFER_DATA_PATH", "get", roundtrip_in_process, "tcp"); /* push: the default over TCP */
+}
+static void test_roundtrip_push_shm(void **state) {
+    (void)state;
+    with_env("KVC_XFER_DATA_PATH", "push", roundtrip_in_process, "sm,self");
+}
+static void test_roundtrip_shm_unstaged(void **state) {
+    (void)state;
+    with_env("KVC_XFER_EXPORT_STAGING", "0", roundtrip_in_process, "sm,self");
+}
+
+/* A CPU exporter over shared memory stages its exports in UCX-allocated memory: a released
+ * export's slots are reused by the next export, so a late import of the released descriptor would
+ * read another prompt's bytes there. The lease check refuses it (gets), and so does the exporter
+ * when asked for the runs (push); the next export's descriptor imports its own bytes. */
+static void test_staged_export_slots_reused_are_refused(void **state) {
+    (void)state;
+    if (!have_ucx()) skip();
+    kvc_pool *pe = make_pool(NBLK, 8), *pi = make_pool(NBLK, 8);
+    kvc_xfer_agent *ae = make_agent(pe, "sm,self", "m", 0, 10000);
+    const int64_t n = 6 * BS;
+    int32_t t[MAXTOK], u[MAXTOK];
+    prompt(t, n, 41);
+    prompt(u, n, 42);
+    prefill(pe, 1, t, n);
+    OK(kvc_free(pe, 1));
+    uint64_t ex = 0, ex2 = 0;
+    OK(kvc_xfer_export_prompt(ae, t, n, NULL, 0, &ex, NULL));
+    int64_t len = 0, len2 = 0;
+    uint8_t *d = descriptor(ae, ex, &len);
+    OK(kvc_xfer_export_release(ae, ex));
+    prefill(pe, 2, u, n);
+    OK(kvc_free(pe, 2));
+    OK(kvc_xfer_export_prompt(ae, u, n, NULL, 0, &ex2, NULL));
+    uint8_t *d2 = descriptor(ae, ex2, &len2);
+    kvc_xfer_agent *ai = make_agent(pi, "sm,self", "m", 0, 10000); /* gets */
+    kvc_xfer_import_result r;
+    assert_int_equal(import_wait(ai, d, len, NULL, &r), KVC_ERR_STATE);
+    assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
+    expect_clean(pi, 0);
+    OK(kvc_xfer_agent_destroy(ai));
+    const char *old_path = getenv("KVC_XFER_DATA_PATH");
+    char *saved_path = old_path ? strdup(old_path) : NULL;
+    setenv("KVC_XFER_DATA_PATH", "push", 1);
+    kvc_xfer_agent *ap = make_agent(pi, "sm,self", "m", 0, 10000); /* pushes */
+    if (saved_path) {
+        setenv("KVC_XFER_DATA_PATH", saved_path, 1);
+        free(saved_path);
+    } else {
+        unsetenv("KVC_XFER_DATA_PATH");
+    }
+    assert_int_equal(import_wait(ap, d, len, NULL, &r), KVC_ERR_STATE);
+    assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
+    assert_non_null(strstr(kvc_last_error(), "refused to send"));
+    expect_clean(pi, 0);
+    OK(import_wait(ap, d2, len2, NULL, &r));
+    assert_int_equal(r.blocks_cached, 6);
+    expect_hit_bytes(pi, 3, u, n, n);
+    free(d);
+    free(d2);
+    OK(kvc_xfer_export_release(ae, ex2));
+    OK(kvc_xfer_agent_destroy(ap));
+    OK(kvc_xfer_agent_destroy(ae));
+    OK(kvc_pool_check(pe));
+    assert_int_equal(pool_stats(pe).used_blocks, 0);
+    OK(kvc_pool_check(pi));
+    OK(kvc_pool_destroy(pi));
+    OK(kvc_pool_destroy(pe));
+}
 
 /* An export of a cached prompt (no sequence), a partial local hit on the importer (its first
  * blocks are cached there already: only the rest is pulled). */
@@ -813,6 +902,10 @@ int main(void) {
         cmocka_unit_test(test_arguments),
         cmocka_unit_test(test_roundtrip_tcp),
         cmocka_unit_test(test_roundtrip_shm),
+        cmocka_unit_test(test_roundtrip_get_tcp),
+        cmocka_unit_test(test_roundtrip_push_shm),
+        cmocka_unit_test(test_roundtrip_shm_unstaged),
+        cmocka_unit_test(test_staged_export_slots_reused_are_refused),
         cmocka_unit_test(test_export_prompt_and_partial_local_hit),
         cmocka_unit_test(test_two_processes_tcp),
         cmocka_unit_test(test_two_processes_shm),

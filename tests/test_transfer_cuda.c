@@ -26,6 +26,7 @@
 
 #include "kv_oracle.h"
 #include "kvc/kvc.h"
+#include "testing.h"
 
 #define OK(x) assert_int_equal((x), KVC_OK)
 #define BS 4
@@ -366,6 +367,59 @@ static void test_staging_cap_is_a_clean_refusal(void **state) {
     OK(kvc_pool_destroy(pc));
 }
 
+/* A device copy that fails while an import lands its pulled blocks (injected with
+ * kvct_xfer_device_fault: the emulator's copies do not fail by themselves) is its own reason,
+ * KVC_XFER_FAIL_DEVICE with KVC_ERR_DEVICE, counted in failures_device; nothing is cached, every
+ * block and staging slot goes back, and the next import of the same descriptor succeeds. */
+static void test_device_copy_failure_is_its_own_reason(void **state) {
+    (void)state;
+    if (!have_cuda_and_ucx()) skip();
+    kvc_pool *pe = make_pool(KVC_BACKEND_CPU, NBLK), *pi = make_pool(KVC_BACKEND_CUDA, NBLK);
+    kvc_xfer_agent *ae = make_agent(pe, "sm,self"), *ai = make_agent(pi, "sm,self");
+    int32_t t[MAXTOK];
+    const int64_t n = 6 * BS;
+    prompt(t, n, 31);
+    OK(prefill(pe, 1, t, n));
+    OK(kvc_free(pe, 1));
+    uint64_t ex = 0;
+    OK(kvc_xfer_export_prompt(ae, t, n, NULL, 0, &ex, NULL));
+    int64_t len = 0;
+    uint8_t *d = descriptor(ae, ex, &len);
+    kvc_xfer_import_result r;
+    kvct_xfer_device_fault(1);
+    assert_int_equal(import_wait(ai, d, len, &r), KVC_ERR_DEVICE);
+    kvct_xfer_device_fault(0);
+    assert_int_equal(r.failure, KVC_XFER_FAIL_DEVICE);
+    assert_int_equal(r.status, KVC_ERR_DEVICE);
+    assert_non_null(strstr(kvc_last_error(), "injected failure"));
+    expect_clean(pi, 0);
+    kvc_xfer_stats s = xstats(ai);
+    assert_int_equal(s.failures_device, 1);
+    assert_int_equal(s.failures[KVC_XFER_FAIL_POOL_FULL], 0);
+    assert_int_equal(s.imports_failed, 1);
+    /* A caller built against the first kvc_xfer_stats (without failures_device) gets the rest,
+     * and nothing is written past its struct. */
+    unsigned char old[sizeof(kvc_xfer_stats) + 8];
+    memset(old, 0xab, sizeof old);
+    const uint32_t v1 = (uint32_t)offsetof(kvc_xfer_stats, failures_device);
+    memcpy(old, &v1, sizeof v1);
+    OK(kvc_xfer_get_stats(ai, (kvc_xfer_stats *)(void *)old));
+    int64_t failed = 0;
+    memcpy(&failed, old + offsetof(kvc_xfer_stats, imports_failed), sizeof failed);
+    assert_int_equal(failed, 1);
+    for (size_t i = v1; i < sizeof old; ++i) assert_int_equal(old[i], 0xab);
+    /* The blocks went back whole: the same descriptor imports now, every byte checked. */
+    OK(import_wait(ai, d, len, &r));
+    assert_int_equal(r.blocks_cached, 6);
+    expect_hit_bytes(pi, 2, t, n, n);
+    free(d);
+    OK(kvc_xfer_export_release(ae, ex));
+    OK(kvc_xfer_agent_destroy(ai));
+    OK(kvc_xfer_agent_destroy(ae));
+    OK(kvc_pool_destroy(pi));
+    OK(kvc_pool_destroy(pe));
+}
+
 /* ---- Two processes ----------------------------------------------------------------------------- */
 
 /* The exporter process (this binary, `--export TLS N SEED`): a CUDA pool, prefill, export, the
@@ -465,6 +519,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cpu_to_cuda_shm),
         cmocka_unit_test(test_released_export_slots_reused_are_refused),
         cmocka_unit_test(test_staging_cap_is_a_clean_refusal),
+        cmocka_unit_test(test_device_copy_failure_is_its_own_reason),
         cmocka_unit_test(test_two_processes_cuda_tcp),
         cmocka_unit_test(test_two_processes_cuda_shm),
     };

@@ -43,6 +43,7 @@ const (
 	XferFailTimeout    XferFailure = 6
 	XferFailLease      XferFailure = 7 // the exporter no longer held the blocks
 	XferFailCancelled  XferFailure = 8 // the agent was closed first
+	XferFailDevice     XferFailure = 9 // a CUDA pool: a device copy of the import failed
 )
 
 // XferOp identifies an import (for Done / Wait).
@@ -235,7 +236,7 @@ type XferStats struct {
 	ImportsStarted, ImportsOK, ImportsFailed                                   int64
 	BlocksPulled, BlocksCached, BlocksSkipped, BytesPulled                     int64
 	ImportSeconds                                                              float64
-	Failures                                                                   [9]int64 // per XferFailure
+	Failures                                                                   [10]int64 // per XferFailure (index 0 unused)
 }
 
 // Stats returns the agent's counters (kvc_xfer_get_stats).

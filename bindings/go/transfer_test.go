@@ -110,6 +110,10 @@ func TestXferRefusals(t *testing.T) {
 	if st.ImportsFailed != 3 || st.Failures[kvc.XferFailDescriptor] != 2 || st.Failures[kvc.XferFailHash] != 1 {
 		t.Fatalf("importer stats %+v", st)
 	}
+	// Every reason has its counter, the device-copy one (kvc_xfer_stats.failures_device) included.
+	if len(st.Failures) != int(kvc.XferFailDevice)+1 || st.Failures[kvc.XferFailDevice] != 0 {
+		t.Fatalf("failures per reason %v", st.Failures)
+	}
 	s := mustV[kvc.Stats](t)(dst.Stats())
 	if s.UsedBlocks != 0 || s.CachedBlocksTotal != 0 {
 		t.Fatalf("a refused import left blocks behind: %+v", s)

@@ -2266,9 +2266,11 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
  * HTTP, a queue). The importer's kvc_xfer_import is asynchronous (kvc_xfer_op_query /
  * kvc_xfer_op_wait, like the tier operations): it checks the descriptor, its layout and identity
  * against the importing pool, recomputes the hash chain from the token ids and the importer's
- * keys, takes fresh blocks, pulls them with one-sided RMA gets (zero copy), asks the exporter
- * whether the lease was held throughout, and only then enters the blocks in the prefix cache, so a
- * later kvc_alloc of the prompt hits them. Any failure (peer gone, timeout, lease over, layout or
+ * keys, takes fresh blocks, pulls them (by default each run of blocks is asked for and the
+ * exporter sends it back by active-message rendezvous, which UCX serves over shared memory with
+ * one process_vm_readv; with the environment's KVC_XFER_DATA_PATH=get, one-sided RMA gets), asks
+ * the exporter whether the lease was held throughout, and only then enters the blocks in the
+ * prefix cache, so a later kvc_alloc of the prompt hits them. Any failure (peer gone, timeout, lease over, layout or
  * identity mismatch, a truncated or damaged descriptor, importing pool full) is a status and a
  * kvc_xfer_failure reason, with nothing cached and every block returned: the caller recomputes.
  *
@@ -2298,14 +2300,16 @@ typedef enum kvc_xfer_failure {
     KVC_XFER_FAIL_LAYOUT = 2,     /**< block size, shape, dtype, block bytes or model identity differ (KVC_ERR_INVALID_ARG) */
     KVC_XFER_FAIL_HASH = 3,       /**< the hash chain is not that of the token ids and the importer's keys (KVC_ERR_INVALID_ARG) */
     KVC_XFER_FAIL_POOL_FULL = 4,  /**< the importing pool cannot take the blocks now (KVC_ERR_OUT_OF_BLOCKS;
-                                   a CUDA pool: KVC_ERR_NO_MEMORY when its host staging is full,
-                                   KVC_ERR_DEVICE when copying the pulled blocks to the device
-                                   failed) */
+                                   a CUDA pool: KVC_ERR_NO_MEMORY when its host staging is full) */
     KVC_XFER_FAIL_PEER = 5,       /**< the exporter is unreachable or went away, or a get failed (KVC_ERR_IO) */
     KVC_XFER_FAIL_TIMEOUT = 6,    /**< not done within the agent's timeout_ms (KVC_ERR_IO) */
     KVC_XFER_FAIL_LEASE = 7,      /**< the exporter no longer held the blocks: released, expired, or another
                                        agent at that address (KVC_ERR_STATE) */
-    KVC_XFER_FAIL_CANCELLED = 8   /**< the agent was destroyed first (KVC_ERR_STATE) */
+    KVC_XFER_FAIL_CANCELLED = 8,  /**< the agent was destroyed first (KVC_ERR_STATE) */
+    KVC_XFER_FAIL_DEVICE = 9      /**< a CUDA pool: a device copy or stream wait of the import failed
+                                       (moving the pulled blocks from host staging into the device
+                                       blocks, or ordering the import after the pool's queued copies;
+                                       KVC_ERR_DEVICE) */
 } kvc_xfer_failure;
 
 /** @brief Configuration of a transfer agent (kvc_xfer_agent_create). */
@@ -2345,7 +2349,7 @@ KVC_API kvc_status kvc_xfer_available(int32_t *out_available);
  * @brief Creates a transfer agent for pool.
  *
  * Loads UCX, creates a UCP context and worker (RMA, active messages), registers the pool's KV
- * storage (CPU pool; a CUDA pool's transfers use host staging) and starts one progress thread (it serves the importers' gets and lease checks and
+ * storage (CPU pool; a CUDA pool's transfers use host staging) and starts one progress thread (it answers the importers' pulls, gets and lease checks and
  * drives this agent's imports).
  * @param[in]  pool The pool (CPU or CUDA backend, prefix caching on).
  * @param[in]  cfg  The configuration, or NULL (defaults).
@@ -2460,7 +2464,7 @@ KVC_API kvc_status kvc_xfer_export_release(kvc_xfer_agent *agent, uint64_t expor
  * Checked before anything changes: the descriptor, its layout and model identity against this
  * pool and agent, the hash chain. Then the leading blocks already cached here are kept (not
  * pulled), fresh blocks are taken for the rest (KVC_ERR_OUT_OF_BLOCKS, nothing changed, when that
- * would leave fewer free blocks than the watermark) and the gets are posted. When it completes
+ * would leave fewer free blocks than the watermark) and the pulls are posted. When it completes
  * successfully every pulled block is cached (refcount 0, evictable; hashes cached here meanwhile
  * keep their own copy and the pulled block goes back). A failure here also counts in the agent's
  * stats.
@@ -2479,6 +2483,8 @@ KVC_API kvc_status kvc_xfer_export_release(kvc_xfer_agent *agent, uint64_t expor
  * @retval KVC_ERR_IO            the exporter's address cannot be reached.
  * @retval KVC_ERR_NO_MEMORY     out of host memory, or a CUDA pool's host staging is full (reason
  *                               KVC_XFER_FAIL_POOL_FULL).
+ * @retval KVC_ERR_DEVICE        a CUDA pool: ordering the import after the pool's queued copies
+ *                               failed (reason KVC_XFER_FAIL_DEVICE).
  * @par Thread safety
  * Any thread.
  */
@@ -2552,7 +2558,10 @@ typedef struct kvc_xfer_stats {
     int64_t blocks_skipped;
     int64_t bytes_pulled;
     double import_seconds;     /**< summed over finished imports */
-    int64_t failures[9];       /**< imports failed per kvc_xfer_failure (index 0 unused) */
+    int64_t failures[9];       /**< imports failed per kvc_xfer_failure (index 0 unused), up to
+                                    KVC_XFER_FAIL_CANCELLED */
+    int64_t failures_device;   /**< imports failed with KVC_XFER_FAIL_DEVICE (added after failures[];
+                                    filled when struct_size covers it) */
 } kvc_xfer_stats;
 
 /**

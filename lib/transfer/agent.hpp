@@ -28,4 +28,9 @@ kvc_status agent_op_wait(kvc_xfer_agent *a, uint64_t op, int64_t timeout_ms, kvc
                          const char *fn);
 kvc_status agent_stats(kvc_xfer_agent *a, kvc_xfer_stats *out);
 
+#ifdef KVC_TEST_HOOKS
+// kvct_xfer_device_fault (lib/testing.h): the next count landing copies of CUDA imports fail.
+void device_fault_set(int32_t count);
+#endif
+
 }  // namespace kvc::xfer

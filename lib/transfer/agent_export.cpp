@@ -4,6 +4,7 @@
 
 #ifdef KVC_HAVE_UCX
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/pool.hpp"
@@ -48,18 +49,20 @@ kvc_status publish_export(kvc_xfer_agent *a, HeldPrefix &held, const StagingLeas
     d.block_bytes = a->block_bytes;
     d.identity = a->identity;
     d.address = a->address;
-    d.rkey = a->staged ? st.ck->rkey : a->rkey;
+    d.rkey = st.ck ? st.ck->rkey : a->rkey;
     d.tokens = held.tokens;
     d.hashes = held.hashes;
     d.addrs.resize(held.blocks.size());
     for (size_t i = 0; i < held.blocks.size(); ++i) {
         const char *at =
-            a->staged ? staging_slot(a, st, int64_t(i)) : a->base + int64_t(held.blocks[i]) * a->block_bytes;
+            st.ck ? staging_slot(a, st, int64_t(i)) : a->base + int64_t(held.blocks[i]) * a->block_bytes;
         d.addrs[i] = uint64_t(reinterpret_cast<uintptr_t>(at));
     }
     Export e;
     e.blocks = held.blocks;
     e.staged = st;
+    e.addrs = d.addrs;
+    std::sort(e.addrs.begin(), e.addrs.end());
     e.expires_ms = now_ms() + lease_ms;
     std::lock_guard<std::mutex> lk(a->mu);
     d.export_id = a->next_export++;
@@ -89,6 +92,10 @@ kvc_status export_held(kvc_xfer_agent *a, HeldPrefix &held, int64_t lease_ms, ui
         if (a->staged) {
             s = staging_reserve(a, int64_t(held.blocks.size()), &st, fn);
             if (s == KVC_OK) s = stage_out(a, held.blocks, st, fn);
+        } else if (a->stage_cpu_exports) {
+            // Best effort: without room in the staging the export names the pool's storage (gets
+            // over shared memory are then emulated, slower, but the export works).
+            if (staging_reserve(a, int64_t(held.blocks.size()), &st, fn) == KVC_OK) s = stage_out(a, held.blocks, st, fn);
         }
         if (s == KVC_OK) s = publish_export(a, held, st, lease_ms, out_export, out_tokens);
     } catch (...) {
@@ -160,8 +167,11 @@ kvc_status agent_stats(kvc_xfer_agent *a, kvc_xfer_stats *out) {
     s.exports_active = int64_t(a->exports.size());
     s.export_blocks_held = 0;
     for (auto &kv : a->exports) s.export_blocks_held += int64_t(kv.second.blocks.size());
-    s.struct_size = out->struct_size;
-    *out = s;
+    // The caller's struct may be an older release's (without failures_device): fill only what it
+    // has, and of a newer one only what this library knows.
+    const uint32_t size = out->struct_size;
+    std::memcpy(out, &s, std::min<size_t>(size, sizeof s));
+    out->struct_size = size;
     return KVC_OK;
 }
 

@@ -43,7 +43,10 @@ __attribute__((format(printf, 5, 6))) void op_fail(kvc_xfer_agent *a, ImportOp *
 
 void record_failure(kvc_xfer_agent *a, int32_t failure) {
     ++a->stats.imports_failed;
-    if (failure > 0 && failure < 9) ++a->stats.failures[failure];
+    if (failure > 0 && failure < int32_t(sizeof a->stats.failures / sizeof a->stats.failures[0]))
+        ++a->stats.failures[failure];
+    else if (failure == KVC_XFER_FAIL_DEVICE)
+        ++a->stats.failures_device;
 }
 
 // Advances one import; under mu.
@@ -72,15 +75,20 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
         } else if (now >= op->deadline_ms)
             op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_TIMEOUT, "kvc_xfer_op_wait: import %llu timed out after %lld ms",
                     (unsigned long long)op->id, (long long)a->timeout_ms);
-        else if (op->state == OpState::kPulling && op->outstanding == 0) {
-            if (op->get_error != UCS_OK) {
+        else if (op->state == OpState::kPulling && op->outstanding == 0 && op->awaiting == 0) {
+            if (op->refused) {
+                op_fail(a, op, KVC_ERR_STATE, KVC_XFER_FAIL_LEASE,
+                        "kvc_xfer_op_wait: import %llu: the exporter no longer holds export %llu (released, expired "
+                        "or another agent) and refused to send its blocks; nothing cached",
+                        (unsigned long long)op->id, (unsigned long long)op->desc.export_id);
+            } else if (op->get_error != UCS_OK) {
                 op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER, "kvc_xfer_op_wait: import %llu: a get failed: %s",
                         (unsigned long long)op->id, a->u->ucs_status_string(op->get_error));
             } else {
                 op->state = OpState::kChecking;
                 op->check_msg = CheckMsg{op->desc.export_id, op->desc.nonce, op->id, a->nonce};
-                ucs_status_t st = am_send(a, op->ep->ep, kAmCheck, &op->check_msg, sizeof op->check_msg, nullptr,
-                                          UCP_AM_SEND_FLAG_REPLY);
+                ucs_status_t st =
+                    am_send(a, op->ep->ep, kAmCheck, &op->check_msg, sizeof op->check_msg, UCP_AM_SEND_FLAG_REPLY);
                 if (st != UCS_OK && st != UCS_INPROGRESS)
                     op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER,
                             "kvc_xfer_op_wait: import %llu: the lease check could not be sent: %s",
@@ -123,10 +131,7 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
     }
     if (op->state == OpState::kDone) {
         staging_release(a, &op->staged);  // no get or copy uses it any more
-        if (op->rkey) {
-            a->u->ucp_rkey_destroy(op->rkey);
-            op->rkey = nullptr;
-        }
+        op->rkey = nullptr;  // the endpoint's
         op->ep.reset();
         op->result.status = op->status;
         op->result.failure = op->failure;
@@ -200,7 +205,7 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     // CUDA pool: the barrier orders this agent's copy stream, which writes the blocks (land()).
     if (kvc_status st = pool_storage_barrier(a->pool, a->staged ? a->stream : nullptr); st != KVC_OK) {
         abort_import(a->pool, &op->res);
-        return refuse(KVC_XFER_FAIL_POOL_FULL, st);
+        return refuse(st == KVC_ERR_DEVICE ? KVC_XFER_FAIL_DEVICE : KVC_XFER_FAIL_POOL_FULL, st);
     }
     // CUDA pool: the gets land in host staging (agent_staging.cpp).
     if (a->staged && !op->res.fresh.empty()) {
@@ -292,7 +297,20 @@ static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op,
         a->eps[key] = ep;
     }
     op->ep = ep;
-    ucs_status_t s = u->ucp_ep_rkey_unpack(ep->ep, d.rkey.data(), &op->rkey);
+    const std::string rkey_bytes(reinterpret_cast<const char *>(d.rkey.data()), d.rkey.size());
+    auto cached = ep->rkeys.find(rkey_bytes);
+    ucs_status_t s = UCS_OK;
+    if (cached != ep->rkeys.end()) {
+        op->rkey = cached->second;
+    } else if ((s = u->ucp_ep_rkey_unpack(ep->ep, d.rkey.data(), &op->rkey)) == UCS_OK) {
+        try {
+            ep->rkeys.emplace(rkey_bytes, op->rkey);
+        } catch (...) {
+            u->ucp_rkey_destroy(op->rkey);
+            op->rkey = nullptr;
+            throw;
+        }
+    }
     if (s != UCS_OK) {
         record_failure(a, KVC_XFER_FAIL_PEER);
         op->rkey = nullptr;
@@ -307,6 +325,8 @@ static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op,
     const int64_t bb = a->block_bytes;
     const int64_t m = int64_t(op->res.fresh.size());
     const int64_t max_run = std::max<int64_t>(1, a->max_get_bytes / bb);
+    o->push = a->push;
+    if (o->push) o->runs.reserve(size_t(m));  // at most one run per block: push_back cannot throw
     // The op enters the table before its first get: nothing after this can throw.
     a->ops.emplace(o->id, std::move(op));
     // Where fresh block j's bytes land: the block itself, or (CUDA pool) its staging slot.
@@ -318,6 +338,20 @@ static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op,
         while (j + run < m && run < max_run && local_of(j + run) == local_of(j) + run * bb &&
                d.addrs[size_t(skip + j + run)] == d.addrs[size_t(skip + j)] + uint64_t(run * bb))
             ++run;
+        if (o->push) {
+            // Ask the exporter for the run; its answer lands in am_data_cb (agent_push.cpp).
+            const PullMsg pm{d.export_id, d.nonce, o->id, a->nonce, uint64_t(o->runs.size()),
+                             d.addrs[size_t(skip + j)], uint64_t(run * bb)};
+            const ucs_status_t st = am_send(a, ep->ep, kAmPull, &pm, sizeof pm, UCP_AM_SEND_FLAG_REPLY);
+            if (st != UCS_OK && st != UCS_INPROGRESS) {
+                o->get_error = st;
+                break;
+            }
+            o->runs.push_back(ImportOp::Run{local_of(j), run * bb, false});
+            ++o->awaiting;
+            j += run;
+            continue;
+        }
         ucp_request_param_t prm{};
         prm.op_attr_mask = 0;
         char *local = local_of(j);

@@ -6,20 +6,20 @@
 #ifdef KVC_HAVE_UCX
 
 #include <cstring>
+#include <new>
 
 #include "transfer/agent_state.hpp"
 
 namespace kvc::xfer::detail {
 namespace {
 
-// The send callbacks free their requests: user = the agent's api.
+// The send callbacks free their requests and the copied header.
 struct SendCtx {
     const UcxApi *u;
-    ReplyMsg *owned;  // a reply message to delete, or null
+    alignas(8) unsigned char hdr[64];
 };
 void send_done_cb(void *request, ucs_status_t, void *user) {
     SendCtx *c = static_cast<SendCtx *>(user);
-    delete c->owned;
     c->u->ucp_request_free(request);
     delete c;
 }
@@ -38,7 +38,10 @@ ucs_status_t am_check_cb(void *arg, const void *header, size_t header_length, vo
         ok = it != a->exports.end() && it->second.expires_ms > now_ms();
     }
     ++a->stats.lease_checks;
-    a->replies.push_back(PendingReply{param->reply_ep, ReplyMsg{m.op_id, m.importer_nonce, ok ? 1u : 0u, 0}});
+    try {  // nothing may throw into UCX: without memory the check goes unanswered (the importer times out)
+        a->replies.push_back(PendingReply{param->reply_ep, ReplyMsg{m.op_id, m.importer_nonce, ok ? 1u : 0u, 0}});
+    } catch (...) {
+    }
     return UCS_OK;
 }
 
@@ -55,18 +58,21 @@ ucs_status_t am_reply_cb(void *arg, const void *header, size_t header_length, vo
     return UCS_OK;
 }
 
-// Sends an active message with header hdr (valid until completion: owned, or in a live op).
-ucs_status_t am_send(kvc_xfer_agent *a, ucp_ep_h ep, unsigned id, const void *hdr, size_t len, ReplyMsg *owned,
-                     unsigned flags) {
-    SendCtx *c = new SendCtx{a->u, owned};
+// Sends an active message; the header is copied (it lives until the send completes), the data
+// must stay valid that long.
+ucs_status_t am_send(kvc_xfer_agent *a, ucp_ep_h ep, unsigned id, const void *hdr, size_t len, unsigned flags,
+                     const void *src, size_t src_len) {
+    if (len > sizeof(SendCtx::hdr)) return UCS_ERR_INVALID_PARAM;
+    SendCtx *c = new (std::nothrow) SendCtx{a->u, {}};  // no throw: called where nothing may throw
+    if (!c) return UCS_ERR_NO_MEMORY;
+    std::memcpy(c->hdr, hdr, len);
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     prm.cb.send = send_done_cb;
     prm.user_data = c;
     prm.flags = flags;
-    ucs_status_ptr_t r = a->u->ucp_am_send_nbx(ep, id, hdr, len, nullptr, 0, &prm);
+    ucs_status_ptr_t r = a->u->ucp_am_send_nbx(ep, id, c->hdr, len, src, src_len, &prm);
     if (r == nullptr || UCS_PTR_IS_ERR(r)) {
-        delete c->owned;
         delete c;
         return r == nullptr ? UCS_OK : UCS_PTR_STATUS(r);
     }

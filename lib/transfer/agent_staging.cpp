@@ -16,10 +16,30 @@
 // as the tier code's do.
 #include "transfer/agent.hpp"
 
+#ifdef KVC_TEST_HOOKS  // fault injection: the test archive only (lib/CMakeLists.txt)
+#include <atomic>
+namespace kvc::xfer {
+namespace {
+std::atomic<int32_t> g_device_faults{0};
+}  // namespace
+void device_fault_set(int32_t count) { g_device_faults.store(count > 0 ? count : 0); }
+namespace detail {
+// True when an injected failure is due (consumes one).
+bool device_fault_take() {
+    int32_t n = g_device_faults.load();
+    while (n > 0 && !g_device_faults.compare_exchange_weak(n, n - 1)) {
+    }
+    return n > 0;
+}
+}  // namespace detail
+}  // namespace kvc::xfer
+#endif
+
 #ifdef KVC_HAVE_UCX
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/pool.hpp"
@@ -64,6 +84,7 @@ bool staging_take(kvc_xfer_agent *a, int64_t n, StagingLease *out) {
 kvc_status staging_init(kvc_xfer_agent *a, const char *fn) {
     a->staging_cap = a->total_bytes;
     if (const char *e = std::getenv("KVC_XFER_STAGING_BYTES"); e && std::atoll(e) > 0) a->staging_cap = std::atoll(e);
+    if (!a->staged) return KVC_OK;  // a CPU pool's export staging: no device, no stream
     if (kvc_status st = cuda::tier_stream_create(a->pool->device, &a->stream); st != KVC_OK)
         return rethrow(st, fn, "cannot create the transfer's copy stream");
     return KVC_OK;
@@ -83,30 +104,55 @@ kvc_status staging_reserve(kvc_xfer_agent *a, int64_t n, StagingLease *out, cons
     a->staging_bytes += slots * bb;  // the budget is taken before the lock is dropped
     auto chunk = std::make_unique<StagingChunk>();
     chunk->used.assign(size_t(slots), 0);
-    // Pinning host memory can take long (page faults, IOMMU): not under the agent's lock.
-    lk.unlock();
-    void *mem = nullptr;
-    kvc_status st = cuda::malloc_pinned(size_t(slots * bb), &mem);
-    lk.lock();
-    if (st != KVC_OK) {
-        a->staging_bytes -= slots * bb;
-        return rethrow(st, fn, "cannot allocate pinned host staging");
-    }
     const UcxApi *u = a->u;
-    ucp_mem_map_params_t mp{};
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mp.address = mem;
-    mp.length = size_t(slots * bb);
-    ucs_status_t s = u->ucp_mem_map(a->ctx, &mp, &chunk->memh);
+    void *mem = nullptr;
+    ucs_status_t s = UCS_OK;
+    if (!a->staged) {
+        // A CPU pool's export staging: UCX allocates it (a SysV or POSIX shared segment that its
+        // shared-memory transports map into the importer), registered by the same call.
+        ucp_mem_map_params_t mp{};
+        mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                        UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+        mp.address = nullptr;
+        mp.length = size_t(slots * bb);
+        mp.flags = UCP_MEM_MAP_ALLOCATE;
+        s = u->ucp_mem_map(a->ctx, &mp, &chunk->memh);
+        ucp_mem_attr_t ma{};
+        ma.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+        if (s == UCS_OK) s = u->ucp_mem_query(chunk->memh, &ma);
+        if (s == UCS_OK && ma.length < size_t(slots * bb)) s = UCS_ERR_NO_MEMORY;
+        if (s != UCS_OK) {
+            if (chunk->memh) u->ucp_mem_unmap(a->ctx, chunk->memh);
+            a->staging_bytes -= slots * bb;
+            return fail(KVC_ERR_NO_MEMORY, "%s: UCX cannot allocate export staging (ucp_mem_map): %s", fn,
+                        u->ucs_status_string(s));
+        }
+        mem = ma.address;
+        chunk->ucx_allocated = true;
+    } else {
+        // Pinning host memory can take long (page faults, IOMMU): not under the agent's lock.
+        lk.unlock();
+        kvc_status st = cuda::malloc_pinned(size_t(slots * bb), &mem);
+        lk.lock();
+        if (st != KVC_OK) {
+            a->staging_bytes -= slots * bb;
+            return rethrow(st, fn, "cannot allocate pinned host staging");
+        }
+        ucp_mem_map_params_t mp{};
+        mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+        mp.address = mem;
+        mp.length = size_t(slots * bb);
+        s = u->ucp_mem_map(a->ctx, &mp, &chunk->memh);
+    }
     void *rk = nullptr;
     size_t rk_len = 0;
     if (s == UCS_OK) s = u->ucp_rkey_pack(a->ctx, chunk->memh, &rk, &rk_len);
     if (s != UCS_OK || rk_len > kMaxWireBlob) {
         if (rk) u->ucp_rkey_buffer_release(rk);
-        if (chunk->memh) u->ucp_mem_unmap(a->ctx, chunk->memh);
+        if (chunk->memh) u->ucp_mem_unmap(a->ctx, chunk->memh);  // frees UCX-allocated memory
         a->staging_bytes -= slots * bb;
         lk.unlock();
-        (void)cuda::free_pinned(mem);  // synchronizes the device: not under the lock
+        if (!chunk->ucx_allocated) (void)cuda::free_pinned(mem);  // synchronizes the device: not under the lock
         return fail(KVC_ERR_IO, "%s: registering the host staging failed: %s", fn,
                     s != UCS_OK ? u->ucs_status_string(s) : "rkey too large for a descriptor");
     }
@@ -139,6 +185,13 @@ char *staging_slot(const kvc_xfer_agent *a, const StagingLease &l, int64_t i) {
 kvc_status stage_out(kvc_xfer_agent *a, const std::vector<int32_t> &blocks, const StagingLease &l, const char *fn) {
     kvc_pool *p = a->pool;
     const int64_t bb = a->block_bytes;
+    if (!a->staged) {
+        // A CPU pool: the leased blocks are cached, so never written by the pool, and hold_prompt /
+        // hold_seq ran the storage barrier (restored blocks' bytes are in place).
+        for (size_t i = 0; i < blocks.size(); ++i)
+            std::memcpy(staging_slot(a, l, int64_t(i)), a->base + int64_t(blocks[i]) * bb, size_t(bb));
+        return KVC_OK;
+    }
     if (kvc_status st = cuda::use_device(p->device, fn); st != KVC_OK) return st;
     // The legacy default stream, as kvc_storage_copy_blocks reads the pool: the barrier orders it
     // after the tier copies and copy-on-write kernels, and the legacy stream itself after the KV
@@ -178,6 +231,12 @@ kvc_status land(kvc_xfer_agent *a, ImportOp *op) {
         while (j + run < m && f[size_t(j + run)] == f[size_t(j)] + run &&
                l.slots[size_t(j + run)] == l.slots[size_t(j)] + run)
             ++run;
+#ifdef KVC_TEST_HOOKS
+        if (device_fault_take()) {
+            st = fail(KVC_ERR_DEVICE, "cuda memcpy host->device: injected failure (kvct_xfer_device_fault)");
+            break;
+        }
+#endif
         st = cuda::memcpy_h2d(a->base + int64_t(f[size_t(j)]) * bb, staging_slot(a, l, j), size_t(run * bb), a->stream);
         j += run;
     }
@@ -196,7 +255,8 @@ void staging_unmap(kvc_xfer_agent *a) {
 }
 
 void staging_free(kvc_xfer_agent *a) {
-    for (auto &c : a->chunks) (void)cuda::free_pinned(c->base);
+    for (auto &c : a->chunks)
+        if (!c->ucx_allocated) (void)cuda::free_pinned(c->base);  // UCX's own went with ucp_mem_unmap
     a->chunks.clear();
     if (a->stream) cuda::tier_stream_destroy(a->stream);  // synchronizes first
     a->stream = nullptr;

@@ -25,6 +25,12 @@ namespace kvc::xfer::detail {
 // Active message ids: an importer asks whether an export's lease held while its gets ran.
 constexpr unsigned kAmCheck = 0x6b76;
 constexpr unsigned kAmReply = 0x6b77;
+// The push data path (lib/transfer/README.md, "Data paths"): an importer asks for one run of an
+// export's blocks (kAmPull); the exporter answers with the bytes as the data of kAmData, which UCX
+// sends by rendezvous for large runs (over shared memory: the importer reads them with one
+// process_vm_readv through the cma transport, instead of a get emulated over active messages).
+constexpr unsigned kAmPull = 0x6b78;
+constexpr unsigned kAmData = 0x6b79;
 // How long the progress thread keeps polling after the worker last did something, ms.
 constexpr int64_t kSpinAfterActivityMs = 20;
 
@@ -40,11 +46,28 @@ struct ReplyMsg {
     uint32_t ok;
     uint32_t pad;
 };
+struct PullMsg {
+    uint64_t export_id;
+    uint64_t exporter_nonce;
+    uint64_t op_id;
+    uint64_t importer_nonce;
+    uint64_t run;   // the importer's index of the run
+    uint64_t addr;  // the run's first block, as the descriptor names it
+    uint64_t len;   // bytes: whole blocks, each one of the export's
+};
+struct DataMsg {
+    uint64_t op_id;
+    uint64_t importer_nonce;
+    uint64_t run;
+    uint32_t ok;  // 0: refused (the export is not held, or the range is not the export's); no data
+    uint32_t pad;
+};
 
 // A CUDA pool's KV crosses UCX through host memory (agent_staging.cpp): chunks of pinned host
 // memory, each registered once with its own rkey, cut into block-sized slots.
 struct StagingChunk {
     char *base = nullptr;
+    bool ucx_allocated = false;  // a CPU pool's export staging: UCX's own memory, freed by ucp_mem_unmap
     int64_t slots = 0;
     int64_t free = 0;
     std::vector<uint8_t> used;  // per slot
@@ -61,6 +84,7 @@ struct StagingLease {
 
 struct Export {
     std::vector<int32_t> blocks;
+    std::vector<uint64_t> addrs;  // the blocks' addresses as the descriptor names them, sorted
     StagingLease staged;  // CUDA pool: the blocks' bytes, copied at export
     std::vector<uint8_t> desc;
     int64_t expires_ms = 0;  // steady clock
@@ -73,6 +97,10 @@ struct Endpoint {
     bool closed = false;
     ucs_status_t error = UCS_OK;  // set by the error callback
     std::string why;
+    // Unpacked memory keys of the exporter, by packed bytes: unpacked once per endpoint, not per
+    // import (over shared memory an unpack attaches the exporter's segment, and every import would
+    // page-fault its mapping afresh). Destroyed once the endpoint is closed and no get uses them.
+    std::map<std::string, ucp_rkey_h> rkeys;
 };
 
 // kLanding (CUDA pools): the lease check passed and the progress thread copies the pulled bytes
@@ -91,7 +119,7 @@ struct ImportOp {
     std::vector<BlockKey> keys;
     Reservation res;
     std::shared_ptr<Endpoint> ep;
-    ucp_rkey_h rkey = nullptr;
+    ucp_rkey_h rkey = nullptr;  // borrowed from ep->rkeys
     int64_t outstanding = 0;   // gets posted and not completed
     std::vector<void *> gets;  // their requests
     ucs_status_t get_error = UCS_OK;
@@ -102,11 +130,29 @@ struct ImportOp {
     kvc_xfer_import_result result{};
     StagingLease staged;  // CUDA pool: where the gets land, blocks res.fresh in order
     bool landed = false;  // CUDA pool: staged bytes copied into res.fresh
+    // The push data path: the runs asked for, and how many have not answered yet. A failed op
+    // stops waiting for them: an answer for an op that is failing, done or gone is dropped.
+    struct Run {
+        char *local;
+        int64_t len;
+        bool answered;
+    };
+    bool push = false;
+    std::vector<Run> runs;
+    int64_t awaiting = 0;
+    bool refused = false;  // the exporter refused a run: the lease no longer held
 };
 
 struct PendingReply {
     ucp_ep_h ep;
     ReplyMsg msg;
+};
+// An exporter's answer to a PullMsg, sent after the progress call that received it.
+struct PendingData {
+    ucp_ep_h ep;
+    DataMsg msg;
+    const char *src;  // null when refused
+    size_t len;
 };
 
 }  // namespace kvc::xfer::detail
@@ -120,6 +166,10 @@ struct kvc_xfer_agent {
     // Largest single get: runs of blocks contiguous on both sides are merged up to this size
     // (KVC_XFER_MAX_GET_BYTES, default 4 MiB; one huge get is slower over shared memory).
     int64_t max_get_bytes = 4 << 20;
+    // The importer's data path: false one-sided ucp_get_nbx (default where shared memory is
+    // possible), true pull requests answered by active messages (default for network-only
+    // transports); KVC_XFER_DATA_PATH=get/push overrides. lib/transfer/README.md, "Data paths".
+    bool push = false;
     int64_t last_activity_ms = 0;  // progress thread only: when the worker last progressed something
     // Storage (immutable).
     char *base = nullptr;
@@ -134,6 +184,12 @@ struct kvc_xfer_agent {
     // CUDA pools: no UCX transport here reads device memory, so exports and imports go through
     // host staging (agent_staging.cpp, lib/transfer/README.md "CUDA pools").
     bool staged = false;
+    // CPU pools: exports copied into UCX-allocated shared memory (ucp_mem_map with
+    // UCP_MEM_MAP_ALLOCATE: a SysV/POSIX segment), which UCX's shared-memory transports read with
+    // one memcpy; ordinary pool memory they can only reach by gets emulated with two copies.
+    // KVC_XFER_EXPORT_STAGING=0/1, default: when the agent's transports may include shared memory.
+    // Imports into a CPU pool are never staged. lib/transfer/README.md, "Data paths".
+    bool stage_cpu_exports = false;
     void *stream = nullptr;                      // the imports' host-to-device copies (non-blocking, this agent's own)
     int64_t staging_cap = 0, staging_bytes = 0;  // bytes allowed / allocated
     std::vector<std::unique_ptr<kvc::xfer::detail::StagingChunk>> chunks;  // under mu
@@ -148,7 +204,9 @@ struct kvc_xfer_agent {
     std::map<std::string, std::shared_ptr<kvc::xfer::detail::Endpoint>> eps;  // by worker address
     std::vector<std::shared_ptr<kvc::xfer::detail::Endpoint>> dead_eps;       // failed, to close
     std::vector<void *> closing;                                              // ep close requests in flight
+    std::vector<std::shared_ptr<kvc::xfer::detail::Endpoint>> closed_eps;  // closed; their rkeys to destroy
     std::vector<kvc::xfer::detail::PendingReply> replies;
+    std::vector<kvc::xfer::detail::PendingData> pushes;  // exporter: runs to send
     kvc_xfer_stats stats{};
 };
 
@@ -164,9 +222,14 @@ ucs_status_t am_check_cb(void *arg, const void *header, size_t header_length, vo
                          const ucp_am_recv_param_t *param);
 ucs_status_t am_reply_cb(void *arg, const void *header, size_t header_length, void *, size_t,
                          const ucp_am_recv_param_t *);
-// Sends an active message with header hdr (valid until completion: owned, or in a live op).
-ucs_status_t am_send(kvc_xfer_agent *a, ucp_ep_h ep, unsigned id, const void *hdr, size_t len, ReplyMsg *owned,
-                     unsigned flags);
+ucs_status_t am_pull_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                        const ucp_am_recv_param_t *param);
+ucs_status_t am_data_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                        const ucp_am_recv_param_t *param);
+// Sends an active message; the header (at most 64 bytes) is copied, the data (src, len; may be
+// null) must stay valid until the send completes (the pool's storage or a staging chunk).
+ucs_status_t am_send(kvc_xfer_agent *a, ucp_ep_h ep, unsigned id, const void *hdr, size_t len, unsigned flags,
+                     const void *src = nullptr, size_t src_len = 0);
 
 // agent_export.cpp: leases end (released exports are erased by their caller). Under a->mu.
 void reap_leases(kvc_xfer_agent *a);

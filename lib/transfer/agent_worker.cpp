@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "core/pool.hpp"
@@ -60,14 +61,39 @@ void close_ep(kvc_xfer_agent *a, Endpoint *e) {
     e->ep = nullptr;
 }
 
+// Destroys the memory keys of closed endpoints once no close is in flight and no import with gets
+// outstanding uses them. all: at teardown, whatever is left.
+void reap_rkeys(kvc_xfer_agent *a, bool all) {
+    if (!all && !a->closing.empty()) return;
+    for (size_t i = 0; i < a->closed_eps.size();) {
+        Endpoint *e = a->closed_eps[i].get();
+        bool used = false;
+        if (!all)
+            for (auto &kv : a->ops) used |= kv.second->ep.get() == e && kv.second->outstanding > 0;
+        if (used) {
+            ++i;
+            continue;
+        }
+        for (auto &kv : e->rkeys) a->u->ucp_rkey_destroy(kv.second);
+        e->rkeys.clear();
+        a->closed_eps[i] = a->closed_eps.back();
+        a->closed_eps.pop_back();
+    }
+}
+
 // One round of everything the progress thread does; under mu.
 bool progress_round(kvc_xfer_agent *a) {
-    while (a->u->ucp_worker_progress(a->worker) != 0) a->last_activity_ms = now_ms();
-    for (PendingReply &r : a->replies) {
-        ReplyMsg *m = new ReplyMsg(r.msg);
-        am_send(a, r.ep, kAmReply, m, sizeof *m, m, 0);
-    }
+    // Bounded: with sends pending towards a peer that died (shared memory has no failure
+    // detection) the worker can report progress on every call, and the answers queued below must
+    // still go out.
+    for (int i = 0; i < 64 && a->u->ucp_worker_progress(a->worker) != 0; ++i) a->last_activity_ms = now_ms();
+    for (PendingReply &r : a->replies) am_send(a, r.ep, kAmReply, &r.msg, sizeof r.msg, 0);
     a->replies.clear();
+    // Runs asked for by importers (the push data path): the bytes as the message's data, sent by
+    // rendezvous when large. A failed send is the importer's to notice (its timeout, or its
+    // endpoint's failure).
+    for (PendingData &d : a->pushes) am_send(a, d.ep, kAmData, &d.msg, sizeof d.msg, 0, d.src, d.len);
+    a->pushes.clear();
     std::vector<std::shared_ptr<Endpoint>> broken;
     for (auto &kv : a->eps)
         if (kv.second->failed) broken.push_back(kv.second);
@@ -77,7 +103,10 @@ bool progress_round(kvc_xfer_agent *a) {
         step(a, kv.second.get());
         busy |= kv.second->state != OpState::kDone;
     }
-    for (auto &e : a->dead_eps) close_ep(a, e.get());
+    for (auto &e : a->dead_eps) {
+        close_ep(a, e.get());
+        if (!e->rkeys.empty()) a->closed_eps.push_back(e);
+    }
     a->dead_eps.clear();
     for (size_t i = 0; i < a->closing.size();) {
         if (a->u->ucp_request_check_status(a->closing[i]) != UCS_INPROGRESS) {
@@ -88,6 +117,7 @@ bool progress_round(kvc_xfer_agent *a) {
             ++i;
         }
     }
+    reap_rkeys(a, false);
     reap_leases(a);
     return busy || !a->closing.empty();
 }
@@ -118,8 +148,8 @@ void land_ready(kvc_xfer_agent *a, std::unique_lock<std::mutex> &lk) {
         op->state = OpState::kChecking;
         if (st[i] == KVC_OK)
             op->landed = true;
-        else  // no reason fits better: the pool could not take the bytes
-            op_fail(a, op, st[i], KVC_XFER_FAIL_POOL_FULL,
+        else
+            op_fail(a, op, st[i], st[i] == KVC_ERR_DEVICE ? KVC_XFER_FAIL_DEVICE : KVC_XFER_FAIL_POOL_FULL,
                     "kvc_xfer_op_wait: import %llu: copying the pulled blocks into the CUDA pool failed: %s",
                     (unsigned long long)op->id, why[i].c_str());
         step(a, op);
@@ -194,13 +224,29 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     a->block_bytes = si.block_stride;
     if (const char *mg = std::getenv("KVC_XFER_MAX_GET_BYTES"); mg && std::atoll(mg) > 0)
         a->max_get_bytes = std::atoll(mg);
+    // Shared memory possible: the transports (the config's, else the environment's UCX_TLS) are
+    // UCX's default (all) or name a shared-memory one.
+    const char *tls = cfg.transports && *cfg.transports ? cfg.transports : std::getenv("UCX_TLS");
+    bool shm = !tls || !*tls;
+    for (const char *w : {"all", "sm", "shm", "posix", "sysv"}) shm = shm || (tls && std::strstr(tls, w));
+    // The importer's data path (lib/transfer/README.md, "Data paths"): gets where an exporter may be
+    // reached over shared memory (its staged exports are then read with one copy), pushes where
+    // only network transports are allowed (UCX's rendezvous beats its emulated gets over TCP).
+    a->push = !shm;
+    if (const char *dp = std::getenv("KVC_XFER_DATA_PATH"); dp && *dp) a->push = std::strcmp(dp, "push") == 0;
     std::random_device rd;
     a->nonce = (uint64_t(rd()) << 32 | rd()) ^ uint64_t(getpid()) ^ uint64_t(now_ms()) << 20;
     if (a->nonce == 0) a->nonce = 1;
     // A CUDA pool's blocks go through host staging (agent_staging.cpp): no UCX transport here
     // reads device memory.
     a->staged = pool->backend == KVC_BACKEND_CUDA;
-    if (a->staged)
+    if (!a->staged) {
+        // A CPU pool's exports go to UCX-allocated shared memory when an importer may come over
+        // shared memory (UCX's default transports include it).
+        a->stage_cpu_exports = shm;
+        if (const char *e = std::getenv("KVC_XFER_EXPORT_STAGING"); e && *e) a->stage_cpu_exports = std::atoi(e) != 0;
+    }
+    if (a->staged || a->stage_cpu_exports)
         if (kvc_status st = staging_init(a.get(), fn); st != KVC_OK) return st;
 
     try {
@@ -278,7 +324,8 @@ kvc_status agent_setup(std::unique_ptr<kvc_xfer_agent> &a, const kvc_xfer_config
         teardown(a.get());
         return ucx_fail(KVC_ERR_IO, fn, "ucp_worker_get_efd", u, s);
     }
-    const std::pair<unsigned, ucp_am_recv_callback_t> handlers[] = {{kAmCheck, am_check_cb}, {kAmReply, am_reply_cb}};
+    const std::pair<unsigned, ucp_am_recv_callback_t> handlers[] = {
+        {kAmCheck, am_check_cb}, {kAmReply, am_reply_cb}, {kAmPull, am_pull_cb}, {kAmData, am_data_cb}};
     for (const auto &h : handlers) {
         ucp_am_handler_param_t hp{};
         hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
@@ -335,6 +382,7 @@ void agent_destroy(kvc_xfer_agent *a) {
     for (auto &kv : a->exports) release_blocks(a->pool, kv.second.blocks);
     a->exports.clear();
     a->ops.clear();
+    reap_rkeys(a, true);
     lk.unlock();
     teardown(a);
     delete a;

@@ -1,5 +1,6 @@
 // C API: KV transfer between pools (kvc_xfer_*). Plain argument checks here, the work in
 // agent_*.cpp; no exception crosses the boundary.
+#include <cstddef>
 #include <cstring>
 
 #include "capi/args.hpp"
@@ -147,8 +148,10 @@ KVC_API kvc_status kvc_xfer_get_stats(kvc_xfer_agent *agent, kvc_xfer_stats *out
     KVC_GUARD({
         if (!agent) return fail(KVC_ERR_NULL_ARG, "kvc_xfer_get_stats: agent is NULL");
         if (!out) return fail(KVC_ERR_NULL_ARG, "kvc_xfer_get_stats: out is NULL");
-        if (kvc_status st = kvc::check_struct_size(out->struct_size, {sizeof(kvc_xfer_stats)}, kvc::StructUse::kFill,
-                                                   "kvc_xfer_get_stats", "out");
+        // Released sizes: without failures_device (the first release), and now.
+        if (kvc_status st = kvc::check_struct_size(out->struct_size,
+                                                   {offsetof(kvc_xfer_stats, failures_device), sizeof(kvc_xfer_stats)},
+                                                   kvc::StructUse::kFill, "kvc_xfer_get_stats", "out");
             st != KVC_OK)
             return st;
         return kvc::xfer::agent_stats(agent, out);

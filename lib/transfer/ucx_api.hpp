@@ -29,6 +29,7 @@
     X(ucp_worker_set_am_recv_handler) \
     X(ucp_mem_map)                    \
     X(ucp_mem_unmap)                  \
+    X(ucp_mem_query)                  \
     X(ucp_rkey_pack)                  \
     X(ucp_rkey_buffer_release)        \
     X(ucp_ep_create)                  \
@@ -37,6 +38,7 @@
     X(ucp_rkey_destroy)               \
     X(ucp_get_nbx)                    \
     X(ucp_am_send_nbx)                \
+    X(ucp_am_recv_data_nbx)           \
     X(ucp_request_check_status)       \
     X(ucp_request_free)               \
     X(ucs_status_string)

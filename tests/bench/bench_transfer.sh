@@ -5,6 +5,11 @@
 #   default transports: tcp sm,self. Each figure is the median of REPS runs (default 3), perftest
 #   and bench_transfer alternating so that load on the machine hits both alike.
 # perftest runs with 16 gets outstanding (-O 16), as an import has its blocks in flight at once.
+# Four ways of importing alternate with it: "default" (over shared memory: gets of exports staged in
+# UCX-allocated shared memory; over TCP only: pushes), "push" (KVC_XFER_DATA_PATH=push: each run
+# asked for and sent back by active-message rendezvous), "get" (KVC_XFER_DATA_PATH=get: gets, the
+# exports staged as by default) and "plain" (gets of the exporter pool's own storage, no staging:
+# what libkvc did before).
 # ucx_perftest prints MB/s with MB = 2^20 bytes; bench_transfer prints MiB/s: the same unit.
 set -euo pipefail
 BENCH=${1:-build/tests/bench_transfer}
@@ -28,38 +33,62 @@ perftest() {
     wait $srv 2>/dev/null || true
 }
 
-ours() {  # TLS ARGS... -> the key=value output
-    "$BENCH" --transports "$@"
+ours() {  # WAY TLS ARGS... -> the key=value output
+    local way=$1
+    shift
+    case $way in
+        default) "$BENCH" --transports "$@" ;;
+        push) KVC_XFER_DATA_PATH=push "$BENCH" --transports "$@" ;;
+        get) KVC_XFER_DATA_PATH=get "$BENCH" --transports "$@" ;;
+        plain) KVC_XFER_DATA_PATH=get KVC_XFER_EXPORT_STAGING=0 "$BENCH" --transports "$@" ;;
+    esac
 }
 
 echo "machine: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "UCX: $(ucx_info -v | head -1)"
-printf '%-9s %-28s %12s %12s %8s\n' transport case "MiB/s" "perftest" ratio
+printf '%-9s %-26s %8s %8s %8s %8s %8s %6s %6s %6s %6s\n' transport case default push get plain perftest default push get plain
 for tls in "${TLS_LIST[@]}"; do
     for layers in 32 1; do
         block=$((2 * 16 * 8 * 128 * 2 * layers))
         prefix=$((64 * block))
         for mode in contiguous scatter; do
             extra=(); [ $mode = scatter ] && extra=(--scatter)
-            o=(); pb=(); pp=(); lat=()
+            o=(); g=(); q=(); w=(); pb=(); pp=(); lat=(); glat=(); qlat=(); wlat=()
             for _ in $(seq "$REPS"); do
                 pb+=("$(perftest "$tls" "$block" $((layers == 32 ? 100 : 2000)))")
-                pp+=("$(perftest "$tls" "$prefix" $((layers == 32 ? 10 : 200)))")
-                out=$(ours "$tls" --layers $layers --blocks 64 --reps 15 "${extra[@]}")
+                out=$(ours default "$tls" --layers $layers --blocks 64 --reps 15 "${extra[@]}")
                 o+=("$(sed -n 's/^import_MiBps=//p' <<<"$out")")
                 lat+=("$(sed -n 's/^import_ms_median=//p' <<<"$out")")
+                out=$(ours push "$tls" --layers $layers --blocks 64 --reps 15 "${extra[@]}")
+                g+=("$(sed -n 's/^import_MiBps=//p' <<<"$out")")
+                glat+=("$(sed -n 's/^import_ms_median=//p' <<<"$out")")
+                pp+=("$(perftest "$tls" "$prefix" $((layers == 32 ? 10 : 200)))")
+                out=$(ours get "$tls" --layers $layers --blocks 64 --reps 15 "${extra[@]}")
+                w+=("$(sed -n 's/^import_MiBps=//p' <<<"$out")")
+                wlat+=("$(sed -n 's/^import_ms_median=//p' <<<"$out")")
+                out=$(ours plain "$tls" --layers $layers --blocks 64 --reps 15 "${extra[@]}")
+                q+=("$(sed -n 's/^import_MiBps=//p' <<<"$out")")
+                qlat+=("$(sed -n 's/^import_ms_median=//p' <<<"$out")")
             done
             O=$(printf '%s\n' "${o[@]}" | median)
+            G=$(printf '%s\n' "${g[@]}" | median)
             PB=$(printf '%s\n' "${pb[@]}" | median)
             PP=$(printf '%s\n' "${pp[@]}" | median)
             L=$(printf '%s\n' "${lat[@]}" | median)
+            GL=$(printf '%s\n' "${glat[@]}" | median)
+            Q=$(printf '%s\n' "${q[@]}" | median)
+            QL=$(printf '%s\n' "${qlat[@]}" | median)
+            W=$(printf '%s\n' "${w[@]}" | median)
+            WL=$(printf '%s\n' "${wlat[@]}" | median)
             # The comparator: perftest at the size of one block (what a scattered import issues)
             # and at the whole prefix (what a contiguous one does); the better of the two.
             BEST=$(awk -v a="$PB" -v b="$PP" 'BEGIN {print (a > b) ? a : b}')
-            printf '%-9s %-28s %12.0f %12.0f %7.0f%%\n' "$tls" "$((block / 1024)) KiB x 64, $mode" "$O" "$BEST" \
-                "$(awk -v o="$O" -v p="$BEST" 'BEGIN {print 100 * o / p}')"
-            printf '%-9s %-28s %12s   (64-block import, median ms; perftest block %.0f, prefix %.0f MiB/s)\n' \
-                "" "  latency" "$L" "$PB" "$PP"
+            pct() { awk -v o="$1" -v p="$BEST" 'BEGIN {print 100 * o / p}'; }
+            printf '%-9s %-26s %8.0f %8.0f %8.0f %8.0f %8.0f %5.0f%% %5.0f%% %5.0f%% %5.0f%%\n' "$tls" \
+                "$((block / 1024)) KiB x 64, $mode" "$O" "$G" "$W" "$Q" "$BEST" "$(pct "$O")" "$(pct "$G")" "$(pct "$W")" \
+                "$(pct "$Q")"
+            printf '%-9s %-26s ms: default %s, push %s, get %s, plain %s (64-block import, median); perftest block %.0f, prefix %.0f MiB/s\n' \
+                "" "  latency" "$L" "$GL" "$WL" "$QL" "$PB" "$PP"
         done
     done
 done

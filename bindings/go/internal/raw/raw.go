@@ -373,507 +373,512 @@ typedef long long swig_type_343;
 typedef long long swig_type_344;
 typedef long long swig_type_345;
 typedef long long swig_type_346;
-typedef _goslice_ swig_type_347;
-typedef _goslice_ swig_type_348;
+typedef long long swig_type_347;
+typedef long long swig_type_348;
 typedef _goslice_ swig_type_349;
-typedef long long swig_type_350;
-typedef long long swig_type_351;
+typedef _goslice_ swig_type_350;
+typedef _goslice_ swig_type_351;
 typedef long long swig_type_352;
 typedef long long swig_type_353;
-typedef _gostring_ swig_type_354;
-typedef _gostring_ swig_type_355;
+typedef long long swig_type_354;
+typedef long long swig_type_355;
 typedef _gostring_ swig_type_356;
-typedef long long swig_type_357;
-typedef long long swig_type_358;
-typedef _goslice_ swig_type_359;
+typedef _gostring_ swig_type_357;
+typedef _gostring_ swig_type_358;
+typedef long long swig_type_359;
 typedef long long swig_type_360;
-extern void _wrap_Swig_free_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_raw_c1299ace2ba42ba1(swig_intgo arg1);
-extern swig_intgo _wrap_KVC_VERSION_NUMBER_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_kvc_version_raw_c1299ace2ba42ba1(void);
-extern swig_type_1 _wrap_kvc_version_string_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_OK_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_NULL_ARG_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_INVALID_ARG_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_OVERFLOW_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_NO_MEMORY_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_MAX_LEN_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_BUSY_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_UNSUPPORTED_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_DEVICE_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_IO_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_VERSION_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_STATE_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ERR_INTERNAL_raw_c1299ace2ba42ba1(void);
-extern swig_type_2 _wrap_kvc_status_str_raw_c1299ace2ba42ba1(swig_intgo arg1);
-extern swig_type_3 _wrap_kvc_last_error_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_kvc_last_error_copy_raw_c1299ace2ba42ba1(swig_type_4 arg1, swig_type_5 arg2, swig_type_6 arg3);
-extern swig_intgo _wrap_KVC_DTYPE_F32_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_DTYPE_F16_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_DTYPE_BF16_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_BACKEND_NONE_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_BACKEND_CPU_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_BACKEND_CUDA_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_BACKEND_AUTO_raw_c1299ace2ba42ba1(void);
-extern void _wrap_kvc_pool_config_struct_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_struct_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_block_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_block_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_num_layers_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_num_layers_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_num_kv_heads_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_num_q_heads_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_num_q_heads_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_head_dim_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_head_dim_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_kv_dtype_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_kv_dtype_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_num_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_7 arg2);
-extern swig_type_8 _wrap_kvc_pool_config_num_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_9 arg2);
-extern swig_type_10 _wrap_kvc_pool_config_memory_budget_bytes_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_memory_utilization_set_raw_c1299ace2ba42ba1(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_pool_config_memory_utilization_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_watermark_set_raw_c1299ace2ba42ba1(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_pool_config_watermark_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_max_seq_len_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_11 arg2);
-extern swig_type_12 _wrap_kvc_pool_config_max_seq_len_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_prefix_caching_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_prefix_caching_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_backend_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_backend_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_device_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_device_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_event_capacity_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_config_event_capacity_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_c1299ace2ba42ba1(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_pool_config_raw_c1299ace2ba42ba1(void);
-extern void _wrap_delete_kvc_pool_config_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_pool_config_default_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_bytes_per_block_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_13 arg2);
-extern swig_intgo _wrap_kvc_blocks_for_budget_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_14 arg2, double arg3, swig_type_15 arg4);
-extern swig_intgo _wrap_kvc_cuda_device_count_raw_c1299ace2ba42ba1(swig_type_16 arg1);
-extern swig_intgo _wrap_kvc_pool_create_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_17 arg2);
-extern swig_intgo _wrap_kvc_pool_destroy_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_pool_get_config_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_pool_check_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_struct_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_stats_struct_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_total_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_18 arg2);
-extern swig_type_19 _wrap_kvc_stats_total_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_free_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_20 arg2);
-extern swig_type_21 _wrap_kvc_stats_free_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_used_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_22 arg2);
-extern swig_type_23 _wrap_kvc_stats_used_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_cached_free_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_24 arg2);
-extern swig_type_25 _wrap_kvc_stats_cached_free_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_pinned_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_26 arg2);
-extern swig_type_27 _wrap_kvc_stats_pinned_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_num_seqs_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_28 arg2);
-extern swig_type_29 _wrap_kvc_stats_num_seqs_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_utilization_set_raw_c1299ace2ba42ba1(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_stats_utilization_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_allocs_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_30 arg2);
-extern swig_type_31 _wrap_kvc_stats_allocs_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_frees_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_32 arg2);
-extern swig_type_33 _wrap_kvc_stats_frees_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_forks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_34 arg2);
-extern swig_type_35 _wrap_kvc_stats_forks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_appends_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_36 arg2);
-extern swig_type_37 _wrap_kvc_stats_appends_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_blocks_allocated_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_38 arg2);
-extern swig_type_39 _wrap_kvc_stats_blocks_allocated_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_blocks_freed_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_40 arg2);
-extern swig_type_41 _wrap_kvc_stats_blocks_freed_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_cow_copies_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_42 arg2);
-extern swig_type_43 _wrap_kvc_stats_cow_copies_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_pending_copies_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_44 arg2);
-extern swig_type_45 _wrap_kvc_stats_pending_copies_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_prefix_query_tokens_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_46 arg2);
-extern swig_type_47 _wrap_kvc_stats_prefix_query_tokens_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_prefix_hit_tokens_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_48 arg2);
-extern swig_type_49 _wrap_kvc_stats_prefix_hit_tokens_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_prefix_hit_rate_set_raw_c1299ace2ba42ba1(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_stats_prefix_hit_rate_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_evictions_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_50 arg2);
-extern swig_type_51 _wrap_kvc_stats_evictions_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_verify_misses_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_52 arg2);
-extern swig_type_53 _wrap_kvc_stats_verify_misses_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_events_dropped_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_54 arg2);
-extern swig_type_55 _wrap_kvc_stats_events_dropped_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_stats_cached_blocks_total_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_56 arg2);
-extern swig_type_57 _wrap_kvc_stats_cached_blocks_total_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stats_raw_c1299ace2ba42ba1(void);
-extern void _wrap_delete_kvc_stats_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_pool_stats_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_pool_set_sliding_window_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_pool_get_sliding_window_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_58 arg2);
-extern swig_intgo _wrap_KVC_GROUP_FULL_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_GROUP_SLIDING_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_GROUP_SSM_raw_c1299ace2ba42ba1(void);
-extern void _wrap_kvc_group_config_struct_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_config_struct_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_config_kind_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_config_kind_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_config_num_layers_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_config_num_layers_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_config_num_kv_heads_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_config_num_kv_heads_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_config_head_dim_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_config_head_dim_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_config_sliding_window_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_config_sliding_window_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_config_state_bytes_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_59 arg2);
-extern swig_type_60 _wrap_kvc_group_config_state_bytes_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_group_config_raw_c1299ace2ba42ba1(void);
-extern void _wrap_delete_kvc_group_config_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_group_config_default_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_pool_create_hybrid_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_61 arg4, swig_intgo arg5, swig_type_62 arg6);
-extern void _wrap_kvc_group_info_struct_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_info_struct_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_info_num_groups_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_info_num_groups_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_info_kind_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_info_kind_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_info_num_layers_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_info_num_layers_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_info_num_kv_heads_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_info_num_kv_heads_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_info_head_dim_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_info_head_dim_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_info_sliding_window_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_info_sliding_window_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_info_reserved_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_group_info_reserved_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_info_state_bytes_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_63 arg2);
-extern swig_type_64 _wrap_kvc_group_info_state_bytes_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_info_group_bytes_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_65 arg2);
-extern swig_type_66 _wrap_kvc_group_info_group_bytes_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_info_page_bytes_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_67 arg2);
-extern swig_type_68 _wrap_kvc_group_info_page_bytes_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_group_info_layer_stride_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_69 arg2);
-extern swig_type_70 _wrap_kvc_group_info_layer_stride_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_group_info_raw_c1299ace2ba42ba1(void);
-extern void _wrap_delete_kvc_group_info_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_pool_get_group_info_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
-extern swig_intgo _wrap_kvc_pool_layer_group_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2, swig_type_71 arg3, swig_type_72 arg4);
-extern swig_intgo _wrap_kvc_seq_group_block_table_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_73 arg2, swig_intgo arg3, swig_type_74 arg4, swig_type_75 arg5, swig_type_76 arg6);
-extern swig_intgo _wrap_kvc_keys_create_raw_c1299ace2ba42ba1(swig_type_77 arg1);
-extern swig_intgo _wrap_kvc_keys_destroy_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_keys_clear_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_keys_set_lora_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_78 arg2);
-extern swig_intgo _wrap_kvc_keys_set_salt_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_79 arg2);
-extern swig_intgo _wrap_kvc_keys_add_mm_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_80 arg2, swig_type_81 arg3, swig_type_82 arg4, swig_type_83 arg5);
-extern swig_intgo _wrap_kvc_keys_set_priority_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_keys_set_max_cached_tokens_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_84 arg2);
-extern swig_intgo _wrap_KVC_ALLOC_OK_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ALLOC_LATER_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_ALLOC_NEVER_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_kvc_can_alloc_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_85 arg2, swig_type_86 arg3, uintptr_t arg4, swig_type_87 arg5);
-extern swig_intgo _wrap_kvc_admit_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_88 arg2, swig_type_89 arg3, swig_type_90 arg4, uintptr_t arg5, swig_type_91 arg6, swig_type_92 arg7);
-extern swig_intgo _wrap_kvc_alloc_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_93 arg2, swig_type_94 arg3, swig_type_95 arg4, uintptr_t arg5, swig_type_96 arg6);
-extern swig_intgo _wrap_kvc_append_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_97 arg2, swig_type_98 arg3, swig_type_99 arg4, swig_type_100 arg5, swig_type_101 arg6);
-extern swig_intgo _wrap_kvc_append_batch_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2, swig_type_102 arg3, swig_type_103 arg4, swig_type_104 arg5, swig_type_105 arg6, swig_type_106 arg7, swig_type_107 arg8, swig_type_108 arg9);
-extern swig_intgo _wrap_kvc_fork_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_109 arg2, swig_type_110 arg3);
-extern swig_intgo _wrap_kvc_truncate_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, swig_type_113 arg4);
-extern swig_intgo _wrap_kvc_free_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_114 arg2);
-extern swig_intgo _wrap_kvc_abort_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_115 arg2);
-extern swig_intgo _wrap_kvc_seq_block_table_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_116 arg2, swig_type_117 arg3, swig_type_118 arg4, swig_type_119 arg5);
-extern swig_intgo _wrap_kvc_seq_num_tokens_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_120 arg2, swig_type_121 arg3);
-extern swig_intgo _wrap_kvc_seq_slot_mapping_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_122 arg2, swig_type_123 arg3, swig_type_124 arg4, swig_type_125 arg5, swig_type_126 arg6);
-extern swig_intgo _wrap_kvc_prefix_lookup_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_127 arg2, swig_type_128 arg3, uintptr_t arg4, swig_type_129 arg5);
-extern swig_intgo _wrap_kvc_prefix_lookup_tiers_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_130 arg2, swig_type_131 arg3, uintptr_t arg4, swig_type_132 arg5, swig_type_133 arg6, swig_type_134 arg7);
-extern swig_intgo _wrap_kvc_prefix_pin_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, uintptr_t arg4, swig_type_137 arg5);
-extern swig_intgo _wrap_kvc_prefix_unpin_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_138 arg2, swig_type_139 arg3, uintptr_t arg4, swig_type_140 arg5);
-extern swig_intgo _wrap_kvc_prefix_cache_reset_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_hash_blocks_raw_c1299ace2ba42ba1(swig_intgo arg1, uintptr_t arg2, swig_type_141 arg3, swig_type_142 arg4, swig_type_143 arg5, swig_type_144 arg6, swig_type_145 arg7, swig_type_146 arg8);
-extern swig_intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_c1299ace2ba42ba1(void);
-extern void _wrap_kvc_event_struct_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_event_struct_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_event_event_type_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_event_event_type_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_event_hash_hi_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_147 arg2);
-extern swig_type_148 _wrap_kvc_event_hash_hi_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_event_hash_lo_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_149 arg2);
-extern swig_type_150 _wrap_kvc_event_hash_lo_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_event_parent_hash_hi_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_151 arg2);
-extern swig_type_152 _wrap_kvc_event_parent_hash_hi_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_event_parent_hash_lo_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_153 arg2);
-extern swig_type_154 _wrap_kvc_event_parent_hash_lo_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_event_lora_id_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_155 arg2);
-extern swig_type_156 _wrap_kvc_event_lora_id_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_event_extra_keys_digest_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_157 arg2);
-extern swig_type_158 _wrap_kvc_event_extra_keys_digest_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_event_block_id_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_event_block_id_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_event_num_tokens_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_event_num_tokens_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_event_sequence_number_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_159 arg2);
-extern swig_type_160 _wrap_kvc_event_sequence_number_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_event_tier_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_event_tier_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_event_raw_c1299ace2ba42ba1(void);
-extern void _wrap_delete_kvc_event_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_event_pop_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2, swig_type_161 arg3, swig_type_162 arg4, swig_type_163 arg5);
-extern swig_intgo _wrap_kvc_pool_set_tier_events_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_KVC_TIER_DEVICE_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_TIER_HOST_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_TIER_DISK_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_kvc_tier_attach_host_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_164 arg2);
-extern swig_intgo _wrap_kvc_tier_attach_disk_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_165 arg2, swig_type_166 arg3, swig_intgo arg4);
-extern swig_intgo _wrap_kvc_tier_attach_disk_with_identity_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_intgo arg4, swig_type_169 arg5);
-extern swig_intgo _wrap_kvc_tier_attach_disk_keyed_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_170 arg2, swig_type_171 arg3, swig_intgo arg4, swig_type_172 arg5, swig_type_173 arg6, swig_type_174 arg7);
-extern swig_intgo _wrap_kvc_tier_prefetch_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_175 arg2, swig_type_176 arg3, uintptr_t arg4, swig_type_177 arg5);
-extern swig_intgo _wrap_kvc_tier_flush_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_178 arg2);
-extern void _wrap_kvc_tier_stats_struct_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_struct_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_tier_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_tier_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_direct_io_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_direct_io_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_persistent_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_persistent_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_io_uring_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_io_uring_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_reserved_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_tier_stats_reserved_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_capacity_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_179 arg2);
-extern swig_type_180 _wrap_kvc_tier_stats_capacity_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_used_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_181 arg2);
-extern swig_type_182 _wrap_kvc_tier_stats_used_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_cached_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_183 arg2);
-extern swig_type_184 _wrap_kvc_tier_stats_cached_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_held_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_185 arg2);
-extern swig_type_186 _wrap_kvc_tier_stats_held_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bytes_used_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_187 arg2);
-extern swig_type_188 _wrap_kvc_tier_stats_bytes_used_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_blocks_in_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_189 arg2);
-extern swig_type_190 _wrap_kvc_tier_stats_blocks_in_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_blocks_out_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_191 arg2);
-extern swig_type_192 _wrap_kvc_tier_stats_blocks_out_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bytes_in_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_193 arg2);
-extern swig_type_194 _wrap_kvc_tier_stats_bytes_in_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bytes_out_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_195 arg2);
-extern swig_type_196 _wrap_kvc_tier_stats_bytes_out_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_transfers_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_197 arg2);
-extern swig_type_198 _wrap_kvc_tier_stats_transfers_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_transfer_seconds_set_raw_c1299ace2ba42ba1(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_tier_stats_transfer_seconds_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_c1299ace2ba42ba1(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_hits_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_199 arg2);
-extern swig_type_200 _wrap_kvc_tier_stats_hits_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_evictions_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_201 arg2);
-extern swig_type_202 _wrap_kvc_tier_stats_evictions_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_failures_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_203 arg2);
-extern swig_type_204 _wrap_kvc_tier_stats_failures_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_checksum_failures_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_205 arg2);
-extern swig_type_206 _wrap_kvc_tier_stats_checksum_failures_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_io_errors_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_207 arg2);
-extern swig_type_208 _wrap_kvc_tier_stats_io_errors_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_recovered_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_209 arg2);
-extern swig_type_210 _wrap_kvc_tier_stats_recovered_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_foreign_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_211 arg2);
-extern swig_type_212 _wrap_kvc_tier_stats_foreign_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_reachable_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_213 arg2);
-extern swig_type_214 _wrap_kvc_tier_stats_reachable_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_tier_stats_raw_c1299ace2ba42ba1(void);
-extern void _wrap_delete_kvc_tier_stats_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_tier_get_stats_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
-extern swig_intgo _wrap_kvc_swap_out_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_215 arg2, swig_type_216 arg3);
-extern swig_intgo _wrap_kvc_swap_in_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_217 arg2, swig_type_218 arg3);
-extern swig_intgo _wrap_kvc_op_query_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3);
-extern swig_intgo _wrap_kvc_op_wait_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_221 arg2);
-extern swig_intgo _wrap_kvc_preempt_recompute_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_222 arg2, swig_type_223 arg3);
-extern swig_intgo _wrap_kvc_preemption_cost_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_224 arg2, swig_type_225 arg3, swig_type_226 arg4);
-extern void _wrap_kvc_storage_info_struct_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_storage_info_struct_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_backend_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_storage_info_backend_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_kv_dtype_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_storage_info_kv_dtype_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_elem_bytes_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_storage_info_elem_bytes_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_device_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_storage_info_device_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_base_address_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_227 arg2);
-extern swig_type_228 _wrap_kvc_storage_info_base_address_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_total_bytes_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_229 arg2);
-extern swig_type_230 _wrap_kvc_storage_info_total_bytes_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_block_stride_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_231 arg2);
-extern swig_type_232 _wrap_kvc_storage_info_block_stride_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_layer_stride_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_233 arg2);
-extern swig_type_234 _wrap_kvc_storage_info_layer_stride_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_kv_stride_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_235 arg2);
-extern swig_type_236 _wrap_kvc_storage_info_kv_stride_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_head_stride_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_237 arg2);
-extern swig_type_238 _wrap_kvc_storage_info_head_stride_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_storage_info_token_stride_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_239 arg2);
-extern swig_type_240 _wrap_kvc_storage_info_token_stride_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_storage_info_raw_c1299ace2ba42ba1(void);
-extern void _wrap_delete_kvc_storage_info_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_storage_get_info_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_cache_write_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2, swig_type_241 arg3, swig_type_242 arg4, swig_type_243 arg5, swig_type_244 arg6, swig_intgo arg7, float arg8, float arg9, uintptr_t arg10);
-extern swig_intgo _wrap_kvc_storage_copy_blocks_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_245 arg2, swig_type_246 arg3, swig_type_247 arg4, swig_intgo arg5);
-extern swig_intgo _wrap_kvc_copy_pending_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2, swig_type_248 arg3);
-extern swig_intgo _wrap_kvc_take_pending_copies_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_249 arg2, swig_type_250 arg3, swig_type_251 arg4, swig_type_252 arg5);
-extern swig_intgo _wrap_kvc_batch_create_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2, swig_type_253 arg3, swig_intgo arg4, swig_type_254 arg5);
-extern swig_intgo _wrap_kvc_batch_destroy_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_batch_build_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_255 arg2, swig_type_256 arg3, swig_intgo arg4);
-extern swig_intgo _wrap_kvc_batch_set_stream_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_batch_set_group_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_kvc_batch_info_struct_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_batch_info_struct_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_num_seqs_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_batch_info_num_seqs_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_num_tokens_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_257 arg2);
-extern swig_type_258 _wrap_kvc_batch_info_num_tokens_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_max_q_len_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_batch_info_max_q_len_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_max_seq_len_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_259 arg2);
-extern swig_type_260 _wrap_kvc_batch_info_max_seq_len_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_num_indices_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_261 arg2);
-extern swig_type_262 _wrap_kvc_batch_info_num_indices_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_is_decode_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_batch_info_is_decode_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_rows_uploaded_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_block_tables_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_263 arg2);
-extern swig_type_264 _wrap_kvc_batch_info_block_tables_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_seq_lens_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_265 arg2);
-extern swig_type_266 _wrap_kvc_batch_info_seq_lens_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_query_start_loc_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_267 arg2);
-extern swig_type_268 _wrap_kvc_batch_info_query_start_loc_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_slot_mapping_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_269 arg2);
-extern swig_type_270 _wrap_kvc_batch_info_slot_mapping_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_kv_indptr_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_271 arg2);
-extern swig_type_272 _wrap_kvc_batch_info_kv_indptr_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_kv_indices_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_273 arg2);
-extern swig_type_274 _wrap_kvc_batch_info_kv_indices_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_batch_info_kv_last_page_len_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_275 arg2);
-extern swig_type_276 _wrap_kvc_batch_info_kv_last_page_len_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_batch_info_raw_c1299ace2ba42ba1(void);
-extern void _wrap_delete_kvc_batch_info_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_batch_get_info_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvc_batch_copy_slot_mapping_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_277 arg2, swig_type_278 arg3);
-extern swig_intgo _wrap_kvc_batch_copy_block_tables_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_279 arg2, swig_type_280 arg3);
-extern void _wrap_kvc_attention_params_struct_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_attention_params_struct_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_num_q_heads_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_attention_params_num_q_heads_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_q_dtype_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_attention_params_q_dtype_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_scale_set_raw_c1299ace2ba42ba1(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_attention_params_scale_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_k_scale_set_raw_c1299ace2ba42ba1(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_attention_params_k_scale_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_v_scale_set_raw_c1299ace2ba42ba1(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_attention_params_v_scale_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_logit_softcap_set_raw_c1299ace2ba42ba1(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_attention_params_logit_softcap_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_sliding_window_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_attention_params_sliding_window_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_attention_params_partition_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_attention_params_partition_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_attention_params_raw_c1299ace2ba42ba1(void);
-extern void _wrap_delete_kvc_attention_params_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_attention_params_default_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_launch_attention_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_281 arg4, swig_type_282 arg5, uintptr_t arg6, uintptr_t arg7);
-extern swig_intgo _wrap_KVC_XFER_OK_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_XFER_FAIL_LAYOUT_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_XFER_FAIL_HASH_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_XFER_FAIL_POOL_FULL_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_XFER_FAIL_PEER_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_XFER_FAIL_TIMEOUT_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_XFER_FAIL_LEASE_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_KVC_XFER_FAIL_CANCELLED_raw_c1299ace2ba42ba1(void);
-extern swig_intgo _wrap_kvc_xfer_available_raw_c1299ace2ba42ba1(swig_type_283 arg1);
-extern swig_intgo _wrap_kvc_xfer_agent_create_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2, swig_type_284 arg3);
-extern swig_intgo _wrap_kvc_xfer_agent_destroy_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_xfer_export_prompt_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_285 arg2, swig_type_286 arg3, uintptr_t arg4, swig_type_287 arg5, swig_type_288 arg6, swig_type_289 arg7);
-extern swig_intgo _wrap_kvc_xfer_export_seq_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_290 arg2, swig_type_291 arg3, swig_type_292 arg4, swig_type_293 arg5);
-extern swig_intgo _wrap_kvc_xfer_export_descriptor_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_294 arg2, swig_type_295 arg3, swig_type_296 arg4, swig_type_297 arg5);
-extern swig_intgo _wrap_kvc_xfer_export_release_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_298 arg2);
-extern swig_intgo _wrap_kvc_xfer_import_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_299 arg2, swig_type_300 arg3, uintptr_t arg4, swig_type_301 arg5);
-extern swig_intgo _wrap_kvc_xfer_op_query_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_302 arg2, swig_type_303 arg3);
-extern void _wrap_kvc_xfer_import_result_struct_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_xfer_import_result_struct_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_import_result_status_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_xfer_import_result_status_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_import_result_failure_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_xfer_import_result_failure_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_import_result_reserved_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_xfer_import_result_reserved_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_import_result_blocks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_304 arg2);
-extern swig_type_305 _wrap_kvc_xfer_import_result_blocks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_import_result_blocks_pulled_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_306 arg2);
-extern swig_type_307 _wrap_kvc_xfer_import_result_blocks_pulled_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_import_result_blocks_cached_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_308 arg2);
-extern swig_type_309 _wrap_kvc_xfer_import_result_blocks_cached_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_import_result_blocks_skipped_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_310 arg2);
-extern swig_type_311 _wrap_kvc_xfer_import_result_blocks_skipped_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_import_result_bytes_pulled_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_312 arg2);
-extern swig_type_313 _wrap_kvc_xfer_import_result_bytes_pulled_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_import_result_cached_tokens_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_314 arg2);
-extern swig_type_315 _wrap_kvc_xfer_import_result_cached_tokens_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_import_result_seconds_set_raw_c1299ace2ba42ba1(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_xfer_import_result_seconds_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_xfer_import_result_raw_c1299ace2ba42ba1(void);
-extern void _wrap_delete_kvc_xfer_import_result_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_xfer_op_wait_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_316 arg2, swig_type_317 arg3, uintptr_t arg4);
-extern void _wrap_kvc_xfer_stats_struct_size_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_xfer_stats_struct_size_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_reserved_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvc_xfer_stats_reserved_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_exports_active_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_318 arg2);
-extern swig_type_319 _wrap_kvc_xfer_stats_exports_active_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_exports_total_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_320 arg2);
-extern swig_type_321 _wrap_kvc_xfer_stats_exports_total_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_exports_expired_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_322 arg2);
-extern swig_type_323 _wrap_kvc_xfer_stats_exports_expired_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_export_blocks_held_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_324 arg2);
-extern swig_type_325 _wrap_kvc_xfer_stats_export_blocks_held_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_lease_checks_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_326 arg2);
-extern swig_type_327 _wrap_kvc_xfer_stats_lease_checks_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_imports_started_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_328 arg2);
-extern swig_type_329 _wrap_kvc_xfer_stats_imports_started_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_imports_ok_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_330 arg2);
-extern swig_type_331 _wrap_kvc_xfer_stats_imports_ok_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_imports_failed_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_332 arg2);
-extern swig_type_333 _wrap_kvc_xfer_stats_imports_failed_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_blocks_pulled_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_334 arg2);
-extern swig_type_335 _wrap_kvc_xfer_stats_blocks_pulled_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_blocks_cached_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_336 arg2);
-extern swig_type_337 _wrap_kvc_xfer_stats_blocks_cached_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_blocks_skipped_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_338 arg2);
-extern swig_type_339 _wrap_kvc_xfer_stats_blocks_skipped_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_bytes_pulled_set_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_340 arg2);
-extern swig_type_341 _wrap_kvc_xfer_stats_bytes_pulled_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern void _wrap_kvc_xfer_stats_import_seconds_set_raw_c1299ace2ba42ba1(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_xfer_stats_import_seconds_get_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_xfer_stats_raw_c1299ace2ba42ba1(void);
-extern void _wrap_delete_kvc_xfer_stats_raw_c1299ace2ba42ba1(uintptr_t arg1);
-extern swig_intgo _wrap_kvc_xfer_get_stats_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvcgo_cache_write_addr_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2, swig_type_342 arg3, swig_type_343 arg4, swig_type_344 arg5, swig_type_345 arg6, swig_intgo arg7, float arg8, float arg9, swig_type_346 arg10);
-extern swig_intgo _wrap_kvcgo_launch_attention_host_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_347 arg4, swig_type_348 arg5, uintptr_t arg6, swig_type_349 arg7);
-extern swig_intgo _wrap_kvcgo_launch_attention_addr_raw_c1299ace2ba42ba1(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_350 arg4, swig_type_351 arg5, uintptr_t arg6, swig_type_352 arg7, swig_type_353 arg8);
-extern swig_intgo _wrap_kvcgo_xfer_agent_create_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_type_354 arg2, swig_type_355 arg3, swig_type_356 arg4, swig_type_357 arg5, swig_type_358 arg6, swig_type_359 arg7);
-extern swig_type_360 _wrap_kvcgo_xfer_stats_failures_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern uintptr_t _wrap_kvcgo_group_configs_new_raw_c1299ace2ba42ba1(swig_intgo arg1);
-extern uintptr_t _wrap_kvcgo_group_configs_at_raw_c1299ace2ba42ba1(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_kvcgo_group_configs_delete_raw_c1299ace2ba42ba1(uintptr_t arg1);
+typedef _goslice_ swig_type_361;
+typedef long long swig_type_362;
+extern void _wrap_Swig_free_raw_b573f7732a553e52(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_raw_b573f7732a553e52(swig_intgo arg1);
+extern swig_intgo _wrap_KVC_VERSION_NUMBER_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_kvc_version_raw_b573f7732a553e52(void);
+extern swig_type_1 _wrap_kvc_version_string_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_OK_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_NULL_ARG_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_INVALID_ARG_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_OVERFLOW_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_NO_MEMORY_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_MAX_LEN_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_BUSY_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_UNSUPPORTED_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_DEVICE_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_IO_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_VERSION_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_STATE_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ERR_INTERNAL_raw_b573f7732a553e52(void);
+extern swig_type_2 _wrap_kvc_status_str_raw_b573f7732a553e52(swig_intgo arg1);
+extern swig_type_3 _wrap_kvc_last_error_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_kvc_last_error_copy_raw_b573f7732a553e52(swig_type_4 arg1, swig_type_5 arg2, swig_type_6 arg3);
+extern swig_intgo _wrap_KVC_DTYPE_F32_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_DTYPE_F16_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_DTYPE_BF16_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_BACKEND_NONE_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_BACKEND_CPU_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_BACKEND_CUDA_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_BACKEND_AUTO_raw_b573f7732a553e52(void);
+extern void _wrap_kvc_pool_config_struct_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_struct_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_block_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_block_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_num_layers_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_num_layers_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_num_kv_heads_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_num_q_heads_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_num_q_heads_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_head_dim_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_head_dim_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_kv_dtype_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_kv_dtype_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_num_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_7 arg2);
+extern swig_type_8 _wrap_kvc_pool_config_num_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_9 arg2);
+extern swig_type_10 _wrap_kvc_pool_config_memory_budget_bytes_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_memory_utilization_set_raw_b573f7732a553e52(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_pool_config_memory_utilization_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_watermark_set_raw_b573f7732a553e52(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_pool_config_watermark_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_max_seq_len_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_11 arg2);
+extern swig_type_12 _wrap_kvc_pool_config_max_seq_len_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_prefix_caching_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_prefix_caching_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_backend_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_backend_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_device_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_device_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_event_capacity_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_config_event_capacity_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_b573f7732a553e52(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_pool_config_raw_b573f7732a553e52(void);
+extern void _wrap_delete_kvc_pool_config_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_pool_config_default_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_bytes_per_block_raw_b573f7732a553e52(uintptr_t arg1, swig_type_13 arg2);
+extern swig_intgo _wrap_kvc_blocks_for_budget_raw_b573f7732a553e52(uintptr_t arg1, swig_type_14 arg2, double arg3, swig_type_15 arg4);
+extern swig_intgo _wrap_kvc_cuda_device_count_raw_b573f7732a553e52(swig_type_16 arg1);
+extern swig_intgo _wrap_kvc_pool_create_raw_b573f7732a553e52(uintptr_t arg1, swig_type_17 arg2);
+extern swig_intgo _wrap_kvc_pool_destroy_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_pool_get_config_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_kvc_pool_check_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_struct_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_stats_struct_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_total_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_18 arg2);
+extern swig_type_19 _wrap_kvc_stats_total_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_free_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_20 arg2);
+extern swig_type_21 _wrap_kvc_stats_free_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_used_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_22 arg2);
+extern swig_type_23 _wrap_kvc_stats_used_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_cached_free_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_24 arg2);
+extern swig_type_25 _wrap_kvc_stats_cached_free_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_pinned_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_26 arg2);
+extern swig_type_27 _wrap_kvc_stats_pinned_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_num_seqs_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_28 arg2);
+extern swig_type_29 _wrap_kvc_stats_num_seqs_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_utilization_set_raw_b573f7732a553e52(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_stats_utilization_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_allocs_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_30 arg2);
+extern swig_type_31 _wrap_kvc_stats_allocs_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_frees_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_32 arg2);
+extern swig_type_33 _wrap_kvc_stats_frees_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_forks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_34 arg2);
+extern swig_type_35 _wrap_kvc_stats_forks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_appends_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_36 arg2);
+extern swig_type_37 _wrap_kvc_stats_appends_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_blocks_allocated_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_38 arg2);
+extern swig_type_39 _wrap_kvc_stats_blocks_allocated_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_blocks_freed_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_40 arg2);
+extern swig_type_41 _wrap_kvc_stats_blocks_freed_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_cow_copies_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_42 arg2);
+extern swig_type_43 _wrap_kvc_stats_cow_copies_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_pending_copies_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_44 arg2);
+extern swig_type_45 _wrap_kvc_stats_pending_copies_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_prefix_query_tokens_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_46 arg2);
+extern swig_type_47 _wrap_kvc_stats_prefix_query_tokens_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_prefix_hit_tokens_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_48 arg2);
+extern swig_type_49 _wrap_kvc_stats_prefix_hit_tokens_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_prefix_hit_rate_set_raw_b573f7732a553e52(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_stats_prefix_hit_rate_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_evictions_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_50 arg2);
+extern swig_type_51 _wrap_kvc_stats_evictions_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_verify_misses_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_52 arg2);
+extern swig_type_53 _wrap_kvc_stats_verify_misses_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_events_dropped_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_54 arg2);
+extern swig_type_55 _wrap_kvc_stats_events_dropped_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_stats_cached_blocks_total_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_56 arg2);
+extern swig_type_57 _wrap_kvc_stats_cached_blocks_total_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stats_raw_b573f7732a553e52(void);
+extern void _wrap_delete_kvc_stats_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_pool_stats_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_kvc_pool_set_sliding_window_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_pool_get_sliding_window_raw_b573f7732a553e52(uintptr_t arg1, swig_type_58 arg2);
+extern swig_intgo _wrap_KVC_GROUP_FULL_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_GROUP_SLIDING_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_GROUP_SSM_raw_b573f7732a553e52(void);
+extern void _wrap_kvc_group_config_struct_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_config_struct_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_config_kind_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_config_kind_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_config_num_layers_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_config_num_layers_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_config_num_kv_heads_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_config_num_kv_heads_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_config_head_dim_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_config_head_dim_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_config_sliding_window_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_config_sliding_window_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_config_state_bytes_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_59 arg2);
+extern swig_type_60 _wrap_kvc_group_config_state_bytes_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_group_config_raw_b573f7732a553e52(void);
+extern void _wrap_delete_kvc_group_config_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_group_config_default_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_pool_create_hybrid_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_61 arg4, swig_intgo arg5, swig_type_62 arg6);
+extern void _wrap_kvc_group_info_struct_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_info_struct_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_info_num_groups_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_info_num_groups_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_info_kind_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_info_kind_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_info_num_layers_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_info_num_layers_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_info_num_kv_heads_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_info_num_kv_heads_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_info_head_dim_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_info_head_dim_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_info_sliding_window_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_info_sliding_window_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_info_reserved_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_group_info_reserved_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_info_state_bytes_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_63 arg2);
+extern swig_type_64 _wrap_kvc_group_info_state_bytes_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_info_group_bytes_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_65 arg2);
+extern swig_type_66 _wrap_kvc_group_info_group_bytes_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_info_page_bytes_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_67 arg2);
+extern swig_type_68 _wrap_kvc_group_info_page_bytes_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_group_info_layer_stride_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_69 arg2);
+extern swig_type_70 _wrap_kvc_group_info_layer_stride_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_group_info_raw_b573f7732a553e52(void);
+extern void _wrap_delete_kvc_group_info_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_pool_get_group_info_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
+extern swig_intgo _wrap_kvc_pool_layer_group_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2, swig_type_71 arg3, swig_type_72 arg4);
+extern swig_intgo _wrap_kvc_seq_group_block_table_raw_b573f7732a553e52(uintptr_t arg1, swig_type_73 arg2, swig_intgo arg3, swig_type_74 arg4, swig_type_75 arg5, swig_type_76 arg6);
+extern swig_intgo _wrap_kvc_keys_create_raw_b573f7732a553e52(swig_type_77 arg1);
+extern swig_intgo _wrap_kvc_keys_destroy_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_keys_clear_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_keys_set_lora_raw_b573f7732a553e52(uintptr_t arg1, swig_type_78 arg2);
+extern swig_intgo _wrap_kvc_keys_set_salt_raw_b573f7732a553e52(uintptr_t arg1, swig_type_79 arg2);
+extern swig_intgo _wrap_kvc_keys_add_mm_raw_b573f7732a553e52(uintptr_t arg1, swig_type_80 arg2, swig_type_81 arg3, swig_type_82 arg4, swig_type_83 arg5);
+extern swig_intgo _wrap_kvc_keys_set_priority_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_keys_set_max_cached_tokens_raw_b573f7732a553e52(uintptr_t arg1, swig_type_84 arg2);
+extern swig_intgo _wrap_KVC_ALLOC_OK_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ALLOC_LATER_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_ALLOC_NEVER_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_kvc_can_alloc_raw_b573f7732a553e52(uintptr_t arg1, swig_type_85 arg2, swig_type_86 arg3, uintptr_t arg4, swig_type_87 arg5);
+extern swig_intgo _wrap_kvc_admit_raw_b573f7732a553e52(uintptr_t arg1, swig_type_88 arg2, swig_type_89 arg3, swig_type_90 arg4, uintptr_t arg5, swig_type_91 arg6, swig_type_92 arg7);
+extern swig_intgo _wrap_kvc_alloc_raw_b573f7732a553e52(uintptr_t arg1, swig_type_93 arg2, swig_type_94 arg3, swig_type_95 arg4, uintptr_t arg5, swig_type_96 arg6);
+extern swig_intgo _wrap_kvc_append_raw_b573f7732a553e52(uintptr_t arg1, swig_type_97 arg2, swig_type_98 arg3, swig_type_99 arg4, swig_type_100 arg5, swig_type_101 arg6);
+extern swig_intgo _wrap_kvc_append_batch_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2, swig_type_102 arg3, swig_type_103 arg4, swig_type_104 arg5, swig_type_105 arg6, swig_type_106 arg7, swig_type_107 arg8, swig_type_108 arg9);
+extern swig_intgo _wrap_kvc_fork_raw_b573f7732a553e52(uintptr_t arg1, swig_type_109 arg2, swig_type_110 arg3);
+extern swig_intgo _wrap_kvc_truncate_raw_b573f7732a553e52(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, swig_type_113 arg4);
+extern swig_intgo _wrap_kvc_free_raw_b573f7732a553e52(uintptr_t arg1, swig_type_114 arg2);
+extern swig_intgo _wrap_kvc_abort_raw_b573f7732a553e52(uintptr_t arg1, swig_type_115 arg2);
+extern swig_intgo _wrap_kvc_seq_block_table_raw_b573f7732a553e52(uintptr_t arg1, swig_type_116 arg2, swig_type_117 arg3, swig_type_118 arg4, swig_type_119 arg5);
+extern swig_intgo _wrap_kvc_seq_num_tokens_raw_b573f7732a553e52(uintptr_t arg1, swig_type_120 arg2, swig_type_121 arg3);
+extern swig_intgo _wrap_kvc_seq_slot_mapping_raw_b573f7732a553e52(uintptr_t arg1, swig_type_122 arg2, swig_type_123 arg3, swig_type_124 arg4, swig_type_125 arg5, swig_type_126 arg6);
+extern swig_intgo _wrap_kvc_prefix_lookup_raw_b573f7732a553e52(uintptr_t arg1, swig_type_127 arg2, swig_type_128 arg3, uintptr_t arg4, swig_type_129 arg5);
+extern swig_intgo _wrap_kvc_prefix_lookup_tiers_raw_b573f7732a553e52(uintptr_t arg1, swig_type_130 arg2, swig_type_131 arg3, uintptr_t arg4, swig_type_132 arg5, swig_type_133 arg6, swig_type_134 arg7);
+extern swig_intgo _wrap_kvc_prefix_pin_raw_b573f7732a553e52(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, uintptr_t arg4, swig_type_137 arg5);
+extern swig_intgo _wrap_kvc_prefix_unpin_raw_b573f7732a553e52(uintptr_t arg1, swig_type_138 arg2, swig_type_139 arg3, uintptr_t arg4, swig_type_140 arg5);
+extern swig_intgo _wrap_kvc_prefix_cache_reset_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_hash_blocks_raw_b573f7732a553e52(swig_intgo arg1, uintptr_t arg2, swig_type_141 arg3, swig_type_142 arg4, swig_type_143 arg5, swig_type_144 arg6, swig_type_145 arg7, swig_type_146 arg8);
+extern swig_intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_b573f7732a553e52(void);
+extern void _wrap_kvc_event_struct_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_event_struct_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_event_event_type_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_event_event_type_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_event_hash_hi_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_147 arg2);
+extern swig_type_148 _wrap_kvc_event_hash_hi_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_event_hash_lo_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_149 arg2);
+extern swig_type_150 _wrap_kvc_event_hash_lo_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_event_parent_hash_hi_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_151 arg2);
+extern swig_type_152 _wrap_kvc_event_parent_hash_hi_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_event_parent_hash_lo_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_153 arg2);
+extern swig_type_154 _wrap_kvc_event_parent_hash_lo_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_event_lora_id_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_155 arg2);
+extern swig_type_156 _wrap_kvc_event_lora_id_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_event_extra_keys_digest_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_157 arg2);
+extern swig_type_158 _wrap_kvc_event_extra_keys_digest_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_event_block_id_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_event_block_id_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_event_num_tokens_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_event_num_tokens_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_event_sequence_number_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_159 arg2);
+extern swig_type_160 _wrap_kvc_event_sequence_number_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_event_tier_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_event_tier_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_event_raw_b573f7732a553e52(void);
+extern void _wrap_delete_kvc_event_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_event_pop_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2, swig_type_161 arg3, swig_type_162 arg4, swig_type_163 arg5);
+extern swig_intgo _wrap_kvc_pool_set_tier_events_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_KVC_TIER_DEVICE_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_TIER_HOST_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_TIER_DISK_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_kvc_tier_attach_host_raw_b573f7732a553e52(uintptr_t arg1, swig_type_164 arg2);
+extern swig_intgo _wrap_kvc_tier_attach_disk_raw_b573f7732a553e52(uintptr_t arg1, swig_type_165 arg2, swig_type_166 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvc_tier_attach_disk_with_identity_raw_b573f7732a553e52(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_intgo arg4, swig_type_169 arg5);
+extern swig_intgo _wrap_kvc_tier_attach_disk_keyed_raw_b573f7732a553e52(uintptr_t arg1, swig_type_170 arg2, swig_type_171 arg3, swig_intgo arg4, swig_type_172 arg5, swig_type_173 arg6, swig_type_174 arg7);
+extern swig_intgo _wrap_kvc_tier_prefetch_raw_b573f7732a553e52(uintptr_t arg1, swig_type_175 arg2, swig_type_176 arg3, uintptr_t arg4, swig_type_177 arg5);
+extern swig_intgo _wrap_kvc_tier_flush_raw_b573f7732a553e52(uintptr_t arg1, swig_type_178 arg2);
+extern void _wrap_kvc_tier_stats_struct_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_struct_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_tier_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_tier_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_direct_io_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_direct_io_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_persistent_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_persistent_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_io_uring_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_io_uring_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_reserved_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_tier_stats_reserved_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_capacity_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_179 arg2);
+extern swig_type_180 _wrap_kvc_tier_stats_capacity_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_used_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_181 arg2);
+extern swig_type_182 _wrap_kvc_tier_stats_used_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_cached_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_183 arg2);
+extern swig_type_184 _wrap_kvc_tier_stats_cached_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_held_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_185 arg2);
+extern swig_type_186 _wrap_kvc_tier_stats_held_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bytes_used_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_187 arg2);
+extern swig_type_188 _wrap_kvc_tier_stats_bytes_used_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_blocks_in_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_189 arg2);
+extern swig_type_190 _wrap_kvc_tier_stats_blocks_in_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_blocks_out_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_191 arg2);
+extern swig_type_192 _wrap_kvc_tier_stats_blocks_out_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bytes_in_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_193 arg2);
+extern swig_type_194 _wrap_kvc_tier_stats_bytes_in_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bytes_out_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_195 arg2);
+extern swig_type_196 _wrap_kvc_tier_stats_bytes_out_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_transfers_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_197 arg2);
+extern swig_type_198 _wrap_kvc_tier_stats_transfers_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_transfer_seconds_set_raw_b573f7732a553e52(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_tier_stats_transfer_seconds_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_b573f7732a553e52(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_hits_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_199 arg2);
+extern swig_type_200 _wrap_kvc_tier_stats_hits_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_evictions_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_201 arg2);
+extern swig_type_202 _wrap_kvc_tier_stats_evictions_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_failures_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_203 arg2);
+extern swig_type_204 _wrap_kvc_tier_stats_failures_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_checksum_failures_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_205 arg2);
+extern swig_type_206 _wrap_kvc_tier_stats_checksum_failures_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_io_errors_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_207 arg2);
+extern swig_type_208 _wrap_kvc_tier_stats_io_errors_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_recovered_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_209 arg2);
+extern swig_type_210 _wrap_kvc_tier_stats_recovered_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_foreign_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_211 arg2);
+extern swig_type_212 _wrap_kvc_tier_stats_foreign_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_reachable_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_213 arg2);
+extern swig_type_214 _wrap_kvc_tier_stats_reachable_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_tier_stats_raw_b573f7732a553e52(void);
+extern void _wrap_delete_kvc_tier_stats_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_tier_get_stats_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3);
+extern swig_intgo _wrap_kvc_swap_out_raw_b573f7732a553e52(uintptr_t arg1, swig_type_215 arg2, swig_type_216 arg3);
+extern swig_intgo _wrap_kvc_swap_in_raw_b573f7732a553e52(uintptr_t arg1, swig_type_217 arg2, swig_type_218 arg3);
+extern swig_intgo _wrap_kvc_op_query_raw_b573f7732a553e52(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3);
+extern swig_intgo _wrap_kvc_op_wait_raw_b573f7732a553e52(uintptr_t arg1, swig_type_221 arg2);
+extern swig_intgo _wrap_kvc_preempt_recompute_raw_b573f7732a553e52(uintptr_t arg1, swig_type_222 arg2, swig_type_223 arg3);
+extern swig_intgo _wrap_kvc_preemption_cost_raw_b573f7732a553e52(uintptr_t arg1, swig_type_224 arg2, swig_type_225 arg3, swig_type_226 arg4);
+extern void _wrap_kvc_storage_info_struct_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_storage_info_struct_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_backend_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_storage_info_backend_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_kv_dtype_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_storage_info_kv_dtype_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_elem_bytes_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_storage_info_elem_bytes_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_device_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_storage_info_device_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_base_address_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_227 arg2);
+extern swig_type_228 _wrap_kvc_storage_info_base_address_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_total_bytes_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_229 arg2);
+extern swig_type_230 _wrap_kvc_storage_info_total_bytes_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_block_stride_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_231 arg2);
+extern swig_type_232 _wrap_kvc_storage_info_block_stride_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_layer_stride_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_233 arg2);
+extern swig_type_234 _wrap_kvc_storage_info_layer_stride_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_kv_stride_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_235 arg2);
+extern swig_type_236 _wrap_kvc_storage_info_kv_stride_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_head_stride_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_237 arg2);
+extern swig_type_238 _wrap_kvc_storage_info_head_stride_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_storage_info_token_stride_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_239 arg2);
+extern swig_type_240 _wrap_kvc_storage_info_token_stride_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_storage_info_raw_b573f7732a553e52(void);
+extern void _wrap_delete_kvc_storage_info_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_storage_get_info_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_kvc_cache_write_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2, swig_type_241 arg3, swig_type_242 arg4, swig_type_243 arg5, swig_type_244 arg6, swig_intgo arg7, float arg8, float arg9, uintptr_t arg10);
+extern swig_intgo _wrap_kvc_storage_copy_blocks_raw_b573f7732a553e52(uintptr_t arg1, swig_type_245 arg2, swig_type_246 arg3, swig_type_247 arg4, swig_intgo arg5);
+extern swig_intgo _wrap_kvc_copy_pending_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2, swig_type_248 arg3);
+extern swig_intgo _wrap_kvc_take_pending_copies_raw_b573f7732a553e52(uintptr_t arg1, swig_type_249 arg2, swig_type_250 arg3, swig_type_251 arg4, swig_type_252 arg5);
+extern swig_intgo _wrap_kvc_batch_create_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2, swig_type_253 arg3, swig_intgo arg4, swig_type_254 arg5);
+extern swig_intgo _wrap_kvc_batch_destroy_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_batch_build_raw_b573f7732a553e52(uintptr_t arg1, swig_type_255 arg2, swig_type_256 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvc_batch_set_stream_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_kvc_batch_set_group_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_kvc_batch_info_struct_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_batch_info_struct_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_num_seqs_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_batch_info_num_seqs_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_num_tokens_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_257 arg2);
+extern swig_type_258 _wrap_kvc_batch_info_num_tokens_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_max_q_len_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_batch_info_max_q_len_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_max_seq_len_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_259 arg2);
+extern swig_type_260 _wrap_kvc_batch_info_max_seq_len_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_num_indices_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_261 arg2);
+extern swig_type_262 _wrap_kvc_batch_info_num_indices_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_is_decode_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_batch_info_is_decode_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_rows_uploaded_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_block_tables_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_263 arg2);
+extern swig_type_264 _wrap_kvc_batch_info_block_tables_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_seq_lens_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_265 arg2);
+extern swig_type_266 _wrap_kvc_batch_info_seq_lens_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_query_start_loc_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_267 arg2);
+extern swig_type_268 _wrap_kvc_batch_info_query_start_loc_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_slot_mapping_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_269 arg2);
+extern swig_type_270 _wrap_kvc_batch_info_slot_mapping_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_kv_indptr_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_271 arg2);
+extern swig_type_272 _wrap_kvc_batch_info_kv_indptr_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_kv_indices_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_273 arg2);
+extern swig_type_274 _wrap_kvc_batch_info_kv_indices_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_batch_info_kv_last_page_len_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_275 arg2);
+extern swig_type_276 _wrap_kvc_batch_info_kv_last_page_len_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_batch_info_raw_b573f7732a553e52(void);
+extern void _wrap_delete_kvc_batch_info_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_batch_get_info_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_kvc_batch_copy_slot_mapping_raw_b573f7732a553e52(uintptr_t arg1, swig_type_277 arg2, swig_type_278 arg3);
+extern swig_intgo _wrap_kvc_batch_copy_block_tables_raw_b573f7732a553e52(uintptr_t arg1, swig_type_279 arg2, swig_type_280 arg3);
+extern void _wrap_kvc_attention_params_struct_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_attention_params_struct_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_num_q_heads_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_attention_params_num_q_heads_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_q_dtype_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_attention_params_q_dtype_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_scale_set_raw_b573f7732a553e52(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_attention_params_scale_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_k_scale_set_raw_b573f7732a553e52(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_attention_params_k_scale_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_v_scale_set_raw_b573f7732a553e52(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_attention_params_v_scale_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_logit_softcap_set_raw_b573f7732a553e52(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_attention_params_logit_softcap_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_sliding_window_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_attention_params_sliding_window_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_attention_params_partition_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_attention_params_partition_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_attention_params_raw_b573f7732a553e52(void);
+extern void _wrap_delete_kvc_attention_params_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_attention_params_default_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_launch_attention_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_281 arg4, swig_type_282 arg5, uintptr_t arg6, uintptr_t arg7);
+extern swig_intgo _wrap_KVC_XFER_OK_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_LAYOUT_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_HASH_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_POOL_FULL_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_PEER_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_TIMEOUT_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_LEASE_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_CANCELLED_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_KVC_XFER_FAIL_DEVICE_raw_b573f7732a553e52(void);
+extern swig_intgo _wrap_kvc_xfer_available_raw_b573f7732a553e52(swig_type_283 arg1);
+extern swig_intgo _wrap_kvc_xfer_agent_create_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2, swig_type_284 arg3);
+extern swig_intgo _wrap_kvc_xfer_agent_destroy_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_xfer_export_prompt_raw_b573f7732a553e52(uintptr_t arg1, swig_type_285 arg2, swig_type_286 arg3, uintptr_t arg4, swig_type_287 arg5, swig_type_288 arg6, swig_type_289 arg7);
+extern swig_intgo _wrap_kvc_xfer_export_seq_raw_b573f7732a553e52(uintptr_t arg1, swig_type_290 arg2, swig_type_291 arg3, swig_type_292 arg4, swig_type_293 arg5);
+extern swig_intgo _wrap_kvc_xfer_export_descriptor_raw_b573f7732a553e52(uintptr_t arg1, swig_type_294 arg2, swig_type_295 arg3, swig_type_296 arg4, swig_type_297 arg5);
+extern swig_intgo _wrap_kvc_xfer_export_release_raw_b573f7732a553e52(uintptr_t arg1, swig_type_298 arg2);
+extern swig_intgo _wrap_kvc_xfer_import_raw_b573f7732a553e52(uintptr_t arg1, swig_type_299 arg2, swig_type_300 arg3, uintptr_t arg4, swig_type_301 arg5);
+extern swig_intgo _wrap_kvc_xfer_op_query_raw_b573f7732a553e52(uintptr_t arg1, swig_type_302 arg2, swig_type_303 arg3);
+extern void _wrap_kvc_xfer_import_result_struct_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_xfer_import_result_struct_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_status_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_xfer_import_result_status_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_failure_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_xfer_import_result_failure_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_reserved_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_xfer_import_result_reserved_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_blocks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_304 arg2);
+extern swig_type_305 _wrap_kvc_xfer_import_result_blocks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_blocks_pulled_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_306 arg2);
+extern swig_type_307 _wrap_kvc_xfer_import_result_blocks_pulled_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_blocks_cached_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_308 arg2);
+extern swig_type_309 _wrap_kvc_xfer_import_result_blocks_cached_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_blocks_skipped_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_310 arg2);
+extern swig_type_311 _wrap_kvc_xfer_import_result_blocks_skipped_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_bytes_pulled_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_312 arg2);
+extern swig_type_313 _wrap_kvc_xfer_import_result_bytes_pulled_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_cached_tokens_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_314 arg2);
+extern swig_type_315 _wrap_kvc_xfer_import_result_cached_tokens_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_import_result_seconds_set_raw_b573f7732a553e52(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_xfer_import_result_seconds_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_xfer_import_result_raw_b573f7732a553e52(void);
+extern void _wrap_delete_kvc_xfer_import_result_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_xfer_op_wait_raw_b573f7732a553e52(uintptr_t arg1, swig_type_316 arg2, swig_type_317 arg3, uintptr_t arg4);
+extern void _wrap_kvc_xfer_stats_struct_size_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_xfer_stats_struct_size_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_reserved_set_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvc_xfer_stats_reserved_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_exports_active_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_318 arg2);
+extern swig_type_319 _wrap_kvc_xfer_stats_exports_active_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_exports_total_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_320 arg2);
+extern swig_type_321 _wrap_kvc_xfer_stats_exports_total_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_exports_expired_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_322 arg2);
+extern swig_type_323 _wrap_kvc_xfer_stats_exports_expired_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_export_blocks_held_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_324 arg2);
+extern swig_type_325 _wrap_kvc_xfer_stats_export_blocks_held_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_lease_checks_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_326 arg2);
+extern swig_type_327 _wrap_kvc_xfer_stats_lease_checks_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_imports_started_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_328 arg2);
+extern swig_type_329 _wrap_kvc_xfer_stats_imports_started_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_imports_ok_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_330 arg2);
+extern swig_type_331 _wrap_kvc_xfer_stats_imports_ok_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_imports_failed_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_332 arg2);
+extern swig_type_333 _wrap_kvc_xfer_stats_imports_failed_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_blocks_pulled_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_334 arg2);
+extern swig_type_335 _wrap_kvc_xfer_stats_blocks_pulled_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_blocks_cached_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_336 arg2);
+extern swig_type_337 _wrap_kvc_xfer_stats_blocks_cached_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_blocks_skipped_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_338 arg2);
+extern swig_type_339 _wrap_kvc_xfer_stats_blocks_skipped_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_bytes_pulled_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_340 arg2);
+extern swig_type_341 _wrap_kvc_xfer_stats_bytes_pulled_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_import_seconds_set_raw_b573f7732a553e52(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_xfer_stats_import_seconds_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern void _wrap_kvc_xfer_stats_failures_device_set_raw_b573f7732a553e52(uintptr_t arg1, swig_type_342 arg2);
+extern swig_type_343 _wrap_kvc_xfer_stats_failures_device_get_raw_b573f7732a553e52(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_xfer_stats_raw_b573f7732a553e52(void);
+extern void _wrap_delete_kvc_xfer_stats_raw_b573f7732a553e52(uintptr_t arg1);
+extern swig_intgo _wrap_kvc_xfer_get_stats_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_kvcgo_cache_write_addr_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2, swig_type_344 arg3, swig_type_345 arg4, swig_type_346 arg5, swig_type_347 arg6, swig_intgo arg7, float arg8, float arg9, swig_type_348 arg10);
+extern swig_intgo _wrap_kvcgo_launch_attention_host_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_349 arg4, swig_type_350 arg5, uintptr_t arg6, swig_type_351 arg7);
+extern swig_intgo _wrap_kvcgo_launch_attention_addr_raw_b573f7732a553e52(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_352 arg4, swig_type_353 arg5, uintptr_t arg6, swig_type_354 arg7, swig_type_355 arg8);
+extern swig_intgo _wrap_kvcgo_xfer_agent_create_raw_b573f7732a553e52(uintptr_t arg1, swig_type_356 arg2, swig_type_357 arg3, swig_type_358 arg4, swig_type_359 arg5, swig_type_360 arg6, swig_type_361 arg7);
+extern swig_type_362 _wrap_kvcgo_xfer_stats_failures_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern uintptr_t _wrap_kvcgo_group_configs_new_raw_b573f7732a553e52(swig_intgo arg1);
+extern uintptr_t _wrap_kvcgo_group_configs_at_raw_b573f7732a553e52(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_kvcgo_group_configs_delete_raw_b573f7732a553e52(uintptr_t arg1);
 #undef intgo
 */
 import "C"
@@ -916,13 +921,13 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_raw_c1299ace2ba42ba1(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_raw_b573f7732a553e52(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -931,20 +936,20 @@ const KVC_VERSION_MINOR int = 1
 const KVC_VERSION_PATCH int = 0
 func _swig_getKVC_VERSION_NUMBER() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_VERSION_NUMBER_raw_c1299ace2ba42ba1())
+	swig_r = (int)(C._wrap_KVC_VERSION_NUMBER_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_VERSION_NUMBER int = _swig_getKVC_VERSION_NUMBER()
 func Kvc_version() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_kvc_version_raw_c1299ace2ba42ba1())
+	swig_r = (int)(C._wrap_kvc_version_raw_b573f7732a553e52())
 	return swig_r
 }
 
 func Kvc_version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_kvc_version_string_raw_c1299ace2ba42ba1()
+	swig_r_p := C._wrap_kvc_version_string_raw_b573f7732a553e52()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -954,119 +959,119 @@ func Kvc_version_string() (_swig_ret string) {
 type Enum_SS_kvc_status int
 func _swig_getKVC_OK() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_OK_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_OK_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_OK Enum_SS_kvc_status = _swig_getKVC_OK()
 func _swig_getKVC_ERR_NULL_ARG() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_NULL_ARG_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_NULL_ARG_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_NULL_ARG Enum_SS_kvc_status = _swig_getKVC_ERR_NULL_ARG()
 func _swig_getKVC_ERR_INVALID_ARG() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_INVALID_ARG_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_INVALID_ARG_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_INVALID_ARG Enum_SS_kvc_status = _swig_getKVC_ERR_INVALID_ARG()
 func _swig_getKVC_ERR_OVERFLOW() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_OVERFLOW_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_OVERFLOW_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_OVERFLOW Enum_SS_kvc_status = _swig_getKVC_ERR_OVERFLOW()
 func _swig_getKVC_ERR_NO_MEMORY() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_NO_MEMORY_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_NO_MEMORY_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_NO_MEMORY Enum_SS_kvc_status = _swig_getKVC_ERR_NO_MEMORY()
 func _swig_getKVC_ERR_OUT_OF_BLOCKS() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_OUT_OF_BLOCKS_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_OUT_OF_BLOCKS_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_OUT_OF_BLOCKS Enum_SS_kvc_status = _swig_getKVC_ERR_OUT_OF_BLOCKS()
 func _swig_getKVC_ERR_UNKNOWN_SEQ() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_UNKNOWN_SEQ_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_UNKNOWN_SEQ_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_UNKNOWN_SEQ Enum_SS_kvc_status = _swig_getKVC_ERR_UNKNOWN_SEQ()
 func _swig_getKVC_ERR_SEQ_EXISTS() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_SEQ_EXISTS_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_SEQ_EXISTS_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_SEQ_EXISTS Enum_SS_kvc_status = _swig_getKVC_ERR_SEQ_EXISTS()
 func _swig_getKVC_ERR_BUFFER_TOO_SMALL() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_BUFFER_TOO_SMALL Enum_SS_kvc_status = _swig_getKVC_ERR_BUFFER_TOO_SMALL()
 func _swig_getKVC_ERR_MAX_LEN() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_MAX_LEN_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_MAX_LEN_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_MAX_LEN Enum_SS_kvc_status = _swig_getKVC_ERR_MAX_LEN()
 func _swig_getKVC_ERR_BUSY() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_BUSY_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_BUSY_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_BUSY Enum_SS_kvc_status = _swig_getKVC_ERR_BUSY()
 func _swig_getKVC_ERR_UNSUPPORTED() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_UNSUPPORTED_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_UNSUPPORTED_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_UNSUPPORTED Enum_SS_kvc_status = _swig_getKVC_ERR_UNSUPPORTED()
 func _swig_getKVC_ERR_DEVICE() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_DEVICE_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_DEVICE_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_DEVICE Enum_SS_kvc_status = _swig_getKVC_ERR_DEVICE()
 func _swig_getKVC_ERR_IO() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_IO_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_IO_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_IO Enum_SS_kvc_status = _swig_getKVC_ERR_IO()
 func _swig_getKVC_ERR_VERSION() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_VERSION_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_VERSION_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_VERSION Enum_SS_kvc_status = _swig_getKVC_ERR_VERSION()
 func _swig_getKVC_ERR_STATE() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_STATE_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_STATE_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ERR_STATE Enum_SS_kvc_status = _swig_getKVC_ERR_STATE()
 func _swig_getKVC_ERR_INTERNAL() (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
-	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_INTERNAL_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_status)(C._wrap_KVC_ERR_INTERNAL_raw_b573f7732a553e52())
 	return swig_r
 }
 
@@ -1074,7 +1079,7 @@ var KVC_ERR_INTERNAL Enum_SS_kvc_status = _swig_getKVC_ERR_INTERNAL()
 func Kvc_status_str(arg1 int) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_status_str_raw_c1299ace2ba42ba1(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_kvc_status_str_raw_b573f7732a553e52(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1083,7 +1088,7 @@ func Kvc_status_str(arg1 int) (_swig_ret string) {
 
 func Kvc_last_error() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_kvc_last_error_raw_c1299ace2ba42ba1()
+	swig_r_p := C._wrap_kvc_last_error_raw_b573f7732a553e52()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1095,7 +1100,7 @@ func Kvc_last_error_copy(arg1 []byte, arg2 int64, arg3 []int64) (_swig_ret Enum_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_last_error_copy_raw_c1299ace2ba42ba1(*(*C.swig_type_4)(unsafe.Pointer(&_swig_i_0)), C.swig_type_5(_swig_i_1), *(*C.swig_type_6)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_last_error_copy_raw_b573f7732a553e52(*(*C.swig_type_4)(unsafe.Pointer(&_swig_i_0)), C.swig_type_5(_swig_i_1), *(*C.swig_type_6)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -1108,28 +1113,28 @@ func Kvc_last_error_copy(arg1 []byte, arg2 int64, arg3 []int64) (_swig_ret Enum_
 type Enum_SS_kvc_dtype int
 func _swig_getKVC_DTYPE_F32() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F32_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F32_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_DTYPE_F32 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_F32()
 func _swig_getKVC_DTYPE_F16() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F16_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F16_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_DTYPE_F16 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_F16()
 func _swig_getKVC_DTYPE_BF16() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_BF16_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_BF16_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_DTYPE_BF16 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_BF16()
 func _swig_getKVC_DTYPE_FP8_E4M3() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_FP8_E4M3_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_FP8_E4M3_raw_b573f7732a553e52())
 	return swig_r
 }
 
@@ -1137,28 +1142,28 @@ var KVC_DTYPE_FP8_E4M3 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_FP8_E4M3()
 type Enum_SS_kvc_backend int
 func _swig_getKVC_BACKEND_NONE() (_swig_ret Enum_SS_kvc_backend) {
 	var swig_r Enum_SS_kvc_backend
-	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_NONE_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_NONE_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_BACKEND_NONE Enum_SS_kvc_backend = _swig_getKVC_BACKEND_NONE()
 func _swig_getKVC_BACKEND_CPU() (_swig_ret Enum_SS_kvc_backend) {
 	var swig_r Enum_SS_kvc_backend
-	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_CPU_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_CPU_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_BACKEND_CPU Enum_SS_kvc_backend = _swig_getKVC_BACKEND_CPU()
 func _swig_getKVC_BACKEND_CUDA() (_swig_ret Enum_SS_kvc_backend) {
 	var swig_r Enum_SS_kvc_backend
-	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_CUDA_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_CUDA_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_BACKEND_CUDA Enum_SS_kvc_backend = _swig_getKVC_BACKEND_CUDA()
 func _swig_getKVC_BACKEND_AUTO() (_swig_ret Enum_SS_kvc_backend) {
 	var swig_r Enum_SS_kvc_backend
-	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_AUTO_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_backend)(C._wrap_KVC_BACKEND_AUTO_raw_b573f7732a553e52())
 	return swig_r
 }
 
@@ -1175,233 +1180,233 @@ func (p SwigcptrKvc_pool_config) SwigIsKvc_pool_config() {
 func (arg1 SwigcptrKvc_pool_config) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_struct_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_struct_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_pool_config_struct_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_pool_config_struct_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetBlock_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_block_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_block_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetBlock_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_block_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_block_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetNum_layers(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_num_layers_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_num_layers_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetNum_layers() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_num_layers_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_num_layers_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetNum_kv_heads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_num_kv_heads_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_num_kv_heads_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetNum_kv_heads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_num_kv_heads_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_num_kv_heads_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetNum_q_heads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_num_q_heads_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_num_q_heads_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetNum_q_heads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_num_q_heads_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_num_q_heads_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetHead_dim(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_head_dim_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_head_dim_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetHead_dim() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_head_dim_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_head_dim_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetKv_dtype(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_kv_dtype_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_kv_dtype_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetKv_dtype() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_kv_dtype_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_kv_dtype_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetNum_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_num_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1))
+	C._wrap_kvc_pool_config_num_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetNum_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_pool_config_num_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_pool_config_num_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetMemory_budget_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_memory_budget_bytes_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_9(_swig_i_1))
+	C._wrap_kvc_pool_config_memory_budget_bytes_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_9(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetMemory_budget_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_pool_config_memory_budget_bytes_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_pool_config_memory_budget_bytes_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetMemory_utilization(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_memory_utilization_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_pool_config_memory_utilization_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetMemory_utilization() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_pool_config_memory_utilization_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_pool_config_memory_utilization_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetWatermark(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_watermark_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_pool_config_watermark_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetWatermark() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_pool_config_watermark_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_pool_config_watermark_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetMax_seq_len(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_max_seq_len_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1))
+	C._wrap_kvc_pool_config_max_seq_len_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetMax_seq_len() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_pool_config_max_seq_len_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_pool_config_max_seq_len_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetPrefix_caching(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_prefix_caching_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_prefix_caching_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetPrefix_caching() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_prefix_caching_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_prefix_caching_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetBackend(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_backend_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_backend_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetBackend() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_backend_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_backend_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetDevice(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_device_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_device_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetDevice() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_device_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_device_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetEvent_capacity(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_event_capacity_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_pool_config_event_capacity_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetEvent_capacity() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_pool_config_event_capacity_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_pool_config_event_capacity_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_config) SetGpu_memory_utilization(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_config_gpu_memory_utilization_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_pool_config_gpu_memory_utilization_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_config) GetGpu_memory_utilization() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_pool_config_gpu_memory_utilization_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_pool_config_gpu_memory_utilization_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_pool_config() (_swig_ret Kvc_pool_config) {
 	var swig_r Kvc_pool_config
-	swig_r = (Kvc_pool_config)(SwigcptrKvc_pool_config(C._wrap_new_kvc_pool_config_raw_c1299ace2ba42ba1()))
+	swig_r = (Kvc_pool_config)(SwigcptrKvc_pool_config(C._wrap_new_kvc_pool_config_raw_b573f7732a553e52()))
 	return swig_r
 }
 
 func DeleteKvc_pool_config(arg1 Kvc_pool_config) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_pool_config_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_pool_config_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_pool_config interface {
@@ -1446,7 +1451,7 @@ type Kvc_pool_config interface {
 func Kvc_pool_config_default(arg1 Kvc_pool_config) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_config_default_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_config_default_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -1454,7 +1459,7 @@ func Kvc_bytes_per_block(arg1 Kvc_pool_config, arg2 []int64) (_swig_ret Enum_SS_
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_bytes_per_block_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_13)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_bytes_per_block_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_13)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1467,7 +1472,7 @@ func Kvc_blocks_for_budget(arg1 Kvc_pool_config, arg2 int64, arg3 float64, arg4 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_blocks_for_budget_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_14(_swig_i_1), C.double(_swig_i_2), *(*C.swig_type_15)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_blocks_for_budget_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_14(_swig_i_1), C.double(_swig_i_2), *(*C.swig_type_15)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -1477,7 +1482,7 @@ func Kvc_blocks_for_budget(arg1 Kvc_pool_config, arg2 int64, arg3 float64, arg4 
 func Kvc_cuda_device_count(arg1 []int32) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_cuda_device_count_raw_c1299ace2ba42ba1(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_cuda_device_count_raw_b573f7732a553e52(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -1488,7 +1493,7 @@ func Kvc_pool_create(arg1 Kvc_pool_config, arg2 []uintptr) (_swig_ret Enum_SS_kv
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_create_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_create_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1498,7 +1503,7 @@ func Kvc_pool_create(arg1 Kvc_pool_config, arg2 []uintptr) (_swig_ret Enum_SS_kv
 func Kvc_pool_destroy(arg1 Struct_SS_kvc_pool) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_destroy_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_destroy_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -1506,14 +1511,14 @@ func Kvc_pool_get_config(arg1 Struct_SS_kvc_pool, arg2 Kvc_pool_config) (_swig_r
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_get_config_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_get_config_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
 func Kvc_pool_check(arg1 Struct_SS_kvc_pool) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_check_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_check_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -1529,311 +1534,311 @@ func (p SwigcptrKvc_stats) SwigIsKvc_stats() {
 func (arg1 SwigcptrKvc_stats) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_struct_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_stats_struct_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_stats_struct_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_stats_struct_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetTotal_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_total_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_18(_swig_i_1))
+	C._wrap_kvc_stats_total_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_18(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetTotal_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_total_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_total_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetFree_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_free_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_20(_swig_i_1))
+	C._wrap_kvc_stats_free_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_20(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetFree_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_free_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_free_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetUsed_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_used_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_22(_swig_i_1))
+	C._wrap_kvc_stats_used_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_22(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetUsed_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_used_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_used_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetCached_free_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_cached_free_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_24(_swig_i_1))
+	C._wrap_kvc_stats_cached_free_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_24(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetCached_free_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_cached_free_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_cached_free_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetPinned_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_pinned_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_26(_swig_i_1))
+	C._wrap_kvc_stats_pinned_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_26(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPinned_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_pinned_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_pinned_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetNum_seqs(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_num_seqs_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_28(_swig_i_1))
+	C._wrap_kvc_stats_num_seqs_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_28(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetNum_seqs() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_num_seqs_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_num_seqs_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetUtilization(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_utilization_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_stats_utilization_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetUtilization() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_stats_utilization_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_stats_utilization_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetAllocs(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_allocs_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_30(_swig_i_1))
+	C._wrap_kvc_stats_allocs_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_30(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetAllocs() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_allocs_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_allocs_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetFrees(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_frees_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
+	C._wrap_kvc_stats_frees_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetFrees() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_frees_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_frees_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetForks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_forks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1))
+	C._wrap_kvc_stats_forks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetForks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_forks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_forks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetAppends(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_appends_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_36(_swig_i_1))
+	C._wrap_kvc_stats_appends_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_36(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetAppends() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_appends_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_appends_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetBlocks_allocated(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_blocks_allocated_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_38(_swig_i_1))
+	C._wrap_kvc_stats_blocks_allocated_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_38(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetBlocks_allocated() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_blocks_allocated_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_blocks_allocated_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetBlocks_freed(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_blocks_freed_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_40(_swig_i_1))
+	C._wrap_kvc_stats_blocks_freed_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_40(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetBlocks_freed() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_blocks_freed_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_blocks_freed_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetCow_copies(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_cow_copies_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1))
+	C._wrap_kvc_stats_cow_copies_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetCow_copies() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_cow_copies_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_cow_copies_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetPending_copies(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_pending_copies_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_44(_swig_i_1))
+	C._wrap_kvc_stats_pending_copies_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_44(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPending_copies() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_pending_copies_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_pending_copies_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetPrefix_query_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_prefix_query_tokens_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_46(_swig_i_1))
+	C._wrap_kvc_stats_prefix_query_tokens_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_46(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPrefix_query_tokens() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_prefix_query_tokens_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_prefix_query_tokens_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetPrefix_hit_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_prefix_hit_tokens_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_48(_swig_i_1))
+	C._wrap_kvc_stats_prefix_hit_tokens_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_48(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPrefix_hit_tokens() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_prefix_hit_tokens_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_prefix_hit_tokens_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetPrefix_hit_rate(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_prefix_hit_rate_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_stats_prefix_hit_rate_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetPrefix_hit_rate() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_stats_prefix_hit_rate_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_stats_prefix_hit_rate_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetEvictions(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_evictions_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_50(_swig_i_1))
+	C._wrap_kvc_stats_evictions_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_50(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetEvictions() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_evictions_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_evictions_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetVerify_misses(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_verify_misses_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_52(_swig_i_1))
+	C._wrap_kvc_stats_verify_misses_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_52(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetVerify_misses() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_verify_misses_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_verify_misses_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetEvents_dropped(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_events_dropped_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1))
+	C._wrap_kvc_stats_events_dropped_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetEvents_dropped() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_events_dropped_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_events_dropped_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stats) SetCached_blocks_total(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stats_cached_blocks_total_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1))
+	C._wrap_kvc_stats_cached_blocks_total_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stats) GetCached_blocks_total() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_stats_cached_blocks_total_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_stats_cached_blocks_total_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stats() (_swig_ret Kvc_stats) {
 	var swig_r Kvc_stats
-	swig_r = (Kvc_stats)(SwigcptrKvc_stats(C._wrap_new_kvc_stats_raw_c1299ace2ba42ba1()))
+	swig_r = (Kvc_stats)(SwigcptrKvc_stats(C._wrap_new_kvc_stats_raw_b573f7732a553e52()))
 	return swig_r
 }
 
 func DeleteKvc_stats(arg1 Kvc_stats) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stats_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stats_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stats interface {
@@ -1891,7 +1896,7 @@ func Kvc_pool_stats(arg1 Struct_SS_kvc_pool, arg2 Kvc_stats) (_swig_ret Enum_SS_
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_stats_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_stats_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -1899,7 +1904,7 @@ func Kvc_pool_set_sliding_window(arg1 Struct_SS_kvc_pool, arg2 int) (_swig_ret E
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_set_sliding_window_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_set_sliding_window_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -1907,7 +1912,7 @@ func Kvc_pool_get_sliding_window(arg1 Struct_SS_kvc_pool, arg2 []int32) (_swig_r
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_get_sliding_window_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_get_sliding_window_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1917,21 +1922,21 @@ func Kvc_pool_get_sliding_window(arg1 Struct_SS_kvc_pool, arg2 []int32) (_swig_r
 type Enum_SS_kvc_group_kind int
 func _swig_getKVC_GROUP_FULL() (_swig_ret Enum_SS_kvc_group_kind) {
 	var swig_r Enum_SS_kvc_group_kind
-	swig_r = (Enum_SS_kvc_group_kind)(C._wrap_KVC_GROUP_FULL_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_group_kind)(C._wrap_KVC_GROUP_FULL_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_GROUP_FULL Enum_SS_kvc_group_kind = _swig_getKVC_GROUP_FULL()
 func _swig_getKVC_GROUP_SLIDING() (_swig_ret Enum_SS_kvc_group_kind) {
 	var swig_r Enum_SS_kvc_group_kind
-	swig_r = (Enum_SS_kvc_group_kind)(C._wrap_KVC_GROUP_SLIDING_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_group_kind)(C._wrap_KVC_GROUP_SLIDING_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_GROUP_SLIDING Enum_SS_kvc_group_kind = _swig_getKVC_GROUP_SLIDING()
 func _swig_getKVC_GROUP_SSM() (_swig_ret Enum_SS_kvc_group_kind) {
 	var swig_r Enum_SS_kvc_group_kind
-	swig_r = (Enum_SS_kvc_group_kind)(C._wrap_KVC_GROUP_SSM_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_group_kind)(C._wrap_KVC_GROUP_SSM_raw_b573f7732a553e52())
 	return swig_r
 }
 
@@ -1949,103 +1954,103 @@ func (p SwigcptrKvc_group_config) SwigIsKvc_group_config() {
 func (arg1 SwigcptrKvc_group_config) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_config_struct_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_config_struct_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_config) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_group_config_struct_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_group_config_struct_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_config) SetKind(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_config_kind_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_config_kind_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_config) GetKind() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_group_config_kind_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_group_config_kind_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_config) SetNum_layers(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_config_num_layers_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_config_num_layers_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_config) GetNum_layers() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_group_config_num_layers_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_group_config_num_layers_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_config) SetNum_kv_heads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_config_num_kv_heads_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_config_num_kv_heads_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_config) GetNum_kv_heads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_group_config_num_kv_heads_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_group_config_num_kv_heads_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_config) SetHead_dim(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_config_head_dim_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_config_head_dim_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_config) GetHead_dim() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_group_config_head_dim_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_group_config_head_dim_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_config) SetSliding_window(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_config_sliding_window_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_config_sliding_window_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_config) GetSliding_window() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_group_config_sliding_window_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_group_config_sliding_window_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_config) SetState_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_config_state_bytes_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1))
+	C._wrap_kvc_group_config_state_bytes_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_config) GetState_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_group_config_state_bytes_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_group_config_state_bytes_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_group_config() (_swig_ret Kvc_group_config) {
 	var swig_r Kvc_group_config
-	swig_r = (Kvc_group_config)(SwigcptrKvc_group_config(C._wrap_new_kvc_group_config_raw_c1299ace2ba42ba1()))
+	swig_r = (Kvc_group_config)(SwigcptrKvc_group_config(C._wrap_new_kvc_group_config_raw_b573f7732a553e52()))
 	return swig_r
 }
 
 func DeleteKvc_group_config(arg1 Kvc_group_config) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_group_config_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_group_config_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_group_config interface {
@@ -2070,7 +2075,7 @@ type Kvc_group_config interface {
 func Kvc_group_config_default(arg1 Kvc_group_config) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_group_config_default_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_group_config_default_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2082,7 +2087,7 @@ func Kvc_pool_create_hybrid(arg1 Kvc_pool_config, arg2 Kvc_group_config, arg3 in
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_create_hybrid_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_5))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_create_hybrid_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_5))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -2104,168 +2109,168 @@ func (p SwigcptrKvc_group_info) SwigIsKvc_group_info() {
 func (arg1 SwigcptrKvc_group_info) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_info_struct_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_info_struct_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_info) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_group_info_struct_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_group_info_struct_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_info) SetNum_groups(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_info_num_groups_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_info_num_groups_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_info) GetNum_groups() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_group_info_num_groups_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_group_info_num_groups_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_info) SetKind(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_info_kind_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_info_kind_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_info) GetKind() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_group_info_kind_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_group_info_kind_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_info) SetNum_layers(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_info_num_layers_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_info_num_layers_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_info) GetNum_layers() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_group_info_num_layers_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_group_info_num_layers_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_info) SetNum_kv_heads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_info_num_kv_heads_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_info_num_kv_heads_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_info) GetNum_kv_heads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_group_info_num_kv_heads_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_group_info_num_kv_heads_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_info) SetHead_dim(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_info_head_dim_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_info_head_dim_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_info) GetHead_dim() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_group_info_head_dim_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_group_info_head_dim_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_info) SetSliding_window(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_info_sliding_window_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_info_sliding_window_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_info) GetSliding_window() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_group_info_sliding_window_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_group_info_sliding_window_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_info) SetReserved(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_info_reserved_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_group_info_reserved_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_info) GetReserved() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_group_info_reserved_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_group_info_reserved_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_info) SetState_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_info_state_bytes_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1))
+	C._wrap_kvc_group_info_state_bytes_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_info) GetState_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_group_info_state_bytes_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_group_info_state_bytes_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_info) SetGroup_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_info_group_bytes_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1))
+	C._wrap_kvc_group_info_group_bytes_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_info) GetGroup_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_group_info_group_bytes_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_group_info_group_bytes_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_info) SetPage_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_info_page_bytes_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1))
+	C._wrap_kvc_group_info_page_bytes_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_info) GetPage_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_group_info_page_bytes_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_group_info_page_bytes_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_info) SetLayer_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_info_layer_stride_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_69(_swig_i_1))
+	C._wrap_kvc_group_info_layer_stride_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_69(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_info) GetLayer_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_group_info_layer_stride_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_group_info_layer_stride_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_group_info() (_swig_ret Kvc_group_info) {
 	var swig_r Kvc_group_info
-	swig_r = (Kvc_group_info)(SwigcptrKvc_group_info(C._wrap_new_kvc_group_info_raw_c1299ace2ba42ba1()))
+	swig_r = (Kvc_group_info)(SwigcptrKvc_group_info(C._wrap_new_kvc_group_info_raw_b573f7732a553e52()))
 	return swig_r
 }
 
 func DeleteKvc_group_info(arg1 Kvc_group_info) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_group_info_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_group_info_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_group_info interface {
@@ -2302,7 +2307,7 @@ func Kvc_pool_get_group_info(arg1 Struct_SS_kvc_pool, arg2 int, arg3 Kvc_group_i
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_get_group_info_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_get_group_info_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
@@ -2312,7 +2317,7 @@ func Kvc_pool_layer_group(arg1 Struct_SS_kvc_pool, arg2 int, arg3 []int32, arg4 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_layer_group_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_layer_group_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2330,7 +2335,7 @@ func Kvc_seq_group_block_table(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 int, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_group_block_table_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_3)), C.swig_type_75(_swig_i_4), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_5))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_group_block_table_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_3)), C.swig_type_75(_swig_i_4), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_5))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -2347,7 +2352,7 @@ const KVC_MAX_SALT_LEN int = 256
 func Kvc_keys_create(arg1 []uintptr) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_create_raw_c1299ace2ba42ba1(*(*C.swig_type_77)(unsafe.Pointer(&_swig_i_0))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_create_raw_b573f7732a553e52(*(*C.swig_type_77)(unsafe.Pointer(&_swig_i_0))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -2357,14 +2362,14 @@ func Kvc_keys_create(arg1 []uintptr) (_swig_ret Enum_SS_kvc_status) {
 func Kvc_keys_destroy(arg1 Struct_SS_kvc_keys) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_destroy_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_destroy_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func Kvc_keys_clear(arg1 Struct_SS_kvc_keys) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_clear_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_clear_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2372,7 +2377,7 @@ func Kvc_keys_set_lora(arg1 Struct_SS_kvc_keys, arg2 uint64) (_swig_ret Enum_SS_
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_lora_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_78(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_lora_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_78(_swig_i_1)))
 	return swig_r
 }
 
@@ -2380,7 +2385,7 @@ func Kvc_keys_set_salt(arg1 Struct_SS_kvc_keys, arg2 string) (_swig_ret Enum_SS_
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_salt_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_salt_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2394,7 +2399,7 @@ func Kvc_keys_add_mm(arg1 Struct_SS_kvc_keys, arg2 uint64, arg3 uint64, arg4 int
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_add_mm_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1), C.swig_type_81(_swig_i_2), C.swig_type_82(_swig_i_3), C.swig_type_83(_swig_i_4)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_add_mm_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1), C.swig_type_81(_swig_i_2), C.swig_type_82(_swig_i_3), C.swig_type_83(_swig_i_4)))
 	return swig_r
 }
 
@@ -2402,7 +2407,7 @@ func Kvc_keys_set_priority(arg1 Struct_SS_kvc_keys, arg2 int) (_swig_ret Enum_SS
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_priority_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_priority_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -2410,28 +2415,28 @@ func Kvc_keys_set_max_cached_tokens(arg1 Struct_SS_kvc_keys, arg2 int64) (_swig_
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_max_cached_tokens_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_84(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_keys_set_max_cached_tokens_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_84(_swig_i_1)))
 	return swig_r
 }
 
 type Enum_SS_kvc_alloc_verdict int
 func _swig_getKVC_ALLOC_OK() (_swig_ret Enum_SS_kvc_alloc_verdict) {
 	var swig_r Enum_SS_kvc_alloc_verdict
-	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_OK_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_OK_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ALLOC_OK Enum_SS_kvc_alloc_verdict = _swig_getKVC_ALLOC_OK()
 func _swig_getKVC_ALLOC_LATER() (_swig_ret Enum_SS_kvc_alloc_verdict) {
 	var swig_r Enum_SS_kvc_alloc_verdict
-	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_LATER_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_LATER_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_ALLOC_LATER Enum_SS_kvc_alloc_verdict = _swig_getKVC_ALLOC_LATER()
 func _swig_getKVC_ALLOC_NEVER() (_swig_ret Enum_SS_kvc_alloc_verdict) {
 	var swig_r Enum_SS_kvc_alloc_verdict
-	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_NEVER_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_alloc_verdict)(C._wrap_KVC_ALLOC_NEVER_raw_b573f7732a553e52())
 	return swig_r
 }
 
@@ -2443,7 +2448,7 @@ func Kvc_can_alloc(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Struc
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_can_alloc_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)), C.swig_type_86(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_can_alloc_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)), C.swig_type_86(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2462,7 +2467,7 @@ func Kvc_admit(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, a
 	_swig_i_4 := getSwigcptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_admit_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_88(_swig_i_1), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_2)), C.swig_type_90(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_6))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_admit_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_88(_swig_i_1), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_2)), C.swig_type_90(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_6))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2483,7 +2488,7 @@ func Kvc_alloc(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_alloc_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_2)), C.swig_type_95(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_5))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_alloc_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_2)), C.swig_type_95(_swig_i_3), C.uintptr_t(_swig_i_4), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_5))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2501,7 +2506,7 @@ func Kvc_append(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg4 int64, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_2)), C.swig_type_99(_swig_i_3), C.swig_type_100(_swig_i_4), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_5))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_2)), C.swig_type_99(_swig_i_3), C.swig_type_100(_swig_i_4), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_5))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2522,7 +2527,7 @@ func Kvc_append_batch(arg1 Struct_SS_kvc_pool, arg2 int, arg3 []uint64, arg4 []i
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_batch_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_4)), C.swig_type_105(_swig_i_5), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_8))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_append_batch_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_4)), C.swig_type_105(_swig_i_5), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_8))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2549,7 +2554,7 @@ func Kvc_fork(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 uint64) (_swig_ret Enum
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_fork_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), C.swig_type_110(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_fork_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), C.swig_type_110(_swig_i_2)))
 	return swig_r
 }
 
@@ -2559,7 +2564,7 @@ func Kvc_truncate(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 int64, arg4 []int32
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_truncate_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1), C.swig_type_112(_swig_i_2), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_truncate_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1), C.swig_type_112(_swig_i_2), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -2570,7 +2575,7 @@ func Kvc_free(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_statu
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_free_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_free_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1)))
 	return swig_r
 }
 
@@ -2578,7 +2583,7 @@ func Kvc_abort(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_stat
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_abort_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_abort_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1)))
 	return swig_r
 }
 
@@ -2589,7 +2594,7 @@ func Kvc_seq_block_table(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_block_table_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_116(_swig_i_1), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_2)), C.swig_type_118(_swig_i_3), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_block_table_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_116(_swig_i_1), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_2)), C.swig_type_118(_swig_i_3), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2604,7 +2609,7 @@ func Kvc_seq_num_tokens(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64) (_sw
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_num_tokens_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_num_tokens_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2619,7 +2624,7 @@ func Kvc_seq_slot_mapping(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 int64, arg4
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_slot_mapping_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1), C.swig_type_123(_swig_i_2), C.swig_type_124(_swig_i_3), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_4)), C.swig_type_126(_swig_i_5)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_seq_slot_mapping_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1), C.swig_type_123(_swig_i_2), C.swig_type_124(_swig_i_3), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_4)), C.swig_type_126(_swig_i_5)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
 	}
@@ -2633,7 +2638,7 @@ func Kvc_prefix_lookup(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 S
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)), C.swig_type_128(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)), C.swig_type_128(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2652,7 +2657,7 @@ func Kvc_prefix_lookup_tiers(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_tiers_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)), C.swig_type_131(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_6))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_lookup_tiers_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)), C.swig_type_131(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_6))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2675,7 +2680,7 @@ func Kvc_prefix_pin(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 Stru
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_pin_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), C.swig_type_136(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_pin_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), C.swig_type_136(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2692,7 +2697,7 @@ func Kvc_prefix_unpin(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 St
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_unpin_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_1)), C.swig_type_139(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_unpin_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_1)), C.swig_type_139(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2705,7 +2710,7 @@ func Kvc_prefix_unpin(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 St
 func Kvc_prefix_cache_reset(arg1 Struct_SS_kvc_pool) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_cache_reset_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_prefix_cache_reset_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2719,7 +2724,7 @@ func Kvc_hash_blocks(arg1 int, arg2 Struct_SS_kvc_keys, arg3 []int32, arg4 int64
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_hash_blocks_raw_c1299ace2ba42ba1(C.swig_intgo(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_2)), C.swig_type_142(_swig_i_3), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_5)), C.swig_type_145(_swig_i_6), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_7))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_hash_blocks_raw_b573f7732a553e52(C.swig_intgo(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_2)), C.swig_type_142(_swig_i_3), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_5)), C.swig_type_145(_swig_i_6), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_7))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2738,21 +2743,21 @@ func Kvc_hash_blocks(arg1 int, arg2 Struct_SS_kvc_keys, arg3 []int32, arg4 int64
 type Enum_SS_kvc_event_type int
 func _swig_getKVC_EVENT_BLOCK_STORED() (_swig_ret Enum_SS_kvc_event_type) {
 	var swig_r Enum_SS_kvc_event_type
-	swig_r = (Enum_SS_kvc_event_type)(C._wrap_KVC_EVENT_BLOCK_STORED_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_event_type)(C._wrap_KVC_EVENT_BLOCK_STORED_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_EVENT_BLOCK_STORED Enum_SS_kvc_event_type = _swig_getKVC_EVENT_BLOCK_STORED()
 func _swig_getKVC_EVENT_BLOCK_REMOVED() (_swig_ret Enum_SS_kvc_event_type) {
 	var swig_r Enum_SS_kvc_event_type
-	swig_r = (Enum_SS_kvc_event_type)(C._wrap_KVC_EVENT_BLOCK_REMOVED_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_event_type)(C._wrap_KVC_EVENT_BLOCK_REMOVED_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_EVENT_BLOCK_REMOVED Enum_SS_kvc_event_type = _swig_getKVC_EVENT_BLOCK_REMOVED()
 func _swig_getKVC_EVENT_ALL_BLOCKS_CLEARED() (_swig_ret Enum_SS_kvc_event_type) {
 	var swig_r Enum_SS_kvc_event_type
-	swig_r = (Enum_SS_kvc_event_type)(C._wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_event_type)(C._wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_b573f7732a553e52())
 	return swig_r
 }
 
@@ -2769,168 +2774,168 @@ func (p SwigcptrKvc_event) SwigIsKvc_event() {
 func (arg1 SwigcptrKvc_event) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_struct_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_event_struct_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_event_struct_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_event_struct_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetEvent_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_event_type_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_event_event_type_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetEvent_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_event_event_type_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_event_event_type_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetHash_hi(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_hash_hi_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1))
+	C._wrap_kvc_event_hash_hi_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetHash_hi() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_hash_hi_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_hash_hi_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetHash_lo(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_hash_lo_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_149(_swig_i_1))
+	C._wrap_kvc_event_hash_lo_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_149(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetHash_lo() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_hash_lo_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_hash_lo_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetParent_hash_hi(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_parent_hash_hi_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1))
+	C._wrap_kvc_event_parent_hash_hi_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetParent_hash_hi() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_parent_hash_hi_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_parent_hash_hi_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetParent_hash_lo(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_parent_hash_lo_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_153(_swig_i_1))
+	C._wrap_kvc_event_parent_hash_lo_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_153(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetParent_hash_lo() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_parent_hash_lo_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_parent_hash_lo_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_lora_id_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1))
+	C._wrap_kvc_event_lora_id_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetLora_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_lora_id_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_lora_id_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetExtra_keys_digest(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_extra_keys_digest_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1))
+	C._wrap_kvc_event_extra_keys_digest_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetExtra_keys_digest() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_extra_keys_digest_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_extra_keys_digest_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetBlock_id(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_block_id_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_event_block_id_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetBlock_id() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_event_block_id_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_event_block_id_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetNum_tokens(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_num_tokens_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_event_num_tokens_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetNum_tokens() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_event_num_tokens_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_event_num_tokens_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetSequence_number(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_sequence_number_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1))
+	C._wrap_kvc_event_sequence_number_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetSequence_number() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_sequence_number_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_sequence_number_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event) SetTier(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_tier_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_event_tier_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event) GetTier() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_event_tier_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_event_tier_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_event() (_swig_ret Kvc_event) {
 	var swig_r Kvc_event
-	swig_r = (Kvc_event)(SwigcptrKvc_event(C._wrap_new_kvc_event_raw_c1299ace2ba42ba1()))
+	swig_r = (Kvc_event)(SwigcptrKvc_event(C._wrap_new_kvc_event_raw_b573f7732a553e52()))
 	return swig_r
 }
 
 func DeleteKvc_event(arg1 Kvc_event) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_event_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_event_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_event interface {
@@ -2969,7 +2974,7 @@ func Kvc_event_pop(arg1 Struct_SS_kvc_pool, arg2 Kvc_event, arg3 []int32, arg4 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_event_pop_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_2)), C.swig_type_162(_swig_i_3), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_event_pop_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_2)), C.swig_type_162(_swig_i_3), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2983,28 +2988,28 @@ func Kvc_pool_set_tier_events(arg1 Struct_SS_kvc_pool, arg2 int) (_swig_ret Enum
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_set_tier_events_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_pool_set_tier_events_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
 type Enum_SS_kvc_tier int
 func _swig_getKVC_TIER_DEVICE() (_swig_ret Enum_SS_kvc_tier) {
 	var swig_r Enum_SS_kvc_tier
-	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_DEVICE_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_DEVICE_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_TIER_DEVICE Enum_SS_kvc_tier = _swig_getKVC_TIER_DEVICE()
 func _swig_getKVC_TIER_HOST() (_swig_ret Enum_SS_kvc_tier) {
 	var swig_r Enum_SS_kvc_tier
-	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_HOST_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_HOST_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_TIER_HOST Enum_SS_kvc_tier = _swig_getKVC_TIER_HOST()
 func _swig_getKVC_TIER_DISK() (_swig_ret Enum_SS_kvc_tier) {
 	var swig_r Enum_SS_kvc_tier
-	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_DISK_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_tier)(C._wrap_KVC_TIER_DISK_raw_b573f7732a553e52())
 	return swig_r
 }
 
@@ -3018,7 +3023,7 @@ func Kvc_tier_attach_host(arg1 Struct_SS_kvc_pool, arg2 int64) (_swig_ret Enum_S
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_host_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_164(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_host_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_164(_swig_i_1)))
 	return swig_r
 }
 
@@ -3028,7 +3033,7 @@ func Kvc_tier_attach_disk(arg1 Struct_SS_kvc_pool, arg2 string, arg3 int64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), C.swig_type_166(_swig_i_2), C.swig_intgo(_swig_i_3)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), C.swig_type_166(_swig_i_2), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3042,7 +3047,7 @@ func Kvc_tier_attach_disk_with_identity(arg1 Struct_SS_kvc_pool, arg2 string, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_with_identity_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), C.swig_type_168(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_with_identity_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), C.swig_type_168(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3061,7 +3066,7 @@ func Kvc_tier_attach_disk_keyed(arg1 Struct_SS_kvc_pool, arg2 string, arg3 int64
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_keyed_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), C.swig_type_171(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_5)), C.swig_type_174(_swig_i_6)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_attach_disk_keyed_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), C.swig_type_171(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_5)), C.swig_type_174(_swig_i_6)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3081,7 +3086,7 @@ func Kvc_tier_prefetch(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, arg4 S
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_prefetch_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), C.swig_type_176(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_prefetch_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), C.swig_type_176(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3095,7 +3100,7 @@ func Kvc_tier_flush(arg1 Struct_SS_kvc_pool, arg2 []int64) (_swig_ret Enum_SS_kv
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_flush_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_flush_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3114,350 +3119,350 @@ func (p SwigcptrKvc_tier_stats) SwigIsKvc_tier_stats() {
 func (arg1 SwigcptrKvc_tier_stats) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_struct_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_tier_stats_struct_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_tier_stats_struct_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_tier_stats_struct_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetTier(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_tier_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_tier_stats_tier_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetTier() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_tier_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_tier_stats_tier_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetDirect_io(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_direct_io_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_tier_stats_direct_io_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetDirect_io() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_direct_io_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_tier_stats_direct_io_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetPersistent(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_persistent_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_tier_stats_persistent_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetPersistent() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_persistent_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_tier_stats_persistent_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetIo_uring(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_io_uring_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_tier_stats_io_uring_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetIo_uring() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_io_uring_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_tier_stats_io_uring_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetReserved(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_reserved_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_tier_stats_reserved_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetReserved() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_tier_stats_reserved_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_tier_stats_reserved_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetCapacity_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_capacity_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
+	C._wrap_kvc_tier_stats_capacity_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetCapacity_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_capacity_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_capacity_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetUsed_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_used_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
+	C._wrap_kvc_tier_stats_used_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetUsed_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_used_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_used_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetCached_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_cached_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
+	C._wrap_kvc_tier_stats_cached_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetCached_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_cached_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_cached_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetHeld_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_held_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
+	C._wrap_kvc_tier_stats_held_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetHeld_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_held_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_held_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetBytes_used(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bytes_used_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
+	C._wrap_kvc_tier_stats_bytes_used_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBytes_used() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_used_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_used_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetBlocks_in(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_blocks_in_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
+	C._wrap_kvc_tier_stats_blocks_in_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBlocks_in() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_blocks_in_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_blocks_in_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetBlocks_out(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_blocks_out_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
+	C._wrap_kvc_tier_stats_blocks_out_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBlocks_out() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_blocks_out_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_blocks_out_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetBytes_in(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bytes_in_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
+	C._wrap_kvc_tier_stats_bytes_in_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBytes_in() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_in_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_in_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetBytes_out(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bytes_out_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
+	C._wrap_kvc_tier_stats_bytes_out_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBytes_out() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_out_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_bytes_out_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetTransfers(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_transfers_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1))
+	C._wrap_kvc_tier_stats_transfers_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetTransfers() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_transfers_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_transfers_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetTransfer_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_transfer_seconds_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_tier_stats_transfer_seconds_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetTransfer_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_tier_stats_transfer_seconds_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_tier_stats_transfer_seconds_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetBandwidth_bytes_per_s(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetBandwidth_bytes_per_s() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetHits(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_hits_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1))
+	C._wrap_kvc_tier_stats_hits_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetHits() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_hits_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_hits_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetEvictions(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_evictions_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
+	C._wrap_kvc_tier_stats_evictions_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetEvictions() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_evictions_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_evictions_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetFailures(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_failures_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
+	C._wrap_kvc_tier_stats_failures_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetFailures() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_failures_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_failures_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetChecksum_failures(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_checksum_failures_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
+	C._wrap_kvc_tier_stats_checksum_failures_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetChecksum_failures() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_checksum_failures_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_checksum_failures_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetIo_errors(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_io_errors_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
+	C._wrap_kvc_tier_stats_io_errors_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetIo_errors() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_io_errors_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_io_errors_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetRecovered_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_recovered_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
+	C._wrap_kvc_tier_stats_recovered_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetRecovered_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_recovered_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_recovered_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetForeign_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_foreign_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
+	C._wrap_kvc_tier_stats_foreign_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetForeign_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_foreign_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_foreign_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats) SetReachable_blocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_reachable_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
+	C._wrap_kvc_tier_stats_reachable_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats) GetReachable_blocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_tier_stats_reachable_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_tier_stats_reachable_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_tier_stats() (_swig_ret Kvc_tier_stats) {
 	var swig_r Kvc_tier_stats
-	swig_r = (Kvc_tier_stats)(SwigcptrKvc_tier_stats(C._wrap_new_kvc_tier_stats_raw_c1299ace2ba42ba1()))
+	swig_r = (Kvc_tier_stats)(SwigcptrKvc_tier_stats(C._wrap_new_kvc_tier_stats_raw_b573f7732a553e52()))
 	return swig_r
 }
 
 func DeleteKvc_tier_stats(arg1 Kvc_tier_stats) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_tier_stats_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_tier_stats_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_tier_stats interface {
@@ -3522,7 +3527,7 @@ func Kvc_tier_get_stats(arg1 Struct_SS_kvc_pool, arg2 int, arg3 Kvc_tier_stats) 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_get_stats_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_tier_get_stats_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
@@ -3531,7 +3536,7 @@ func Kvc_swap_out(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []uint64) (_swig_re
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_out_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_out_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3543,7 +3548,7 @@ func Kvc_swap_in(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []uint64) (_swig_ret
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_in_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_swap_in_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3555,7 +3560,7 @@ func Kvc_op_query(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int32) (_swig_ret
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_query_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_query_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3566,7 +3571,7 @@ func Kvc_op_wait(arg1 Struct_SS_kvc_pool, arg2 uint64) (_swig_ret Enum_SS_kvc_st
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_wait_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_op_wait_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1)))
 	return swig_r
 }
 
@@ -3575,7 +3580,7 @@ func Kvc_preempt_recompute(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64) (
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preempt_recompute_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_222(_swig_i_1), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preempt_recompute_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_222(_swig_i_1), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3588,7 +3593,7 @@ func Kvc_preemption_cost(arg1 Struct_SS_kvc_pool, arg2 uint64, arg3 []int64, arg
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preemption_cost_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_224(_swig_i_1), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_preemption_cost_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_224(_swig_i_1), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3610,168 +3615,168 @@ func (p SwigcptrKvc_storage_info) SwigIsKvc_storage_info() {
 func (arg1 SwigcptrKvc_storage_info) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_struct_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_storage_info_struct_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_storage_info_struct_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_storage_info_struct_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetBackend(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_backend_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_storage_info_backend_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetBackend() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_storage_info_backend_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_storage_info_backend_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetKv_dtype(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_kv_dtype_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_storage_info_kv_dtype_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetKv_dtype() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_storage_info_kv_dtype_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_storage_info_kv_dtype_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetElem_bytes(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_elem_bytes_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_storage_info_elem_bytes_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetElem_bytes() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_storage_info_elem_bytes_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_storage_info_elem_bytes_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetDevice(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_device_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_storage_info_device_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetDevice() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_storage_info_device_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_storage_info_device_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetBase_address(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_base_address_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1))
+	C._wrap_kvc_storage_info_base_address_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetBase_address() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_storage_info_base_address_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_storage_info_base_address_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetTotal_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_total_bytes_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
+	C._wrap_kvc_storage_info_total_bytes_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetTotal_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_storage_info_total_bytes_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_storage_info_total_bytes_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetBlock_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_block_stride_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1))
+	C._wrap_kvc_storage_info_block_stride_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetBlock_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_storage_info_block_stride_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_storage_info_block_stride_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetLayer_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_layer_stride_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
+	C._wrap_kvc_storage_info_layer_stride_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetLayer_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_storage_info_layer_stride_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_storage_info_layer_stride_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetKv_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_kv_stride_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
+	C._wrap_kvc_storage_info_kv_stride_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetKv_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_storage_info_kv_stride_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_storage_info_kv_stride_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetHead_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_head_stride_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1))
+	C._wrap_kvc_storage_info_head_stride_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetHead_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_storage_info_head_stride_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_storage_info_head_stride_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_storage_info) SetToken_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_storage_info_token_stride_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1))
+	C._wrap_kvc_storage_info_token_stride_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_storage_info) GetToken_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_storage_info_token_stride_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_storage_info_token_stride_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_storage_info() (_swig_ret Kvc_storage_info) {
 	var swig_r Kvc_storage_info
-	swig_r = (Kvc_storage_info)(SwigcptrKvc_storage_info(C._wrap_new_kvc_storage_info_raw_c1299ace2ba42ba1()))
+	swig_r = (Kvc_storage_info)(SwigcptrKvc_storage_info(C._wrap_new_kvc_storage_info_raw_b573f7732a553e52()))
 	return swig_r
 }
 
 func DeleteKvc_storage_info(arg1 Kvc_storage_info) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_storage_info_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_storage_info_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_storage_info interface {
@@ -3807,7 +3812,7 @@ func Kvc_storage_get_info(arg1 Struct_SS_kvc_pool, arg2 Kvc_storage_info) (_swig
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_storage_get_info_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_storage_get_info_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -3823,7 +3828,7 @@ func Kvc_cache_write(arg1 Struct_SS_kvc_pool, arg2 int, arg3 []int64, arg4 int64
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_cache_write_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_2)), C.swig_type_242(_swig_i_3), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.uintptr_t(_swig_i_9)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_cache_write_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_2)), C.swig_type_242(_swig_i_3), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.uintptr_t(_swig_i_9)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3843,7 +3848,7 @@ func Kvc_storage_copy_blocks(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 int64, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_storage_copy_blocks_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_245)(unsafe.Pointer(&_swig_i_1)), C.swig_type_246(_swig_i_2), *(*C.swig_type_247)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_storage_copy_blocks_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_245)(unsafe.Pointer(&_swig_i_1)), C.swig_type_246(_swig_i_2), *(*C.swig_type_247)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3858,7 +3863,7 @@ func Kvc_copy_pending(arg1 Struct_SS_kvc_pool, arg2 uintptr, arg3 []int64) (_swi
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_copy_pending_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_copy_pending_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -3872,7 +3877,7 @@ func Kvc_take_pending_copies(arg1 Struct_SS_kvc_pool, arg2 []int32, arg3 []int32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_take_pending_copies_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_2)), C.swig_type_251(_swig_i_3), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_take_pending_copies_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_2)), C.swig_type_251(_swig_i_3), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3892,7 +3897,7 @@ func Kvc_batch_create(arg1 Struct_SS_kvc_pool, arg2 int, arg3 int64, arg4 int, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_create_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_253(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_create_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_253(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
 	}
@@ -3902,7 +3907,7 @@ func Kvc_batch_create(arg1 Struct_SS_kvc_pool, arg2 int, arg3 int64, arg4 int, a
 func Kvc_batch_destroy(arg1 Struct_SS_kvc_batch) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_destroy_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_destroy_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -3912,7 +3917,7 @@ func Kvc_batch_build(arg1 Struct_SS_kvc_batch, arg2 []uint64, arg3 []int64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_build_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_build_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -3926,7 +3931,7 @@ func Kvc_batch_set_stream(arg1 Struct_SS_kvc_batch, arg2 uintptr) (_swig_ret Enu
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_set_stream_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_set_stream_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -3934,7 +3939,7 @@ func Kvc_batch_set_group(arg1 Struct_SS_kvc_batch, arg2 int) (_swig_ret Enum_SS_
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_set_group_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_set_group_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -3950,220 +3955,220 @@ func (p SwigcptrKvc_batch_info) SwigIsKvc_batch_info() {
 func (arg1 SwigcptrKvc_batch_info) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_struct_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_batch_info_struct_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_batch_info_struct_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_batch_info_struct_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetNum_seqs(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_num_seqs_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_batch_info_num_seqs_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetNum_seqs() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_batch_info_num_seqs_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_batch_info_num_seqs_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetNum_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_num_tokens_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1))
+	C._wrap_kvc_batch_info_num_tokens_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetNum_tokens() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_batch_info_num_tokens_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_batch_info_num_tokens_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetMax_blocks_per_seq(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_max_blocks_per_seq_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_batch_info_max_blocks_per_seq_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetMax_blocks_per_seq() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_batch_info_max_blocks_per_seq_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_batch_info_max_blocks_per_seq_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetMax_q_len(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_max_q_len_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_batch_info_max_q_len_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetMax_q_len() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_batch_info_max_q_len_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_batch_info_max_q_len_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetMax_seq_len(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_max_seq_len_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1))
+	C._wrap_kvc_batch_info_max_seq_len_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetMax_seq_len() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_batch_info_max_seq_len_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_batch_info_max_seq_len_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetNum_indices(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_num_indices_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1))
+	C._wrap_kvc_batch_info_num_indices_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetNum_indices() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_batch_info_num_indices_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_batch_info_num_indices_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetIs_decode(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_is_decode_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_batch_info_is_decode_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetIs_decode() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_batch_info_is_decode_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_batch_info_is_decode_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetRows_uploaded(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_rows_uploaded_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_batch_info_rows_uploaded_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetRows_uploaded() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_batch_info_rows_uploaded_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_batch_info_rows_uploaded_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetBlock_tables(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_block_tables_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
+	C._wrap_kvc_batch_info_block_tables_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetBlock_tables() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_block_tables_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_block_tables_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetSeq_lens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_seq_lens_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_265(_swig_i_1))
+	C._wrap_kvc_batch_info_seq_lens_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_265(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetSeq_lens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_seq_lens_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_seq_lens_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetQuery_start_loc(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_query_start_loc_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_267(_swig_i_1))
+	C._wrap_kvc_batch_info_query_start_loc_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_267(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetQuery_start_loc() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_query_start_loc_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_query_start_loc_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetSlot_mapping(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_slot_mapping_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_269(_swig_i_1))
+	C._wrap_kvc_batch_info_slot_mapping_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_269(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetSlot_mapping() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_slot_mapping_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_slot_mapping_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetKv_indptr(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_kv_indptr_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_271(_swig_i_1))
+	C._wrap_kvc_batch_info_kv_indptr_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_271(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetKv_indptr() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_kv_indptr_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_kv_indptr_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetKv_indices(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_kv_indices_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_273(_swig_i_1))
+	C._wrap_kvc_batch_info_kv_indices_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_273(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetKv_indices() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_kv_indices_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_kv_indices_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_batch_info) SetKv_last_page_len(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_batch_info_kv_last_page_len_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_275(_swig_i_1))
+	C._wrap_kvc_batch_info_kv_last_page_len_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_275(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_batch_info) GetKv_last_page_len() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_batch_info_kv_last_page_len_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_batch_info_kv_last_page_len_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_batch_info() (_swig_ret Kvc_batch_info) {
 	var swig_r Kvc_batch_info
-	swig_r = (Kvc_batch_info)(SwigcptrKvc_batch_info(C._wrap_new_kvc_batch_info_raw_c1299ace2ba42ba1()))
+	swig_r = (Kvc_batch_info)(SwigcptrKvc_batch_info(C._wrap_new_kvc_batch_info_raw_b573f7732a553e52()))
 	return swig_r
 }
 
 func DeleteKvc_batch_info(arg1 Kvc_batch_info) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_batch_info_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_batch_info_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_batch_info interface {
@@ -4207,7 +4212,7 @@ func Kvc_batch_get_info(arg1 Struct_SS_kvc_batch, arg2 Kvc_batch_info) (_swig_re
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_get_info_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_get_info_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -4216,7 +4221,7 @@ func Kvc_batch_copy_slot_mapping(arg1 Struct_SS_kvc_batch, arg2 []int64, arg3 in
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_slot_mapping_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_277)(unsafe.Pointer(&_swig_i_1)), C.swig_type_278(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_slot_mapping_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_277)(unsafe.Pointer(&_swig_i_1)), C.swig_type_278(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -4228,7 +4233,7 @@ func Kvc_batch_copy_block_tables(arg1 Struct_SS_kvc_batch, arg2 []int32, arg3 in
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_block_tables_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_279)(unsafe.Pointer(&_swig_i_1)), C.swig_type_280(_swig_i_2)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_batch_copy_block_tables_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_279)(unsafe.Pointer(&_swig_i_1)), C.swig_type_280(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -4247,129 +4252,129 @@ func (p SwigcptrKvc_attention_params) SwigIsKvc_attention_params() {
 func (arg1 SwigcptrKvc_attention_params) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_struct_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_attention_params_struct_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_attention_params_struct_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_attention_params_struct_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetNum_q_heads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_num_q_heads_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_attention_params_num_q_heads_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetNum_q_heads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_attention_params_num_q_heads_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_attention_params_num_q_heads_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetQ_dtype(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_q_dtype_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_attention_params_q_dtype_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetQ_dtype() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_attention_params_q_dtype_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_attention_params_q_dtype_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetScale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_scale_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_attention_params_scale_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetScale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_attention_params_scale_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_attention_params_scale_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_k_scale_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_attention_params_k_scale_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_attention_params_k_scale_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_attention_params_k_scale_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_v_scale_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_attention_params_v_scale_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_attention_params_v_scale_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_attention_params_v_scale_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetLogit_softcap(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_logit_softcap_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_attention_params_logit_softcap_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetLogit_softcap() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_attention_params_logit_softcap_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_attention_params_logit_softcap_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetSliding_window(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_sliding_window_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_attention_params_sliding_window_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetSliding_window() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_attention_params_sliding_window_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_attention_params_sliding_window_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_attention_params) SetPartition_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_attention_params_partition_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_attention_params_partition_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_attention_params) GetPartition_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_attention_params_partition_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_attention_params_partition_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_attention_params() (_swig_ret Kvc_attention_params) {
 	var swig_r Kvc_attention_params
-	swig_r = (Kvc_attention_params)(SwigcptrKvc_attention_params(C._wrap_new_kvc_attention_params_raw_c1299ace2ba42ba1()))
+	swig_r = (Kvc_attention_params)(SwigcptrKvc_attention_params(C._wrap_new_kvc_attention_params_raw_b573f7732a553e52()))
 	return swig_r
 }
 
 func DeleteKvc_attention_params(arg1 Kvc_attention_params) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_attention_params_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_attention_params_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_attention_params interface {
@@ -4398,7 +4403,7 @@ type Kvc_attention_params interface {
 func Kvc_attention_params_default(arg1 Kvc_attention_params) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_attention_params_default_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_attention_params_default_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -4411,7 +4416,7 @@ func Kvc_launch_attention(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_batch, arg
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_launch_attention_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.uintptr_t(_swig_i_6)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_launch_attention_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.uintptr_t(_swig_i_6)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -4425,71 +4430,78 @@ const KVC_MAX_XFER_IDENTITY_LEN int = 1024
 type Enum_SS_kvc_xfer_failure int
 func _swig_getKVC_XFER_OK() (_swig_ret Enum_SS_kvc_xfer_failure) {
 	var swig_r Enum_SS_kvc_xfer_failure
-	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_OK_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_OK_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_XFER_OK Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_OK()
 func _swig_getKVC_XFER_FAIL_DESCRIPTOR() (_swig_ret Enum_SS_kvc_xfer_failure) {
 	var swig_r Enum_SS_kvc_xfer_failure
-	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_XFER_FAIL_DESCRIPTOR Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_DESCRIPTOR()
 func _swig_getKVC_XFER_FAIL_LAYOUT() (_swig_ret Enum_SS_kvc_xfer_failure) {
 	var swig_r Enum_SS_kvc_xfer_failure
-	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_LAYOUT_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_LAYOUT_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_XFER_FAIL_LAYOUT Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_LAYOUT()
 func _swig_getKVC_XFER_FAIL_HASH() (_swig_ret Enum_SS_kvc_xfer_failure) {
 	var swig_r Enum_SS_kvc_xfer_failure
-	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_HASH_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_HASH_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_XFER_FAIL_HASH Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_HASH()
 func _swig_getKVC_XFER_FAIL_POOL_FULL() (_swig_ret Enum_SS_kvc_xfer_failure) {
 	var swig_r Enum_SS_kvc_xfer_failure
-	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_POOL_FULL_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_POOL_FULL_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_XFER_FAIL_POOL_FULL Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_POOL_FULL()
 func _swig_getKVC_XFER_FAIL_PEER() (_swig_ret Enum_SS_kvc_xfer_failure) {
 	var swig_r Enum_SS_kvc_xfer_failure
-	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_PEER_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_PEER_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_XFER_FAIL_PEER Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_PEER()
 func _swig_getKVC_XFER_FAIL_TIMEOUT() (_swig_ret Enum_SS_kvc_xfer_failure) {
 	var swig_r Enum_SS_kvc_xfer_failure
-	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_TIMEOUT_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_TIMEOUT_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_XFER_FAIL_TIMEOUT Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_TIMEOUT()
 func _swig_getKVC_XFER_FAIL_LEASE() (_swig_ret Enum_SS_kvc_xfer_failure) {
 	var swig_r Enum_SS_kvc_xfer_failure
-	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_LEASE_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_LEASE_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_XFER_FAIL_LEASE Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_LEASE()
 func _swig_getKVC_XFER_FAIL_CANCELLED() (_swig_ret Enum_SS_kvc_xfer_failure) {
 	var swig_r Enum_SS_kvc_xfer_failure
-	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_CANCELLED_raw_c1299ace2ba42ba1())
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_CANCELLED_raw_b573f7732a553e52())
 	return swig_r
 }
 
 var KVC_XFER_FAIL_CANCELLED Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_CANCELLED()
+func _swig_getKVC_XFER_FAIL_DEVICE() (_swig_ret Enum_SS_kvc_xfer_failure) {
+	var swig_r Enum_SS_kvc_xfer_failure
+	swig_r = (Enum_SS_kvc_xfer_failure)(C._wrap_KVC_XFER_FAIL_DEVICE_raw_b573f7732a553e52())
+	return swig_r
+}
+
+var KVC_XFER_FAIL_DEVICE Enum_SS_kvc_xfer_failure = _swig_getKVC_XFER_FAIL_DEVICE()
 func Kvc_xfer_available(arg1 []int32) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := arg1
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_available_raw_c1299ace2ba42ba1(*(*C.swig_type_283)(unsafe.Pointer(&_swig_i_0))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_available_raw_b573f7732a553e52(*(*C.swig_type_283)(unsafe.Pointer(&_swig_i_0))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -4501,7 +4513,7 @@ func Kvc_xfer_agent_create(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_xfer_conf
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_agent_create_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_284)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_agent_create_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_284)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -4511,7 +4523,7 @@ func Kvc_xfer_agent_create(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_xfer_conf
 func Kvc_xfer_agent_destroy(arg1 Struct_SS_kvc_xfer_agent) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_agent_destroy_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_agent_destroy_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -4524,7 +4536,7 @@ func Kvc_xfer_export_prompt(arg1 Struct_SS_kvc_xfer_agent, arg2 []int32, arg3 in
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_export_prompt_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_1)), C.swig_type_286(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_287(_swig_i_4), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_6))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_export_prompt_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_1)), C.swig_type_286(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_287(_swig_i_4), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_6))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -4544,7 +4556,7 @@ func Kvc_xfer_export_seq(arg1 Struct_SS_kvc_xfer_agent, arg2 uint64, arg3 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_export_seq_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_290(_swig_i_1), C.swig_type_291(_swig_i_2), *(*C.swig_type_292)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_export_seq_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_290(_swig_i_1), C.swig_type_291(_swig_i_2), *(*C.swig_type_292)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -4561,7 +4573,7 @@ func Kvc_xfer_export_descriptor(arg1 Struct_SS_kvc_xfer_agent, arg2 uint64, arg3
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_export_descriptor_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_294(_swig_i_1), *(*C.swig_type_295)(unsafe.Pointer(&_swig_i_2)), C.swig_type_296(_swig_i_3), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_export_descriptor_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_294(_swig_i_1), *(*C.swig_type_295)(unsafe.Pointer(&_swig_i_2)), C.swig_type_296(_swig_i_3), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -4575,7 +4587,7 @@ func Kvc_xfer_export_release(arg1 Struct_SS_kvc_xfer_agent, arg2 uint64) (_swig_
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_export_release_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_298(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_export_release_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_298(_swig_i_1)))
 	return swig_r
 }
 
@@ -4586,7 +4598,7 @@ func Kvc_xfer_import(arg1 Struct_SS_kvc_xfer_agent, arg2 []byte, arg3 int64, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_import_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_1)), C.swig_type_300(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_301)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_import_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_1)), C.swig_type_300(_swig_i_2), C.uintptr_t(_swig_i_3), *(*C.swig_type_301)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -4601,7 +4613,7 @@ func Kvc_xfer_op_query(arg1 Struct_SS_kvc_xfer_agent, arg2 uint64, arg3 []int32)
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_op_query_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_op_query_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -4620,155 +4632,155 @@ func (p SwigcptrKvc_xfer_import_result) SwigIsKvc_xfer_import_result() {
 func (arg1 SwigcptrKvc_xfer_import_result) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_import_result_struct_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_xfer_import_result_struct_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_xfer_import_result_struct_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_xfer_import_result_struct_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) SetStatus(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_import_result_status_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_xfer_import_result_status_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) GetStatus() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_xfer_import_result_status_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_xfer_import_result_status_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) SetFailure(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_import_result_failure_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_xfer_import_result_failure_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) GetFailure() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_xfer_import_result_failure_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_xfer_import_result_failure_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) SetReserved(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_import_result_reserved_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_xfer_import_result_reserved_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) GetReserved() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_xfer_import_result_reserved_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_xfer_import_result_reserved_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) SetBlocks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_import_result_blocks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1))
+	C._wrap_kvc_xfer_import_result_blocks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) GetBlocks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_import_result_blocks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_import_result_blocks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) SetBlocks_pulled(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_import_result_blocks_pulled_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1))
+	C._wrap_kvc_xfer_import_result_blocks_pulled_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) GetBlocks_pulled() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_import_result_blocks_pulled_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_import_result_blocks_pulled_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) SetBlocks_cached(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_import_result_blocks_cached_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1))
+	C._wrap_kvc_xfer_import_result_blocks_cached_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) GetBlocks_cached() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_import_result_blocks_cached_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_import_result_blocks_cached_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) SetBlocks_skipped(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_import_result_blocks_skipped_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
+	C._wrap_kvc_xfer_import_result_blocks_skipped_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) GetBlocks_skipped() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_import_result_blocks_skipped_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_import_result_blocks_skipped_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) SetBytes_pulled(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_import_result_bytes_pulled_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1))
+	C._wrap_kvc_xfer_import_result_bytes_pulled_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) GetBytes_pulled() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_import_result_bytes_pulled_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_import_result_bytes_pulled_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) SetCached_tokens(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_import_result_cached_tokens_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
+	C._wrap_kvc_xfer_import_result_cached_tokens_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) GetCached_tokens() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_import_result_cached_tokens_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_import_result_cached_tokens_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) SetSeconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_import_result_seconds_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_xfer_import_result_seconds_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_import_result) GetSeconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_xfer_import_result_seconds_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_xfer_import_result_seconds_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_xfer_import_result() (_swig_ret Kvc_xfer_import_result) {
 	var swig_r Kvc_xfer_import_result
-	swig_r = (Kvc_xfer_import_result)(SwigcptrKvc_xfer_import_result(C._wrap_new_kvc_xfer_import_result_raw_c1299ace2ba42ba1()))
+	swig_r = (Kvc_xfer_import_result)(SwigcptrKvc_xfer_import_result(C._wrap_new_kvc_xfer_import_result_raw_b573f7732a553e52()))
 	return swig_r
 }
 
 func DeleteKvc_xfer_import_result(arg1 Kvc_xfer_import_result) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_xfer_import_result_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_xfer_import_result_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_xfer_import_result interface {
@@ -4804,7 +4816,7 @@ func Kvc_xfer_op_wait(arg1 Struct_SS_kvc_xfer_agent, arg2 uint64, arg3 int64, ar
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_op_wait_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1), C.swig_type_317(_swig_i_2), C.uintptr_t(_swig_i_3)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_op_wait_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1), C.swig_type_317(_swig_i_2), C.uintptr_t(_swig_i_3)))
 	return swig_r
 }
 
@@ -4820,207 +4832,220 @@ func (p SwigcptrKvc_xfer_stats) SwigIsKvc_xfer_stats() {
 func (arg1 SwigcptrKvc_xfer_stats) SetStruct_size(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_struct_size_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_xfer_stats_struct_size_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetStruct_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvc_xfer_stats_struct_size_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvc_xfer_stats_struct_size_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetReserved(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_reserved_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_kvc_xfer_stats_reserved_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetReserved() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvc_xfer_stats_reserved_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvc_xfer_stats_reserved_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetExports_active(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_exports_active_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_318(_swig_i_1))
+	C._wrap_kvc_xfer_stats_exports_active_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_318(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetExports_active() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_stats_exports_active_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_exports_active_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetExports_total(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_exports_total_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_320(_swig_i_1))
+	C._wrap_kvc_xfer_stats_exports_total_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_320(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetExports_total() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_stats_exports_total_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_exports_total_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetExports_expired(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_exports_expired_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_322(_swig_i_1))
+	C._wrap_kvc_xfer_stats_exports_expired_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_322(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetExports_expired() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_stats_exports_expired_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_exports_expired_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetExport_blocks_held(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_export_blocks_held_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_324(_swig_i_1))
+	C._wrap_kvc_xfer_stats_export_blocks_held_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_324(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetExport_blocks_held() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_stats_export_blocks_held_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_export_blocks_held_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetLease_checks(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_lease_checks_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_326(_swig_i_1))
+	C._wrap_kvc_xfer_stats_lease_checks_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_326(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetLease_checks() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_stats_lease_checks_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_lease_checks_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetImports_started(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_imports_started_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_328(_swig_i_1))
+	C._wrap_kvc_xfer_stats_imports_started_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_328(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetImports_started() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_stats_imports_started_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_imports_started_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetImports_ok(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_imports_ok_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_330(_swig_i_1))
+	C._wrap_kvc_xfer_stats_imports_ok_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_330(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetImports_ok() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_stats_imports_ok_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_imports_ok_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetImports_failed(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_imports_failed_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_332(_swig_i_1))
+	C._wrap_kvc_xfer_stats_imports_failed_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_332(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetImports_failed() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_stats_imports_failed_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_imports_failed_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetBlocks_pulled(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_blocks_pulled_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_334(_swig_i_1))
+	C._wrap_kvc_xfer_stats_blocks_pulled_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_334(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetBlocks_pulled() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_stats_blocks_pulled_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_blocks_pulled_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetBlocks_cached(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_blocks_cached_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_336(_swig_i_1))
+	C._wrap_kvc_xfer_stats_blocks_cached_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_336(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetBlocks_cached() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_stats_blocks_cached_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_blocks_cached_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetBlocks_skipped(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_blocks_skipped_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_338(_swig_i_1))
+	C._wrap_kvc_xfer_stats_blocks_skipped_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_338(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetBlocks_skipped() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_stats_blocks_skipped_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_blocks_skipped_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetBytes_pulled(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_bytes_pulled_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_type_340(_swig_i_1))
+	C._wrap_kvc_xfer_stats_bytes_pulled_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_340(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetBytes_pulled() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_xfer_stats_bytes_pulled_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_bytes_pulled_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) SetImport_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_xfer_stats_import_seconds_set_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_xfer_stats_import_seconds_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_xfer_stats) GetImport_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_xfer_stats_import_seconds_get_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_xfer_stats_import_seconds_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) SetFailures_device(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_xfer_stats_failures_device_set_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_type_342(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_xfer_stats) GetFailures_device() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_xfer_stats_failures_device_get_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_xfer_stats() (_swig_ret Kvc_xfer_stats) {
 	var swig_r Kvc_xfer_stats
-	swig_r = (Kvc_xfer_stats)(SwigcptrKvc_xfer_stats(C._wrap_new_kvc_xfer_stats_raw_c1299ace2ba42ba1()))
+	swig_r = (Kvc_xfer_stats)(SwigcptrKvc_xfer_stats(C._wrap_new_kvc_xfer_stats_raw_b573f7732a553e52()))
 	return swig_r
 }
 
 func DeleteKvc_xfer_stats(arg1 Kvc_xfer_stats) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_xfer_stats_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_xfer_stats_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_xfer_stats interface {
@@ -5056,13 +5081,15 @@ type Kvc_xfer_stats interface {
 	GetBytes_pulled() (_swig_ret int64)
 	SetImport_seconds(arg2 float64)
 	GetImport_seconds() (_swig_ret float64)
+	SetFailures_device(arg2 int64)
+	GetFailures_device() (_swig_ret int64)
 }
 
 func Kvc_xfer_get_stats(arg1 Struct_SS_kvc_xfer_agent, arg2 Kvc_xfer_stats) (_swig_ret Enum_SS_kvc_status) {
 	var swig_r Enum_SS_kvc_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_get_stats_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvc_xfer_get_stats_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -5078,7 +5105,7 @@ func Kvcgo_cache_write_addr(arg1 Struct_SS_kvc_pool, arg2 int, arg3 uint64, arg4
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_cache_write_addr_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_342(_swig_i_2), C.swig_type_343(_swig_i_3), C.swig_type_344(_swig_i_4), C.swig_type_345(_swig_i_5), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.swig_type_346(_swig_i_9)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_cache_write_addr_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_344(_swig_i_2), C.swig_type_345(_swig_i_3), C.swig_type_346(_swig_i_4), C.swig_type_347(_swig_i_5), C.swig_intgo(_swig_i_6), C.float(_swig_i_7), C.float(_swig_i_8), C.swig_type_348(_swig_i_9)))
 	return swig_r
 }
 
@@ -5091,7 +5118,7 @@ func Kvcgo_launch_attention_host(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_bat
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_launch_attention_host_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), *(*C.swig_type_349)(unsafe.Pointer(&_swig_i_6))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_launch_attention_host_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_349)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_350)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_6))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -5114,7 +5141,7 @@ func Kvcgo_launch_attention_addr(arg1 Struct_SS_kvc_pool, arg2 Struct_SS_kvc_bat
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_launch_attention_addr_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_350(_swig_i_3), C.swig_type_351(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_352(_swig_i_6), C.swig_type_353(_swig_i_7)))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_launch_attention_addr_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_352(_swig_i_3), C.swig_type_353(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_354(_swig_i_6), C.swig_type_355(_swig_i_7)))
 	return swig_r
 }
 
@@ -5127,7 +5154,7 @@ func Kvcgo_xfer_agent_create(arg1 Struct_SS_kvc_pool, arg2 string, arg3 string, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_xfer_agent_create_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), *(*C.swig_type_354)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_355)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_3)), C.swig_type_357(_swig_i_4), C.swig_type_358(_swig_i_5), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_6))))
+	swig_r = (Enum_SS_kvc_status)(C._wrap_kvcgo_xfer_agent_create_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_358)(unsafe.Pointer(&_swig_i_3)), C.swig_type_359(_swig_i_4), C.swig_type_360(_swig_i_5), *(*C.swig_type_361)(unsafe.Pointer(&_swig_i_6))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -5147,14 +5174,14 @@ func Kvcgo_xfer_stats_failures(arg1 Kvc_xfer_stats, arg2 int) (_swig_ret int64) 
 	var swig_r int64
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_kvcgo_xfer_stats_failures_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (int64)(C._wrap_kvcgo_xfer_stats_failures_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
 func Kvcgo_group_configs_new(arg1 int) (_swig_ret Kvc_group_config) {
 	var swig_r Kvc_group_config
 	_swig_i_0 := arg1
-	swig_r = (Kvc_group_config)(SwigcptrKvc_group_config(C._wrap_kvcgo_group_configs_new_raw_c1299ace2ba42ba1(C.swig_intgo(_swig_i_0))))
+	swig_r = (Kvc_group_config)(SwigcptrKvc_group_config(C._wrap_kvcgo_group_configs_new_raw_b573f7732a553e52(C.swig_intgo(_swig_i_0))))
 	return swig_r
 }
 
@@ -5162,13 +5189,13 @@ func Kvcgo_group_configs_at(arg1 Kvc_group_config, arg2 int) (_swig_ret Kvc_grou
 	var swig_r Kvc_group_config
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Kvc_group_config)(SwigcptrKvc_group_config(C._wrap_kvcgo_group_configs_at_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))))
+	swig_r = (Kvc_group_config)(SwigcptrKvc_group_config(C._wrap_kvcgo_group_configs_at_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))))
 	return swig_r
 }
 
 func Kvcgo_group_configs_delete(arg1 Kvc_group_config) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvcgo_group_configs_delete_raw_c1299ace2ba42ba1(C.uintptr_t(_swig_i_0))
+	C._wrap_kvcgo_group_configs_delete_raw_b573f7732a553e52(C.uintptr_t(_swig_i_0))
 }
 
 

@@ -144,8 +144,10 @@ static kvc_status kvcgo_xfer_agent_create(kvc_pool *pool, const char *identity, 
     return kvc_xfer_agent_create(pool, &c, out);
 }
 
-/* kvc_xfer_stats.failures[i] (0 outside the array). */
+/* Imports failed with kvc_xfer_failure i: kvc_xfer_stats.failures[i], or failures_device for
+ * KVC_XFER_FAIL_DEVICE (0 for any other i). */
 static int64_t kvcgo_xfer_stats_failures(const kvc_xfer_stats *s, int32_t i) {
+    if (i == KVC_XFER_FAIL_DEVICE) return s->failures_device;
     return i >= 0 && i < 9 ? s->failures[i] : 0;
 }
 

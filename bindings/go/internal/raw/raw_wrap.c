@@ -317,8 +317,10 @@ static kvc_status kvcgo_xfer_agent_create(kvc_pool *pool, const char *identity, 
     return kvc_xfer_agent_create(pool, &c, out);
 }
 
-/* kvc_xfer_stats.failures[i] (0 outside the array). */
+/* Imports failed with kvc_xfer_failure i: kvc_xfer_stats.failures[i], or failures_device for
+ * KVC_XFER_FAIL_DEVICE (0 for any other i). */
 static int64_t kvcgo_xfer_stats_failures(const kvc_xfer_stats *s, int32_t i) {
+    if (i == KVC_XFER_FAIL_DEVICE) return s->failures_device;
     return i >= 0 && i < 9 ? s->failures[i] : 0;
 }
 
@@ -339,7 +341,7 @@ static void kvcgo_group_configs_delete(kvc_group_config *a) { free(a); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_raw_c1299ace2ba42ba1(void *_swig_go_0) {
+void _wrap_Swig_free_raw_b573f7732a553e52(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -349,7 +351,7 @@ void _wrap_Swig_free_raw_c1299ace2ba42ba1(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_raw_c1299ace2ba42ba1(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_raw_b573f7732a553e52(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -362,7 +364,7 @@ void *_wrap_Swig_malloc_raw_c1299ace2ba42ba1(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_VERSION_NUMBER_raw_b573f7732a553e52() {
   int result;
   intgo _swig_go_result;
   
@@ -373,7 +375,7 @@ intgo _wrap_KVC_VERSION_NUMBER_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_kvc_version_raw_c1299ace2ba42ba1() {
+intgo _wrap_kvc_version_raw_b573f7732a553e52() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -384,7 +386,7 @@ intgo _wrap_kvc_version_raw_c1299ace2ba42ba1() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_raw_c1299ace2ba42ba1() {
+_gostring_ _wrap_kvc_version_string_raw_b573f7732a553e52() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -395,7 +397,7 @@ _gostring_ _wrap_kvc_version_string_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_OK_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_OK_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -407,7 +409,7 @@ intgo _wrap_KVC_OK_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_NULL_ARG_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_NULL_ARG_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -419,7 +421,7 @@ intgo _wrap_KVC_ERR_NULL_ARG_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARG_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_INVALID_ARG_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -431,7 +433,7 @@ intgo _wrap_KVC_ERR_INVALID_ARG_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_OVERFLOW_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_OVERFLOW_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -443,7 +445,7 @@ intgo _wrap_KVC_ERR_OVERFLOW_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_NO_MEMORY_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_NO_MEMORY_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -455,7 +457,7 @@ intgo _wrap_KVC_ERR_NO_MEMORY_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -467,7 +469,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -479,7 +481,7 @@ intgo _wrap_KVC_ERR_UNKNOWN_SEQ_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -491,7 +493,7 @@ intgo _wrap_KVC_ERR_SEQ_EXISTS_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -503,7 +505,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_MAX_LEN_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_MAX_LEN_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -515,7 +517,7 @@ intgo _wrap_KVC_ERR_MAX_LEN_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_BUSY_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_BUSY_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -527,7 +529,7 @@ intgo _wrap_KVC_ERR_BUSY_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -539,7 +541,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_DEVICE_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -551,7 +553,7 @@ intgo _wrap_KVC_ERR_DEVICE_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_IO_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_IO_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -563,7 +565,7 @@ intgo _wrap_KVC_ERR_IO_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_VERSION_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_VERSION_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -575,7 +577,7 @@ intgo _wrap_KVC_ERR_VERSION_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_STATE_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_STATE_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -587,7 +589,7 @@ intgo _wrap_KVC_ERR_STATE_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ERR_INTERNAL_raw_b573f7732a553e52() {
   enum kvc_status result;
   intgo _swig_go_result;
   
@@ -599,7 +601,7 @@ intgo _wrap_KVC_ERR_INTERNAL_raw_c1299ace2ba42ba1() {
 }
 
 
-_gostring_ _wrap_kvc_status_str_raw_c1299ace2ba42ba1(intgo _swig_go_0) {
+_gostring_ _wrap_kvc_status_str_raw_b573f7732a553e52(intgo _swig_go_0) {
   int32_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -612,7 +614,7 @@ _gostring_ _wrap_kvc_status_str_raw_c1299ace2ba42ba1(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_last_error_raw_c1299ace2ba42ba1() {
+_gostring_ _wrap_kvc_last_error_raw_b573f7732a553e52() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -623,7 +625,7 @@ _gostring_ _wrap_kvc_last_error_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_kvc_last_error_copy_raw_c1299ace2ba42ba1(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_last_error_copy_raw_b573f7732a553e52(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -642,7 +644,7 @@ intgo _wrap_kvc_last_error_copy_raw_c1299ace2ba42ba1(_goslice_ _swig_go_0, long 
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_DTYPE_F32_raw_b573f7732a553e52() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -654,7 +656,7 @@ intgo _wrap_KVC_DTYPE_F32_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_DTYPE_F16_raw_b573f7732a553e52() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -666,7 +668,7 @@ intgo _wrap_KVC_DTYPE_F16_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_DTYPE_BF16_raw_b573f7732a553e52() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -678,7 +680,7 @@ intgo _wrap_KVC_DTYPE_BF16_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_b573f7732a553e52() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -690,7 +692,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_BACKEND_NONE_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_BACKEND_NONE_raw_b573f7732a553e52() {
   enum kvc_backend result;
   intgo _swig_go_result;
   
@@ -702,7 +704,7 @@ intgo _wrap_KVC_BACKEND_NONE_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_BACKEND_CPU_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_BACKEND_CPU_raw_b573f7732a553e52() {
   enum kvc_backend result;
   intgo _swig_go_result;
   
@@ -714,7 +716,7 @@ intgo _wrap_KVC_BACKEND_CPU_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_BACKEND_CUDA_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_BACKEND_CUDA_raw_b573f7732a553e52() {
   enum kvc_backend result;
   intgo _swig_go_result;
   
@@ -726,7 +728,7 @@ intgo _wrap_KVC_BACKEND_CUDA_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_BACKEND_AUTO_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_BACKEND_AUTO_raw_b573f7732a553e52() {
   enum kvc_backend result;
   intgo _swig_go_result;
   
@@ -738,7 +740,7 @@ intgo _wrap_KVC_BACKEND_AUTO_raw_c1299ace2ba42ba1() {
 }
 
 
-void _wrap_kvc_pool_config_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_struct_size_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   uint32_t arg2 ;
   
@@ -750,7 +752,7 @@ void _wrap_kvc_pool_config_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_pool_
 }
 
 
-intgo _wrap_kvc_pool_config_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_struct_size_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -763,7 +765,7 @@ intgo _wrap_kvc_pool_config_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_pool
 }
 
 
-void _wrap_kvc_pool_config_block_size_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_block_size_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -775,7 +777,7 @@ void _wrap_kvc_pool_config_block_size_set_raw_c1299ace2ba42ba1(struct kvc_pool_c
 }
 
 
-intgo _wrap_kvc_pool_config_block_size_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_block_size_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -788,7 +790,7 @@ intgo _wrap_kvc_pool_config_block_size_get_raw_c1299ace2ba42ba1(struct kvc_pool_
 }
 
 
-void _wrap_kvc_pool_config_num_layers_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_num_layers_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -800,7 +802,7 @@ void _wrap_kvc_pool_config_num_layers_set_raw_c1299ace2ba42ba1(struct kvc_pool_c
 }
 
 
-intgo _wrap_kvc_pool_config_num_layers_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_num_layers_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -813,7 +815,7 @@ intgo _wrap_kvc_pool_config_num_layers_get_raw_c1299ace2ba42ba1(struct kvc_pool_
 }
 
 
-void _wrap_kvc_pool_config_num_kv_heads_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_num_kv_heads_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -825,7 +827,7 @@ void _wrap_kvc_pool_config_num_kv_heads_set_raw_c1299ace2ba42ba1(struct kvc_pool
 }
 
 
-intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -838,7 +840,7 @@ intgo _wrap_kvc_pool_config_num_kv_heads_get_raw_c1299ace2ba42ba1(struct kvc_poo
 }
 
 
-void _wrap_kvc_pool_config_num_q_heads_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_num_q_heads_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -850,7 +852,7 @@ void _wrap_kvc_pool_config_num_q_heads_set_raw_c1299ace2ba42ba1(struct kvc_pool_
 }
 
 
-intgo _wrap_kvc_pool_config_num_q_heads_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_num_q_heads_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -863,7 +865,7 @@ intgo _wrap_kvc_pool_config_num_q_heads_get_raw_c1299ace2ba42ba1(struct kvc_pool
 }
 
 
-void _wrap_kvc_pool_config_head_dim_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_head_dim_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -875,7 +877,7 @@ void _wrap_kvc_pool_config_head_dim_set_raw_c1299ace2ba42ba1(struct kvc_pool_con
 }
 
 
-intgo _wrap_kvc_pool_config_head_dim_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_head_dim_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -888,7 +890,7 @@ intgo _wrap_kvc_pool_config_head_dim_get_raw_c1299ace2ba42ba1(struct kvc_pool_co
 }
 
 
-void _wrap_kvc_pool_config_kv_dtype_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_kv_dtype_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -900,7 +902,7 @@ void _wrap_kvc_pool_config_kv_dtype_set_raw_c1299ace2ba42ba1(struct kvc_pool_con
 }
 
 
-intgo _wrap_kvc_pool_config_kv_dtype_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_kv_dtype_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -913,7 +915,7 @@ intgo _wrap_kvc_pool_config_kv_dtype_get_raw_c1299ace2ba42ba1(struct kvc_pool_co
 }
 
 
-void _wrap_kvc_pool_config_num_blocks_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_config_num_blocks_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t arg2 ;
   
@@ -925,7 +927,7 @@ void _wrap_kvc_pool_config_num_blocks_set_raw_c1299ace2ba42ba1(struct kvc_pool_c
 }
 
 
-long long _wrap_kvc_pool_config_num_blocks_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+long long _wrap_kvc_pool_config_num_blocks_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -938,7 +940,7 @@ long long _wrap_kvc_pool_config_num_blocks_get_raw_c1299ace2ba42ba1(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t arg2 ;
   
@@ -950,7 +952,7 @@ void _wrap_kvc_pool_config_memory_budget_bytes_set_raw_c1299ace2ba42ba1(struct k
 }
 
 
-long long _wrap_kvc_pool_config_memory_budget_bytes_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+long long _wrap_kvc_pool_config_memory_budget_bytes_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -963,7 +965,7 @@ long long _wrap_kvc_pool_config_memory_budget_bytes_get_raw_c1299ace2ba42ba1(str
 }
 
 
-void _wrap_kvc_pool_config_memory_utilization_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_pool_config_memory_utilization_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double arg2 ;
   
@@ -975,7 +977,7 @@ void _wrap_kvc_pool_config_memory_utilization_set_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-double _wrap_kvc_pool_config_memory_utilization_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+double _wrap_kvc_pool_config_memory_utilization_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double result;
   double _swig_go_result;
@@ -988,7 +990,7 @@ double _wrap_kvc_pool_config_memory_utilization_get_raw_c1299ace2ba42ba1(struct 
 }
 
 
-void _wrap_kvc_pool_config_watermark_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_pool_config_watermark_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double arg2 ;
   
@@ -1000,7 +1002,7 @@ void _wrap_kvc_pool_config_watermark_set_raw_c1299ace2ba42ba1(struct kvc_pool_co
 }
 
 
-double _wrap_kvc_pool_config_watermark_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+double _wrap_kvc_pool_config_watermark_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double result;
   double _swig_go_result;
@@ -1013,7 +1015,7 @@ double _wrap_kvc_pool_config_watermark_get_raw_c1299ace2ba42ba1(struct kvc_pool_
 }
 
 
-void _wrap_kvc_pool_config_max_seq_len_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_config_max_seq_len_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t arg2 ;
   
@@ -1025,7 +1027,7 @@ void _wrap_kvc_pool_config_max_seq_len_set_raw_c1299ace2ba42ba1(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_config_max_seq_len_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+long long _wrap_kvc_pool_config_max_seq_len_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1038,7 +1040,7 @@ long long _wrap_kvc_pool_config_max_seq_len_get_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-void _wrap_kvc_pool_config_prefix_caching_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_prefix_caching_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -1050,7 +1052,7 @@ void _wrap_kvc_pool_config_prefix_caching_set_raw_c1299ace2ba42ba1(struct kvc_po
 }
 
 
-intgo _wrap_kvc_pool_config_prefix_caching_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_prefix_caching_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1063,7 +1065,7 @@ intgo _wrap_kvc_pool_config_prefix_caching_get_raw_c1299ace2ba42ba1(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_config_backend_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_backend_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -1075,7 +1077,7 @@ void _wrap_kvc_pool_config_backend_set_raw_c1299ace2ba42ba1(struct kvc_pool_conf
 }
 
 
-intgo _wrap_kvc_pool_config_backend_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_backend_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1088,7 +1090,7 @@ intgo _wrap_kvc_pool_config_backend_get_raw_c1299ace2ba42ba1(struct kvc_pool_con
 }
 
 
-void _wrap_kvc_pool_config_device_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_device_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -1100,7 +1102,7 @@ void _wrap_kvc_pool_config_device_set_raw_c1299ace2ba42ba1(struct kvc_pool_confi
 }
 
 
-intgo _wrap_kvc_pool_config_device_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_device_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1113,7 +1115,7 @@ intgo _wrap_kvc_pool_config_device_get_raw_c1299ace2ba42ba1(struct kvc_pool_conf
 }
 
 
-void _wrap_kvc_pool_config_event_capacity_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_pool_config_event_capacity_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t arg2 ;
   
@@ -1125,7 +1127,7 @@ void _wrap_kvc_pool_config_event_capacity_set_raw_c1299ace2ba42ba1(struct kvc_po
 }
 
 
-intgo _wrap_kvc_pool_config_event_capacity_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_event_capacity_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1138,7 +1140,7 @@ intgo _wrap_kvc_pool_config_event_capacity_get_raw_c1299ace2ba42ba1(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, double _swig_go_1) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double arg2 ;
   
@@ -1150,7 +1152,7 @@ void _wrap_kvc_pool_config_gpu_memory_utilization_set_raw_c1299ace2ba42ba1(struc
 }
 
 
-double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   double result;
   double _swig_go_result;
@@ -1163,7 +1165,7 @@ double _wrap_kvc_pool_config_gpu_memory_utilization_get_raw_c1299ace2ba42ba1(str
 }
 
 
-struct kvc_pool_config *_wrap_new_kvc_pool_config_raw_c1299ace2ba42ba1() {
+struct kvc_pool_config *_wrap_new_kvc_pool_config_raw_b573f7732a553e52() {
   struct kvc_pool_config *result = 0 ;
   struct kvc_pool_config *_swig_go_result;
   
@@ -1174,7 +1176,7 @@ struct kvc_pool_config *_wrap_new_kvc_pool_config_raw_c1299ace2ba42ba1() {
 }
 
 
-void _wrap_delete_kvc_pool_config_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+void _wrap_delete_kvc_pool_config_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   struct kvc_pool_config *arg1 = (struct kvc_pool_config *) 0 ;
   
   arg1 = *(struct kvc_pool_config **)&_swig_go_0; 
@@ -1184,7 +1186,7 @@ void _wrap_delete_kvc_pool_config_raw_c1299ace2ba42ba1(struct kvc_pool_config *_
 }
 
 
-intgo _wrap_kvc_pool_config_default_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0) {
+intgo _wrap_kvc_pool_config_default_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1197,7 +1199,7 @@ intgo _wrap_kvc_pool_config_default_raw_c1299ace2ba42ba1(struct kvc_pool_config 
 }
 
 
-intgo _wrap_kvc_bytes_per_block_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, _goslice_ _swig_go_1) {
+intgo _wrap_kvc_bytes_per_block_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, _goslice_ _swig_go_1) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   kvc_status result;
@@ -1212,7 +1214,7 @@ intgo _wrap_kvc_bytes_per_block_raw_c1299ace2ba42ba1(struct kvc_pool_config *_sw
 }
 
 
-intgo _wrap_kvc_blocks_for_budget_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, long long _swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvc_blocks_for_budget_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, long long _swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   int64_t arg2 ;
   double arg3 ;
@@ -1231,7 +1233,7 @@ intgo _wrap_kvc_blocks_for_budget_raw_c1299ace2ba42ba1(struct kvc_pool_config *_
 }
 
 
-intgo _wrap_kvc_cuda_device_count_raw_c1299ace2ba42ba1(_goslice_ _swig_go_0) {
+intgo _wrap_kvc_cuda_device_count_raw_b573f7732a553e52(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1244,7 +1246,7 @@ intgo _wrap_kvc_cuda_device_count_raw_c1299ace2ba42ba1(_goslice_ _swig_go_0) {
 }
 
 
-intgo _wrap_kvc_pool_create_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, _goslice_ _swig_go_1) {
+intgo _wrap_kvc_pool_create_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, _goslice_ _swig_go_1) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   kvc_pool **arg2 = (kvc_pool **) 0 ;
   kvc_status result;
@@ -1259,7 +1261,7 @@ intgo _wrap_kvc_pool_create_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_g
 }
 
 
-intgo _wrap_kvc_pool_destroy_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0) {
+intgo _wrap_kvc_pool_destroy_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1272,7 +1274,7 @@ intgo _wrap_kvc_pool_destroy_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_pool_get_config_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_pool_config *_swig_go_1) {
+intgo _wrap_kvc_pool_get_config_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, struct kvc_pool_config *_swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_pool_config *arg2 = (kvc_pool_config *) 0 ;
   kvc_status result;
@@ -1287,7 +1289,7 @@ intgo _wrap_kvc_pool_get_config_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0
 }
 
 
-intgo _wrap_kvc_pool_check_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0) {
+intgo _wrap_kvc_pool_check_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -1300,7 +1302,7 @@ intgo _wrap_kvc_pool_check_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0) {
 }
 
 
-void _wrap_kvc_stats_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_stats_struct_size_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -1312,7 +1314,7 @@ void _wrap_kvc_stats_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swi
 }
 
 
-intgo _wrap_kvc_stats_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+intgo _wrap_kvc_stats_struct_size_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1325,7 +1327,7 @@ intgo _wrap_kvc_stats_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_stats *_sw
 }
 
 
-void _wrap_kvc_stats_total_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_total_blocks_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1337,7 +1339,7 @@ void _wrap_kvc_stats_total_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_sw
 }
 
 
-long long _wrap_kvc_stats_total_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_total_blocks_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1350,7 +1352,7 @@ long long _wrap_kvc_stats_total_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats
 }
 
 
-void _wrap_kvc_stats_free_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_free_blocks_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1362,7 +1364,7 @@ void _wrap_kvc_stats_free_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swi
 }
 
 
-long long _wrap_kvc_stats_free_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_free_blocks_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1375,7 +1377,7 @@ long long _wrap_kvc_stats_free_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats 
 }
 
 
-void _wrap_kvc_stats_used_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_used_blocks_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1387,7 +1389,7 @@ void _wrap_kvc_stats_used_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swi
 }
 
 
-long long _wrap_kvc_stats_used_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_used_blocks_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1400,7 +1402,7 @@ long long _wrap_kvc_stats_used_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats 
 }
 
 
-void _wrap_kvc_stats_cached_free_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_cached_free_blocks_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1412,7 +1414,7 @@ void _wrap_kvc_stats_cached_free_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stat
 }
 
 
-long long _wrap_kvc_stats_cached_free_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_cached_free_blocks_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1425,7 +1427,7 @@ long long _wrap_kvc_stats_cached_free_blocks_get_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-void _wrap_kvc_stats_pinned_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_pinned_blocks_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1437,7 +1439,7 @@ void _wrap_kvc_stats_pinned_blocks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_s
 }
 
 
-long long _wrap_kvc_stats_pinned_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_pinned_blocks_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1450,7 +1452,7 @@ long long _wrap_kvc_stats_pinned_blocks_get_raw_c1299ace2ba42ba1(struct kvc_stat
 }
 
 
-void _wrap_kvc_stats_num_seqs_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_num_seqs_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1462,7 +1464,7 @@ void _wrap_kvc_stats_num_seqs_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_g
 }
 
 
-long long _wrap_kvc_stats_num_seqs_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_num_seqs_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1475,7 +1477,7 @@ long long _wrap_kvc_stats_num_seqs_get_raw_c1299ace2ba42ba1(struct kvc_stats *_s
 }
 
 
-void _wrap_kvc_stats_utilization_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_stats_utilization_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   double arg2 ;
   
@@ -1487,7 +1489,7 @@ void _wrap_kvc_stats_utilization_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swi
 }
 
 
-double _wrap_kvc_stats_utilization_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+double _wrap_kvc_stats_utilization_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -1500,7 +1502,7 @@ double _wrap_kvc_stats_utilization_get_raw_c1299ace2ba42ba1(struct kvc_stats *_s
 }
 
 
-void _wrap_kvc_stats_allocs_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_allocs_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1512,7 +1514,7 @@ void _wrap_kvc_stats_allocs_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_
 }
 
 
-long long _wrap_kvc_stats_allocs_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_allocs_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1525,7 +1527,7 @@ long long _wrap_kvc_stats_allocs_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swi
 }
 
 
-void _wrap_kvc_stats_frees_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_frees_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1537,7 +1539,7 @@ void _wrap_kvc_stats_frees_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0
 }
 
 
-long long _wrap_kvc_stats_frees_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_frees_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1550,7 +1552,7 @@ long long _wrap_kvc_stats_frees_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig
 }
 
 
-void _wrap_kvc_stats_forks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_forks_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1562,7 +1564,7 @@ void _wrap_kvc_stats_forks_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0
 }
 
 
-long long _wrap_kvc_stats_forks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_forks_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1575,7 +1577,7 @@ long long _wrap_kvc_stats_forks_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig
 }
 
 
-void _wrap_kvc_stats_appends_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_appends_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1587,7 +1589,7 @@ void _wrap_kvc_stats_appends_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go
 }
 
 
-long long _wrap_kvc_stats_appends_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_appends_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1600,7 +1602,7 @@ long long _wrap_kvc_stats_appends_get_raw_c1299ace2ba42ba1(struct kvc_stats *_sw
 }
 
 
-void _wrap_kvc_stats_blocks_allocated_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_blocks_allocated_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1612,7 +1614,7 @@ void _wrap_kvc_stats_blocks_allocated_set_raw_c1299ace2ba42ba1(struct kvc_stats 
 }
 
 
-long long _wrap_kvc_stats_blocks_allocated_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_blocks_allocated_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1625,7 +1627,7 @@ long long _wrap_kvc_stats_blocks_allocated_get_raw_c1299ace2ba42ba1(struct kvc_s
 }
 
 
-void _wrap_kvc_stats_blocks_freed_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_blocks_freed_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1637,7 +1639,7 @@ void _wrap_kvc_stats_blocks_freed_set_raw_c1299ace2ba42ba1(struct kvc_stats *_sw
 }
 
 
-long long _wrap_kvc_stats_blocks_freed_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_blocks_freed_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1650,7 +1652,7 @@ long long _wrap_kvc_stats_blocks_freed_get_raw_c1299ace2ba42ba1(struct kvc_stats
 }
 
 
-void _wrap_kvc_stats_cow_copies_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_cow_copies_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1662,7 +1664,7 @@ void _wrap_kvc_stats_cow_copies_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig
 }
 
 
-long long _wrap_kvc_stats_cow_copies_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_cow_copies_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1675,7 +1677,7 @@ long long _wrap_kvc_stats_cow_copies_get_raw_c1299ace2ba42ba1(struct kvc_stats *
 }
 
 
-void _wrap_kvc_stats_pending_copies_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_pending_copies_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1687,7 +1689,7 @@ void _wrap_kvc_stats_pending_copies_set_raw_c1299ace2ba42ba1(struct kvc_stats *_
 }
 
 
-long long _wrap_kvc_stats_pending_copies_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_pending_copies_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1700,7 +1702,7 @@ long long _wrap_kvc_stats_pending_copies_get_raw_c1299ace2ba42ba1(struct kvc_sta
 }
 
 
-void _wrap_kvc_stats_prefix_query_tokens_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_prefix_query_tokens_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1712,7 +1714,7 @@ void _wrap_kvc_stats_prefix_query_tokens_set_raw_c1299ace2ba42ba1(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stats_prefix_query_tokens_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_prefix_query_tokens_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1725,7 +1727,7 @@ long long _wrap_kvc_stats_prefix_query_tokens_get_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-void _wrap_kvc_stats_prefix_hit_tokens_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_prefix_hit_tokens_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1737,7 +1739,7 @@ void _wrap_kvc_stats_prefix_hit_tokens_set_raw_c1299ace2ba42ba1(struct kvc_stats
 }
 
 
-long long _wrap_kvc_stats_prefix_hit_tokens_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_prefix_hit_tokens_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1750,7 +1752,7 @@ long long _wrap_kvc_stats_prefix_hit_tokens_get_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-void _wrap_kvc_stats_prefix_hit_rate_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_stats_prefix_hit_rate_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   double arg2 ;
   
@@ -1762,7 +1764,7 @@ void _wrap_kvc_stats_prefix_hit_rate_set_raw_c1299ace2ba42ba1(struct kvc_stats *
 }
 
 
-double _wrap_kvc_stats_prefix_hit_rate_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+double _wrap_kvc_stats_prefix_hit_rate_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -1775,7 +1777,7 @@ double _wrap_kvc_stats_prefix_hit_rate_get_raw_c1299ace2ba42ba1(struct kvc_stats
 }
 
 
-void _wrap_kvc_stats_evictions_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_evictions_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1787,7 +1789,7 @@ void _wrap_kvc_stats_evictions_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_
 }
 
 
-long long _wrap_kvc_stats_evictions_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_evictions_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1800,7 +1802,7 @@ long long _wrap_kvc_stats_evictions_get_raw_c1299ace2ba42ba1(struct kvc_stats *_
 }
 
 
-void _wrap_kvc_stats_verify_misses_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_verify_misses_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1812,7 +1814,7 @@ void _wrap_kvc_stats_verify_misses_set_raw_c1299ace2ba42ba1(struct kvc_stats *_s
 }
 
 
-long long _wrap_kvc_stats_verify_misses_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_verify_misses_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1825,7 +1827,7 @@ long long _wrap_kvc_stats_verify_misses_get_raw_c1299ace2ba42ba1(struct kvc_stat
 }
 
 
-void _wrap_kvc_stats_events_dropped_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_events_dropped_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1837,7 +1839,7 @@ void _wrap_kvc_stats_events_dropped_set_raw_c1299ace2ba42ba1(struct kvc_stats *_
 }
 
 
-long long _wrap_kvc_stats_events_dropped_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_events_dropped_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1850,7 +1852,7 @@ long long _wrap_kvc_stats_events_dropped_get_raw_c1299ace2ba42ba1(struct kvc_sta
 }
 
 
-void _wrap_kvc_stats_cached_blocks_total_set_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stats_cached_blocks_total_set_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t arg2 ;
   
@@ -1862,7 +1864,7 @@ void _wrap_kvc_stats_cached_blocks_total_set_raw_c1299ace2ba42ba1(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stats_cached_blocks_total_get_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+long long _wrap_kvc_stats_cached_blocks_total_get_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1875,7 +1877,7 @@ long long _wrap_kvc_stats_cached_blocks_total_get_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-struct kvc_stats *_wrap_new_kvc_stats_raw_c1299ace2ba42ba1() {
+struct kvc_stats *_wrap_new_kvc_stats_raw_b573f7732a553e52() {
   struct kvc_stats *result = 0 ;
   struct kvc_stats *_swig_go_result;
   
@@ -1886,7 +1888,7 @@ struct kvc_stats *_wrap_new_kvc_stats_raw_c1299ace2ba42ba1() {
 }
 
 
-void _wrap_delete_kvc_stats_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
+void _wrap_delete_kvc_stats_raw_b573f7732a553e52(struct kvc_stats *_swig_go_0) {
   struct kvc_stats *arg1 = (struct kvc_stats *) 0 ;
   
   arg1 = *(struct kvc_stats **)&_swig_go_0; 
@@ -1896,7 +1898,7 @@ void _wrap_delete_kvc_stats_raw_c1299ace2ba42ba1(struct kvc_stats *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_pool_stats_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_stats *_swig_go_1) {
+intgo _wrap_kvc_pool_stats_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, struct kvc_stats *_swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_stats *arg2 = (kvc_stats *) 0 ;
   kvc_status result;
@@ -1911,7 +1913,7 @@ intgo _wrap_kvc_pool_stats_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, str
 }
 
 
-intgo _wrap_kvc_pool_set_sliding_window_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvc_pool_set_sliding_window_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   kvc_status result;
@@ -1926,7 +1928,7 @@ intgo _wrap_kvc_pool_set_sliding_window_raw_c1299ace2ba42ba1(struct kvc_pool *_s
 }
 
 
-intgo _wrap_kvc_pool_get_sliding_window_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
+intgo _wrap_kvc_pool_get_sliding_window_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   kvc_status result;
@@ -1941,7 +1943,7 @@ intgo _wrap_kvc_pool_get_sliding_window_raw_c1299ace2ba42ba1(struct kvc_pool *_s
 }
 
 
-intgo _wrap_KVC_GROUP_FULL_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_GROUP_FULL_raw_b573f7732a553e52() {
   enum kvc_group_kind result;
   intgo _swig_go_result;
   
@@ -1953,7 +1955,7 @@ intgo _wrap_KVC_GROUP_FULL_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_GROUP_SLIDING_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_GROUP_SLIDING_raw_b573f7732a553e52() {
   enum kvc_group_kind result;
   intgo _swig_go_result;
   
@@ -1965,7 +1967,7 @@ intgo _wrap_KVC_GROUP_SLIDING_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_GROUP_SSM_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_GROUP_SSM_raw_b573f7732a553e52() {
   enum kvc_group_kind result;
   intgo _swig_go_result;
   
@@ -1977,7 +1979,7 @@ intgo _wrap_KVC_GROUP_SSM_raw_c1299ace2ba42ba1() {
 }
 
 
-void _wrap_kvc_group_config_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_config_struct_size_set_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1989,7 +1991,7 @@ void _wrap_kvc_group_config_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_grou
 }
 
 
-intgo _wrap_kvc_group_config_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+intgo _wrap_kvc_group_config_struct_size_get_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2002,7 +2004,7 @@ intgo _wrap_kvc_group_config_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_gro
 }
 
 
-void _wrap_kvc_group_config_kind_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_config_kind_set_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   int32_t arg2 ;
   
@@ -2014,7 +2016,7 @@ void _wrap_kvc_group_config_kind_set_raw_c1299ace2ba42ba1(struct kvc_group_confi
 }
 
 
-intgo _wrap_kvc_group_config_kind_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+intgo _wrap_kvc_group_config_kind_get_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2027,7 +2029,7 @@ intgo _wrap_kvc_group_config_kind_get_raw_c1299ace2ba42ba1(struct kvc_group_conf
 }
 
 
-void _wrap_kvc_group_config_num_layers_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_config_num_layers_set_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   int32_t arg2 ;
   
@@ -2039,7 +2041,7 @@ void _wrap_kvc_group_config_num_layers_set_raw_c1299ace2ba42ba1(struct kvc_group
 }
 
 
-intgo _wrap_kvc_group_config_num_layers_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+intgo _wrap_kvc_group_config_num_layers_get_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2052,7 +2054,7 @@ intgo _wrap_kvc_group_config_num_layers_get_raw_c1299ace2ba42ba1(struct kvc_grou
 }
 
 
-void _wrap_kvc_group_config_num_kv_heads_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_config_num_kv_heads_set_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   int32_t arg2 ;
   
@@ -2064,7 +2066,7 @@ void _wrap_kvc_group_config_num_kv_heads_set_raw_c1299ace2ba42ba1(struct kvc_gro
 }
 
 
-intgo _wrap_kvc_group_config_num_kv_heads_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+intgo _wrap_kvc_group_config_num_kv_heads_get_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2077,7 +2079,7 @@ intgo _wrap_kvc_group_config_num_kv_heads_get_raw_c1299ace2ba42ba1(struct kvc_gr
 }
 
 
-void _wrap_kvc_group_config_head_dim_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_config_head_dim_set_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   int32_t arg2 ;
   
@@ -2089,7 +2091,7 @@ void _wrap_kvc_group_config_head_dim_set_raw_c1299ace2ba42ba1(struct kvc_group_c
 }
 
 
-intgo _wrap_kvc_group_config_head_dim_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+intgo _wrap_kvc_group_config_head_dim_get_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2102,7 +2104,7 @@ intgo _wrap_kvc_group_config_head_dim_get_raw_c1299ace2ba42ba1(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_config_sliding_window_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_config_sliding_window_set_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   int32_t arg2 ;
   
@@ -2114,7 +2116,7 @@ void _wrap_kvc_group_config_sliding_window_set_raw_c1299ace2ba42ba1(struct kvc_g
 }
 
 
-intgo _wrap_kvc_group_config_sliding_window_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+intgo _wrap_kvc_group_config_sliding_window_get_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2127,7 +2129,7 @@ intgo _wrap_kvc_group_config_sliding_window_get_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-void _wrap_kvc_group_config_state_bytes_set_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_config_state_bytes_set_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   int64_t arg2 ;
   
@@ -2139,7 +2141,7 @@ void _wrap_kvc_group_config_state_bytes_set_raw_c1299ace2ba42ba1(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_config_state_bytes_get_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+long long _wrap_kvc_group_config_state_bytes_get_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2152,7 +2154,7 @@ long long _wrap_kvc_group_config_state_bytes_get_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-struct kvc_group_config *_wrap_new_kvc_group_config_raw_c1299ace2ba42ba1() {
+struct kvc_group_config *_wrap_new_kvc_group_config_raw_b573f7732a553e52() {
   struct kvc_group_config *result = 0 ;
   struct kvc_group_config *_swig_go_result;
   
@@ -2163,7 +2165,7 @@ struct kvc_group_config *_wrap_new_kvc_group_config_raw_c1299ace2ba42ba1() {
 }
 
 
-void _wrap_delete_kvc_group_config_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+void _wrap_delete_kvc_group_config_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0) {
   struct kvc_group_config *arg1 = (struct kvc_group_config *) 0 ;
   
   arg1 = *(struct kvc_group_config **)&_swig_go_0; 
@@ -2173,7 +2175,7 @@ void _wrap_delete_kvc_group_config_raw_c1299ace2ba42ba1(struct kvc_group_config 
 }
 
 
-intgo _wrap_kvc_group_config_default_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+intgo _wrap_kvc_group_config_default_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0) {
   kvc_group_config *arg1 = (kvc_group_config *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -2186,7 +2188,7 @@ intgo _wrap_kvc_group_config_default_raw_c1299ace2ba42ba1(struct kvc_group_confi
 }
 
 
-intgo _wrap_kvc_pool_create_hybrid_raw_c1299ace2ba42ba1(struct kvc_pool_config *_swig_go_0, struct kvc_group_config *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4, _goslice_ _swig_go_5) {
+intgo _wrap_kvc_pool_create_hybrid_raw_b573f7732a553e52(struct kvc_pool_config *_swig_go_0, struct kvc_group_config *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4, _goslice_ _swig_go_5) {
   kvc_pool_config *arg1 = (kvc_pool_config *) 0 ;
   kvc_group_config *arg2 = (kvc_group_config *) 0 ;
   int32_t arg3 ;
@@ -2209,7 +2211,7 @@ intgo _wrap_kvc_pool_create_hybrid_raw_c1299ace2ba42ba1(struct kvc_pool_config *
 }
 
 
-void _wrap_kvc_group_info_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_info_struct_size_set_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   uint32_t arg2 ;
   
@@ -2221,7 +2223,7 @@ void _wrap_kvc_group_info_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_group_
 }
 
 
-intgo _wrap_kvc_group_info_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+intgo _wrap_kvc_group_info_struct_size_get_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2234,7 +2236,7 @@ intgo _wrap_kvc_group_info_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_group
 }
 
 
-void _wrap_kvc_group_info_num_groups_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_info_num_groups_set_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t arg2 ;
   
@@ -2246,7 +2248,7 @@ void _wrap_kvc_group_info_num_groups_set_raw_c1299ace2ba42ba1(struct kvc_group_i
 }
 
 
-intgo _wrap_kvc_group_info_num_groups_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+intgo _wrap_kvc_group_info_num_groups_get_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2259,7 +2261,7 @@ intgo _wrap_kvc_group_info_num_groups_get_raw_c1299ace2ba42ba1(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_info_kind_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_info_kind_set_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t arg2 ;
   
@@ -2271,7 +2273,7 @@ void _wrap_kvc_group_info_kind_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_
 }
 
 
-intgo _wrap_kvc_group_info_kind_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+intgo _wrap_kvc_group_info_kind_get_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2284,7 +2286,7 @@ intgo _wrap_kvc_group_info_kind_get_raw_c1299ace2ba42ba1(struct kvc_group_info *
 }
 
 
-void _wrap_kvc_group_info_num_layers_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_info_num_layers_set_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t arg2 ;
   
@@ -2296,7 +2298,7 @@ void _wrap_kvc_group_info_num_layers_set_raw_c1299ace2ba42ba1(struct kvc_group_i
 }
 
 
-intgo _wrap_kvc_group_info_num_layers_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+intgo _wrap_kvc_group_info_num_layers_get_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2309,7 +2311,7 @@ intgo _wrap_kvc_group_info_num_layers_get_raw_c1299ace2ba42ba1(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_info_num_kv_heads_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_info_num_kv_heads_set_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t arg2 ;
   
@@ -2321,7 +2323,7 @@ void _wrap_kvc_group_info_num_kv_heads_set_raw_c1299ace2ba42ba1(struct kvc_group
 }
 
 
-intgo _wrap_kvc_group_info_num_kv_heads_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+intgo _wrap_kvc_group_info_num_kv_heads_get_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2334,7 +2336,7 @@ intgo _wrap_kvc_group_info_num_kv_heads_get_raw_c1299ace2ba42ba1(struct kvc_grou
 }
 
 
-void _wrap_kvc_group_info_head_dim_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_info_head_dim_set_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t arg2 ;
   
@@ -2346,7 +2348,7 @@ void _wrap_kvc_group_info_head_dim_set_raw_c1299ace2ba42ba1(struct kvc_group_inf
 }
 
 
-intgo _wrap_kvc_group_info_head_dim_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+intgo _wrap_kvc_group_info_head_dim_get_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2359,7 +2361,7 @@ intgo _wrap_kvc_group_info_head_dim_get_raw_c1299ace2ba42ba1(struct kvc_group_in
 }
 
 
-void _wrap_kvc_group_info_sliding_window_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_info_sliding_window_set_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t arg2 ;
   
@@ -2371,7 +2373,7 @@ void _wrap_kvc_group_info_sliding_window_set_raw_c1299ace2ba42ba1(struct kvc_gro
 }
 
 
-intgo _wrap_kvc_group_info_sliding_window_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+intgo _wrap_kvc_group_info_sliding_window_get_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2384,7 +2386,7 @@ intgo _wrap_kvc_group_info_sliding_window_get_raw_c1299ace2ba42ba1(struct kvc_gr
 }
 
 
-void _wrap_kvc_group_info_reserved_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_group_info_reserved_set_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t arg2 ;
   
@@ -2396,7 +2398,7 @@ void _wrap_kvc_group_info_reserved_set_raw_c1299ace2ba42ba1(struct kvc_group_inf
 }
 
 
-intgo _wrap_kvc_group_info_reserved_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+intgo _wrap_kvc_group_info_reserved_get_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2409,7 +2411,7 @@ intgo _wrap_kvc_group_info_reserved_get_raw_c1299ace2ba42ba1(struct kvc_group_in
 }
 
 
-void _wrap_kvc_group_info_state_bytes_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_info_state_bytes_set_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int64_t arg2 ;
   
@@ -2421,7 +2423,7 @@ void _wrap_kvc_group_info_state_bytes_set_raw_c1299ace2ba42ba1(struct kvc_group_
 }
 
 
-long long _wrap_kvc_group_info_state_bytes_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+long long _wrap_kvc_group_info_state_bytes_get_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2434,7 +2436,7 @@ long long _wrap_kvc_group_info_state_bytes_get_raw_c1299ace2ba42ba1(struct kvc_g
 }
 
 
-void _wrap_kvc_group_info_group_bytes_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_info_group_bytes_set_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int64_t arg2 ;
   
@@ -2446,7 +2448,7 @@ void _wrap_kvc_group_info_group_bytes_set_raw_c1299ace2ba42ba1(struct kvc_group_
 }
 
 
-long long _wrap_kvc_group_info_group_bytes_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+long long _wrap_kvc_group_info_group_bytes_get_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2459,7 +2461,7 @@ long long _wrap_kvc_group_info_group_bytes_get_raw_c1299ace2ba42ba1(struct kvc_g
 }
 
 
-void _wrap_kvc_group_info_page_bytes_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_info_page_bytes_set_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int64_t arg2 ;
   
@@ -2471,7 +2473,7 @@ void _wrap_kvc_group_info_page_bytes_set_raw_c1299ace2ba42ba1(struct kvc_group_i
 }
 
 
-long long _wrap_kvc_group_info_page_bytes_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+long long _wrap_kvc_group_info_page_bytes_get_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2484,7 +2486,7 @@ long long _wrap_kvc_group_info_page_bytes_get_raw_c1299ace2ba42ba1(struct kvc_gr
 }
 
 
-void _wrap_kvc_group_info_layer_stride_set_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_info_layer_stride_set_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int64_t arg2 ;
   
@@ -2496,7 +2498,7 @@ void _wrap_kvc_group_info_layer_stride_set_raw_c1299ace2ba42ba1(struct kvc_group
 }
 
 
-long long _wrap_kvc_group_info_layer_stride_get_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+long long _wrap_kvc_group_info_layer_stride_get_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2509,7 +2511,7 @@ long long _wrap_kvc_group_info_layer_stride_get_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-struct kvc_group_info *_wrap_new_kvc_group_info_raw_c1299ace2ba42ba1() {
+struct kvc_group_info *_wrap_new_kvc_group_info_raw_b573f7732a553e52() {
   struct kvc_group_info *result = 0 ;
   struct kvc_group_info *_swig_go_result;
   
@@ -2520,7 +2522,7 @@ struct kvc_group_info *_wrap_new_kvc_group_info_raw_c1299ace2ba42ba1() {
 }
 
 
-void _wrap_delete_kvc_group_info_raw_c1299ace2ba42ba1(struct kvc_group_info *_swig_go_0) {
+void _wrap_delete_kvc_group_info_raw_b573f7732a553e52(struct kvc_group_info *_swig_go_0) {
   struct kvc_group_info *arg1 = (struct kvc_group_info *) 0 ;
   
   arg1 = *(struct kvc_group_info **)&_swig_go_0; 
@@ -2530,7 +2532,7 @@ void _wrap_delete_kvc_group_info_raw_c1299ace2ba42ba1(struct kvc_group_info *_sw
 }
 
 
-intgo _wrap_kvc_pool_get_group_info_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, struct kvc_group_info *_swig_go_2) {
+intgo _wrap_kvc_pool_get_group_info_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, intgo _swig_go_1, struct kvc_group_info *_swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   kvc_group_info *arg3 = (kvc_group_info *) 0 ;
@@ -2547,7 +2549,7 @@ intgo _wrap_kvc_pool_get_group_info_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_
 }
 
 
-intgo _wrap_kvc_pool_layer_group_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvc_pool_layer_group_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2566,7 +2568,7 @@ intgo _wrap_kvc_pool_layer_group_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_seq_group_block_table_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+intgo _wrap_kvc_seq_group_block_table_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t arg3 ;
@@ -2589,7 +2591,7 @@ intgo _wrap_kvc_seq_group_block_table_raw_c1299ace2ba42ba1(struct kvc_pool *_swi
 }
 
 
-intgo _wrap_kvc_keys_create_raw_c1299ace2ba42ba1(_goslice_ _swig_go_0) {
+intgo _wrap_kvc_keys_create_raw_b573f7732a553e52(_goslice_ _swig_go_0) {
   kvc_keys **arg1 = (kvc_keys **) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -2602,7 +2604,7 @@ intgo _wrap_kvc_keys_create_raw_c1299ace2ba42ba1(_goslice_ _swig_go_0) {
 }
 
 
-intgo _wrap_kvc_keys_destroy_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0) {
+intgo _wrap_kvc_keys_destroy_raw_b573f7732a553e52(struct kvc_keys *_swig_go_0) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -2615,7 +2617,7 @@ intgo _wrap_kvc_keys_destroy_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_keys_clear_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0) {
+intgo _wrap_kvc_keys_clear_raw_b573f7732a553e52(struct kvc_keys *_swig_go_0) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -2628,7 +2630,7 @@ intgo _wrap_kvc_keys_clear_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_keys_set_lora_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_keys_set_lora_raw_b573f7732a553e52(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -2643,7 +2645,7 @@ intgo _wrap_kvc_keys_set_lora_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, 
 }
 
 
-intgo _wrap_kvc_keys_set_salt_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_kvc_keys_set_salt_raw_b573f7732a553e52(struct kvc_keys *_swig_go_0, _gostring_ _swig_go_1) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   char *arg2 = (char *) 0 ;
   kvc_status result;
@@ -2663,7 +2665,7 @@ intgo _wrap_kvc_keys_set_salt_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, 
 }
 
 
-intgo _wrap_kvc_keys_add_mm_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
+intgo _wrap_kvc_keys_add_mm_raw_b573f7732a553e52(struct kvc_keys *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -2684,7 +2686,7 @@ intgo _wrap_kvc_keys_add_mm_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, lo
 }
 
 
-intgo _wrap_kvc_keys_set_priority_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvc_keys_set_priority_raw_b573f7732a553e52(struct kvc_keys *_swig_go_0, intgo _swig_go_1) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   int32_t arg2 ;
   kvc_status result;
@@ -2699,7 +2701,7 @@ intgo _wrap_kvc_keys_set_priority_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go
 }
 
 
-intgo _wrap_kvc_keys_set_max_cached_tokens_raw_c1299ace2ba42ba1(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_keys_set_max_cached_tokens_raw_b573f7732a553e52(struct kvc_keys *_swig_go_0, long long _swig_go_1) {
   kvc_keys *arg1 = (kvc_keys *) 0 ;
   int64_t arg2 ;
   kvc_status result;
@@ -2714,7 +2716,7 @@ intgo _wrap_kvc_keys_set_max_cached_tokens_raw_c1299ace2ba42ba1(struct kvc_keys 
 }
 
 
-intgo _wrap_KVC_ALLOC_OK_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ALLOC_OK_raw_b573f7732a553e52() {
   enum kvc_alloc_verdict result;
   intgo _swig_go_result;
   
@@ -2726,7 +2728,7 @@ intgo _wrap_KVC_ALLOC_OK_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ALLOC_LATER_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ALLOC_LATER_raw_b573f7732a553e52() {
   enum kvc_alloc_verdict result;
   intgo _swig_go_result;
   
@@ -2738,7 +2740,7 @@ intgo _wrap_KVC_ALLOC_LATER_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_ALLOC_NEVER_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_ALLOC_NEVER_raw_b573f7732a553e52() {
   enum kvc_alloc_verdict result;
   intgo _swig_go_result;
   
@@ -2750,7 +2752,7 @@ intgo _wrap_KVC_ALLOC_NEVER_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_kvc_can_alloc_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_can_alloc_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -2771,7 +2773,7 @@ intgo _wrap_kvc_can_alloc_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _gos
 }
 
 
-intgo _wrap_kvc_admit_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvc_admit_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2796,7 +2798,7 @@ intgo _wrap_kvc_admit_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long lon
 }
 
 
-intgo _wrap_kvc_alloc_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5) {
+intgo _wrap_kvc_alloc_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, struct kvc_keys *_swig_go_4, _goslice_ _swig_go_5) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2819,7 +2821,7 @@ intgo _wrap_kvc_alloc_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long lon
 }
 
 
-intgo _wrap_kvc_append_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+intgo _wrap_kvc_append_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2842,7 +2844,7 @@ intgo _wrap_kvc_append_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long lo
 }
 
 
-intgo _wrap_kvc_append_batch_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+intgo _wrap_kvc_append_batch_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -2871,7 +2873,7 @@ intgo _wrap_kvc_append_batch_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, i
 }
 
 
-intgo _wrap_kvc_fork_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+intgo _wrap_kvc_fork_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -2888,7 +2890,7 @@ intgo _wrap_kvc_fork_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long
 }
 
 
-intgo _wrap_kvc_truncate_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvc_truncate_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t arg3 ;
@@ -2907,7 +2909,7 @@ intgo _wrap_kvc_truncate_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long 
 }
 
 
-intgo _wrap_kvc_free_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_free_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -2922,7 +2924,7 @@ intgo _wrap_kvc_free_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long
 }
 
 
-intgo _wrap_kvc_abort_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_abort_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -2937,7 +2939,7 @@ intgo _wrap_kvc_abort_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long lon
 }
 
 
-intgo _wrap_kvc_seq_block_table_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_seq_block_table_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2958,7 +2960,7 @@ intgo _wrap_kvc_seq_block_table_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0
 }
 
 
-intgo _wrap_kvc_seq_num_tokens_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_seq_num_tokens_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -2975,7 +2977,7 @@ intgo _wrap_kvc_seq_num_tokens_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0,
 }
 
 
-intgo _wrap_kvc_seq_slot_mapping_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5) {
+intgo _wrap_kvc_seq_slot_mapping_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, long long _swig_go_5) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t arg3 ;
@@ -2998,7 +3000,7 @@ intgo _wrap_kvc_seq_slot_mapping_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_prefix_lookup_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_prefix_lookup_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -3019,7 +3021,7 @@ intgo _wrap_kvc_prefix_lookup_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, 
 }
 
 
-intgo _wrap_kvc_prefix_lookup_tiers_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvc_prefix_lookup_tiers_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -3044,7 +3046,7 @@ intgo _wrap_kvc_prefix_lookup_tiers_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_
 }
 
 
-intgo _wrap_kvc_prefix_pin_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_prefix_pin_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -3065,7 +3067,7 @@ intgo _wrap_kvc_prefix_pin_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _go
 }
 
 
-intgo _wrap_kvc_prefix_unpin_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_prefix_unpin_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -3086,7 +3088,7 @@ intgo _wrap_kvc_prefix_unpin_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _
 }
 
 
-intgo _wrap_kvc_prefix_cache_reset_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0) {
+intgo _wrap_kvc_prefix_cache_reset_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -3099,7 +3101,7 @@ intgo _wrap_kvc_prefix_cache_reset_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_g
 }
 
 
-intgo _wrap_kvc_hash_blocks_raw_c1299ace2ba42ba1(intgo _swig_go_0, struct kvc_keys *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7) {
+intgo _wrap_kvc_hash_blocks_raw_b573f7732a553e52(intgo _swig_go_0, struct kvc_keys *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7) {
   int32_t arg1 ;
   kvc_keys *arg2 = (kvc_keys *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3126,7 +3128,7 @@ intgo _wrap_kvc_hash_blocks_raw_c1299ace2ba42ba1(intgo _swig_go_0, struct kvc_ke
 }
 
 
-intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_b573f7732a553e52() {
   enum kvc_event_type result;
   intgo _swig_go_result;
   
@@ -3138,7 +3140,7 @@ intgo _wrap_KVC_EVENT_BLOCK_STORED_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_b573f7732a553e52() {
   enum kvc_event_type result;
   intgo _swig_go_result;
   
@@ -3150,7 +3152,7 @@ intgo _wrap_KVC_EVENT_BLOCK_REMOVED_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_b573f7732a553e52() {
   enum kvc_event_type result;
   intgo _swig_go_result;
   
@@ -3162,7 +3164,7 @@ intgo _wrap_KVC_EVENT_ALL_BLOCKS_CLEARED_raw_c1299ace2ba42ba1() {
 }
 
 
-void _wrap_kvc_event_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_struct_size_set_raw_b573f7732a553e52(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -3174,7 +3176,7 @@ void _wrap_kvc_event_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_event *_swi
 }
 
 
-intgo _wrap_kvc_event_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_struct_size_get_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3187,7 +3189,7 @@ intgo _wrap_kvc_event_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_event *_sw
 }
 
 
-void _wrap_kvc_event_event_type_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_event_type_set_raw_b573f7732a553e52(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t arg2 ;
   
@@ -3199,7 +3201,7 @@ void _wrap_kvc_event_event_type_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig
 }
 
 
-intgo _wrap_kvc_event_event_type_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_event_type_get_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3212,7 +3214,7 @@ intgo _wrap_kvc_event_event_type_get_raw_c1299ace2ba42ba1(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_hash_hi_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_hash_hi_set_raw_b573f7732a553e52(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -3224,7 +3226,7 @@ void _wrap_kvc_event_hash_hi_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go
 }
 
 
-long long _wrap_kvc_event_hash_hi_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_hash_hi_get_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3237,7 +3239,7 @@ long long _wrap_kvc_event_hash_hi_get_raw_c1299ace2ba42ba1(struct kvc_event *_sw
 }
 
 
-void _wrap_kvc_event_hash_lo_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_hash_lo_set_raw_b573f7732a553e52(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -3249,7 +3251,7 @@ void _wrap_kvc_event_hash_lo_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go
 }
 
 
-long long _wrap_kvc_event_hash_lo_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_hash_lo_get_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3262,7 +3264,7 @@ long long _wrap_kvc_event_hash_lo_get_raw_c1299ace2ba42ba1(struct kvc_event *_sw
 }
 
 
-void _wrap_kvc_event_parent_hash_hi_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_parent_hash_hi_set_raw_b573f7732a553e52(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -3274,7 +3276,7 @@ void _wrap_kvc_event_parent_hash_hi_set_raw_c1299ace2ba42ba1(struct kvc_event *_
 }
 
 
-long long _wrap_kvc_event_parent_hash_hi_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_parent_hash_hi_get_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3287,7 +3289,7 @@ long long _wrap_kvc_event_parent_hash_hi_get_raw_c1299ace2ba42ba1(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_parent_hash_lo_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_parent_hash_lo_set_raw_b573f7732a553e52(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -3299,7 +3301,7 @@ void _wrap_kvc_event_parent_hash_lo_set_raw_c1299ace2ba42ba1(struct kvc_event *_
 }
 
 
-long long _wrap_kvc_event_parent_hash_lo_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_parent_hash_lo_get_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3312,7 +3314,7 @@ long long _wrap_kvc_event_parent_hash_lo_get_raw_c1299ace2ba42ba1(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_lora_id_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_lora_id_set_raw_b573f7732a553e52(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -3324,7 +3326,7 @@ void _wrap_kvc_event_lora_id_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go
 }
 
 
-long long _wrap_kvc_event_lora_id_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_lora_id_get_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3337,7 +3339,7 @@ long long _wrap_kvc_event_lora_id_get_raw_c1299ace2ba42ba1(struct kvc_event *_sw
 }
 
 
-void _wrap_kvc_event_extra_keys_digest_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_extra_keys_digest_set_raw_b573f7732a553e52(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -3349,7 +3351,7 @@ void _wrap_kvc_event_extra_keys_digest_set_raw_c1299ace2ba42ba1(struct kvc_event
 }
 
 
-long long _wrap_kvc_event_extra_keys_digest_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_extra_keys_digest_get_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3362,7 +3364,7 @@ long long _wrap_kvc_event_extra_keys_digest_get_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-void _wrap_kvc_event_block_id_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_block_id_set_raw_b573f7732a553e52(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t arg2 ;
   
@@ -3374,7 +3376,7 @@ void _wrap_kvc_event_block_id_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_g
 }
 
 
-intgo _wrap_kvc_event_block_id_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_block_id_get_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3387,7 +3389,7 @@ intgo _wrap_kvc_event_block_id_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_num_tokens_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_num_tokens_set_raw_b573f7732a553e52(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t arg2 ;
   
@@ -3399,7 +3401,7 @@ void _wrap_kvc_event_num_tokens_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig
 }
 
 
-intgo _wrap_kvc_event_num_tokens_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_num_tokens_get_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3412,7 +3414,7 @@ intgo _wrap_kvc_event_num_tokens_get_raw_c1299ace2ba42ba1(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_sequence_number_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_sequence_number_set_raw_b573f7732a553e52(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -3424,7 +3426,7 @@ void _wrap_kvc_event_sequence_number_set_raw_c1299ace2ba42ba1(struct kvc_event *
 }
 
 
-long long _wrap_kvc_event_sequence_number_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_sequence_number_get_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3437,7 +3439,7 @@ long long _wrap_kvc_event_sequence_number_get_raw_c1299ace2ba42ba1(struct kvc_ev
 }
 
 
-void _wrap_kvc_event_tier_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_event_tier_set_raw_b573f7732a553e52(struct kvc_event *_swig_go_0, intgo _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t arg2 ;
   
@@ -3449,7 +3451,7 @@ void _wrap_kvc_event_tier_set_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0,
 }
 
 
-intgo _wrap_kvc_event_tier_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+intgo _wrap_kvc_event_tier_get_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3462,7 +3464,7 @@ intgo _wrap_kvc_event_tier_get_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0
 }
 
 
-struct kvc_event *_wrap_new_kvc_event_raw_c1299ace2ba42ba1() {
+struct kvc_event *_wrap_new_kvc_event_raw_b573f7732a553e52() {
   struct kvc_event *result = 0 ;
   struct kvc_event *_swig_go_result;
   
@@ -3473,7 +3475,7 @@ struct kvc_event *_wrap_new_kvc_event_raw_c1299ace2ba42ba1() {
 }
 
 
-void _wrap_delete_kvc_event_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
+void _wrap_delete_kvc_event_raw_b573f7732a553e52(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   
   arg1 = *(struct kvc_event **)&_swig_go_0; 
@@ -3483,7 +3485,7 @@ void _wrap_delete_kvc_event_raw_c1299ace2ba42ba1(struct kvc_event *_swig_go_0) {
 }
 
 
-intgo _wrap_kvc_event_pop_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_event *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_event_pop_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, struct kvc_event *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_event *arg2 = (kvc_event *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3504,7 +3506,7 @@ intgo _wrap_kvc_event_pop_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, stru
 }
 
 
-intgo _wrap_kvc_pool_set_tier_events_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvc_pool_set_tier_events_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, intgo _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   kvc_status result;
@@ -3519,7 +3521,7 @@ intgo _wrap_kvc_pool_set_tier_events_raw_c1299ace2ba42ba1(struct kvc_pool *_swig
 }
 
 
-intgo _wrap_KVC_TIER_DEVICE_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_TIER_DEVICE_raw_b573f7732a553e52() {
   enum kvc_tier result;
   intgo _swig_go_result;
   
@@ -3531,7 +3533,7 @@ intgo _wrap_KVC_TIER_DEVICE_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_TIER_HOST_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_TIER_HOST_raw_b573f7732a553e52() {
   enum kvc_tier result;
   intgo _swig_go_result;
   
@@ -3543,7 +3545,7 @@ intgo _wrap_KVC_TIER_HOST_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_TIER_DISK_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_TIER_DISK_raw_b573f7732a553e52() {
   enum kvc_tier result;
   intgo _swig_go_result;
   
@@ -3555,7 +3557,7 @@ intgo _wrap_KVC_TIER_DISK_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_kvc_tier_attach_host_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_tier_attach_host_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int64_t arg2 ;
   kvc_status result;
@@ -3570,7 +3572,7 @@ intgo _wrap_kvc_tier_attach_host_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_tier_attach_disk_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3) {
+intgo _wrap_kvc_tier_attach_disk_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -3594,7 +3596,7 @@ intgo _wrap_kvc_tier_attach_disk_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_tier_attach_disk_with_identity_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4) {
+intgo _wrap_kvc_tier_attach_disk_with_identity_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -3625,7 +3627,7 @@ intgo _wrap_kvc_tier_attach_disk_with_identity_raw_c1299ace2ba42ba1(struct kvc_p
 }
 
 
-intgo _wrap_kvc_tier_attach_disk_keyed_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+intgo _wrap_kvc_tier_attach_disk_keyed_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -3660,7 +3662,7 @@ intgo _wrap_kvc_tier_attach_disk_keyed_raw_c1299ace2ba42ba1(struct kvc_pool *_sw
 }
 
 
-intgo _wrap_kvc_tier_prefetch_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_tier_prefetch_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -3681,7 +3683,7 @@ intgo _wrap_kvc_tier_prefetch_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, 
 }
 
 
-intgo _wrap_kvc_tier_flush_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
+intgo _wrap_kvc_tier_flush_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   kvc_status result;
@@ -3696,7 +3698,7 @@ intgo _wrap_kvc_tier_flush_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _go
 }
 
 
-void _wrap_kvc_tier_stats_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_struct_size_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3708,7 +3710,7 @@ void _wrap_kvc_tier_stats_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_tier_s
 }
 
 
-intgo _wrap_kvc_tier_stats_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_struct_size_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3721,7 +3723,7 @@ intgo _wrap_kvc_tier_stats_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_tier_
 }
 
 
-void _wrap_kvc_tier_stats_tier_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_tier_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -3733,7 +3735,7 @@ void _wrap_kvc_tier_stats_tier_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_
 }
 
 
-intgo _wrap_kvc_tier_stats_tier_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_tier_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3746,7 +3748,7 @@ intgo _wrap_kvc_tier_stats_tier_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *
 }
 
 
-void _wrap_kvc_tier_stats_direct_io_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_direct_io_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -3758,7 +3760,7 @@ void _wrap_kvc_tier_stats_direct_io_set_raw_c1299ace2ba42ba1(struct kvc_tier_sta
 }
 
 
-intgo _wrap_kvc_tier_stats_direct_io_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_direct_io_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3771,7 +3773,7 @@ intgo _wrap_kvc_tier_stats_direct_io_get_raw_c1299ace2ba42ba1(struct kvc_tier_st
 }
 
 
-void _wrap_kvc_tier_stats_persistent_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_persistent_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -3783,7 +3785,7 @@ void _wrap_kvc_tier_stats_persistent_set_raw_c1299ace2ba42ba1(struct kvc_tier_st
 }
 
 
-intgo _wrap_kvc_tier_stats_persistent_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_persistent_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3796,7 +3798,7 @@ intgo _wrap_kvc_tier_stats_persistent_get_raw_c1299ace2ba42ba1(struct kvc_tier_s
 }
 
 
-void _wrap_kvc_tier_stats_io_uring_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_io_uring_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -3808,7 +3810,7 @@ void _wrap_kvc_tier_stats_io_uring_set_raw_c1299ace2ba42ba1(struct kvc_tier_stat
 }
 
 
-intgo _wrap_kvc_tier_stats_io_uring_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_io_uring_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3821,7 +3823,7 @@ intgo _wrap_kvc_tier_stats_io_uring_get_raw_c1299ace2ba42ba1(struct kvc_tier_sta
 }
 
 
-void _wrap_kvc_tier_stats_reserved_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_tier_stats_reserved_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t arg2 ;
   
@@ -3833,7 +3835,7 @@ void _wrap_kvc_tier_stats_reserved_set_raw_c1299ace2ba42ba1(struct kvc_tier_stat
 }
 
 
-intgo _wrap_kvc_tier_stats_reserved_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+intgo _wrap_kvc_tier_stats_reserved_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3846,7 +3848,7 @@ intgo _wrap_kvc_tier_stats_reserved_get_raw_c1299ace2ba42ba1(struct kvc_tier_sta
 }
 
 
-void _wrap_kvc_tier_stats_capacity_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_capacity_blocks_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3858,7 +3860,7 @@ void _wrap_kvc_tier_stats_capacity_blocks_set_raw_c1299ace2ba42ba1(struct kvc_ti
 }
 
 
-long long _wrap_kvc_tier_stats_capacity_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_capacity_blocks_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3871,7 +3873,7 @@ long long _wrap_kvc_tier_stats_capacity_blocks_get_raw_c1299ace2ba42ba1(struct k
 }
 
 
-void _wrap_kvc_tier_stats_used_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_used_blocks_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3883,7 +3885,7 @@ void _wrap_kvc_tier_stats_used_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_s
 }
 
 
-long long _wrap_kvc_tier_stats_used_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_used_blocks_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3896,7 +3898,7 @@ long long _wrap_kvc_tier_stats_used_blocks_get_raw_c1299ace2ba42ba1(struct kvc_t
 }
 
 
-void _wrap_kvc_tier_stats_cached_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_cached_blocks_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3908,7 +3910,7 @@ void _wrap_kvc_tier_stats_cached_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_cached_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_cached_blocks_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3921,7 +3923,7 @@ long long _wrap_kvc_tier_stats_cached_blocks_get_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_held_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_held_blocks_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3933,7 +3935,7 @@ void _wrap_kvc_tier_stats_held_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_s
 }
 
 
-long long _wrap_kvc_tier_stats_held_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_held_blocks_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3946,7 +3948,7 @@ long long _wrap_kvc_tier_stats_held_blocks_get_raw_c1299ace2ba42ba1(struct kvc_t
 }
 
 
-void _wrap_kvc_tier_stats_bytes_used_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_bytes_used_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3958,7 +3960,7 @@ void _wrap_kvc_tier_stats_bytes_used_set_raw_c1299ace2ba42ba1(struct kvc_tier_st
 }
 
 
-long long _wrap_kvc_tier_stats_bytes_used_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_bytes_used_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3971,7 +3973,7 @@ long long _wrap_kvc_tier_stats_bytes_used_get_raw_c1299ace2ba42ba1(struct kvc_ti
 }
 
 
-void _wrap_kvc_tier_stats_blocks_in_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_blocks_in_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -3983,7 +3985,7 @@ void _wrap_kvc_tier_stats_blocks_in_set_raw_c1299ace2ba42ba1(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_blocks_in_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_blocks_in_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3996,7 +3998,7 @@ long long _wrap_kvc_tier_stats_blocks_in_get_raw_c1299ace2ba42ba1(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_blocks_out_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_blocks_out_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4008,7 +4010,7 @@ void _wrap_kvc_tier_stats_blocks_out_set_raw_c1299ace2ba42ba1(struct kvc_tier_st
 }
 
 
-long long _wrap_kvc_tier_stats_blocks_out_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_blocks_out_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4021,7 +4023,7 @@ long long _wrap_kvc_tier_stats_blocks_out_get_raw_c1299ace2ba42ba1(struct kvc_ti
 }
 
 
-void _wrap_kvc_tier_stats_bytes_in_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_bytes_in_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4033,7 +4035,7 @@ void _wrap_kvc_tier_stats_bytes_in_set_raw_c1299ace2ba42ba1(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_bytes_in_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_bytes_in_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4046,7 +4048,7 @@ long long _wrap_kvc_tier_stats_bytes_in_get_raw_c1299ace2ba42ba1(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_bytes_out_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_bytes_out_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4058,7 +4060,7 @@ void _wrap_kvc_tier_stats_bytes_out_set_raw_c1299ace2ba42ba1(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_bytes_out_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_bytes_out_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4071,7 +4073,7 @@ long long _wrap_kvc_tier_stats_bytes_out_get_raw_c1299ace2ba42ba1(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_transfers_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_transfers_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4083,7 +4085,7 @@ void _wrap_kvc_tier_stats_transfers_set_raw_c1299ace2ba42ba1(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_transfers_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_transfers_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4096,7 +4098,7 @@ long long _wrap_kvc_tier_stats_transfers_get_raw_c1299ace2ba42ba1(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_transfer_seconds_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_tier_stats_transfer_seconds_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   double arg2 ;
   
@@ -4108,7 +4110,7 @@ void _wrap_kvc_tier_stats_transfer_seconds_set_raw_c1299ace2ba42ba1(struct kvc_t
 }
 
 
-double _wrap_kvc_tier_stats_transfer_seconds_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+double _wrap_kvc_tier_stats_transfer_seconds_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -4121,7 +4123,7 @@ double _wrap_kvc_tier_stats_transfer_seconds_get_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   double arg2 ;
   
@@ -4133,7 +4135,7 @@ void _wrap_kvc_tier_stats_bandwidth_bytes_per_s_set_raw_c1299ace2ba42ba1(struct 
 }
 
 
-double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -4146,7 +4148,7 @@ double _wrap_kvc_tier_stats_bandwidth_bytes_per_s_get_raw_c1299ace2ba42ba1(struc
 }
 
 
-void _wrap_kvc_tier_stats_hits_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_hits_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4158,7 +4160,7 @@ void _wrap_kvc_tier_stats_hits_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_
 }
 
 
-long long _wrap_kvc_tier_stats_hits_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_hits_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4171,7 +4173,7 @@ long long _wrap_kvc_tier_stats_hits_get_raw_c1299ace2ba42ba1(struct kvc_tier_sta
 }
 
 
-void _wrap_kvc_tier_stats_evictions_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_evictions_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4183,7 +4185,7 @@ void _wrap_kvc_tier_stats_evictions_set_raw_c1299ace2ba42ba1(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_evictions_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_evictions_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4196,7 +4198,7 @@ long long _wrap_kvc_tier_stats_evictions_get_raw_c1299ace2ba42ba1(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_failures_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_failures_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4208,7 +4210,7 @@ void _wrap_kvc_tier_stats_failures_set_raw_c1299ace2ba42ba1(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_failures_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_failures_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4221,7 +4223,7 @@ long long _wrap_kvc_tier_stats_failures_get_raw_c1299ace2ba42ba1(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_checksum_failures_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_checksum_failures_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4233,7 +4235,7 @@ void _wrap_kvc_tier_stats_checksum_failures_set_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-long long _wrap_kvc_tier_stats_checksum_failures_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_checksum_failures_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4246,7 +4248,7 @@ long long _wrap_kvc_tier_stats_checksum_failures_get_raw_c1299ace2ba42ba1(struct
 }
 
 
-void _wrap_kvc_tier_stats_io_errors_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_io_errors_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4258,7 +4260,7 @@ void _wrap_kvc_tier_stats_io_errors_set_raw_c1299ace2ba42ba1(struct kvc_tier_sta
 }
 
 
-long long _wrap_kvc_tier_stats_io_errors_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_io_errors_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4271,7 +4273,7 @@ long long _wrap_kvc_tier_stats_io_errors_get_raw_c1299ace2ba42ba1(struct kvc_tie
 }
 
 
-void _wrap_kvc_tier_stats_recovered_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_recovered_blocks_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4283,7 +4285,7 @@ void _wrap_kvc_tier_stats_recovered_blocks_set_raw_c1299ace2ba42ba1(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_recovered_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_recovered_blocks_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4296,7 +4298,7 @@ long long _wrap_kvc_tier_stats_recovered_blocks_get_raw_c1299ace2ba42ba1(struct 
 }
 
 
-void _wrap_kvc_tier_stats_foreign_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_foreign_blocks_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4308,7 +4310,7 @@ void _wrap_kvc_tier_stats_foreign_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_foreign_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_foreign_blocks_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4321,7 +4323,7 @@ long long _wrap_kvc_tier_stats_foreign_blocks_get_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-void _wrap_kvc_tier_stats_reachable_blocks_set_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_reachable_blocks_set_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -4333,7 +4335,7 @@ void _wrap_kvc_tier_stats_reachable_blocks_set_raw_c1299ace2ba42ba1(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_reachable_blocks_get_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_reachable_blocks_get_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4346,7 +4348,7 @@ long long _wrap_kvc_tier_stats_reachable_blocks_get_raw_c1299ace2ba42ba1(struct 
 }
 
 
-struct kvc_tier_stats *_wrap_new_kvc_tier_stats_raw_c1299ace2ba42ba1() {
+struct kvc_tier_stats *_wrap_new_kvc_tier_stats_raw_b573f7732a553e52() {
   struct kvc_tier_stats *result = 0 ;
   struct kvc_tier_stats *_swig_go_result;
   
@@ -4357,7 +4359,7 @@ struct kvc_tier_stats *_wrap_new_kvc_tier_stats_raw_c1299ace2ba42ba1() {
 }
 
 
-void _wrap_delete_kvc_tier_stats_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_swig_go_0) {
+void _wrap_delete_kvc_tier_stats_raw_b573f7732a553e52(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   
   arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
@@ -4367,7 +4369,7 @@ void _wrap_delete_kvc_tier_stats_raw_c1299ace2ba42ba1(struct kvc_tier_stats *_sw
 }
 
 
-intgo _wrap_kvc_tier_get_stats_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
+intgo _wrap_kvc_tier_get_stats_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, intgo _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   kvc_tier_stats *arg3 = (kvc_tier_stats *) 0 ;
@@ -4384,7 +4386,7 @@ intgo _wrap_kvc_tier_get_stats_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0,
 }
 
 
-intgo _wrap_kvc_swap_out_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_swap_out_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4401,7 +4403,7 @@ intgo _wrap_kvc_swap_out_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long 
 }
 
 
-intgo _wrap_kvc_swap_in_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_swap_in_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4418,7 +4420,7 @@ intgo _wrap_kvc_swap_in_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long l
 }
 
 
-intgo _wrap_kvc_op_query_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_op_query_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4435,7 +4437,7 @@ intgo _wrap_kvc_op_query_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long 
 }
 
 
-intgo _wrap_kvc_op_wait_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_op_wait_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -4450,7 +4452,7 @@ intgo _wrap_kvc_op_wait_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long l
 }
 
 
-intgo _wrap_kvc_preempt_recompute_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_preempt_recompute_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4467,7 +4469,7 @@ intgo _wrap_kvc_preempt_recompute_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go
 }
 
 
-intgo _wrap_kvc_preemption_cost_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvc_preemption_cost_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   uint64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4486,7 +4488,7 @@ intgo _wrap_kvc_preemption_cost_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0
 }
 
 
-void _wrap_kvc_storage_info_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_struct_size_set_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint32_t arg2 ;
   
@@ -4498,7 +4500,7 @@ void _wrap_kvc_storage_info_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_stor
 }
 
 
-intgo _wrap_kvc_storage_info_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_struct_size_get_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4511,7 +4513,7 @@ intgo _wrap_kvc_storage_info_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_sto
 }
 
 
-void _wrap_kvc_storage_info_backend_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_backend_set_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t arg2 ;
   
@@ -4523,7 +4525,7 @@ void _wrap_kvc_storage_info_backend_set_raw_c1299ace2ba42ba1(struct kvc_storage_
 }
 
 
-intgo _wrap_kvc_storage_info_backend_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_backend_get_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4536,7 +4538,7 @@ intgo _wrap_kvc_storage_info_backend_get_raw_c1299ace2ba42ba1(struct kvc_storage
 }
 
 
-void _wrap_kvc_storage_info_kv_dtype_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_kv_dtype_set_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t arg2 ;
   
@@ -4548,7 +4550,7 @@ void _wrap_kvc_storage_info_kv_dtype_set_raw_c1299ace2ba42ba1(struct kvc_storage
 }
 
 
-intgo _wrap_kvc_storage_info_kv_dtype_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_kv_dtype_get_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4561,7 +4563,7 @@ intgo _wrap_kvc_storage_info_kv_dtype_get_raw_c1299ace2ba42ba1(struct kvc_storag
 }
 
 
-void _wrap_kvc_storage_info_elem_bytes_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_elem_bytes_set_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t arg2 ;
   
@@ -4573,7 +4575,7 @@ void _wrap_kvc_storage_info_elem_bytes_set_raw_c1299ace2ba42ba1(struct kvc_stora
 }
 
 
-intgo _wrap_kvc_storage_info_elem_bytes_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_elem_bytes_get_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4586,7 +4588,7 @@ intgo _wrap_kvc_storage_info_elem_bytes_get_raw_c1299ace2ba42ba1(struct kvc_stor
 }
 
 
-void _wrap_kvc_storage_info_device_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_storage_info_device_set_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t arg2 ;
   
@@ -4598,7 +4600,7 @@ void _wrap_kvc_storage_info_device_set_raw_c1299ace2ba42ba1(struct kvc_storage_i
 }
 
 
-intgo _wrap_kvc_storage_info_device_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+intgo _wrap_kvc_storage_info_device_get_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4611,7 +4613,7 @@ intgo _wrap_kvc_storage_info_device_get_raw_c1299ace2ba42ba1(struct kvc_storage_
 }
 
 
-void _wrap_kvc_storage_info_base_address_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_base_address_set_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint64_t arg2 ;
   
@@ -4623,7 +4625,7 @@ void _wrap_kvc_storage_info_base_address_set_raw_c1299ace2ba42ba1(struct kvc_sto
 }
 
 
-long long _wrap_kvc_storage_info_base_address_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_base_address_get_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4636,7 +4638,7 @@ long long _wrap_kvc_storage_info_base_address_get_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-void _wrap_kvc_storage_info_total_bytes_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_total_bytes_set_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -4648,7 +4650,7 @@ void _wrap_kvc_storage_info_total_bytes_set_raw_c1299ace2ba42ba1(struct kvc_stor
 }
 
 
-long long _wrap_kvc_storage_info_total_bytes_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_total_bytes_get_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4661,7 +4663,7 @@ long long _wrap_kvc_storage_info_total_bytes_get_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-void _wrap_kvc_storage_info_block_stride_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_block_stride_set_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -4673,7 +4675,7 @@ void _wrap_kvc_storage_info_block_stride_set_raw_c1299ace2ba42ba1(struct kvc_sto
 }
 
 
-long long _wrap_kvc_storage_info_block_stride_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_block_stride_get_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4686,7 +4688,7 @@ long long _wrap_kvc_storage_info_block_stride_get_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-void _wrap_kvc_storage_info_layer_stride_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_layer_stride_set_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -4698,7 +4700,7 @@ void _wrap_kvc_storage_info_layer_stride_set_raw_c1299ace2ba42ba1(struct kvc_sto
 }
 
 
-long long _wrap_kvc_storage_info_layer_stride_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_layer_stride_get_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4711,7 +4713,7 @@ long long _wrap_kvc_storage_info_layer_stride_get_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-void _wrap_kvc_storage_info_kv_stride_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_kv_stride_set_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -4723,7 +4725,7 @@ void _wrap_kvc_storage_info_kv_stride_set_raw_c1299ace2ba42ba1(struct kvc_storag
 }
 
 
-long long _wrap_kvc_storage_info_kv_stride_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_kv_stride_get_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4736,7 +4738,7 @@ long long _wrap_kvc_storage_info_kv_stride_get_raw_c1299ace2ba42ba1(struct kvc_s
 }
 
 
-void _wrap_kvc_storage_info_head_stride_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_head_stride_set_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -4748,7 +4750,7 @@ void _wrap_kvc_storage_info_head_stride_set_raw_c1299ace2ba42ba1(struct kvc_stor
 }
 
 
-long long _wrap_kvc_storage_info_head_stride_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_head_stride_get_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4761,7 +4763,7 @@ long long _wrap_kvc_storage_info_head_stride_get_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-void _wrap_kvc_storage_info_token_stride_set_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_storage_info_token_stride_set_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t arg2 ;
   
@@ -4773,7 +4775,7 @@ void _wrap_kvc_storage_info_token_stride_set_raw_c1299ace2ba42ba1(struct kvc_sto
 }
 
 
-long long _wrap_kvc_storage_info_token_stride_get_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+long long _wrap_kvc_storage_info_token_stride_get_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4786,7 +4788,7 @@ long long _wrap_kvc_storage_info_token_stride_get_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-struct kvc_storage_info *_wrap_new_kvc_storage_info_raw_c1299ace2ba42ba1() {
+struct kvc_storage_info *_wrap_new_kvc_storage_info_raw_b573f7732a553e52() {
   struct kvc_storage_info *result = 0 ;
   struct kvc_storage_info *_swig_go_result;
   
@@ -4797,7 +4799,7 @@ struct kvc_storage_info *_wrap_new_kvc_storage_info_raw_c1299ace2ba42ba1() {
 }
 
 
-void _wrap_delete_kvc_storage_info_raw_c1299ace2ba42ba1(struct kvc_storage_info *_swig_go_0) {
+void _wrap_delete_kvc_storage_info_raw_b573f7732a553e52(struct kvc_storage_info *_swig_go_0) {
   struct kvc_storage_info *arg1 = (struct kvc_storage_info *) 0 ;
   
   arg1 = *(struct kvc_storage_info **)&_swig_go_0; 
@@ -4807,7 +4809,7 @@ void _wrap_delete_kvc_storage_info_raw_c1299ace2ba42ba1(struct kvc_storage_info 
 }
 
 
-intgo _wrap_kvc_storage_get_info_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_storage_info *_swig_go_1) {
+intgo _wrap_kvc_storage_get_info_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, struct kvc_storage_info *_swig_go_1) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_storage_info *arg2 = (kvc_storage_info *) 0 ;
   kvc_status result;
@@ -4822,7 +4824,7 @@ intgo _wrap_kvc_storage_get_info_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_kvc_cache_write_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, float _swig_go_7, float _swig_go_8, void *_swig_go_9) {
+intgo _wrap_kvc_cache_write_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, float _swig_go_7, float _swig_go_8, void *_swig_go_9) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4853,7 +4855,7 @@ intgo _wrap_kvc_cache_write_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, in
 }
 
 
-intgo _wrap_kvc_storage_copy_blocks_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+intgo _wrap_kvc_storage_copy_blocks_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -4874,7 +4876,7 @@ intgo _wrap_kvc_storage_copy_blocks_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_
 }
 
 
-intgo _wrap_kvc_copy_pending_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, void *_swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_copy_pending_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, void *_swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   void *arg2 = (void *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4891,7 +4893,7 @@ intgo _wrap_kvc_copy_pending_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, v
 }
 
 
-intgo _wrap_kvc_take_pending_copies_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_take_pending_copies_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4912,7 +4914,7 @@ intgo _wrap_kvc_take_pending_copies_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_
 }
 
 
-intgo _wrap_kvc_batch_create_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_batch_create_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   int64_t arg3 ;
@@ -4933,7 +4935,7 @@ intgo _wrap_kvc_batch_create_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, i
 }
 
 
-intgo _wrap_kvc_batch_destroy_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0) {
+intgo _wrap_kvc_batch_destroy_raw_b573f7732a553e52(struct kvc_batch *_swig_go_0) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -4946,7 +4948,7 @@ intgo _wrap_kvc_batch_destroy_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0)
 }
 
 
-intgo _wrap_kvc_batch_build_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
+intgo _wrap_kvc_batch_build_raw_b573f7732a553e52(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4965,7 +4967,7 @@ intgo _wrap_kvc_batch_build_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, _
 }
 
 
-intgo _wrap_kvc_batch_set_stream_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, void *_swig_go_1) {
+intgo _wrap_kvc_batch_set_stream_raw_b573f7732a553e52(struct kvc_batch *_swig_go_0, void *_swig_go_1) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status result;
@@ -4980,7 +4982,7 @@ intgo _wrap_kvc_batch_set_stream_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go
 }
 
 
-intgo _wrap_kvc_batch_set_group_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvc_batch_set_group_raw_b573f7732a553e52(struct kvc_batch *_swig_go_0, intgo _swig_go_1) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   int32_t arg2 ;
   kvc_status result;
@@ -4995,7 +4997,7 @@ intgo _wrap_kvc_batch_set_group_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_
 }
 
 
-void _wrap_kvc_batch_info_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_struct_size_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint32_t arg2 ;
   
@@ -5007,7 +5009,7 @@ void _wrap_kvc_batch_info_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_batch_
 }
 
 
-intgo _wrap_kvc_batch_info_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_struct_size_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -5020,7 +5022,7 @@ intgo _wrap_kvc_batch_info_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_batch
 }
 
 
-void _wrap_kvc_batch_info_num_seqs_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_num_seqs_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -5032,7 +5034,7 @@ void _wrap_kvc_batch_info_num_seqs_set_raw_c1299ace2ba42ba1(struct kvc_batch_inf
 }
 
 
-intgo _wrap_kvc_batch_info_num_seqs_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_num_seqs_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5045,7 +5047,7 @@ intgo _wrap_kvc_batch_info_num_seqs_get_raw_c1299ace2ba42ba1(struct kvc_batch_in
 }
 
 
-void _wrap_kvc_batch_info_num_tokens_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_num_tokens_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t arg2 ;
   
@@ -5057,7 +5059,7 @@ void _wrap_kvc_batch_info_num_tokens_set_raw_c1299ace2ba42ba1(struct kvc_batch_i
 }
 
 
-long long _wrap_kvc_batch_info_num_tokens_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_num_tokens_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5070,7 +5072,7 @@ long long _wrap_kvc_batch_info_num_tokens_get_raw_c1299ace2ba42ba1(struct kvc_ba
 }
 
 
-void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -5082,7 +5084,7 @@ void _wrap_kvc_batch_info_max_blocks_per_seq_set_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5095,7 +5097,7 @@ intgo _wrap_kvc_batch_info_max_blocks_per_seq_get_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-void _wrap_kvc_batch_info_max_q_len_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_max_q_len_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -5107,7 +5109,7 @@ void _wrap_kvc_batch_info_max_q_len_set_raw_c1299ace2ba42ba1(struct kvc_batch_in
 }
 
 
-intgo _wrap_kvc_batch_info_max_q_len_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_max_q_len_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5120,7 +5122,7 @@ intgo _wrap_kvc_batch_info_max_q_len_get_raw_c1299ace2ba42ba1(struct kvc_batch_i
 }
 
 
-void _wrap_kvc_batch_info_max_seq_len_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_max_seq_len_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t arg2 ;
   
@@ -5132,7 +5134,7 @@ void _wrap_kvc_batch_info_max_seq_len_set_raw_c1299ace2ba42ba1(struct kvc_batch_
 }
 
 
-long long _wrap_kvc_batch_info_max_seq_len_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_max_seq_len_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5145,7 +5147,7 @@ long long _wrap_kvc_batch_info_max_seq_len_get_raw_c1299ace2ba42ba1(struct kvc_b
 }
 
 
-void _wrap_kvc_batch_info_num_indices_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_num_indices_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t arg2 ;
   
@@ -5157,7 +5159,7 @@ void _wrap_kvc_batch_info_num_indices_set_raw_c1299ace2ba42ba1(struct kvc_batch_
 }
 
 
-long long _wrap_kvc_batch_info_num_indices_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_num_indices_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5170,7 +5172,7 @@ long long _wrap_kvc_batch_info_num_indices_get_raw_c1299ace2ba42ba1(struct kvc_b
 }
 
 
-void _wrap_kvc_batch_info_is_decode_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_is_decode_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -5182,7 +5184,7 @@ void _wrap_kvc_batch_info_is_decode_set_raw_c1299ace2ba42ba1(struct kvc_batch_in
 }
 
 
-intgo _wrap_kvc_batch_info_is_decode_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_is_decode_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5195,7 +5197,7 @@ intgo _wrap_kvc_batch_info_is_decode_get_raw_c1299ace2ba42ba1(struct kvc_batch_i
 }
 
 
-void _wrap_kvc_batch_info_rows_uploaded_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_batch_info_rows_uploaded_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, intgo _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t arg2 ;
   
@@ -5207,7 +5209,7 @@ void _wrap_kvc_batch_info_rows_uploaded_set_raw_c1299ace2ba42ba1(struct kvc_batc
 }
 
 
-intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5220,7 +5222,7 @@ intgo _wrap_kvc_batch_info_rows_uploaded_get_raw_c1299ace2ba42ba1(struct kvc_bat
 }
 
 
-void _wrap_kvc_batch_info_block_tables_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_block_tables_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -5232,7 +5234,7 @@ void _wrap_kvc_batch_info_block_tables_set_raw_c1299ace2ba42ba1(struct kvc_batch
 }
 
 
-long long _wrap_kvc_batch_info_block_tables_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_block_tables_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5245,7 +5247,7 @@ long long _wrap_kvc_batch_info_block_tables_get_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-void _wrap_kvc_batch_info_seq_lens_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_seq_lens_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -5257,7 +5259,7 @@ void _wrap_kvc_batch_info_seq_lens_set_raw_c1299ace2ba42ba1(struct kvc_batch_inf
 }
 
 
-long long _wrap_kvc_batch_info_seq_lens_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_seq_lens_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5270,7 +5272,7 @@ long long _wrap_kvc_batch_info_seq_lens_get_raw_c1299ace2ba42ba1(struct kvc_batc
 }
 
 
-void _wrap_kvc_batch_info_query_start_loc_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_query_start_loc_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -5282,7 +5284,7 @@ void _wrap_kvc_batch_info_query_start_loc_set_raw_c1299ace2ba42ba1(struct kvc_ba
 }
 
 
-long long _wrap_kvc_batch_info_query_start_loc_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_query_start_loc_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5295,7 +5297,7 @@ long long _wrap_kvc_batch_info_query_start_loc_get_raw_c1299ace2ba42ba1(struct k
 }
 
 
-void _wrap_kvc_batch_info_slot_mapping_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_slot_mapping_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -5307,7 +5309,7 @@ void _wrap_kvc_batch_info_slot_mapping_set_raw_c1299ace2ba42ba1(struct kvc_batch
 }
 
 
-long long _wrap_kvc_batch_info_slot_mapping_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_slot_mapping_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5320,7 +5322,7 @@ long long _wrap_kvc_batch_info_slot_mapping_get_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-void _wrap_kvc_batch_info_kv_indptr_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_kv_indptr_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -5332,7 +5334,7 @@ void _wrap_kvc_batch_info_kv_indptr_set_raw_c1299ace2ba42ba1(struct kvc_batch_in
 }
 
 
-long long _wrap_kvc_batch_info_kv_indptr_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_kv_indptr_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5345,7 +5347,7 @@ long long _wrap_kvc_batch_info_kv_indptr_get_raw_c1299ace2ba42ba1(struct kvc_bat
 }
 
 
-void _wrap_kvc_batch_info_kv_indices_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_kv_indices_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -5357,7 +5359,7 @@ void _wrap_kvc_batch_info_kv_indices_set_raw_c1299ace2ba42ba1(struct kvc_batch_i
 }
 
 
-long long _wrap_kvc_batch_info_kv_indices_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_kv_indices_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5370,7 +5372,7 @@ long long _wrap_kvc_batch_info_kv_indices_get_raw_c1299ace2ba42ba1(struct kvc_ba
 }
 
 
-void _wrap_kvc_batch_info_kv_last_page_len_set_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_batch_info_kv_last_page_len_set_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0, long long _swig_go_1) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t arg2 ;
   
@@ -5382,7 +5384,7 @@ void _wrap_kvc_batch_info_kv_last_page_len_set_raw_c1299ace2ba42ba1(struct kvc_b
 }
 
 
-long long _wrap_kvc_batch_info_kv_last_page_len_get_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+long long _wrap_kvc_batch_info_kv_last_page_len_get_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5395,7 +5397,7 @@ long long _wrap_kvc_batch_info_kv_last_page_len_get_raw_c1299ace2ba42ba1(struct 
 }
 
 
-struct kvc_batch_info *_wrap_new_kvc_batch_info_raw_c1299ace2ba42ba1() {
+struct kvc_batch_info *_wrap_new_kvc_batch_info_raw_b573f7732a553e52() {
   struct kvc_batch_info *result = 0 ;
   struct kvc_batch_info *_swig_go_result;
   
@@ -5406,7 +5408,7 @@ struct kvc_batch_info *_wrap_new_kvc_batch_info_raw_c1299ace2ba42ba1() {
 }
 
 
-void _wrap_delete_kvc_batch_info_raw_c1299ace2ba42ba1(struct kvc_batch_info *_swig_go_0) {
+void _wrap_delete_kvc_batch_info_raw_b573f7732a553e52(struct kvc_batch_info *_swig_go_0) {
   struct kvc_batch_info *arg1 = (struct kvc_batch_info *) 0 ;
   
   arg1 = *(struct kvc_batch_info **)&_swig_go_0; 
@@ -5416,7 +5418,7 @@ void _wrap_delete_kvc_batch_info_raw_c1299ace2ba42ba1(struct kvc_batch_info *_sw
 }
 
 
-intgo _wrap_kvc_batch_get_info_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, struct kvc_batch_info *_swig_go_1) {
+intgo _wrap_kvc_batch_get_info_raw_b573f7732a553e52(struct kvc_batch *_swig_go_0, struct kvc_batch_info *_swig_go_1) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   kvc_batch_info *arg2 = (kvc_batch_info *) 0 ;
   kvc_status result;
@@ -5431,7 +5433,7 @@ intgo _wrap_kvc_batch_get_info_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0
 }
 
 
-intgo _wrap_kvc_batch_copy_slot_mapping_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
+intgo _wrap_kvc_batch_copy_slot_mapping_raw_b573f7732a553e52(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t arg3 ;
@@ -5448,7 +5450,7 @@ intgo _wrap_kvc_batch_copy_slot_mapping_raw_c1299ace2ba42ba1(struct kvc_batch *_
 }
 
 
-intgo _wrap_kvc_batch_copy_block_tables_raw_c1299ace2ba42ba1(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
+intgo _wrap_kvc_batch_copy_block_tables_raw_b573f7732a553e52(struct kvc_batch *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
   kvc_batch *arg1 = (kvc_batch *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -5465,7 +5467,7 @@ intgo _wrap_kvc_batch_copy_block_tables_raw_c1299ace2ba42ba1(struct kvc_batch *_
 }
 
 
-void _wrap_kvc_attention_params_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_struct_size_set_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   uint32_t arg2 ;
   
@@ -5477,7 +5479,7 @@ void _wrap_kvc_attention_params_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-intgo _wrap_kvc_attention_params_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_struct_size_get_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -5490,7 +5492,7 @@ intgo _wrap_kvc_attention_params_struct_size_get_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-void _wrap_kvc_attention_params_num_q_heads_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_num_q_heads_set_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t arg2 ;
   
@@ -5502,7 +5504,7 @@ void _wrap_kvc_attention_params_num_q_heads_set_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-intgo _wrap_kvc_attention_params_num_q_heads_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_num_q_heads_get_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5515,7 +5517,7 @@ intgo _wrap_kvc_attention_params_num_q_heads_get_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-void _wrap_kvc_attention_params_q_dtype_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_q_dtype_set_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t arg2 ;
   
@@ -5527,7 +5529,7 @@ void _wrap_kvc_attention_params_q_dtype_set_raw_c1299ace2ba42ba1(struct kvc_atte
 }
 
 
-intgo _wrap_kvc_attention_params_q_dtype_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_q_dtype_get_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5540,7 +5542,7 @@ intgo _wrap_kvc_attention_params_q_dtype_get_raw_c1299ace2ba42ba1(struct kvc_att
 }
 
 
-void _wrap_kvc_attention_params_scale_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_attention_params_scale_set_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float arg2 ;
   
@@ -5552,7 +5554,7 @@ void _wrap_kvc_attention_params_scale_set_raw_c1299ace2ba42ba1(struct kvc_attent
 }
 
 
-float _wrap_kvc_attention_params_scale_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
+float _wrap_kvc_attention_params_scale_get_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float result;
   float _swig_go_result;
@@ -5565,7 +5567,7 @@ float _wrap_kvc_attention_params_scale_get_raw_c1299ace2ba42ba1(struct kvc_atten
 }
 
 
-void _wrap_kvc_attention_params_k_scale_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_attention_params_k_scale_set_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float arg2 ;
   
@@ -5577,7 +5579,7 @@ void _wrap_kvc_attention_params_k_scale_set_raw_c1299ace2ba42ba1(struct kvc_atte
 }
 
 
-float _wrap_kvc_attention_params_k_scale_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
+float _wrap_kvc_attention_params_k_scale_get_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float result;
   float _swig_go_result;
@@ -5590,7 +5592,7 @@ float _wrap_kvc_attention_params_k_scale_get_raw_c1299ace2ba42ba1(struct kvc_att
 }
 
 
-void _wrap_kvc_attention_params_v_scale_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_attention_params_v_scale_set_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float arg2 ;
   
@@ -5602,7 +5604,7 @@ void _wrap_kvc_attention_params_v_scale_set_raw_c1299ace2ba42ba1(struct kvc_atte
 }
 
 
-float _wrap_kvc_attention_params_v_scale_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
+float _wrap_kvc_attention_params_v_scale_get_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float result;
   float _swig_go_result;
@@ -5615,7 +5617,7 @@ float _wrap_kvc_attention_params_v_scale_get_raw_c1299ace2ba42ba1(struct kvc_att
 }
 
 
-void _wrap_kvc_attention_params_logit_softcap_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_attention_params_logit_softcap_set_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0, float _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float arg2 ;
   
@@ -5627,7 +5629,7 @@ void _wrap_kvc_attention_params_logit_softcap_set_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-float _wrap_kvc_attention_params_logit_softcap_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
+float _wrap_kvc_attention_params_logit_softcap_get_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   float result;
   float _swig_go_result;
@@ -5640,7 +5642,7 @@ float _wrap_kvc_attention_params_logit_softcap_get_raw_c1299ace2ba42ba1(struct k
 }
 
 
-void _wrap_kvc_attention_params_sliding_window_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_sliding_window_set_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t arg2 ;
   
@@ -5652,7 +5654,7 @@ void _wrap_kvc_attention_params_sliding_window_set_raw_c1299ace2ba42ba1(struct k
 }
 
 
-intgo _wrap_kvc_attention_params_sliding_window_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_sliding_window_get_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5665,7 +5667,7 @@ intgo _wrap_kvc_attention_params_sliding_window_get_raw_c1299ace2ba42ba1(struct 
 }
 
 
-void _wrap_kvc_attention_params_partition_size_set_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_attention_params_partition_size_set_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0, intgo _swig_go_1) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t arg2 ;
   
@@ -5677,7 +5679,7 @@ void _wrap_kvc_attention_params_partition_size_set_raw_c1299ace2ba42ba1(struct k
 }
 
 
-intgo _wrap_kvc_attention_params_partition_size_get_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_partition_size_get_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5690,7 +5692,7 @@ intgo _wrap_kvc_attention_params_partition_size_get_raw_c1299ace2ba42ba1(struct 
 }
 
 
-struct kvc_attention_params *_wrap_new_kvc_attention_params_raw_c1299ace2ba42ba1() {
+struct kvc_attention_params *_wrap_new_kvc_attention_params_raw_b573f7732a553e52() {
   struct kvc_attention_params *result = 0 ;
   struct kvc_attention_params *_swig_go_result;
   
@@ -5701,7 +5703,7 @@ struct kvc_attention_params *_wrap_new_kvc_attention_params_raw_c1299ace2ba42ba1
 }
 
 
-void _wrap_delete_kvc_attention_params_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
+void _wrap_delete_kvc_attention_params_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0) {
   struct kvc_attention_params *arg1 = (struct kvc_attention_params *) 0 ;
   
   arg1 = *(struct kvc_attention_params **)&_swig_go_0; 
@@ -5711,7 +5713,7 @@ void _wrap_delete_kvc_attention_params_raw_c1299ace2ba42ba1(struct kvc_attention
 }
 
 
-intgo _wrap_kvc_attention_params_default_raw_c1299ace2ba42ba1(struct kvc_attention_params *_swig_go_0) {
+intgo _wrap_kvc_attention_params_default_raw_b573f7732a553e52(struct kvc_attention_params *_swig_go_0) {
   kvc_attention_params *arg1 = (kvc_attention_params *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -5724,7 +5726,7 @@ intgo _wrap_kvc_attention_params_default_raw_c1299ace2ba42ba1(struct kvc_attenti
 }
 
 
-intgo _wrap_kvc_launch_attention_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, struct kvc_attention_params *_swig_go_5, void *_swig_go_6) {
+intgo _wrap_kvc_launch_attention_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, struct kvc_attention_params *_swig_go_5, void *_swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_batch *arg2 = (kvc_batch *) 0 ;
   int32_t arg3 ;
@@ -5749,7 +5751,7 @@ intgo _wrap_kvc_launch_attention_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_
 }
 
 
-intgo _wrap_KVC_XFER_OK_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_XFER_OK_raw_b573f7732a553e52() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5761,7 +5763,7 @@ intgo _wrap_KVC_XFER_OK_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_b573f7732a553e52() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5773,7 +5775,7 @@ intgo _wrap_KVC_XFER_FAIL_DESCRIPTOR_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_LAYOUT_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_XFER_FAIL_LAYOUT_raw_b573f7732a553e52() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5785,7 +5787,7 @@ intgo _wrap_KVC_XFER_FAIL_LAYOUT_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_HASH_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_XFER_FAIL_HASH_raw_b573f7732a553e52() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5797,7 +5799,7 @@ intgo _wrap_KVC_XFER_FAIL_HASH_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_POOL_FULL_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_XFER_FAIL_POOL_FULL_raw_b573f7732a553e52() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5809,7 +5811,7 @@ intgo _wrap_KVC_XFER_FAIL_POOL_FULL_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_PEER_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_XFER_FAIL_PEER_raw_b573f7732a553e52() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5821,7 +5823,7 @@ intgo _wrap_KVC_XFER_FAIL_PEER_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_TIMEOUT_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_XFER_FAIL_TIMEOUT_raw_b573f7732a553e52() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5833,7 +5835,7 @@ intgo _wrap_KVC_XFER_FAIL_TIMEOUT_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_LEASE_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_XFER_FAIL_LEASE_raw_b573f7732a553e52() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5845,7 +5847,7 @@ intgo _wrap_KVC_XFER_FAIL_LEASE_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_KVC_XFER_FAIL_CANCELLED_raw_c1299ace2ba42ba1() {
+intgo _wrap_KVC_XFER_FAIL_CANCELLED_raw_b573f7732a553e52() {
   enum kvc_xfer_failure result;
   intgo _swig_go_result;
   
@@ -5857,7 +5859,19 @@ intgo _wrap_KVC_XFER_FAIL_CANCELLED_raw_c1299ace2ba42ba1() {
 }
 
 
-intgo _wrap_kvc_xfer_available_raw_c1299ace2ba42ba1(_goslice_ _swig_go_0) {
+intgo _wrap_KVC_XFER_FAIL_DEVICE_raw_b573f7732a553e52() {
+  enum kvc_xfer_failure result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_XFER_FAIL_DEVICE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvc_xfer_available_raw_b573f7732a553e52(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -5870,7 +5884,7 @@ intgo _wrap_kvc_xfer_available_raw_c1299ace2ba42ba1(_goslice_ _swig_go_0) {
 }
 
 
-intgo _wrap_kvc_xfer_agent_create_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_xfer_config *_swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_xfer_agent_create_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, struct kvc_xfer_config *_swig_go_1, _goslice_ _swig_go_2) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_xfer_config *arg2 = (kvc_xfer_config *) 0 ;
   kvc_xfer_agent **arg3 = (kvc_xfer_agent **) 0 ;
@@ -5887,7 +5901,7 @@ intgo _wrap_kvc_xfer_agent_create_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go
 }
 
 
-intgo _wrap_kvc_xfer_agent_destroy_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0) {
+intgo _wrap_kvc_xfer_agent_destroy_raw_b573f7732a553e52(struct kvc_xfer_agent *_swig_go_0) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   kvc_status result;
   intgo _swig_go_result;
@@ -5900,7 +5914,7 @@ intgo _wrap_kvc_xfer_agent_destroy_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_
 }
 
 
-intgo _wrap_kvc_xfer_export_prompt_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvc_xfer_export_prompt_raw_b573f7732a553e52(struct kvc_xfer_agent *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int64_t arg3 ;
@@ -5925,7 +5939,7 @@ intgo _wrap_kvc_xfer_export_prompt_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_
 }
 
 
-intgo _wrap_kvc_xfer_export_seq_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_xfer_export_seq_raw_b573f7732a553e52(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   uint64_t arg2 ;
   int64_t arg3 ;
@@ -5946,7 +5960,7 @@ intgo _wrap_kvc_xfer_export_seq_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swi
 }
 
 
-intgo _wrap_kvc_xfer_export_descriptor_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_xfer_export_descriptor_raw_b573f7732a553e52(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   uint64_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -5967,7 +5981,7 @@ intgo _wrap_kvc_xfer_export_descriptor_raw_c1299ace2ba42ba1(struct kvc_xfer_agen
 }
 
 
-intgo _wrap_kvc_xfer_export_release_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvc_xfer_export_release_raw_b573f7732a553e52(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   uint64_t arg2 ;
   kvc_status result;
@@ -5982,7 +5996,7 @@ intgo _wrap_kvc_xfer_export_release_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *
 }
 
 
-intgo _wrap_kvc_xfer_import_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvc_xfer_import_raw_b573f7732a553e52(struct kvc_xfer_agent *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, struct kvc_keys *_swig_go_3, _goslice_ _swig_go_4) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   int64_t arg3 ;
@@ -6003,7 +6017,7 @@ intgo _wrap_kvc_xfer_import_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go
 }
 
 
-intgo _wrap_kvc_xfer_op_query_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvc_xfer_op_query_raw_b573f7732a553e52(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -6020,7 +6034,7 @@ intgo _wrap_kvc_xfer_op_query_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_
 }
 
 
-void _wrap_kvc_xfer_import_result_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_xfer_import_result_struct_size_set_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   uint32_t arg2 ;
   
@@ -6032,7 +6046,7 @@ void _wrap_kvc_xfer_import_result_struct_size_set_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-intgo _wrap_kvc_xfer_import_result_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
+intgo _wrap_kvc_xfer_import_result_struct_size_get_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6045,7 +6059,7 @@ intgo _wrap_kvc_xfer_import_result_struct_size_get_raw_c1299ace2ba42ba1(struct k
 }
 
 
-void _wrap_kvc_xfer_import_result_status_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_xfer_import_result_status_set_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int32_t arg2 ;
   
@@ -6057,7 +6071,7 @@ void _wrap_kvc_xfer_import_result_status_set_raw_c1299ace2ba42ba1(struct kvc_xfe
 }
 
 
-intgo _wrap_kvc_xfer_import_result_status_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
+intgo _wrap_kvc_xfer_import_result_status_get_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6070,7 +6084,7 @@ intgo _wrap_kvc_xfer_import_result_status_get_raw_c1299ace2ba42ba1(struct kvc_xf
 }
 
 
-void _wrap_kvc_xfer_import_result_failure_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_xfer_import_result_failure_set_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int32_t arg2 ;
   
@@ -6082,7 +6096,7 @@ void _wrap_kvc_xfer_import_result_failure_set_raw_c1299ace2ba42ba1(struct kvc_xf
 }
 
 
-intgo _wrap_kvc_xfer_import_result_failure_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
+intgo _wrap_kvc_xfer_import_result_failure_get_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6095,7 +6109,7 @@ intgo _wrap_kvc_xfer_import_result_failure_get_raw_c1299ace2ba42ba1(struct kvc_x
 }
 
 
-void _wrap_kvc_xfer_import_result_reserved_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_xfer_import_result_reserved_set_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0, intgo _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int32_t arg2 ;
   
@@ -6107,7 +6121,7 @@ void _wrap_kvc_xfer_import_result_reserved_set_raw_c1299ace2ba42ba1(struct kvc_x
 }
 
 
-intgo _wrap_kvc_xfer_import_result_reserved_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
+intgo _wrap_kvc_xfer_import_result_reserved_get_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6120,7 +6134,7 @@ intgo _wrap_kvc_xfer_import_result_reserved_get_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-void _wrap_kvc_xfer_import_result_blocks_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_import_result_blocks_set_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t arg2 ;
   
@@ -6132,7 +6146,7 @@ void _wrap_kvc_xfer_import_result_blocks_set_raw_c1299ace2ba42ba1(struct kvc_xfe
 }
 
 
-long long _wrap_kvc_xfer_import_result_blocks_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
+long long _wrap_kvc_xfer_import_result_blocks_get_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6145,7 +6159,7 @@ long long _wrap_kvc_xfer_import_result_blocks_get_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-void _wrap_kvc_xfer_import_result_blocks_pulled_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_import_result_blocks_pulled_set_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t arg2 ;
   
@@ -6157,7 +6171,7 @@ void _wrap_kvc_xfer_import_result_blocks_pulled_set_raw_c1299ace2ba42ba1(struct 
 }
 
 
-long long _wrap_kvc_xfer_import_result_blocks_pulled_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
+long long _wrap_kvc_xfer_import_result_blocks_pulled_get_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6170,7 +6184,7 @@ long long _wrap_kvc_xfer_import_result_blocks_pulled_get_raw_c1299ace2ba42ba1(st
 }
 
 
-void _wrap_kvc_xfer_import_result_blocks_cached_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_import_result_blocks_cached_set_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t arg2 ;
   
@@ -6182,7 +6196,7 @@ void _wrap_kvc_xfer_import_result_blocks_cached_set_raw_c1299ace2ba42ba1(struct 
 }
 
 
-long long _wrap_kvc_xfer_import_result_blocks_cached_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
+long long _wrap_kvc_xfer_import_result_blocks_cached_get_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6195,7 +6209,7 @@ long long _wrap_kvc_xfer_import_result_blocks_cached_get_raw_c1299ace2ba42ba1(st
 }
 
 
-void _wrap_kvc_xfer_import_result_blocks_skipped_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_import_result_blocks_skipped_set_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t arg2 ;
   
@@ -6207,7 +6221,7 @@ void _wrap_kvc_xfer_import_result_blocks_skipped_set_raw_c1299ace2ba42ba1(struct
 }
 
 
-long long _wrap_kvc_xfer_import_result_blocks_skipped_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
+long long _wrap_kvc_xfer_import_result_blocks_skipped_get_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6220,7 +6234,7 @@ long long _wrap_kvc_xfer_import_result_blocks_skipped_get_raw_c1299ace2ba42ba1(s
 }
 
 
-void _wrap_kvc_xfer_import_result_bytes_pulled_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_import_result_bytes_pulled_set_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t arg2 ;
   
@@ -6232,7 +6246,7 @@ void _wrap_kvc_xfer_import_result_bytes_pulled_set_raw_c1299ace2ba42ba1(struct k
 }
 
 
-long long _wrap_kvc_xfer_import_result_bytes_pulled_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
+long long _wrap_kvc_xfer_import_result_bytes_pulled_get_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6245,7 +6259,7 @@ long long _wrap_kvc_xfer_import_result_bytes_pulled_get_raw_c1299ace2ba42ba1(str
 }
 
 
-void _wrap_kvc_xfer_import_result_cached_tokens_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_import_result_cached_tokens_set_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t arg2 ;
   
@@ -6257,7 +6271,7 @@ void _wrap_kvc_xfer_import_result_cached_tokens_set_raw_c1299ace2ba42ba1(struct 
 }
 
 
-long long _wrap_kvc_xfer_import_result_cached_tokens_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
+long long _wrap_kvc_xfer_import_result_cached_tokens_get_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6270,7 +6284,7 @@ long long _wrap_kvc_xfer_import_result_cached_tokens_get_raw_c1299ace2ba42ba1(st
 }
 
 
-void _wrap_kvc_xfer_import_result_seconds_set_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_xfer_import_result_seconds_set_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0, double _swig_go_1) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   double arg2 ;
   
@@ -6282,7 +6296,7 @@ void _wrap_kvc_xfer_import_result_seconds_set_raw_c1299ace2ba42ba1(struct kvc_xf
 }
 
 
-double _wrap_kvc_xfer_import_result_seconds_get_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
+double _wrap_kvc_xfer_import_result_seconds_get_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   double result;
   double _swig_go_result;
@@ -6295,7 +6309,7 @@ double _wrap_kvc_xfer_import_result_seconds_get_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-struct kvc_xfer_import_result *_wrap_new_kvc_xfer_import_result_raw_c1299ace2ba42ba1() {
+struct kvc_xfer_import_result *_wrap_new_kvc_xfer_import_result_raw_b573f7732a553e52() {
   struct kvc_xfer_import_result *result = 0 ;
   struct kvc_xfer_import_result *_swig_go_result;
   
@@ -6306,7 +6320,7 @@ struct kvc_xfer_import_result *_wrap_new_kvc_xfer_import_result_raw_c1299ace2ba4
 }
 
 
-void _wrap_delete_kvc_xfer_import_result_raw_c1299ace2ba42ba1(struct kvc_xfer_import_result *_swig_go_0) {
+void _wrap_delete_kvc_xfer_import_result_raw_b573f7732a553e52(struct kvc_xfer_import_result *_swig_go_0) {
   struct kvc_xfer_import_result *arg1 = (struct kvc_xfer_import_result *) 0 ;
   
   arg1 = *(struct kvc_xfer_import_result **)&_swig_go_0; 
@@ -6316,7 +6330,7 @@ void _wrap_delete_kvc_xfer_import_result_raw_c1299ace2ba42ba1(struct kvc_xfer_im
 }
 
 
-intgo _wrap_kvc_xfer_op_wait_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct kvc_xfer_import_result *_swig_go_3) {
+intgo _wrap_kvc_xfer_op_wait_raw_b573f7732a553e52(struct kvc_xfer_agent *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct kvc_xfer_import_result *_swig_go_3) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   uint64_t arg2 ;
   int64_t arg3 ;
@@ -6335,7 +6349,7 @@ intgo _wrap_kvc_xfer_op_wait_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_g
 }
 
 
-void _wrap_kvc_xfer_stats_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_xfer_stats_struct_size_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -6347,7 +6361,7 @@ void _wrap_kvc_xfer_stats_struct_size_set_raw_c1299ace2ba42ba1(struct kvc_xfer_s
 }
 
 
-intgo _wrap_kvc_xfer_stats_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+intgo _wrap_kvc_xfer_stats_struct_size_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6360,7 +6374,7 @@ intgo _wrap_kvc_xfer_stats_struct_size_get_raw_c1299ace2ba42ba1(struct kvc_xfer_
 }
 
 
-void _wrap_kvc_xfer_stats_reserved_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_kvc_xfer_stats_reserved_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int32_t arg2 ;
   
@@ -6372,7 +6386,7 @@ void _wrap_kvc_xfer_stats_reserved_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stat
 }
 
 
-intgo _wrap_kvc_xfer_stats_reserved_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+intgo _wrap_kvc_xfer_stats_reserved_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6385,7 +6399,7 @@ intgo _wrap_kvc_xfer_stats_reserved_get_raw_c1299ace2ba42ba1(struct kvc_xfer_sta
 }
 
 
-void _wrap_kvc_xfer_stats_exports_active_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_exports_active_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6397,7 +6411,7 @@ void _wrap_kvc_xfer_stats_exports_active_set_raw_c1299ace2ba42ba1(struct kvc_xfe
 }
 
 
-long long _wrap_kvc_xfer_stats_exports_active_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_exports_active_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6410,7 +6424,7 @@ long long _wrap_kvc_xfer_stats_exports_active_get_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-void _wrap_kvc_xfer_stats_exports_total_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_exports_total_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6422,7 +6436,7 @@ void _wrap_kvc_xfer_stats_exports_total_set_raw_c1299ace2ba42ba1(struct kvc_xfer
 }
 
 
-long long _wrap_kvc_xfer_stats_exports_total_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_exports_total_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6435,7 +6449,7 @@ long long _wrap_kvc_xfer_stats_exports_total_get_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-void _wrap_kvc_xfer_stats_exports_expired_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_exports_expired_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6447,7 +6461,7 @@ void _wrap_kvc_xfer_stats_exports_expired_set_raw_c1299ace2ba42ba1(struct kvc_xf
 }
 
 
-long long _wrap_kvc_xfer_stats_exports_expired_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_exports_expired_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6460,7 +6474,7 @@ long long _wrap_kvc_xfer_stats_exports_expired_get_raw_c1299ace2ba42ba1(struct k
 }
 
 
-void _wrap_kvc_xfer_stats_export_blocks_held_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_export_blocks_held_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6472,7 +6486,7 @@ void _wrap_kvc_xfer_stats_export_blocks_held_set_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-long long _wrap_kvc_xfer_stats_export_blocks_held_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_export_blocks_held_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6485,7 +6499,7 @@ long long _wrap_kvc_xfer_stats_export_blocks_held_get_raw_c1299ace2ba42ba1(struc
 }
 
 
-void _wrap_kvc_xfer_stats_lease_checks_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_lease_checks_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6497,7 +6511,7 @@ void _wrap_kvc_xfer_stats_lease_checks_set_raw_c1299ace2ba42ba1(struct kvc_xfer_
 }
 
 
-long long _wrap_kvc_xfer_stats_lease_checks_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_lease_checks_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6510,7 +6524,7 @@ long long _wrap_kvc_xfer_stats_lease_checks_get_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-void _wrap_kvc_xfer_stats_imports_started_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_imports_started_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6522,7 +6536,7 @@ void _wrap_kvc_xfer_stats_imports_started_set_raw_c1299ace2ba42ba1(struct kvc_xf
 }
 
 
-long long _wrap_kvc_xfer_stats_imports_started_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_imports_started_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6535,7 +6549,7 @@ long long _wrap_kvc_xfer_stats_imports_started_get_raw_c1299ace2ba42ba1(struct k
 }
 
 
-void _wrap_kvc_xfer_stats_imports_ok_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_imports_ok_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6547,7 +6561,7 @@ void _wrap_kvc_xfer_stats_imports_ok_set_raw_c1299ace2ba42ba1(struct kvc_xfer_st
 }
 
 
-long long _wrap_kvc_xfer_stats_imports_ok_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_imports_ok_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6560,7 +6574,7 @@ long long _wrap_kvc_xfer_stats_imports_ok_get_raw_c1299ace2ba42ba1(struct kvc_xf
 }
 
 
-void _wrap_kvc_xfer_stats_imports_failed_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_imports_failed_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6572,7 +6586,7 @@ void _wrap_kvc_xfer_stats_imports_failed_set_raw_c1299ace2ba42ba1(struct kvc_xfe
 }
 
 
-long long _wrap_kvc_xfer_stats_imports_failed_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_imports_failed_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6585,7 +6599,7 @@ long long _wrap_kvc_xfer_stats_imports_failed_get_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-void _wrap_kvc_xfer_stats_blocks_pulled_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_blocks_pulled_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6597,7 +6611,7 @@ void _wrap_kvc_xfer_stats_blocks_pulled_set_raw_c1299ace2ba42ba1(struct kvc_xfer
 }
 
 
-long long _wrap_kvc_xfer_stats_blocks_pulled_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_blocks_pulled_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6610,7 +6624,7 @@ long long _wrap_kvc_xfer_stats_blocks_pulled_get_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-void _wrap_kvc_xfer_stats_blocks_cached_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_blocks_cached_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6622,7 +6636,7 @@ void _wrap_kvc_xfer_stats_blocks_cached_set_raw_c1299ace2ba42ba1(struct kvc_xfer
 }
 
 
-long long _wrap_kvc_xfer_stats_blocks_cached_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_blocks_cached_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6635,7 +6649,7 @@ long long _wrap_kvc_xfer_stats_blocks_cached_get_raw_c1299ace2ba42ba1(struct kvc
 }
 
 
-void _wrap_kvc_xfer_stats_blocks_skipped_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_blocks_skipped_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6647,7 +6661,7 @@ void _wrap_kvc_xfer_stats_blocks_skipped_set_raw_c1299ace2ba42ba1(struct kvc_xfe
 }
 
 
-long long _wrap_kvc_xfer_stats_blocks_skipped_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_blocks_skipped_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6660,7 +6674,7 @@ long long _wrap_kvc_xfer_stats_blocks_skipped_get_raw_c1299ace2ba42ba1(struct kv
 }
 
 
-void _wrap_kvc_xfer_stats_bytes_pulled_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_xfer_stats_bytes_pulled_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6672,7 +6686,7 @@ void _wrap_kvc_xfer_stats_bytes_pulled_set_raw_c1299ace2ba42ba1(struct kvc_xfer_
 }
 
 
-long long _wrap_kvc_xfer_stats_bytes_pulled_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+long long _wrap_kvc_xfer_stats_bytes_pulled_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6685,7 +6699,7 @@ long long _wrap_kvc_xfer_stats_bytes_pulled_get_raw_c1299ace2ba42ba1(struct kvc_
 }
 
 
-void _wrap_kvc_xfer_stats_import_seconds_set_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_xfer_stats_import_seconds_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   double arg2 ;
   
@@ -6697,7 +6711,7 @@ void _wrap_kvc_xfer_stats_import_seconds_set_raw_c1299ace2ba42ba1(struct kvc_xfe
 }
 
 
-double _wrap_kvc_xfer_stats_import_seconds_get_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+double _wrap_kvc_xfer_stats_import_seconds_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -6710,7 +6724,32 @@ double _wrap_kvc_xfer_stats_import_seconds_get_raw_c1299ace2ba42ba1(struct kvc_x
 }
 
 
-struct kvc_xfer_stats *_wrap_new_kvc_xfer_stats_raw_c1299ace2ba42ba1() {
+void _wrap_kvc_xfer_stats_failures_device_set_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->failures_device = arg2;
+  
+}
+
+
+long long _wrap_kvc_xfer_stats_failures_device_get_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
+  struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->failures_device);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_xfer_stats *_wrap_new_kvc_xfer_stats_raw_b573f7732a553e52() {
   struct kvc_xfer_stats *result = 0 ;
   struct kvc_xfer_stats *_swig_go_result;
   
@@ -6721,7 +6760,7 @@ struct kvc_xfer_stats *_wrap_new_kvc_xfer_stats_raw_c1299ace2ba42ba1() {
 }
 
 
-void _wrap_delete_kvc_xfer_stats_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0) {
+void _wrap_delete_kvc_xfer_stats_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0) {
   struct kvc_xfer_stats *arg1 = (struct kvc_xfer_stats *) 0 ;
   
   arg1 = *(struct kvc_xfer_stats **)&_swig_go_0; 
@@ -6731,7 +6770,7 @@ void _wrap_delete_kvc_xfer_stats_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_sw
 }
 
 
-intgo _wrap_kvc_xfer_get_stats_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig_go_0, struct kvc_xfer_stats *_swig_go_1) {
+intgo _wrap_kvc_xfer_get_stats_raw_b573f7732a553e52(struct kvc_xfer_agent *_swig_go_0, struct kvc_xfer_stats *_swig_go_1) {
   kvc_xfer_agent *arg1 = (kvc_xfer_agent *) 0 ;
   kvc_xfer_stats *arg2 = (kvc_xfer_stats *) 0 ;
   kvc_status result;
@@ -6746,7 +6785,7 @@ intgo _wrap_kvc_xfer_get_stats_raw_c1299ace2ba42ba1(struct kvc_xfer_agent *_swig
 }
 
 
-intgo _wrap_kvcgo_cache_write_addr_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, intgo _swig_go_6, float _swig_go_7, float _swig_go_8, long long _swig_go_9) {
+intgo _wrap_kvcgo_cache_write_addr_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, intgo _swig_go_6, float _swig_go_7, float _swig_go_8, long long _swig_go_9) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   int32_t arg2 ;
   uint64_t arg3 ;
@@ -6777,7 +6816,7 @@ intgo _wrap_kvcgo_cache_write_addr_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_g
 }
 
 
-intgo _wrap_kvcgo_launch_attention_host_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, struct kvc_attention_params *_swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvcgo_launch_attention_host_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, struct kvc_attention_params *_swig_go_5, _goslice_ _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_batch *arg2 = (kvc_batch *) 0 ;
   int32_t arg3 ;
@@ -6802,7 +6841,7 @@ intgo _wrap_kvcgo_launch_attention_host_raw_c1299ace2ba42ba1(struct kvc_pool *_s
 }
 
 
-intgo _wrap_kvcgo_launch_attention_addr_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, struct kvc_attention_params *_swig_go_5, long long _swig_go_6, long long _swig_go_7) {
+intgo _wrap_kvcgo_launch_attention_addr_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, struct kvc_batch *_swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, struct kvc_attention_params *_swig_go_5, long long _swig_go_6, long long _swig_go_7) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   kvc_batch *arg2 = (kvc_batch *) 0 ;
   int32_t arg3 ;
@@ -6829,7 +6868,7 @@ intgo _wrap_kvcgo_launch_attention_addr_raw_c1299ace2ba42ba1(struct kvc_pool *_s
 }
 
 
-intgo _wrap_kvcgo_xfer_agent_create_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6) {
+intgo _wrap_kvcgo_xfer_agent_create_raw_b573f7732a553e52(struct kvc_pool *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6) {
   kvc_pool *arg1 = (kvc_pool *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6869,7 +6908,7 @@ intgo _wrap_kvcgo_xfer_agent_create_raw_c1299ace2ba42ba1(struct kvc_pool *_swig_
 }
 
 
-long long _wrap_kvcgo_xfer_stats_failures_raw_c1299ace2ba42ba1(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
+long long _wrap_kvcgo_xfer_stats_failures_raw_b573f7732a553e52(struct kvc_xfer_stats *_swig_go_0, intgo _swig_go_1) {
   kvc_xfer_stats *arg1 = (kvc_xfer_stats *) 0 ;
   int32_t arg2 ;
   int64_t result;
@@ -6884,7 +6923,7 @@ long long _wrap_kvcgo_xfer_stats_failures_raw_c1299ace2ba42ba1(struct kvc_xfer_s
 }
 
 
-struct kvc_group_config *_wrap_kvcgo_group_configs_new_raw_c1299ace2ba42ba1(intgo _swig_go_0) {
+struct kvc_group_config *_wrap_kvcgo_group_configs_new_raw_b573f7732a553e52(intgo _swig_go_0) {
   int32_t arg1 ;
   kvc_group_config *result = 0 ;
   struct kvc_group_config *_swig_go_result;
@@ -6897,7 +6936,7 @@ struct kvc_group_config *_wrap_kvcgo_group_configs_new_raw_c1299ace2ba42ba1(intg
 }
 
 
-struct kvc_group_config *_wrap_kvcgo_group_configs_at_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
+struct kvc_group_config *_wrap_kvcgo_group_configs_at_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0, intgo _swig_go_1) {
   kvc_group_config *arg1 = (kvc_group_config *) 0 ;
   int32_t arg2 ;
   kvc_group_config *result = 0 ;
@@ -6912,7 +6951,7 @@ struct kvc_group_config *_wrap_kvcgo_group_configs_at_raw_c1299ace2ba42ba1(struc
 }
 
 
-void _wrap_kvcgo_group_configs_delete_raw_c1299ace2ba42ba1(struct kvc_group_config *_swig_go_0) {
+void _wrap_kvcgo_group_configs_delete_raw_b573f7732a553e52(struct kvc_group_config *_swig_go_0) {
   kvc_group_config *arg1 = (kvc_group_config *) 0 ;
   
   arg1 = *(kvc_group_config **)&_swig_go_0; 

@@ -4556,9 +4556,7 @@ pub const KVC_XFER_FAIL_LAYOUT: kvc_xfer_failure = 2;
 #[doc = "< the hash chain is not that of the token ids and the importer's keys (KVC_ERR_INVALID_ARG)"]
 pub const KVC_XFER_FAIL_HASH: kvc_xfer_failure = 3;
 #[doc = "< the importing pool cannot take the blocks now (KVC_ERR_OUT_OF_BLOCKS;"]
-#[doc = "a CUDA pool: KVC_ERR_NO_MEMORY when its host staging is full,"]
-#[doc = "KVC_ERR_DEVICE when copying the pulled blocks to the device"]
-#[doc = "failed)"]
+#[doc = "a CUDA pool: KVC_ERR_NO_MEMORY when its host staging is full)"]
 pub const KVC_XFER_FAIL_POOL_FULL: kvc_xfer_failure = 4;
 #[doc = "< the exporter is unreachable or went away, or a get failed (KVC_ERR_IO)"]
 pub const KVC_XFER_FAIL_PEER: kvc_xfer_failure = 5;
@@ -4569,6 +4567,11 @@ pub const KVC_XFER_FAIL_TIMEOUT: kvc_xfer_failure = 6;
 pub const KVC_XFER_FAIL_LEASE: kvc_xfer_failure = 7;
 #[doc = "< the agent was destroyed first (KVC_ERR_STATE)"]
 pub const KVC_XFER_FAIL_CANCELLED: kvc_xfer_failure = 8;
+#[doc = "< a CUDA pool: a device copy or stream wait of the import failed"]
+#[doc = "(moving the pulled blocks from host staging into the device"]
+#[doc = "blocks, or ordering the import after the pool's queued copies;"]
+#[doc = "KVC_ERR_DEVICE)"]
+pub const KVC_XFER_FAIL_DEVICE: kvc_xfer_failure = 9;
 #[doc = " @brief Why a transfer failed (kvc_xfer_import_result.failure; also named in kvc_last_error)."]
 pub type kvc_xfer_failure = ::std::os::raw::c_uint;
 #[doc = " @brief Configuration of a transfer agent (kvc_xfer_agent_create)."]
@@ -4728,7 +4731,7 @@ extern "C" {
     #[doc = " @brief Creates a transfer agent for pool."]
     #[doc = ""]
     #[doc = " Loads UCX, creates a UCP context and worker (RMA, active messages), registers the pool's KV"]
-    #[doc = " storage (CPU pool; a CUDA pool's transfers use host staging) and starts one progress thread (it serves the importers' gets and lease checks and"]
+    #[doc = " storage (CPU pool; a CUDA pool's transfers use host staging) and starts one progress thread (it answers the importers' pulls, gets and lease checks and"]
     #[doc = " drives this agent's imports)."]
     #[doc = " @param[in]  pool The pool (CPU or CUDA backend, prefix caching on)."]
     #[doc = " @param[in]  cfg  The configuration, or NULL (defaults)."]
@@ -4857,7 +4860,7 @@ extern "C" {
     #[doc = " Checked before anything changes: the descriptor, its layout and model identity against this"]
     #[doc = " pool and agent, the hash chain. Then the leading blocks already cached here are kept (not"]
     #[doc = " pulled), fresh blocks are taken for the rest (KVC_ERR_OUT_OF_BLOCKS, nothing changed, when that"]
-    #[doc = " would leave fewer free blocks than the watermark) and the gets are posted. When it completes"]
+    #[doc = " would leave fewer free blocks than the watermark) and the pulls are posted. When it completes"]
     #[doc = " successfully every pulled block is cached (refcount 0, evictable; hashes cached here meanwhile"]
     #[doc = " keep their own copy and the pulled block goes back). A failure here also counts in the agent's"]
     #[doc = " stats."]
@@ -4876,6 +4879,8 @@ extern "C" {
     #[doc = " @retval KVC_ERR_IO            the exporter's address cannot be reached."]
     #[doc = " @retval KVC_ERR_NO_MEMORY     out of host memory, or a CUDA pool's host staging is full (reason"]
     #[doc = "                               KVC_XFER_FAIL_POOL_FULL)."]
+    #[doc = " @retval KVC_ERR_DEVICE        a CUDA pool: ordering the import after the pool's queued copies"]
+    #[doc = "                               failed (reason KVC_XFER_FAIL_DEVICE)."]
     #[doc = " @par Thread safety"]
     #[doc = " Any thread."]
     pub fn kvc_xfer_import(
@@ -5175,14 +5180,18 @@ pub struct kvc_xfer_stats {
     pub bytes_pulled: i64,
     #[doc = "< summed over finished imports"]
     pub import_seconds: f64,
-    #[doc = "< imports failed per kvc_xfer_failure (index 0 unused)"]
+    #[doc = "< imports failed per kvc_xfer_failure (index 0 unused), up to"]
+    #[doc = "KVC_XFER_FAIL_CANCELLED"]
     pub failures: [i64; 9usize],
+    #[doc = "< imports failed with KVC_XFER_FAIL_DEVICE (added after failures[];"]
+    #[doc = "filled when struct_size covers it)"]
+    pub failures_device: i64,
 }
 #[test]
 fn bindgen_test_layout_kvc_xfer_stats() {
     assert_eq!(
         ::std::mem::size_of::<kvc_xfer_stats>(),
-        184usize,
+        192usize,
         concat!("Size of: ", stringify!(kvc_xfer_stats))
     );
     assert_eq!(
@@ -5462,6 +5471,23 @@ fn bindgen_test_layout_kvc_xfer_stats() {
         );
     }
     test_field_failures();
+    fn test_field_failures_device() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_xfer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).failures_device) as usize - ptr as usize
+            },
+            184usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_xfer_stats),
+                "::",
+                stringify!(failures_device)
+            )
+        );
+    }
+    test_field_failures_device();
 }
 extern "C" {
     #[doc = " @brief The agent's counters."]

@@ -1,6 +1,6 @@
 //! KV transfer between pools in different processes or machines over UCX (`kvc_xfer_*`): an
 //! exporter leases a cached prefix and hands out a descriptor that the caller moves to the
-//! importer through its own channel; the importer pulls the blocks with one-sided RMA gets, checks
+//! importer through its own channel; the importer pulls the blocks (UCX active messages, or RMA gets), checks
 //! layout, model identity and hash chain, and enters them in its prefix cache.
 use std::ffi::CString;
 use std::ptr;
@@ -47,6 +47,8 @@ pub enum XferFailure {
     Timeout,
     Lease,
     Cancelled,
+    /// A CUDA pool: a device copy of the import failed.
+    Device,
     Unknown(i32),
 }
 
@@ -62,6 +64,7 @@ impl XferFailure {
             sys::KVC_XFER_FAIL_TIMEOUT => XferFailure::Timeout,
             sys::KVC_XFER_FAIL_LEASE => XferFailure::Lease,
             sys::KVC_XFER_FAIL_CANCELLED => XferFailure::Cancelled,
+            sys::KVC_XFER_FAIL_DEVICE => XferFailure::Device,
             _ => XferFailure::Unknown(v),
         }
     }
@@ -100,8 +103,9 @@ pub struct XferStats {
     pub blocks_skipped: i64,
     pub bytes_pulled: i64,
     pub import_seconds: f64,
-    /// Imports failed per `kvc_xfer_failure` value (index 0 unused).
-    pub failures: [i64; 9],
+    /// Imports failed per `kvc_xfer_failure` value (index 0 unused; index
+    /// `KVC_XFER_FAIL_DEVICE` from `kvc_xfer_stats.failures_device`).
+    pub failures: [i64; 10],
 }
 
 /// A transfer agent for one pool (`kvc_xfer_agent`); borrows the pool, so it is dropped first.
@@ -282,7 +286,12 @@ impl<'p> XferAgent<'p> {
             blocks_skipped: s.blocks_skipped,
             bytes_pulled: s.bytes_pulled,
             import_seconds: s.import_seconds,
-            failures: s.failures,
+            failures: {
+                let mut f = [0i64; 10];
+                f[..9].copy_from_slice(&s.failures);
+                f[sys::KVC_XFER_FAIL_DEVICE as usize] = s.failures_device;
+                f
+            },
         })
     }
 }

@@ -84,6 +84,9 @@ fn refusals_change_nothing() {
     assert_eq!(other.import(&desc, None).unwrap_err().status(), Status::INVALID_ARG);
     let s = ai.stats().unwrap();
     assert_eq!((s.imports_failed, s.failures[1]), (2, 2));
+    // Every reason has its counter, the device-copy one (failures_device) included.
+    assert_eq!(s.failures.len(), kvc::sys::KVC_XFER_FAIL_DEVICE as usize + 1);
+    assert_eq!(s.failures[kvc::sys::KVC_XFER_FAIL_DEVICE as usize], 0);
     let st = dst.stats().unwrap();
     assert_eq!((st.used_blocks, st.cached_blocks_total), (0, 0));
 }

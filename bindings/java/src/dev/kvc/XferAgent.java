@@ -7,14 +7,14 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * Moves cached prefixes between pools in different processes or machines over UCX
  * (kvc_xfer_agent): one per pool and process. The exporter leases a prompt's cached blocks and
  * hands out a descriptor ({@link #descriptor}) that the caller moves to the importer through its
- * own channel; the importer's {@link #importDescriptor} pulls the blocks with one-sided RMA gets,
+ * own channel; the importer's {@link #importDescriptor} pulls the blocks (UCX active messages, or RMA gets),
  * checks the layout, the model identity and the hash chain, and enters them in its prefix cache,
  * so a later alloc of the prompt hits them. Safe for concurrent use; closing the pool closes it.
  */
 public final class XferAgent implements AutoCloseable {
     /** Failure reasons (kvc_xfer_failure), index of {@link XferStats#failures()}. */
     public static final int OK = 0, FAIL_DESCRIPTOR = 1, FAIL_LAYOUT = 2, FAIL_HASH = 3, FAIL_POOL_FULL = 4,
-            FAIL_PEER = 5, FAIL_TIMEOUT = 6, FAIL_LEASE = 7, FAIL_CANCELLED = 8;
+            FAIL_PEER = 5, FAIL_TIMEOUT = 6, FAIL_LEASE = 7, FAIL_CANCELLED = 8, FAIL_DEVICE = 9;
 
     /** What {@link #importDescriptor}'s wait reports (kvc_xfer_import_result). */
     public record ImportResult(int failure, long blocks, long blocksPulled, long blocksCached, long blocksSkipped,
@@ -212,7 +212,7 @@ public final class XferAgent implements AutoCloseable {
         kvc_xfer_stats s = new kvc_xfer_stats();
         try {
             with("kvc_xfer_get_stats", a -> KvcNative.kvc_xfer_get_stats(a, s));
-            long[] f = new long[9];
+            long[] f = new long[FAIL_DEVICE + 1];
             for (int i = 0; i < f.length; i++) {
                 f[i] = KvcNative.kvcjni_xfer_stats_failures(s, i);
             }

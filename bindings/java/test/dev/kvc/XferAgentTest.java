@@ -71,6 +71,9 @@ class XferAgentTest {
             assertEquals(3, s.importsFailed());
             assertEquals(2, s.failures()[XferAgent.FAIL_DESCRIPTOR]);
             assertEquals(1, s.failures()[XferAgent.FAIL_HASH]);
+            // Every reason has its counter, the device-copy one (failures_device) included.
+            assertEquals(XferAgent.FAIL_DEVICE + 1, s.failures().length);
+            assertEquals(0, s.failures()[XferAgent.FAIL_DEVICE]);
             assertEquals(0, dst.stats().usedBlocks());
             assertEquals(0, dst.stats().cachedBlocksTotal());
         }
