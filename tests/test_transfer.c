@@ -324,9 +324,9 @@ static void with_env(const char *name, const char *value, void (*fn)(const char 
         unsetenv(name);
     }
 }
-static void test_roundtrip_get_tcp(void **state) {
+static void test_roundtrip_push_tcp(void **state) {
     (void)state;
-    with_env("KVC_XFER_DATA_PATH", "get", roundtrip_in_process, "tcp"); /* push: the default over TCP */
+    with_env("KVC_XFER_DATA_PATH", "push", roundtrip_in_process, "tcp"); /* gets: the default */
 }
 static void test_roundtrip_push_shm(void **state) {
     (void)state;
@@ -902,7 +902,7 @@ int main(void) {
         cmocka_unit_test(test_arguments),
         cmocka_unit_test(test_roundtrip_tcp),
         cmocka_unit_test(test_roundtrip_shm),
-        cmocka_unit_test(test_roundtrip_get_tcp),
+        cmocka_unit_test(test_roundtrip_push_tcp),
         cmocka_unit_test(test_roundtrip_push_shm),
         cmocka_unit_test(test_roundtrip_shm_unstaged),
         cmocka_unit_test(test_staged_export_slots_reused_are_refused),

@@ -166,9 +166,8 @@ struct kvc_xfer_agent {
     // Largest single get: runs of blocks contiguous on both sides are merged up to this size
     // (KVC_XFER_MAX_GET_BYTES, default 4 MiB; one huge get is slower over shared memory).
     int64_t max_get_bytes = 4 << 20;
-    // The importer's data path: false one-sided ucp_get_nbx (default where shared memory is
-    // possible), true pull requests answered by active messages (default for network-only
-    // transports); KVC_XFER_DATA_PATH=get/push overrides. lib/transfer/README.md, "Data paths".
+    // The importer's data path: false one-sided ucp_get_nbx (the default), true pull requests
+    // answered by active messages (KVC_XFER_DATA_PATH=push). lib/transfer/README.md, "Data paths".
     bool push = false;
     int64_t last_activity_ms = 0;  // progress thread only: when the worker last progressed something
     // Storage (immutable).

@@ -5,8 +5,8 @@
 #   default transports: tcp sm,self. Each figure is the median of REPS runs (default 3), perftest
 #   and bench_transfer alternating so that load on the machine hits both alike.
 # perftest runs with 16 gets outstanding (-O 16), as an import has its blocks in flight at once.
-# Four ways of importing alternate with it: "default" (over shared memory: gets of exports staged in
-# UCX-allocated shared memory; over TCP only: pushes), "push" (KVC_XFER_DATA_PATH=push: each run
+# Four ways of importing alternate with it: "default" (gets; over shared memory of exports staged in
+# UCX-allocated shared memory), "push" (KVC_XFER_DATA_PATH=push: each run
 # asked for and sent back by active-message rendezvous), "get" (KVC_XFER_DATA_PATH=get: gets, the
 # exports staged as by default) and "plain" (gets of the exporter pool's own storage, no staging:
 # what libkvc did before).
