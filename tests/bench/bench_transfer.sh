@@ -47,6 +47,14 @@ ours() {  # WAY TLS ARGS... -> the key=value output
 echo "machine: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "UCX: $(ucx_info -v | head -1)"
 printf '%-9s %-26s %8s %8s %8s %8s %8s %6s %6s %6s %6s\n' transport case default push get plain perftest default push get plain
+# One way of importing ($1: default, push, get, plain) of the loops' current shape ($tls, $layers,
+# ${extra[@]}): prints "MiB/s median-ms".
+import_run() {
+    local out
+    out=$(ours "$1" "$tls" --layers $layers --blocks 64 --reps 15 "${extra[@]}")
+    echo "$(sed -n 's/^import_MiBps=//p' <<<"$out") $(sed -n 's/^import_ms_median=//p' <<<"$out")"
+}
+
 for tls in "${TLS_LIST[@]}"; do
     for layers in 32 1; do
         block=$((2 * 16 * 8 * 128 * 2 * layers))
@@ -56,19 +64,11 @@ for tls in "${TLS_LIST[@]}"; do
             o=(); g=(); q=(); w=(); pb=(); pp=(); lat=(); glat=(); qlat=(); wlat=()
             for _ in $(seq "$REPS"); do
                 pb+=("$(perftest "$tls" "$block" $((layers == 32 ? 100 : 2000)))")
-                out=$(ours default "$tls" --layers $layers --blocks 64 --reps 15 "${extra[@]}")
-                o+=("$(sed -n 's/^import_MiBps=//p' <<<"$out")")
-                lat+=("$(sed -n 's/^import_ms_median=//p' <<<"$out")")
-                out=$(ours push "$tls" --layers $layers --blocks 64 --reps 15 "${extra[@]}")
-                g+=("$(sed -n 's/^import_MiBps=//p' <<<"$out")")
-                glat+=("$(sed -n 's/^import_ms_median=//p' <<<"$out")")
+                read -r r l < <(import_run default); o+=("$r"); lat+=("$l")
+                read -r r l < <(import_run push); g+=("$r"); glat+=("$l")
                 pp+=("$(perftest "$tls" "$prefix" $((layers == 32 ? 10 : 200)))")
-                out=$(ours get "$tls" --layers $layers --blocks 64 --reps 15 "${extra[@]}")
-                w+=("$(sed -n 's/^import_MiBps=//p' <<<"$out")")
-                wlat+=("$(sed -n 's/^import_ms_median=//p' <<<"$out")")
-                out=$(ours plain "$tls" --layers $layers --blocks 64 --reps 15 "${extra[@]}")
-                q+=("$(sed -n 's/^import_MiBps=//p' <<<"$out")")
-                qlat+=("$(sed -n 's/^import_ms_median=//p' <<<"$out")")
+                read -r r l < <(import_run get); w+=("$r"); wlat+=("$l")
+                read -r r l < <(import_run plain); q+=("$r"); qlat+=("$l")
             done
             O=$(printf '%s\n' "${o[@]}" | median)
             G=$(printf '%s\n' "${g[@]}" | median)
