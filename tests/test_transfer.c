@@ -307,22 +307,30 @@ static void test_roundtrip_shm(void **state) {
     roundtrip_in_process("sm,self");
 }
 /* The same with the other ways of moving the bytes (lib/transfer/README.md, "Data paths"; the
- * defaults: gets over shared memory, pushes over TCP): gets over TCP, pushes (runs asked for, sent
- * back by active messages) over shared memory, and over shared memory a CPU exporter that does not
- * stage its exports (gets of its pool's own storage). Read when an agent is created. */
-/* Sets an environment variable for one call and restores what the caller's environment had (a
- * run of the whole suite may set it: e.g. KVC_XFER_EXPORT_STAGING=0 to compare data paths). */
-static void with_env(const char *name, const char *value, void (*fn)(const char *), const char *arg) {
+ * default: gets of the exporter pool's own storage): pushes (runs asked for, sent back by active
+ * messages) over TCP and over shared memory, and over shared memory a CPU exporter that stages its
+ * exports in UCX-allocated memory (KVC_XFER_EXPORT_STAGING=1). Read when an agent is created. */
+/* Sets an environment variable and returns what the caller's environment had (a run of the whole
+ * suite may set it: e.g. KVC_XFER_EXPORT_STAGING=1 to compare data paths), for env_restore. */
+static char *env_set(const char *name, const char *value) {
     const char *old = getenv(name);
     char *saved = old ? strdup(old) : NULL;
     setenv(name, value, 1);
-    fn(arg);
+    return saved;
+}
+static void env_restore(const char *name, char *saved) {
     if (saved) {
         setenv(name, saved, 1);
         free(saved);
     } else {
         unsetenv(name);
     }
+}
+/* fn(arg) with name=value for its duration. */
+static void with_env(const char *name, const char *value, void (*fn)(const char *), const char *arg) {
+    char *saved = env_set(name, value);
+    fn(arg);
+    env_restore(name, saved);
 }
 static void test_roundtrip_push_tcp(void **state) {
     (void)state;
@@ -332,20 +340,23 @@ static void test_roundtrip_push_shm(void **state) {
     (void)state;
     with_env("KVC_XFER_DATA_PATH", "push", roundtrip_in_process, "sm,self");
 }
-static void test_roundtrip_shm_unstaged(void **state) {
+static void test_roundtrip_shm_staged(void **state) {
     (void)state;
-    with_env("KVC_XFER_EXPORT_STAGING", "0", roundtrip_in_process, "sm,self");
+    with_env("KVC_XFER_EXPORT_STAGING", "1", roundtrip_in_process, "sm,self");
 }
 
-/* A CPU exporter over shared memory stages its exports in UCX-allocated memory: a released
- * export's slots are reused by the next export, so a late import of the released descriptor would
- * read another prompt's bytes there. The lease check refuses it (gets), and so does the exporter
- * when asked for the runs (push); the next export's descriptor imports its own bytes. */
+/* A CPU exporter over shared memory that stages its exports in UCX-allocated memory
+ * (KVC_XFER_EXPORT_STAGING=1): a released export's slots are reused by the next export, so a late
+ * import of the released descriptor would read another prompt's bytes there. The lease check
+ * refuses it (gets), and so does the exporter when asked for the runs (push); the next export's
+ * descriptor imports its own bytes. */
 static void test_staged_export_slots_reused_are_refused(void **state) {
     (void)state;
     if (!have_ucx()) skip();
     kvc_pool *pe = make_pool(NBLK, 8), *pi = make_pool(NBLK, 8);
+    char *saved_staging = env_set("KVC_XFER_EXPORT_STAGING", "1");
     kvc_xfer_agent *ae = make_agent(pe, "sm,self", "m", 0, 10000);
+    env_restore("KVC_XFER_EXPORT_STAGING", saved_staging);
     const int64_t n = 6 * BS;
     int32_t t[MAXTOK], u[MAXTOK];
     prompt(t, n, 41);
@@ -367,16 +378,9 @@ static void test_staged_export_slots_reused_are_refused(void **state) {
     assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
     expect_clean(pi, 0);
     OK(kvc_xfer_agent_destroy(ai));
-    const char *old_path = getenv("KVC_XFER_DATA_PATH");
-    char *saved_path = old_path ? strdup(old_path) : NULL;
-    setenv("KVC_XFER_DATA_PATH", "push", 1);
+    char *saved_path = env_set("KVC_XFER_DATA_PATH", "push");
     kvc_xfer_agent *ap = make_agent(pi, "sm,self", "m", 0, 10000); /* pushes */
-    if (saved_path) {
-        setenv("KVC_XFER_DATA_PATH", saved_path, 1);
-        free(saved_path);
-    } else {
-        unsetenv("KVC_XFER_DATA_PATH");
-    }
+    env_restore("KVC_XFER_DATA_PATH", saved_path);
     assert_int_equal(import_wait(ap, d, len, NULL, &r), KVC_ERR_STATE);
     assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
     assert_non_null(strstr(kvc_last_error(), "refused to send"));
@@ -821,9 +825,11 @@ static void test_importer_killed_mid_transfer(void **state) {
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     close(started[0]);
     close(started[1]);
-    /* The next importer gets every byte. */
+    /* The next importer gets every byte. Its timeout is generous: under ThreadSanitizer on a loaded
+     * 2-core machine the 1024 blocks took over 20 s in 2 runs of 21 (the figure before); a hang
+     * still fails, after 2 minutes. */
     kvc_pool *pi = make_pool(blocks, 1024);
-    kvc_xfer_agent *ai = make_agent(pi, "sm,self", "m", 0, 20000);
+    kvc_xfer_agent *ai = make_agent(pi, "sm,self", "m", 0, 120000);
     kvc_xfer_import_result r;
     kvc_status st = import_wait(ai, c.desc, c.len, NULL, &r);
     if (st != KVC_OK) fail_msg("import after the first importer was killed: %s", kvc_last_error());
@@ -904,7 +910,7 @@ int main(void) {
         cmocka_unit_test(test_roundtrip_shm),
         cmocka_unit_test(test_roundtrip_push_tcp),
         cmocka_unit_test(test_roundtrip_push_shm),
-        cmocka_unit_test(test_roundtrip_shm_unstaged),
+        cmocka_unit_test(test_roundtrip_shm_staged),
         cmocka_unit_test(test_staged_export_slots_reused_are_refused),
         cmocka_unit_test(test_export_prompt_and_partial_local_hit),
         cmocka_unit_test(test_two_processes_tcp),

@@ -5,11 +5,10 @@
 #   default transports: tcp sm,self. Each figure is the median of REPS runs (default 3), perftest
 #   and bench_transfer alternating so that load on the machine hits both alike.
 # perftest runs with 16 gets outstanding (-O 16), as an import has its blocks in flight at once.
-# Four ways of importing alternate with it: "default" (gets; over shared memory of exports staged in
-# UCX-allocated shared memory), "push" (KVC_XFER_DATA_PATH=push: each run
-# asked for and sent back by active-message rendezvous), "get" (KVC_XFER_DATA_PATH=get: gets, the
-# exports staged as by default) and "plain" (gets of the exporter pool's own storage, no staging:
-# what libkvc did before).
+# Four ways of importing alternate with it: "default" (gets of the exporter pool's own storage),
+# "push" (KVC_XFER_DATA_PATH=push: each run asked for and sent back by active-message rendezvous),
+# "get" (KVC_XFER_EXPORT_STAGING=1: gets of exports staged in UCX-allocated shared memory, over
+# shared memory only) and "plain" (gets, staging off explicitly: the default's path).
 # ucx_perftest prints MB/s with MB = 2^20 bytes; bench_transfer prints MiB/s: the same unit.
 set -euo pipefail
 BENCH=${1:-build/tests/bench_transfer}
@@ -39,7 +38,7 @@ ours() {  # WAY TLS ARGS... -> the key=value output
     case $way in
         default) "$BENCH" --transports "$@" ;;
         push) KVC_XFER_DATA_PATH=push "$BENCH" --transports "$@" ;;
-        get) KVC_XFER_DATA_PATH=get "$BENCH" --transports "$@" ;;
+        get) KVC_XFER_DATA_PATH=get KVC_XFER_EXPORT_STAGING=1 "$BENCH" --transports "$@" ;;
         plain) KVC_XFER_DATA_PATH=get KVC_XFER_EXPORT_STAGING=0 "$BENCH" --transports "$@" ;;
     esac
 }
