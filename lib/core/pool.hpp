@@ -134,6 +134,14 @@ inline void pool_report_stored(kvc_pool *p, int32_t b, const Hash128 &parent, co
     p->events.push(ev, tokens);
 }
 
+// The block device block b's child hint names (PrefixCache::child_of), when it is cached and holds
+// "parent || tokens" with plain keys: its hash is then that content's. Else -1. Shared by the
+// leading walk (pool_blocks.cpp) and the windowed search (prefix_hit.cpp).
+inline int32_t pool_hinted_child(const kvc_pool *p, int32_t b, const Hash128 &parent, const int32_t *tokens) {
+    const int32_t c = p->cache.child_of(b);
+    return c >= 0 && p->blocks.cached(c) && p->cache.holds_plain(c, parent, tokens) ? c : -1;
+}
+
 // Block tables per sequence: one per group in a hybrid pool, else one.
 inline int32_t pool_num_tables(const kvc_pool *p) { return p->hybrid ? int32_t(p->groups.size()) : 1; }
 

@@ -259,10 +259,8 @@ __attribute__((noinline)) int64_t walk_child_hints(kvc_pool *p, PrefixWalk *w, c
                                                    int64_t i, int64_t max_blocks, int32_t b) {
     const int32_t bs = p->block_size;
     for (int64_t j = i + 1; j < max_blocks; ++j) {
-        const int32_t c = p->cache.child_of(b);
-        if (c < 0 || !p->blocks.cached(c) || !p->cache.only_copy(c) ||
-            !p->cache.holds_plain(c, w->chain, tokens + j * bs))
-            return j - 1;
+        const int32_t c = pool_hinted_child(p, b, w->chain, tokens + j * bs);
+        if (c < 0 || !p->cache.only_copy(c)) return j - 1;
         pool_record_device_hit(p, w, j, c);
         w->chain = p->cache.hash_of(c);
         w->hit_blocks = j + 1;

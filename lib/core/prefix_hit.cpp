@@ -39,8 +39,8 @@ bool usable(kvc_pool *p, const int32_t *tokens, const BlockKey *keys, int64_t k,
 int64_t keys_from_hints(const kvc_pool *p, BlockKey *k, const int32_t *tokens, int64_t i, int64_t max_blocks,
                         int32_t b, Hash128 *chain, int32_t *last) {
     for (int64_t j = i + 1; j < max_blocks; ++j) {
-        const int32_t c = p->cache.child_of(b);
-        if (c < 0 || !p->blocks.cached(c) || !p->cache.holds_plain(c, *chain, tokens + j * p->block_size)) {
+        const int32_t c = pool_hinted_child(p, b, *chain, tokens + j * p->block_size);
+        if (c < 0) {
             *last = b;
             return j - 1;
         }

@@ -81,6 +81,16 @@ void reap_rkeys(kvc_xfer_agent *a, bool all) {
     }
 }
 
+// Whether UCX may connect this agent over shared memory: its transports (the config's, else the
+// environment's UCX_TLS) are UCX's default (all) or name a shared-memory one.
+static bool may_use_shared_memory(const kvc_xfer_config &cfg) {
+    const char *tls = cfg.transports && *cfg.transports ? cfg.transports : std::getenv("UCX_TLS");
+    if (!tls || !*tls) return true;
+    for (const char *w : {"all", "sm", "shm", "posix", "sysv"})
+        if (std::strstr(tls, w)) return true;
+    return false;
+}
+
 // One round of everything the progress thread does; under mu.
 bool progress_round(kvc_xfer_agent *a) {
     // Bounded: with sends pending towards a peer that died (shared memory has no failure
@@ -224,17 +234,12 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     a->block_bytes = si.block_stride;
     if (const char *mg = std::getenv("KVC_XFER_MAX_GET_BYTES"); mg && std::atoll(mg) > 0)
         a->max_get_bytes = std::atoll(mg);
-    // Shared memory possible: the transports (the config's, else the environment's UCX_TLS) are
-    // UCX's default (all) or name a shared-memory one.
-    const char *tls = cfg.transports && *cfg.transports ? cfg.transports : std::getenv("UCX_TLS");
-    bool shm = !tls || !*tls;
-    for (const char *w : {"all", "sm", "shm", "posix", "sysv"}) shm = shm || (tls && std::strstr(tls, w));
     // The importer's data path (lib/transfer/README.md, "Data paths"): one-sided gets unless
     // KVC_XFER_DATA_PATH=push asks for pushes. Gets are what every exporter answers (one built
     // before the push path would leave a push import to time out), and the push path's gain over
     // TCP was not reproducible on the measuring machine (1.4-2x in one run, level in another).
-    a->push = false;
-    if (const char *dp = std::getenv("KVC_XFER_DATA_PATH"); dp && *dp) a->push = std::strcmp(dp, "push") == 0;
+    const char *dp = std::getenv("KVC_XFER_DATA_PATH");
+    a->push = dp && std::strcmp(dp, "push") == 0;
     std::random_device rd;
     a->nonce = (uint64_t(rd()) << 32 | rd()) ^ uint64_t(getpid()) ^ uint64_t(now_ms()) << 20;
     if (a->nonce == 0) a->nonce = 1;
@@ -247,8 +252,8 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
         // there, but with it the second importer after one killed mid-transfer hung in about 1
         // run in 10 of test_importer_killed_mid_transfer under ThreadSanitizer (not diagnosed;
         // lib/transfer/README.md, "Open").
-        a->stage_cpu_exports = false;
-        if (const char *e = std::getenv("KVC_XFER_EXPORT_STAGING"); e && *e) a->stage_cpu_exports = shm && std::atoi(e) != 0;
+        const char *e = std::getenv("KVC_XFER_EXPORT_STAGING");
+        a->stage_cpu_exports = e && std::atoi(e) != 0 && may_use_shared_memory(cfg);
     }
     if (a->staged || a->stage_cpu_exports)
         if (kvc_status st = staging_init(a.get(), fn); st != KVC_OK) return st;
