@@ -263,27 +263,30 @@ KVC_API kvc_status kvc_append_batch(kvc_pool *pool, int32_t num_seqs, const uint
         {
             std::lock_guard<std::mutex> lock(p->mu);
             if (uniform && num_lookahead == 0) {
-                // The decode step: the in-place append inline (as append_seq has it), the rest out
-                // of line. The sequences of a step are rarely all in cache. Their lookups come first, a
-                // chunk at a time (independent of each other, so their misses overlap), then the
-                // appends, each asking for the record four entries ahead. Resolving early is safe:
-                // appends neither create nor free sequences.
-                constexpr int32_t kChunk = 64, kAhead = 4;
+                // The decode step: the in-place appends by append_step_in_place, the rest (a fresh
+                // block, copy-on-write, a window, an unknown id) one entry at a time out of line.
+                // The sequences of a step are rarely all in cache: their lookups come first, a chunk
+                // at a time (independent of each other, so their misses overlap). Resolving early
+                // is safe: appends neither create nor free sequences.
+                constexpr int32_t kChunk = 64;
                 kvc::Sequence *chunk[kChunk];
                 while (done < num_seqs && st == KVC_OK) {
                     const int32_t base = done, end = num_seqs - base < kChunk ? num_seqs : base + kChunk;
-                    for (int32_t j = base; j < end; ++j) chunk[j - base] = p->seqs.find(seq_ids[j]);
-                    for (; done < end; ++done) {
-                        if (done + kAhead < end && chunk[done + kAhead - base])
-                            kvc::prefetch_for_append(chunk[done + kAhead - base]);
-                        const int32_t *toks = tokens ? tokens + done : nullptr;
-                        int32_t *new_blocks = out_new_blocks ? out_new_blocks + done : nullptr;
-                        kvc::Sequence *s = chunk[done - base];
-                        if (__builtin_expect(s != nullptr, 1) && !s->swapped_out &&
-                            kvc::append_in_place(p, s, toks, 1, 0, new_blocks))
-                            continue;
-                        st = append_batch_entry(p, seq_ids[done], toks, 1, 0, new_blocks, done, num_seqs, fn);
+                    for (int32_t j = base; j < end; ++j) {
+                        kvc::Sequence *s = p->seqs.find(seq_ids[j]);
+                        if (s) kvc::prefetch_for_append(s);  // asked for now, appended after the lookups
+                        chunk[j - base] = s;
+                    }
+                    const int32_t *toks = tokens ? tokens + base : nullptr;
+                    int32_t *new_blocks = out_new_blocks ? out_new_blocks + base : nullptr;
+                    while (true) {
+                        done = base + kvc::append_step_in_place(p, chunk, done - base, end - base, toks, new_blocks);
+                        if (done == end) break;
+                        const int32_t k = done - base;
+                        st = append_batch_entry(p, seq_ids[done], toks ? toks + k : nullptr, 1, 0,
+                                                new_blocks ? new_blocks + k : nullptr, done, num_seqs, fn);
                         if (st != KVC_OK) break;
+                        ++done;
                     }
                 }
             } else {

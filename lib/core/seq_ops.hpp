@@ -122,6 +122,15 @@ inline void prefetch_for_append(const Sequence *s) {
     __builtin_prefetch(reinterpret_cast<const char *>(s) + 64);
 }
 
+// kvc_append_batch's decode step (one token per entry, no lookahead): appends token tokens[i]
+// (tokens may be NULL when prefix caching is off) to seqs[i] in place for i = from, from + 1, ...
+// while append_in_place would take entry i, and returns the first i it would not (n when all
+// were taken); out_new_blocks[i] (optional) = 0 for each entry taken. seqs[i] NULL (unknown id)
+// stops it. The same effect as append_in_place entry by entry, with the pool's constants read once
+// and the append counter added once: the loop of a server's decode step (seq_append.cpp).
+int32_t append_step_in_place(kvc_pool *p, Sequence *const *seqs, int32_t from, int32_t n, const int32_t *tokens,
+                             int32_t *out_new_blocks);
+
 // append_seq for a hybrid pool: every group's table grows together, all or nothing
 // (seq_append.cpp). Reached through append_general: a hybrid pool's sequences have may_share_tail
 // set, so the in-place path never takes them and the decode step of a plain pool tests nothing more.

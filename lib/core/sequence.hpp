@@ -7,7 +7,9 @@
 // ceil(reserved_end / block_size) blocks.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -72,6 +74,14 @@ struct Sequence {
     // Owned here and kept when the id is freed, so that recycled sequences reuse them.
     std::vector<std::unique_ptr<Sequence>> group_seqs;
 
+    // swapped_out or may_share_tail: the in-place append does not apply. One 16-bit load for the
+    // two adjacent flags (the decode step tests them for every sequence).
+    bool no_append_in_place() const {
+        uint16_t both;
+        std::memcpy(&both, &swapped_out, sizeof both);
+        return both != 0;
+    }
+
     // Takes the request's keys (may throw std::bad_alloc before changing anything).
     void set_keys(const KeySet &k) {
         keys.assign(k);
@@ -95,6 +105,8 @@ struct Sequence {
         priority = KVC_PRIORITY_DEFAULT;
     }
 };
+static_assert(offsetof(Sequence, may_share_tail) == offsetof(Sequence, swapped_out) + 1,
+              "no_append_in_place() reads the two flags as one 16-bit word");
 
 // Group g's table of a sequence (g = 0: the sequence itself; hybrid pools only for g > 0).
 inline Sequence *group_seq(Sequence *s, int32_t g) { return g == 0 ? s : s->group_seqs[size_t(g - 1)].get(); }
