@@ -263,8 +263,9 @@ KVC_API kvc_status kvc_append_batch(kvc_pool *pool, int32_t num_seqs, const uint
         {
             std::lock_guard<std::mutex> lock(p->mu);
             if (uniform && num_lookahead == 0) {
-                // The decode step: the in-place appends by append_step_in_place, the rest (a fresh
-                // block, copy-on-write, a window, an unknown id) one entry at a time out of line.
+                // The decode step: its usual entries (in place, or one fresh block) by
+                // append_step_in_place, the rest (copy-on-write, a window, no free block, an unknown
+                // id) one entry at a time by the general path, out of line.
                 // The sequences of a step are rarely all in cache: their lookups come first, a chunk
                 // at a time (independent of each other, so their misses overlap). Resolving early
                 // is safe: appends neither create nor free sequences.

@@ -153,10 +153,22 @@ kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32
     return KVC_OK;
 }
 
-// The decode step's loop (kvc_append_batch). Per entry, append_in_place's tests and effect; what
-// does not change from entry to entry (block size, length cap, caching) is read once, and the
-// append counter is added once: a third fewer instructions per entry than append_seq's inline
-// path in a loop, measured (tests/bench/RESULTS.md, session 18).
+// The decode step's other usual case, for append_step_in_place: s (alone, no window) has its
+// blocks full and the token starts the next one. Takes that block as commit_append would (nothing
+// to copy, nothing to release) when no host memory is needed; false: left to the general path (no
+// free block: its refusal; a full table: its allocation). Out of line: once per block_size steps.
+__attribute__((noinline)) bool take_next_block(kvc_pool *p, Sequence *s) {
+    if (p->blocks.num_free() < 1 || s->table.size() == s->table.capacity()) return false;
+    pool_spill_before_taking(p, 1);
+    s->table.push_back(pool_take_fresh_block(p, s->priority));
+    ++p->counters.blocks_allocated;
+    return true;
+}
+
+// The decode step's loop (kvc_append_batch). Per entry, append_in_place's tests and effect, or
+// take_next_block's; what does not change from entry to entry (block size, length cap, caching)
+// is read once and the append counter is added once. About half the instructions per entry of
+// append_seq called in a loop (tests/bench/RESULTS.md, session 18).
 int32_t append_step_in_place(kvc_pool *p, Sequence *const *seqs, int32_t from, int32_t n, const int32_t *tokens,
                              int32_t *out_new_blocks) {
     const int64_t bs = p->block_size;
@@ -167,8 +179,13 @@ int32_t append_step_in_place(kvc_pool *p, Sequence *const *seqs, int32_t from, i
         Sequence *s = seqs[i];
         // append_in_place's tests (and append_seq's swapped-out refusal, left to the general path).
         if (__builtin_expect(!s, 0) || s->no_append_in_place() || s->window > 0) break;
-        const int64_t end = s->num_tokens + 1;
-        if (end > int64_t(s->table.size()) * bs || end > max_end) break;
+        const int64_t end = s->num_tokens + 1, room = int64_t(s->table.size()) * bs;
+        if (end > max_end) break;
+        int32_t fresh = 0;
+        if (end > room) {
+            if (end != room + 1 || !take_next_block(p, s)) break;
+            fresh = 1;
+        }
         s->num_tokens = end;
         if (end > s->reserved_end) s->reserved_end = end;
         if (caching && !s->hash_stopped) {
@@ -179,7 +196,7 @@ int32_t append_step_in_place(kvc_pool *p, Sequence *const *seqs, int32_t from, i
             else
                 pool_add_tokens(p, s, tokens + i, 1);
         }
-        if (out_new_blocks) out_new_blocks[i] = 0;
+        if (out_new_blocks) out_new_blocks[i] = fresh;
     }
     p->counters.appends += i - from;
     return i;

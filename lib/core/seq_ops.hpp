@@ -123,11 +123,12 @@ inline void prefetch_for_append(const Sequence *s) {
 }
 
 // kvc_append_batch's decode step (one token per entry, no lookahead): appends token tokens[i]
-// (tokens may be NULL when prefix caching is off) to seqs[i] in place for i = from, from + 1, ...
-// while append_in_place would take entry i, and returns the first i it would not (n when all
-// were taken); out_new_blocks[i] (optional) = 0 for each entry taken. seqs[i] NULL (unknown id)
-// stops it. The same effect as append_in_place entry by entry, with the pool's constants read once
-// and the append counter added once: the loop of a server's decode step (seq_append.cpp).
+// (tokens may be NULL when prefix caching is off) to seqs[i] for i = from, from + 1, ... while
+// entry i is one of the decode step's two usual cases -- the in-place append, or one fresh block
+// for a sequence alone, without a window, whose blocks are full -- and returns the first i that
+// is not (n when all were); out_new_blocks[i] (optional) = the blocks entry i took (0 or 1).
+// seqs[i] NULL (unknown id) stops it. Each entry has exactly append_seq's effect; the loop of a
+// server's decode step (seq_append.cpp).
 int32_t append_step_in_place(kvc_pool *p, Sequence *const *seqs, int32_t from, int32_t n, const int32_t *tokens,
                              int32_t *out_new_blocks);
 
