@@ -134,7 +134,8 @@ void BM_Fork(benchmark::State &state) {
 // a new block is taken by 1 in 16 appends, and with caching the filled block is hashed.
 // With window > 0 the pool has a sliding window of that many tokens: every append also checks what
 // the window releases (and 1 in 16 releases a block), the cost kvc_pool_set_sliding_window adds.
-void decode_step_256(benchmark::State &state, int32_t window) {
+// batch: the step is one kvc_append_batch call (a server's decode step) instead of 256 kvc_append calls.
+void decode_step_256(benchmark::State &state, int32_t window, bool batch = false) {
     const int caching = int(state.range(0));
     constexpr int kRunning = 256;
     constexpr int64_t kPrompt = 512;
@@ -151,10 +152,19 @@ void decode_step_256(benchmark::State &state, int32_t window) {
     start_round();
     int step = 0;
     int32_t tok = 7;
+    std::vector<uint64_t> ids(kRunning);
+    std::vector<int32_t> toks(kRunning);
+    for (int s = 0; s < kRunning; ++s) ids[size_t(s)] = uint64_t(s);
     for (auto _ : state) {
-        for (int s = 0; s < kRunning; ++s) {
-            ++tok;
-            check(kvc_append(p, uint64_t(s), &tok, 1, 0, nullptr), "append");
+        if (batch) {
+            for (int s = 0; s < kRunning; ++s) toks[size_t(s)] = ++tok;
+            check(kvc_append_batch(p, kRunning, ids.data(), nullptr, toks.data(), 0, nullptr, nullptr, nullptr),
+                  "append_batch");
+        } else {
+            for (int s = 0; s < kRunning; ++s) {
+                ++tok;
+                check(kvc_append(p, uint64_t(s), &tok, 1, 0, nullptr), "append");
+            }
         }
         if (++step == kStepsPerRound) {
             state.PauseTiming();
@@ -171,6 +181,7 @@ void decode_step_256(benchmark::State &state, int32_t window) {
 
 void BM_DecodeStep256(benchmark::State &state) { decode_step_256(state, 0); }
 void BM_DecodeStep256Window(benchmark::State &state) { decode_step_256(state, 256); }
+void BM_DecodeStep256Batch(benchmark::State &state) { decode_step_256(state, 0, true); }
 
 // kvc_prefix_lookup of a 64-block prompt (+1 token) in a pool whose cache also holds 60 other
 // 64-block prompts (so the map is not trivially small). cached_too: the prompt itself is cached
@@ -290,6 +301,7 @@ KVC_BENCH(BM_AppendBlock)->Arg(0)->Arg(1);
 KVC_BENCH(BM_Fork)->Arg(0)->Arg(1);
 KVC_BENCH(BM_DecodeStep256)->Arg(0)->Arg(1);
 KVC_BENCH(BM_DecodeStep256Window)->Arg(0)->Arg(1);
+KVC_BENCH(BM_DecodeStep256Batch)->Arg(0)->Arg(1);
 // Arg: sliding window 0 (none) / 256 tokens.
 KVC_BENCH(BM_PrefixLookup)->Arg(0)->Arg(256);
 KVC_BENCH(BM_PrefixLookupMiss)->Arg(0)->Arg(256);
