@@ -63,13 +63,16 @@ void commit_alloc_hold(kvc_pool *p, Sequence *s, const KeySet &ks, const AllocPl
     const int64_t skip = walk.first_block, held_hits = walk.held();
     s->table.assign(size_t(skip), -1);
     s->released = skip;
+    // The hits in one copy (-1: a host-tier hit, restored by commit_alloc_fill; the room was
+    // reserved), then their references: no capacity test per block.
+    const int32_t *hits = held_hits > 0 ? walk.hits->blocks : nullptr;
+    s->table.insert(s->table.end(), hits, hits + held_hits);
     for (int64_t j = 0; j < held_hits; ++j) {
-        const int32_t b = walk.block(j);
+        const int32_t b = hits[j];
         if (b >= 0) {
             p->blocks.add_ref(b);  // a refcount-0 hit leaves the free queue ("touch")
             p->blocks.set_priority(b, ks.priority);
         }
-        s->table.push_back(b);  // -1: a host-tier hit, restored by commit_alloc_fill
     }
     if (walk.host_hits) tier_pin_restore_sources(p, walk);
 }
