@@ -153,10 +153,7 @@ kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32
     return KVC_OK;
 }
 
-// The decode step's other usual case, for append_step_in_place: s (alone, no window) has its
-// blocks full and the token starts the next one. Takes that block as commit_append would (nothing
-// to copy, nothing to release) when no host memory is needed; false: left to the general path (no
-// free block: its refusal; a full table: its allocation). Out of line: once per block_size steps.
+// (seq_ops.hpp)
 __attribute__((noinline)) bool take_next_block(kvc_pool *p, Sequence *s) {
     if (p->blocks.num_free() < 1 || s->table.size() == s->table.capacity()) return false;
     pool_spill_before_taking(p, 1);
@@ -165,10 +162,10 @@ __attribute__((noinline)) bool take_next_block(kvc_pool *p, Sequence *s) {
     return true;
 }
 
-// The decode step's loop (kvc_append_batch). Per entry, append_in_place's tests and effect, or
-// take_next_block's; what does not change from entry to entry (block size, length cap, caching)
-// is read once and the append counter is added once. About half the instructions per entry of
-// append_seq called in a loop (tests/bench/RESULTS.md, session 18).
+// The decode step's loop (kvc_append_batch). Per entry, append_in_place's tests and effect; what
+// does not change from entry to entry (block size, length cap, caching) is read once and the
+// append counter is added once: about a third fewer instructions per entry than append_seq
+// called in a loop (tests/bench/RESULTS.md, session 18).
 int32_t append_step_in_place(kvc_pool *p, Sequence *const *seqs, int32_t from, int32_t n, const int32_t *tokens,
                              int32_t *out_new_blocks) {
     const int64_t bs = p->block_size;
