@@ -116,7 +116,6 @@ public:
     struct HintReader;
     HintReader hint_reader() const;
 
-
     // The next older copy of b's hash after b (b cached), or -1.
     int32_t next_copy(int32_t b) const { return next_[size_t(b)]; }
     // The next newer copy (b cached, its hash with several copies), or -1 for the newest. For the
