@@ -10,9 +10,9 @@
 namespace kvc {
 
 // How many blocks ahead the prompt's token ids are asked for where they are read once, in order,
-// a block (usually one cache line) per step: the walks and the hashing of a prompt's blocks. That
-// hides the misses of a prompt not in cache (on bench_trace's trace ~1.2k of ~5k cycles per
-// admission, measured).
+// a block (usually one cache line) per step: the walks and the hashing of a prompt's blocks. For
+// a prompt not in cache (bench_trace's, read from a 10 MB trace) an admission took ~5.3k cycles
+// without and ~4.7k with (4.1k with the prompt in cache); the whole batch replay ~1 % faster.
 constexpr int64_t kPromptAhead = 6;
 
 void pool_uncache_block(kvc_pool *p, int32_t b) {
