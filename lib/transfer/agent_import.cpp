@@ -32,9 +32,9 @@ std::string vformat(const char *fmt, va_list ap) {
 // Imports of at least this many mapped bytes are copied with non-temporal stores: the KV goes to
 // memory anyway, and a block-sized memcpy (glibc streams only above x86_non_temporal_threshold,
 // 99 MiB on the measuring VM) reads every destination line first and evicts the cache: 2 MiB
-// pieces copied at 5.6-7.0 GB/s that way, at 10.3-10.8 GB/s streamed four pages at a time (as
-// glibc's own large copy does), on the measuring VM (tests/bench/RESULTS.md, session 18). Smaller
-// imports keep memcpy (their bytes may still be in cache).
+// pieces copied at 5620-7030 MiB/s that way, at 10320-10780 MiB/s streamed four pages at a time
+// (as glibc's own large copy does), on the measuring VM (tests/bench/RESULTS.md, session 18).
+// Smaller imports keep memcpy (their bytes may still be in cache).
 constexpr size_t kStreamMinBytes = size_t(16) << 20;
 
 #if defined(__x86_64__)
@@ -413,7 +413,8 @@ static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op,
     // memory) is copied by the importer itself, not by gets (ImportOp::copies), in runs not cut
     // into max_get_bytes pieces (agent_state.hpp, max_mapped_get_bytes).
     void *mapped_at = nullptr;
-    const bool mapped = !o->push && u->ucp_rkey_ptr(o->rkey, d.addrs[size_t(skip)], &mapped_at) == UCS_OK;
+    const bool mapped =
+        a->mapped_copy && !o->push && u->ucp_rkey_ptr(o->rkey, d.addrs[size_t(skip)], &mapped_at) == UCS_OK;
     const int64_t max_run = std::max<int64_t>(1, (mapped ? a->max_mapped_get_bytes : a->max_get_bytes) / bb);
     if (o->push) o->runs.reserve(size_t(m));  // at most one run per block: push_back cannot throw
     if (mapped) o->copies.reserve(size_t(m));

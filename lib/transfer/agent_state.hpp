@@ -178,6 +178,9 @@ struct kvc_xfer_agent {
     // staged export over shared memory), which the importer copies itself (agent_import.cpp,
     // copy_mapped): not cut by default (KVC_XFER_MAX_GET_BYTES sets both caps).
     int64_t max_mapped_get_bytes = int64_t(1) << 40;
+    // Whether mapped exporter memory is copied by the importer itself (default) or read with gets
+    // like any other (KVC_XFER_MAPPED_COPY=0: the behaviour before, for comparison).
+    bool mapped_copy = true;
     // The importer's data path: false one-sided ucp_get_nbx (the default), true pull requests
     // answered by active messages (KVC_XFER_DATA_PATH=push). lib/transfer/README.md, "Data paths".
     bool push = false;

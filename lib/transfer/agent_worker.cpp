@@ -234,6 +234,7 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     a->block_bytes = si.block_stride;
     if (const char *mg = std::getenv("KVC_XFER_MAX_GET_BYTES"); mg && std::atoll(mg) > 0)
         a->max_get_bytes = a->max_mapped_get_bytes = std::atoll(mg);
+    if (const char *mc = std::getenv("KVC_XFER_MAPPED_COPY"); mc && std::atoi(mc) == 0) a->mapped_copy = false;
     // The importer's data path (lib/transfer/README.md, "Data paths"): one-sided gets unless
     // KVC_XFER_DATA_PATH=push asks for pushes. Gets are what every exporter answers (one built
     // before the push path would leave a push import to time out), and the push path's gain over
