@@ -2268,7 +2268,7 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
  * against the importing pool, recomputes the hash chain from the token ids and the importer's
  * keys, takes fresh blocks, pulls them (one-sided RMA gets; with the exporter's environment
  * KVC_XFER_EXPORT_STAGING=1 a CPU exporter that may serve over shared memory stages its exports in
- * UCX-allocated memory, which those gets read with one copy; with the importer's
+ * UCX-allocated memory, which the importer then copies from its mapping of it; with the importer's
  * KVC_XFER_DATA_PATH=push each run is asked for and sent back by active-message rendezvous), asks
  * the exporter whether the lease was held throughout, and only then enters the blocks in the
  * prefix cache, so a later kvc_alloc of the prompt hits them. Any failure (peer gone, timeout, lease over, layout or

@@ -10,6 +10,10 @@
 #include <cstdio>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "core/pool.hpp"
 #include "error.hpp"
 #include "storage/pool_access.hpp"
@@ -23,6 +27,60 @@ std::string vformat(const char *fmt, va_list ap) {
     char buf[512];
     std::vsnprintf(buf, sizeof buf, fmt, ap);
     return buf;
+}
+
+// Imports of at least this many mapped bytes are copied with non-temporal stores: the KV goes to
+// memory anyway, and a block-sized memcpy (glibc streams only above x86_non_temporal_threshold,
+// 99 MiB on the measuring VM) reads every destination line first and evicts the cache: 2 MiB
+// pieces copied at 5620-7030 MiB/s that way, at 10320-10780 MiB/s streamed four pages at a time
+// (as glibc's own large copy does), on the measuring VM (tests/bench/RESULTS.md, session 18).
+// Smaller imports keep memcpy (their bytes may still be in cache).
+constexpr size_t kStreamMinBytes = size_t(16) << 20;
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) inline void stream128(char *d, const char *s) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(s));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(s + 32));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(s + 64));
+    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(s + 96));
+    _mm256_stream_si256(reinterpret_cast<__m256i *>(d), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i *>(d + 32), b);
+    _mm256_stream_si256(reinterpret_cast<__m256i *>(d + 64), c);
+    _mm256_stream_si256(reinterpret_cast<__m256i *>(d + 96), e);
+}
+
+// memcpy with non-temporal stores (AVX2): the head up to 32-byte alignment of d and the tail by
+// memcpy; the body four pages at a time, interleaved; fenced.
+__attribute__((target("avx2"))) void copy_streaming(char *d, const char *s, size_t n) {
+    size_t head = (32 - (reinterpret_cast<uintptr_t>(d) & 31)) & 31;
+    if (head > n) head = n;
+    std::memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    constexpr size_t kPage = 4096, kGroup = 4 * kPage;
+    size_t i = 0;
+    for (; i + kGroup <= n; i += kGroup)
+        for (size_t off = 0; off < kPage; off += 128)
+            for (size_t k = 0; k < 4; ++k) stream128(d + i + k * kPage + off, s + i + k * kPage + off);
+    for (; i + 128 <= n; i += 128) stream128(d + i, s + i);
+    std::memcpy(d + i, s + i, n - i);
+    _mm_sfence();
+}
+#endif
+
+// The mapped runs of one import (ImportOp::copies), without any lock.
+void copy_mapped(const std::vector<ImportOp::MappedCopy> &copies) {
+    size_t total = 0;
+    for (const auto &c : copies) total += c.len;
+#if defined(__x86_64__)
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    if (avx2 && total >= kStreamMinBytes) {
+        for (const auto &c : copies) copy_streaming(c.dst, c.src, c.len);
+        return;
+    }
+#endif
+    for (const auto &c : copies) std::memcpy(c.dst, c.src, c.len);
 }
 
 }  // namespace
@@ -72,6 +130,14 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
             ep_mark_failed(a, op->ep, op->ep->why);
             op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER, "kvc_xfer_op_wait: import %llu: the exporter went away (%s)",
                     (unsigned long long)op->id, op->ep->why.c_str());
+        } else if (now >= op->deadline_ms && op->state == OpState::kChecking) {
+            // Every block landed but the exporter never answered: its worker receives nothing from
+            // this importer (over shared memory: a peer that died mid-send can leave a hole in the
+            // exporter's receive FIFO that stops it for good; lib/transfer/README.md, "Open").
+            op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_TIMEOUT,
+                    "kvc_xfer_op_wait: import %llu timed out after %lld ms: every block had landed, but the "
+                    "exporter never answered the lease check",
+                    (unsigned long long)op->id, (long long)a->timeout_ms);
         } else if (now >= op->deadline_ms)
             op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_TIMEOUT, "kvc_xfer_op_wait: import %llu timed out after %lld ms",
                     (unsigned long long)op->id, (long long)a->timeout_ms);
@@ -146,7 +212,8 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
 using namespace detail;
 
 static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op, const Descriptor &d, int64_t n,
-                               std::unique_lock<std::mutex> &lk, uint64_t *out_op, const char *fn);
+                               std::unique_lock<std::mutex> &lk, uint64_t *out_op, ImportOp **copy_op,
+                               const char *fn);
 
 kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, const KeySet &keys, uint64_t *out_op,
                         const char *fn) {
@@ -230,8 +297,10 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
     // table): then everything reserved goes back, as for any other refusal. The gets' vector and the
     // op's entry in a->ops are in place before the first get is posted, so no throw can come while
     // a get writes into the reserved blocks.
+    ImportOp *copy_op = nullptr;
+    kvc_status st = KVC_OK;
     try {
-        return start_import(a, op, d, n, lk, out_op, fn);
+        st = start_import(a, op, d, n, lk, out_op, &copy_op, fn);
     } catch (...) {
         // op is still ours: it moves into a->ops only where nothing can throw any more.
         if (!lk.owns_lock()) lk.lock();
@@ -240,11 +309,26 @@ kvc_status agent_import(kvc_xfer_agent *a, const uint8_t *buf, int64_t len, cons
         abort_import(a->pool, &op->res);
         throw;
     }
+    if (copy_op) {
+        // Runs of exporter memory mapped here (a staged export over shared memory): copied now, in
+        // this thread, without the agent's lock (the progress thread and other callers go on).
+        // The op is in the table with one count in `outstanding` for these copies, so its blocks
+        // cannot go back and its rkey (the mapping) cannot be destroyed meanwhile; nothing else
+        // writes its fresh blocks. Then the lease check follows as after gets.
+        lk.unlock();  // start_import returned with it held
+        copy_mapped(copy_op->copies);
+        lk.lock();
+        copy_op->copies.clear();
+        --copy_op->outstanding;
+        a->u->ucp_worker_signal(a->worker);
+    }
+    return st;
 }
 
 // kvc_xfer_import's second half, a->mu held through `lk`: the endpoint, the gets.
 static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op, const Descriptor &d, int64_t n,
-                               std::unique_lock<std::mutex> &lk, uint64_t *out_op, const char *fn) {
+                               std::unique_lock<std::mutex> &lk, uint64_t *out_op, ImportOp **copy_op,
+                               const char *fn) {
     const UcxApi *u = a->u;
     ++a->stats.imports_started;
     a->stats.blocks_skipped += op->res.skipped;
@@ -324,9 +408,16 @@ static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op,
     const int64_t skip = op->res.skipped;
     const int64_t bb = a->block_bytes;
     const int64_t m = int64_t(op->res.fresh.size());
-    const int64_t max_run = std::max<int64_t>(1, a->max_get_bytes / bb);
     o->push = a->push;
+    // Exporter memory this process has mapped (ucp_rkey_ptr succeeds: a staged export over shared
+    // memory) is copied by the importer itself, not by gets (ImportOp::copies), in runs not cut
+    // into max_get_bytes pieces (agent_state.hpp, max_mapped_get_bytes).
+    void *mapped_at = nullptr;
+    const bool mapped =
+        a->mapped_copy && !o->push && u->ucp_rkey_ptr(o->rkey, d.addrs[size_t(skip)], &mapped_at) == UCS_OK;
+    const int64_t max_run = std::max<int64_t>(1, (mapped ? a->max_mapped_get_bytes : a->max_get_bytes) / bb);
     if (o->push) o->runs.reserve(size_t(m));  // at most one run per block: push_back cannot throw
+    if (mapped) o->copies.reserve(size_t(m));
     // The op enters the table before its first get: nothing after this can throw.
     a->ops.emplace(o->id, std::move(op));
     // Where fresh block j's bytes land: the block itself, or (CUDA pool) its staging slot.
@@ -352,6 +443,19 @@ static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op,
             j += run;
             continue;
         }
+        if (mapped) {
+            // Both ends of the run inside the mapping, contiguous there: copied after the lock is
+            // dropped (agent_import); otherwise a get as usual.
+            const uint64_t ra = d.addrs[size_t(skip + j)];
+            void *first = nullptr, *last = nullptr;
+            if (u->ucp_rkey_ptr(o->rkey, ra, &first) == UCS_OK &&
+                u->ucp_rkey_ptr(o->rkey, ra + uint64_t(run * bb) - 1, &last) == UCS_OK &&
+                static_cast<char *>(last) == static_cast<char *>(first) + run * bb - 1) {
+                o->copies.push_back(ImportOp::MappedCopy{local_of(j), static_cast<const char *>(first), size_t(run * bb)});
+                j += run;
+                continue;
+            }
+        }
         ucp_request_param_t prm{};
         prm.op_attr_mask = 0;
         char *local = local_of(j);
@@ -365,6 +469,10 @@ static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op,
             o->gets.push_back(r);
         }
         j += run;
+    }
+    if (!o->copies.empty()) {
+        ++o->outstanding;  // the mapped copies, made by the caller once the lock is dropped
+        *copy_op = o;
     }
     u->ucp_worker_signal(a->worker);
     *out_op = o->id;

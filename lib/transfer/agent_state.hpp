@@ -120,8 +120,16 @@ struct ImportOp {
     Reservation res;
     std::shared_ptr<Endpoint> ep;
     ucp_rkey_h rkey = nullptr;  // borrowed from ep->rkeys
-    int64_t outstanding = 0;   // gets posted and not completed
+    int64_t outstanding = 0;   // gets posted and not completed (+1 while its mapped copies run)
     std::vector<void *> gets;  // their requests
+    // Runs whose exporter memory is mapped here (ucp_rkey_ptr): copied by kvc_xfer_import's
+    // thread without the agent's lock, instead of a get (agent_import.cpp, copy_mapped).
+    struct MappedCopy {
+        char *dst;
+        const char *src;
+        size_t len;
+    };
+    std::vector<MappedCopy> copies;
     ucs_status_t get_error = UCS_OK;
     int64_t deadline_ms = 0;
     std::chrono::steady_clock::time_point start;
@@ -166,6 +174,13 @@ struct kvc_xfer_agent {
     // Largest single get: runs of blocks contiguous on both sides are merged up to this size
     // (KVC_XFER_MAX_GET_BYTES, default 4 MiB; one huge get is slower over shared memory).
     int64_t max_get_bytes = 4 << 20;
+    // The same for runs of exporter memory this process has mapped (ucp_rkey_ptr succeeds: a
+    // staged export over shared memory), which the importer copies itself (agent_import.cpp,
+    // copy_mapped): not cut by default (KVC_XFER_MAX_GET_BYTES sets both caps).
+    int64_t max_mapped_get_bytes = int64_t(1) << 40;
+    // Whether mapped exporter memory is copied by the importer itself (default) or read with gets
+    // like any other (KVC_XFER_MAPPED_COPY=0: the behaviour before, for comparison).
+    bool mapped_copy = true;
     // The importer's data path: false one-sided ucp_get_nbx (the default), true pull requests
     // answered by active messages (KVC_XFER_DATA_PATH=push). lib/transfer/README.md, "Data paths".
     bool push = false;

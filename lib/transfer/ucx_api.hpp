@@ -36,6 +36,7 @@
     X(ucp_ep_close_nbx)               \
     X(ucp_ep_rkey_unpack)             \
     X(ucp_rkey_destroy)               \
+    X(ucp_rkey_ptr)                   \
     X(ucp_get_nbx)                    \
     X(ucp_am_send_nbx)                \
     X(ucp_am_recv_data_nbx)           \

@@ -7,8 +7,10 @@
 # perftest runs with 16 gets outstanding (-O 16), as an import has its blocks in flight at once.
 # Four ways of importing alternate with it: "default" (gets of the exporter pool's own storage),
 # "push" (KVC_XFER_DATA_PATH=push: each run asked for and sent back by active-message rendezvous),
-# "get" (KVC_XFER_EXPORT_STAGING=1: gets of exports staged in UCX-allocated shared memory, over
-# shared memory only) and "plain" (gets, staging off explicitly: the default's path).
+# "get" (KVC_XFER_EXPORT_STAGING=1: exports staged in UCX-allocated shared memory, which over
+# shared memory the importer maps and copies itself, streaming; KVC_XFER_MAPPED_COPY=0 in the
+# environment makes those gets again, the way before session 18) and "plain" (gets, staging off
+# explicitly: the default's path).
 # ucx_perftest prints MB/s with MB = 2^20 bytes; bench_transfer prints MiB/s: the same unit.
 set -euo pipefail
 BENCH=${1:-build/tests/bench_transfer}
