@@ -54,6 +54,8 @@ thread_local Scratch t_scratch;
 
 struct Plan {
     const AttentionArgs *a = nullptr;
+    uint64_t launch = 0;      // this run_attention call's number (KvCopy's key)
+    int64_t copy_floats = 0;  // KvCopy's bound (kv_copy_floats)
     int32_t group = 1;        // query heads per KV head
     int32_t nkv = 1;
     int32_t d = 0;
@@ -170,12 +172,12 @@ struct Item {
 // Decodes work item `item` of the current round; false when its query tile is past the sequence.
 bool decode_item(const Plan &P, int64_t item, Item *it) {
     const AttentionArgs &a = *P.a;
+    const int32_t tile = int32_t(item % P.tiles);
+    item /= P.tiles;
     it->kvh = int32_t(item % P.nkv);
     item /= P.nkv;
     it->part = int32_t(item % P.parts);
-    item /= P.parts;
-    const int32_t tile = int32_t(item % P.tiles);
-    it->s_local = int32_t(item / P.tiles);
+    it->s_local = int32_t(item / P.parts);
     it->s = P.seq_begin + it->s_local;
     it->L = a.seq_lens[it->s];
     it->q0 = a.query_start_loc[it->s];
@@ -225,6 +227,48 @@ void write_row(const Plan &P, const Item &it, int32_t r, float m, float l, float
                a.q_dtype, d);
 }
 
+// Per-thread fp32 copy of one (sequence, KV head)'s K and V, positions [lo, hi), for prefill and
+// long appends (items of several query tiles, attend_lanes). Each item reads its KV head's context
+// from the start to its last query; gathered tile by tile, every item converted the same positions
+// again into a 64-position fp32 tile: 32 KiB of stores per tile for K and again for V, into an L1
+// that also holds the q tile and the accumulators (the gathers were 13% of prefill 1x2048's time;
+// with the K/V already in cache, 5% less). Items are numbered query tile fastest (decode_item), so a
+// thread's next item is usually the same KV head's next tile: it converts only the positions it has
+// not yet, and the tiles read K and V where they lie in the copy. Keyed by the launch, so a copy is
+// never read by a later call (whose pool contents may differ). Bounded: kKvCopyFloats floats each
+// for K and V per thread (attention_isa.hpp; 4 MiB in all), allocated on the first prefill a
+// thread runs and kept; positions past the bound are gathered tile by tile as before.
+struct KvCopy {
+    std::vector<float> k, v;
+    uint64_t launch = 0;
+    int32_t s = -1, kvh = -1;
+    int64_t lo = 0, hi = 0;
+    // Makes the copy hold [c_lo, ...) of item `it`'s head, as far towards c_hi as the bound allows;
+    // returns the end of what it holds from c_lo on (c_lo: nothing).
+    int64_t cover(const Plan &P, const Item &it, const int32_t *table) {
+        const AttentionArgs &a = *P.a;
+        const int64_t cap = P.copy_floats / P.d;
+        if (launch != P.launch || s != it.s || kvh != it.kvh || it.c_lo < lo || it.c_lo > hi) {
+            launch = P.launch;
+            s = it.s;
+            kvh = it.kvh;
+            lo = hi = it.c_lo;
+        }
+        if (lo + cap < it.c_hi && it.c_lo > lo) {  // restart at c_lo (sliding windows) if that holds more
+            lo = hi = it.c_lo;
+        }
+        const int64_t want = std::min<int64_t>(it.c_hi, lo + cap);
+        if (want > hi) {
+            if (k.size() < size_t(P.copy_floats)) { k.resize(size_t(P.copy_floats)); v.resize(size_t(P.copy_floats)); }
+            gather(k.data() + (hi - lo) * P.d, a, table, 0, it.kvh, hi, want, a.k_scale);
+            gather(v.data() + (hi - lo) * P.d, a, table, 1, it.kvh, hi, want, a.v_scale);
+            hi = want;
+        }
+        return std::min<int64_t>(hi, it.c_hi);
+    }
+};
+thread_local KvCopy t_kvcopy;
+
 // Items of at least one vector of rows (prefill tiles, decode with GQA groups >= kLanes): rows in
 // vector lanes, scores and P.V as register-blocked products (attention_tiles.hpp), the online
 // softmax lane-parallel with a vector exp. Masks (causal, window) and the optional ALiBi / soft-cap
@@ -250,16 +294,25 @@ void attend_lanes(const Plan &P, const Item &it) {
     std::fill(m, m + R, kNegInf);
     std::fill(l, l + R, 0.f);
 
+    // Positions [c_lo, copied) are read from the thread's K/V copy (KvCopy), the rest gathered.
+    KvCopy &C = t_kvcopy;
+    const int64_t copied = P.tiles > 1 ? C.cover(P, it, table) : it.c_lo;
     const int64_t last_pos = it.first_pos + (it.j1 - it.j0) - 1;
     for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kLaneChunk) {
         const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kLaneChunk);
         const int32_t n = int32_t(c1 - c0);
-        // Compute-bound: the rows path's spread prefetch (PrefetchStream) measured no faster here
-        // (prefill / appends within +-5%, the noise between runs), so the burst stays.
-        gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
-        prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kLaneChunk));
+        const bool from_copy = c1 <= copied;
+        const float *kt = kbuf;
+        if (from_copy) {
+            kt = C.k.data() + (c0 - C.lo) * d;
+        } else {
+            // Compute-bound: the rows path's spread prefetch (PrefetchStream) measured no faster
+            // here (prefill / appends within +-5%, the noise between runs), so the burst stays.
+            gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
+            prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kLaneChunk));
+        }
         std::fill(cmax, cmax + R, kNegInf);
-        scores_lanes(st, cmax, qt, kbuf, n, d, R);
+        scores_lanes(st, cmax, qt, kt, n, d, R);
 
         // Every row sees every key of the chunk unless the chunk crosses the causal diagonal or a
         // window edge of some row; only then (and for ALiBi / soft-cap) the element-wise pass, and
@@ -328,8 +381,10 @@ void attend_lanes(const Plan &P, const Item &it) {
         // instead of two, next to q and the accumulators (32 KiB each at 64 rows; L1d is 48 KiB
         // here). Measured no slower, within noise faster; a 128-row item, which doubles q and the
         // accumulators, measured 15-20% slower.
-        gather(kbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
-        pv_lanes(acct, st, kbuf, corr, n, d, R);
+        const float *vt = kbuf;
+        if (from_copy) vt = C.v.data() + (c0 - C.lo) * d;
+        else gather(kbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
+        pv_lanes(acct, st, vt, corr, n, d, R);
     }
 
     for (int32_t r = 0; r < rows; ++r) {
@@ -521,6 +576,9 @@ int64_t choose_partition_len(const AttentionArgs &a, int32_t nkv) {
 kvc_status run_attention(const AttentionArgs &a) {
     Plan P;
     P.a = &a;
+    static std::atomic<uint64_t> launches{0};
+    P.launch = launches.fetch_add(1, std::memory_order_relaxed) + 1;
+    P.copy_floats = kv_copy_floats();
     P.nkv = a.layout.num_kv_heads;
     P.group = a.num_q_heads / P.nkv;
     P.d = a.layout.head_dim;
