@@ -269,6 +269,26 @@ struct KvCopy {
 };
 thread_local KvCopy t_kvcopy;
 
+// rows[r * d + i] (R rows, a multiple of kLanes) into lanes[i * R + r], and back.
+void rows_to_lanes(float *lanes, const float *rows, int32_t R, int32_t d) {
+    const int32_t dv = d / kLanes * kLanes;
+    for (int32_t r = 0; r < R; r += kLanes) {
+        for (int32_t i = 0; i < dv; i += kLanes)
+            transpose_block(lanes + int64_t(i) * R + r, R, rows + int64_t(r) * d + i, d);
+        for (int32_t i = dv; i < d; ++i)
+            for (int32_t j = 0; j < kLanes; ++j) lanes[int64_t(i) * R + r + j] = rows[int64_t(r + j) * d + i];
+    }
+}
+void lanes_to_rows(float *rows, const float *lanes, int32_t R, int32_t d) {
+    const int32_t dv = d / kLanes * kLanes;
+    for (int32_t r = 0; r < R; r += kLanes) {
+        for (int32_t i = 0; i < dv; i += kLanes)
+            transpose_block(rows + int64_t(r) * d + i, d, lanes + int64_t(i) * R + r, R);
+        for (int32_t i = dv; i < d; ++i)
+            for (int32_t j = 0; j < kLanes; ++j) rows[int64_t(r + j) * d + i] = lanes[int64_t(i) * R + r + j];
+    }
+}
+
 // Items of at least one vector of rows (prefill tiles, decode with GQA groups >= kLanes): rows in
 // vector lanes, scores and P.V as register-blocked products (attention_tiles.hpp), the online
 // softmax lane-parallel with a vector exp. Masks (causal, window) and the optional ALiBi / soft-cap
@@ -281,15 +301,14 @@ void attend_lanes(const Plan &P, const Item &it) {
     Scratch &S = t_scratch;
     S.ensure(rows, d);
     float *qt = S.q.data(), *acct = S.acc.data(), *m = S.m.data(), *l = S.l.data(), *corr = S.corr.data();
-    float *cmax = S.cmax.data(), *kbuf = S.k.data(), *vbuf = S.v.data(), *st = S.s.data();
+    float *cmax = S.cmax.data(), *kbuf = S.k.data(), *st = S.s.data();
     const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
 
-    // q rows, converted and pre-scaled, into qt's lanes (a converted row goes through vbuf first).
-    std::fill(qt, qt + int64_t(d) * R, 0.f);
-    for (int32_t r = 0; r < rows; ++r) {
-        read_q_row(P, it, r, vbuf);
-        for (int32_t i = 0; i < d; ++i) qt[int64_t(i) * R + r] = vbuf[i];
-    }
+    // q rows, converted and pre-scaled, row by row into acct (free until the first chunk), then
+    // transposed into qt's lanes; padding rows zero.
+    for (int32_t r = 0; r < rows; ++r) read_q_row(P, it, r, acct + int64_t(r) * d);
+    std::fill(acct + int64_t(rows) * d, acct + int64_t(R) * d, 0.f);
+    rows_to_lanes(qt, acct, R, d);
     std::fill(acct, acct + int64_t(d) * R, 0.f);
     std::fill(m, m + R, kNegInf);
     std::fill(l, l + R, 0.f);
@@ -387,11 +406,8 @@ void attend_lanes(const Plan &P, const Item &it) {
         pv_lanes(acct, st, vt, corr, n, d, R);
     }
 
-    for (int32_t r = 0; r < rows; ++r) {
-        float *row = kbuf;  // free now: one row of acct gathered back out of its lanes
-        for (int32_t i = 0; i < d; ++i) row[i] = acct[int64_t(i) * R + r];
-        write_row(P, it, r, m[r], l[r], row);
-    }
+    lanes_to_rows(qt, acct, R, d);  // qt is free now: the accumulators row by row
+    for (int32_t r = 0; r < rows; ++r) write_row(P, it, r, m[r], l[r], qt + int64_t(r) * d);
 }
 
 // Row pointers to K (kv = 0) or V of positions [p0, p1) of sequence `table` for one KV head, in
