@@ -9,7 +9,7 @@
 // head of the KV head's GQA group for the tile's query tokens, so each K/V element it gathers is
 // converted to fp32 once and used by the whole group. The context is streamed in chunks of
 // positions (kChunk, kLaneChunk) with an online (running max) softmax, so scratch does not grow
-// with context length.
+// with context length (prefill's per-thread K/V copy, KvCopy, grows up to a fixed bound).
 // Only positions < seq_len of each sequence are ever read: slots past the context (padding, stale
 // or NaN-filled) never enter the math.
 //
@@ -186,6 +186,9 @@ struct Item {
 };
 
 // Decodes work item `item` of the current round; false when its query tile is past the sequence.
+// Numbered query tile fastest, then KV head, partition, sequence: the tiles of one KV head follow
+// each other, so a thread's next item usually reuses its copy of that head's K / V (KvCopy).
+// (Decode has one tile per sequence: KV head fastest, as before.)
 bool decode_item(const Plan &P, int64_t item, Item *it) {
     const AttentionArgs &a = *P.a;
     const int32_t tile = int32_t(item % P.tiles);
@@ -253,7 +256,9 @@ void write_row(const Plan &P, const Item &it, int32_t r, float m, float l, float
 // not yet, and the tiles read K and V where they lie in the copy. Keyed by the launch, so a copy is
 // never read by a later call (whose pool contents may differ). Bounded: kKvCopyFloats floats each
 // for K and V per thread (attention_isa.hpp; 4 MiB in all), allocated on the first prefill a
-// thread runs and kept; positions past the bound are gathered tile by tile as before.
+// thread runs and kept; positions past the bound are gathered tile by tile as before. Only items
+// of several query tiles use it: an item alone on its head (a short append) would convert its
+// K / V into the copy once and read it once, no better than the gather.
 struct KvCopy {
     std::vector<float> k, v;
     uint64_t launch = 0;

@@ -13,10 +13,11 @@ namespace kvc::cpu {
 constexpr int64_t kAutoMinPartition = 256;         // auto split-K never cuts finer than this
 constexpr size_t kWorkspaceCap = size_t(8) << 20;  // CPU split-K scratch per batch
 
-// The bound of each thread's fp32 copy of a KV head's K (and of its V) for prefill and long
-// appends (attention_core.inl, KvCopy), in floats: 1 Mi (4 MiB of K and V per thread, 4096
-// positions at head_dim 128). Positions past it are gathered tile by tile instead.
-constexpr int64_t kKvCopyFloats = int64_t(1) << 20;
+// The bound of each thread's fp32 copies of a KV head's K and V for prefill and long appends
+// (attention_core.inl, KvCopy), in floats each: 512 Ki, i.e. 2 MiB for K and 2 MiB for V per
+// thread that has run a prefill (4096 positions at head_dim 128). Positions past it are gathered
+// tile by tile instead.
+constexpr int64_t kKvCopyFloats = int64_t(1) << 19;
 int64_t kv_copy_floats();
 // Test hook: a smaller bound (> 0), so that the gathered positions past it run in small cases;
 // 0 restores kKvCopyFloats. Read at each launch.
