@@ -255,8 +255,8 @@ void write_row(const Plan &P, const Item &it, int32_t r, float m, float l, float
 // thread's next item is usually the same KV head's next tile: it converts only the positions it has
 // not yet, and the tiles read K and V where they lie in the copy. Keyed by the launch, so a copy is
 // never read by a later call (whose pool contents may differ). Bounded: kKvCopyFloats floats each
-// for K and V per thread (attention_isa.hpp; 4 MiB in all), allocated on the first prefill a
-// thread runs and kept; positions past the bound are gathered tile by tile as before. Only items
+// for K and V per thread (attention_isa.hpp; 4 MiB in all), grown to what a thread's prefills
+// need and kept; positions past the bound are gathered tile by tile as before. Only items
 // of several query tiles use it: an item alone on its head (a short append) would convert its
 // K / V into the copy once and read it once, no better than the gather.
 struct KvCopy {
@@ -280,7 +280,12 @@ struct KvCopy {
         }
         const int64_t want = std::min<int64_t>(it.c_hi, lo + cap);
         if (want > hi) {
-            if (k.size() < size_t(P.copy_floats)) { k.resize(size_t(P.copy_floats)); v.resize(size_t(P.copy_floats)); }
+            const size_t need = size_t(want - lo) * size_t(P.d);
+            if (k.size() < need) {  // grown as prompts need it (doubling, kept), never past the bound
+                const size_t to = std::min(std::max(need, 2 * k.size()), size_t(P.copy_floats));
+                k.resize(to);
+                v.resize(to);
+            }
             gather(k.data() + (hi - lo) * P.d, a, table, 0, it.kvh, hi, want, a.k_scale);
             gather(v.data() + (hi - lo) * P.d, a, table, 1, it.kvh, hi, want, a.v_scale);
             hi = want;
