@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cpu/attention_isa.hpp"
 #include "cpu/dtype_convert.hpp"
 #include "cpu/cpu_isa.hpp"
 #include "cpu/simd.hpp"
@@ -470,6 +471,18 @@ void test_sliding_window_softcap_alibi(void **) {
     }
 }
 
+// Prefill and long appends read K / V from each thread's fp32 copy of the KV head, up to a bound
+// (4096 positions at head_dim 128); past it, tiles are gathered. With the bound shrunk to 80-320
+// positions (by head_dim), the grids above cross it inside and between tiles, with windows that
+// restart the copy further on.
+void test_prefill_past_kv_copy_bound(void **) {
+    kvc::cpu::set_kv_copy_floats(20480);
+    test_prefill_grid(nullptr);
+    test_prefill_from_scratch(nullptr);
+    test_sliding_window_softcap_alibi(nullptr);
+    kvc::cpu::set_kv_copy_floats(0);
+}
+
 // Split-K decode equals the single pass (and the reference) for explicit and auto partitions,
 // including partitions that fall entirely outside a sliding window.
 void test_split_k_matches_single_pass(void **) {
@@ -649,6 +662,7 @@ int main(void) {
         cmocka_unit_test(test_prefill_from_scratch),
         cmocka_unit_test(test_short_appends),
         cmocka_unit_test(test_sliding_window_softcap_alibi),
+        cmocka_unit_test(test_prefill_past_kv_copy_bound),
         cmocka_unit_test(test_split_k_matches_single_pass),
         cmocka_unit_test(test_split_k_small_workspace),
         cmocka_unit_test(test_masking_never_reads_unused),

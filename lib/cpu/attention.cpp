@@ -28,6 +28,16 @@ size_t cpu_attention_workspace_bytes(int32_t max_seqs, int32_t num_q_heads, int3
     return size_t(std::max(one_seq, std::min(need, double(cpu::kWorkspaceCap))));
 }
 
+namespace cpu {
+namespace {
+std::atomic<int64_t> g_kv_copy_floats{kKvCopyFloats};
+}
+int64_t kv_copy_floats() { return g_kv_copy_floats.load(std::memory_order_relaxed); }
+void set_kv_copy_floats(int64_t floats) {
+    g_kv_copy_floats.store(floats > 0 ? std::min(floats, kKvCopyFloats) : kKvCopyFloats, std::memory_order_relaxed);
+}
+}  // namespace cpu
+
 kvc_status cpu_attention(const AttentionArgs &a) {
     cpu::Isa isa;
     if (kvc_status st = cpu::kernel_isa(&isa)) return st;

@@ -9,7 +9,7 @@
 // head of the KV head's GQA group for the tile's query tokens, so each K/V element it gathers is
 // converted to fp32 once and used by the whole group. The context is streamed in chunks of
 // positions (kChunk, kLaneChunk) with an online (running max) softmax, so scratch does not grow
-// with context length.
+// with context length (prefill's per-thread K/V copy, KvCopy, grows up to a fixed bound).
 // Only positions < seq_len of each sequence are ever read: slots past the context (padding, stale
 // or NaN-filled) never enter the math.
 //
@@ -36,10 +36,26 @@ constexpr int32_t kLaneChunk = 64;
 constexpr int32_t kMaxChunk = kLaneChunk > kChunk ? kLaneChunk : kChunk;  // the scratch K/V and score tiles
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// A float buffer whose data starts on a cache line. std::vector's heap blocks are only 16-byte
+// aligned, so every 64-byte vector load or store of the tiles (q, accumulators, scores: rows of
+// 16 lanes) straddled two lines; aligned, prefill 1x2048 at AVX-512 took 4% less CPU time.
+struct LineBuf {
+    std::vector<float> raw;
+    float *p = nullptr;
+    size_t n = 0;
+    size_t size() const { return n; }
+    float *data() { return p; }
+    void resize(size_t want) {  // contents not kept
+        raw.resize(want + 16);
+        p = raw.data() + (16 - (reinterpret_cast<uintptr_t>(raw.data()) / 4) % 16) % 16;
+        n = want;
+    }
+};
+
 // Per-thread scratch, grown on first use and reused afterwards (no allocation in steady state).
 // Rows are rounded up to whole vectors for the rows-in-lanes path (its m, l, corr, st and acc).
 struct Scratch {
-    std::vector<float> q, acc, m, l, corr, cmax, k, v, s;
+    LineBuf q, acc, m, l, corr, cmax, k, v, s;
     void ensure(int32_t rows, int32_t d) {
         const size_t lanes = (size_t(rows) + kLanes - 1) / kLanes * kLanes;
         size_t rd = lanes * size_t(d), cd = size_t(kMaxChunk) * size_t(d);
@@ -54,6 +70,8 @@ thread_local Scratch t_scratch;
 
 struct Plan {
     const AttentionArgs *a = nullptr;
+    uint64_t launch = 0;      // this run_attention call's number (KvCopy's key)
+    int64_t copy_floats = 0;  // KvCopy's bound (kv_copy_floats)
     int32_t group = 1;        // query heads per KV head
     int32_t nkv = 1;
     int32_t d = 0;
@@ -168,14 +186,17 @@ struct Item {
 };
 
 // Decodes work item `item` of the current round; false when its query tile is past the sequence.
+// Numbered query tile fastest, then KV head, partition, sequence: the tiles of one KV head follow
+// each other, so a thread's next item usually reuses its copy of that head's K / V (KvCopy).
+// (Decode has one tile per sequence: KV head fastest, as before.)
 bool decode_item(const Plan &P, int64_t item, Item *it) {
     const AttentionArgs &a = *P.a;
+    const int32_t tile = int32_t(item % P.tiles);
+    item /= P.tiles;
     it->kvh = int32_t(item % P.nkv);
     item /= P.nkv;
     it->part = int32_t(item % P.parts);
-    item /= P.parts;
-    const int32_t tile = int32_t(item % P.tiles);
-    it->s_local = int32_t(item / P.tiles);
+    it->s_local = int32_t(item / P.parts);
     it->s = P.seq_begin + it->s_local;
     it->L = a.seq_lens[it->s];
     it->q0 = a.query_start_loc[it->s];
@@ -225,6 +246,75 @@ void write_row(const Plan &P, const Item &it, int32_t r, float m, float l, float
                a.q_dtype, d);
 }
 
+// Per-thread fp32 copy of one (sequence, KV head)'s K and V, positions [lo, hi), for prefill and
+// long appends (items of several query tiles, attend_lanes). Each item reads its KV head's context
+// from the start to its last query; gathered tile by tile, every item converted the same positions
+// again into a 64-position fp32 tile: 32 KiB of stores per tile for K and again for V, into an L1
+// that also holds the q tile and the accumulators (the gathers were 13% of prefill 1x2048's time;
+// with the K/V already in cache, 5% less). Items are numbered query tile fastest (decode_item), so a
+// thread's next item is usually the same KV head's next tile: it converts only the positions it has
+// not yet, and the tiles read K and V where they lie in the copy. Keyed by the launch, so a copy is
+// never read by a later call (whose pool contents may differ). Bounded: kKvCopyFloats floats each
+// for K and V per thread (attention_isa.hpp; 4 MiB in all), grown to what a thread's prefills
+// need and kept; positions past the bound are gathered tile by tile as before. Only items
+// of several query tiles use it: an item alone on its head (a short append) would convert its
+// K / V into the copy once and read it once, no better than the gather.
+struct KvCopy {
+    std::vector<float> k, v;
+    uint64_t launch = 0;
+    int32_t s = -1, kvh = -1;
+    int64_t lo = 0, hi = 0;
+    // Makes the copy hold [c_lo, ...) of item `it`'s head, as far towards c_hi as the bound allows;
+    // returns the end of what it holds from c_lo on (c_lo: nothing).
+    int64_t cover(const Plan &P, const Item &it, const int32_t *table) {
+        const AttentionArgs &a = *P.a;
+        const int64_t cap = P.copy_floats / P.d;
+        if (launch != P.launch || s != it.s || kvh != it.kvh || it.c_lo < lo || it.c_lo > hi) {
+            launch = P.launch;
+            s = it.s;
+            kvh = it.kvh;
+            lo = hi = it.c_lo;
+        }
+        if (lo + cap < it.c_hi && it.c_lo > lo) {  // restart at c_lo (sliding windows) if that holds more
+            lo = hi = it.c_lo;
+        }
+        const int64_t want = std::min<int64_t>(it.c_hi, lo + cap);
+        if (want > hi) {
+            const size_t need = size_t(want - lo) * size_t(P.d);
+            if (k.size() < need) {  // grown as prompts need it (doubling, kept), never past the bound
+                const size_t to = std::min(std::max(need, 2 * k.size()), size_t(P.copy_floats));
+                k.resize(to);
+                v.resize(to);
+            }
+            gather(k.data() + (hi - lo) * P.d, a, table, 0, it.kvh, hi, want, a.k_scale);
+            gather(v.data() + (hi - lo) * P.d, a, table, 1, it.kvh, hi, want, a.v_scale);
+            hi = want;
+        }
+        return std::min<int64_t>(hi, it.c_hi);
+    }
+};
+thread_local KvCopy t_kvcopy;
+
+// rows[r * d + i] (R rows, a multiple of kLanes) into lanes[i * R + r], and back.
+void rows_to_lanes(float *lanes, const float *rows, int32_t R, int32_t d) {
+    const int32_t dv = d / kLanes * kLanes;
+    for (int32_t r = 0; r < R; r += kLanes) {
+        for (int32_t i = 0; i < dv; i += kLanes)
+            transpose_block(lanes + int64_t(i) * R + r, R, rows + int64_t(r) * d + i, d);
+        for (int32_t i = dv; i < d; ++i)
+            for (int32_t j = 0; j < kLanes; ++j) lanes[int64_t(i) * R + r + j] = rows[int64_t(r + j) * d + i];
+    }
+}
+void lanes_to_rows(float *rows, const float *lanes, int32_t R, int32_t d) {
+    const int32_t dv = d / kLanes * kLanes;
+    for (int32_t r = 0; r < R; r += kLanes) {
+        for (int32_t i = 0; i < dv; i += kLanes)
+            transpose_block(rows + int64_t(r) * d + i, d, lanes + int64_t(i) * R + r, R);
+        for (int32_t i = dv; i < d; ++i)
+            for (int32_t j = 0; j < kLanes; ++j) rows[int64_t(r + j) * d + i] = lanes[int64_t(i) * R + r + j];
+    }
+}
+
 // Items of at least one vector of rows (prefill tiles, decode with GQA groups >= kLanes): rows in
 // vector lanes, scores and P.V as register-blocked products (attention_tiles.hpp), the online
 // softmax lane-parallel with a vector exp. Masks (causal, window) and the optional ALiBi / soft-cap
@@ -237,29 +327,37 @@ void attend_lanes(const Plan &P, const Item &it) {
     Scratch &S = t_scratch;
     S.ensure(rows, d);
     float *qt = S.q.data(), *acct = S.acc.data(), *m = S.m.data(), *l = S.l.data(), *corr = S.corr.data();
-    float *cmax = S.cmax.data(), *kbuf = S.k.data(), *vbuf = S.v.data(), *st = S.s.data();
+    float *cmax = S.cmax.data(), *kbuf = S.k.data(), *st = S.s.data();
     const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
 
-    // q rows, converted and pre-scaled, into qt's lanes (a converted row goes through vbuf first).
-    std::fill(qt, qt + int64_t(d) * R, 0.f);
-    for (int32_t r = 0; r < rows; ++r) {
-        read_q_row(P, it, r, vbuf);
-        for (int32_t i = 0; i < d; ++i) qt[int64_t(i) * R + r] = vbuf[i];
-    }
+    // q rows, converted and pre-scaled, row by row into acct (free until the first chunk), then
+    // transposed into qt's lanes; padding rows zero.
+    for (int32_t r = 0; r < rows; ++r) read_q_row(P, it, r, acct + int64_t(r) * d);
+    std::fill(acct + int64_t(rows) * d, acct + int64_t(R) * d, 0.f);
+    rows_to_lanes(qt, acct, R, d);
     std::fill(acct, acct + int64_t(d) * R, 0.f);
     std::fill(m, m + R, kNegInf);
     std::fill(l, l + R, 0.f);
 
+    // Positions [c_lo, copied) are read from the thread's K/V copy (KvCopy), the rest gathered.
+    KvCopy &C = t_kvcopy;
+    const int64_t copied = P.tiles > 1 ? C.cover(P, it, table) : it.c_lo;
     const int64_t last_pos = it.first_pos + (it.j1 - it.j0) - 1;
     for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kLaneChunk) {
         const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kLaneChunk);
         const int32_t n = int32_t(c1 - c0);
-        // Compute-bound: the rows path's spread prefetch (PrefetchStream) measured no faster here
-        // (prefill / appends within +-5%, the noise between runs), so the burst stays.
-        gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
-        prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kLaneChunk));
+        const bool from_copy = c1 <= copied;
+        const float *kt = kbuf;
+        if (from_copy) {
+            kt = C.k.data() + (c0 - C.lo) * d;
+        } else {
+            // Compute-bound: the rows path's spread prefetch (PrefetchStream) measured no faster
+            // here (prefill / appends within +-5%, the noise between runs), so the burst stays.
+            gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
+            prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kLaneChunk));
+        }
         std::fill(cmax, cmax + R, kNegInf);
-        scores_lanes(st, cmax, qt, kbuf, n, d, R);
+        scores_lanes(st, cmax, qt, kt, n, d, R);
 
         // Every row sees every key of the chunk unless the chunk crosses the causal diagonal or a
         // window edge of some row; only then (and for ALiBi / soft-cap) the element-wise pass, and
@@ -328,15 +426,14 @@ void attend_lanes(const Plan &P, const Item &it) {
         // instead of two, next to q and the accumulators (32 KiB each at 64 rows; L1d is 48 KiB
         // here). Measured no slower, within noise faster; a 128-row item, which doubles q and the
         // accumulators, measured 15-20% slower.
-        gather(kbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
-        pv_lanes(acct, st, kbuf, corr, n, d, R);
+        const float *vt = kbuf;
+        if (from_copy) vt = C.v.data() + (c0 - C.lo) * d;
+        else gather(kbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
+        pv_lanes(acct, st, vt, corr, n, d, R);
     }
 
-    for (int32_t r = 0; r < rows; ++r) {
-        float *row = kbuf;  // free now: one row of acct gathered back out of its lanes
-        for (int32_t i = 0; i < d; ++i) row[i] = acct[int64_t(i) * R + r];
-        write_row(P, it, r, m[r], l[r], row);
-    }
+    lanes_to_rows(qt, acct, R, d);  // qt is free now: the accumulators row by row
+    for (int32_t r = 0; r < rows; ++r) write_row(P, it, r, m[r], l[r], qt + int64_t(r) * d);
 }
 
 // Row pointers to K (kv = 0) or V of positions [p0, p1) of sequence `table` for one KV head, in
@@ -521,6 +618,9 @@ int64_t choose_partition_len(const AttentionArgs &a, int32_t nkv) {
 kvc_status run_attention(const AttentionArgs &a) {
     Plan P;
     P.a = &a;
+    static std::atomic<uint64_t> launches{0};
+    P.launch = launches.fetch_add(1, std::memory_order_relaxed) + 1;
+    P.copy_floats = kv_copy_floats();
     P.nkv = a.layout.num_kv_heads;
     P.group = a.num_q_heads / P.nkv;
     P.d = a.layout.head_dim;

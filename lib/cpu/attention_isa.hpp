@@ -13,6 +13,16 @@ namespace kvc::cpu {
 constexpr int64_t kAutoMinPartition = 256;         // auto split-K never cuts finer than this
 constexpr size_t kWorkspaceCap = size_t(8) << 20;  // CPU split-K scratch per batch
 
+// The bound of each thread's fp32 copies of a KV head's K and V for prefill and long appends
+// (attention_core.inl, KvCopy), in floats each: 512 Ki, i.e. at most 2 MiB for K and 2 MiB for
+// V per thread (4096 positions at head_dim 128; grown to what the thread's prefills needed, and
+// kept). Positions past it are gathered tile by tile instead.
+constexpr int64_t kKvCopyFloats = int64_t(1) << 19;
+int64_t kv_copy_floats();
+// Test hook: a smaller bound (> 0), so that the gathered positions past it run in small cases;
+// 0 restores kKvCopyFloats. Read at each launch.
+void set_kv_copy_floats(int64_t floats);
+
 // Whether this build contains the variant (GCC on x86-64).
 bool avx2_variant_built();
 bool avx512_variant_built();

@@ -4,6 +4,7 @@
 // kernel code (internal linkage) is AVX2 code: nothing shared with other files (inline functions,
 // template instances) can end up needing AVX2.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>

@@ -3,6 +3,7 @@
 // at run time (cpu_isa.hpp). Same include discipline as kernels_avx2.cpp: everything shared is
 // included before the target pragma, so only this file's internal kernel code is AVX-512 code.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
