@@ -96,35 +96,24 @@ kvc_status append_args_refusal(const kvc_pool *p, const int32_t *tokens, int64_t
 kvc_status append_general(kvc_pool *p, Sequence *s, uint64_t seq_id, const int32_t *tokens, int64_t num_tokens,
                           int64_t num_lookahead, int32_t *out_new_blocks, const char *fn);
 
-// The decode step's other usual case, for the two in-place paths below: s (alone, no window) has
-// its blocks full and the token starts the next one. Takes that block as commit_append would
-// (nothing to copy, nothing to release) when no host memory is needed; false: left to the general
-// path (no free block: its refusal; a full table: its allocation). Out of line (seq_append.cpp):
-// once per block_size steps.
-bool take_next_block(kvc_pool *p, Sequence *s);
-
-// The decode step's usual cases: one confirmed token, for a sequence alone (no copy-on-write to
-// consider) and without a window, that lands in a block s already has -- nothing changes but the
-// length and the unhashed tail -- or starts the next one (take_next_block). The plan is skipped;
-// the effect is commit_append's. Inline: the hottest path of the host core. False: not that case,
-// nothing done.
+// The decode step's usual case: one confirmed token that lands in a block s already has, alone
+// (no copy-on-write to consider), without a window. It takes no block and changes nothing but the
+// length and the unhashed tail, so the plan is skipped; the effect is commit_append's. Inline: the
+// hottest path of the host core. False: not that case, nothing done. (Taking the next block here
+// too, as the batch loop does, made bench_core's DecodeStep256 3-7 % slower with fewer
+// instructions, measured: kvc_append leaves it to the general path.)
 __attribute__((always_inline)) inline bool append_in_place(kvc_pool *p, Sequence *s, const int32_t *tokens,
                                                            int64_t num_tokens, int64_t num_lookahead,
                                                            int32_t *out_new_blocks) {
     if (num_tokens != 1 || num_lookahead != 0 || s->may_share_tail || s->window > 0) return false;
     const int64_t end = s->num_tokens + 1;  // < INT64_MAX: a sequence holds far fewer tokens
-    const int64_t max = p->config.max_seq_len, room = int64_t(s->table.size()) * p->block_size;
-    if (max > 0 && end > max) return false;
-    int32_t fresh = 0;
-    if (end > room) {
-        if (end != room + 1 || !take_next_block(p, s)) return false;
-        fresh = 1;
-    }
+    const int64_t max = p->config.max_seq_len;
+    if (end > int64_t(s->table.size()) * p->block_size || (max > 0 && end > max)) return false;
     s->num_tokens = end;
     if (end > s->reserved_end) s->reserved_end = end;
     if (p->caching && !s->hash_stopped) pool_hash_full_blocks(p, s, tokens, 1);
     ++p->counters.appends;
-    if (out_new_blocks) *out_new_blocks = fresh;
+    if (out_new_blocks) *out_new_blocks = 0;
     return true;
 }
 
@@ -134,6 +123,13 @@ inline void prefetch_for_append(const Sequence *s) {
     __builtin_prefetch(s);
     __builtin_prefetch(reinterpret_cast<const char *>(s) + 64);
 }
+
+// The decode step's other usual case, for append_step_in_place: s (alone, no window) has its
+// blocks full and the token starts the next one. Takes that block as commit_append would (nothing
+// to copy, nothing to release) when no host memory is needed; false: left to the general path (no
+// free block: its refusal; a full table: its allocation). Out of line (seq_append.cpp): once per
+// block_size steps.
+bool take_next_block(kvc_pool *p, Sequence *s);
 
 // kvc_append_batch's decode step (one token per entry, no lookahead): appends token tokens[i]
 // (tokens may be NULL when prefix caching is off) to seqs[i] for i = from, from + 1, ... while
