@@ -205,6 +205,20 @@ static kvc_status import_wait(kvc_xfer_agent *a, const uint8_t *d, int64_t len, 
     return st;
 }
 
+/* Imports a descriptor of the n-token prompt made from `seed` (prompt()), expects `blocks` blocks
+ * cached, and checks every byte of them against the oracle (as sequence 1 of pi). */
+static void expect_import_large(kvc_xfer_agent *ai, kvc_pool *pi, const uint8_t *desc, int64_t len, int64_t blocks,
+                                int64_t n, int32_t seed, const char *what) {
+    kvc_xfer_import_result r;
+    kvc_status st = import_wait(ai, desc, len, NULL, &r);
+    if (st != KVC_OK) fail_msg("%s: %s", what, kvc_last_error());
+    assert_int_equal(r.blocks_cached, blocks);
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)n);
+    prompt(t, n, seed);
+    expect_hit_bytes_large(pi, 1, t, n);
+    free(t);
+}
+
 /* A failed import left nothing behind: no block used, nothing new cached. */
 static void expect_clean(kvc_pool *p, int64_t cached_before) {
     OK(kvc_pool_check(p));
@@ -585,14 +599,7 @@ static void test_two_processes_shm_staged_large(void **state) {
     OK(kvc_free(pi, 50));
     kvc_xfer_agent *ai = make_agent(pi, "sm,self", "m", 0, 60000);
     for (int round = 0; round < 2; ++round) { /* the second one reuses the endpoint's mapping */
-        kvc_xfer_import_result r;
-        kvc_status st = import_wait(ai, c.desc, c.len, NULL, &r);
-        if (st != KVC_OK) fail_msg("staged import over shm: %s", kvc_last_error());
-        assert_int_equal(r.blocks_cached, 160);
-        int32_t *t = malloc(sizeof(int32_t) * (size_t)n);
-        prompt(t, n, 13);
-        expect_hit_bytes_large(pi, 1, t, n);
-        free(t);
+        expect_import_large(ai, pi, c.desc, c.len, 160, n, 13, "staged import over shm");
         OK(kvc_prefix_cache_reset(pi));
     }
     finish_child(&c);
@@ -867,14 +874,7 @@ static void test_importer_killed_mid_transfer(void **state) {
      * still fails, after 2 minutes. */
     kvc_pool *pi = make_pool(blocks, 1024);
     kvc_xfer_agent *ai = make_agent(pi, "sm,self", "m", 0, 120000);
-    kvc_xfer_import_result r;
-    kvc_status st = import_wait(ai, c.desc, c.len, NULL, &r);
-    if (st != KVC_OK) fail_msg("import after the first importer was killed: %s", kvc_last_error());
-    assert_int_equal(r.blocks_cached, 1024);
-    int32_t *t = malloc(sizeof(int32_t) * (size_t)n);
-    prompt(t, n, 8);
-    expect_hit_bytes_large(pi, 1, t, n);
-    free(t);
+    expect_import_large(ai, pi, c.desc, c.len, 1024, n, 8, "import after the first importer was killed");
     finish_child(&c); /* the exporter: lease held until now, released, pool checked, no block used */
     OK(kvc_xfer_agent_destroy(ai));
     OK(kvc_pool_check(pi));
