@@ -100,13 +100,7 @@ public:
     // Block c (the caller checked it is cached) holds "parent || tokens" with no LoRA id and no
     // extras digest: its hash is then that content's plain hash.
     bool holds_plain(int32_t c, const Hash128 &parent, const int32_t *tokens) const {
-        const Record *r = rec(c);
-        return r->parent == parent && (r->lora_id | r->extras_digest) == 0 && tokens_equal(tokens_of(c), tokens);
-    }
-    // Cached block c is its hash's only copy: find(hash_of(c)) would return c with more == false.
-    bool only_copy(int32_t c) const {
-        const Slot &sl = slots_[slot_of_[size_t(c)]];
-        return sl.block == c && (sl.tag & kCopies) == 0;
+        return hint_reader().holds_plain(c, parent, tokens);
     }
 
     // What a walk along child hints reads, as plain pointers copied once (walk_child_hints): the
@@ -310,13 +304,21 @@ public:
         const uint32_t *slot_of;
         const Slot *slots;
         const Record *rec(int32_t b) const { return reinterpret_cast<const Record *>(lines + int64_t(b) * record_bytes); }
-        // holds_plain(c, parent, tokens) && only_copy(c), for cached c.
-        bool plain_only_copy(int32_t c, const Hash128 &parent, const int32_t *tokens) const {
+        // PrefixCache::holds_plain (the one place that test is written).
+        bool holds_plain(int32_t c, const Hash128 &parent, const int32_t *tokens) const {
             const Record *r = rec(c);
             if (!(r->parent == parent) || (r->lora_id | r->extras_digest) != 0) return false;
-            if (!rows_equal_lanes(reinterpret_cast<const int32_t *>(r + 1), tokens, token_bytes)) return false;
+            return rows_equal_lanes(reinterpret_cast<const int32_t *>(r + 1), tokens, token_bytes);
+        }
+        // Cached block c is its hash's only copy: find(hash_of(c)) would return c with more == false.
+        bool only_copy(int32_t c) const {
             const Slot &sl = slots[slot_of[size_t(c)]];
             return sl.block == c && (sl.tag & kCopies) == 0;
+        }
+        // Both, for cached c: the hinted block is what hashing the block and probing would find.
+        bool plain_only_copy(int32_t c, const Hash128 &parent, const int32_t *tokens) const {
+            if (!holds_plain(c, parent, tokens)) return false;
+            return only_copy(c);
         }
         const Hash128 &hash_of(int32_t c) const { return rec(c)->hash; }
     };

@@ -130,18 +130,17 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
             ep_mark_failed(a, op->ep, op->ep->why);
             op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER, "kvc_xfer_op_wait: import %llu: the exporter went away (%s)",
                     (unsigned long long)op->id, op->ep->why.c_str());
-        } else if (now >= op->deadline_ms && op->state == OpState::kChecking) {
-            // Every block landed but the exporter never answered: its worker receives nothing from
-            // this importer (over shared memory: a peer that died mid-send can leave a hole in the
-            // exporter's receive FIFO that stops it for good; lib/transfer/README.md, "Open").
-            op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_TIMEOUT,
-                    "kvc_xfer_op_wait: import %llu timed out after %lld ms: every block had landed, but the "
-                    "exporter never answered the lease check",
-                    (unsigned long long)op->id, (long long)a->timeout_ms);
-        } else if (now >= op->deadline_ms)
-            op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_TIMEOUT, "kvc_xfer_op_wait: import %llu timed out after %lld ms",
-                    (unsigned long long)op->id, (long long)a->timeout_ms);
-        else if (op->state == OpState::kPulling && op->outstanding == 0 && op->awaiting == 0) {
+        } else if (now >= op->deadline_ms) {
+            // In kChecking every block landed but the exporter never answered: its worker receives
+            // nothing from this importer (over shared memory: a peer that died mid-send can leave a
+            // hole in the exporter's receive FIFO that stops it for good; lib/transfer/README.md,
+            // "Open").
+            op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_TIMEOUT, "kvc_xfer_op_wait: import %llu timed out after %lld ms%s",
+                    (unsigned long long)op->id, (long long)a->timeout_ms,
+                    op->state == OpState::kChecking
+                        ? ": every block had landed, but the exporter never answered the lease check"
+                        : "");
+        } else if (op->state == OpState::kPulling && op->outstanding == 0 && op->awaiting == 0) {
             if (op->refused) {
                 op_fail(a, op, KVC_ERR_STATE, KVC_XFER_FAIL_LEASE,
                         "kvc_xfer_op_wait: import %llu: the exporter no longer holds export %llu (released, expired "
