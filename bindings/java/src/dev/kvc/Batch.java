@@ -9,63 +9,14 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * Safe for use from several threads (builds are serialised against readers).
  */
 public final class Batch implements AutoCloseable {
-    /** The C handle and its lock. The handle is only touched under the pool's lock too. */
-    static final class State {
-        final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
-        long handle;
-
-        State(long handle) {
-            this.handle = handle;
-        }
-
-        void destroy() {
-            lock.writeLock().lock();
-            try {
-                if (handle != 0) {
-                    KvcNative.kvc_batch_destroy(handle);
-                    handle = 0;
-                }
-            } finally {
-                lock.writeLock().unlock();
-            }
-        }
-    }
-
-    /** The Cleaner's action: references the pool's state, never the Pool or Batch objects. */
-    private static final class Closer implements Runnable {
-        private final Pool.State pool;
-        private final State batch;
-
-        Closer(Pool.State pool, State batch) {
-            this.pool = pool;
-            this.batch = batch;
-        }
-
-        @Override
-        public void run() {
-            pool.lock.readLock().lock();
-            try {
-                if (pool.handle == 0) {
-                    return; // the pool's close destroyed it
-                }
-                batch.destroy();
-                synchronized (pool.batches) {
-                    pool.batches.remove(batch);
-                }
-            } finally {
-                pool.lock.readLock().unlock();
-            }
-        }
-    }
-
     final Pool pool;
-    final State state;
+    final PoolChild state;
     private final Cleaner.Cleanable cleanable;
 
     Batch(Pool pool, long handle) {
         this.pool = pool;
-        this.state = new State(handle);
-        this.cleanable = Cleaners.CLEANER.register(this, new Closer(pool.state, state));
+        this.state = new PoolChild(pool.state, handle, KvcNative::kvc_batch_destroy);
+        this.cleanable = Cleaners.CLEANER.register(this, PoolChild.closer(pool.state, state));
     }
 
     /** Destroys the batch (kvc_batch_destroy). Idempotent; a no-op after the pool was closed. */

@@ -19,12 +19,11 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * the shape before the call. Device memory and CUDA streams (CUDA backend) are addresses as longs.
  */
 public final class Pool implements AutoCloseable {
-    /** Handle, lock and open batches; the Cleaner's action, so it must not reference the Pool. */
+    /** Handle, lock, open batches and agents; the Cleaner's action, so it must not reference the Pool. */
     static final class State implements Runnable {
         final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
         long handle;
-        final Set<Batch.State> batches = new HashSet<>(); // guarded by itself
-        final Set<XferAgent.State> agents = new HashSet<>(); // guarded by itself
+        final Set<PoolChild> children = new HashSet<>(); // batches and transfer agents; guarded by itself
 
         State(long handle) {
             this.handle = handle;
@@ -37,17 +36,11 @@ public final class Pool implements AutoCloseable {
                 if (handle == 0) {
                     return;
                 }
-                synchronized (batches) {
-                    for (Batch.State b : batches) {
-                        b.destroy(); // a C batch must not outlive its pool
+                synchronized (children) {
+                    for (PoolChild c : children) {
+                        c.destroy(); // a C batch or agent must not outlive its pool
                     }
-                    batches.clear();
-                }
-                synchronized (agents) {
-                    for (XferAgent.State a : agents) {
-                        a.destroy(); // nor a transfer agent
-                    }
-                    agents.clear();
+                    children.clear();
                 }
                 KvcNative.kvc_pool_destroy(handle);
                 handle = 0;
@@ -657,11 +650,7 @@ public final class Pool implements AutoCloseable {
         return with("kvc_batch_create", h -> {
             long[] out = new long[1];
             KvcNative.kvc_batch_create(h, maxSeqs, maxTokens, maxBlocksPerSeq, out);
-            Batch b = new Batch(this, out[0]);
-            synchronized (state.batches) {
-                state.batches.add(b.state);
-            }
-            return b;
+            return new Batch(this, out[0]);
         });
     }
 

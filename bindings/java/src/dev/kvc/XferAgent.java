@@ -1,7 +1,6 @@
 package dev.kvc;
 
 import java.lang.ref.Cleaner;
-import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
  * Moves cached prefixes between pools in different processes or machines over UCX
@@ -25,64 +24,14 @@ public final class XferAgent implements AutoCloseable {
             long leaseChecks, long importsStarted, long importsOk, long importsFailed, long blocksPulled,
             long blocksCached, long blocksSkipped, long bytesPulled, double importSeconds, long[] failures) {}
 
-    static final class State {
-        final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
-        long handle;
-
-        State(long handle) {
-            this.handle = handle;
-        }
-
-        void destroy() {
-            lock.writeLock().lock();
-            try {
-                if (handle != 0) {
-                    KvcNative.kvc_xfer_agent_destroy(handle);
-                    handle = 0;
-                }
-            } finally {
-                lock.writeLock().unlock();
-            }
-        }
-    }
-
-    private static final class Closer implements Runnable {
-        private final Pool.State pool;
-        private final State agent;
-
-        Closer(Pool.State pool, State agent) {
-            this.pool = pool;
-            this.agent = agent;
-        }
-
-        @Override
-        public void run() {
-            pool.lock.readLock().lock();
-            try {
-                if (pool.handle == 0) {
-                    return; // the pool's close destroyed it
-                }
-                agent.destroy();
-                synchronized (pool.agents) {
-                    pool.agents.remove(agent);
-                }
-            } finally {
-                pool.lock.readLock().unlock();
-            }
-        }
-    }
-
     private final Pool pool;
-    private final State state;
+    private final PoolChild state;
     private final Cleaner.Cleanable cleanable;
 
     private XferAgent(Pool pool, long handle) {
         this.pool = pool;
-        this.state = new State(handle);
-        synchronized (pool.state.agents) {
-            pool.state.agents.add(state);
-        }
-        this.cleanable = Cleaners.CLEANER.register(this, new Closer(pool.state, state));
+        this.state = new PoolChild(pool.state, handle, KvcNative::kvc_xfer_agent_destroy);
+        this.cleanable = Cleaners.CLEANER.register(this, PoolChild.closer(pool.state, state));
     }
 
     /** True when UCX can be loaded here (kvc_xfer_available); without it create() throws UNSUPPORTED. */
