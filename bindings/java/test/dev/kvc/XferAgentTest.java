@@ -78,4 +78,21 @@ class XferAgentTest {
             assertEquals(0, dst.stats().cachedBlocksTotal());
         }
     }
+
+    @Test
+    void closingThePoolClosesItsAgent() {
+        assumeTrue(XferAgent.available(), "UCX (libucp.so.0) not available");
+        try (Pool p = Pool.create(cpu().numBlocks(8))) {
+            XferAgent a = XferAgent.create(p, "m", "tcp", "", 0, 0);
+            a.close();
+            a.close();
+            expectStatus(Status.STATE, a::stats);
+        }
+        Pool p = Pool.create(cpu().numBlocks(8));
+        XferAgent a = XferAgent.create(p, "m", "tcp", "", 0, 0);
+        assertEquals(0, a.stats().importsStarted());
+        p.close(); // destroys the agent first
+        expectStatus(Status.STATE, a::stats);
+        a.close(); // a no-op now
+    }
 }
