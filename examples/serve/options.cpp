@@ -2,9 +2,9 @@
 
 #include <kvc/kvc.h>
 
-#include <cerrno>
+#include "flags.hpp"
+
 #include <cstdint>
-#include <cstdlib>
 
 namespace serve {
 
@@ -71,30 +71,6 @@ const char *const kUsage =
     "                     allocates one extra block; the rank comparison must fail the run\n"
     "  --help             this text\n";
 
-namespace {
-
-bool parse_int(const std::string &flag, const char *text, int64_t lo, int64_t hi, int64_t *out, std::string *err) {
-    if (!text) {
-        *err = flag + " needs a value";
-        return false;
-    }
-    errno = 0;
-    char *end = nullptr;
-    long long v = std::strtoll(text, &end, 10);
-    if (*text == '\0' || *end != '\0' || errno == ERANGE) {
-        *err = flag + ": '" + text + "' is not an integer";
-        return false;
-    }
-    if (v < lo || v > hi) {
-        *err = flag + ": " + text + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-}  // namespace
-
 bool parse_options(int argc, char **argv, Options *o, std::string *err) {
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -121,7 +97,7 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
         } else if (a == "--flush-before-restart") {
             o->flush_before_restart = true;
         } else if (a == "--disk-blocks") {
-            if (!parse_int(a, val, 0, INT32_MAX, &o->disk_blocks, err)) return false;
+            if (!flags::parse_int_flag(a, val, 0, INT32_MAX, &o->disk_blocks, err)) return false;
             i++;
         } else if (a == "--disk-file") {
             if (!need_value()) return false;
@@ -132,7 +108,7 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
                 return false;
             }
         } else if (a == "--restart-at") {
-            if (!parse_int(a, val, 0, INT64_MAX, &o->restart_at, err)) return false;
+            if (!flags::parse_int_flag(a, val, 0, INT64_MAX, &o->restart_at, err)) return false;
             i++;
         } else if (a == "--corrupt-kv-pool") {
             if (!need_value()) return false;
@@ -143,65 +119,54 @@ bool parse_options(int argc, char **argv, Options *o, std::string *err) {
                 return false;
             }
         } else if (a == "--requests") {
-            if (!parse_int(a, val, 1, 100000, &v, err)) return false;
+            if (!flags::parse_int_flag(a, val, 1, 100000, &v, err)) return false;
             o->requests = int32_t(v);
             i++;
         } else if (a == "--seed") {
-            if (!parse_int(a, val, 0, INT64_MAX, &v, err)) return false;
+            if (!flags::parse_int_flag(a, val, 0, INT64_MAX, &v, err)) return false;
             o->seed = uint64_t(v);
             i++;
         } else if (a == "--blocks") {
-            if (!parse_int(a, val, 1, 1 << 24, &o->blocks, err)) return false;
+            if (!flags::parse_int_flag(a, val, 1, 1 << 24, &o->blocks, err)) return false;
             i++;
         } else if (a == "--window-blocks") {
-            if (!parse_int(a, val, 1, 1 << 24, &o->window_blocks, err)) return false;
+            if (!flags::parse_int_flag(a, val, 1, 1 << 24, &o->window_blocks, err)) return false;
             i++;
         } else if (a == "--block-size") {
-            if (!parse_int(a, val, 1, 256, &v, err)) return false;
+            if (!flags::parse_int_flag(a, val, 1, 256, &v, err)) return false;
             o->block_size = int32_t(v);
             i++;
         } else if (a == "--check-every") {
-            if (!parse_int(a, val, 1, 1 << 30, &v, err)) return false;
+            if (!flags::parse_int_flag(a, val, 1, 1 << 30, &v, err)) return false;
             o->check_every = int32_t(v);
             i++;
         } else if (a == "--host-blocks") {
-            if (!parse_int(a, val, 0, 1 << 24, &o->host_blocks, err)) return false;
+            if (!flags::parse_int_flag(a, val, 0, 1 << 24, &o->host_blocks, err)) return false;
             i++;
         } else if (a == "--speculate") {
-            if (!parse_int(a, val, 0, 32, &v, err)) return false;
+            if (!flags::parse_int_flag(a, val, 0, 32, &v, err)) return false;
             o->speculate = int32_t(v);
             i++;
         } else if (a == "--window") {
-            if (!parse_int(a, val, 0, 1 << 20, &v, err)) return false;
+            if (!flags::parse_int_flag(a, val, 0, 1 << 20, &v, err)) return false;
             o->window = int32_t(v);
             i++;
         } else if (a == "--tp") {
-            if (!parse_int(a, val, 1, 64, &v, err)) return false;
+            if (!flags::parse_int_flag(a, val, 1, 64, &v, err)) return false;
             o->tp = int32_t(v);
             i++;
         } else if (a == "--tp-skew-at") {
-            if (!parse_int(a, val, 0, INT64_MAX, &o->tp_skew_at, err)) return false;
+            if (!flags::parse_int_flag(a, val, 0, INT64_MAX, &o->tp_skew_at, err)) return false;
             i++;
         } else if (a == "--max-new-tokens") {
-            if (!parse_int(a, val, 1, 800, &v, err)) return false;
+            if (!flags::parse_int_flag(a, val, 1, 800, &v, err)) return false;
             o->max_new_tokens = int32_t(v);
             i++;
         } else if (a == "--temperature") {
-            if (!val) {
-                *err = a + " needs a value";
-                return false;
-            }
-            char *end = nullptr;
-            errno = 0;
-            const double t = std::strtod(val, &end);
-            if (*val == '\0' || *end != '\0' || errno == ERANGE || !(t >= 0.0 && t <= 100.0)) {
-                *err = a + ": '" + val + "' is not a number in [0, 100]";
-                return false;
-            }
-            o->temperature = t;
+            if (!flags::parse_double_flag(a, val, 0.0, 100.0, &o->temperature, err)) return false;
             i++;
         } else if (a == "--corrupt-kv-at") {
-            if (!parse_int(a, val, 0, INT64_MAX, &o->corrupt_kv_at, err)) return false;
+            if (!flags::parse_int_flag(a, val, 0, INT64_MAX, &o->corrupt_kv_at, err)) return false;
             i++;
         } else if (a == "--backend") {
             if (!need_value()) return false;

@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
         std::string a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : nullptr;
         auto int_flag = [&](int64_t lo, int64_t hi, int64_t *out) {
-            bool ok = sim::parse_int_flag(a, val, lo, hi, out, &err);
+            bool ok = flags::parse_int_flag(a, val, lo, hi, out, &err);
             i++;
             return ok;
         };
@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
             if (!int_flag(0, INT64_MAX, &tmp)) return usage_error(err);
             cfg.seed = uint64_t(tmp);
         } else if (a == "--rate") {
-            if (!sim::parse_double_flag(a, val, 1e-6, 1e9, &rate, &err)) return usage_error(err);
+            if (!flags::parse_double_flag(a, val, 1e-6, 1e9, &rate, &err)) return usage_error(err);
             i++;
         } else if (a == "--blocks") {
             if (!int_flag(1, int64_t(1) << 31, &cfg.num_blocks)) return usage_error(err);
@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
         } else if (a == "--max-batched-tokens") {
             if (!int_flag(1, int64_t(1) << 40, &cfg.max_batched_tokens)) return usage_error(err);
         } else if (a == "--step-ms") {
-            if (!sim::parse_double_flag(a, val, 1e-3, 1e6, &step_ms, &err)) return usage_error(err);
+            if (!flags::parse_double_flag(a, val, 1e-3, 1e6, &step_ms, &err)) return usage_error(err);
             i++;
         } else if (a == "--no-prefix-cache") {
             cfg.prefix_caching = false;

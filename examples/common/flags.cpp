@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-namespace sim {
+namespace flags {
 
 bool parse_int_flag(const std::string &flag, const char *text, int64_t lo, int64_t hi, int64_t *out, std::string *err) {
     if (!text) {
@@ -46,4 +46,4 @@ bool parse_double_flag(const std::string &flag, const char *text, double lo, dou
     return true;
 }
 
-}  // namespace sim
+}  // namespace flags
