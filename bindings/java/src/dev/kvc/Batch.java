@@ -1,7 +1,6 @@
 package dev.kvc;
 
 import java.lang.ref.Cleaner;
-import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
  * Metadata of one forward step (kvc_batch): block tables, sequence lengths, slot mapping and CSR
@@ -30,27 +29,7 @@ public final class Batch implements AutoCloseable {
     }
 
     private <T> T with(String op, boolean write, BatchCall<T> f) {
-        return pool.with(op, h -> {
-            ReentrantReadWriteLock.ReadLock r = state.lock.readLock();
-            ReentrantReadWriteLock.WriteLock w = state.lock.writeLock();
-            if (write) {
-                w.lock();
-            } else {
-                r.lock();
-            }
-            try {
-                if (state.handle == 0) {
-                    throw KvcException.closed(op);
-                }
-                return f.call(h, state.handle);
-            } finally {
-                if (write) {
-                    w.unlock();
-                } else {
-                    r.unlock();
-                }
-            }
-        });
+        return pool.with(op, h -> state.with(op, write, b -> f.call(h, b)));
     }
 
     <T> T withRead(String op, BatchCall<T> f) {

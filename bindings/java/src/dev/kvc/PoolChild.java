@@ -1,7 +1,9 @@
 package dev.kvc;
 
+import java.util.concurrent.locks.Lock;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.LongConsumer;
+import java.util.function.LongFunction;
 
 /**
  * A C object that belongs to a pool (a {@link Batch}, an {@link XferAgent}): its handle under its
@@ -19,6 +21,23 @@ final class PoolChild {
         this.destroyHandle = destroyHandle;
         synchronized (pool.children) {
             pool.children.add(this);
+        }
+    }
+
+    /**
+     * Runs f with the open child's handle under its read lock (write: its write lock); STATE when
+     * it was closed. Callers hold the pool's lock (Pool.with) around it.
+     */
+    <T> T with(String op, boolean write, LongFunction<T> f) {
+        Lock l = write ? lock.writeLock() : lock.readLock();
+        l.lock();
+        try {
+            if (handle == 0) {
+                throw KvcException.closed(op);
+            }
+            return f.apply(handle);
+        } finally {
+            l.unlock();
         }
     }
 

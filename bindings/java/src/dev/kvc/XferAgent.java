@@ -69,17 +69,7 @@ public final class XferAgent implements AutoCloseable {
     }
 
     private <T> T with(String op, Call<T> f) {
-        return pool.with(op, h -> {
-            state.lock.readLock().lock();
-            try {
-                if (state.handle == 0) {
-                    throw KvcException.closed(op);
-                }
-                return f.call(state.handle);
-            } finally {
-                state.lock.readLock().unlock();
-            }
-        });
+        return pool.with(op, h -> state.with(op, false, f::call));
     }
 
     /**
