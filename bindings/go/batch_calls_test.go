@@ -65,8 +65,12 @@ func TestAppendBatch(t *testing.T) {
 		name string
 		call func() (int, error)
 	}{
-		{"offsets", func() (int, error) { return batch.AppendBatch([]uint64{1, 2}, []int64{0, 1}, []int32{1, 2}, 0, nil, nil) }},
-		{"tokens", func() (int, error) { return batch.AppendBatch([]uint64{1, 2}, []int64{0, 1, 3}, []int32{1, 2}, 0, nil, nil) }},
+		{"offsets", func() (int, error) {
+			return batch.AppendBatch([]uint64{1, 2}, []int64{0, 1}, []int32{1, 2}, 0, nil, nil)
+		}},
+		{"tokens", func() (int, error) {
+			return batch.AppendBatch([]uint64{1, 2}, []int64{0, 1, 3}, []int32{1, 2}, 0, nil, nil)
+		}},
 		{"one each", func() (int, error) { return batch.AppendBatch([]uint64{1, 2}, nil, []int32{1}, 0, nil, nil) }},
 		{"lookahead", func() (int, error) { return batch.AppendBatch([]uint64{1}, nil, []int32{1}, 0, []int64{}, nil) }},
 		{"newBlocks", func() (int, error) { return batch.AppendBatch([]uint64{1}, nil, []int32{1}, 0, nil, make([]int32, 2)) }},

@@ -1,8 +1,6 @@
 package kvc
 
 import (
-	"errors"
-
 	"kvc.dev/kvc/internal/raw"
 )
 
@@ -149,23 +147,9 @@ func (p *Pool) LayerGroup(layer int32) (group, layerInGroup int32, err error) {
 // GroupBlockTable returns group `group`'s block table of seq (kvc_seq_group_block_table); released
 // entries (a SLIDING group's window, an SSM group's older pages) read -1. Group 0 is BlockTable.
 func (p *Pool) GroupBlockTable(seq uint64, group int32) ([]int32, error) {
-	var buf []int32
-	for {
-		var n [1]int64
-		err := p.do("GroupBlockTable", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
-			return raw.Kvc_seq_group_block_table(h, seq, int(group), buf, int64(len(buf)), n[:])
-		})
-		switch {
-		case err == nil && n[0] <= int64(len(buf)):
-			return buf[:n[0]], nil
-		case err == nil, errors.Is(err, ErrBufferTooSmall):
-			// A size query (empty buffer) or a table that grew on another goroutine: retry at the
-			// reported size.
-			buf = make([]int32, n[0])
-		default:
-			return nil, err
-		}
-	}
+	return p.readTable("GroupBlockTable", nil, func(h raw.Struct_SS_kvc_pool, buf []int32, n []int64) raw.Enum_SS_kvc_status {
+		return raw.Kvc_seq_group_block_table(h, seq, int(group), buf, int64(len(buf)), n)
+	})
 }
 
 // SetGroup chooses the KV-cache group whose block tables the next Build records

@@ -164,18 +164,23 @@ func (p *Pool) BlockTable(seq uint64) ([]int32, error) {
 
 // BlockTableInto is BlockTable reusing dst's capacity when it is large enough.
 func (p *Pool) BlockTableInto(dst []int32, seq uint64) ([]int32, error) {
-	buf := dst[:cap(dst)]
+	return p.readTable("BlockTable", dst[:cap(dst)], func(h raw.Struct_SS_kvc_pool, buf []int32, n []int64) raw.Enum_SS_kvc_status {
+		return raw.Kvc_seq_block_table(h, seq, buf, int64(len(buf)), n)
+	})
+}
+
+// readTable runs a call that fills buf with a table and reports its length in n[0] (the block-table
+// calls): a table longer than buf (a size query with an empty buf, or one that grew on another
+// goroutine since) is read again at the reported size.
+func (p *Pool) readTable(op string, buf []int32,
+	call func(h raw.Struct_SS_kvc_pool, buf []int32, n []int64) raw.Enum_SS_kvc_status) ([]int32, error) {
 	for {
 		var n [1]int64
-		err := p.do("BlockTable", func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status {
-			return raw.Kvc_seq_block_table(h, seq, buf, int64(len(buf)), n[:])
-		})
+		err := p.do(op, func(h raw.Struct_SS_kvc_pool) raw.Enum_SS_kvc_status { return call(h, buf, n[:]) })
 		switch {
 		case err == nil && n[0] <= int64(len(buf)):
 			return buf[:n[0]], nil
 		case err == nil, errors.Is(err, ErrBufferTooSmall):
-			// A size query (empty buffer) or a table that grew on another goroutine: retry at the
-			// reported size.
 			buf = make([]int32, n[0])
 		default:
 			return nil, err
