@@ -88,11 +88,26 @@ class XferAgentTest {
             a.close();
             expectStatus(Status.STATE, a::stats);
         }
-        Pool p = Pool.create(cpu().numBlocks(8));
-        XferAgent a = XferAgent.create(p, "m", "tcp", "", 0, 0);
-        assertEquals(0, a.stats().importsStarted());
-        p.close(); // destroys the agent first
-        expectStatus(Status.STATE, a::stats);
-        a.close(); // a no-op now
+        // Closing the exporter's pool destroys its agent first (kvc_pool_destroy's rule): its exports
+        // end and its endpoint closes, so an import of its descriptor fails cleanly with nothing
+        // cached. Were the agent left alive, it would go on serving the freed pool's blocks.
+        try (Pool dst = Pool.create(cpu().numBlocks(32));
+                XferAgent ai = XferAgent.create(dst, "m", "tcp", "", 0, 5000)) {
+            Pool src = Pool.create(cpu().numBlocks(32));
+            XferAgent ae = XferAgent.create(src, "m", "tcp", "", 0, 5000);
+            int[] prompt = span(100, 117);
+            src.alloc(1, prompt, null);
+            StorageBatchAttentionTest.writeSequence(src, 1, 0, prompt.length);
+            byte[] desc = ae.descriptor(ae.exportSeq(1, 0));
+            src.close();
+            expectStatus(Status.STATE, ae::stats);
+            ae.close(); // a no-op now
+            // Refused at the import (no endpoint to reach) or failed by its wait, per transport timing.
+            expectStatus(Status.IO, () -> ai.waitFor(ai.importDescriptor(desc, null), -1));
+            assertEquals(1, ai.stats().importsFailed());
+            assertEquals(0, dst.stats().usedBlocks());
+            assertEquals(0, dst.stats().cachedBlocksTotal());
+            dst.check();
+        }
     }
 }
