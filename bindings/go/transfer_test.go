@@ -67,6 +67,41 @@ func TestXferRoundTrip(t *testing.T) {
 	wantStatus(t, ae.ReleaseExport(id), kvc.ErrInvalidArg)
 }
 
+// TestXferPoolCloseEndsAgent: closing the exporter's pool closes its agent first (a C agent must
+// not outlive its pool), so its exports end and an import of its descriptor fails cleanly, nothing
+// cached. An agent left alive would go on serving the freed pool's blocks.
+func TestXferPoolCloseEndsAgent(t *testing.T) {
+	if !kvc.XferAvailable() {
+		t.Skip("UCX (libucp.so.0) not available")
+	}
+	dst := xferPool(t)
+	cfg := kvc.XferConfig{ModelIdentity: "m", Transports: "tcp", TimeoutMs: 5000}
+	ai := mustV[*kvc.XferAgent](t)(kvc.NewXferAgent(dst, cfg))
+	defer ai.Close()
+	src := xferPool(t)
+	ae := mustV[*kvc.XferAgent](t)(kvc.NewXferAgent(src, cfg))
+	prompt := span(100, 117)
+	mustV[int64](t)(src.Alloc(1, prompt, nil))
+	writeSequence(t, src, 1, 0, len(prompt))
+	id, _, err := ae.ExportSeq(1, 0)
+	must(t, err)
+	desc := mustV[[]byte](t)(ae.Descriptor(id))
+	src.Close()
+	_, err = ae.Stats()
+	wantStatus(t, err, kvc.ErrState)
+	ae.Close() // a no-op now
+	// Refused at the import (no endpoint to reach) or failed by its wait, per transport timing.
+	op, err := ai.Import(desc, nil)
+	if err == nil {
+		_, err = ai.Wait(op, -1)
+	}
+	wantStatus(t, err, kvc.ErrIO)
+	st := mustV[kvc.Stats](t)(dst.Stats())
+	if st.UsedBlocks != 0 || st.CachedBlocksTotal != 0 {
+		t.Fatalf("importer pool after the failed import: %+v", st)
+	}
+}
+
 // TestXferRefusals: a damaged descriptor, another model identity, another salt and a full pool
 // are clean refusals; nothing is cached.
 func TestXferRefusals(t *testing.T) {
