@@ -108,7 +108,17 @@ pub struct XferStats {
     pub failures: [i64; 10],
 }
 
-/// A transfer agent for one pool (`kvc_xfer_agent`); borrows the pool, so it is dropped first.
+/// A transfer agent for one pool (`kvc_xfer_agent`); borrows the pool, so it is dropped first
+/// (the C API forbids destroying an agent after its pool, which would leave it serving freed
+/// blocks; the lifetime makes that a compile error):
+///
+/// ```compile_fail
+/// let agent = {
+///     let pool = kvc::Pool::new(&kvc::PoolConfig { num_blocks: 8, ..Default::default() }).unwrap();
+///     kvc::XferAgent::new(&pool, &kvc::XferConfig::default()).unwrap()
+/// }; // error[E0597]: `pool` does not live long enough
+/// ```
+///
 /// Safe to share between threads.
 pub struct XferAgent<'p> {
     raw: *mut sys::kvc_xfer_agent,
