@@ -80,6 +80,8 @@ struct Plan {
     int32_t parts = 1;        // context partitions per sequence (> 1: split-K)
     int64_t part_len = 0;
     int32_t seq_begin = 0;    // first sequence of this round
+    int64_t items = 0;        // work items of this round
+    int32_t width = 1;        // worker threads (parallel_width): a thread's probable next item is item + width
     float *partials = nullptr;  // [seq in round][part][q head][2 + d]: m, l, acc
 
     int64_t partial_floats() const { return 2 + int64_t(d); }
@@ -315,11 +317,75 @@ void lanes_to_rows(float *rows, const float *lanes, int32_t R, int32_t d) {
     }
 }
 
+// The q rows a work item reads (read_q_row), the output rows it writes (write_row) and the K/V
+// positions it adds to the thread's copy (KvCopy::cover) lie outside the caches on the long prompts
+// (4x512: q and output 16 MiB each): read and written when needed, their misses were 10% of prefill
+// 4x512's time (perf: read_q_row 5.4%, write_row 5.2%, for ~0.5 us each of work per item), and
+// an earlier try that requested an item's own rows at its start gained nothing measurable. This
+// prefetches the lines of the item the thread probably takes next (item + the pool's width: items
+// are handed out one at a time, in order) a few at a time over the current item's tile phases,
+// so that they have arrived when that item starts; output lines for writing (prefetchw where the
+// variant has it), so that write_row's stores do not wait for them either. A wrong guess (another
+// thread took that item) costs only the prefetches and leaves the lines in the shared L3.
+struct NextItemPrefetch {
+    static constexpr int kMaxRuns = 2 * kTargetRows + 16;  // q and output per query token, K/V runs
+    const char *ptr[kMaxRuns];
+    int32_t len[kMaxRuns];
+    bool write[kMaxRuns];
+    int32_t nruns = 0, cur = 0, off = 0;
+    int64_t left = 0;  // lines not yet prefetched
+    void add(const char *p, int64_t bytes, bool w) {
+        if (nruns == kMaxRuns || bytes <= 0) return;
+        ptr[nruns] = p;
+        len[nruns] = int32_t(bytes);
+        write[nruns++] = w;
+        left += (bytes + 63) / 64;
+    }
+    void init(const Plan &P, const Item &it, int64_t item) {
+        nruns = cur = off = 0;
+        left = 0;
+        Item nx;
+        if (item >= P.items || !decode_item(P, item, &nx) || nx.rows < kLanes) return;
+        const AttentionArgs &a = *P.a;
+        const int64_t eb = dtype_bytes(a.q_dtype);
+        const int64_t run = int64_t(P.group) * P.d * eb;  // a token's heads of one KV head: contiguous
+        const char *q = static_cast<const char *>(a.q), *o = static_cast<const char *>(a.out);
+        for (int64_t j = nx.j0; j < nx.j1; ++j) {
+            const int64_t at = ((nx.q0 + j) * a.num_q_heads + int64_t(nx.kvh) * P.group) * P.d * eb;
+            add(q + at, run, false);
+            add(o + at, run, P.parts == 1);  // split-K writes partials instead (decode: not here)
+        }
+        // The positions the next item adds to this thread's copy, when it continues this one's.
+        if (P.tiles > 1 && nx.s == it.s && nx.kvh == it.kvh && nx.c_hi > it.c_hi) {
+            const KvLayout &L = a.layout;
+            const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
+            const char *base = static_cast<const char *>(a.base);
+            for (int64_t p = std::max(it.c_hi, nx.c_lo); p < nx.c_hi;) {
+                const int64_t block = table[p / L.block_size];
+                const int32_t tok = int32_t(p % L.block_size);
+                const int64_t n = std::min<int64_t>(nx.c_hi - p, L.block_size - tok);
+                for (int32_t kv = 0; kv < 2; ++kv)
+                    add(base + L.offset(block, a.layer, kv, it.kvh, tok), n * L.token_stride, false);
+                p += n;
+            }
+        }
+    }
+    // Prefetches `lines` more lines, into L2.
+    void advance(int64_t lines) {
+        for (; lines > 0 && cur < nruns; --lines, --left) {
+            if (write[cur]) __builtin_prefetch(ptr[cur] + off, 1, 1);
+            else __builtin_prefetch(ptr[cur] + off, 0, 1);
+            off += 64;
+            if (off >= len[cur]) { ++cur; off = 0; }
+        }
+    }
+};
+
 // Items of at least one vector of rows (prefill tiles, decode with GQA groups >= kLanes): rows in
 // vector lanes, scores and P.V as register-blocked products (attention_tiles.hpp), the online
 // softmax lane-parallel with a vector exp. Masks (causal, window) and the optional ALiBi / soft-cap
 // terms are applied element-wise only where they change something.
-void attend_lanes(const Plan &P, const Item &it) {
+void attend_lanes(const Plan &P, const Item &it, int64_t item) {
     const AttentionArgs &a = *P.a;
     const int32_t d = P.d, G = P.group, rows = it.rows;
     const int32_t R = (rows + kLanes - 1) / kLanes * kLanes;
@@ -343,6 +409,20 @@ void attend_lanes(const Plan &P, const Item &it) {
     KvCopy &C = t_kvcopy;
     const int64_t copied = P.tiles > 1 ? C.cover(P, it, table) : it.c_lo;
     const int64_t last_pos = it.first_pos + (it.j1 - it.j0) - 1;
+    // The next item's lines (NextItemPrefetch), spread evenly over this item's steps: per tile, one
+    // per kPfKeys keys of the scores, one per row vector of the softmax, one before P.V. (Three
+    // bursts per tile measured the prefetch loop itself at 3.5% of prefill 4x512: a burst fills
+    // the core's miss buffers and its prefetches wait for them.)
+    constexpr int32_t kPfKeys = 16;
+    NextItemPrefetch next;
+    next.init(P, it, item + P.width);
+    int64_t steps = 0;
+    for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kLaneChunk)
+        steps += (std::min<int64_t>(it.c_hi - c0, kLaneChunk) + kPfKeys - 1) / kPfKeys + R / kLanes + 1;
+    auto prefetch_step = [&] {
+        next.advance(steps > 1 ? (next.left + steps - 1) / steps : next.left);
+        --steps;
+    };
     for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kLaneChunk) {
         const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kLaneChunk);
         const int32_t n = int32_t(c1 - c0);
@@ -357,7 +437,10 @@ void attend_lanes(const Plan &P, const Item &it) {
             prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kLaneChunk));
         }
         std::fill(cmax, cmax + R, kNegInf);
-        scores_lanes(st, cmax, qt, kt, n, d, R);
+        for (int32_t p0 = 0; p0 < n; p0 += kPfKeys) {  // the same blocks as one call, in pieces
+            prefetch_step();
+            scores_lanes(st + int64_t(p0) * R, cmax, qt, kt + int64_t(p0) * d, std::min(kPfKeys, n - p0), d, R);
+        }
 
         // Every row sees every key of the chunk unless the chunk crosses the causal diagonal or a
         // window edge of some row; only then (and for ALiBi / soft-cap) the element-wise pass, and
@@ -408,6 +491,7 @@ void attend_lanes(const Plan &P, const Item &it) {
         // Online softmax per lane. A row that has seen no key yet keeps m = -inf; exponents are
         // taken against 0 there so that its weights and correction come out 0, never NaN.
         for (int32_t r = 0; r < R; r += kLanes) {
+            prefetch_step();
             const fvec m_old = loadv(m + r);
             const fvec m_new = maxv(m_old, loadv(cmax + r));
             const fvec base = selectv(m_new == splatv(kNegInf), splatv(0.f), m_new);
@@ -429,6 +513,7 @@ void attend_lanes(const Plan &P, const Item &it) {
         const float *vt = kbuf;
         if (from_copy) vt = C.v.data() + (c0 - C.lo) * d;
         else gather(kbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
+        prefetch_step();
         pv_lanes(acct, st, vt, corr, n, d, R);
     }
 
@@ -555,7 +640,7 @@ void attend_rows(const Plan &P, const Item &it, bool in_place) {
 void attend_item(const Plan &P, int64_t item) {
     Item it;
     if (!decode_item(P, item, &it)) return;
-    if (it.rows >= kLanes) return attend_lanes(P, it);
+    if (it.rows >= kLanes) return attend_lanes(P, it, item);
     // K/V read in place only where it measured faster than gathering: fp32 at AVX-512 and AVX2
     // (AVX2 measured 0.95x once, in a build whose gathered path was slowed by a row-pointer table
     // too; with the spread prefetch, decode 16x1024 f32: 15.5 -> 10.8 ms CPU), fp16 with one block
@@ -626,6 +711,7 @@ kvc_status run_attention(const AttentionArgs &a) {
     P.d = a.layout.head_dim;
     P.q_tile = a.max_q_len <= 1 ? 1 : std::max<int32_t>(1, kTargetRows / P.group);
     P.tiles = int32_t((std::max<int32_t>(a.max_q_len, 1) + P.q_tile - 1) / P.q_tile);
+    P.width = parallel_width();
     if (a.num_seqs <= 0) return KVC_OK;
 
     int64_t part_len = choose_partition_len(a, P.nkv);
@@ -650,6 +736,7 @@ kvc_status run_attention(const AttentionArgs &a) {
     for (int64_t first = 0; first < a.num_seqs; first += seqs_per_round) {
         const int64_t n = std::min<int64_t>(seqs_per_round, a.num_seqs - first);
         P.seq_begin = int32_t(first);
+        P.items = n * P.tiles * P.parts * P.nkv;
         auto attend = [&P](int64_t item) { attend_item(P, item); };
         parallel_for_each(n * P.tiles * P.parts * P.nkv, attend);
         if (P.parts > 1) {
