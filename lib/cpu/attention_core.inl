@@ -134,24 +134,6 @@ struct PrefetchStream {
     }
 };
 
-// Prefetches K and V of positions [p0, p1) (the next tile) in one burst: the rows-in-lanes path
-// (prefill, appends), which is compute-bound; decode's rows path spreads its prefetches instead.
-void prefetch_kv(const AttentionArgs &a, const int32_t *table, int32_t head, int64_t p0, int64_t p1) {
-    const KvLayout &L = a.layout;
-    const char *base = static_cast<const char *>(a.base);
-    for (int64_t p = p0; p < p1;) {
-        const int64_t block = table[p / L.block_size];
-        const int32_t tok = int32_t(p % L.block_size);
-        const int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
-        const int64_t bytes = run * L.head_dim * L.elem_bytes;
-        for (int32_t kv = 0; kv < 2; ++kv) {
-            const char *row = base + L.offset(block, a.layer, kv, head, tok);
-            for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, 1);
-        }
-        p += run;
-    }
-}
-
 // Gathers K or V of positions [p0, p1) of sequence `table` for one KV head into dst[(p - p0) * d].
 // Consecutive positions inside a block are contiguous in the HND layout: one conversion per run
 // (per row when `pf` is given: each converted row advances the prefetch of the next chunk by as much).
@@ -419,9 +401,22 @@ void attend_lanes(const Plan &P, const Item &it, int64_t item) {
     int64_t steps = 0;
     for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kLaneChunk)
         steps += (std::min<int64_t>(it.c_hi - c0, kLaneChunk) + kPfKeys - 1) / kPfKeys + R / kLanes + 1;
+    // Gathered tiles (past the copy, or every tile of an item alone on its head: short appends)
+    // prefetch the next tile's K and V the same way, spread over the current tile's steps: as one
+    // burst after the gather (as before), the gathers were still 21% of append 16 over 4x1024 (perf,
+    // one thread), most of it waiting for the pool's lines.
+    PrefetchStream nk, nv;
+    int64_t tile_bytes = 0, tile_steps = 0;
     auto prefetch_step = [&] {
         next.advance(steps > 1 ? (next.left + steps - 1) / steps : next.left);
         --steps;
+        if (tile_bytes > 0) {
+            const int64_t b = tile_steps > 1 ? ((tile_bytes + tile_steps - 1) / tile_steps + 63) / 64 * 64 : tile_bytes;
+            nk.advance(b);
+            nv.advance(b);
+            tile_bytes -= b;
+        }
+        --tile_steps;
     };
     for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kLaneChunk) {
         const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kLaneChunk);
@@ -431,21 +426,37 @@ void attend_lanes(const Plan &P, const Item &it, int64_t item) {
         if (from_copy) {
             kt = C.k.data() + (c0 - C.lo) * d;
         } else {
-            // Compute-bound: the rows path's spread prefetch (PrefetchStream) measured no faster
-            // here (prefill / appends within +-5%, the noise between runs), so the burst stays.
             gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
-            prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kLaneChunk));
         }
-        std::fill(cmax, cmax + R, kNegInf);
-        for (int32_t p0 = 0; p0 < n; p0 += kPfKeys) {  // the same blocks as one call, in pieces
-            prefetch_step();
-            scores_lanes(st + int64_t(p0) * R, cmax, qt, kt + int64_t(p0) * d, std::min(kPfKeys, n - p0), d, R);
+        tile_steps = (n + kPfKeys - 1) / kPfKeys + R / kLanes + 1;
+        tile_bytes = 0;
+        if (!from_copy && c1 < it.c_hi) {
+            const int64_t e = std::min<int64_t>(it.c_hi, c1 + kLaneChunk);
+            nk.init(a, table, 0, it.kvh, c1, e);
+            nv.init(a, table, 1, it.kvh, c1, e);
+            tile_bytes = (e - c1) * a.layout.token_stride;
         }
-
         // Every row sees every key of the chunk unless the chunk crosses the causal diagonal or a
         // window edge of some row; only then (and for ALiBi / soft-cap) the element-wise pass, and
         // only then are the chunk maxima of the score blocks stale (a masked key may have held one).
         const bool all_visible = c1 - 1 <= it.first_pos && (W <= 0 || c0 >= last_pos - W + 1);
+        std::fill(cmax, cmax + R, kNegInf);
+        for (int32_t p0 = 0; p0 < n; p0 += kPfKeys) {  // the same blocks as one call, in pieces
+            prefetch_step();
+            const int32_t pn = std::min(kPfKeys, n - p0);
+            if (all_visible) {
+                scores_lanes(st + int64_t(p0) * R, cmax, qt, kt + int64_t(p0) * d, pn, d, R);
+                continue;
+            }
+            // Across the causal diagonal: each block of 4 keys only for the row vectors from the
+            // one holding the first row that sees its first key (rows before it see none of the
+            // block; the mask pass below sets their entries to -inf whatever they hold).
+            for (int32_t b = p0; b < p0 + pn; b += 4) {
+                const int64_t first_row = std::max<int64_t>(0, (c0 + b - it.first_pos) * G);
+                const int32_t r0 = int32_t(std::min<int64_t>(first_row, rows - 1)) / kLanes * kLanes;
+                scores_lanes(st + int64_t(b) * R, cmax, qt, kt + int64_t(b) * d, std::min(4, p0 + pn - b), d, R, r0);
+            }
+        }
         const bool plain = !a.alibi_slopes && !(a.softcap > 0.f);
         if (!all_visible && plain) {
             // Masks only, one lane vector of rows at a time: row r + lane (query position qpos)
