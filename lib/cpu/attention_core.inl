@@ -103,6 +103,21 @@ struct Plan {
 //
 // PrefetchStream: the bytes of K or V (kv) of positions [p0, p1) of one KV head as the runs they
 // lie in (one per block touched); advance(b) prefetches the stream's next b bytes.
+// kv_runs: calls f(row, bytes) for each run of K or V (kv) rows of positions [p0, p1) of one KV
+// head that lie together (one per block touched), in position order.
+template <class F>
+void kv_runs(const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t head, int64_t p0, int64_t p1, F f) {
+    const KvLayout &L = a.layout;
+    const char *base = static_cast<const char *>(a.base);
+    for (int64_t p = p0; p < p1;) {
+        const int64_t block = table[p / L.block_size];
+        const int32_t tok = int32_t(p % L.block_size);
+        const int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
+        f(base + L.offset(block, a.layer, kv, head, tok), run * L.token_stride);
+        p += run;
+    }
+}
+
 struct PrefetchStream {
     static constexpr int kMaxRuns = kMaxChunk;  // block_size >= 1: at most one run per position
     const char *ptr[kMaxRuns];
@@ -110,18 +125,12 @@ struct PrefetchStream {
     int32_t nruns = 0, cur = 0;
     int64_t off = 0;
     void init(const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t head, int64_t p0, int64_t p1) {
-        const KvLayout &L = a.layout;
-        const char *base = static_cast<const char *>(a.base);
         nruns = cur = 0;
         off = 0;
-        for (int64_t p = p0; p < p1 && nruns < kMaxRuns;) {
-            const int64_t block = table[p / L.block_size];
-            const int32_t tok = int32_t(p % L.block_size);
-            const int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
-            ptr[nruns] = base + L.offset(block, a.layer, kv, head, tok);
-            len[nruns++] = run * L.token_stride;
-            p += run;
-        }
+        kv_runs(a, table, kv, head, p0, std::min<int64_t>(p1, p0 + kMaxRuns), [&](const char *row, int64_t bytes) {
+            ptr[nruns] = row;
+            len[nruns++] = bytes;
+        });
     }
     // Prefetches the stream's next `bytes` bytes (whole lines from the cursor on).
     void advance(int64_t bytes) {
@@ -339,17 +348,10 @@ struct NextItemPrefetch {
         }
         // The positions the next item adds to this thread's copy, when it continues this one's.
         if (P.tiles > 1 && nx.s == it.s && nx.kvh == it.kvh && nx.c_hi > it.c_hi) {
-            const KvLayout &L = a.layout;
             const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
-            const char *base = static_cast<const char *>(a.base);
-            for (int64_t p = std::max(it.c_hi, nx.c_lo); p < nx.c_hi;) {
-                const int64_t block = table[p / L.block_size];
-                const int32_t tok = int32_t(p % L.block_size);
-                const int64_t n = std::min<int64_t>(nx.c_hi - p, L.block_size - tok);
-                for (int32_t kv = 0; kv < 2; ++kv)
-                    add(base + L.offset(block, a.layer, kv, it.kvh, tok), n * L.token_stride, false);
-                p += n;
-            }
+            for (int32_t kv = 0; kv < 2; ++kv)
+                kv_runs(a, table, kv, it.kvh, std::max(it.c_hi, nx.c_lo), nx.c_hi,
+                        [&](const char *row, int64_t bytes) { add(row, bytes, false); });
         }
     }
     // Prefetches `lines` more lines, into L2.
