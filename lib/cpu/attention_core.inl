@@ -80,6 +80,8 @@ struct Plan {
     int32_t parts = 1;        // context partitions per sequence (> 1: split-K)
     int64_t part_len = 0;
     int32_t seq_begin = 0;    // first sequence of this round
+    int64_t items = 0;        // work items of this round
+    int32_t width = 1;        // worker threads (parallel_width): a thread's probable next item is item + width
     float *partials = nullptr;  // [seq in round][part][q head][2 + d]: m, l, acc
 
     int64_t partial_floats() const { return 2 + int64_t(d); }
@@ -101,6 +103,21 @@ struct Plan {
 //
 // PrefetchStream: the bytes of K or V (kv) of positions [p0, p1) of one KV head as the runs they
 // lie in (one per block touched); advance(b) prefetches the stream's next b bytes.
+// kv_runs: calls f(row, bytes) for each run of K or V (kv) rows of positions [p0, p1) of one KV
+// head that lie together (one per block touched), in position order.
+template <class F>
+void kv_runs(const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t head, int64_t p0, int64_t p1, F f) {
+    const KvLayout &L = a.layout;
+    const char *base = static_cast<const char *>(a.base);
+    for (int64_t p = p0; p < p1;) {
+        const int64_t block = table[p / L.block_size];
+        const int32_t tok = int32_t(p % L.block_size);
+        const int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
+        f(base + L.offset(block, a.layer, kv, head, tok), run * L.token_stride);
+        p += run;
+    }
+}
+
 struct PrefetchStream {
     static constexpr int kMaxRuns = kMaxChunk;  // block_size >= 1: at most one run per position
     const char *ptr[kMaxRuns];
@@ -108,18 +125,12 @@ struct PrefetchStream {
     int32_t nruns = 0, cur = 0;
     int64_t off = 0;
     void init(const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t head, int64_t p0, int64_t p1) {
-        const KvLayout &L = a.layout;
-        const char *base = static_cast<const char *>(a.base);
         nruns = cur = 0;
         off = 0;
-        for (int64_t p = p0; p < p1 && nruns < kMaxRuns;) {
-            const int64_t block = table[p / L.block_size];
-            const int32_t tok = int32_t(p % L.block_size);
-            const int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
-            ptr[nruns] = base + L.offset(block, a.layer, kv, head, tok);
-            len[nruns++] = run * L.token_stride;
-            p += run;
-        }
+        kv_runs(a, table, kv, head, p0, std::min<int64_t>(p1, p0 + kMaxRuns), [&](const char *row, int64_t bytes) {
+            ptr[nruns] = row;
+            len[nruns++] = bytes;
+        });
     }
     // Prefetches the stream's next `bytes` bytes (whole lines from the cursor on).
     void advance(int64_t bytes) {
@@ -131,24 +142,6 @@ struct PrefetchStream {
         }
     }
 };
-
-// Prefetches K and V of positions [p0, p1) (the next tile) in one burst: the rows-in-lanes path
-// (prefill, appends), which is compute-bound; decode's rows path spreads its prefetches instead.
-void prefetch_kv(const AttentionArgs &a, const int32_t *table, int32_t head, int64_t p0, int64_t p1) {
-    const KvLayout &L = a.layout;
-    const char *base = static_cast<const char *>(a.base);
-    for (int64_t p = p0; p < p1;) {
-        const int64_t block = table[p / L.block_size];
-        const int32_t tok = int32_t(p % L.block_size);
-        const int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
-        const int64_t bytes = run * L.head_dim * L.elem_bytes;
-        for (int32_t kv = 0; kv < 2; ++kv) {
-            const char *row = base + L.offset(block, a.layer, kv, head, tok);
-            for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, 1);
-        }
-        p += run;
-    }
-}
 
 // Gathers K or V of positions [p0, p1) of sequence `table` for one KV head into dst[(p - p0) * d].
 // Consecutive positions inside a block are contiguous in the HND layout: one conversion per run
@@ -315,11 +308,68 @@ void lanes_to_rows(float *rows, const float *lanes, int32_t R, int32_t d) {
     }
 }
 
+// The q rows a work item reads (read_q_row), the output rows it writes (write_row) and the K/V
+// positions it adds to the thread's copy (KvCopy::cover) lie outside the caches on the long prompts
+// (4x512: q and output 16 MiB each): read and written when needed, their misses were 10% of prefill
+// 4x512's time (perf: read_q_row 5.4%, write_row 5.2%, for ~0.5 us each of work per item), and
+// an earlier try that requested an item's own rows at its start gained nothing measurable. This
+// prefetches the lines of the item the thread probably takes next (item + the pool's width: items
+// are handed out one at a time, in order) a few at a time over the current item's tile phases,
+// so that they have arrived when that item starts; output lines for writing (prefetchw where the
+// variant has it), so that write_row's stores do not wait for them either. A wrong guess (another
+// thread took that item) costs only the prefetches and leaves the lines in the shared L3.
+struct NextItemPrefetch {
+    static constexpr int kMaxRuns = 2 * kTargetRows + 16;  // q and output per query token, K/V runs
+    const char *ptr[kMaxRuns];
+    int32_t len[kMaxRuns];
+    bool write[kMaxRuns];
+    int32_t nruns = 0, cur = 0, off = 0;
+    int64_t left = 0;  // lines not yet prefetched
+    void add(const char *p, int64_t bytes, bool w) {
+        if (nruns == kMaxRuns || bytes <= 0) return;
+        ptr[nruns] = p;
+        len[nruns] = int32_t(bytes);
+        write[nruns++] = w;
+        left += (bytes + 63) / 64;
+    }
+    void init(const Plan &P, const Item &it, int64_t item) {
+        nruns = cur = off = 0;
+        left = 0;
+        Item nx;
+        if (item >= P.items || !decode_item(P, item, &nx) || nx.rows < kLanes) return;
+        const AttentionArgs &a = *P.a;
+        const int64_t eb = dtype_bytes(a.q_dtype);
+        const int64_t run = int64_t(P.group) * P.d * eb;  // a token's heads of one KV head: contiguous
+        const char *q = static_cast<const char *>(a.q), *o = static_cast<const char *>(a.out);
+        for (int64_t j = nx.j0; j < nx.j1; ++j) {
+            const int64_t at = ((nx.q0 + j) * a.num_q_heads + int64_t(nx.kvh) * P.group) * P.d * eb;
+            add(q + at, run, false);
+            add(o + at, run, P.parts == 1);  // split-K writes partials instead (decode: not here)
+        }
+        // The positions the next item adds to this thread's copy, when it continues this one's.
+        if (P.tiles > 1 && nx.s == it.s && nx.kvh == it.kvh && nx.c_hi > it.c_hi) {
+            const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
+            for (int32_t kv = 0; kv < 2; ++kv)
+                kv_runs(a, table, kv, it.kvh, std::max(it.c_hi, nx.c_lo), nx.c_hi,
+                        [&](const char *row, int64_t bytes) { add(row, bytes, false); });
+        }
+    }
+    // Prefetches `lines` more lines, into L2.
+    void advance(int64_t lines) {
+        for (; lines > 0 && cur < nruns; --lines, --left) {
+            if (write[cur]) __builtin_prefetch(ptr[cur] + off, 1, 1);
+            else __builtin_prefetch(ptr[cur] + off, 0, 1);
+            off += 64;
+            if (off >= len[cur]) { ++cur; off = 0; }
+        }
+    }
+};
+
 // Items of at least one vector of rows (prefill tiles, decode with GQA groups >= kLanes): rows in
 // vector lanes, scores and P.V as register-blocked products (attention_tiles.hpp), the online
 // softmax lane-parallel with a vector exp. Masks (causal, window) and the optional ALiBi / soft-cap
 // terms are applied element-wise only where they change something.
-void attend_lanes(const Plan &P, const Item &it) {
+void attend_lanes(const Plan &P, const Item &it, int64_t item) {
     const AttentionArgs &a = *P.a;
     const int32_t d = P.d, G = P.group, rows = it.rows;
     const int32_t R = (rows + kLanes - 1) / kLanes * kLanes;
@@ -343,6 +393,33 @@ void attend_lanes(const Plan &P, const Item &it) {
     KvCopy &C = t_kvcopy;
     const int64_t copied = P.tiles > 1 ? C.cover(P, it, table) : it.c_lo;
     const int64_t last_pos = it.first_pos + (it.j1 - it.j0) - 1;
+    // The next item's lines (NextItemPrefetch), spread evenly over this item's steps: per tile, one
+    // per kPfKeys keys of the scores, one per row vector of the softmax, one before P.V. (Three
+    // bursts per tile measured the prefetch loop itself at 3.5% of prefill 4x512: a burst fills
+    // the core's miss buffers and its prefetches wait for them.)
+    constexpr int32_t kPfKeys = 16;
+    NextItemPrefetch next;
+    next.init(P, it, item + P.width);
+    int64_t steps = 0;
+    for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kLaneChunk)
+        steps += (std::min<int64_t>(it.c_hi - c0, kLaneChunk) + kPfKeys - 1) / kPfKeys + R / kLanes + 1;
+    // Gathered tiles (past the copy, or every tile of an item alone on its head: short appends)
+    // prefetch the next tile's K and V the same way, spread over the current tile's steps: as one
+    // burst after the gather (as before), the gathers were still 21% of append 16 over 4x1024 (perf,
+    // one thread), most of it waiting for the pool's lines.
+    PrefetchStream nk, nv;
+    int64_t tile_bytes = 0, tile_steps = 0;
+    auto prefetch_step = [&] {
+        next.advance(steps > 1 ? (next.left + steps - 1) / steps : next.left);
+        --steps;
+        if (tile_bytes > 0) {
+            const int64_t b = tile_steps > 1 ? ((tile_bytes + tile_steps - 1) / tile_steps + 63) / 64 * 64 : tile_bytes;
+            nk.advance(b);
+            nv.advance(b);
+            tile_bytes -= b;
+        }
+        --tile_steps;
+    };
     for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kLaneChunk) {
         const int64_t c1 = std::min<int64_t>(it.c_hi, c0 + kLaneChunk);
         const int32_t n = int32_t(c1 - c0);
@@ -351,18 +428,37 @@ void attend_lanes(const Plan &P, const Item &it) {
         if (from_copy) {
             kt = C.k.data() + (c0 - C.lo) * d;
         } else {
-            // Compute-bound: the rows path's spread prefetch (PrefetchStream) measured no faster
-            // here (prefill / appends within +-5%, the noise between runs), so the burst stays.
             gather(kbuf, a, table, 0, it.kvh, c0, c1, a.k_scale);
-            prefetch_kv(a, table, it.kvh, c1, std::min<int64_t>(it.c_hi, c1 + kLaneChunk));
         }
-        std::fill(cmax, cmax + R, kNegInf);
-        scores_lanes(st, cmax, qt, kt, n, d, R);
-
+        tile_steps = (n + kPfKeys - 1) / kPfKeys + R / kLanes + 1;
+        tile_bytes = 0;
+        if (!from_copy && c1 < it.c_hi) {
+            const int64_t e = std::min<int64_t>(it.c_hi, c1 + kLaneChunk);
+            nk.init(a, table, 0, it.kvh, c1, e);
+            nv.init(a, table, 1, it.kvh, c1, e);
+            tile_bytes = (e - c1) * a.layout.token_stride;
+        }
         // Every row sees every key of the chunk unless the chunk crosses the causal diagonal or a
         // window edge of some row; only then (and for ALiBi / soft-cap) the element-wise pass, and
         // only then are the chunk maxima of the score blocks stale (a masked key may have held one).
         const bool all_visible = c1 - 1 <= it.first_pos && (W <= 0 || c0 >= last_pos - W + 1);
+        std::fill(cmax, cmax + R, kNegInf);
+        for (int32_t p0 = 0; p0 < n; p0 += kPfKeys) {  // the same blocks as one call, in pieces
+            prefetch_step();
+            const int32_t pn = std::min(kPfKeys, n - p0);
+            if (all_visible) {
+                scores_lanes(st + int64_t(p0) * R, cmax, qt, kt + int64_t(p0) * d, pn, d, R);
+                continue;
+            }
+            // Across the causal diagonal: each block of 4 keys only for the row vectors from the
+            // one holding the first row that sees its first key (rows before it see none of the
+            // block; the mask pass below sets their entries to -inf whatever they hold).
+            for (int32_t b = p0; b < p0 + pn; b += 4) {
+                const int64_t first_row = std::max<int64_t>(0, (c0 + b - it.first_pos) * G);
+                const int32_t r0 = int32_t(std::min<int64_t>(first_row, rows - 1)) / kLanes * kLanes;
+                scores_lanes(st + int64_t(b) * R, cmax, qt, kt + int64_t(b) * d, std::min(4, p0 + pn - b), d, R, r0);
+            }
+        }
         const bool plain = !a.alibi_slopes && !(a.softcap > 0.f);
         if (!all_visible && plain) {
             // Masks only, one lane vector of rows at a time: row r + lane (query position qpos)
@@ -408,6 +504,7 @@ void attend_lanes(const Plan &P, const Item &it) {
         // Online softmax per lane. A row that has seen no key yet keeps m = -inf; exponents are
         // taken against 0 there so that its weights and correction come out 0, never NaN.
         for (int32_t r = 0; r < R; r += kLanes) {
+            prefetch_step();
             const fvec m_old = loadv(m + r);
             const fvec m_new = maxv(m_old, loadv(cmax + r));
             const fvec base = selectv(m_new == splatv(kNegInf), splatv(0.f), m_new);
@@ -429,6 +526,7 @@ void attend_lanes(const Plan &P, const Item &it) {
         const float *vt = kbuf;
         if (from_copy) vt = C.v.data() + (c0 - C.lo) * d;
         else gather(kbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
+        prefetch_step();
         pv_lanes(acct, st, vt, corr, n, d, R);
     }
 
@@ -555,7 +653,7 @@ void attend_rows(const Plan &P, const Item &it, bool in_place) {
 void attend_item(const Plan &P, int64_t item) {
     Item it;
     if (!decode_item(P, item, &it)) return;
-    if (it.rows >= kLanes) return attend_lanes(P, it);
+    if (it.rows >= kLanes) return attend_lanes(P, it, item);
     // K/V read in place only where it measured faster than gathering: fp32 at AVX-512 and AVX2
     // (AVX2 measured 0.95x once, in a build whose gathered path was slowed by a row-pointer table
     // too; with the spread prefetch, decode 16x1024 f32: 15.5 -> 10.8 ms CPU), fp16 with one block
@@ -626,6 +724,7 @@ kvc_status run_attention(const AttentionArgs &a) {
     P.d = a.layout.head_dim;
     P.q_tile = a.max_q_len <= 1 ? 1 : std::max<int32_t>(1, kTargetRows / P.group);
     P.tiles = int32_t((std::max<int32_t>(a.max_q_len, 1) + P.q_tile - 1) / P.q_tile);
+    P.width = parallel_width();
     if (a.num_seqs <= 0) return KVC_OK;
 
     int64_t part_len = choose_partition_len(a, P.nkv);
@@ -650,6 +749,7 @@ kvc_status run_attention(const AttentionArgs &a) {
     for (int64_t first = 0; first < a.num_seqs; first += seqs_per_round) {
         const int64_t n = std::min<int64_t>(seqs_per_round, a.num_seqs - first);
         P.seq_begin = int32_t(first);
+        P.items = n * P.tiles * P.parts * P.nkv;
         auto attend = [&P](int64_t item) { attend_item(P, item); };
         parallel_for_each(n * P.tiles * P.parts * P.nkv, attend);
         if (P.parts > 1) {

@@ -65,10 +65,11 @@ static inline void score_rows(float *st, float *mx, const float *qt, const float
     for (; p < n; ++p) score_block<NV, 1>(st, mx, qt, k, d, R, r, p);
 }
 
-// All rows' scores for keys 0 .. n - 1 of the chunk, and their maxima folded into mx[0 .. R).
+// The scores of rows r0 .. R - 1 (r0 a multiple of kLanes; default all rows) for keys 0 .. n - 1 of
+// the chunk, and their maxima folded into mx[r0 .. R).
 static inline void scores_lanes(float *st, float *mx, const float *qt, const float *k, int32_t n, int32_t d,
-                                int32_t R) {
-    int32_t r = 0;
+                                int32_t R, int32_t r0 = 0) {
+    int32_t r = r0;
     for (; r + kRowBlock * kLanes <= R; r += kRowBlock * kLanes) score_rows<kRowBlock>(st, mx, qt, k, n, d, R, r);
     switch ((R - r) / kLanes) {
         case 3: score_rows<3>(st, mx, qt, k, n, d, R, r); break;

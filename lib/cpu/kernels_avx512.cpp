@@ -24,7 +24,7 @@
 #include <immintrin.h>
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,prfchw")
 #define KVC_SIMD_AVX512 1
 #include "cpu/attention_core.inl"
 #include "cpu/cache_write_core.inl"

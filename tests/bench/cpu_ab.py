@@ -12,7 +12,8 @@ machine runs, a memcpy of each decode shape's K/V bytes (one thread, and split o
 worker pool), a plain one-thread read of those bytes in the kernels' paged order, and the FMA
 peak of 8- and 16-lane vectors on the same threads.
 
---filter RE keeps the shapes whose name RE matches (re.search). --per-variant is for a "before"
+--filter RE keeps the shapes whose name RE matches (re.search); --variant RE times only the
+variants RE matches (e.g. avx512; the memcpy / paged-read / FMA rows are then left out). --per-variant is for a "before"
 binary that has the ISA variants too (this branch at an older commit): one row per shape and
 variant, before against after of the same variant.
 """
@@ -49,6 +50,7 @@ def main():
     ap.add_argument("--min-time", default="0.2")
     ap.add_argument("--filter", default="")
     ap.add_argument("--per-variant", action="store_true")
+    ap.add_argument("--variant", default="")
     args = ap.parse_args()
     names = subprocess.run([args.after, "--benchmark_list_tests"], check=True, capture_output=True, text=True).stdout
     shapes = []
@@ -59,7 +61,7 @@ def main():
     got = {}
     for _ in range(args.rounds):
         for s in shapes:
-            pattern = "^" + re.escape(s) + "/"
+            pattern = "^" + re.escape(s) + "/" + (f"({args.variant})/" if args.variant else "")
             for side, binary in (("before", args.before), ("after", args.after)):
                 for name, v in run(binary, pattern, args.min_time).items():
                     got.setdefault((side, name), []).append(v)
