@@ -1142,5 +1142,7 @@ int main(void) {
         cmocka_unit_test(test_version_2_descriptors),
         cmocka_unit_test(test_stuck_gets_are_abandoned_after_the_close),
     };
+    /* KVC_TEST_FILTER=name (cmocka's pattern, * and ?): only those cases, e.g. to repeat one. */
+    if (getenv("KVC_TEST_FILTER")) cmocka_set_test_filter(getenv("KVC_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
