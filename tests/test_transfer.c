@@ -961,13 +961,15 @@ static void forge(uint8_t *d, int64_t len, uint16_t version, uint64_t lease_addr
 /* A version 2 descriptor (a staged export over shared memory): truncated or any bit flipped, it is
  * refused; its lease word address must be non-zero and 8-aligned, a version 1 must not carry one;
  * one pointing at another word of the staging (not this export's: 0) fails the lease check with
- * nothing cached; the real one imports, and after the release fails it (the word cleared). */
+ * nothing cached; the real one imports — over shared memory (the word mapped and loaded) and over
+ * TCP (the word read by a get) — and after the release fails on both (the word cleared). */
 static void test_version_2_descriptors(void **state) {
     (void)state;
     if (!have_ucx()) skip();
     kvc_pool *pe = make_pool(NBLK, 8), *pi = make_pool(NBLK, 8);
-    kvc_xfer_agent *ae = make_agent(pe, "sm,self", "m", 0, 10000);
+    kvc_xfer_agent *ae = make_agent(pe, "tcp,sm,self", "m", 0, 10000);
     kvc_xfer_agent *ai = make_agent(pi, "sm,self", "m", 0, 10000);
+    kvc_xfer_agent *at = make_agent(pi, "tcp", "m", 0, 10000); /* the same pool, over TCP */
     const int64_t n = 5 * BS;
     int32_t t[MAXTOK];
     prompt(t, n, 61);
@@ -1018,12 +1020,21 @@ static void test_version_2_descriptors(void **state) {
     expect_hit_bytes(pi, 2, t, n, n);
     assert_int_equal(xstats(ae).lease_checks, 0); /* nothing asked of the exporter */
     OK(kvc_prefix_cache_reset(pi));
+    OK(import_wait(at, d, len, NULL, &r)); /* over TCP: the data and the word by gets */
+    assert_int_equal(r.blocks_cached, 5);
+    expect_hit_bytes(pi, 3, t, n, n);
+    assert_int_equal(xstats(ae).lease_checks, 0);
+    OK(kvc_prefix_cache_reset(pi));
     OK(kvc_xfer_export_release(ae, ex));
     assert_int_equal(import_wait(ai, d, len, NULL, &r), KVC_ERR_STATE);
     assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
     expect_clean(pi, 0);
+    assert_int_equal(import_wait(at, d, len, NULL, &r), KVC_ERR_STATE);
+    assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
+    expect_clean(pi, 0);
     free(bad);
     free(d);
+    OK(kvc_xfer_agent_destroy(at));
     OK(kvc_xfer_agent_destroy(ai));
     OK(kvc_xfer_agent_destroy(ae));
     OK(kvc_pool_check(pe));

@@ -134,14 +134,14 @@ void read_lease_word(kvc_xfer_agent *a, ImportOp *op) {
     ucp_request_param_t prm{};
     prm.op_attr_mask = 0;
     ucs_status_ptr_t r =
-        a->u->ucp_get_nbx(op->ep->ep, &op->lease_buf, sizeof op->lease_buf, op->desc.lease_addr, op->rkey, &prm);
+        a->u->ucp_get_nbx(op->ep->ep, op->lease_buf.get(), sizeof(uint64_t), op->desc.lease_addr, op->rkey, &prm);
     if (UCS_PTR_IS_ERR(r)) {
         op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER, "kvc_xfer_op_wait: import %llu: reading the lease word failed: %s",
                 (unsigned long long)op->id, a->u->ucs_status_string(UCS_PTR_STATUS(r)));
         return;
     }
     if (r == nullptr) {  // completed in place
-        op->check = op->lease_buf == want ? 1 : 0;
+        op->check = *op->lease_buf == want ? 1 : 0;
         return;
     }
     op->gets.push_back(r);  // capacity: one per fresh block, and every data get is done
@@ -172,6 +172,8 @@ void abandon_requests(kvc_xfer_agent *a, ImportOp *op) {
     if (op->ep) op->ep->abandoned = true;  // its rkeys may still be used by those requests
     const size_t leaked = op->res.fresh.size();
     op->res.fresh.clear();  // leaked: abort_import returns only the held (skipped) blocks
+    op->staged = StagingLease{};  // CUDA pool: the slots the gets land in, leaked likewise
+    (void)op->lease_buf.release();  // a get of the lease word may be among them
     char more[160];
     std::snprintf(more, sizeof more, "; %zu request(s) never completed after its endpoint was closed: abandoned, %zu block(s) leaked", reqs, leaked);
     op->message += more;
@@ -245,7 +247,7 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
                             "kvc_xfer_op_wait: import %llu: reading the lease word failed: %s",
                             (unsigned long long)op->id, a->u->ucs_status_string(op->get_error));
                 else
-                    op->check = op->lease_buf == lease_tag(op->desc.nonce, op->desc.export_id) ? 1 : 0;
+                    op->check = *op->lease_buf == lease_tag(op->desc.nonce, op->desc.export_id) ? 1 : 0;
             }
         } else if (op->state == OpState::kChecking && op->check == 0) {
             op_fail(a, op, KVC_ERR_STATE, KVC_XFER_FAIL_LEASE,
@@ -513,6 +515,8 @@ static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op,
             u->ucp_rkey_ptr(o->rkey, d.lease_addr + 7, &w7) == UCS_OK &&
             static_cast<char *>(w7) == static_cast<char *>(w0) + 7 && reinterpret_cast<uintptr_t>(w0) % 8 == 0)
             o->lease_ptr = static_cast<const uint64_t *>(w0);
+        else
+            o->lease_buf.reset(new uint64_t(0));  // may throw: the op is not in the table yet
     }
     if (o->push) o->runs.reserve(size_t(m));  // at most one run per block: push_back cannot throw
     if (mapped) o->copies.reserve(size_t(m));

@@ -148,7 +148,9 @@ struct ImportOp {
     // load where it is mapped here (lease_ptr), else by one more get into lease_buf (lease_reading
     // while it runs): no message to the exporter.
     const uint64_t *lease_ptr = nullptr;
-    uint64_t lease_buf = 0;
+    // Where the get of the word lands (not mapped): its own allocation, leaked if that get is
+    // abandoned (it could still land after the op is gone).
+    std::unique_ptr<uint64_t> lease_buf;
     bool lease_reading = false;
     int64_t failing_since_ms = 0;  // when the op began failing (the bound on its requests)
     ucs_status_t get_error = UCS_OK;
