@@ -15,8 +15,8 @@ namespace kvc::xfer {
 namespace detail {
 
 // The word is in the exporter's UCX-allocated staging, mapped (or read by gets) by importers in
-// other processes: written with atomic stores. Published with release order after stage_out's
-// copies; cleared with a full fence before the slots can go back (staging_release) and be
+// other processes: written with atomic operations. Published with release order after stage_out's
+// copies; cleared by an atomic exchange before the slots can go back (staging_release) and be
 // overwritten by another export, so an importer that reads the tag after its copies (with a fence
 // between) read the leased bytes (lib/transfer/README.md, "Lease check").
 void lease_word_set(kvc_xfer_agent *a, Export *e, uint64_t export_id) {
@@ -26,8 +26,10 @@ void lease_word_set(kvc_xfer_agent *a, Export *e, uint64_t export_id) {
 
 void lease_word_end(Export *e) {
     if (!e->lease_word) return;
-    __atomic_store_n(e->lease_word, uint64_t(0), __ATOMIC_SEQ_CST);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);  // before any later store into the slots (stage_out)
+    // An atomic exchange, not a store: its acquire half keeps every later store (stage_out's copy
+    // of another export into these slots, after staging_release) after it; on x86 a locked
+    // instruction, which no later store, non-temporal ones included, passes.
+    (void)__atomic_exchange_n(e->lease_word, uint64_t(0), __ATOMIC_SEQ_CST);
     e->lease_word = nullptr;
 }
 
