@@ -1051,40 +1051,28 @@ static void test_version_2_descriptors(void **state) {
 static void test_stuck_gets_are_abandoned_after_the_close(void **state) {
     (void)state;
     if (!have_ucx()) skip();
-    kvc_pool *pe = make_pool(NBLK, 8), *pi = make_pool(NBLK, 8);
-    kvc_xfer_agent *ae = make_agent(pe, "tcp", "m", 0, 0);
-    kvc_xfer_agent *ai = make_agent(pi, "tcp", "m", 0, 300);
-    const int64_t n = 6 * BS;
-    int32_t t[MAXTOK];
-    prompt(t, n, 62);
-    prefill(pe, 1, t, n);
-    uint64_t ex = 0;
-    OK(kvc_xfer_export_seq(ae, 1, 0, &ex, NULL));
-    OK(kvc_free(pe, 1));
-    int64_t len = 0;
-    uint8_t *d = descriptor(ae, ex, &len);
+    pair x;
+    pair_up(&x, NBLK, 8, "m", 0);
+    OK(kvc_xfer_agent_destroy(x.ai));
+    x.ai = make_agent(x.pi, "tcp", "m", 0, 300); /* times out soon */
     kvct_xfer_stuck_gets(200);
     kvc_xfer_import_result r;
-    assert_int_equal(import_wait(ai, d, len, NULL, &r), KVC_ERR_IO);
+    assert_int_equal(import_wait(x.ai, x.d, x.len, NULL, &r), KVC_ERR_IO);
     kvct_xfer_stuck_gets(0);
     assert_int_equal(r.failure, KVC_XFER_FAIL_TIMEOUT);
     assert_non_null(strstr(kvc_last_error(), "abandoned, 6 block(s) leaked"));
-    OK(kvc_pool_check(pi));
-    kvc_stats ps = pool_stats(pi);
+    OK(kvc_pool_check(x.pi));
+    kvc_stats ps = pool_stats(x.pi);
     assert_int_equal(ps.used_blocks, 6); /* leaked */
     assert_int_equal(ps.cached_blocks_total, 0);
-    kvc_xfer_stats xs = xstats(ai);
+    kvc_xfer_stats xs = xstats(x.ai);
     assert_int_equal(xs.imports_failed, 1);
     assert_int_equal(xs.failures[KVC_XFER_FAIL_TIMEOUT], 1);
-    OK(import_wait(ai, d, len, NULL, &r)); /* a new endpoint */
+    OK(import_wait(x.ai, x.d, x.len, NULL, &r)); /* a new endpoint */
     assert_int_equal(r.blocks_cached, 6);
-    expect_hit_bytes(pi, 2, t, n, n);
-    free(d);
-    OK(kvc_xfer_agent_destroy(ai));
-    OK(kvc_xfer_agent_destroy(ae));
-    OK(kvc_pool_check(pi));
-    OK(kvc_pool_destroy(pi));
-    OK(kvc_pool_destroy(pe));
+    expect_hit_bytes(x.pi, 2, x.t, x.n, x.n);
+    OK(kvc_pool_check(x.pi));
+    pair_down(&x);
 }
 
 /* An import that evicts cached blocks spilling to the host tier: the spills read those blocks

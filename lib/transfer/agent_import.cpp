@@ -3,15 +3,6 @@
 // lib/transfer/README.md, protocol steps 2 to 5.
 #include "transfer/agent.hpp"
 
-#ifdef KVC_TEST_HOOKS  // fault injection: the test archive only (lib/CMakeLists.txt)
-#include <atomic>
-namespace kvc::xfer {
-namespace {
-std::atomic<int64_t> g_stuck_gets_ms{0};
-}  // namespace
-void stuck_gets_set(int64_t abandon_ms) { g_stuck_gets_ms.store(abandon_ms > 0 ? abandon_ms : 0); }
-}  // namespace kvc::xfer
-#endif
 
 #ifdef KVC_HAVE_UCX
 
@@ -163,7 +154,7 @@ bool abandon_due(kvc_xfer_agent *a, ImportOp *op, int64_t now) {
     if (op->ep && !op->ep->closed) return false;
     int64_t bound = kAbandonAfterCloseMs;
 #ifdef KVC_TEST_HOOKS
-    if (const int64_t t = g_stuck_gets_ms.load(); t > 0) bound = t;
+    if (const int64_t t = stuck_gets_ms(); t > 0) bound = t;
 #endif
     (void)a;
     return now - op->failing_since_ms >= bound;
@@ -193,7 +184,7 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
     for (size_t i = 0; i < op->gets.size();) {
         ucs_status_t gs = a->u->ucp_request_check_status(op->gets[i]);
 #ifdef KVC_TEST_HOOKS
-        if (g_stuck_gets_ms.load() > 0) gs = UCS_INPROGRESS;  // kvct_xfer_stuck_gets
+        if (stuck_gets_ms() > 0) gs = UCS_INPROGRESS;  // kvct_xfer_stuck_gets
 #endif
         if (gs == UCS_INPROGRESS) {
             ++i;

@@ -16,24 +16,6 @@
 // as the tier code's do.
 #include "transfer/agent.hpp"
 
-#ifdef KVC_TEST_HOOKS  // fault injection: the test archive only (lib/CMakeLists.txt)
-#include <atomic>
-namespace kvc::xfer {
-namespace {
-std::atomic<int32_t> g_device_faults{0};
-}  // namespace
-void device_fault_set(int32_t count) { g_device_faults.store(count > 0 ? count : 0); }
-namespace detail {
-// True when an injected failure is due (consumes one).
-bool device_fault_take() {
-    int32_t n = g_device_faults.load();
-    while (n > 0 && !g_device_faults.compare_exchange_weak(n, n - 1)) {
-    }
-    return n > 0;
-}
-}  // namespace detail
-}  // namespace kvc::xfer
-#endif
 
 #ifdef KVC_HAVE_UCX
 
