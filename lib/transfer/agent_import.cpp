@@ -3,7 +3,6 @@
 // lib/transfer/README.md, protocol steps 2 to 5.
 #include "transfer/agent.hpp"
 
-
 #ifdef KVC_HAVE_UCX
 
 #include <algorithm>
@@ -171,7 +170,9 @@ void abandon_requests(kvc_xfer_agent *a, ImportOp *op) {
     op->staged = StagingLease{};  // CUDA pool: the slots the gets land in, leaked likewise
     (void)op->lease_buf.release();  // a get of the lease word may be among them
     char more[160];
-    std::snprintf(more, sizeof more, "; %zu request(s) never completed after its endpoint was closed: abandoned, %zu block(s) leaked", reqs, leaked);
+    std::snprintf(more, sizeof more,
+                  "; %zu request(s) never completed after its endpoint was closed: abandoned, %zu block(s) leaked",
+                  reqs, leaked);
     op->message += more;
 }
 
