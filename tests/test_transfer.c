@@ -9,7 +9,8 @@
  *     identity, other keys (salt), importer pool full, lease expiry, release before import,
  *     concurrent imports of one prefix, the exporter or the importer killed mid-transfer (SIGKILL);
  *   - staged exports (version 2 descriptors, lease word): imported while the exporter process is
- *     stopped (SIGSTOP: nothing the import needs is answered by it), a forged lease word address;
+ *     stopped (SIGSTOP: nothing the import needs is answered by it), a forged lease word address,
+ *     the word read by a get over TCP, lease expiry and release (the word cleared);
  *   - a failed import whose gets never complete after the close (test hook): abandoned, bounded;
  *   - UCX absent (KVC_UCX_LIBRARY pointing at nothing, in a child): KVC_ERR_UNSUPPORTED, and the
  *     pool still works.
@@ -639,18 +640,23 @@ typedef struct pair {
     int64_t len;
 } pair;
 
-static void pair_up(pair *x, int64_t importer_blocks, int32_t importer_head_dim, const char *importer_identity,
-                    int64_t lease_ms) {
+/* Two pools and agents in this process over `tls`: the exporter's sequence of 6 blocks exported. */
+static void pair_up_tls(pair *x, const char *tls, int64_t importer_blocks, int32_t importer_head_dim,
+                        const char *importer_identity, int64_t lease_ms) {
     x->pe = make_pool(NBLK, 8);
     x->pi = make_pool(importer_blocks, importer_head_dim);
-    x->ae = make_agent(x->pe, "tcp", "m", lease_ms, 0);
-    x->ai = make_agent(x->pi, "tcp", importer_identity, 0, 5000);
+    x->ae = make_agent(x->pe, tls, "m", lease_ms, 0);
+    x->ai = make_agent(x->pi, tls, importer_identity, 0, 5000);
     x->n = 6 * BS;
     prompt(x->t, x->n, 21);
     prefill(x->pe, 1, x->t, x->n);
     OK(kvc_xfer_export_seq(x->ae, 1, 0, &x->ex, NULL));
     OK(kvc_free(x->pe, 1));
     x->d = descriptor(x->ae, x->ex, &x->len);
+}
+static void pair_up(pair *x, int64_t importer_blocks, int32_t importer_head_dim, const char *importer_identity,
+                    int64_t lease_ms) {
+    pair_up_tls(x, "tcp", importer_blocks, importer_head_dim, importer_identity, lease_ms);
 }
 
 static void pair_down(pair *x) {
@@ -745,11 +751,15 @@ static void test_importer_pool_full_is_a_clean_refusal(void **state) {
     pair_down(&x);
 }
 
-static void test_lease_expiry_and_release_fail_the_import(void **state) {
-    (void)state;
+/* Over TCP the lease check is a message the exporter answers; over shared memory the export is
+ * staged (a version 2 descriptor) and the importer reads its lease word, which the exporter clears
+ * when the lease ends (reaped on expiry by its progress thread, or released): no message. */
+static void lease_expiry_and_release(const char *tls) {
     if (!have_ucx()) skip();
+    const int staged = strstr(tls, "sm") != NULL;
     pair x;
-    pair_up(&x, NBLK, 8, "m", 150);
+    pair_up_tls(&x, tls, NBLK, 8, "m", 150);
+    assert_int_equal(x.d[4], staged ? 2 : 1);
     kvc_xfer_import_result r;
     struct timespec ts = {0, 300 * 1000 * 1000};
     nanosleep(&ts, NULL);
@@ -760,16 +770,25 @@ static void test_lease_expiry_and_release_fail_the_import(void **state) {
     kvc_xfer_stats es = xstats(x.ae);
     assert_int_equal(es.exports_expired, 1);
     assert_int_equal(es.exports_active, 0);
+    assert_true(staged ? es.lease_checks == 0 : es.lease_checks == 1);
     OK(kvc_pool_check(x.pe));
     assert_int_equal(pool_stats(x.pe).used_blocks, 0);
     pair_down(&x);
 
-    pair_up(&x, NBLK, 8, "m", 0);
+    pair_up_tls(&x, tls, NBLK, 8, "m", 0);
     OK(kvc_xfer_export_release(x.ae, x.ex));
     assert_int_equal(import_wait(x.ai, x.d, x.len, NULL, &r), KVC_ERR_STATE);
     assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
     expect_clean(x.pi, 0);
     pair_down(&x);
+}
+static void test_lease_expiry_and_release_fail_the_import(void **state) {
+    (void)state;
+    lease_expiry_and_release("tcp");
+}
+static void test_staged_lease_expiry_and_release_fail_the_import(void **state) {
+    (void)state;
+    lease_expiry_and_release("sm,self");
 }
 
 static void test_concurrent_imports_of_one_prefix(void **state) {
@@ -966,19 +985,12 @@ static void forge(uint8_t *d, int64_t len, uint16_t version, uint64_t lease_addr
 static void test_version_2_descriptors(void **state) {
     (void)state;
     if (!have_ucx()) skip();
-    kvc_pool *pe = make_pool(NBLK, 8), *pi = make_pool(NBLK, 8);
-    kvc_xfer_agent *ae = make_agent(pe, "tcp,sm,self", "m", 0, 10000);
-    kvc_xfer_agent *ai = make_agent(pi, "sm,self", "m", 0, 10000);
-    kvc_xfer_agent *at = make_agent(pi, "tcp", "m", 0, 10000); /* the same pool, over TCP */
-    const int64_t n = 5 * BS;
-    int32_t t[MAXTOK];
-    prompt(t, n, 61);
-    prefill(pe, 1, t, n);
-    OK(kvc_free(pe, 1));
-    uint64_t ex = 0;
-    OK(kvc_xfer_export_prompt(ae, t, n, NULL, 0, &ex, NULL));
-    int64_t len = 0;
-    uint8_t *d = descriptor(ae, ex, &len);
+    pair x;
+    pair_up_tls(&x, "tcp,sm,self", NBLK, 8, "m", 0);
+    kvc_xfer_agent *ai = make_agent(x.pi, "sm,self", "m", 0, 10000);
+    kvc_xfer_agent *at = make_agent(x.pi, "tcp", "m", 0, 10000); /* the same pool, over TCP */
+    const uint8_t *d = x.d;
+    const int64_t len = x.len;
     assert_int_equal(d[4], 2);
     uint64_t word = 0;
     memcpy(&word, d + 88, 8);
@@ -995,7 +1007,7 @@ static void test_version_2_descriptors(void **state) {
         const kvc_status st = import_wait(ai, bad, len, NULL, &r);
         assert_true(st == KVC_ERR_INVALID_ARG || (st == KVC_ERR_VERSION && bit / 8 >= 4 && bit / 8 < 6));
     }
-    expect_clean(pi, 0);
+    expect_clean(x.pi, 0);
     const struct {
         uint16_t version;
         uint64_t addr;
@@ -1014,33 +1026,28 @@ static void test_version_2_descriptors(void **state) {
     forge(bad, len, 2, word + 8);
     assert_int_equal(import_wait(ai, bad, len, NULL, &r), KVC_ERR_STATE);
     assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
-    expect_clean(pi, 0);
+    expect_clean(x.pi, 0);
     OK(import_wait(ai, d, len, NULL, &r));
-    assert_int_equal(r.blocks_cached, 5);
-    expect_hit_bytes(pi, 2, t, n, n);
-    assert_int_equal(xstats(ae).lease_checks, 0); /* nothing asked of the exporter */
-    OK(kvc_prefix_cache_reset(pi));
+    assert_int_equal(r.blocks_cached, 6);
+    expect_hit_bytes(x.pi, 2, x.t, x.n, x.n);
+    assert_int_equal(xstats(x.ae).lease_checks, 0); /* nothing asked of the exporter */
+    OK(kvc_prefix_cache_reset(x.pi));
     OK(import_wait(at, d, len, NULL, &r)); /* over TCP: the data and the word by gets */
-    assert_int_equal(r.blocks_cached, 5);
-    expect_hit_bytes(pi, 3, t, n, n);
-    assert_int_equal(xstats(ae).lease_checks, 0);
-    OK(kvc_prefix_cache_reset(pi));
-    OK(kvc_xfer_export_release(ae, ex));
+    assert_int_equal(r.blocks_cached, 6);
+    expect_hit_bytes(x.pi, 3, x.t, x.n, x.n);
+    assert_int_equal(xstats(x.ae).lease_checks, 0);
+    OK(kvc_prefix_cache_reset(x.pi));
+    OK(kvc_xfer_export_release(x.ae, x.ex));
     assert_int_equal(import_wait(ai, d, len, NULL, &r), KVC_ERR_STATE);
     assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
-    expect_clean(pi, 0);
+    expect_clean(x.pi, 0);
     assert_int_equal(import_wait(at, d, len, NULL, &r), KVC_ERR_STATE);
     assert_int_equal(r.failure, KVC_XFER_FAIL_LEASE);
-    expect_clean(pi, 0);
+    expect_clean(x.pi, 0);
     free(bad);
-    free(d);
     OK(kvc_xfer_agent_destroy(at));
     OK(kvc_xfer_agent_destroy(ai));
-    OK(kvc_xfer_agent_destroy(ae));
-    OK(kvc_pool_check(pe));
-    assert_int_equal(pool_stats(pe).used_blocks, 0);
-    OK(kvc_pool_destroy(pi));
-    OK(kvc_pool_destroy(pe));
+    pair_down(&x);
 }
 
 /* A failed import whose gets never complete after its endpoint was force-closed (UCX 1.13 was seen
@@ -1151,6 +1158,7 @@ int main(void) {
         cmocka_unit_test(test_other_layout_identity_or_keys_are_refused),
         cmocka_unit_test(test_importer_pool_full_is_a_clean_refusal),
         cmocka_unit_test(test_lease_expiry_and_release_fail_the_import),
+        cmocka_unit_test(test_staged_lease_expiry_and_release_fail_the_import),
         cmocka_unit_test(test_concurrent_imports_of_one_prefix),
         cmocka_unit_test(test_import_evicting_into_the_host_tier),
         cmocka_unit_test(test_exporter_killed_mid_transfer),
