@@ -387,6 +387,7 @@ void agent_destroy(kvc_xfer_agent *a) {
             // Gets still in flight after 10 s: leak the blocks rather than let a late get write
             // into a block someone else owns.
             kv.second->res.fresh.clear();
+            (void)kv.second->lease_buf.release();  // a get of the lease word may still land there
             abort_import(a->pool, &kv.second->res);
         }
     for (auto &kv : a->exports) {
