@@ -55,5 +55,6 @@ void kvct_corrupt_refcount(kvc_pool *p, int32_t b, int32_t delta) {
 }
 
 void kvct_xfer_device_fault(int32_t count) { kvc::xfer::device_fault_set(count); }
+void kvct_xfer_stuck_gets(int64_t abandon_ms) { kvc::xfer::stuck_gets_set(abandon_ms); }
 
 }  // extern "C"

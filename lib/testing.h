@@ -63,6 +63,11 @@ int32_t kvct_tier_corrupt_slot(kvc_pool *pool, int32_t tier, int32_t slot, int32
 /** The next count host-to-device copies with which transfer imports into CUDA pools land their
  *  pulled blocks fail with KVC_ERR_DEVICE (as a failed cudaMemcpyAsync would); 0 ends it. */
 void kvct_xfer_device_fault(int32_t count);
+/** While abandon_ms > 0, every get of a transfer import reads as still in progress (as UCX 1.13's
+ *  emulated gets were once seen to stay after their endpoint was force-closed), so the import
+ *  times out, and it abandons them abandon_ms (instead of 10 s) after its endpoint was closed,
+ *  leaking its fresh blocks. 0 ends it. */
+void kvct_xfer_stuck_gets(int64_t abandon_ms);
 
 #ifdef __cplusplus
 }

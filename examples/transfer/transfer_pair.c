@@ -165,7 +165,9 @@ static int run_prefill(const char *desc_path, int64_t n, const char *tls, const 
     kvc_xfer_stats s = {0};
     s.struct_size = sizeof s;
     CHECK(kvc_xfer_get_stats(a, &s));
-    printf("prefill: %lld lease check(s) answered; releasing\n", (long long)s.lease_checks);
+    printf("prefill: %lld lease check(s) answered by message (an importer of a staged export reads its lease word "
+           "instead); releasing\n",
+           (long long)s.lease_checks);
     CHECK(kvc_xfer_export_release(a, ex));
     CHECK(kvc_xfer_agent_destroy(a));
     CHECK(kvc_pool_check(p));

@@ -2266,11 +2266,12 @@ KVC_API kvc_status kvc_launch_attention(kvc_pool *pool, const kvc_batch *batch, 
  * HTTP, a queue). The importer's kvc_xfer_import is asynchronous (kvc_xfer_op_query /
  * kvc_xfer_op_wait, like the tier operations): it checks the descriptor, its layout and identity
  * against the importing pool, recomputes the hash chain from the token ids and the importer's
- * keys, takes fresh blocks, pulls them (one-sided RMA gets; with the exporter's environment
- * KVC_XFER_EXPORT_STAGING=1 a CPU exporter that may serve over shared memory stages its exports in
- * UCX-allocated memory, which the importer then copies from its mapping of it; with the importer's
- * KVC_XFER_DATA_PATH=push each run is asked for and sent back by active-message rendezvous), asks
- * the exporter whether the lease was held throughout, and only then enters the blocks in the
+ * keys, takes fresh blocks, pulls them (one-sided RMA gets; a CPU exporter that may serve over
+ * shared memory stages its exports in UCX-allocated memory unless its environment has
+ * KVC_XFER_EXPORT_STAGING=0, and the importer then copies from its mapping of it; with the
+ * importer's KVC_XFER_DATA_PATH=push each run is asked for and sent back by active-message
+ * rendezvous), checks that the lease was held throughout (by asking the exporter, or for a staged
+ * export by reading its lease word itself), and only then enters the blocks in the
  * prefix cache, so a later kvc_alloc of the prompt hits them. Any failure (peer gone, timeout, lease over, layout or
  * identity mismatch, a truncated or damaged descriptor, importing pool full) is a status and a
  * kvc_xfer_failure reason, with nothing cached and every block returned: the caller recomputes.

@@ -31,6 +31,13 @@ kvc_status agent_stats(kvc_xfer_agent *a, kvc_xfer_stats *out);
 #ifdef KVC_TEST_HOOKS
 // kvct_xfer_device_fault (lib/testing.h): the next count landing copies of CUDA imports fail.
 void device_fault_set(int32_t count);
+// kvct_xfer_stuck_gets (lib/testing.h): while abandon_ms > 0 every get reads as still in progress,
+// and a failed import abandons its requests abandon_ms after its endpoint was closed.
+void stuck_gets_set(int64_t abandon_ms);
+namespace detail {
+bool device_fault_take();  // an injected landing failure is due (consumes one)
+int64_t stuck_gets_ms();   // > 0: kvct_xfer_stuck_gets is on
+}  // namespace detail
 #endif
 
 }  // namespace kvc::xfer

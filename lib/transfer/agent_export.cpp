@@ -14,10 +14,30 @@
 namespace kvc::xfer {
 namespace detail {
 
+// The word is in the exporter's UCX-allocated staging, mapped (or read by gets) by importers in
+// other processes: written with atomic operations. Published with release order after stage_out's
+// copies; cleared by an atomic exchange before the slots can go back (staging_release) and be
+// overwritten by another export, so an importer that reads the tag after its copies (with a fence
+// between) read the leased bytes (lib/transfer/README.md, "Lease check").
+void lease_word_set(kvc_xfer_agent *a, Export *e, uint64_t export_id) {
+    if (!e->lease_word) return;
+    __atomic_store_n(e->lease_word, lease_tag(a->nonce, export_id), __ATOMIC_RELEASE);
+}
+
+void lease_word_end(Export *e) {
+    if (!e->lease_word) return;
+    // An atomic exchange, not a store: its acquire half keeps every later store (stage_out's copy
+    // of another export into these slots, after staging_release) after it; on x86 a locked
+    // instruction, which no later store, non-temporal ones included, passes.
+    (void)__atomic_exchange_n(e->lease_word, uint64_t(0), __ATOMIC_SEQ_CST);
+    e->lease_word = nullptr;
+}
+
 void reap_leases(kvc_xfer_agent *a) {
     const int64_t now = now_ms();
     for (auto it = a->exports.begin(); it != a->exports.end();) {
         if (it->second.expires_ms <= now) {
+            lease_word_end(&it->second);
             release_blocks(a->pool, it->second.blocks);
             staging_release(a, &it->second.staged);
             ++a->stats.exports_expired;
@@ -59,6 +79,11 @@ kvc_status publish_export(kvc_xfer_agent *a, HeldPrefix &held, const StagingLeas
         d.addrs[i] = uint64_t(reinterpret_cast<uintptr_t>(at));
     }
     Export e;
+    if (st.ck && st.ck->words) {
+        // A staged CPU export: its lease word (the first slot's), named by a version 2 descriptor.
+        e.lease_word = &st.ck->words[st.slots[0]];
+        d.lease_addr = uint64_t(reinterpret_cast<uintptr_t>(e.lease_word));
+    }
     e.blocks = held.blocks;
     e.staged = st;
     e.addrs = d.addrs;
@@ -68,7 +93,8 @@ kvc_status publish_export(kvc_xfer_agent *a, HeldPrefix &held, const StagingLeas
     d.export_id = a->next_export++;
     e.desc = encode(d);
     const int64_t n = int64_t(held.blocks.size());
-    a->exports.emplace(d.export_id, std::move(e));
+    auto placed = a->exports.emplace(d.export_id, std::move(e));
+    lease_word_set(a, &placed.first->second, d.export_id);
     ++a->stats.exports_total;
     *out_export = d.export_id;
     if (out_tokens) *out_tokens = n * c.block_size;
@@ -153,6 +179,7 @@ kvc_status agent_export_release(kvc_xfer_agent *a, uint64_t id, const char *fn) 
             return fail(KVC_ERR_INVALID_ARG, "%s: export %llu is unknown, released or expired", fn,
                         (unsigned long long)id);
         blocks.swap(it->second.blocks);
+        lease_word_end(&it->second);  // before its slots can be reused
         staging_release(a, &it->second.staged);
         a->exports.erase(it);
     }

@@ -107,12 +107,86 @@ void record_failure(kvc_xfer_agent *a, int32_t failure) {
         ++a->stats.failures_device;
 }
 
+namespace {
+
+// The lease check of a version 2 descriptor (a staged export): the export's lease word, read after
+// every data get and copy has completed (outstanding 0: the copies were made before the agent's
+// mutex was taken again, the gets' completion seen by this thread). Mapped here: a load after a
+// full fence (no data load may pass it; the exporter clears the word before the slots can be
+// reused). Otherwise one more get, whose completion step() waits for. No message to the exporter.
+void read_lease_word(kvc_xfer_agent *a, ImportOp *op) {
+    const uint64_t want = lease_tag(op->desc.nonce, op->desc.export_id);
+    if (op->lease_ptr) {
+        // The copies' loads are ordered before this one by the agent's mutex already (the copying
+        // thread released it after them, this thread acquired it since); the fence says so on
+        // every architecture (not under TSan, which does not model fences: the mutex suffices).
+#if !defined(__SANITIZE_THREAD__)
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+        op->check = __atomic_load_n(op->lease_ptr, __ATOMIC_ACQUIRE) == want ? 1 : 0;
+        return;
+    }
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = 0;
+    ucs_status_ptr_t r =
+        a->u->ucp_get_nbx(op->ep->ep, op->lease_buf.get(), sizeof(uint64_t), op->desc.lease_addr, op->rkey, &prm);
+    if (UCS_PTR_IS_ERR(r)) {
+        op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER, "kvc_xfer_op_wait: import %llu: reading the lease word failed: %s",
+                (unsigned long long)op->id, a->u->ucs_status_string(UCS_PTR_STATUS(r)));
+        return;
+    }
+    if (r == nullptr) {  // completed in place
+        op->check = *op->lease_buf == want ? 1 : 0;
+        return;
+    }
+    op->gets.push_back(r);  // capacity: one per fresh block, and every data get is done
+    ++op->outstanding;
+    op->lease_reading = true;
+}
+
+// A failed op whose endpoint is closed, with requests UCX never completed (seen with UCX 1.13's
+// emulated gets after a force-close): after kAbandonAfterCloseMs they are freed (UCX releases a
+// freed request when it completes, if ever) and every fresh block is leaked — never returned to
+// the pool, since a late get could still write it — so that the op finishes with its failure.
+bool abandon_due(kvc_xfer_agent *a, ImportOp *op, int64_t now) {
+    if (op->outstanding == 0 || !op->copies.empty()) return false;  // mapped copies always finish
+    if (op->ep && !op->ep->closed) return false;
+    int64_t bound = kAbandonAfterCloseMs;
+#ifdef KVC_TEST_HOOKS
+    if (const int64_t t = stuck_gets_ms(); t > 0) bound = t;
+#endif
+    (void)a;
+    return now - op->failing_since_ms >= bound;
+}
+
+void abandon_requests(kvc_xfer_agent *a, ImportOp *op) {
+    const size_t reqs = op->gets.size();
+    for (void *r : op->gets) a->u->ucp_request_free(r);
+    op->gets.clear();
+    op->outstanding = 0;
+    if (op->ep) op->ep->abandoned = true;  // its rkeys may still be used by those requests
+    const size_t leaked = op->res.fresh.size();
+    op->res.fresh.clear();  // leaked: abort_import returns only the held (skipped) blocks
+    op->staged = StagingLease{};  // CUDA pool: the slots the gets land in, leaked likewise
+    (void)op->lease_buf.release();  // a get of the lease word may be among them
+    char more[160];
+    std::snprintf(more, sizeof more,
+                  "; %zu request(s) never completed after its endpoint was closed: abandoned, %zu block(s) leaked",
+                  reqs, leaked);
+    op->message += more;
+}
+
+}  // namespace
+
 // Advances one import; under mu.
 void step(kvc_xfer_agent *a, ImportOp *op) {
     // kLanding: the progress thread is copying its bytes outside the lock (land_ready).
     if (op->state == OpState::kDone || op->state == OpState::kLanding) return;
     for (size_t i = 0; i < op->gets.size();) {
-        const ucs_status_t gs = a->u->ucp_request_check_status(op->gets[i]);
+        ucs_status_t gs = a->u->ucp_request_check_status(op->gets[i]);
+#ifdef KVC_TEST_HOOKS
+        if (stuck_gets_ms() > 0) gs = UCS_INPROGRESS;  // kvct_xfer_stuck_gets
+#endif
         if (gs == UCS_INPROGRESS) {
             ++i;
             continue;
@@ -149,6 +223,9 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
             } else if (op->get_error != UCS_OK) {
                 op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER, "kvc_xfer_op_wait: import %llu: a get failed: %s",
                         (unsigned long long)op->id, a->u->ucs_status_string(op->get_error));
+            } else if (op->desc.lease_addr && !op->push) {
+                op->state = OpState::kChecking;
+                read_lease_word(a, op);
             } else {
                 op->state = OpState::kChecking;
                 op->check_msg = CheckMsg{op->desc.export_id, op->desc.nonce, op->id, a->nonce};
@@ -158,6 +235,16 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
                     op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER,
                             "kvc_xfer_op_wait: import %llu: the lease check could not be sent: %s",
                             (unsigned long long)op->id, a->u->ucs_status_string(st));
+            }
+        } else if (op->state == OpState::kChecking && op->lease_reading) {
+            if (op->outstanding == 0) {
+                op->lease_reading = false;
+                if (op->get_error != UCS_OK)
+                    op_fail(a, op, KVC_ERR_IO, KVC_XFER_FAIL_PEER,
+                            "kvc_xfer_op_wait: import %llu: reading the lease word failed: %s",
+                            (unsigned long long)op->id, a->u->ucs_status_string(op->get_error));
+                else
+                    op->check = *op->lease_buf == lease_tag(op->desc.nonce, op->desc.export_id) ? 1 : 0;
             }
         } else if (op->state == OpState::kChecking && op->check == 0) {
             op_fail(a, op, KVC_ERR_STATE, KVC_XFER_FAIL_LEASE,
@@ -187,7 +274,9 @@ void step(kvc_xfer_agent *a, ImportOp *op) {
     if (op->failing && op->state != OpState::kDone) {
         // The gets must stop before the blocks go back: force-close the endpoint (it fails every
         // import using it) unless they are done already.
+        if (op->failing_since_ms == 0) op->failing_since_ms = now;
         if (op->outstanding > 0 && op->ep) ep_mark_failed(a, op->ep, "closed after a failed import");
+        if (abandon_due(a, op, now)) abandon_requests(a, op);
         if (op->outstanding == 0) {
             abort_import(a->pool, &op->res);
             record_failure(a, op->failure);
@@ -415,6 +504,17 @@ static kvc_status start_import(kvc_xfer_agent *a, std::unique_ptr<ImportOp> &op,
     const bool mapped =
         a->mapped_copy && !o->push && u->ucp_rkey_ptr(o->rkey, d.addrs[size_t(skip)], &mapped_at) == UCS_OK;
     const int64_t max_run = std::max<int64_t>(1, (mapped ? a->max_mapped_get_bytes : a->max_get_bytes) / bb);
+    // A version 2 descriptor's lease word, where it is mapped here (8 bytes, contiguous): read by a
+    // load after the copies; otherwise by a get (read_lease_word).
+    if (d.lease_addr && !o->push) {
+        void *w0 = nullptr, *w7 = nullptr;
+        if (u->ucp_rkey_ptr(o->rkey, d.lease_addr, &w0) == UCS_OK &&
+            u->ucp_rkey_ptr(o->rkey, d.lease_addr + 7, &w7) == UCS_OK &&
+            static_cast<char *>(w7) == static_cast<char *>(w0) + 7 && reinterpret_cast<uintptr_t>(w0) % 8 == 0)
+            o->lease_ptr = static_cast<const uint64_t *>(w0);
+        else
+            o->lease_buf.reset(new uint64_t(0));  // may throw: the op is not in the table yet
+    }
     if (o->push) o->runs.reserve(size_t(m));  // at most one run per block: push_back cannot throw
     if (mapped) o->copies.reserve(size_t(m));
     // The op enters the table before its first get: nothing after this can throw.

@@ -16,24 +16,6 @@
 // as the tier code's do.
 #include "transfer/agent.hpp"
 
-#ifdef KVC_TEST_HOOKS  // fault injection: the test archive only (lib/CMakeLists.txt)
-#include <atomic>
-namespace kvc::xfer {
-namespace {
-std::atomic<int32_t> g_device_faults{0};
-}  // namespace
-void device_fault_set(int32_t count) { g_device_faults.store(count > 0 ? count : 0); }
-namespace detail {
-// True when an injected failure is due (consumes one).
-bool device_fault_take() {
-    int32_t n = g_device_faults.load();
-    while (n > 0 && !g_device_faults.compare_exchange_weak(n, n - 1)) {
-    }
-    return n > 0;
-}
-}  // namespace detail
-}  // namespace kvc::xfer
-#endif
 
 #ifdef KVC_HAVE_UCX
 
@@ -109,18 +91,22 @@ kvc_status staging_reserve(kvc_xfer_agent *a, int64_t n, StagingLease *out, cons
     ucs_status_t s = UCS_OK;
     if (!a->staged) {
         // A CPU pool's export staging: UCX allocates it (a SysV or POSIX shared segment that its
-        // shared-memory transports map into the importer), registered by the same call.
+        // shared-memory transports map into the importer), registered by the same call. After the
+        // slots: one lease word per slot (StagingChunk::words), in the same memory and rkey.
+        const size_t words_bytes = (size_t(slots) * 8 + 63) & ~size_t(63);
         ucp_mem_map_params_t mp{};
         mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
                         UCP_MEM_MAP_PARAM_FIELD_FLAGS;
         mp.address = nullptr;
-        mp.length = size_t(slots * bb);
+        mp.length = size_t(slots * bb) + words_bytes;
         mp.flags = UCP_MEM_MAP_ALLOCATE;
         s = u->ucp_mem_map(a->ctx, &mp, &chunk->memh);
         ucp_mem_attr_t ma{};
         ma.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
         if (s == UCS_OK) s = u->ucp_mem_query(chunk->memh, &ma);
-        if (s == UCS_OK && ma.length < size_t(slots * bb)) s = UCS_ERR_NO_MEMORY;
+        if (s == UCS_OK && ma.length < mp.length) s = UCS_ERR_NO_MEMORY;
+        if (s == UCS_OK && (reinterpret_cast<uintptr_t>(ma.address) + size_t(slots * bb)) % 8 != 0)
+            s = UCS_ERR_UNSUPPORTED;  // the words must be 8-aligned (bb is, and UCX's segments are)
         if (s != UCS_OK) {
             if (chunk->memh) u->ucp_mem_unmap(a->ctx, chunk->memh);
             a->staging_bytes -= slots * bb;
@@ -129,6 +115,8 @@ kvc_status staging_reserve(kvc_xfer_agent *a, int64_t n, StagingLease *out, cons
         }
         mem = ma.address;
         chunk->ucx_allocated = true;
+        chunk->words = reinterpret_cast<uint64_t *>(static_cast<char *>(mem) + slots * bb);
+        for (int64_t w = 0; w < slots; ++w) __atomic_store_n(&chunk->words[w], uint64_t(0), __ATOMIC_RELAXED);
     } else {
         // Pinning host memory can take long (page faults, IOMMU): not under the agent's lock.
         lk.unlock();

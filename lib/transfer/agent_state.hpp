@@ -31,6 +31,10 @@ constexpr unsigned kAmReply = 0x6b77;
 // process_vm_readv through the cma transport, instead of a get emulated over active messages).
 constexpr unsigned kAmPull = 0x6b78;
 constexpr unsigned kAmData = 0x6b79;
+// A failed import whose endpoint was force-closed waits this long for its requests to complete
+// (UCX 1.13 was seen to leave emulated gets in progress for ever there); then it abandons them,
+// leaks the blocks they could still write, and finishes with its failure (step()).
+constexpr int64_t kAbandonAfterCloseMs = 10000;
 // How long the progress thread keeps polling after the worker last did something, ms.
 constexpr int64_t kSpinAfterActivityMs = 20;
 
@@ -73,6 +77,12 @@ struct StagingChunk {
     std::vector<uint8_t> used;  // per slot
     ucp_mem_h memh = nullptr;
     std::vector<uint8_t> rkey;  // packed
+    // A CPU pool's export staging only: one 64-bit lease word per slot, after the slots in the same
+    // UCX-allocated memory (so the chunk's rkey covers them). The export whose first slot is s owns
+    // word s while it holds its slots: lease_tag(nonce, export id) while held, 0 once ended, written
+    // by the exporter only (under the agent's mutex), read by importers (lib/transfer/README.md,
+    // "Lease check").
+    uint64_t *words = nullptr;
 };
 // Slots of one chunk (an export's descriptor has one rkey), in block order. A chunk's base and
 // rkey never change once it exists, so they are read through `ck` without the agent's lock.
@@ -86,6 +96,7 @@ struct Export {
     std::vector<int32_t> blocks;
     std::vector<uint64_t> addrs;  // the blocks' addresses as the descriptor names them, sorted
     StagingLease staged;  // CUDA pool: the blocks' bytes, copied at export
+    uint64_t *lease_word = nullptr;  // staged CPU export: its lease word (staged.ck->words), cleared at its end
     std::vector<uint8_t> desc;
     int64_t expires_ms = 0;  // steady clock
 };
@@ -101,6 +112,9 @@ struct Endpoint {
     // import (over shared memory an unpack attaches the exporter's segment, and every import would
     // page-fault its mapping afresh). Destroyed once the endpoint is closed and no get uses them.
     std::map<std::string, ucp_rkey_h> rkeys;
+    // An import using this endpoint abandoned requests that never completed after the close
+    // (step(), kAbandonAfterCloseMs): UCX may still use its rkeys, so they live until teardown.
+    bool abandoned = false;
 };
 
 // kLanding (CUDA pools): the lease check passed and the progress thread copies the pulled bytes
@@ -130,6 +144,15 @@ struct ImportOp {
         size_t len;
     };
     std::vector<MappedCopy> copies;
+    // Version 2 descriptors (a staged export): the lease check reads the export's lease word, by a
+    // load where it is mapped here (lease_ptr), else by one more get into lease_buf (lease_reading
+    // while it runs): no message to the exporter.
+    const uint64_t *lease_ptr = nullptr;
+    // Where the get of the word lands (not mapped): its own allocation, leaked if that get is
+    // abandoned (it could still land after the op is gone).
+    std::unique_ptr<uint64_t> lease_buf;
+    bool lease_reading = false;
+    int64_t failing_since_ms = 0;  // when the op began failing (the bound on its requests)
     ucs_status_t get_error = UCS_OK;
     int64_t deadline_ms = 0;
     std::chrono::steady_clock::time_point start;
@@ -265,6 +288,10 @@ uint64_t unix_ms();
 kvc_status staging_init(kvc_xfer_agent *a, const char *fn);
 kvc_status staging_reserve(kvc_xfer_agent *a, int64_t n, StagingLease *out, const char *fn);
 void staging_release(kvc_xfer_agent *a, StagingLease *l);
+// A staged CPU export's lease word: set to its tag when published, cleared (before its slots may
+// be reused) when it ends. Under a->mu.
+void lease_word_set(kvc_xfer_agent *a, Export *e, uint64_t export_id);
+void lease_word_end(Export *e);
 char *staging_slot(const kvc_xfer_agent *a, const StagingLease &l, int64_t i);
 kvc_status stage_out(kvc_xfer_agent *a, const std::vector<int32_t> &blocks, const StagingLease &l, const char *fn);
 kvc_status land(kvc_xfer_agent *a, ImportOp *op);

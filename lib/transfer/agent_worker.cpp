@@ -70,7 +70,7 @@ void reap_rkeys(kvc_xfer_agent *a, bool all) {
         bool used = false;
         if (!all)
             for (auto &kv : a->ops) used |= kv.second->ep.get() == e && kv.second->outstanding > 0;
-        if (used) {
+        if (used || (!all && e->abandoned)) {
             ++i;
             continue;
         }
@@ -248,16 +248,13 @@ kvc_status agent_create(kvc_pool *pool, const kvc_xfer_config &cfg, kvc_xfer_age
     // reads device memory.
     a->staged = pool->backend == KVC_BACKEND_CUDA;
     if (!a->staged) {
-        // A CPU pool's exports go to UCX-allocated shared memory only when asked for
-        // (KVC_XFER_EXPORT_STAGING=1, and an importer may come over shared memory): faster gets
-        // there, but with it the second importer after one killed mid-transfer hangs in some runs
-        // of test_importer_killed_mid_transfer under ThreadSanitizer: the killed importer leaves a
-        // hole in the exporter's shared-memory receive FIFO (UCX's mm transport), which then
-        // receives nothing, so the lease check goes unanswered. Staging only moves the kill onto
-        // the importer's first messages; the fix is a lease check that needs no message to the
-        // exporter (lib/transfer/README.md, "Open").
+        // A CPU pool's exports go to UCX-allocated shared memory where an importer may come over
+        // shared memory (KVC_XFER_EXPORT_STAGING=0 turns it off): importers there map it and copy
+        // once, and read the export's lease word in it instead of asking the exporter (version 2
+        // descriptors), so they need no message answered by the exporter — whose shared-memory
+        // receive path a killed importer can wedge for good (lib/transfer/README.md, "Lease check").
         const char *e = std::getenv("KVC_XFER_EXPORT_STAGING");
-        a->stage_cpu_exports = e && std::atoi(e) != 0 && may_use_shared_memory(cfg);
+        a->stage_cpu_exports = (!e || !*e || std::atoi(e) != 0) && may_use_shared_memory(cfg);
     }
     if (a->staged || a->stage_cpu_exports)
         if (kvc_status st = staging_init(a.get(), fn); st != KVC_OK) return st;
@@ -390,9 +387,13 @@ void agent_destroy(kvc_xfer_agent *a) {
             // Gets still in flight after 10 s: leak the blocks rather than let a late get write
             // into a block someone else owns.
             kv.second->res.fresh.clear();
+            (void)kv.second->lease_buf.release();  // a get of the lease word may still land there
             abort_import(a->pool, &kv.second->res);
         }
-    for (auto &kv : a->exports) release_blocks(a->pool, kv.second.blocks);
+    for (auto &kv : a->exports) {
+        lease_word_end(&kv.second);  // importers that still map the staging see the lease end
+        release_blocks(a->pool, kv.second.blocks);
+    }
     a->exports.clear();
     a->ops.clear();
     reap_rkeys(a, true);

@@ -55,7 +55,7 @@ std::vector<uint8_t> encode(const Descriptor &d) {
     out.reserve(total);
     Writer w{&out};
     w.le<uint32_t>(kDescMagic);
-    w.le<uint16_t>(kDescVersion);
+    w.le<uint16_t>(d.lease_addr ? kDescVersion : kDescVersionMin);
     w.le<uint16_t>(uint16_t(kDescFixed));
     w.le<uint32_t>(uint32_t(total));
     w.le<uint32_t>(0);
@@ -73,7 +73,7 @@ std::vector<uint8_t> encode(const Descriptor &d) {
     w.le<uint32_t>(uint32_t(d.address.size()));
     w.le<uint32_t>(uint32_t(d.rkey.size()));
     w.le<uint32_t>(0);
-    w.le<uint64_t>(0);
+    w.le<uint64_t>(d.lease_addr);
     w.bytes(d.identity.data(), d.identity.size());
     w.bytes(d.address.data(), d.address.size());
     w.bytes(d.rkey.data(), d.rkey.size());
@@ -95,9 +95,9 @@ kvc_status decode(const uint8_t *buf, int64_t len, Descriptor *out, const char *
     const uint32_t magic = r.le<uint32_t>();
     if (magic != kDescMagic) return fail(KVC_ERR_INVALID_ARG, "%s: not a libkvc transfer descriptor (bad magic)", fn);
     const uint16_t version = r.le<uint16_t>();
-    if (version != kDescVersion)
-        return fail(KVC_ERR_VERSION, "%s: descriptor version %u, this library reads version %u", fn, version,
-                    kDescVersion);
+    if (version < kDescVersionMin || version > kDescVersion)
+        return fail(KVC_ERR_VERSION, "%s: descriptor version %u, this library reads versions %u to %u", fn, version,
+                    kDescVersionMin, kDescVersion);
     const uint16_t fixed = r.le<uint16_t>();
     const uint32_t total = r.le<uint32_t>();
     if (fixed != kDescFixed || int64_t(total) != len)
@@ -122,8 +122,12 @@ kvc_status decode(const uint8_t *buf, int64_t len, Descriptor *out, const char *
     const uint32_t id_len = r.le<uint32_t>(), addr_len = r.le<uint32_t>(), rkey_len = r.le<uint32_t>();
     const uint32_t reserved = r.le<uint32_t>();
     const uint64_t reserved2 = r.le<uint64_t>();
-    if (flags != 0 || reserved != 0 || reserved2 != 0)
+    if (flags != 0 || reserved != 0 || (version == 1 && reserved2 != 0))
         return fail(KVC_ERR_INVALID_ARG, "%s: descriptor has unknown flags or non-zero reserved fields", fn);
+    if (version == 2 && (reserved2 == 0 || reserved2 % 8 != 0))
+        return fail(KVC_ERR_INVALID_ARG, "%s: descriptor version 2 with a bad lease word address (0x%llx)", fn,
+                    (unsigned long long)reserved2);
+    d.lease_addr = version == 2 ? reserved2 : 0;
     if (d.block_size < 1 || d.num_layers < 1 || d.num_kv_heads < 1 || d.head_dim < 1 || d.block_bytes < 1 ||
         count < 1 || uint32_t(count) > kMaxDescBlocks || d.block_size > (1 << 20))
         return fail(KVC_ERR_INVALID_ARG,

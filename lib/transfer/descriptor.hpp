@@ -6,10 +6,10 @@
 // that the hash chain matches the tokens and keys, and the exporter that the lease is held), so
 // the channel must be as trusted as the services at its ends (lib/transfer/README.md).
 //
-// Format, version 1, every integer little-endian:
+// Format, version 1 or 2, every integer little-endian (version 2 differs only at offset 88):
 //   off  size
 //   0    4   magic "KVCX"
-//   4    2   version (1)
+//   4    2   version (1, or 2 when the export has a lease word)
 //   6    2   fixed header size (96)
 //   8    4   total length, checksum included
 //   12   4   flags (0)
@@ -19,7 +19,11 @@
 //   40   4×6 block_size, num_layers, num_kv_heads, head_dim, kv_dtype, num_blocks (count)
 //   64   8   bytes per block (the pool's block stride)
 //   72   4×4 identity length, worker address length, rkey length, reserved (0)
-//   88   8   reserved (0)
+//   88   8   version 1: reserved (0). Version 2: the address of the export's lease word in the
+//            memory the rkey covers (non-zero, 8-aligned): a 64-bit word that holds
+//            lease_tag(nonce, export id) while the export is held and something else (0, or
+//            another export's tag) once its lease has ended. An importer reads it after its data
+//            gets/copies instead of asking the exporter (lib/transfer/README.md, "Lease check").
 //   96   identity bytes, worker address bytes, rkey bytes,
 //        token ids (count × block_size i32), hashes (count × (u64 hi, u64 lo)),
 //        remote block addresses (count × u64)
@@ -36,7 +40,8 @@
 namespace kvc::xfer {
 
 constexpr uint32_t kDescMagic = 0x5843564bu;  // "KVCX"
-constexpr uint16_t kDescVersion = 1;
+constexpr uint16_t kDescVersion = 2;    // the newest this library reads and writes
+constexpr uint16_t kDescVersionMin = 1;  // version 1: no lease word (the lease check by message)
 constexpr uint32_t kDescFixed = 96;
 constexpr uint64_t kDescSeed = 0x6b76632d78666572ull;
 // Bounds a parser enforces before allocating anything.
@@ -48,6 +53,7 @@ struct Descriptor {
     uint64_t nonce = 0;
     uint64_t export_id = 0;
     uint64_t lease_unix_ms = 0;
+    uint64_t lease_addr = 0;  // the lease word's remote address; 0: none (written as version 1)
     int32_t block_size = 0, num_layers = 0, num_kv_heads = 0, head_dim = 0, kv_dtype = 0;
     int64_t block_bytes = 0;
     std::string identity;
@@ -59,10 +65,20 @@ struct Descriptor {
     int64_t count() const { return int64_t(hashes.size()); }
 };
 
-// Serializes d (sizes consistent: tokens = count × block_size, addrs = count).
+// The value of a held export's lease word: a mix of the exporter's nonce and the export id, never 0.
+inline uint64_t lease_tag(uint64_t nonce, uint64_t export_id) {
+    uint64_t z = nonce ^ (export_id * 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return z ? z : 1;
+}
+
+// Serializes d (sizes consistent: tokens = count × block_size, addrs = count): version 2 when it
+// names a lease word, else version 1 (readable by importers that know only version 1).
 std::vector<uint8_t> encode(const Descriptor &d);
 
-// Parses and checks buf[0, len): KVC_OK, KVC_ERR_VERSION (another version), or
+// Parses and checks buf[0, len) of version 1 or 2: KVC_OK, KVC_ERR_VERSION (another version), or
 // KVC_ERR_INVALID_ARG naming what is wrong (truncated, bad magic, checksum, a length out of
 // bounds or inconsistent). Message prefixed with fn. May throw std::bad_alloc.
 kvc_status decode(const uint8_t *buf, int64_t len, Descriptor *out, const char *fn);

@@ -5,12 +5,14 @@
 #   default transports: tcp sm,self. Each figure is the median of REPS runs (default 3), perftest
 #   and bench_transfer alternating so that load on the machine hits both alike.
 # perftest runs with 16 gets outstanding (-O 16), as an import has its blocks in flight at once.
-# Four ways of importing alternate with it: "default" (gets of the exporter pool's own storage),
+# Four ways of importing alternate with it: "default" (what the library does unless told: since
+# session 19, over shared memory the export staged in UCX-allocated memory, mapped and copied by
+# the importer, its lease word read by the importer; over TCP gets of the exporter pool's storage),
 # "push" (KVC_XFER_DATA_PATH=push: each run asked for and sent back by active-message rendezvous),
 # "get" (KVC_XFER_EXPORT_STAGING=1: exports staged in UCX-allocated shared memory, which over
 # shared memory the importer maps and copies itself, streaming; KVC_XFER_MAPPED_COPY=0 in the
 # environment makes those gets again, the way before session 18) and "plain" (gets, staging off
-# explicitly: the default's path).
+# explicitly: the default's path before session 19).
 # ucx_perftest prints MB/s with MB = 2^20 bytes; bench_transfer prints MiB/s: the same unit.
 set -euo pipefail
 BENCH=${1:-build/tests/bench_transfer}
