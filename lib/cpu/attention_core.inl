@@ -527,8 +527,7 @@ void attend_lanes(const Plan &P, const Item &it, int64_t item) {
         if (from_copy) vt = C.v.data() + (c0 - C.lo) * d;
         else gather(kbuf, a, table, 1, it.kvh, c0, c1, a.v_scale);
         prefetch_step();
-        // Across the diagonal, each row vector's P.V stops at the last key its rows see.
-        pv_lanes(acct, st, vt, corr, n, d, R, c1 - 1 > it.first_pos, it.first_pos - c0, G, rows);
+        pv_lanes(acct, st, vt, corr, n, d, R);
     }
 
     lanes_to_rows(qt, acct, R, d);  // qt is free now: the accumulators row by row

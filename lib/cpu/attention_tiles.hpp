@@ -17,7 +17,6 @@
 // kernels_avx512.cpp); internal linkage, like simd.hpp.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "cpu/simd.hpp"
@@ -82,43 +81,27 @@ static inline void scores_lanes(float *st, float *mx, const float *qt, const flo
 
 // acct[i][r ..] = acct[i][r ..] * corr[r ..] + sum_p st[p][r ..] * v[p][i] for dims i0 .. i0 + ND - 1:
 // the online softmax's rescale of the rows' accumulators folded into the P.V update.
-//
-// end[w] (w < NV, nondecreasing, each <= n): row vector w's weights are zero from key end[w] on
-// (the causal mask of a tile across the diagonal: later query rows see more keys). Keys
-// [end[w - 1], end[w]) update only the vectors from w on, in the same registers: the masked
-// triangle costs no FMAs and the accumulators no extra round trip. Adding a zero weight times a
-// finite value changes nothing, so the results are those of the full loop.
-template <int NV, int ND, int W0>
-static inline void pv_keys(fvec (&acc)[ND][NV], const float *st, const float *v, int32_t p0, int32_t p1, int32_t d,
-                           int32_t R, int32_t r, int32_t i0) {
-    for (int32_t p = p0; p < p1; ++p) {
-        fvec wt[NV];
-#pragma GCC unroll 4
-        for (int w = W0; w < NV; ++w) wt[w] = loadv(st + int64_t(p) * R + r + w * kLanes);
-        const float *vp = v + int64_t(p) * d + i0;
-#pragma GCC unroll 4
-        for (int j = 0; j < ND; ++j) {
-            const fvec x = splatv(vp[j]);
-#pragma GCC unroll 4
-            for (int w = W0; w < NV; ++w) acc[j][w] += wt[w] * x;
-        }
-    }
-}
-
 template <int NV, int ND>
-static inline void pv_block(float *acct, const float *st, const float *v, const float *corr, const int32_t *end,
-                            int32_t d, int32_t R, int32_t r, int32_t i0) {
+static inline void pv_block(float *acct, const float *st, const float *v, const float *corr, int32_t n, int32_t d,
+                            int32_t R, int32_t r, int32_t i0) {
     fvec acc[ND][NV];
 #pragma GCC unroll 4
     for (int j = 0; j < ND; ++j)
 #pragma GCC unroll 4
         for (int w = 0; w < NV; ++w)
             acc[j][w] = loadv(acct + int64_t(i0 + j) * R + r + w * kLanes) * loadv(corr + r + w * kLanes);
-    pv_keys<NV, ND, 0>(acc, st, v, 0, end[0], d, R, r, i0);
-    if constexpr (NV > 1) pv_keys<NV, ND, 1>(acc, st, v, end[0], end[1], d, R, r, i0);
-    if constexpr (NV > 2) pv_keys<NV, ND, 2>(acc, st, v, end[1], end[2], d, R, r, i0);
-    if constexpr (NV > 3) pv_keys<NV, ND, 3>(acc, st, v, end[2], end[3], d, R, r, i0);
-    static_assert(NV <= 4, "pv_block: one key segment per row vector, at most 4");
+    for (int32_t p = 0; p < n; ++p) {
+        fvec wt[NV];
+#pragma GCC unroll 4
+        for (int w = 0; w < NV; ++w) wt[w] = loadv(st + int64_t(p) * R + r + w * kLanes);
+        const float *vp = v + int64_t(p) * d + i0;
+#pragma GCC unroll 4
+        for (int j = 0; j < ND; ++j) {
+            const fvec x = splatv(vp[j]);
+#pragma GCC unroll 4
+            for (int w = 0; w < NV; ++w) acc[j][w] += wt[w] * x;
+        }
+    }
 #pragma GCC unroll 4
     for (int j = 0; j < ND; ++j)
 #pragma GCC unroll 4
@@ -126,37 +109,22 @@ static inline void pv_block(float *acct, const float *st, const float *v, const 
 }
 
 template <int NV>
-static inline void pv_rows(float *acct, const float *st, const float *v, const float *corr, const int32_t *end,
-                           int32_t d, int32_t R, int32_t r) {
+static inline void pv_rows(float *acct, const float *st, const float *v, const float *corr, int32_t n, int32_t d,
+                           int32_t R, int32_t r) {
     int32_t i = 0;
-    for (; i + 4 <= d; i += 4) pv_block<NV, 4>(acct, st, v, corr, end, d, R, r, i);
-    for (; i < d; ++i) pv_block<NV, 1>(acct, st, v, corr, end, d, R, r, i);
+    for (; i + 4 <= d; i += 4) pv_block<NV, 4>(acct, st, v, corr, n, d, R, r, i);
+    for (; i < d; ++i) pv_block<NV, 1>(acct, st, v, corr, n, d, R, r, i);
 }
 
 // Every row's accumulator rescaled by corr and updated with the chunk's n weighted value rows.
-// With `causal` (a tile across the diagonal: row r is query position qrel0 + r / G relative to
-// the tile's first key, and sees keys 0 .. qrel0 + r / G at most), each row vector stops at the
-// keys its last real row sees (pv_block's end); the weights past that are the mask's zeros.
 static inline void pv_lanes(float *acct, const float *st, const float *v, const float *corr, int32_t n, int32_t d,
-                            int32_t R, bool causal = false, int64_t qrel0 = 0, int32_t G = 1, int32_t rows = 0) {
-    auto fill_end = [&](int32_t *end, int32_t r, int nv) {
-        for (int w = 0; w < nv; ++w) {
-            if (!causal) { end[w] = n; continue; }
-            const int32_t last = std::min(r + (w + 1) * kLanes, rows) - 1;  // every vector holds a real row
-            end[w] = int32_t(std::max<int64_t>(0, std::min<int64_t>(n, qrel0 + last / G + 1)));
-        }
-    };
-    int32_t end[4];  // kRowBlock vectors, or the 1-3 left over
+                            int32_t R) {
     int32_t r = 0;
-    for (; r + kRowBlock * kLanes <= R; r += kRowBlock * kLanes) {
-        fill_end(end, r, kRowBlock);
-        pv_rows<kRowBlock>(acct, st, v, corr, end, d, R, r);
-    }
-    fill_end(end, r, (R - r) / kLanes);
+    for (; r + kRowBlock * kLanes <= R; r += kRowBlock * kLanes) pv_rows<kRowBlock>(acct, st, v, corr, n, d, R, r);
     switch ((R - r) / kLanes) {
-        case 3: pv_rows<3>(acct, st, v, corr, end, d, R, r); break;
-        case 2: pv_rows<2>(acct, st, v, corr, end, d, R, r); break;
-        case 1: pv_rows<1>(acct, st, v, corr, end, d, R, r); break;
+        case 3: pv_rows<3>(acct, st, v, corr, n, d, R, r); break;
+        case 2: pv_rows<2>(acct, st, v, corr, n, d, R, r); break;
+        case 1: pv_rows<1>(acct, st, v, corr, n, d, R, r); break;
         default: break;
     }
 }
