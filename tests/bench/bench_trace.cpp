@@ -185,23 +185,18 @@ struct Replay {
             for (size_t i = 0; i < n; ++i) check(kvc_append(pool, ids[i], &step_tokens[i], 1, 0, nullptr), "append");
         }
         ops += int64_t(n);
-        // Positions advance in place; the batch is compacted only on a step where a request
-        // finished (one step in about three here), as a server's persistent batch changes only
-        // when requests join or leave.
-        bool finished = false;
-        for (size_t i = 0; i < n; ++i) finished |= ++pos[i] == len[i];
-        if (!finished) return;
         // Finished requests leave; the others keep their order.
         size_t kept = 0;
         for (size_t i = 0; i < n; ++i) {
             const uint64_t id = ids[i];
-            if (pos[i] == len[i]) {
+            const int64_t next = pos[i] + 1;
+            if (next == len[i]) {
                 check(kvc_free(pool, id), "free");
                 ++ops;
                 continue;
             }
             ids[kept] = id;
-            pos[kept] = pos[i];
+            pos[kept] = next;
             len[kept] = len[i];
             ++kept;
         }
