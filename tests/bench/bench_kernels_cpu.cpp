@@ -185,9 +185,9 @@ void run_memcpy(benchmark::State &st, int64_t bytes, bool pool) {
     st.SetBytesProcessed(int64_t(st.iterations()) * bytes);
 }
 
-// A plain read of the decode shape's K/V bytes on one thread, in the kernels' order -- sequence by
+// A plain read of the decode shape's K/V bytes in the kernels' order -- sequence by
 // sequence, KV head by KV head, each block's K then V rows through the shuffled table -- summing
-// 64-byte lines: what this thread's memory bandwidth gives for the bytes decode must read, next to
+// 64-byte lines: what the memory bandwidth gives for the bytes decode must read, next to
 // memcpy (which also writes) and decode itself.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target("avx512f"))) uint64_t read_lines_512(const char *p, int64_t bytes) {
@@ -213,21 +213,30 @@ uint64_t read_lines(const char *p, int64_t bytes) {
     return acc;
 }
 
-void run_read_paged(benchmark::State &st, const Shape *sh) {
+// ... on one thread, or split by sequence over the worker pool's parallel_width() threads (does a
+// paged read scale with threads as memcpy does?).
+void run_read_paged(benchmark::State &st, const Shape *sh, bool pool) {
     Setup &s = setup_for(*sh);
     const kvc::KvLayout &L = s.layout;
     const char *base = reinterpret_cast<const char *>(s.storage.data());
     const int64_t nseq = int64_t(s.seq_lens.size());
-    uint64_t sink = 0;
-    for (auto _ : st) {
-        for (int64_t q = 0; q < nseq; ++q)
+    const int64_t pieces = pool ? kvc::cpu::parallel_width() : 1;
+    std::vector<uint64_t> sinks(size_t(pieces), 0);
+    auto read_piece = [&](int64_t i) {
+        uint64_t sink = 0;
+        for (int64_t q = nseq * i / pieces; q < nseq * (i + 1) / pieces; ++q)
             for (int32_t h = 0; h < L.num_kv_heads; ++h)
                 for (int64_t p = 0; p < s.ctx; p += L.block_size) {
                     const int64_t block = s.tables[size_t(q * s.width + p / L.block_size)];
                     const int64_t run = std::min<int64_t>(L.block_size, s.ctx - p) * L.token_stride;
                     for (int32_t kv = 0; kv < 2; ++kv) sink += read_lines(base + L.offset(block, 0, kv, h, 0), run);
                 }
-        benchmark::DoNotOptimize(sink);
+        sinks[size_t(i)] += sink;
+    };
+    for (auto _ : st) {
+        kvc::cpu::parallel_for_each(pieces, read_piece);
+        benchmark::DoNotOptimize(sinks.data());
+        benchmark::ClobberMemory();
     }
     st.SetBytesProcessed(int64_t(st.iterations()) * s.kv_bytes);
 }
@@ -309,8 +318,10 @@ void register_all() {
             for (bool pool : {false, true})
                 benchmark::RegisterBenchmark((name + (pool ? "/memcpy_pool" : "/memcpy_1thread")).c_str(), run_memcpy, bytes, pool)
                     ->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
-            benchmark::RegisterBenchmark((name + "/read_paged_1thread").c_str(), run_read_paged, &sh)
-                ->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
+            for (bool pool : {false, true})
+                benchmark::RegisterBenchmark((name + (pool ? "/read_paged_pool" : "/read_paged_1thread")).c_str(),
+                                             run_read_paged, &sh, pool)
+                    ->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
         }
     }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
