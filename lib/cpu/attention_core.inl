@@ -103,8 +103,9 @@ struct Plan {
 //
 // PrefetchStream: the bytes of K or V (kv) of positions [p0, p1) of one KV head as the runs they
 // lie in (one per block touched); advance(b) prefetches the stream's next b bytes.
-// kv_runs: calls f(row, bytes) for each run of K or V (kv) rows of positions [p0, p1) of one KV
-// head that lie together (one per block touched), in position order.
+// kv_runs: calls f(row, rows) for each run of K or V (kv) rows of positions [p0, p1) of one KV
+// head that lie together (one per block touched; rows token_stride bytes apart), in position
+// order. The one walk of a sequence's block table that gather, row_ptrs and the prefetches share.
 template <class F>
 void kv_runs(const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t head, int64_t p0, int64_t p1, F f) {
     const KvLayout &L = a.layout;
@@ -113,7 +114,7 @@ void kv_runs(const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t h
         const int64_t block = table[p / L.block_size];
         const int32_t tok = int32_t(p % L.block_size);
         const int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
-        f(base + L.offset(block, a.layer, kv, head, tok), run * L.token_stride);
+        f(base + L.offset(block, a.layer, kv, head, tok), run);
         p += run;
     }
 }
@@ -127,9 +128,9 @@ struct PrefetchStream {
     void init(const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t head, int64_t p0, int64_t p1) {
         nruns = cur = 0;
         off = 0;
-        kv_runs(a, table, kv, head, p0, std::min<int64_t>(p1, p0 + kMaxRuns), [&](const char *row, int64_t bytes) {
+        kv_runs(a, table, kv, head, p0, std::min<int64_t>(p1, p0 + kMaxRuns), [&](const char *row, int64_t rows) {
             ptr[nruns] = row;
-            len[nruns++] = bytes;
+            len[nruns++] = rows * a.layout.token_stride;
         });
     }
     // Prefetches the stream's next `bytes` bytes (whole lines from the cursor on).
@@ -149,14 +150,8 @@ struct PrefetchStream {
 void gather(float *dst, const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t head,
             int64_t p0, int64_t p1, float scale, PrefetchStream *pf = nullptr) {
     const KvLayout &L = a.layout;
-    const char *base = static_cast<const char *>(a.base);
-    int64_t p = p0;
-    while (p < p1) {
-        int64_t block = table[p / L.block_size];
-        int32_t tok = int32_t(p % L.block_size);
-        int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
-        const char *src = base + L.offset(block, a.layer, kv, head, tok);
-        float *out = dst + (p - p0) * L.head_dim;
+    float *out = dst;
+    kv_runs(a, table, kv, head, p0, p1, [&](const char *src, int64_t run) {
         if (pf) {
             for (int64_t t = 0; t < run; ++t) {
                 to_float(out + t * L.head_dim, src + t * L.token_stride, L.dtype, L.head_dim, scale);
@@ -165,8 +160,8 @@ void gather(float *dst, const AttentionArgs &a, const int32_t *table, int32_t kv
         } else {
             to_float(out, src, L.dtype, run * L.head_dim, scale);
         }
-        p += run;
-    }
+        out += run * L.head_dim;
+    });
 }
 
 // What one work item covers (see the header comment).
@@ -351,7 +346,7 @@ struct NextItemPrefetch {
             const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
             for (int32_t kv = 0; kv < 2; ++kv)
                 kv_runs(a, table, kv, it.kvh, std::max(it.c_hi, nx.c_lo), nx.c_hi,
-                        [&](const char *row, int64_t bytes) { add(row, bytes, false); });
+                        [&](const char *row, int64_t rows) { add(row, rows * a.layout.token_stride, false); });
         }
     }
     // Prefetches `lines` more lines, into L2.
@@ -540,16 +535,12 @@ void attend_lanes(const Plan &P, const Item &it, int64_t item) {
 template <typename E>
 void row_ptrs(const E **dst, const AttentionArgs &a, const int32_t *table, int32_t kv, int32_t head, int64_t p0,
               int64_t p1, int32_t n_padded) {
-    const KvLayout &L = a.layout;
-    const char *base = static_cast<const char *>(a.base);
-    for (int64_t p = p0; p < p1;) {
-        const int64_t block = table[p / L.block_size];
-        const int32_t tok = int32_t(p % L.block_size);
-        const int64_t run = std::min<int64_t>(p1 - p, L.block_size - tok);
-        const E *row = reinterpret_cast<const E *>(base + L.offset(block, a.layer, kv, head, tok));
-        for (int64_t t = 0; t < run; ++t) dst[p - p0 + t] = row + t * L.head_dim;
-        p += run;
-    }
+    const int64_t hd = a.layout.head_dim;
+    const E **at = dst;
+    kv_runs(a, table, kv, head, p0, p1, [&](const char *src, int64_t run) {
+        const E *row = reinterpret_cast<const E *>(src);
+        for (int64_t t = 0; t < run; ++t) *at++ = row + t * hd;
+    });
     for (int64_t j = p1 - p0; j < n_padded; ++j) dst[j] = dst[0];
 }
 

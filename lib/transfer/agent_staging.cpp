@@ -16,7 +16,6 @@
 // as the tier code's do.
 #include "transfer/agent.hpp"
 
-
 #ifdef KVC_HAVE_UCX
 
 #include <algorithm>
