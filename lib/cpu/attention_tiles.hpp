@@ -186,7 +186,7 @@ struct RowPointers {
     void prefetch_next(int32_t j) const {
         if (!next) return;
         const char *r = reinterpret_cast<const char *>(next[j]);
-        for (int32_t o = 0; o < row_bytes; o += 64) __builtin_prefetch(r + o, 0, 1);
+        for (int32_t o = 0; o < row_bytes; o += 64) prefetch_l2(r + o);
     }
     // The same rows for a second block of rows: the next chunk is prefetched once.
     RowPointers without_prefetch() const { return RowPointers{p, nullptr, 0}; }

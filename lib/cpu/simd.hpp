@@ -41,6 +41,19 @@ constexpr int kVecRegs = 16;
 typedef float fvec __attribute__((vector_size(kLanes * 4)));
 typedef int32_t ivec __attribute__((vector_size(kLanes * 4)));
 
+// A software prefetch of p's line into L2 (prefetcht2) that the optimizer keeps. GCC models
+// __builtin_prefetch as free of side effects, so a function whose only effect is prefetching is
+// found pure and every call to it, its result unused, deleted as dead code: RowPointers::
+// prefetch_next (attention_tiles.hpp) was, and the in-place decode path ran with no software
+// prefetch at all (tests/bench/RESULTS.md, session 20). A volatile asm is never deleted.
+static inline void prefetch_l2(const void *p) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    asm volatile("prefetcht2 %0" : : "m"(*static_cast<const char *>(p)));
+#else
+    __builtin_prefetch(p, 0, 1);
+#endif
+}
+
 static inline fvec loadv(const float *p) {
     fvec v;
     std::memcpy(&v, p, sizeof v);

@@ -24,6 +24,7 @@
 #include "cpu/dtype_convert.hpp"
 #include "cpu/thread_pool.hpp"
 #include "storage/kernel_args.hpp"
+#include "storage/pool_access.hpp"
 #if __has_include("cpu/cpu_isa.hpp")
 #include "cpu/cpu_isa.hpp"
 #define KVC_BENCH_ISAS 1
@@ -31,9 +32,21 @@
 
 namespace {
 
+// The KV storage, allocated as a CPU pool allocates it (lib/storage/storage.cpp): the kernels
+// see the same alignment and pages as in a pool. (A std::vector's bytes began 16 bytes past a
+// page, so every 256-byte row straddled five cache lines and every block's rows two pages.)
+struct PoolBytes {
+    void *base = nullptr;
+    PoolBytes() = default;
+    PoolBytes(const PoolBytes &) = delete;
+    PoolBytes &operator=(const PoolBytes &) = delete;
+    ~PoolBytes() { kvc::storage_release(KVC_BACKEND_CPU, 0, base); }
+    void *data() const { return base; }
+};
+
 struct Setup {
     kvc::KvLayout layout;
-    std::vector<uint64_t> storage;
+    PoolBytes storage;
     std::vector<int32_t> tables, seq_lens, qsl;
     std::vector<uint16_t> q, out;
     std::vector<float> workspace;
@@ -51,7 +64,10 @@ struct Setup {
         };
         width = int32_t((context + block_size - 1) / block_size);
         layout.init(int64_t(batch) * width, block_size, 1, kv_heads, d, dtype);
-        storage.assign(size_t(layout.total_bytes / 8 + 1), 0);
+        if (kvc::storage_allocate(layout, KVC_BACKEND_CPU, 0, &storage.base) != KVC_OK) {
+            std::fprintf(stderr, "bench_kernels_cpu: cannot allocate %lld bytes of KV\n", (long long)layout.total_bytes);
+            std::exit(1);
+        }
         std::mt19937 rng(1);
         // Random finite values of the dtype (small magnitudes).
         uint8_t *bytes = reinterpret_cast<uint8_t *>(storage.data());
