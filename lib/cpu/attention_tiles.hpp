@@ -177,16 +177,16 @@ struct PackedRows {
 template <typename E>
 struct RowPointers {
     const E *const *p;
-    // The next chunk's rows (nullptr: none), prefetched into L2 one row per row used here: K in
-    // scores_rows4, V in pv_rows_block (attention_core.inl, PrefetchStream's comment). Hint 1
-    // (L2) measured as fast as 3 (L1); 0 (non-temporal) twice as slow.
+    // The next chunk's rows (nullptr: none), prefetched into L1 one row per row used here: K in
+    // scores_rows4, V in pv_rows_block (attention_core.inl, PrefetchStream's comment; prefetch_l1
+    // in simd.hpp for why not __builtin_prefetch, and the hint).
     const E *const *next = nullptr;
     int32_t row_bytes = 0;
     const E *row(int32_t j) const { return p[j]; }
     void prefetch_next(int32_t j) const {
         if (!next) return;
         const char *r = reinterpret_cast<const char *>(next[j]);
-        for (int32_t o = 0; o < row_bytes; o += 64) prefetch_l2(r + o);
+        for (int32_t o = 0; o < row_bytes; o += 64) prefetch_l1(r + o);
     }
     // The same rows for a second block of rows: the next chunk is prefetched once.
     RowPointers without_prefetch() const { return RowPointers{p, nullptr, 0}; }
