@@ -32,21 +32,30 @@
 
 namespace {
 
-// The KV storage, allocated as a CPU pool allocates it (lib/storage/storage.cpp): the kernels
-// see the same alignment and pages as in a pool. (A std::vector's bytes began 16 bytes past a
-// page, so every 256-byte row straddled five cache lines and every block's rows two pages.)
+// Host memory allocated as a CPU pool allocates its KV storage (lib/storage/storage.cpp: 4 KiB
+// aligned, 2 MiB aligned and offered to transparent huge pages from 2 MiB on), for the KV and for
+// the memcpy baseline alike: the kernels see the same alignment and pages as in a pool, and the
+// baseline the same kind of memory. (A std::vector's bytes began 16 bytes past a page, so every
+// 256-byte row straddled five cache lines and every block's rows two pages.)
 struct PoolBytes {
     void *base = nullptr;
-    PoolBytes() = default;
+    explicit PoolBytes(int64_t bytes) {
+        kvc::KvLayout L;
+        L.total_bytes = bytes;
+        if (kvc::storage_allocate(L, KVC_BACKEND_CPU, 0, &base) != KVC_OK) {
+            std::fprintf(stderr, "bench_kernels_cpu: cannot allocate %lld bytes\n", (long long)bytes);
+            std::exit(1);
+        }
+    }
     PoolBytes(const PoolBytes &) = delete;
     PoolBytes &operator=(const PoolBytes &) = delete;
     ~PoolBytes() { kvc::storage_release(KVC_BACKEND_CPU, 0, base); }
-    void *data() const { return base; }
+    uint8_t *data() const { return static_cast<uint8_t *>(base); }
 };
 
 struct Setup {
     kvc::KvLayout layout;
-    PoolBytes storage;
+    std::unique_ptr<PoolBytes> storage;
     std::vector<int32_t> tables, seq_lens, qsl;
     std::vector<uint16_t> q, out;
     std::vector<float> workspace;
@@ -64,13 +73,10 @@ struct Setup {
         };
         width = int32_t((context + block_size - 1) / block_size);
         layout.init(int64_t(batch) * width, block_size, 1, kv_heads, d, dtype);
-        if (kvc::storage_allocate(layout, KVC_BACKEND_CPU, 0, &storage.base) != KVC_OK) {
-            std::fprintf(stderr, "bench_kernels_cpu: cannot allocate %lld bytes of KV\n", (long long)layout.total_bytes);
-            std::exit(1);
-        }
+        storage = std::make_unique<PoolBytes>(layout.total_bytes);
         std::mt19937 rng(1);
         // Random finite values of the dtype (small magnitudes).
-        uint8_t *bytes = reinterpret_cast<uint8_t *>(storage.data());
+        uint8_t *bytes = storage->data();
         for (int64_t i = 0; i < layout.total_bytes / layout.elem_bytes; ++i) {
             float x = uni();
             if (dtype == KVC_DTYPE_F16) reinterpret_cast<uint16_t *>(bytes)[i] = kvc::cpu::float_to_half(x);
@@ -102,7 +108,7 @@ struct Setup {
     kvc::AttentionArgs args(int32_t partition_size) {
         kvc::AttentionArgs a;
         a.layout = layout;
-        a.base = storage.data();
+        a.base = storage->data();
         a.q = q.data();
         a.out = out.data();
         a.q_dtype = KVC_DTYPE_F16;
@@ -188,7 +194,8 @@ void run_attention(benchmark::State &st, const Shape *sh, int32_t isa) {
 
 // A memcpy of `bytes` (one thread), or split in parallel_width() pieces over the worker pool.
 void run_memcpy(benchmark::State &st, int64_t bytes, bool pool) {
-    std::vector<uint8_t> src(size_t(bytes), 1), dst(size_t(bytes), 0);
+    PoolBytes src(bytes), dst(bytes);  // zero-filled, every page touched
+    std::memset(src.data(), 1, size_t(bytes));
     const int64_t pieces = pool ? kvc::cpu::parallel_width() : 1;
     auto copy_piece = [&](int64_t i) {
         const int64_t lo = bytes * i / pieces, hi = bytes * (i + 1) / pieces;
@@ -234,7 +241,7 @@ uint64_t read_lines(const char *p, int64_t bytes) {
 void run_read_paged(benchmark::State &st, const Shape *sh, bool pool) {
     Setup &s = setup_for(*sh);
     const kvc::KvLayout &L = s.layout;
-    const char *base = reinterpret_cast<const char *>(s.storage.data());
+    const char *base = reinterpret_cast<const char *>(s.storage->data());
     const int64_t nseq = int64_t(s.seq_lens.size());
     const int64_t pieces = pool ? kvc::cpu::parallel_width() : 1;
     std::vector<uint64_t> sinks(size_t(pieces), 0);
