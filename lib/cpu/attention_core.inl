@@ -656,16 +656,17 @@ void attend_item(const Plan &P, int64_t item) {
     if (it.rows >= kLanes) return attend_lanes(P, it, item);
     // K/V read in place only where it measured faster than gathering: fp32 at AVX-512 and AVX2
     // (AVX2 measured 0.95x once, in a build whose gathered path was slowed by a row-pointer table
-    // too; with the spread prefetch, decode 16x1024 f32: 15.5 -> 10.8 ms CPU), fp16 with one block
-    // of <= 4 rows (more rows would convert each element once per block of four, and the converts
-    // share ports with the FMAs: 0.97x at 8).
+    // too; with the spread prefetch, decode 16x1024 f32: 15.5 -> 10.8 ms CPU), fp16 up to 8 rows
+    // (AVX-512's GQA 8: each element is converted once per block of four rows, twice, yet in place
+    // measured 1.3-1.4x faster than gathering; the 0.97x of an earlier session was measured while
+    // the in-place prefetch was compiled out, simd.hpp prefetch_l1).
     const int32_t dtype = P.a->layout.dtype;
 #if defined(KVC_SIMD_AVX2) || defined(KVC_SIMD_AVX512)
     if (dtype == KVC_DTYPE_F32) return attend_rows<float>(P, it, item, true);
 #endif
     (void)dtype;
 #if defined(KVC_SIMD_AVX2) || defined(KVC_SIMD_AVX512)
-    if (dtype == KVC_DTYPE_F16 && it.rows <= 4) return attend_rows<uint16_t>(P, it, item, true);
+    if (dtype == KVC_DTYPE_F16 && it.rows <= 8) return attend_rows<uint16_t>(P, it, item, true);
 #endif
     attend_rows<float>(P, it, item, false);
 }
