@@ -164,6 +164,23 @@ static inline fvec load_row(const uint16_t *p) {
 }
 #endif
 static inline float load_elem(const uint16_t *p) { return half_to_float(*p); }
+// A bf16 element read in place: its own type, since fp16 (uint16_t above) is 16 bits too. bf16 is
+// the top half of an fp32, so widening and shifting converts it exactly.
+struct Bf16 {
+    uint16_t bits;
+};
+#if defined(KVC_SIMD_AVX512)
+static inline fvec load_row(const Bf16 *p) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+    return (fvec)_mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+#elif defined(KVC_SIMD_AVX2)
+static inline fvec load_row(const Bf16 *p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    return (fvec)_mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+#endif
+static inline float load_elem(const Bf16 *p) { return bf16_to_float(p->bits); }
 
 // The chunk's K or V rows: packed fp32 rows of a gather buffer (row j at base + j d: plain
 // address arithmetic, as fast as before the in-place path existed), or one pointer per row.
