@@ -88,6 +88,21 @@ void stage_tokens(int32_t *row, const int32_t *head, int64_t n_head, const int32
     if (k < bs) row[k] = rest[k - n_head];
 }
 
+// stage_tokens for the decode step's block fill: n_head = bs - 1 held-back ids and one new id, bs
+// even. The first bs - 2 ids are one constant-size copy (inlined as vector moves) and the last two
+// one 8-byte store, so that the hash's aligned 8-byte reads are each forwarded from one store as
+// stage_tokens' are. ~50 instructions fewer per filled block than stage_tokens' loop (measured).
+void stage_last_token(int32_t *row, const int32_t *head, int32_t last, int64_t bs) {
+    switch (bs) {  // bs - 2 ids: never past the head's bs - 1
+        case 16: __builtin_memcpy(row, head, 14 * sizeof(int32_t)); break;
+        case 32: __builtin_memcpy(row, head, 30 * sizeof(int32_t)); break;
+        case 8: __builtin_memcpy(row, head, 6 * sizeof(int32_t)); break;
+        default: std::memcpy(row, head, size_t(bs - 2) * sizeof(int32_t)); break;
+    }
+    const uint64_t pair = uint64_t(uint32_t(head[bs - 2])) | uint64_t(uint32_t(last)) << 32;  // little-endian
+    std::memcpy(row + bs - 2, &pair, sizeof pair);
+}
+
 // b, staged with the content of key.hash's cached copies (verified here), joins them as their
 // newest copy; false (b stays uncached) when its content differs: a hash collision. Out of line:
 // the common path enters a new hash.
@@ -134,10 +149,13 @@ void hash_next_block(kvc_pool *p, Sequence *s, const int32_t *head, int64_t n_he
     // not be touched then) is staged in the hasher's scratch buffer instead.
     const bool cached = p->blocks.cached(b);
     int32_t *row = cached ? p->hasher.stage_in_scratch(s->chain) : p->cache.stage(b, s->chain);
+    const int64_t bs = p->block_size;
     if (n_head == 0)
-        copy_block_tokens(row, rest, size_t(p->block_size) * sizeof(int32_t));
+        copy_block_tokens(row, rest, size_t(bs) * sizeof(int32_t));
+    else if (n_head == bs - 1 && (bs & 1) == 0)
+        stage_last_token(row, head, rest[0], bs);
     else
-        stage_tokens(row, head, n_head, rest, p->block_size);
+        stage_tokens(row, head, n_head, rest, bs);
     const void *input = cached ? p->hasher.scratch() : p->cache.staged_input(b);
     // The hash stays in two general registers. Left to itself, GCC moved the returned halves into a
     // vector register through the stack (two 8-byte stores read back as one 16-byte load, which the
