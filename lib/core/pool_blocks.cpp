@@ -1,5 +1,6 @@
 // Block-level pool operations that combine the block bookkeeping with the prefix cache: lazy
 // eviction on reuse, entering filled blocks into the cache, and walking a prompt's cached prefix.
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -291,12 +292,34 @@ __attribute__((noinline)) int64_t walk_child_hints(kvc_pool *p, PrefixWalk *w, c
     const BlockPool &blocks = p->blocks;
     const FreeQueues &queues = blocks.queues();
     int32_t *hits = p->hit_scratch.data();
-    Hash128 chain = w->chain;
     int64_t free_hits = 0, j = i + 1;
-    for (; j < max_blocks; ++j) {
-        if (j + kPromptAhead < max_blocks) __builtin_prefetch(tokens + (j + kPromptAhead) * bs);
+    const int32_t *row = tokens + j * bs;
+    // Asked for whether or not the prompt reaches that far: a prefetch never faults (the address
+    // is computed as an integer: a pointer past the prompt's end would be undefined).
+    const uintptr_t ahead = uintptr_t(kPromptAhead * bs) * sizeof(int32_t);
+#if defined(__SSE2__)
+    if (bs == 16) {  // the usual block size: the chain stays in a vector register
+        __m128i chain = _mm_loadu_si128(reinterpret_cast<const __m128i *>(&w->chain));
+        for (; j < max_blocks; ++j, row += 16) {
+            __builtin_prefetch(reinterpret_cast<const void *>(uintptr_t(row) + ahead));
+            const int32_t c = hints.child[b];
+            if (c < 0 || !hints.any_plain_only_copy64(c, chain, row)) break;
+            hits[j] = c;
+            free_hits += queues.contains(c);
+            chain = hints.hash_lane(c);
+            b = c;
+        }
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(&w->chain), chain);
+        w->hit_blocks = j;  // the caller set it to i + 1 for block i
+        w->free_hits += free_hits;
+        return j - 1;
+    }
+#endif
+    Hash128 chain = w->chain;
+    for (; j < max_blocks; ++j, row += bs) {
+        __builtin_prefetch(reinterpret_cast<const void *>(uintptr_t(row) + ahead));
         const int32_t c = hints.child[b];
-        if (c < 0 || !blocks.cached(c) || !hints.plain_only_copy(c, chain, tokens + j * bs)) break;
+        if (c < 0 || !blocks.cached(c) || !hints.plain_only_copy(c, chain, row)) break;
         hits[j] = c;
         free_hits += queues.contains(c);
         chain = hints.hash_of(c);
