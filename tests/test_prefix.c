@@ -371,8 +371,8 @@ static void test_priority_beats_lru(void **state) {
  * and token ids. Here the hint is stale: block A0 was evicted and reused for other content while its old
  * child (T) stayed cached, so the hint names a block with the right token ids under another parent.
  * It must not be a hit (a walk that skipped the parent comparison would hand out T's KV). */
-static void stale_child_hint(int32_t window) {
-    kvc_pool *p = make_pool(4, 4, 1);
+static void stale_child_hint(int32_t bs, int32_t window) {
+    kvc_pool *p = make_pool(bs, 4, 1);
     /* A window wider than every prompt here releases nothing but sends the hit search through the
      * windowed path (lib/core/prefix_hit.cpp), which takes keys from hints too. */
     if (window > 0) OK(kvc_pool_set_sliding_window(p, window));
@@ -381,34 +381,34 @@ static void stale_child_hint(int32_t window) {
     OK(kvc_keys_create(&lo));
     OK(kvc_keys_set_priority(hi, 80));
     OK(kvc_keys_set_priority(lo, 20));
-    int32_t at[9], ay[5], f[1], dz[8], query[13];
-    iota_tokens(at, 4, 100);     /* block a */
-    iota_tokens(at + 4, 4, 200); /* block t */
-    at[8] = 7;
-    alloc_cached(p, 1, at, 9, hi); /* a, t cached, a partial block */
-    assert_int_equal(cached_tokens_of(p, at, 9, NULL), 8); /* the walk learns the hint a -> t */
+    int32_t at[2 * 16 + 1], ay[16 + 1], f[1], dz[2 * 16], query[3 * 16 + 1];
+    iota_tokens(at, bs, 100);      /* block a */
+    iota_tokens(at + bs, bs, 200); /* block t */
+    at[2 * bs] = 7;
+    alloc_cached(p, 1, at, 2 * bs + 1, hi); /* a, t cached, a partial block */
+    assert_int_equal(cached_tokens_of(p, at, 2 * bs + 1, NULL), 2 * bs); /* the walk learns the hint a -> t */
     int32_t t1[3];
     table_of(p, 1, t1, 3);
     const int32_t block_a = t1[0], block_t = t1[1];
     OK(kvc_free(p, 1));
-    memcpy(ay, at, 4 * sizeof(int32_t));
-    ay[4] = 8;
-    assert_int_equal(alloc_cached(p, 2, ay, 5, lo), 4); /* a hit: its block now has priority 20 */
+    memcpy(ay, at, (size_t)bs * sizeof(int32_t));
+    ay[bs] = 8;
+    assert_int_equal(alloc_cached(p, 2, ay, bs + 1, lo), bs); /* a hit: its block now has priority 20 */
     OK(kvc_free(p, 2));
     f[0] = 9;
     alloc_cached(p, 3, f, 1, NULL); /* leaves one uncached free block */
-    iota_tokens(dz, 8, 300);        /* blocks d, z */
-    assert_int_equal(alloc_cached(p, 4, dz, 8, NULL), 0);
+    iota_tokens(dz, 2 * bs, 300);   /* blocks d, z */
+    assert_int_equal(alloc_cached(p, 4, dz, 2 * bs, NULL), 0);
     int32_t t4[2];
     table_of(p, 4, t4, 2);
     assert_int_equal(t4[1], block_a); /* z went into a's block (the lowest priority evicted) ... */
     assert_int_equal(kvct_block_refcount(p, block_t), 0);
-    memcpy(query, dz, 8 * sizeof(int32_t));
-    memcpy(query + 8, at + 4, 4 * sizeof(int32_t)); /* ... while t, a's old child, is still cached */
-    query[12] = 11;
-    assert_int_equal(cached_tokens_of(p, query, 13, NULL), 8);
+    memcpy(query, dz, 2 * (size_t)bs * sizeof(int32_t));
+    memcpy(query + 2 * bs, at + bs, (size_t)bs * sizeof(int32_t)); /* ... while t, a's old child, is still cached */
+    query[3 * bs] = 11;
+    assert_int_equal(cached_tokens_of(p, query, 3 * bs + 1, NULL), 2 * bs);
     OK(kvc_free(p, 3));
-    assert_int_equal(alloc_cached(p, 5, query, 13, NULL), 8);
+    assert_int_equal(alloc_cached(p, 5, query, 3 * bs + 1, NULL), 2 * bs);
     /* No hash of this prompt matched other content: a key taken from the stale hint would name
      * t's block, whose parent then fails the hit's verification (the windowed search's symptom). */
     assert_int_equal(stats_of(p).verify_misses, 0);
@@ -419,8 +419,44 @@ static void stale_child_hint(int32_t window) {
 
 static void test_stale_child_hint_is_no_hit(void **state) {
     (void)state;
-    stale_child_hint(0);
-    stale_child_hint(64);
+    stale_child_hint(4, 0);
+    stale_child_hint(4, 64);
+    stale_child_hint(16, 0); /* block size 16: the walk's vector path (lib/core/pool_blocks.cpp) */
+    stale_child_hint(16, 64);
+}
+
+/* A child hint naming a block that was evicted and taken by another sequence without being filled
+ * (its record still holds the parent hash and token ids the hint matched) is no hit: the walk may
+ * only take a hinted block the index still names. Block size 16 runs the walk's vector path
+ * (lib/core/pool_blocks.cpp), 4 the generic one. */
+static void evicted_child_hint(int32_t bs) {
+    kvc_pool *p = make_pool(bs, 3, 1);
+    int32_t prompt[2 * 16 + 1], one[1];
+    iota_tokens(prompt, 2 * bs + 1, 100); /* blocks a, t and one more token */
+    assert_int_equal(alloc_cached(p, 1, prompt, 2 * bs + 1, NULL), 0);
+    int32_t t1[3];
+    assert_int_equal(table_of(p, 1, t1, 3), 3);
+    assert_int_equal(cached_tokens_of(p, prompt, 2 * bs + 1, NULL), 2 * bs); /* learns the hint a -> t */
+    OK(kvc_free(p, 1)); /* t1[2] to the unhashed list; t then a to the LRU list */
+    one[0] = 9;
+    alloc_cached(p, 3, one, 1, NULL); /* takes t1[2] */
+    one[0] = 10;
+    alloc_cached(p, 4, one, 1, NULL); /* evicts t, the LRU head, and writes one token into it */
+    int32_t t4[1];
+    table_of(p, 4, t4, 1);
+    assert_int_equal(t4[0], t1[1]);
+    assert_int_equal(cached_tokens_of(p, prompt, 2 * bs + 1, NULL), bs); /* a only */
+    OK(kvc_free(p, 3));
+    OK(kvc_free(p, 4));
+    assert_int_equal(alloc_cached(p, 5, prompt, 2 * bs + 1, NULL), bs);
+    assert_int_equal(stats_of(p).verify_misses, 0);
+    OK(kvc_pool_destroy(p));
+}
+
+static void test_evicted_child_hint_is_no_hit(void **state) {
+    (void)state;
+    evicted_child_hint(4);
+    evicted_child_hint(16);
 }
 
 static void test_pinned_prefix_survives_pressure(void **state) {
@@ -634,6 +670,7 @@ int main(void) {
         cmocka_unit_test(test_failed_alloc_leaves_refcounts),
         cmocka_unit_test(test_priority_beats_lru),
         cmocka_unit_test(test_stale_child_hint_is_no_hit),
+        cmocka_unit_test(test_evicted_child_hint_is_no_hit),
         cmocka_unit_test(test_pinned_prefix_survives_pressure),
         cmocka_unit_test(test_reset_refused_then_allowed),
         cmocka_unit_test(test_blocks_cached_as_decode_fills_them),

@@ -1,5 +1,6 @@
 // Block-level pool operations that combine the block bookkeeping with the prefix cache: lazy
 // eviction on reuse, entering filled blocks into the cache, and walking a prompt's cached prefix.
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -88,6 +89,21 @@ void stage_tokens(int32_t *row, const int32_t *head, int64_t n_head, const int32
     if (k < bs) row[k] = rest[k - n_head];
 }
 
+// stage_tokens for the decode step's block fill: n_head = bs - 1 held-back ids and one new id, bs
+// even. The first bs - 2 ids are one constant-size copy (inlined as vector moves) and the last two
+// one 8-byte store, so that the hash's aligned 8-byte reads are each forwarded from one store as
+// stage_tokens' are. ~50 instructions fewer per filled block than stage_tokens' loop (measured).
+void stage_last_token(int32_t *row, const int32_t *head, int32_t last, int64_t bs) {
+    switch (bs) {  // bs - 2 ids: never past the head's bs - 1
+        case 16: __builtin_memcpy(row, head, 14 * sizeof(int32_t)); break;
+        case 32: __builtin_memcpy(row, head, 30 * sizeof(int32_t)); break;
+        case 8: __builtin_memcpy(row, head, 6 * sizeof(int32_t)); break;
+        default: std::memcpy(row, head, size_t(bs - 2) * sizeof(int32_t)); break;
+    }
+    const uint64_t pair = uint64_t(uint32_t(head[bs - 2])) | uint64_t(uint32_t(last)) << 32;  // little-endian
+    std::memcpy(row + bs - 2, &pair, sizeof pair);
+}
+
 // b, staged with the content of key.hash's cached copies (verified here), joins them as their
 // newest copy; false (b stays uncached) when its content differs: a hash collision. Out of line:
 // the common path enters a new hash.
@@ -134,10 +150,13 @@ void hash_next_block(kvc_pool *p, Sequence *s, const int32_t *head, int64_t n_he
     // not be touched then) is staged in the hasher's scratch buffer instead.
     const bool cached = p->blocks.cached(b);
     int32_t *row = cached ? p->hasher.stage_in_scratch(s->chain) : p->cache.stage(b, s->chain);
+    const int64_t bs = p->block_size;
     if (n_head == 0)
-        copy_block_tokens(row, rest, size_t(p->block_size) * sizeof(int32_t));
+        copy_block_tokens(row, rest, size_t(bs) * sizeof(int32_t));
+    else if (n_head == bs - 1 && (bs & 1) == 0)
+        stage_last_token(row, head, rest[0], bs);
     else
-        stage_tokens(row, head, n_head, rest, p->block_size);
+        stage_tokens(row, head, n_head, rest, bs);
     const void *input = cached ? p->hasher.scratch() : p->cache.staged_input(b);
     // The hash stays in two general registers. Left to itself, GCC moved the returned halves into a
     // vector register through the stack (two 8-byte stores read back as one 16-byte load, which the
@@ -273,12 +292,34 @@ __attribute__((noinline)) int64_t walk_child_hints(kvc_pool *p, PrefixWalk *w, c
     const BlockPool &blocks = p->blocks;
     const FreeQueues &queues = blocks.queues();
     int32_t *hits = p->hit_scratch.data();
-    Hash128 chain = w->chain;
     int64_t free_hits = 0, j = i + 1;
-    for (; j < max_blocks; ++j) {
-        if (j + kPromptAhead < max_blocks) __builtin_prefetch(tokens + (j + kPromptAhead) * bs);
+    const int32_t *row = tokens + j * bs;
+    // Asked for whether or not the prompt reaches that far: a prefetch never faults (the address
+    // is computed as an integer: a pointer past the prompt's end would be undefined).
+    const uintptr_t ahead = uintptr_t(kPromptAhead * bs) * sizeof(int32_t);
+#if defined(__SSE2__)
+    if (bs == 16) {  // the usual block size: the chain stays in a vector register
+        __m128i chain = _mm_loadu_si128(reinterpret_cast<const __m128i *>(&w->chain));
+        for (; j < max_blocks; ++j, row += 16) {
+            __builtin_prefetch(reinterpret_cast<const void *>(uintptr_t(row) + ahead));
+            const int32_t c = hints.child[b];
+            if (c < 0 || !hints.any_plain_only_copy64(c, chain, row)) break;
+            hits[j] = c;
+            free_hits += queues.contains(c);
+            chain = hints.hash_lane(c);
+            b = c;
+        }
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(&w->chain), chain);
+        w->hit_blocks = j;  // the caller set it to i + 1 for block i
+        w->free_hits += free_hits;
+        return j - 1;
+    }
+#endif
+    Hash128 chain = w->chain;
+    for (; j < max_blocks; ++j, row += bs) {
+        __builtin_prefetch(reinterpret_cast<const void *>(uintptr_t(row) + ahead));
         const int32_t c = hints.child[b];
-        if (c < 0 || !blocks.cached(c) || !hints.plain_only_copy(c, chain, tokens + j * bs)) break;
+        if (c < 0 || !blocks.cached(c) || !hints.plain_only_copy(c, chain, row)) break;
         hits[j] = c;
         free_hits += queues.contains(c);
         chain = hints.hash_of(c);

@@ -320,6 +320,26 @@ public:
             if (!holds_plain(c, parent, tokens)) return false;
             return only_copy(c);
         }
+#if defined(__SSE2__)
+        // plain_only_copy for 64-byte rows (block size 16, the usual one), the parent hash in a
+        // vector register, and c cached or not: the record's LoRA id and extras digest (zero), parent
+        // and row are one run ([hash][lora | digest][parent][ids]), compared as six 16-byte lanes
+        // and-ed into one mask. Whether c is cached need not be asked: only_copy() holds only for
+        // a block the index names, and it names cached blocks only (an uncached block's record
+        // may be stale; it never passes only_copy). ~10 instructions fewer per block than
+        // blocks.cached() + plain_only_copy() (measured).
+        bool any_plain_only_copy64(int32_t c, __m128i parent, const int32_t *tokens) const {
+            const __m128i *r = reinterpret_cast<const __m128i *>(rec(c));
+            const __m128i *t = reinterpret_cast<const __m128i *>(tokens);
+            __m128i all = _mm_cmpeq_epi8(_mm_load_si128(r + 2), parent);
+            all = _mm_and_si128(all, _mm_cmpeq_epi8(_mm_load_si128(r + 1), _mm_setzero_si128()));
+            for (int k = 0; k < 4; ++k)
+                all = _mm_and_si128(all, _mm_cmpeq_epi8(_mm_load_si128(r + 3 + k), _mm_loadu_si128(t + k)));
+            if (_mm_movemask_epi8(all) != 0xFFFF) return false;
+            return only_copy(c);
+        }
+        __m128i hash_lane(int32_t c) const { return _mm_load_si128(reinterpret_cast<const __m128i *>(rec(c))); }
+#endif
         const Hash128 &hash_of(int32_t c) const { return rec(c)->hash; }
     };
 };

@@ -67,13 +67,7 @@ void commit_alloc_hold(kvc_pool *p, Sequence *s, const KeySet &ks, const AllocPl
     // reserved), then their references: no capacity test per block.
     const int32_t *hits = held_hits > 0 ? walk.hits->blocks : nullptr;
     s->table.insert(s->table.end(), hits, hits + held_hits);
-    for (int64_t j = 0; j < held_hits; ++j) {
-        const int32_t b = hits[j];
-        if (b >= 0) {
-            p->blocks.add_ref(b);  // a refcount-0 hit leaves the free queue ("touch")
-            p->blocks.set_priority(b, ks.priority);
-        }
-    }
+    p->blocks.add_refs(hits, held_hits, ks.priority);  // a refcount-0 hit leaves the free queue ("touch")
     if (walk.host_hits) tier_pin_restore_sources(p, walk);
 }
 

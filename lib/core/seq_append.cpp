@@ -162,20 +162,22 @@ __attribute__((noinline)) bool take_next_block(kvc_pool *p, Sequence *s) {
     return true;
 }
 
-// The decode step's loop (kvc_append_batch). Per entry, append_in_place's tests and effect; what
-// does not change from entry to entry (block size, length cap, caching) is read once and the
-// append counter is added once: about a third fewer instructions per entry than append_seq
-// called in a loop (tests/bench/RESULTS.md, session 18).
-int32_t append_step_in_place(kvc_pool *p, Sequence *const *seqs, int32_t from, int32_t n, const int32_t *tokens,
-                             int32_t *out_new_blocks) {
+namespace {
+// append_step_in_place's loop, specialised on what is the same for every entry of a call: whether
+// prefix caching keeps token tails (kCaching) and whether the caller wants each entry's new-block
+// count (kReport). Per entry, append_in_place's tests and effect; the block size and the length
+// cap are read once and the append counter is added once.
+template <bool kCaching, bool kReport>
+int32_t step_loop(kvc_pool *p, Sequence *const *seqs, int32_t from, int32_t n, const int32_t *tokens,
+                  int32_t *out_new_blocks) {
     const int64_t bs = p->block_size;
     const int64_t max_end = p->config.max_seq_len > 0 ? p->config.max_seq_len : INT64_MAX;
-    const bool caching = p->caching;
     int32_t i = from;
     for (; i < n; ++i) {
         Sequence *s = seqs[i];
-        // append_in_place's tests (and append_seq's swapped-out refusal, left to the general path).
-        if (__builtin_expect(!s, 0) || s->no_append_in_place() || s->window > 0) break;
+        // append_in_place's tests (and append_seq's swapped-out refusal, left to the general path;
+        // so is a sequence whose hashing stopped, rare: its append skips the tail).
+        if (__builtin_expect(!s, 0) || s->not_plain_step()) break;
         const int64_t end = s->num_tokens + 1, room = int64_t(s->table.size()) * bs;
         if (end > max_end) break;
         int32_t fresh = 0;
@@ -185,7 +187,7 @@ int32_t append_step_in_place(kvc_pool *p, Sequence *const *seqs, int32_t from, i
         }
         s->num_tokens = end;
         if (end > s->reserved_end) s->reserved_end = end;
-        if (caching && !s->hash_stopped) {
+        if (kCaching) {
             // pool_hash_full_blocks for one id (bs read once, not after each out-of-line call).
             std::vector<int32_t> &tail = s->tail;
             if (__builtin_expect(int64_t(tail.size()) + 1 < bs, 1))
@@ -193,10 +195,22 @@ int32_t append_step_in_place(kvc_pool *p, Sequence *const *seqs, int32_t from, i
             else
                 pool_add_tokens(p, s, tokens + i, 1);
         }
-        if (out_new_blocks) out_new_blocks[i] = fresh;
+        if (kReport) out_new_blocks[i] = fresh;
     }
     p->counters.appends += i - from;
     return i;
+}
+}  // namespace
+
+// The decode step's loop (kvc_append_batch): about a third fewer instructions per entry than
+// append_seq called in a loop (tests/bench/RESULTS.md, sessions 18 and 20).
+int32_t append_step_in_place(kvc_pool *p, Sequence *const *seqs, int32_t from, int32_t n, const int32_t *tokens,
+                             int32_t *out_new_blocks) {
+    if (p->caching)
+        return out_new_blocks ? step_loop<true, true>(p, seqs, from, n, tokens, out_new_blocks)
+                              : step_loop<true, false>(p, seqs, from, n, tokens, nullptr);
+    return out_new_blocks ? step_loop<false, true>(p, seqs, from, n, tokens, out_new_blocks)
+                          : step_loop<false, false>(p, seqs, from, n, tokens, nullptr);
 }
 
 // Every group's plan first, then one check of all their fresh blocks against the free ones plus
