@@ -547,7 +547,7 @@ void row_ptrs(const E **dst, const AttentionArgs &a, const int32_t *table, int32
 // Items of fewer rows than a vector (decode with small GQA groups): rows in memory order, scores
 // kLanes keys at a time per row and P.V for up to 4 rows per value load (attention_tiles.hpp); the
 // softmax vectorized along each row's keys. E = the type the tiles read K/V as: with `in_place`,
-// the pool's own rows (fp32 / fp16); otherwise fp32 rows gathered and converted into scratch.
+// the pool's own rows (fp32 / fp16 / Bf16); otherwise fp32 rows gathered and converted into scratch.
 template <typename E>
 void attend_rows(const Plan &P, const Item &it, int64_t item, bool in_place) {
     const AttentionArgs &a = *P.a;
@@ -563,7 +563,7 @@ void attend_rows(const Plan &P, const Item &it, int64_t item, bool in_place) {
     // prefetched row by row while the current ones are used. Both padded to kChunk with row 0.
     // During the item's last chunk the "next chunk" is the first one of the item this thread
     // probably takes next (item + the pool's width, as NextItemPrefetch guesses), so that no item
-    // starts on a cold chunk: batched decode 64x1024 f16, 6-17 % faster (RESULTS.md, session 20).
+    // starts on a cold chunk: batched decode f16, 3-14 % faster (RESULTS.md, session 20).
     const E *kp[2][kChunk], *vp[2][kChunk];
     int cur = 0;
     auto chunk_rows = [&](int slot, const int32_t *tab, int32_t kvh, int64_t p0, int64_t p1) {

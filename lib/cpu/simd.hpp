@@ -47,6 +47,8 @@ typedef int32_t ivec __attribute__((vector_size(kLanes * 4)));
 // prefetch_next (attention_tiles.hpp) was, and the in-place decode path ran with no software
 // prefetch at all (tests/bench/RESULTS.md, session 20; tests/codegen/prefetch_kept.sh guards it).
 // A volatile asm is never deleted. Into L1: ~8 % faster batched decode than into L2 (prefetcht2).
+// Other targets fall back to __builtin_prefetch, which GCC may drop the same way (only x86-64 is
+// built and measured here).
 static inline void prefetch_l1(const void *p) {
 #if defined(__x86_64__) && defined(__GNUC__)
     asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char *>(p)));
