@@ -173,13 +173,19 @@ inline void pool_spill_before_taking(kvc_pool *p, int64_t n) {
 // holds on their sources, which may free those in turn). Out of line: pairs are rarely pending.
 void pool_cancel_copies_into(kvc_pool *p, int32_t b);
 
-// Drops one table reference to block b. Returns true when b's refcount reached 0 (counted in
-// blocks_freed). If b is free then, pending copy-on-write pairs into b are cancelled. Inline: it
-// runs once per block of every kvc_free.
-inline bool pool_release_block(kvc_pool *p, int32_t b) {
-    if (!p->blocks.release(b)) return false;
+// What follows block b's last table reference being dropped: counted in blocks_freed; if b is free
+// then, pending copy-on-write pairs into b are cancelled. (pool_release_block, and kvc_free's walk
+// of a whole table, BlockPool::release_reverse.)
+inline void pool_block_released(kvc_pool *p, int32_t b) {
     ++p->counters.blocks_freed;
     if (p->copies.size() > 0 && p->blocks.is_free(b)) pool_cancel_copies_into(p, b);
+}
+
+// Drops one table reference to block b. Returns true when b's refcount reached 0
+// (pool_block_released). Inline: it runs once per block of every window release and truncate.
+inline bool pool_release_block(kvc_pool *p, int32_t b) {
+    if (!p->blocks.release(b)) return false;
+    pool_block_released(p, b);
     return true;
 }
 

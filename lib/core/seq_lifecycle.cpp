@@ -86,10 +86,8 @@ __attribute__((always_inline)) inline void release_table(kvc_pool *p, Sequence *
     // Reverse order: within one LRU list the deepest blocks of the prefix are evicted first.
     if (s->swapped_out) tier_release_swapped(p, s);
     // (-1: in a host slot, or released by the window.) pool_release_block's effect per block.
-    p->blocks.release_reverse(s->table.data(), int64_t(s->table.size()), [p](int32_t b) {
-        ++p->counters.blocks_freed;
-        if (p->copies.size() > 0 && p->blocks.is_free(b)) pool_cancel_copies_into(p, b);
-    });
+    p->blocks.release_reverse(s->table.data(), int64_t(s->table.size()),
+                              [p](int32_t b) { pool_block_released(p, b); });
 }
 
 }  // namespace

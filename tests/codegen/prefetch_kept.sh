@@ -9,12 +9,12 @@
 set -euo pipefail
 lib="$1"
 command -v objdump >/dev/null || { echo "prefetch_kept: objdump not found (binutils)"; exit 1; }
-report=$(objdump -d --no-show-raw-insn -C "$lib" | awk '
-  /^[0-9a-f]+ <.*>:$/ { fn = $0; next }
-  /prefetch/ && fn ~ /attend_rows<unsigned short>/ { n[fn]++ }
-  END { for (f in n) print n[f] }')
-funcs=$(objdump -d --no-show-raw-insn -C "$lib" | grep -c '^[0-9a-f]* <.*attend_rows<unsigned short>.*>:$' || true)
-with=$(printf '%s\n' "$report" | grep -c '[0-9]' || true)
+# One pass over the disassembly: "funcs with": the attend_rows<unsigned short> functions, and how
+# many of them contain a prefetch instruction.
+read -r funcs with < <(objdump -d --no-show-raw-insn -C "$lib" | awk '
+  /^[0-9a-f]+ <.*>:$/ { fn = $0; if (fn ~ /attend_rows<unsigned short>/) f[fn] = 1; next }
+  /prefetch/ && (fn in f) { p[fn] = 1 }
+  END { nf = 0; np = 0; for (x in f) nf++; for (x in p) np++; print nf, np }')
 echo "prefetch_kept: $funcs attend_rows<unsigned short> function(s), $with with prefetch instructions"
 if [ "$funcs" -lt 2 ] || [ "$with" -lt "$funcs" ]; then
   echo "prefetch_kept: FAIL: every in-place decode variant (AVX2, AVX-512) must prefetch the next chunk"
