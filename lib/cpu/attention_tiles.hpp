@@ -181,6 +181,13 @@ static inline fvec load_row(const Bf16 *p) {
 }
 #endif
 static inline float load_elem(const Bf16 *p) { return bf16_to_float(p->bits); }
+// An fp8 e4m3 element read in place, unscaled: attend_rows folds the K scale into q and the V scale
+// into the output, so the per-element conversion is fp8v_to_float's bit arithmetic alone.
+struct Fp8 {
+    uint8_t bits;
+};
+static inline fvec load_row(const Fp8 *p) { return fp8v_to_float(&p->bits, 1.0f); }
+static inline float load_elem(const Fp8 *p) { return fp8_e4m3_to_float(p->bits); }
 
 // The chunk's K or V rows: packed fp32 rows of a gather buffer (row j at base + j d: plain
 // address arithmetic, as fast as before the in-place path existed), or one pointer per row.
