@@ -561,16 +561,17 @@ void attend_rows(const Plan &P, const Item &it, int64_t item, bool in_place) {
     float *q = S.q.data(), *acc = S.acc.data(), *m = S.m.data(), *l = S.l.data(), *corr = S.corr.data();
     float *kbuf = S.k.data(), *vbuf = S.v.data(), *st = S.s.data();
     const int32_t *table = a.block_tables + int64_t(it.s) * a.max_blocks_per_seq;
-    // In place: the chunk's K / V rows (kp[cur], vp[cur]) and the next chunk's (kp[cur ^ 1], ...),
-    // prefetched row by row while the current ones are used. Both padded to kChunk with row 0.
+    // In place: the chunk's K rows (kp[cur]; V's lie kv_stride bytes further) and the next chunk's
+    // (kp[cur ^ 1]), prefetched row by row while the current ones are used. Padded to kChunk with
+    // row 0.
     // During the item's last chunk the "next chunk" is the first one of the item this thread
     // probably takes next (item + the pool's width, as NextItemPrefetch guesses), so that no item
     // starts on a cold chunk: batched decode f16, 3-14 % faster (RESULTS.md, session 20).
-    const E *kp[2][kChunk], *vp[2][kChunk];
+    const E *kp[2][kChunk];
+    const int64_t v_delta = a.layout.kv_stride;
     int cur = 0;
     auto chunk_rows = [&](int slot, const int32_t *tab, int32_t kvh, int64_t p0, int64_t p1) {
         row_ptrs(kp[slot], a, tab, 0, kvh, p0, p1, kChunk);
-        row_ptrs(vp[slot], a, tab, 1, kvh, p0, p1, kChunk);
     };
     if (in_place && it.c_lo < it.c_hi)
         chunk_rows(0, table, it.kvh, it.c_lo, std::min<int64_t>(it.c_hi, it.c_lo + kChunk));
@@ -588,18 +589,16 @@ void attend_rows(const Plan &P, const Item &it, int64_t item, bool in_place) {
         const int32_t n_padded = (n + kLanes - 1) / kLanes * kLanes;
         const bool more = c1 < it.c_hi;  // a next chunk to prefetch
         const int64_t e = std::min<int64_t>(it.c_hi, c1 + kChunk);
-        const E *const *kn = nullptr, *const *vn = nullptr;
+        const E *const *kn = nullptr;
         Item nx;
         if (in_place && more) {
             chunk_rows(cur ^ 1, table, it.kvh, c1, e);
             kn = kp[cur ^ 1];
-            vn = vp[cur ^ 1];
         } else if (in_place && item + P.width < P.items && decode_item(P, item + P.width, &nx) &&
                    nx.c_lo < nx.c_hi) {
             chunk_rows(cur ^ 1, a.block_tables + int64_t(nx.s) * a.max_blocks_per_seq, nx.kvh, nx.c_lo,
                        std::min<int64_t>(nx.c_hi, nx.c_lo + kChunk));
             kn = kp[cur ^ 1];
-            vn = vp[cur ^ 1];
         } else if (!in_place) {
             // Keys n .. n_padded - 1 get scores from stale kbuf rows; the mask below overwrites them.
             PrefetchStream ps;
@@ -609,7 +608,7 @@ void attend_rows(const Plan &P, const Item &it, int64_t item, bool in_place) {
             gather(vbuf, a, table, 1, it.kvh, c0, c1, a.v_scale, more ? &ps : nullptr);
         }
         const int32_t rb = d * int32_t(sizeof(E));
-        if (in_place) scores_rows(st, q, RowPointers<E>{kp[cur], kn, rb}, rows, n_padded, d);
+        if (in_place) scores_rows(st, q, RowPointers<E>{kp[cur], 0, kn, rb}, rows, n_padded, d);
         else scores_rows(st, q, PackedRows{kbuf, d}, rows, n_padded, d);
         for (int32_t r = 0; r < rows; ++r) {
             const int64_t qpos = it.first_pos + r / G;
@@ -645,7 +644,7 @@ void attend_rows(const Plan &P, const Item &it, int64_t item, bool in_place) {
             l[r] = l[r] * corr[r] + hsum(sum);
             m[r] = m_new;
         }
-        if (in_place) pv_rows(acc, st, RowPointers<E>{vp[cur], vn, rb}, corr, rows, n, d);
+        if (in_place) pv_rows(acc, st, RowPointers<E>{kp[cur], v_delta, kn, rb}, corr, rows, n, d);
         else pv_rows(acc, st, PackedRows{vbuf, d}, corr, rows, n, d);
         cur ^= 1;
     }

@@ -198,23 +198,50 @@ struct PackedRows {
     void prefetch_next(int32_t) const {}
     PackedRows without_prefetch() const { return *this; }
 };
+// The rows are K's pointers plus `delta` bytes: 0 for K, the layout's kv_stride for V (a V row
+// lies kv_stride bytes past its K row), so one pointer table per chunk serves both.
 template <typename E>
 struct RowPointers {
     const E *const *p;
+    int64_t delta = 0;
     // The next chunk's rows (nullptr: none), prefetched into L1 one row per row used here: K in
     // scores_rows4, V in pv_rows_block (attention_core.inl, PrefetchStream's comment; prefetch_l1
     // in simd.hpp for why not __builtin_prefetch, and the hint).
     const E *const *next = nullptr;
     int32_t row_bytes = 0;
-    const E *row(int32_t j) const { return p[j]; }
+    const E *row(int32_t j) const { return reinterpret_cast<const E *>(reinterpret_cast<const char *>(p[j]) + delta); }
     void prefetch_next(int32_t j) const {
         if (!next) return;
-        const char *r = reinterpret_cast<const char *>(next[j]);
+        const char *r = reinterpret_cast<const char *>(next[j]) + delta;
         for (int32_t o = 0; o < row_bytes; o += 64) prefetch_l1(r + o);
     }
     // The same rows for a second block of rows: the next chunk is prefetched once.
-    RowPointers without_prefetch() const { return RowPointers{p, nullptr, 0}; }
+    RowPointers without_prefetch() const { return RowPointers{p, delta, nullptr, 0}; }
 };
+
+// Stores sums (lane r * kLanes / 4 + j: row r, key j) as 4 rows of kLanes / 4 scores, kChunk
+// floats apart, straight from the register: written element by element, GCC spilled the vector
+// and read it back in pieces (a store-forwarding stall per row).
+static inline void store_row_groups(float *s, fvec sums) {
+#if defined(KVC_SIMD_AVX512)
+    const __m512 v = (__m512)sums;
+    _mm_storeu_ps(s, _mm512_castps512_ps128(v));
+    _mm_storeu_ps(s + kChunk, _mm512_extractf32x4_ps(v, 1));
+    _mm_storeu_ps(s + 2 * kChunk, _mm512_extractf32x4_ps(v, 2));
+    _mm_storeu_ps(s + 3 * kChunk, _mm512_extractf32x4_ps(v, 3));
+#elif defined(KVC_SIMD_AVX2)
+    const __m256 v = (__m256)sums;
+    const __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    _mm_storel_pi(reinterpret_cast<__m64 *>(s), lo);
+    _mm_storeh_pi(reinterpret_cast<__m64 *>(s + kChunk), lo);
+    _mm_storel_pi(reinterpret_cast<__m64 *>(s + 2 * kChunk), hi);
+    _mm_storeh_pi(reinterpret_cast<__m64 *>(s + 3 * kChunk), hi);
+#else
+    constexpr int KB = kLanes / 4;
+    for (int r = 0; r < 4; ++r)
+        for (int j = 0; j < KB; ++j) s[r * kChunk + j] = sums[r * KB + j];
+#endif
+}
 
 template <class Rows>
 static inline void scores_rows4(float *s, const float *q, const Rows &kr, int32_t r0, int32_t n_padded, int32_t d) {
@@ -242,8 +269,7 @@ static inline void scores_rows4(float *s, const float *q, const Rows &kr, int32_
         for (; i < d; ++i)  // head dims that are not a multiple of the vector
             for (int r = 0; r < 4; ++r)
                 for (int j = 0; j < KB; ++j) sums[r * KB + j] += q[int64_t(r0 + r) * d + i] * load_elem(kj[j] + i);
-        for (int r = 0; r < 4; ++r)
-            for (int j = 0; j < KB; ++j) s[int64_t(r0 + r) * kChunk + j0 + j] = sums[r * KB + j];
+        store_row_groups(s + int64_t(r0) * kChunk + j0, sums);
     }
 }
 
