@@ -574,6 +574,76 @@ void test_masking_never_reads_unused(void **) {
     assert_memory_equal(a.data(), b.data(), a.size() * sizeof(float));
 }
 
+// Every fp8 e4m3 code, subnormals and the largest included, as K and as V of a decode whose KV the
+// kernels read in place (GQA 4, f16 queries: attend_rows<Fp8>, which converts through fp16 bit
+// moves and folds the scales; tiles.hpp), against the reference on every variant; then a NaN code
+// (0x7f, and 0xff) in one visible V element must come out as NaN in that output dimension.
+void test_fp8_every_code_in_place(void **) {
+    CaseSpec c;
+    c.block_size = 16;
+    c.head_dim = 128;
+    c.num_q_heads = 32;
+    c.num_kv_heads = 8;
+    c.q_dtype = KVC_DTYPE_F16;
+    c.kv_dtype = KVC_DTYPE_FP8_E4M3;
+    c.k_scale = 0.004f;
+    c.v_scale = 0.02f;
+    c.seqs = {{64, 1}, {37, 1}};
+    PagedProblem P = kvc_test::make_problem(c);
+    const int32_t d = c.head_dim, KH = c.num_kv_heads;
+    auto code_at = [](int64_t p, int32_t h, int32_t e, int32_t kv) {
+        uint32_t x = kv == 0 ? uint32_t(p * 7 + e + h) : uint32_t(p * 13 + e * 3 + h);
+        x &= 0xffu;
+        return uint8_t((x & 0x7fu) == 0x7fu ? x - 1 : x);  // NaN codes only in the second part
+    };
+    auto put = [&](size_t s, int64_t p, int32_t kv, int32_t h, int32_t e, uint8_t code) {
+        const int32_t block = P.tables[s * size_t(P.max_blocks_per_seq) + size_t(p / c.block_size)];
+        const int64_t at = P.layout.offset(block, P.layer, kv, h, int32_t(p % c.block_size)) + e;
+        static_cast<uint8_t *>(P.storage)[at] = code;
+        std::vector<float> &ref = kv == 0 ? P.k_ref[s] : P.v_ref[s];
+        ref[size_t((p * KH + h) * d + e)] = kvc_ref::decode_fp8(code) * (kv == 0 ? c.k_scale : c.v_scale);
+    };
+    std::vector<int> seen(256, 0);
+    for (size_t s = 0; s < c.seqs.size(); ++s)
+        for (int64_t p = 0; p < c.seqs[s].ctx_len; ++p)
+            for (int32_t kv = 0; kv < 2; ++kv)
+                for (int32_t h = 0; h < KH; ++h)
+                    for (int32_t e = 0; e < d; ++e) {
+                        const uint8_t code = code_at(p, h, e, kv);
+                        seen[code] |= 1 << kv;
+                        put(s, p, kv, h, e, code);
+                    }
+    for (int code = 0; code < 256; ++code)
+        if ((code & 0x7f) != 0x7f) assert_int_equal(seen[size_t(code)], 3);  // every code as K and as V
+    const std::vector<double> ref = P.run_reference();
+    for (int32_t i = 0; i < kvc::cpu::kIsaCount; ++i) {
+        const kvc::cpu::Isa isa = kvc::cpu::Isa(i);
+        if (!kvc::cpu::isa_available(isa)) continue;
+        kvc::cpu::force_isa(isa);
+        kvc_status st;
+        std::vector<float> got = P.run_cpu(-1, &st);
+        assert_int_equal(st, KVC_OK);
+        char label[64];
+        std::snprintf(label, sizeof label, "fp8 every code [%s]", kvc::cpu::isa_name(isa));
+        expect_close(got, ref, c, label);
+        // NaN in V at (seq 1, position 3, KV head 2, dim 5), then the other NaN code at dim 6.
+        put(1, 3, 1, 2, 5, 0x7f);
+        put(1, 3, 1, 2, 6, 0xff);
+        got = P.run_cpu(-1, &st);
+        assert_int_equal(st, KVC_OK);
+        for (int32_t qh = 0; qh < c.num_q_heads; ++qh)
+            for (int32_t e = 0; e < d; ++e) {
+                const float x = got[size_t((1 * c.num_q_heads + qh) * d + e)];
+                const bool want_nan = qh / (c.num_q_heads / KH) == 2 && (e == 5 || e == 6);
+                if (std::isnan(x) != want_nan)
+                    fail_msg("fp8 NaN [%s]: head %d dim %d = %g", kvc::cpu::isa_name(isa), qh, e, double(x));
+            }
+        put(1, 3, 1, 2, 5, code_at(3, 2, 5, 1));
+        put(1, 3, 1, 2, 6, code_at(3, 2, 6, 1));
+        kvc::cpu::force_isa_reset();
+    }
+}
+
 // After fork() the child has no worker threads: kernels must still run (inline), not wait forever.
 void test_kernels_run_in_forked_child(void **) {
     CaseSpec c;
@@ -666,6 +736,7 @@ int main(void) {
         cmocka_unit_test(test_split_k_matches_single_pass),
         cmocka_unit_test(test_split_k_small_workspace),
         cmocka_unit_test(test_masking_never_reads_unused),
+        cmocka_unit_test(test_fp8_every_code_in_place),
         cmocka_unit_test(test_kernels_run_in_forked_child),
         cmocka_unit_test(test_thread_count),
     };

@@ -577,7 +577,8 @@ void attend_rows(const Plan &P, const Item &it, int64_t item, bool in_place) {
         chunk_rows(0, table, it.kvh, it.c_lo, std::min<int64_t>(it.c_hi, it.c_lo + kChunk));
     for (int32_t r = 0; r < rows; ++r) {
         read_q_row(P, it, r, q + int64_t(r) * d);
-        if constexpr (std::is_same_v<E, Fp8>) scale_row(q + int64_t(r) * d, a.k_scale, d);  // q.(s k) = (s q).k
+        if constexpr (std::is_same_v<E, Fp8>)  // q.(s k) = (s q).k; the rows read k / 256 (Fp8)
+            scale_row(q + int64_t(r) * d, a.k_scale * kFp8InPlace, d);
         m[r] = kNegInf;
         l[r] = 0.f;
         std::fill(acc + int64_t(r) * d, acc + int64_t(r + 1) * d, 0.f);
@@ -650,7 +651,8 @@ void attend_rows(const Plan &P, const Item &it, int64_t item, bool in_place) {
     }
 
     for (int32_t r = 0; r < rows; ++r) {
-        if constexpr (std::is_same_v<E, Fp8>) scale_row(acc + int64_t(r) * d, a.v_scale, d);  // sum w (s v) = s sum w v
+        if constexpr (std::is_same_v<E, Fp8>)  // sum w (s v) = s sum w v; the rows read v / 256
+            scale_row(acc + int64_t(r) * d, a.v_scale * kFp8InPlace, d);
         write_row(P, it, r, m[r], l[r], acc + int64_t(r) * d);
     }
 }
