@@ -574,16 +574,16 @@ void test_masking_never_reads_unused(void **) {
     assert_memory_equal(a.data(), b.data(), a.size() * sizeof(float));
 }
 
-// Every fp8 e4m3 code, subnormals and the largest included, as K and as V of a decode whose KV the
-// kernels read in place (GQA 4, f16 queries: attend_rows<Fp8>, which converts through fp16 bit
-// moves and folds the scales; tiles.hpp), against the reference on every variant; then a NaN code
-// (0x7f, and 0xff) in one visible V element must come out as NaN in that output dimension.
-void test_fp8_every_code_in_place(void **) {
+// Every fp8 e4m3 code, subnormals and the largest included, as K and as V of a decode, against
+// the reference on every variant; then a NaN code (0x7f, and 0xff) in one visible V element must
+// come out as NaN in that output dimension. GQA 4 reads the KV in place (attend_rows<Fp8>: fp16
+// bit moves, scales folded into q and the output), GQA 16 gathers it (fp8v_to_float).
+void check_fp8_every_code(int32_t num_kv_heads) {
     CaseSpec c;
     c.block_size = 16;
     c.head_dim = 128;
     c.num_q_heads = 32;
-    c.num_kv_heads = 8;
+    c.num_kv_heads = num_kv_heads;
     c.q_dtype = KVC_DTYPE_F16;
     c.kv_dtype = KVC_DTYPE_FP8_E4M3;
     c.k_scale = 0.004f;
@@ -624,24 +624,30 @@ void test_fp8_every_code_in_place(void **) {
         std::vector<float> got = P.run_cpu(-1, &st);
         assert_int_equal(st, KVC_OK);
         char label[64];
-        std::snprintf(label, sizeof label, "fp8 every code [%s]", kvc::cpu::isa_name(isa));
+        std::snprintf(label, sizeof label, "fp8 every code, %d KV heads [%s]", KH, kvc::cpu::isa_name(isa));
         expect_close(got, ref, c, label);
-        // NaN in V at (seq 1, position 3, KV head 2, dim 5), then the other NaN code at dim 6.
-        put(1, 3, 1, 2, 5, 0x7f);
-        put(1, 3, 1, 2, 6, 0xff);
+        // NaN in V at (seq 1, position 3, the last KV head, dim 5), the other NaN code at dim 6.
+        const int32_t hn = KH - 1;
+        put(1, 3, 1, hn, 5, 0x7f);
+        put(1, 3, 1, hn, 6, 0xff);
         got = P.run_cpu(-1, &st);
         assert_int_equal(st, KVC_OK);
         for (int32_t qh = 0; qh < c.num_q_heads; ++qh)
             for (int32_t e = 0; e < d; ++e) {
                 const float x = got[size_t((1 * c.num_q_heads + qh) * d + e)];
-                const bool want_nan = qh / (c.num_q_heads / KH) == 2 && (e == 5 || e == 6);
+                const bool want_nan = qh / (c.num_q_heads / KH) == hn && (e == 5 || e == 6);
                 if (std::isnan(x) != want_nan)
-                    fail_msg("fp8 NaN [%s]: head %d dim %d = %g", kvc::cpu::isa_name(isa), qh, e, double(x));
+                    fail_msg("fp8 NaN, %d KV heads [%s]: head %d dim %d = %g", KH, kvc::cpu::isa_name(isa), qh, e, double(x));
             }
-        put(1, 3, 1, 2, 5, code_at(3, 2, 5, 1));
-        put(1, 3, 1, 2, 6, code_at(3, 2, 6, 1));
+        put(1, 3, 1, hn, 5, code_at(3, hn, 5, 1));
+        put(1, 3, 1, hn, 6, code_at(3, hn, 6, 1));
         kvc::cpu::force_isa_reset();
     }
+}
+
+void test_fp8_every_code(void **) {
+    check_fp8_every_code(8);  // GQA 4: in place
+    check_fp8_every_code(2);  // GQA 16: gathered
 }
 
 // After fork() the child has no worker threads: kernels must still run (inline), not wait forever.
@@ -736,7 +742,7 @@ int main(void) {
         cmocka_unit_test(test_split_k_matches_single_pass),
         cmocka_unit_test(test_split_k_small_workspace),
         cmocka_unit_test(test_masking_never_reads_unused),
-        cmocka_unit_test(test_fp8_every_code_in_place),
+        cmocka_unit_test(test_fp8_every_code),
         cmocka_unit_test(test_kernels_run_in_forked_child),
         cmocka_unit_test(test_thread_count),
     };

@@ -181,35 +181,14 @@ static inline fvec load_row(const Bf16 *p) {
 }
 #endif
 static inline float load_elem(const Bf16 *p) { return bf16_to_float(p->bits); }
-// An fp8 e4m3 element read in place, as its value / 256 (kFp8InPlace): attend_rows folds the K
-// scale (x 256) into q and the V scale (x 256) into the output. Why / 256: e4m3's bits moved into
-// an fp16's fields (sign to bit 15, exponent and mantissa to bits 7..13) are an fp16 whose value
-// is exactly the fp8's / 2^8, subnormals included (both formats' exponents step alike, fp16's bias
-// 15 vs 7), so F16C's converter does the rest: a shift pair and the hardware conversion instead
-// of fp8v_to_float's integer rebias, subnormal path and blends. Only NaN (0x7f / 0xff) would come
-// out as 1.875 and is put back by a compare.
+// An fp8 e4m3 element read in place, as its value / 256 (simd.hpp, fp8v_div256: for AVX2 /
+// AVX-512 an exact move into fp16's fields and F16C's converter): attend_rows folds the K scale
+// (x 256) into q and the V scale (x 256) into the output, so no multiply per element.
 struct Fp8 {
     uint8_t bits;
 };
 constexpr float kFp8InPlace = 256.f;
-#if defined(KVC_SIMD_AVX512)
-static inline fvec load_row(const Fp8 *p) {
-    const __m256i x = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
-    const __m256i em = _mm256_and_si256(x, _mm256_set1_epi16(0x7f));
-    const __m256i h = _mm256_or_si256(_mm256_slli_epi16(em, 7),
-                                      _mm256_and_si256(_mm256_slli_epi16(x, 8), _mm256_set1_epi16(-32768)));
-    const __mmask16 nan = _mm256_cmpeq_epi16_mask(em, _mm256_set1_epi16(0x7f));
-    return (fvec)_mm512_mask_mov_ps(_mm512_cvtph_ps(h), nan, _mm512_set1_ps(__builtin_nanf("")));
-}
-#elif defined(KVC_SIMD_AVX2)
-static inline fvec load_row(const Fp8 *p) {
-    const __m128i x = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
-    const __m128i em = _mm_and_si128(x, _mm_set1_epi16(0x7f));
-    const __m128i h = _mm_or_si128(_mm_slli_epi16(em, 7), _mm_and_si128(_mm_slli_epi16(x, 8), _mm_set1_epi16(-32768)));
-    const __m256i nan = _mm256_cvtepi16_epi32(_mm_cmpeq_epi16(em, _mm_set1_epi16(0x7f)));
-    return (fvec)_mm256_blendv_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(__builtin_nanf("")), _mm256_castsi256_ps(nan));
-}
-#endif
+static inline fvec load_row(const Fp8 *p) { return fp8v_div256(&p->bits); }
 static inline float load_elem(const Fp8 *p) { return fp8_e4m3_to_float(p->bits) * (1.f / kFp8InPlace); }
 
 // The chunk's K or V rows: packed fp32 rows of a gather buffer (row j at base + j d: plain
