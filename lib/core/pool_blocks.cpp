@@ -43,13 +43,17 @@ int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
         ++p->counters.evictions;
     }
     p->blocks.take_fresh(b, priority);
-    // The next fresh block is the next victim's: the least recently used, whose entries are cold
-    // (the decode step takes one every block_size tokens per sequence, an admission several in a
-    // row). Asked for now, they arrive while the caller stages this one.
-    const int32_t next = p->blocks.next_victim();
-    if (next >= 0) {
-        p->blocks.prefetch_take(next);
-        if (p->caching) p->cache.prefetch_block(next);
+    // The next fresh block, when it comes from the LRU lists, is the least recently used cached
+    // block, whose entries are cold (the decode step takes one every block_size tokens per
+    // sequence, an admission several in a row): asked for now, they arrive while the caller stages
+    // this one. An unhashed block was freed recently (reused newest first) and is left alone: the
+    // prefetches cost ~2.5 ns per block where everything is in cache (bench_core's BM_Alloc).
+    if (p->blocks.queues().size(FreeQueues::kUnhashedList) == 0) {
+        const int32_t next = p->blocks.next_victim();
+        if (next >= 0) {
+            p->blocks.prefetch_take(next);
+            if (p->caching) p->cache.prefetch_block(next);
+        }
     }
     return b;
 }
