@@ -46,8 +46,11 @@ int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
     // The next fresh block, when it comes from the LRU lists, is the least recently used cached
     // block, whose entries are cold (the decode step takes one every block_size tokens per
     // sequence, an admission several in a row): asked for now, they arrive while the caller stages
-    // this one. An unhashed block was freed recently (reused newest first) and is left alone: the
-    // prefetches cost ~2.5 ns per block where everything is in cache (bench_core's BM_Alloc).
+    // this one. An unhashed block is usually one freed recently (reused newest first) and is left
+    // alone: the prefetches cost ~2.5 ns per block where everything is in cache (bench_core's
+    // BM_Alloc). Not always: after kvc_prefix_cache_reset or at start every block is unhashed and
+    // cold, and bench_trace (which resets between replays) was ~8 % faster with the prefetch on
+    // every take (tests/bench/RESULTS.md, session 21).
     if (p->blocks.queues().size(FreeQueues::kUnhashedList) == 0) {
         const int32_t next = p->blocks.next_victim();
         if (next >= 0) {
