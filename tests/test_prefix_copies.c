@@ -324,6 +324,70 @@ static void test_evicted_copies_spill_once(void **state) {
     OK(kvc_pool_destroy(p));
 }
 
+/* The prefix walk takes a block from the child hint of the block hit before it only when that block
+ * is its hash's only copy (lib/core/pool_blocks.cpp, walk_child_hints; a per-block flag the index
+ * keeps, PrefixCache::only_copy). Here the hinted block B gets a newer copy B2 after the hint was
+ * learnt: the walk must then take the copy a hit takes (both free: the newest, B2), not the hinted
+ * B; and once B2 is evicted, B again. Block size 16 runs the walk's vector path. */
+static void hinted_block_with_a_copy(int32_t bs) {
+    kvc_pool *p = make_pool(bs, 16, 1);
+    int32_t x[2 * 16 + 1], filler[16 * 16];
+    iota_tokens(x, 2 * bs + 1, 700);
+    iota_tokens(filler, 16 * bs, 90000);
+    int32_t t1[3], t3[3], t4[3];
+    assert_int_equal(alloc_hit(p, 1, x, 2 * bs + 1), 0);
+    table_of(p, 1, t1, 3); /* A = t1[0], B = t1[1] */
+    assert_int_equal(alloc_hit(p, 2, x, 2 * bs + 1), 2 * bs); /* hits A and B: learns the hint A -> B */
+    OK(kvc_free(p, 2));
+    OK(kvc_free(p, 1));
+    /* Sequence 3 hits A and fills block 1 itself with B's content: B2, B's newer copy. */
+    assert_int_equal(alloc_hit(p, 3, x, bs + 1), bs);
+    OK(kvc_append(p, 3, x + bs + 1, bs, 0, NULL));
+    table_of(p, 3, t3, 3);
+    assert_int_equal(t3[0], t1[0]);
+    assert_int_not_equal(t3[1], t1[1]);
+    assert_int_equal(kvct_block_is_cached(p, t3[1]), 1); /* B2 */
+    CHECK_POOL(p);
+    OK(kvc_free(p, 3));
+    /* A (one copy) by its hash, then the hint names B, which has a newer copy: the hit is B2. */
+    assert_int_equal(alloc_hit(p, 4, x, 2 * bs + 1), 2 * bs);
+    table_of(p, 4, t4, 3);
+    assert_int_equal(t4[0], t1[0]);
+    assert_int_equal(t4[1], t3[1]);
+    OK(kvc_free(p, 4));
+    /* The LRU list is now B, B2, A (B freed first). A prompt taking every unhashed block and one
+     * more evicts B: B2 is then its hash's only copy (the pool check compares the flag with the
+     * index), and the walk takes it by the hint it learnt (A -> B2). */
+    assert_int_equal(stats_of(p).cached_free_blocks, 3);
+    const int64_t unhashed = stats_of(p).free_blocks - 3;
+    assert_int_equal(alloc_hit(p, 5, filler, (unhashed + 1) * bs), 0);
+    int32_t t5[16];
+    assert_int_equal(table_of(p, 5, t5, 16), unhashed + 1);
+    assert_int_equal(stats_of(p).evictions, 1);
+    int holds_b = 0, holds_other = 0;
+    for (int64_t k = 0; k <= unhashed; ++k) {
+        holds_b += t5[k] == t1[1];
+        holds_other += t5[k] == t1[0] || t5[k] == t3[1];
+    }
+    assert_int_equal(holds_b, 1); /* B was the victim ... */
+    assert_int_equal(holds_other, 0);
+    assert_int_equal(kvct_block_is_cached(p, t3[1]), 1); /* ... B2 stays, now the only copy */
+    CHECK_POOL(p);
+    OK(kvc_free(p, 5));
+    assert_int_equal(alloc_hit(p, 6, x, 2 * bs + 1), 2 * bs);
+    int32_t t6[3];
+    table_of(p, 6, t6, 3);
+    assert_int_equal(t6[0], t1[0]);
+    assert_int_equal(t6[1], t3[1]);
+    OK(kvc_pool_destroy(p));
+}
+
+static void test_hinted_block_with_a_copy(void **state) {
+    (void)state;
+    hinted_block_with_a_copy(4);
+    hinted_block_with_a_copy(16);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_issue_repro),
@@ -335,6 +399,7 @@ int main(void) {
         cmocka_unit_test(test_windowed_hit_on_a_copy),
         cmocka_unit_test(test_hit_on_a_copy_reads_its_kv),
         cmocka_unit_test(test_evicted_copies_spill_once),
+        cmocka_unit_test(test_hinted_block_with_a_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

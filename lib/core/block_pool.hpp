@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/free_queue.hpp"
+#include "core/prefetch.hpp"
 #include "kvc/kvc.h"
 
 namespace kvc {
@@ -51,6 +52,16 @@ public:
 
     // The block a fresh allocation takes next (-1 if none); the caller evicts its cache entry.
     int32_t next_victim() const { return free_.next_victim(); }
+
+    // Asks for what taking b (take_fresh, after a test of cached(b)) reads and writes: its
+    // per-block entries lie in arrays of their own, a line each, cold for the least recently used
+    // block.
+    void prefetch_take(int32_t b) const {
+        prefetch_write(&refcount_[size_t(b)]);
+        prefetch_write(&priority_[size_t(b)]);
+        prefetch_write(&cached_[size_t(b)]);
+        free_.prefetch(b);
+    }
 
     // Takes a free block b (normally next_victim()) as a new reference with this priority.
     void take_fresh(int32_t b, int32_t priority) {

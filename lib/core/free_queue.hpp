@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/prefetch.hpp"
+
 namespace kvc {
 
 class FreeQueues {
@@ -88,6 +90,13 @@ public:
         for (int list = list_[b] == kUnhashedList ? 0 : list_[b] + 1; list < kNumPriorities; ++list)
             if (head_[list] >= 0) return head_[list];
         return -1;
+    }
+
+    // Asks for b's links (remove(b) reads and writes them).
+    void prefetch(int32_t b) const {
+        prefetch_write(&prev_[size_t(b)]);
+        prefetch_write(&next_[size_t(b)]);
+        prefetch_write(&list_[size_t(b)]);
     }
 
     bool contains(int32_t b) const { return list_[b] != kNoList; }

@@ -15,6 +15,11 @@ namespace kvc {
 // a prompt not in cache (bench_trace's, read from a 10 MB trace) an admission took ~5.3k cycles
 // without and ~4.7k with (4.1k with the prompt in cache); the whole batch replay ~1 % faster.
 constexpr int64_t kPromptAhead = 6;
+// The hint walk (walk_child_hints) takes a block in a few tens of cycles (~45 instructions), so
+// six blocks ahead can be shorter than a prompt line's trip from memory: it asks 16 blocks (1 KiB
+// at block size 16) ahead. bench_trace's admission, interleaved series of 6-8 runs: 0.8 ns/op
+// (5-7 %) less than with six.
+constexpr int64_t kWalkAhead = 16;
 
 void pool_uncache_block(kvc_pool *p, int32_t b) {
     if (p->events.enabled()) {  // the record is read only for the event (erase needs no hash)
@@ -38,6 +43,21 @@ int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
         ++p->counters.evictions;
     }
     p->blocks.take_fresh(b, priority);
+    // The next fresh block, when it comes from the LRU lists, is the least recently used cached
+    // block, whose entries are cold (the decode step takes one every block_size tokens per
+    // sequence, an admission several in a row): asked for now, they arrive while the caller stages
+    // this one. An unhashed block is usually one freed recently (reused newest first) and is left
+    // alone: the prefetches cost ~2.5 ns per block where everything is in cache (bench_core's
+    // BM_Alloc). Not always: after kvc_prefix_cache_reset or at start every block is unhashed and
+    // cold, and bench_trace (which resets between replays) was ~8 % faster with the prefetch on
+    // every take (tests/bench/RESULTS.md, session 21).
+    if (p->blocks.queues().size(FreeQueues::kUnhashedList) == 0) {
+        const int32_t next = p->blocks.next_victim();
+        if (next >= 0) {
+            p->blocks.prefetch_take(next);
+            if (p->caching) p->cache.prefetch_block(next);
+        }
+    }
     return b;
 }
 
@@ -296,7 +316,7 @@ __attribute__((noinline)) int64_t walk_child_hints(kvc_pool *p, PrefixWalk *w, c
     const int32_t *row = tokens + j * bs;
     // Asked for whether or not the prompt reaches that far: a prefetch never faults (the address
     // is computed as an integer: a pointer past the prompt's end would be undefined).
-    const uintptr_t ahead = uintptr_t(kPromptAhead * bs) * sizeof(int32_t);
+    const uintptr_t ahead = uintptr_t(kWalkAhead * bs) * sizeof(int32_t);
 #if defined(__SSE2__)
     if (bs == 16) {  // the usual block size: the chain stays in a vector register
         __m128i chain = _mm_loadu_si128(reinterpret_cast<const __m128i *>(&w->chain));

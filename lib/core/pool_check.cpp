@@ -186,13 +186,21 @@ kvc_status pool_check_invariants(kvc_pool *p) {
     // copies), and nothing else is; the copies of a hash hold one content; the size counts copies.
     if (p->caching) {
         const PrefixCache &c = p->cache;
-        int64_t cached = 0, chained = 0, hashes = 0;
+        int64_t cached = 0, chained = 0, hashes = 0, only = 0, flagged = 0;
         for (int32_t b = 0; b < n; ++b) {
-            if (!bp.cached(b)) continue;
+            if (c.only_copy(b)) ++flagged;
+            if (!bp.cached(b)) {
+                KVC_CHECK(!c.only_copy(b), "block %d is not cached but flagged as its hash's only copy", b);
+                continue;
+            }
             ++cached;
             int32_t x = c.find(c.hash_of(b));
             for (int64_t steps = 0; x >= 0 && x != b && steps < n; ++steps) x = c.next_copy(x);
             KVC_CHECK(x == b, "cached block %d is not found under its hash", b);
+            bool more = false;
+            const bool alone = c.find(c.hash_of(b), &more) == b && !more;
+            KVC_CHECK(c.only_copy(b) == alone, "cached block %d is %sflagged as its hash's only copy, but %s", b,
+                      c.only_copy(b) ? "" : "not ", alone ? "it is" : "it is not");
         }
         for (int64_t i = 0; i < c.slot_count(); ++i) {
             const int32_t head = c.slot(i);
@@ -214,8 +222,11 @@ kvc_status pool_check_invariants(kvc_pool *p) {
             }
             KVC_CHECK(c.slot_has_copies(i) == (len > 1), "cache map slot %lld says %s copy but holds %lld",
                       (long long)i, c.slot_has_copies(i) ? "more than one" : "one", (long long)len);
+            if (len == 1) ++only;
             chained += len;
         }
+        KVC_CHECK(flagged == only, "%lld blocks flagged as their hash's only copy, %lld hashes with one copy",
+                  (long long)flagged, (long long)only);
         KVC_CHECK(cached == chained && cached == c.size() && hashes == c.num_hashes(),
                   "%lld cached blocks, %lld in the map's chains, map size %lld; %lld map entries, %lld hashes counted",
                   (long long)cached, (long long)chained, (long long)c.size(), (long long)hashes,

@@ -31,6 +31,7 @@ void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
     next_.assign(size_t(num_blocks), -1);
     prev_.assign(size_t(num_blocks), -1);
     child_.assign(size_t(num_blocks), -1);
+    only_.assign(size_t(num_blocks), 0);
     slot_of_.assign(size_t(num_blocks), 0);
     lines_.reset(new Line[size_t(num_blocks) * size_t(lines_per_record_)]());  // zeroed token rows
     for (int32_t b = 0; b < num_blocks; ++b) new (rec(b)) Record();
@@ -61,6 +62,7 @@ void PrefixCache::erase(int32_t b) {
     }
     Slot &sl = slots_[i];
     --size_;
+    only_[size_t(b)] = 0;
     if (sl.tag & kCopies) {  // unlink b from the chain: O(1) wherever it is
         const int32_t older = next_[size_t(b)], newer = prev_[size_t(b)];
         if (older >= 0) prev_[size_t(older)] = newer;
@@ -70,7 +72,10 @@ void PrefixCache::erase(int32_t b) {
         } else {
             next_[size_t(newer)] = older;
         }
-        if (next_[size_t(sl.block)] < 0) sl.tag &= ~kCopies;  // one copy left
+        if (next_[size_t(sl.block)] < 0) {  // one copy left
+            sl.tag &= ~kCopies;
+            only_[size_t(sl.block)] = 1;
+        }
         return;
     }
     // b was the hash's last copy. Backward-shift deletion: pull later entries of the probe run into
@@ -99,6 +104,7 @@ int64_t PrefixCache::longest_displacement() const {
 
 void PrefixCache::clear() {
     std::fill(slots_.begin(), slots_.end(), Slot{});
+    std::fill(only_.begin(), only_.end(), uint8_t(0));
     size_ = hashes_ = 0;
 }
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/block_hash.hpp"
+#include "core/prefetch.hpp"
 
 namespace kvc {
 
@@ -110,6 +111,20 @@ public:
     struct HintReader;
     HintReader hint_reader() const;
 
+    // Asks for what erase(b) of a cached block b and then stage(b) touch first: its slot index,
+    // its flag and the record's lines (written when b is staged again).
+    void prefetch_block(int32_t b) const {
+        prefetch_read(&slot_of_[size_t(b)]);
+        prefetch_write(&only_[size_t(b)]);
+        const char *r = reinterpret_cast<const char *>(rec(b));
+        for (int32_t k = 0; k < lines_per_record_; ++k) prefetch_write(r + k * int32_t(sizeof(Line)));
+    }
+
+    // Block b is cached and its hash's only copy: find(hash_of(b)) returns b with more == false.
+    // Kept per block (only_) so that the hint walk asks one byte instead of b's slot (a random
+    // line of the slot array) -- pool_check compares it with the map.
+    bool only_copy(int32_t b) const { return only_[size_t(b)] != 0; }
+
     // The next older copy of b's hash after b (b cached), or -1.
     int32_t next_copy(int32_t b) const { return next_[size_t(b)]; }
     // The next newer copy (b cached, its hash with several copies), or -1 for the newest. For the
@@ -140,6 +155,7 @@ public:
     void insert_at(uint64_t empty_slot, int32_t b, const BlockKey &key) {
         set_identity(b, key);
         next_[size_t(b)] = -1;
+        only_[size_t(b)] = 1;
         slot_of_[size_t(b)] = uint32_t(empty_slot);
         slots_[empty_slot].block = b;
         slots_[empty_slot].tag = tag_of(key.hash);
@@ -156,6 +172,8 @@ public:
         next_[size_t(b)] = older;
         prev_[size_t(b)] = -1;
         prev_[size_t(older)] = b;
+        only_[size_t(older)] = 0;  // the hash's copies now number two or more
+        only_[size_t(b)] = 0;
         slot_of_[size_t(b)] = uint32_t(slot);
         slots_[slot].block = b;
         slots_[slot].tag |= kCopies;
@@ -288,10 +306,10 @@ private:
     std::vector<int32_t> next_;      // per block: the next older copy of its hash, or -1
     std::vector<int32_t> prev_;      // per block: the next newer copy, or -1 (set once its hash has two)
     std::vector<int32_t> child_;     // per block: its child hint, or -1 (set_child)
+    std::vector<uint8_t> only_;      // per block: 1 while cached as its hash's only copy (only_copy)
     // Per block: the slot naming it, valid while it is the newest copy of its hash (slots_[i].block
     // == b says so). erase() of an evicted block then starts there instead of at its hash's home,
-    // without reading its record (cold: the least recently used block's); only_copy() reads the
-    // slot's copies bit. 32 bits: the slot array has at most 2^32 entries (2 x 2^31 blocks).
+    // without reading its record (cold: the least recently used block's). 32 bits: the slot array has at most 2^32 entries (2 x 2^31 blocks).
     std::vector<uint32_t> slot_of_;
     std::unique_ptr<Line[]> lines_;  // num_blocks records of lines_per_record_ lines
 
@@ -301,8 +319,7 @@ public:
         const unsigned char *lines;
         int64_t record_bytes;
         size_t token_bytes;
-        const uint32_t *slot_of;
-        const Slot *slots;
+        const uint8_t *only;
         const Record *rec(int32_t b) const { return reinterpret_cast<const Record *>(lines + int64_t(b) * record_bytes); }
         // PrefixCache::holds_plain (the one place that test is written).
         bool holds_plain(int32_t c, const Hash128 &parent, const int32_t *tokens) const {
@@ -310,11 +327,8 @@ public:
             if (!(r->parent == parent) || (r->lora_id | r->extras_digest) != 0) return false;
             return rows_equal_lanes(reinterpret_cast<const int32_t *>(r + 1), tokens, token_bytes);
         }
-        // Cached block c is its hash's only copy: find(hash_of(c)) would return c with more == false.
-        bool only_copy(int32_t c) const {
-            const Slot &sl = slots[slot_of[size_t(c)]];
-            return sl.block == c && (sl.tag & kCopies) == 0;
-        }
+        // PrefixCache::only_copy: c is cached and its hash's only copy.
+        bool only_copy(int32_t c) const { return only[size_t(c)] != 0; }
         // Both, for cached c: the hinted block is what hashing the block and probing would find.
         bool plain_only_copy(int32_t c, const Hash128 &parent, const int32_t *tokens) const {
             if (!holds_plain(c, parent, tokens)) return false;
@@ -325,8 +339,8 @@ public:
         // vector register, and c cached or not: the record's LoRA id and extras digest (zero), parent
         // and row are one run ([hash][lora | digest][parent][ids]), compared as six 16-byte lanes
         // and-ed into one mask. Whether c is cached need not be asked: only_copy() holds only for
-        // a block the index names, and it names cached blocks only (an uncached block's record
-        // may be stale; it never passes only_copy). ~10 instructions fewer per block than
+        // a cached block (an uncached block's record may be stale; it never passes only_copy).
+        // ~10 instructions fewer per block than
         // blocks.cached() + plain_only_copy() (measured).
         bool any_plain_only_copy64(int32_t c, __m128i parent, const int32_t *tokens) const {
             const __m128i *r = reinterpret_cast<const __m128i *>(rec(c));
@@ -346,7 +360,7 @@ public:
 
 inline PrefixCache::HintReader PrefixCache::hint_reader() const {
     return HintReader{child_.data(), reinterpret_cast<const unsigned char *>(lines_.get()),
-                      int64_t(lines_per_record_) * int64_t(sizeof(Line)), token_bytes_, slot_of_.data(), slots_.data()};
+                      int64_t(lines_per_record_) * int64_t(sizeof(Line)), token_bytes_, only_.data()};
 }
 
 }  // namespace kvc

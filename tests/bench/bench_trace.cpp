@@ -25,8 +25,12 @@
 // Built against an older libkvc without the new calls (they are weak references here), only the
 // twostep replay runs: that is how RESULTS.md compares before and after in one run.
 //
-// usage: bench_trace [--requests N] [--reps R] [--verify] [--only single|batch]
+// usage: bench_trace [--requests N] [--reps R] [--verify] [--only single|batch] [--breakdown]
 //   --only    runs that replay alone, once per rep, and prints nothing (for callgrind)
+//   --breakdown  replays single and batch with each library call timed by the TSC (x86-64 only) and
+//             prints where each replay's time goes (admission, append, free, the benchmark's own
+//             loop) in ns per op of the whole replay, medians over --reps: which part of the
+//             library a change moved, where callgrind (no prefetch, no timing) cannot say.
 //   --verify  replays single and batch side by side on two pools and compares every request's block
 //             table after every step (a ctest entry runs it on a short trace).
 #include <algorithm>
@@ -37,6 +41,10 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "../kv_oracle.h"
 #include "kvc/kvc.h"
@@ -135,6 +143,10 @@ struct Replay {
     std::vector<int64_t> pos, len;        // their next output position and output length
     std::vector<int32_t> step_tokens;     // this step's token per running request
     int64_t hit_tokens = 0, ops = 0;
+    // --breakdown: TSC ticks spent in the library's admission, append and free calls.
+    bool timed = false;
+    uint64_t ticks[3] = {0, 0, 0};
+    enum { kAdmitTicks, kAppendTicks, kFreeTicks };
 
     Replay(Mode m, const std::vector<Request> &t, kvc_pool *p) : mode(m), trace(t), pool(p) {
         ids.reserve(kRunning);
@@ -144,6 +156,16 @@ struct Replay {
     }
 
     bool done() const { return next_waiting == trace.size() && ids.empty(); }
+    // The TSC when timed (--breakdown), else 0: the timed replays pay only a predictable branch.
+    uint64_t now() const {
+#if defined(__x86_64__)
+        if (timed) {
+            _mm_lfence();  // the call before has issued; rdtsc is not ordered by itself
+            return __rdtsc();
+        }
+#endif
+        return 0;
+    }
     size_t running() const { return ids.size(); }
 
     bool admit(uint64_t id) {
@@ -152,7 +174,9 @@ struct Replay {
         int32_t verdict = KVC_ALLOC_NEVER;
         int64_t cached = 0;
         if (mode != Mode::kTwoStep) {
+            const uint64_t t0 = now();
             check(kvc_admit(pool, id, r.prompt.data(), n, nullptr, &verdict, &cached), "admit");
+            ticks[kAdmitTicks] += now() - t0;
         } else {
             check(kvc_can_alloc(pool, r.prompt.data(), n, nullptr, &verdict), "can_alloc");
             if (verdict == KVC_ALLOC_OK) check(kvc_alloc(pool, id, r.prompt.data(), n, nullptr, &cached), "alloc");
@@ -176,6 +200,7 @@ struct Replay {
         }
         const size_t n = ids.size();
         for (size_t i = 0; i < n; ++i) step_tokens[i] = output_token(ids[i], pos[i]);
+        const uint64_t t0 = now();
         if (mode == Mode::kBatch) {
             int32_t appended = 0;
             check(kvc_append_batch(pool, int32_t(n), ids.data(), nullptr, step_tokens.data(), 0, nullptr, nullptr,
@@ -184,6 +209,7 @@ struct Replay {
         } else {
             for (size_t i = 0; i < n; ++i) check(kvc_append(pool, ids[i], &step_tokens[i], 1, 0, nullptr), "append");
         }
+        ticks[kAppendTicks] += now() - t0;
         ops += int64_t(n);
         // Finished requests leave; the others keep their order.
         size_t kept = 0;
@@ -191,7 +217,9 @@ struct Replay {
             const uint64_t id = ids[i];
             const int64_t next = pos[i] + 1;
             if (next == len[i]) {
+                const uint64_t f0 = now();
                 check(kvc_free(pool, id), "free");
+                ticks[kFreeTicks] += now() - f0;
                 ++ops;
                 continue;
             }
@@ -209,12 +237,19 @@ struct Replay {
 // One replay on `pool`, which holds no sequence: its prefix cache is emptied first, so every
 // replay starts from the same state (the system prompts not yet cached). The pool is reused across
 // replays, as a server's is: its memory is touched before the timed replays (main's warm-up).
-double run_once(Mode mode, const std::vector<Request> &trace, kvc_pool *pool, int64_t *hits, int64_t *ops) {
+double run_once(Mode mode, const std::vector<Request> &trace, kvc_pool *pool, int64_t *hits, int64_t *ops,
+                uint64_t *ticks = nullptr) {
     check(kvc_prefix_cache_reset(pool), "prefix_cache_reset");
     Replay r(mode, trace, pool);
+    r.timed = ticks != nullptr;
+    const uint64_t c0 = r.now();
     const auto t0 = std::chrono::steady_clock::now();
     while (!r.done()) r.step();
     const auto t1 = std::chrono::steady_clock::now();
+    if (ticks) {  // admission, append, free, whole replay
+        std::copy(r.ticks, r.ticks + 3, ticks);
+        ticks[3] = r.now() - c0;
+    }
     *hits = r.hit_tokens;
     *ops = r.ops;
     return std::chrono::duration<double, std::nano>(t1 - t0).count();
@@ -271,20 +306,64 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+// --breakdown: single and batch replays, interleaved, each call timed; ns per op of the replay
+// for each part (ticks scaled by the replay's steady-clock time, so no TSC frequency is assumed).
+// The timing itself (lfence + rdtsc around each call) adds to the figures: compare builds with it,
+// not against the untimed replays.
+int breakdown(const std::vector<Request> &trace, int reps) {
+#if defined(__x86_64__)
+    const Mode modes[2] = {Mode::kSingle, Mode::kBatch};
+    kvc_pool *pools[2];
+    std::vector<double> parts[2][5];  // admit, append, free, benchmark loop, whole
+    for (int m = 0; m < 2; ++m) {
+        int64_t hits, ops;
+        pools[m] = make_pool();
+        run_once(modes[m], trace, pools[m], &hits, &ops);  // warm-up
+    }
+    for (int r = 0; r < reps; ++r)
+        for (int m = 0; m < 2; ++m) {
+            int64_t hits = 0, ops = 0;
+            uint64_t t[4];
+            const double ns = run_once(modes[m], trace, pools[m], &hits, &ops, t);
+            const double ns_per_tick = ns / double(t[3]);
+            for (int k = 0; k < 3; ++k) parts[m][k].push_back(double(t[k]) * ns_per_tick / double(ops));
+            parts[m][3].push_back(double(t[3] - t[0] - t[1] - t[2]) * ns_per_tick / double(ops));
+            parts[m][4].push_back(ns / double(ops));
+        }
+    std::printf("breakdown, ns per op of the replay (median of %d; timed calls, so above the untimed figures)\n",
+                reps);
+    std::printf("%-8s %8s %8s %8s %8s %8s\n", "replay", "admit", "append", "free", "loop", "whole");
+    for (int m = 0; m < 2; ++m) {
+        std::printf("%-8s", kModeNames[int(modes[m])]);
+        for (int k = 0; k < 5; ++k) std::printf(" %8.2f", median(parts[m][k]));
+        std::printf("\n");
+        kvc_pool_destroy(pools[m]);
+    }
+    return 0;
+#else
+    (void)trace;
+    (void)reps;
+    std::printf("breakdown: x86-64 only (the TSC)\n");
+    return 0;
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     int requests = 2000, reps = 7;
-    bool do_verify = false;
+    bool do_verify = false, do_breakdown = false;
     std::string only;  // a replay's name: run that one alone (profiling)
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--requests" && i + 1 < argc) requests = std::atoi(argv[++i]);
         else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
         else if (a == "--verify") do_verify = true;
+        else if (a == "--breakdown") do_breakdown = true;
         else if (a == "--only" && i + 1 < argc) only = argv[++i];
         else {
-            std::fprintf(stderr, "usage: bench_trace [--requests N] [--reps R] [--verify] [--only twostep|single|batch]\n");
+            std::fprintf(stderr, "usage: bench_trace [--requests N] [--reps R] [--verify] [--only twostep|single|batch] "
+                                 "[--breakdown]\n");
             return 2;
         }
     }
@@ -296,6 +375,10 @@ int main(int argc, char **argv) {
             return 0;
         }
         return verify(trace);
+    }
+    if (do_breakdown) {
+        if (!have_batch) return 2;
+        return breakdown(trace, reps);
     }
     if (!only.empty()) {
         int m = 0;
