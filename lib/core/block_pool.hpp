@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/free_queue.hpp"
-#include "core/prefetch.hpp"
+#include "prefetch.hpp"
 #include "kvc/kvc.h"
 
 namespace kvc {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/prefetch.hpp"
+#include "prefetch.hpp"
 
 namespace kvc {
 

@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "core/block_hash.hpp"
-#include "core/prefetch.hpp"
+#include "prefetch.hpp"
 
 namespace kvc {
 
@@ -309,7 +309,8 @@ private:
     std::vector<uint8_t> only_;      // per block: 1 while cached as its hash's only copy (only_copy)
     // Per block: the slot naming it, valid while it is the newest copy of its hash (slots_[i].block
     // == b says so). erase() of an evicted block then starts there instead of at its hash's home,
-    // without reading its record (cold: the least recently used block's). 32 bits: the slot array has at most 2^32 entries (2 x 2^31 blocks).
+    // without reading its record (cold: the least recently used block's). 32 bits: the slot array
+    // has at most 2^32 entries (2 x 2^31 blocks).
     std::vector<uint32_t> slot_of_;
     std::unique_ptr<Line[]> lines_;  // num_blocks records of lines_per_record_ lines
 
@@ -340,8 +341,7 @@ public:
         // and row are one run ([hash][lora | digest][parent][ids]), compared as six 16-byte lanes
         // and-ed into one mask. Whether c is cached need not be asked: only_copy() holds only for
         // a cached block (an uncached block's record may be stale; it never passes only_copy).
-        // ~10 instructions fewer per block than
-        // blocks.cached() + plain_only_copy() (measured).
+        // ~10 instructions fewer per block than blocks.cached() + plain_only_copy() (measured).
         bool any_plain_only_copy64(int32_t c, __m128i parent, const int32_t *tokens) const {
             const __m128i *r = reinterpret_cast<const __m128i *>(rec(c));
             const __m128i *t = reinterpret_cast<const __m128i *>(tokens);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cpu/dtype_convert.hpp"
+#include "prefetch.hpp"
 #if defined(KVC_SIMD_AVX2) || defined(KVC_SIMD_AVX512)
 #include <immintrin.h>
 #endif
@@ -48,14 +49,8 @@ typedef int32_t ivec __attribute__((vector_size(kLanes * 4)));
 // prefetch at all (tests/bench/RESULTS.md, session 20; tests/codegen/prefetch_kept.sh guards it).
 // A volatile asm is never deleted. Into L1: ~8 % faster batched decode than into L2 (prefetcht2).
 // Other targets fall back to __builtin_prefetch, which GCC may drop the same way (only x86-64 is
-// built and measured here).
-static inline void prefetch_l1(const void *p) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char *>(p)));
-#else
-    __builtin_prefetch(p, 0, 3);
-#endif
-}
+// built and measured here). The instruction itself: lib/prefetch.hpp, shared with the host core.
+static inline void prefetch_l1(const void *p) { prefetch_read(p); }
 
 static inline fvec loadv(const float *p) {
     fvec v;

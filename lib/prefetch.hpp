@@ -1,6 +1,8 @@
-// Software prefetches for the host core's metadata. A volatile asm statement: GCC may drop a
-// __builtin_prefetch whose address it considers dead (e.g. a function doing nothing else); an asm
-// statement is kept wherever it is written. Other targets fall back to the builtin.
+// Software prefetches, for the host core's metadata and the CPU kernels' K/V rows (cpu/simd.hpp,
+// prefetch_l1). A volatile asm statement: GCC may drop a __builtin_prefetch whose address it
+// considers dead (e.g. a function doing nothing else -- the in-place decode path lost every
+// prefetch that way once); an asm statement is kept wherever it is written. Other targets fall
+// back to the builtin.
 #pragma once
 
 namespace kvc {
