@@ -668,9 +668,10 @@ void attend_item(const Plan &P, int64_t item) {
     // measured 1.3-1.4x faster than gathering; the 0.97x of an earlier session was measured while
     // the in-place prefetch was compiled out, simd.hpp prefetch_l1); bf16 likewise (widened and
     // shifted in registers: decode 16x1024 1.5x faster at AVX-512, 1.76x at AVX2 than gathered);
-    // fp8 e4m3 up to 4 rows (each element's bit arithmetic done once per item, as the gather does
-    // it, without the gather's store and reload: decode 16x1024 1.32x at AVX-512, 1.17x at AVX2;
-    // at 8 rows in place would convert every element twice, ~12 vector ops each time).
+    // fp8 e4m3 up to 4 rows (each element converted once per item, as the gather does it, without
+    // the gather's store and reload: decode 16x1024 1.32x at AVX-512, 1.17x at AVX2 with the old
+    // integer conversion; with F16C's (simd.hpp fp8v_div256) 1.86x / 1.36x less CPU than session
+    // 20's gathered path, RESULTS.md session 21; at 8 rows every element would be converted twice).
     const int32_t dtype = P.a->layout.dtype;
 #if defined(KVC_SIMD_AVX2) || defined(KVC_SIMD_AVX512)
     if (dtype == KVC_DTYPE_F32) return attend_rows<float>(P, it, item, true);
