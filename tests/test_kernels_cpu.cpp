@@ -62,29 +62,42 @@ void expect_close(const std::vector<float> &got, const std::vector<double> &want
     (void)worst;
 }
 
-// Runs the case on every kernel variant this machine can run (baseline, AVX2, AVX-512), each
-// against the same reference and tolerances. KVC_CPU_TEST_BEST_ONLY=1 (the one-thread ctest
-// entry, whose point is the thread count) runs only the variant the library would pick.
-void run_case(const CaseSpec &c, const char *what) {
-    PagedProblem P = kvc_test::make_problem(c);
-    const std::vector<double> ref = P.run_reference();
-    const char *best_only = std::getenv("KVC_CPU_TEST_BEST_ONLY");
-    int32_t best = -1;
+// The kernel variants to test: every one this machine can run (baseline, AVX2, AVX-512), or with
+// KVC_CPU_TEST_BEST_ONLY=1 (the one-thread ctest entry, whose point is the thread count) only the
+// one the library would pick.
+std::vector<kvc::cpu::Isa> isas_to_test() {
+    std::vector<kvc::cpu::Isa> isas;
     for (int32_t i = 0; i < kvc::cpu::kIsaCount; ++i)
-        if (kvc::cpu::isa_available(kvc::cpu::Isa(i))) best = i;
-    for (int32_t i = 0; i < kvc::cpu::kIsaCount; ++i) {
-        const kvc::cpu::Isa isa = kvc::cpu::Isa(i);
-        if (!kvc::cpu::isa_available(isa)) continue;
-        if (best_only && best_only[0] == '1' && i != best) continue;
-        kvc::cpu::force_isa(isa);
-        kvc_status st;
-        std::vector<float> got = P.run_cpu(c.partition_size, &st);
-        kvc::cpu::force_isa_reset();
-        assert_int_equal(st, KVC_OK);
+        if (kvc::cpu::isa_available(kvc::cpu::Isa(i))) isas.push_back(kvc::cpu::Isa(i));
+    const char *best_only = std::getenv("KVC_CPU_TEST_BEST_ONLY");
+    if (best_only && best_only[0] == '1' && !isas.empty()) isas.erase(isas.begin(), isas.end() - 1);
+    return isas;
+}
+
+// P's kernel output with variant isa forced (reset again before the caller asserts anything).
+std::vector<float> run_with(PagedProblem &P, kvc::cpu::Isa isa, int32_t partition_size) {
+    kvc::cpu::force_isa(isa);
+    kvc_status st;
+    std::vector<float> got = P.run_cpu(partition_size, &st);
+    kvc::cpu::force_isa_reset();
+    assert_int_equal(st, KVC_OK);
+    return got;
+}
+
+// Runs problem P on every variant to test, each against the same reference and tolerances.
+void run_problem(PagedProblem &P, const CaseSpec &c, const char *what) {
+    const std::vector<double> ref = P.run_reference();
+    for (kvc::cpu::Isa isa : isas_to_test()) {
+        std::vector<float> got = run_with(P, isa, c.partition_size);
         char label[96];
         std::snprintf(label, sizeof label, "%s [%s]", what, kvc::cpu::isa_name(isa));
         expect_close(got, ref, c, label);
     }
+}
+
+void run_case(const CaseSpec &c, const char *what) {
+    PagedProblem P = kvc_test::make_problem(c);
+    run_problem(P, c, what);
 }
 
 std::vector<kvc_ref::Seq> random_seqs(std::mt19937 &rng, int n, int64_t max_ctx, int64_t max_q) {
@@ -615,33 +628,23 @@ void check_fp8_every_code(int32_t num_kv_heads) {
                     }
     for (int code = 0; code < 256; ++code)
         if ((code & 0x7f) != 0x7f) assert_int_equal(seen[size_t(code)], 3);  // every code as K and as V
-    const std::vector<double> ref = P.run_reference();
-    for (int32_t i = 0; i < kvc::cpu::kIsaCount; ++i) {
-        const kvc::cpu::Isa isa = kvc::cpu::Isa(i);
-        if (!kvc::cpu::isa_available(isa)) continue;
-        kvc::cpu::force_isa(isa);
-        kvc_status st;
-        std::vector<float> got = P.run_cpu(-1, &st);
-        assert_int_equal(st, KVC_OK);
-        char label[64];
-        std::snprintf(label, sizeof label, "fp8 every code, %d KV heads [%s]", KH, kvc::cpu::isa_name(isa));
-        expect_close(got, ref, c, label);
-        // NaN in V at (seq 1, position 3, the last KV head, dim 5), the other NaN code at dim 6.
-        const int32_t hn = KH - 1;
-        put(1, 3, 1, hn, 5, 0x7f);
-        put(1, 3, 1, hn, 6, 0xff);
-        got = P.run_cpu(-1, &st);
-        assert_int_equal(st, KVC_OK);
+    char label[64];
+    std::snprintf(label, sizeof label, "fp8 every code, %d KV heads", KH);
+    run_problem(P, c, label);
+    // NaN in V at (seq 1, position 3, the last KV head, dim 5), the other NaN code at dim 6.
+    const int32_t hn = KH - 1;
+    put(1, 3, 1, hn, 5, 0x7f);
+    put(1, 3, 1, hn, 6, 0xff);
+    for (kvc::cpu::Isa isa : isas_to_test()) {
+        const std::vector<float> got = run_with(P, isa, c.partition_size);
         for (int32_t qh = 0; qh < c.num_q_heads; ++qh)
             for (int32_t e = 0; e < d; ++e) {
                 const float x = got[size_t((1 * c.num_q_heads + qh) * d + e)];
                 const bool want_nan = qh / (c.num_q_heads / KH) == hn && (e == 5 || e == 6);
                 if (std::isnan(x) != want_nan)
-                    fail_msg("fp8 NaN, %d KV heads [%s]: head %d dim %d = %g", KH, kvc::cpu::isa_name(isa), qh, e, double(x));
+                    fail_msg("fp8 NaN, %d KV heads [%s]: head %d dim %d = %g", KH, kvc::cpu::isa_name(isa), qh, e,
+                             double(x));
             }
-        put(1, 3, 1, hn, 5, code_at(3, hn, 5, 1));
-        put(1, 3, 1, hn, 6, code_at(3, hn, 6, 1));
-        kvc::cpu::force_isa_reset();
     }
 }
 

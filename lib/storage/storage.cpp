@@ -19,9 +19,8 @@ kvc_status storage_allocate(const KvLayout &layout, int32_t backend, int32_t dev
     // zero-filled so that never-written slots hold defined values. From 2 MiB on, 2 MiB aligned
     // and offered to transparent huge pages: a block table scatters a sequence over the whole
     // pool, so with 4 KiB pages every block a kernel reads is a TLB miss of its own (two for K and
-    // V). Batched CPU decode ran 7-10 % faster
-    // (tests/bench/RESULTS.md, session 20). The memset touches every page at creation anyway, so
-    // huge pages cost no memory the pool would not hold.
+    // V). Batched CPU decode ran 7-10 % faster (tests/bench/RESULTS.md, session 20). The memset
+    // touches every page at creation anyway, so huge pages cost no memory the pool would not hold.
     constexpr size_t kHuge = size_t(2) << 20;
     const size_t kAlign = size_t(layout.total_bytes) >= kHuge ? kHuge : 4096;
     size_t bytes = (size_t(layout.total_bytes) + kAlign - 1) / kAlign * kAlign;
