@@ -497,16 +497,19 @@ void test_prefill_past_kv_copy_bound(void **) {
 }
 
 // Split-K decode equals the single pass (and the reference) for explicit and auto partitions,
-// including partitions that fall entirely outside a sliding window.
+// including partitions that fall entirely outside a sliding window, on every kernel variant. The
+// GQA-16 case puts a decode row block in vector lanes at every width (attend_lanes, whose running
+// maxima are in base-2 units inside the item: its partials must leave in natural units).
 void test_split_k_matches_single_pass(void **) {
     std::mt19937 rng(14);
     const int32_t parts[] = {1, 16, 100, 512, 0};
-    for (int i = 0; i < 4; ++i) {
+    const int32_t heads[][2] = {{8, 8}, {32, 8}, {32, 4}, {64, 8}, {32, 2}};
+    for (int i = 0; i < 5; ++i) {
         CaseSpec c;
-        c.block_size = kBlockSizes[i + 1];
-        c.head_dim = kHeadDims[i];
-        c.num_q_heads = kHeads[i][0];
-        c.num_kv_heads = kHeads[i][1];
+        c.block_size = kBlockSizes[i % 4 + 1];
+        c.head_dim = kHeadDims[i % 4];
+        c.num_q_heads = heads[i][0];
+        c.num_kv_heads = heads[i][1];
         c.q_dtype = c.kv_dtype = KVC_DTYPE_F32;
         c.seqs = random_seqs(rng, 2, 2500, 1);
         c.seqs[0].ctx_len = 2500;
@@ -514,17 +517,19 @@ void test_split_k_matches_single_pass(void **) {
         c.scale_mult = 3.0f;
         c.seed = 4000u + uint32_t(i);
         PagedProblem P = kvc_test::make_problem(c);
-        kvc_status st;
-        std::vector<float> single = P.run_cpu(-1, &st);
-        assert_int_equal(st, KVC_OK);
-        expect_close(single, P.run_reference(), c, "single pass");
-        for (int32_t ps : parts) {
-            std::vector<float> split = P.run_cpu(ps, &st);
-            assert_int_equal(st, KVC_OK);
-            for (size_t e = 0; e < single.size(); ++e)
-                if (!(std::fabs(split[e] - single[e]) <= 2e-6f + 1e-5f * std::fabs(single[e])))
-                    fail_msg("partition %d: out[%zu] split %.9g vs single %.9g", ps, e, double(split[e]),
-                             double(single[e]));
+        const std::vector<double> ref = P.run_reference();
+        for (kvc::cpu::Isa isa : isas_to_test()) {
+            const std::vector<float> single = run_with(P, isa, -1);
+            char label[96];
+            std::snprintf(label, sizeof label, "single pass [%s]", kvc::cpu::isa_name(isa));
+            expect_close(single, ref, c, label);
+            for (int32_t ps : parts) {
+                const std::vector<float> split = run_with(P, isa, ps);
+                for (size_t e = 0; e < single.size(); ++e)
+                    if (!(std::fabs(split[e] - single[e]) <= 2e-6f + 1e-5f * std::fabs(single[e])))
+                        fail_msg("[%s] partition %d: out[%zu] split %.9g vs single %.9g", kvc::cpu::isa_name(isa), ps,
+                                 e, double(split[e]), double(single[e]));
+            }
         }
     }
 }
@@ -708,6 +713,35 @@ void test_vector_exp(void **) {
     }
 }
 
+// The base-2 exp of the plain softmax (cpu/simd.hpp, exp2v; attend_lanes keeps scores in base-2
+// units): within 4 ulp of the double exp2 where softmax exponents lie (x <= 0: a score minus the
+// running maximum, a correction of it; some headroom above), exactly 1 at 0, exactly 0 for -inf and
+// below -126 (masked keys must weigh nothing), NaN in, NaN out.
+void test_vector_exp2(void **) {
+    using kvc::cpu::kLanes;
+    double worst = 0;
+    float in[kLanes], out[kLanes];
+    for (int64_t step = 0; step <= 2000000; step += kLanes) {
+        for (int i = 0; i < kLanes; ++i) in[i] = -126.0f + 136.0f * float(step + i) / 2000000.0f;
+        kvc::cpu::storev(out, kvc::cpu::exp2v(kvc::cpu::loadv(in)));
+        for (int i = 0; i < kLanes; ++i) {
+            const double want = std::exp2(double(in[i]));
+            const double rel = std::fabs(double(out[i]) - want) / want;
+            worst = std::max(worst, rel);
+            if (!(rel <= 4 * 0x1p-24)) fail_msg("exp2v(%.9g) = %.9g, exp2 = %.9g (relative error %.3g)", in[i], out[i], want, rel);
+        }
+    }
+    print_message("exp2v: worst relative error %.3g over [-126, 10]\n", worst);
+    const float edge[] = {-INFINITY, -1e30f, -200.0f, -126.01f, 0.0f, NAN};
+    for (float x : edge) {
+        for (int i = 0; i < kLanes; ++i) in[i] = x;
+        kvc::cpu::storev(out, kvc::cpu::exp2v(kvc::cpu::loadv(in)));
+        if (std::isnan(x)) assert_true(std::isnan(out[0]));
+        else if (x < -126.0f) assert_true(out[0] == 0.0f);
+        else assert_true(out[0] == 1.0f);
+    }
+}
+
 // The worker pool's size: KVC_CPU_THREADS wins when it is a positive integer (capped), else the
 // CPUs the process may run on, else the hardware threads. Run under KVC_CPU_THREADS=1 (ctest
 // test_kernels_cpu_one_thread), the pool must have exactly one thread: the caller.
@@ -733,6 +767,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_conversions),
         cmocka_unit_test(test_fp8_conversions),
         cmocka_unit_test(test_vector_exp),
+        cmocka_unit_test(test_vector_exp2),
         cmocka_unit_test(test_cache_write_exact),
         cmocka_unit_test(test_row_encoders_exact),
         cmocka_unit_test(test_copy_blocks_exact),
