@@ -13,7 +13,6 @@
 #include "cpu/attention_isa.hpp"
 #include "cpu/dtype_convert.hpp"
 #include "cpu/cpu_isa.hpp"
-#include "cpu/simd.hpp"
 #include "cpu/thread_pool.hpp"
 #include "test_kernels_fixture.hpp"
 
@@ -683,64 +682,51 @@ void test_kernels_run_in_forked_child(void **) {
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-// The vector exp of the rows-in-lanes softmax (cpu/simd.hpp, expv): within 4 ulp of the double
-// exp across the range scores take (x <= 0 after the running-max subtraction, and some headroom
-// above), exactly 0 for -inf and below -87.3 (masked keys must weigh nothing), finite at the top.
-void test_vector_exp(void **) {
-    using kvc::cpu::fvec;
-    using kvc::cpu::kLanes;
-    double worst = 0;
-    float in[kLanes], out[kLanes];
-    for (int64_t step = 0; step <= 2000000; step += kLanes) {
-        for (int i = 0; i < kLanes; ++i) in[i] = -87.0f + 174.9f * float(step + i) / 2000000.0f;
-        const fvec y = kvc::cpu::expv(kvc::cpu::loadv(in));
-        kvc::cpu::storev(out, y);
-        for (int i = 0; i < kLanes; ++i) {
-            const double want = std::exp(double(in[i]));
-            const double rel = std::fabs(double(out[i]) - want) / want;
-            worst = std::max(worst, rel);
-            if (!(rel <= 4 * 0x1p-24)) fail_msg("expv(%.9g) = %.9g, exp = %.9g (relative error %.3g)", in[i], out[i], want, rel);
+// The vector exponentials of the rows-in-lanes softmax (cpu/simd.hpp), each variant's own code
+// (kvc::cpu::vector_exp): within 4 ulp of the double result where the softmax's exponents lie
+// (x <= 0 after the running-max subtraction, and some headroom above), exactly 1 at 0, exactly 0
+// for -inf and below the underflow edge (masked keys must weigh nothing), NaN in, NaN out.
+// expv (natural base, with ALiBi / soft-cap) over [-87, 87.9], finite at the top; exp2v (base 2,
+// the plain softmax; no clamps at AVX-512) over [-126, 10].
+void check_vector_exp(bool base2) {
+    constexpr int64_t kN = 1 << 14;  // a multiple of every variant's lanes
+    const double lo = base2 ? -126.0 : -87.0, span = base2 ? 136.0 : 174.9;
+    std::vector<float> in(kN), out(kN);
+    for (kvc::cpu::Isa isa : isas_to_test()) {
+        const char *name = kvc::cpu::isa_name(isa);
+        double worst = 0;
+        for (int64_t base = 0; base < 2000000; base += kN) {
+            for (int64_t i = 0; i < kN; ++i)
+                in[size_t(i)] = float(lo + span * double(std::min<int64_t>(base + i, 2000000)) / 2000000.0);
+            kvc::cpu::vector_exp(isa, in.data(), out.data(), kN, base2);
+            for (int64_t i = 0; i < kN; ++i) {
+                const double x = in[size_t(i)], want = base2 ? std::exp2(x) : std::exp(x);
+                const double rel = std::fabs(double(out[size_t(i)]) - want) / want;
+                worst = std::max(worst, rel);
+                if (!(rel <= 4 * 0x1p-24))
+                    fail_msg("[%s] %s(%.9g) = %.9g, want %.9g (relative error %.3g)", name, base2 ? "exp2v" : "expv", x,
+                             double(out[size_t(i)]), want, rel);
+            }
+        }
+        print_message("[%s] %s: worst relative error %.3g\n", name, base2 ? "exp2v" : "expv", worst);
+        const float under = base2 ? -126.01f : -87.31f;
+        const float edge[] = {-INFINITY, -1e30f, -200.0f, under, 0.0f, NAN, 88.0f, 89.0f, 1e30f};
+        for (float x : edge) {
+            if (base2 && x > 1.f) continue;  // exp2v's inputs are <= 0 (scores minus their maximum)
+            std::fill(in.begin(), in.end(), x);
+            kvc::cpu::vector_exp(isa, in.data(), out.data(), kN, base2);
+            for (int64_t i = 0; i < kN; i += 7) {
+                const float y = out[size_t(i)];
+                if (std::isnan(x)) assert_true(std::isnan(y));
+                else if (x <= under) assert_true(y == 0.0f);
+                else if (x == 0.0f) assert_true(y == 1.0f);
+                else assert_true(std::isfinite(y) && y > 1e38f);
+            }
         }
     }
-    print_message("expv: worst relative error %.3g over [-87, 87.9]\n", worst);
-    const float edge[] = {-INFINITY, -1e30f, -100.0f, -87.31f, 0.0f, 88.0f, 89.0f, 1e30f};
-    for (float x : edge) {
-        for (int i = 0; i < kLanes; ++i) in[i] = x;
-        kvc::cpu::storev(out, kvc::cpu::expv(kvc::cpu::loadv(in)));
-        if (x < -87.3f) assert_true(out[0] == 0.0f);
-        else if (x == 0.0f) assert_true(out[0] == 1.0f);
-        else if (x >= 88.0f) assert_true(std::isfinite(out[0]) && out[0] > 1e38f);
-    }
 }
-
-// The base-2 exp of the plain softmax (cpu/simd.hpp, exp2v; attend_lanes keeps scores in base-2
-// units): within 4 ulp of the double exp2 where softmax exponents lie (x <= 0: a score minus the
-// running maximum, a correction of it; some headroom above), exactly 1 at 0, exactly 0 for -inf and
-// below -126 (masked keys must weigh nothing), NaN in, NaN out.
-void test_vector_exp2(void **) {
-    using kvc::cpu::kLanes;
-    double worst = 0;
-    float in[kLanes], out[kLanes];
-    for (int64_t step = 0; step <= 2000000; step += kLanes) {
-        for (int i = 0; i < kLanes; ++i) in[i] = -126.0f + 136.0f * float(step + i) / 2000000.0f;
-        kvc::cpu::storev(out, kvc::cpu::exp2v(kvc::cpu::loadv(in)));
-        for (int i = 0; i < kLanes; ++i) {
-            const double want = std::exp2(double(in[i]));
-            const double rel = std::fabs(double(out[i]) - want) / want;
-            worst = std::max(worst, rel);
-            if (!(rel <= 4 * 0x1p-24)) fail_msg("exp2v(%.9g) = %.9g, exp2 = %.9g (relative error %.3g)", in[i], out[i], want, rel);
-        }
-    }
-    print_message("exp2v: worst relative error %.3g over [-126, 10]\n", worst);
-    const float edge[] = {-INFINITY, -1e30f, -200.0f, -126.01f, 0.0f, NAN};
-    for (float x : edge) {
-        for (int i = 0; i < kLanes; ++i) in[i] = x;
-        kvc::cpu::storev(out, kvc::cpu::exp2v(kvc::cpu::loadv(in)));
-        if (std::isnan(x)) assert_true(std::isnan(out[0]));
-        else if (x < -126.0f) assert_true(out[0] == 0.0f);
-        else assert_true(out[0] == 1.0f);
-    }
-}
+void test_vector_exp(void **) { check_vector_exp(false); }
+void test_vector_exp2(void **) { check_vector_exp(true); }
 
 // The worker pool's size: KVC_CPU_THREADS wins when it is a positive integer (capped), else the
 // CPUs the process may run on, else the hardware threads. Run under KVC_CPU_THREADS=1 (ctest

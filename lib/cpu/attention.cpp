@@ -36,6 +36,13 @@ int64_t kv_copy_floats() { return g_kv_copy_floats.load(std::memory_order_relaxe
 void set_kv_copy_floats(int64_t floats) {
     g_kv_copy_floats.store(floats > 0 ? std::min(floats, kKvCopyFloats) : kKvCopyFloats, std::memory_order_relaxed);
 }
+void vector_exp(Isa isa, const float *x, float *y, int64_t n, bool base2) {
+    switch (isa) {
+        case Isa::avx512: return vector_exp_avx512(x, y, n, base2);
+        case Isa::avx2: return vector_exp_avx2(x, y, n, base2);
+        default: return vector_exp_body(x, y, n, base2);
+    }
+}
 }  // namespace cpu
 
 kvc_status cpu_attention(const AttentionArgs &a) {

@@ -725,6 +725,12 @@ void reduce_item(const Plan &P, int64_t item) {
                a.q_dtype, d);
 }
 
+// Test hook body (vector_exp in attention_isa.hpp): y = e^x, or 2^x, through this variant's expv /
+// exp2v; n a multiple of kLanes.
+void vector_exp_body(const float *x, float *y, int64_t n, bool base2) {
+    for (int64_t i = 0; i + kLanes <= n; i += kLanes) storev(y + i, base2 ? exp2v(loadv(x + i)) : expv(loadv(x + i)));
+}
+
 // Partitions per sequence for a decode launch: explicit size, never, or auto (split long contexts
 // only when there are too few (sequence, KV head) items to keep every thread busy).
 int64_t choose_partition_len(const AttentionArgs &a, int32_t nkv) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu/cpu_isa.hpp"
 #include "storage/kernel_args.hpp"
 
 namespace kvc::cpu {
@@ -30,9 +31,16 @@ bool avx512_variant_built();
 // The kernels compiled for AVX2 + FMA + F16C; call only when isa_available(Isa::avx2).
 kvc_status attention_avx2(const AttentionArgs &a);
 kvc_status cache_write_avx2(const CacheWriteArgs &a);
+void vector_exp_avx2(const float *x, float *y, int64_t n, bool base2);
 
 // The kernels compiled for AVX-512 F/BW/VL/DQ; call only when isa_available(Isa::avx512).
 kvc_status attention_avx512(const AttentionArgs &a);
 kvc_status cache_write_avx512(const CacheWriteArgs &a);
+void vector_exp_avx512(const float *x, float *y, int64_t n, bool base2);
+
+// Test hook: y[i] = e^x[i] (base2: 2^x[i]) by variant isa's vector exponential, the softmax's
+// (simd.hpp: expv, exp2v; each ISA has its own code for them); isa must be available, n a
+// multiple of 16.
+void vector_exp(Isa isa, const float *x, float *y, int64_t n, bool base2);
 
 }  // namespace kvc::cpu

@@ -31,6 +31,7 @@ namespace kvc::cpu {
 bool avx2_variant_built() { return true; }
 kvc_status attention_avx2(const AttentionArgs &a) { return run_attention(a); }
 kvc_status cache_write_avx2(const CacheWriteArgs &a) { return run_cache_write(a); }
+void vector_exp_avx2(const float *x, float *y, int64_t n, bool base2) { vector_exp_body(x, y, n, base2); }
 }  // namespace kvc::cpu
 
 #else
@@ -40,6 +41,7 @@ namespace kvc::cpu {
 bool avx2_variant_built() { return false; }
 kvc_status attention_avx2(const AttentionArgs &a) { return cpu_attention(a); }
 kvc_status cache_write_avx2(const CacheWriteArgs &a) { return cpu_cache_write(a); }
+void vector_exp_avx2(const float *, float *, int64_t, bool) {}
 }  // namespace kvc::cpu
 
 #endif

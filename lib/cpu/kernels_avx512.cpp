@@ -34,6 +34,7 @@ namespace kvc::cpu {
 bool avx512_variant_built() { return true; }
 kvc_status attention_avx512(const AttentionArgs &a) { return run_attention(a); }
 kvc_status cache_write_avx512(const CacheWriteArgs &a) { return run_cache_write(a); }
+void vector_exp_avx512(const float *x, float *y, int64_t n, bool base2) { vector_exp_body(x, y, n, base2); }
 }  // namespace kvc::cpu
 
 #else
@@ -43,6 +44,7 @@ namespace kvc::cpu {
 bool avx512_variant_built() { return false; }
 kvc_status attention_avx512(const AttentionArgs &a) { return cpu_attention(a); }
 kvc_status cache_write_avx512(const CacheWriteArgs &a) { return cpu_cache_write(a); }
+void vector_exp_avx512(const float *, float *, int64_t, bool) {}
 }  // namespace kvc::cpu
 
 #endif
