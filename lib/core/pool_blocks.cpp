@@ -322,7 +322,7 @@ __attribute__((noinline)) int64_t walk_child_hints(kvc_pool *p, PrefixWalk *w, c
         __m128i chain = _mm_loadu_si128(reinterpret_cast<const __m128i *>(&w->chain));
         for (; j < max_blocks; ++j, row += 16) {
             __builtin_prefetch(reinterpret_cast<const void *>(uintptr_t(row) + ahead));
-            const int32_t c = hints.child_of(b);
+            const int32_t c = hints.child[b];
             if (c < 0 || !hints.any_plain_only_copy64(c, chain, row)) break;
             hits[j] = c;
             free_hits += queues.contains(c);
@@ -338,7 +338,7 @@ __attribute__((noinline)) int64_t walk_child_hints(kvc_pool *p, PrefixWalk *w, c
     Hash128 chain = w->chain;
     for (; j < max_blocks; ++j, row += bs) {
         __builtin_prefetch(reinterpret_cast<const void *>(uintptr_t(row) + ahead));
-        const int32_t c = hints.child_of(b);
+        const int32_t c = hints.child[b];
         if (c < 0 || !blocks.cached(c) || !hints.plain_only_copy(c, chain, row)) break;
         hits[j] = c;
         free_hits += queues.contains(c);

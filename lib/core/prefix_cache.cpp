@@ -29,7 +29,9 @@ void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
     key_[1] |= 1;
     size_ = hashes_ = 0;
     slots_.assign(cap, Slot{});
+    next_.assign(size_t(num_blocks), -1);
     prev_.assign(size_t(num_blocks), -1);
+    child_.assign(size_t(num_blocks), -1);
     lines_.reset(new Line[size_t(num_blocks) * size_t(lines_per_record_)]());  // zeroed token rows
     for (int32_t b = 0; b < num_blocks; ++b) {
         new (rec(b)) Record();
@@ -65,18 +67,17 @@ void PrefixCache::erase(int32_t b) {
     --size_;
     t->only = 0;
     if (sl.tag & kCopies) {  // unlink b from the chain: O(1) wherever it is
-        const int32_t older = t->next, newer = prev_[size_t(b)];
+        const int32_t older = next_[size_t(b)], newer = prev_[size_t(b)];
         if (older >= 0) prev_[size_t(older)] = newer;
         if (newest) {
             sl.block = older;
             trailer(older)->slot = uint32_t(i);
         } else {
-            trailer(newer)->next = older;
+            next_[size_t(newer)] = older;
         }
-        Trailer *const left = trailer(sl.block);
-        if (left->next < 0) {  // one copy left
+        if (next_[size_t(sl.block)] < 0) {  // one copy left
             sl.tag &= ~kCopies;
-            left->only = 1;
+            trailer(sl.block)->only = 1;
         }
         return;
     }
