@@ -8,7 +8,7 @@
 namespace kvc {
 // The one way a test reaches into BlockPool's counters (its friend).
 struct BlockPoolTestAccess {
-    static void add_refcount(BlockPool &b, int32_t block, int32_t delta) { b.refcount_[size_t(block)] += delta; }
+    static void add_refcount(BlockPool &b, int32_t block, int32_t delta) { b.state_[size_t(block)].refcount += delta; }
 };
 }  // namespace kvc
 

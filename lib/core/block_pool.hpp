@@ -25,10 +25,8 @@ class BlockPool {
 public:
     void init(int32_t num_blocks) {
         num_blocks_ = num_blocks;
-        refcount_.assign(size_t(num_blocks), 0);
+        state_.assign(size_t(num_blocks), State{});
         pins_.assign(size_t(num_blocks), 0);
-        priority_.assign(size_t(num_blocks), uint8_t(KVC_PRIORITY_DEFAULT));
-        cached_.assign(size_t(num_blocks), 0);
         holds_.assign(size_t(num_blocks), 0);
         total_holds_ = 0;
         free_.init(num_blocks);
@@ -38,10 +36,10 @@ public:
     }
 
     int32_t num_blocks() const { return num_blocks_; }
-    int32_t refcount(int32_t b) const { return refcount_[b]; }
+    int32_t refcount(int32_t b) const { return state_[b].refcount; }
     int32_t pins(int32_t b) const { return pins_[b]; }
-    int32_t priority(int32_t b) const { return priority_[b]; }
-    bool cached(int32_t b) const { return cached_[b] != 0; }
+    int32_t priority(int32_t b) const { return state_[b].priority; }
+    bool cached(int32_t b) const { return state_[b].cached != 0; }
     int32_t copy_holds(int32_t b) const { return holds_[b]; }
     bool is_free(int32_t b) const { return free_.contains(b); }
     int64_t num_free() const { return free_.total(); }  // refcount 0 and not pinned
@@ -53,44 +51,41 @@ public:
     // The block a fresh allocation takes next (-1 if none); the caller evicts its cache entry.
     int32_t next_victim() const { return free_.next_victim(); }
 
-    // Asks for what taking b (take_fresh, after a test of cached(b)) reads and writes: its
-    // per-block entries lie in arrays of their own, a line each, cold for the least recently used
-    // block.
+    // Asks for what taking b (take_fresh, after a test of cached(b)) reads and writes: its state
+    // and its links, a line each, cold for the least recently used block.
     void prefetch_take(int32_t b) const {
-        prefetch_write(&refcount_[size_t(b)]);
-        prefetch_write(&priority_[size_t(b)]);
-        prefetch_write(&cached_[size_t(b)]);
+        prefetch_write(&state_[size_t(b)]);
         free_.prefetch(b);
     }
 
     // Takes a free block b (normally next_victim()) as a new reference with this priority.
     void take_fresh(int32_t b, int32_t priority) {
         free_.remove(b);
-        refcount_[b] = 1;
-        priority_[b] = uint8_t(priority);
+        state_[b].refcount = 1;
+        state_[b].priority = uint8_t(priority);
         ++used_;
     }
 
     // One more reference to b (a cache hit or a fork). A refcount-0 block leaves its free list (a
     // held one is in none, and already counted as used).
     void add_ref(int32_t b) {
-        if (refcount_[b]++ == 0) first_ref(b);
+        if (state_[b].refcount++ == 0) first_ref(b);
     }
 
-    void set_priority(int32_t b, int32_t priority) { priority_[b] = uint8_t(priority); }
+    void set_priority(int32_t b, int32_t priority) { state_[b].priority = uint8_t(priority); }
 
     // add_ref() then set_priority() for each of ids[0..n), skipping ids < 0 (an admission's held
-    // hits: its cached prefix). The arrays in locals: through the members, every byte store of a
-    // priority made GCC reload both arrays' addresses (~6 of ~16 instructions per block).
+    // hits: its cached prefix). The array in a local: through the member, every byte store of a
+    // priority made GCC reload the array's address (~6 of ~16 instructions per block, measured
+    // with separate arrays).
     void add_refs(const int32_t *ids, int64_t n, int32_t priority) {
-        int32_t *const refs = refcount_.data();
-        uint8_t *const prio = priority_.data();
+        State *const st = state_.data();
         const uint8_t pr = uint8_t(priority);
         for (int64_t j = 0; j < n; ++j) {
             const int32_t b = ids[j];
             if (b < 0) continue;
-            if (refs[b]++ == 0) first_ref(b);
-            prio[b] = pr;
+            if (st[b].refcount++ == 0) first_ref(b);
+            st[b].priority = pr;
         }
     }
 
@@ -98,20 +93,20 @@ public:
     // by a pending copy, a cached block goes to the LRU tail of its priority, an uncached one to
     // the head of the unhashed list.
     bool release(int32_t b) {
-        if (--refcount_[b] != 0) return false;
+        if (--state_[b].refcount != 0) return false;
         last_ref(b);
         return true;
     }
 
     // release() for ids[n - 1] down to ids[0], skipping ids < 0, calling freed(b) after each
-    // block whose refcount reached 0 (a sequence's table at its end). The refcounts in a local:
-    // through the member, GCC reloaded the array's address for every block.
+    // block whose refcount reached 0 (a sequence's table at its end). The array in a local:
+    // through the member, GCC reloaded its address for every block.
     template <class F>
     void release_reverse(const int32_t *ids, int64_t n, F &&freed) {
-        int32_t *const refs = refcount_.data();
+        State *const st = state_.data();
         for (int64_t j = n; j-- > 0;) {
             const int32_t b = ids[j];
-            if (b < 0 || --refs[b] != 0) continue;
+            if (b < 0 || --st[b].refcount != 0) continue;
             last_ref(b);
             freed(b);
         }
@@ -121,7 +116,7 @@ public:
     // unhold(), without counting as a sharer (a last holder still writes in place).
     void hold(int32_t b) {
         ++total_holds_;
-        if (holds_[b]++ == 0 && refcount_[b] == 0) {
+        if (holds_[b]++ == 0 && state_[b].refcount == 0) {
             ++used_;
             if (free_.contains(b)) free_.remove(b);
         }
@@ -130,7 +125,7 @@ public:
     // The copy has read b; returns true when that was the last thing keeping b (it is free now).
     bool unhold(int32_t b) {
         --total_holds_;
-        if (--holds_[b] != 0 || refcount_[b] != 0) return false;
+        if (--holds_[b] != 0 || state_[b].refcount != 0) return false;
         --used_;
         if (pins_[b] == 0) enqueue_free(b);
         return pins_[b] == 0;
@@ -146,7 +141,7 @@ public:
     void unpin(int32_t b) {
         if (--pins_[b] == 0) {
             --pinned_;
-            if (refcount_[b] == 0 && (total_holds_ == 0 || holds_[b] == 0)) enqueue_free(b);
+            if (state_[b].refcount == 0 && (total_holds_ == 0 || holds_[b] == 0)) enqueue_free(b);
         }
     }
 
@@ -155,7 +150,7 @@ public:
     friend struct BlockPoolTestAccess;
 
     // Marks b cached / uncached. A block changing state while in a free list moves between lists.
-    void set_cached(int32_t b, bool cached) { cached_[b] = cached ? 1 : 0; }
+    void set_cached(int32_t b, bool cached) { state_[b].cached = cached ? 1 : 0; }
 
     // Moves every refcount-0 cached block to the unhashed list (prefix cache reset).
     void uncache_all_free() {
@@ -163,7 +158,7 @@ public:
             while (free_.head(uint8_t(p)) >= 0) {
                 int32_t b = free_.head(uint8_t(p));
                 free_.remove(b);
-                cached_[b] = 0;
+                state_[b].cached = 0;
                 free_.push_tail(FreeQueues::kUnhashedList, b);
             }
         }
@@ -188,17 +183,25 @@ private:
     }
 
     void enqueue_free(int32_t b) {
-        if (cached_[b])
-            free_.push_tail(priority_[b], b);
+        if (state_[b].cached)
+            free_.push_tail(state_[b].priority, b);
         else
             free_.push_head(FreeQueues::kUnhashedList, b);
     }
 
+    // A block's refcount, retention priority and cached flag: one 8-byte entry, so that taking
+    // or releasing a block touches one line of them, not one per array (three lines for the cold
+    // least recently used block a fresh allocation takes).
+    struct State {
+        int32_t refcount = 0;
+        uint8_t priority = uint8_t(KVC_PRIORITY_DEFAULT);
+        uint8_t cached = 0;
+    };
+    static_assert(sizeof(State) == 8, "a block's state: 8 bytes");
+
     int32_t num_blocks_ = 0;
-    std::vector<int32_t> refcount_;
+    std::vector<State> state_;
     std::vector<int32_t> pins_;
-    std::vector<uint8_t> priority_;
-    std::vector<uint8_t> cached_;
     FreeQueues free_;
     int64_t used_ = 0;
     int64_t pinned_ = 0;

@@ -43,20 +43,18 @@ int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
         ++p->counters.evictions;
     }
     p->blocks.take_fresh(b, priority);
-    // The next fresh block, when it comes from the LRU lists, is the least recently used cached
-    // block, whose entries are cold (the decode step takes one every block_size tokens per
-    // sequence, an admission several in a row): asked for now, they arrive while the caller stages
-    // this one. An unhashed block is usually one freed recently (reused newest first) and is left
-    // alone: the prefetches cost ~2.5 ns per block where everything is in cache (bench_core's
-    // BM_Alloc). Not always: after kvc_prefix_cache_reset or at start every block is unhashed and
-    // cold, and bench_trace (which resets between replays) was ~8 % faster with the prefetch on
-    // every take (tests/bench/RESULTS.md, session 21).
-    if (p->blocks.queues().size(FreeQueues::kUnhashedList) == 0) {
-        const int32_t next = p->blocks.next_victim();
-        if (next >= 0) {
-            p->blocks.prefetch_take(next);
-            if (p->caching) p->cache.prefetch_block(next);
-        }
+    // The next fresh block's entries are asked for now, to arrive while the caller stages this one:
+    // from the LRU lists it is the least recently used cached block, cold (the decode step takes
+    // one every block_size tokens per sequence, an admission several in a row); from the unhashed
+    // list it is cold too after kvc_prefix_cache_reset or at start. Asked on every take: with a
+    // block's state in one entry and its slot and flag in its record, that is a line each of
+    // state, links and list plus the record's, and bench_core's BM_Alloc/0/0, where everything is
+    // in cache, stays level; bench_trace's replays were ~8 % faster (tests/bench/RESULTS.md,
+    // session 22). With eight arrays' lines plus the record it cost BM_Alloc/0/0 ~11 %.
+    const int32_t next = p->blocks.next_victim();
+    if (next >= 0) {
+        p->blocks.prefetch_take(next);
+        if (p->caching) p->cache.prefetch_block(next);
     }
     return b;
 }

@@ -10,7 +10,8 @@ namespace kvc {
 void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
     block_size_ = block_size;
     token_bytes_ = size_t(block_size) * sizeof(int32_t);
-    lines_per_record_ = int32_t((sizeof(Record) + token_bytes_ + sizeof(Line) - 1) / sizeof(Line));
+    lines_per_record_ = int32_t((sizeof(Record) + token_bytes_ + sizeof(Trailer) + sizeof(Line) - 1) / sizeof(Line));
+    trailer_offset_ = int64_t(lines_per_record_) * int64_t(sizeof(Line)) - int64_t(sizeof(Trailer));
     uint64_t cap = 16;
     while (cap < uint64_t(num_blocks) * 2) cap <<= 1;
     mask_ = cap - 1;
@@ -31,10 +32,11 @@ void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
     next_.assign(size_t(num_blocks), -1);
     prev_.assign(size_t(num_blocks), -1);
     child_.assign(size_t(num_blocks), -1);
-    only_.assign(size_t(num_blocks), 0);
-    slot_of_.assign(size_t(num_blocks), 0);
     lines_.reset(new Line[size_t(num_blocks) * size_t(lines_per_record_)]());  // zeroed token rows
-    for (int32_t b = 0; b < num_blocks; ++b) new (rec(b)) Record();
+    for (int32_t b = 0; b < num_blocks; ++b) {
+        new (rec(b)) Record();
+        new (trailer(b)) Trailer();
+    }
 }
 
 void PrefixCache::insert(int32_t b, const Hash128 &parent, const BlockKey &key, const int32_t *tokens) {
@@ -49,7 +51,8 @@ void PrefixCache::insert(int32_t b, const Hash128 &parent, const BlockKey &key, 
 }
 
 void PrefixCache::erase(int32_t b) {
-    uint64_t i = slot_of_[size_t(b)];
+    Trailer *const t = trailer(b);
+    uint64_t i = t->slot;
     bool newest = slots_[i].block == b;  // a block is named by one slot at most
     if (!newest) {  // an older copy: its hash's slot, from its record
         const Hash128 h = rec(b)->hash;
@@ -62,19 +65,19 @@ void PrefixCache::erase(int32_t b) {
     }
     Slot &sl = slots_[i];
     --size_;
-    only_[size_t(b)] = 0;
+    t->only = 0;
     if (sl.tag & kCopies) {  // unlink b from the chain: O(1) wherever it is
         const int32_t older = next_[size_t(b)], newer = prev_[size_t(b)];
         if (older >= 0) prev_[size_t(older)] = newer;
         if (newest) {
             sl.block = older;
-            slot_of_[size_t(older)] = uint32_t(i);
+            trailer(older)->slot = uint32_t(i);
         } else {
             next_[size_t(newer)] = older;
         }
         if (next_[size_t(sl.block)] < 0) {  // one copy left
             sl.tag &= ~kCopies;
-            only_[size_t(sl.block)] = 1;
+            trailer(sl.block)->only = 1;
         }
         return;
     }
@@ -87,7 +90,7 @@ void PrefixCache::erase(int32_t b) {
         bool home_after_hole = hole <= j ? (hj > hole && hj <= j) : (hj > hole || hj <= j);
         if (!home_after_hole) {
             slots_[hole] = slots_[j];
-            slot_of_[size_t(slots_[j].block)] = uint32_t(hole);
+            trailer(slots_[j].block)->slot = uint32_t(hole);
             hole = j;
         }
     }
@@ -103,8 +106,11 @@ int64_t PrefixCache::longest_displacement() const {
 }
 
 void PrefixCache::clear() {
-    std::fill(slots_.begin(), slots_.end(), Slot{});
-    std::fill(only_.begin(), only_.end(), uint8_t(0));
+    for (Slot &sl : slots_) {
+        // A slot without copies names its hash's only copy; every other block's flag is 0.
+        if (sl.block >= 0 && !(sl.tag & kCopies)) trailer(sl.block)->only = 0;
+        sl = Slot{};
+    }
     size_ = hashes_ = 0;
 }
 

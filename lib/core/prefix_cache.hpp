@@ -21,11 +21,15 @@
 // this class but never hold two entries of one hash.
 //
 // Per block one record, preallocated and aligned to a cache line, no per-block allocation:
-//   [hash 16][lora id 8][extras digest 8][parent hash 16][token ids block_size x 4]
+//   [hash 16][lora id 8][extras digest 8][parent hash 16][token ids block_size x 4] ... [trailer 8]
 // A hit's comparison reads the first line; the parent hash sits right before the token ids so that
 // "parent || token ids", the input of the block's chained hash (core/block_hash.hpp), is one contiguous
 // run: a filling block is staged there and hashed in place, and entering it in the cache then
-// writes only the hash, the LoRA id, the digest and the map slot (no copy of the token ids).
+// writes only the hash, the LoRA id, the digest and the map slot (no copy of the token ids). The
+// trailer, the record's last 8 bytes, holds the block's map slot and only-copy flag: at block
+// size 16 it shares the last line with the token ids (the record is two lines either way), so
+// entering a block writes them, an eviction reads the slot and a hint walk the flag in lines
+// they touch anyway, instead of one line of an array each.
 #pragma once
 
 #include <cstdint>
@@ -111,19 +115,17 @@ public:
     struct HintReader;
     HintReader hint_reader() const;
 
-    // Asks for what erase(b) of a cached block b and then stage(b) touch first: its slot index,
-    // its flag and the record's lines (written when b is staged again).
+    // Asks for what erase(b) of a cached block b and then stage(b) touch first: the record's lines
+    // (its trailer, read by erase, and its content, written when b is staged again).
     void prefetch_block(int32_t b) const {
-        prefetch_read(&slot_of_[size_t(b)]);
-        prefetch_write(&only_[size_t(b)]);
         const char *r = reinterpret_cast<const char *>(rec(b));
         for (int32_t k = 0; k < lines_per_record_; ++k) prefetch_write(r + k * int32_t(sizeof(Line)));
     }
 
     // Block b is cached and its hash's only copy: find(hash_of(b)) returns b with more == false.
-    // Kept per block (only_) so that the hint walk asks one byte instead of b's slot (a random
-    // line of the slot array) -- pool_check compares it with the map.
-    bool only_copy(int32_t b) const { return only_[size_t(b)] != 0; }
+    // Kept per block (the trailer's flag) so that the hint walk asks one byte instead of b's slot
+    // (a random line of the slot array) -- pool_check compares it with the map.
+    bool only_copy(int32_t b) const { return trailer(b)->only != 0; }
 
     // The next older copy of b's hash after b (b cached), or -1.
     int32_t next_copy(int32_t b) const { return next_[size_t(b)]; }
@@ -155,8 +157,9 @@ public:
     void insert_at(uint64_t empty_slot, int32_t b, const BlockKey &key) {
         set_identity(b, key);
         next_[size_t(b)] = -1;
-        only_[size_t(b)] = 1;
-        slot_of_[size_t(b)] = uint32_t(empty_slot);
+        Trailer *t = trailer(b);
+        t->slot = uint32_t(empty_slot);
+        t->only = 1;
         slots_[empty_slot].block = b;
         slots_[empty_slot].tag = tag_of(key.hash);
         ++size_;
@@ -171,10 +174,11 @@ public:
         const int32_t older = slots_[slot].block;
         next_[size_t(b)] = older;
         prev_[size_t(b)] = -1;
+        Trailer *t = trailer(b);
+        t->slot = uint32_t(slot);
+        t->only = 0;
         prev_[size_t(older)] = b;
-        only_[size_t(older)] = 0;  // the hash's copies now number two or more
-        only_[size_t(b)] = 0;
-        slot_of_[size_t(b)] = uint32_t(slot);
+        trailer(older)->only = 0;  // the hash's copies now number two or more
         slots_[slot].block = b;
         slots_[slot].tag |= kCopies;
         ++size_;
@@ -212,6 +216,18 @@ private:
         Hash128 parent;
     };
     static_assert(sizeof(Record) == 48, "the parent hash must end where the token ids start");
+    // A block's map slot and only-copy flag, in its record's last 8 bytes (see the top of this
+    // file). Not the child hint nor the copy chain: a walk follows those from block to block, and
+    // through a record (a multiply by its size) each step's load waited longer for its address
+    // than through an array (bench_core's PrefixLookup 1.17x, PrefixLookupCopies/16 1.36x).
+    struct Trailer {
+        // While it is the newest copy of its hash (slots_[slot].block == b says so): the slot naming
+        // it, so that erase() of an evicted block starts there instead of at its hash's home,
+        // without reading its hash. 32 bits: the slot array has at most 2^32 entries.
+        uint32_t slot = 0;
+        uint8_t only = 0;  // 1 while cached as its hash's only copy (only_copy)
+    };
+    static_assert(sizeof(Trailer) == 8, "a record's trailer: 8 bytes");
     struct alignas(64) Line {
         unsigned char bytes[64];
     };
@@ -286,6 +302,9 @@ private:
 #endif
     }
     Record *rec(int32_t b) const { return reinterpret_cast<Record *>(lines_.get() + int64_t(b) * lines_per_record_); }
+    Trailer *trailer(int32_t b) const {
+        return reinterpret_cast<Trailer *>(reinterpret_cast<unsigned char *>(rec(b)) + trailer_offset_);
+    }
     int32_t *tokens_of_mut(int32_t b) { return reinterpret_cast<int32_t *>(rec(b) + 1); }
     void set_identity(int32_t b, const BlockKey &key) {
         Record *r = rec(b);
@@ -296,6 +315,7 @@ private:
 
     int32_t block_size_ = 0;
     int32_t lines_per_record_ = 0;
+    int64_t trailer_offset_ = 0;  // of a record's Trailer, from its start
     size_t token_bytes_ = 0;
     uint64_t mask_ = 0;
     uint64_t key_[2] = {1, 1};  // random odd multipliers, per init()
@@ -303,15 +323,9 @@ private:
     int64_t size_ = 0;          // cached blocks
     int64_t hashes_ = 0;        // occupied slots
     std::vector<Slot> slots_;
-    std::vector<int32_t> next_;      // per block: the next older copy of its hash, or -1
-    std::vector<int32_t> prev_;      // per block: the next newer copy, or -1 (set once its hash has two)
-    std::vector<int32_t> child_;     // per block: its child hint, or -1 (set_child)
-    std::vector<uint8_t> only_;      // per block: 1 while cached as its hash's only copy (only_copy)
-    // Per block: the slot naming it, valid while it is the newest copy of its hash (slots_[i].block
-    // == b says so). erase() of an evicted block then starts there instead of at its hash's home,
-    // without reading its record (cold: the least recently used block's). 32 bits: the slot array
-    // has at most 2^32 entries (2 x 2^31 blocks).
-    std::vector<uint32_t> slot_of_;
+    std::vector<int32_t> next_;   // per block: the next older copy of its hash, or -1
+    std::vector<int32_t> prev_;   // per block: the next newer copy, or -1 (set once its hash has two)
+    std::vector<int32_t> child_;  // per block: its child hint, or -1 (set_child)
     std::unique_ptr<Line[]> lines_;  // num_blocks records of lines_per_record_ lines
 
 public:
@@ -319,9 +333,12 @@ public:
         const int32_t *child;
         const unsigned char *lines;
         int64_t record_bytes;
+        int64_t trailer_offset;
         size_t token_bytes;
-        const uint8_t *only;
         const Record *rec(int32_t b) const { return reinterpret_cast<const Record *>(lines + int64_t(b) * record_bytes); }
+        const Trailer *trailer(int32_t b) const {
+            return reinterpret_cast<const Trailer *>(lines + int64_t(b) * record_bytes + trailer_offset);
+        }
         // PrefixCache::holds_plain (the one place that test is written).
         bool holds_plain(int32_t c, const Hash128 &parent, const int32_t *tokens) const {
             const Record *r = rec(c);
@@ -329,7 +346,7 @@ public:
             return rows_equal_lanes(reinterpret_cast<const int32_t *>(r + 1), tokens, token_bytes);
         }
         // PrefixCache::only_copy: c is cached and its hash's only copy.
-        bool only_copy(int32_t c) const { return only[size_t(c)] != 0; }
+        bool only_copy(int32_t c) const { return trailer(c)->only != 0; }
         // Both, for cached c: the hinted block is what hashing the block and probing would find.
         bool plain_only_copy(int32_t c, const Hash128 &parent, const int32_t *tokens) const {
             if (!holds_plain(c, parent, tokens)) return false;
@@ -360,7 +377,7 @@ public:
 
 inline PrefixCache::HintReader PrefixCache::hint_reader() const {
     return HintReader{child_.data(), reinterpret_cast<const unsigned char *>(lines_.get()),
-                      int64_t(lines_per_record_) * int64_t(sizeof(Line)), token_bytes_, only_.data()};
+                      int64_t(lines_per_record_) * int64_t(sizeof(Line)), trailer_offset_, token_bytes_};
 }
 
 }  // namespace kvc
