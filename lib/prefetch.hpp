@@ -1,5 +1,5 @@
-// Software prefetches, for the host core's metadata and the CPU kernels' K/V rows (cpu/simd.hpp,
-// prefetch_l1). A volatile asm statement: GCC may drop a __builtin_prefetch whose address it
+// Software prefetches, for the host core's metadata and the CPU kernels' K/V rows
+// (cpu/attention_tiles.hpp, RowPointers::prefetch_next). A volatile asm statement: GCC may drop a __builtin_prefetch whose address it
 // considers dead (e.g. a function doing nothing else -- the in-place decode path lost every
 // prefetch that way once); an asm statement is kept wherever it is written. Other targets fall
 // back to the builtin.

@@ -11,7 +11,6 @@ void PrefixCache::init(int32_t num_blocks, int32_t block_size) {
     block_size_ = block_size;
     token_bytes_ = size_t(block_size) * sizeof(int32_t);
     lines_per_record_ = int32_t((sizeof(Record) + token_bytes_ + sizeof(Trailer) + sizeof(Line) - 1) / sizeof(Line));
-    trailer_offset_ = int64_t(lines_per_record_) * int64_t(sizeof(Line)) - int64_t(sizeof(Trailer));
     uint64_t cap = 16;
     while (cap < uint64_t(num_blocks) * 2) cap <<= 1;
     mask_ = cap - 1;

@@ -303,7 +303,7 @@ private:
     }
     Record *rec(int32_t b) const { return reinterpret_cast<Record *>(lines_.get() + int64_t(b) * lines_per_record_); }
     Trailer *trailer(int32_t b) const {
-        return reinterpret_cast<Trailer *>(reinterpret_cast<unsigned char *>(rec(b)) + trailer_offset_);
+        return reinterpret_cast<Trailer *>(rec(b + 1)) - 1;  // the record's last 8 bytes
     }
     int32_t *tokens_of_mut(int32_t b) { return reinterpret_cast<int32_t *>(rec(b) + 1); }
     void set_identity(int32_t b, const BlockKey &key) {
@@ -315,7 +315,6 @@ private:
 
     int32_t block_size_ = 0;
     int32_t lines_per_record_ = 0;
-    int64_t trailer_offset_ = 0;  // of a record's Trailer, from its start
     size_t token_bytes_ = 0;
     uint64_t mask_ = 0;
     uint64_t key_[2] = {1, 1};  // random odd multipliers, per init()
@@ -333,11 +332,10 @@ public:
         const int32_t *child;
         const unsigned char *lines;
         int64_t record_bytes;
-        int64_t trailer_offset;
         size_t token_bytes;
         const Record *rec(int32_t b) const { return reinterpret_cast<const Record *>(lines + int64_t(b) * record_bytes); }
         const Trailer *trailer(int32_t b) const {
-            return reinterpret_cast<const Trailer *>(lines + int64_t(b) * record_bytes + trailer_offset);
+            return reinterpret_cast<const Trailer *>(lines + int64_t(b + 1) * record_bytes) - 1;
         }
         // PrefixCache::holds_plain (the one place that test is written).
         bool holds_plain(int32_t c, const Hash128 &parent, const int32_t *tokens) const {
@@ -377,7 +375,7 @@ public:
 
 inline PrefixCache::HintReader PrefixCache::hint_reader() const {
     return HintReader{child_.data(), reinterpret_cast<const unsigned char *>(lines_.get()),
-                      int64_t(lines_per_record_) * int64_t(sizeof(Line)), trailer_offset_, token_bytes_};
+                      int64_t(lines_per_record_) * int64_t(sizeof(Line)), token_bytes_};
 }
 
 }  // namespace kvc

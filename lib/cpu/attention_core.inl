@@ -676,7 +676,7 @@ void attend_item(const Plan &P, int64_t item) {
     // too; with the spread prefetch, decode 16x1024 f32: 15.5 -> 10.8 ms CPU), fp16 up to 8 rows
     // (AVX-512's GQA 8: each element is converted once per block of four rows, twice, yet in place
     // measured 1.3-1.4x faster than gathering; the 0.97x of an earlier session was measured while
-    // the in-place prefetch was compiled out, simd.hpp prefetch_l1); bf16 likewise (widened and
+    // the in-place prefetch was compiled out, RowPointers::prefetch_next); bf16 likewise (widened and
     // shifted in registers: decode 16x1024 1.5x faster at AVX-512, 1.76x at AVX2 than gathered);
     // fp8 e4m3 up to 4 rows (each element converted once per item, as the gather does it, without
     // the gather's store and reload: decode 16x1024 1.32x at AVX-512, 1.17x at AVX2 with the old

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "cpu/simd.hpp"
+#include "prefetch.hpp"
 
 namespace kvc::cpu {
 
@@ -207,15 +208,18 @@ struct RowPointers {
     const E *const *p;
     int64_t delta = 0;
     // The next chunk's rows (nullptr: none), prefetched into L1 one row per row used here: K in
-    // scores_rows4, V in pv_rows_block (attention_core.inl, PrefetchStream's comment; prefetch_l1
-    // in simd.hpp for why not __builtin_prefetch, and the hint).
+    // scores_rows4, V in pv_rows_block (attention_core.inl, PrefetchStream's comment). Through
+    // prefetch_read's volatile asm, not __builtin_prefetch: GCC found this function pure and
+    // deleted every call, and the in-place decode path ran with no software prefetch at all
+    // (tests/bench/RESULTS.md, session 20; tests/codegen/prefetch_kept.sh guards it). Into L1:
+    // ~8 % faster batched decode than into L2 (prefetcht2).
     const E *const *next = nullptr;
     int32_t row_bytes = 0;
     const E *row(int32_t j) const { return reinterpret_cast<const E *>(reinterpret_cast<const char *>(p[j]) + delta); }
     void prefetch_next(int32_t j) const {
         if (!next) return;
         const char *r = reinterpret_cast<const char *>(next[j]) + delta;
-        for (int32_t o = 0; o < row_bytes; o += 64) prefetch_l1(r + o);
+        for (int32_t o = 0; o < row_bytes; o += 64) prefetch_read(r + o);
     }
     // The same rows for a second block of rows: the next chunk is prefetched once.
     RowPointers without_prefetch() const { return RowPointers{p, delta, nullptr, 0}; }

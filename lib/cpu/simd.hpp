@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "cpu/dtype_convert.hpp"
-#include "prefetch.hpp"
 #if defined(KVC_SIMD_AVX2) || defined(KVC_SIMD_AVX512)
 #include <immintrin.h>
 #endif
@@ -41,16 +40,6 @@ constexpr int kVecRegs = 16;
 #endif
 typedef float fvec __attribute__((vector_size(kLanes * 4)));
 typedef int32_t ivec __attribute__((vector_size(kLanes * 4)));
-
-// A software prefetch of p's line into L1 (prefetcht0) that the optimizer keeps. GCC models
-// __builtin_prefetch as free of side effects, so a function whose only effect is prefetching is
-// found pure and every call to it, its result unused, deleted as dead code: RowPointers::
-// prefetch_next (attention_tiles.hpp) was, and the in-place decode path ran with no software
-// prefetch at all (tests/bench/RESULTS.md, session 20; tests/codegen/prefetch_kept.sh guards it).
-// A volatile asm is never deleted. Into L1: ~8 % faster batched decode than into L2 (prefetcht2).
-// Other targets fall back to __builtin_prefetch, which GCC may drop the same way (only x86-64 is
-// built and measured here). The instruction itself: lib/prefetch.hpp, shared with the host core.
-static inline void prefetch_l1(const void *p) { prefetch_read(p); }
 
 static inline fvec loadv(const float *p) {
     fvec v;

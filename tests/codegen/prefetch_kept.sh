@@ -3,8 +3,8 @@
 # AVX-512 variants, lib/cpu/attention_core.inl) must carry software prefetch instructions.
 # Nothing else can see their loss: results stay exact and no test times anything. They were lost
 # once -- GCC found RowPointers::prefetch_next "pure" (it treats __builtin_prefetch as free of side
-# effects) and deleted every call -- and batched decode ran ~1.9x slower for it (prefetch_l2 in
-# lib/cpu/simd.hpp, tests/bench/RESULTS.md session 20).
+# effects) and deleted every call -- and batched decode ran ~1.9x slower for it (lib/prefetch.hpp,
+# tests/bench/RESULTS.md session 20).
 # Usage: prefetch_kept.sh LIBRARY (libkvc.so or libkvc.a with its symbol table)
 set -euo pipefail
 lib="$1"
