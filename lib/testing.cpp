@@ -20,37 +20,37 @@ extern "C" {
 
 int32_t kvct_block_refcount(kvc_pool *p, int32_t b) {
     if (!valid(p, b)) return -1;
-    std::lock_guard<std::mutex> lock(p->mu);
+    std::lock_guard<kvc::PoolMutex> lock(p->mu);
     return p->blocks.refcount(b);
 }
 
 int32_t kvct_block_pin_count(kvc_pool *p, int32_t b) {
     if (!valid(p, b)) return -1;
-    std::lock_guard<std::mutex> lock(p->mu);
+    std::lock_guard<kvc::PoolMutex> lock(p->mu);
     return p->blocks.pins(b);
 }
 
 int32_t kvct_block_priority(kvc_pool *p, int32_t b) {
     if (!valid(p, b)) return -1;
-    std::lock_guard<std::mutex> lock(p->mu);
+    std::lock_guard<kvc::PoolMutex> lock(p->mu);
     return p->blocks.priority(b);
 }
 
 int32_t kvct_block_is_cached(kvc_pool *p, int32_t b) {
     if (!valid(p, b)) return -1;
-    std::lock_guard<std::mutex> lock(p->mu);
+    std::lock_guard<kvc::PoolMutex> lock(p->mu);
     return p->blocks.cached(b) ? 1 : 0;
 }
 
 int32_t kvct_next_victim(kvc_pool *p) {
     if (!p) return -1;
-    std::lock_guard<std::mutex> lock(p->mu);
+    std::lock_guard<kvc::PoolMutex> lock(p->mu);
     return p->blocks.next_victim();
 }
 
 void kvct_corrupt_refcount(kvc_pool *p, int32_t b, int32_t delta) {
     if (!valid(p, b)) return;
-    std::lock_guard<std::mutex> lock(p->mu);
+    std::lock_guard<kvc::PoolMutex> lock(p->mu);
     kvc::BlockPoolTestAccess::add_refcount(p->blocks, b, delta);
 }
 

@@ -287,7 +287,7 @@ KVC_API kvc_status kvc_pool_get_group_info(kvc_pool *pool, int32_t group, kvc_gr
     i.num_groups = n;
     i.page_bytes = pool->layout.block_stride;
     if (!pool->hybrid) {                             // the one group of a plain pool, as its layout says
-        std::lock_guard<std::mutex> lock(pool->mu);  // the window may change while no sequence exists
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);  // the window may change while no sequence exists
         i.kind = pool->sliding_window > 0 ? KVC_GROUP_SLIDING : KVC_GROUP_FULL;
         i.sliding_window = pool->sliding_window;
         i.num_layers = pool->layout.num_layers;
@@ -342,7 +342,7 @@ KVC_API kvc_status kvc_pool_set_sliding_window(kvc_pool *pool, int32_t window) {
         if (pool->hybrid)
             return fail(KVC_ERR_UNSUPPORTED, "%s: a hybrid pool's windows are its groups' (kvc_group_config)", fn);
         if (window < 0) return fail(KVC_ERR_INVALID_ARG, "%s: window must be >= 0 (0 = off), got %d", fn, window);
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         // A sequence that lived under another window may already miss blocks a wider one reads.
         if (pool->seqs.size() > 0)
             return fail(KVC_ERR_STATE, "%s: the pool has %zu sequences; set the window before the first kvc_alloc",
@@ -356,7 +356,7 @@ KVC_API kvc_status kvc_pool_get_sliding_window(kvc_pool *pool, int32_t *out_wind
     KVC_GUARD({
         if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_pool_get_sliding_window: pool is NULL");
         if (!out_window) return fail(KVC_ERR_NULL_ARG, "kvc_pool_get_sliding_window: out_window is NULL");
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         *out_window = pool->sliding_window;
         return KVC_OK;
     })
@@ -365,7 +365,7 @@ KVC_API kvc_status kvc_pool_get_sliding_window(kvc_pool *pool, int32_t *out_wind
 KVC_API kvc_status kvc_pool_check(kvc_pool *pool) {
     KVC_GUARD({
         if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_pool_check: pool is NULL");
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         return kvc::pool_check_invariants(pool);
     })
 }
@@ -383,7 +383,7 @@ KVC_API kvc_status kvc_pool_stats(kvc_pool *pool, kvc_stats *out) {
     kvc_stats s{};
     s.struct_size = out->struct_size;
     {
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         const kvc::BlockPool &b = pool->blocks;
         const kvc::PoolCounters &c = pool->counters;
         s.total_blocks = pool->num_blocks;

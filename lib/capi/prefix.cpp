@@ -33,7 +33,7 @@ KVC_API kvc_status kvc_prefix_lookup(kvc_pool *pool, const int32_t *tokens, int6
             *out_cached_tokens = 0;
             return KVC_OK;
         }
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         if (pool->hybrid) {  // the hit every group can resume from, as kvc_alloc takes it
             kvc::HybridPlan plan;
             kvc::hybrid_plan_alloc(pool, tokens, num_tokens, keys_or_empty(keys), kvc::kWalkHost, &plan);
@@ -56,7 +56,7 @@ KVC_API kvc_status kvc_prefix_pin(kvc_pool *pool, const int32_t *tokens, int64_t
         kvc_status st = check_token_args(pool, tokens, num_tokens, "kvc_prefix_pin");
         if (st != KVC_OK) return st;
         if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "kvc_prefix_pin: prefix caching is off in this pool");
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         const int64_t full = num_tokens / pool->block_size;
         const kvc::KeySet &ks = keys_or_empty(keys);
         if (pool->hybrid) {
@@ -85,7 +85,7 @@ KVC_API kvc_status kvc_prefix_unpin(kvc_pool *pool, const int32_t *tokens, int64
         kvc_status st = check_token_args(pool, tokens, num_tokens, fn);
         if (st != KVC_OK) return st;
         if (!pool->caching) return fail(KVC_ERR_UNSUPPORTED, "%s: prefix caching is off in this pool", fn);
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         const int64_t full = num_tokens / pool->block_size;
         const kvc::KeySet &ks = keys_or_empty(keys);
         if (pool->hybrid) {
@@ -123,7 +123,7 @@ KVC_API kvc_status kvc_prefix_cache_reset(kvc_pool *pool) {
     KVC_GUARD({
         if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_prefix_cache_reset: pool is NULL");
         {
-            std::lock_guard<std::mutex> lock(pool->mu);
+            std::lock_guard<kvc::PoolMutex> lock(pool->mu);
             if (pool->blocks.num_used() > 0 || pool->blocks.num_pinned() > 0)
                 return fail(KVC_ERR_BUSY, "kvc_prefix_cache_reset: %lld blocks in use and %lld pinned",
                             (long long)pool->blocks.num_used(), (long long)pool->blocks.num_pinned());
@@ -145,7 +145,7 @@ KVC_API kvc_status kvc_pool_set_tier_events(kvc_pool *pool, int32_t on) {
         const char *fn = "kvc_pool_set_tier_events";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         if (on != 0 && on != 1) return fail(KVC_ERR_INVALID_ARG, "%s: on must be 0 or 1, got %d", fn, on);
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         if (on && !pool->events.enabled())
             return fail(KVC_ERR_UNSUPPORTED, "%s: this pool has no event ring (event_capacity 0)", fn);
         pool->tier_events = on != 0;
@@ -171,7 +171,7 @@ KVC_API kvc_status kvc_event_pop(kvc_pool *pool, kvc_event *out, int32_t *tokens
             return fail(KVC_ERR_INVALID_ARG, "%s: token_cap must be >= 0, got %lld", fn, (long long)token_cap);
         if (!tokens && token_cap > 0)
             return fail(KVC_ERR_NULL_ARG, "%s: tokens is NULL with token_cap %lld", fn, (long long)token_cap);
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         if (pool->events.pending() == 0) {
             *out_has_event = 0;
             return KVC_OK;

@@ -83,7 +83,7 @@ kvc_status copy_block_table(kvc_pool *pool, uint64_t seq_id, int32_t group, int3
     const int32_t groups = pool->hybrid ? int32_t(pool->groups.size()) : 1;  // immutable: no lock
     if (group < 0 || group >= groups)
         return fail(KVC_ERR_INVALID_ARG, "%s: group %d is not a group of this pool (it has %d)", fn, group, groups);
-    std::lock_guard<std::mutex> lock(pool->mu);
+    std::lock_guard<kvc::PoolMutex> lock(pool->mu);
     const kvc::Sequence *s0 = pool->seqs.find(seq_id);
     if (!s0) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
     const kvc::Sequence *s = kvc::group_seq(s0, group);
@@ -112,7 +112,7 @@ KVC_API kvc_status kvc_can_alloc(kvc_pool *pool, const int32_t *tokens, int64_t 
         kvc_status st = check_prompt_args(pool, tokens, num_tokens, "kvc_can_alloc");
         if (st != KVC_OK) return st;
         if (!out_verdict) return fail(KVC_ERR_NULL_ARG, "kvc_can_alloc: out_verdict is NULL");
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         if (pool->hybrid) {
             kvc::HybridPlan plan;
             kvc::hybrid_plan_alloc(pool, tokens, num_tokens, keys_or_empty(keys), kvc::kWalkHost, &plan);
@@ -137,7 +137,7 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         kvc_pool *p = pool;
         if (p->hybrid) {  // no disk tier (kvc_tier_attach_disk refuses hybrid pools): nothing to promote
             {
-                std::lock_guard<std::mutex> lock(p->mu);
+                std::lock_guard<kvc::PoolMutex> lock(p->mu);
                 kvc::HybridPlan plan;
                 kvc::hybrid_plan_alloc(p, tokens, num_tokens, ks, kvc::kWalkHost, &plan);
                 st = kvc::hybrid_check_alloc(p, seq_id, num_tokens, plan);
@@ -152,7 +152,7 @@ KVC_API kvc_status kvc_alloc(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         st = kvc::tier_promote_prefix(p, tokens, num_tokens, ks, {refuse_before_promotion, &request, true});
         if (st != KVC_OK) return st;
         st = [&]() -> kvc_status {
-            std::lock_guard<std::mutex> lock(p->mu);
+            std::lock_guard<kvc::PoolMutex> lock(p->mu);
             const kvc::AllocPlan plan = kvc::plan_alloc(p, tokens, num_tokens, ks, kvc::kWalkHost);
             if (kvc_status refused = kvc::check_alloc(p, seq_id, num_tokens, plan); refused != KVC_OK) return refused;
             return kvc::commit_alloc(p, seq_id, tokens, num_tokens, ks, plan, out_cached_tokens);
@@ -174,7 +174,7 @@ KVC_API kvc_status kvc_admit(kvc_pool *pool, uint64_t seq_id, const int32_t *tok
         const kvc::Tiers *t = p->tiers.load(std::memory_order_acquire);
         bool two_steps = false;
         {
-            std::lock_guard<std::mutex> lock(p->mu);
+            std::lock_guard<kvc::PoolMutex> lock(p->mu);
             if (p->seqs.find(seq_id))
                 return fail(KVC_ERR_SEQ_EXISTS, "%s: sequence %llu already exists", fn, (unsigned long long)seq_id);
             // With a disk tier, kvc_alloc promotes the prompt's disk hits before its walk, which
@@ -219,7 +219,7 @@ KVC_API kvc_status kvc_append(kvc_pool *pool, uint64_t seq_id, const int32_t *to
         kvc_pool *p = pool;
         kvc_status st;
         {
-            std::lock_guard<std::mutex> lock(p->mu);
+            std::lock_guard<kvc::PoolMutex> lock(p->mu);
             st = kvc::append_seq(p, seq_id, tokens, num_tokens, num_lookahead, out_new_blocks, fn);
         }
         // Spills of evicted cached blocks. Without tiers (the common case) the check stays here
@@ -261,7 +261,7 @@ KVC_API kvc_status kvc_append_batch(kvc_pool *pool, int32_t num_seqs, const uint
         kvc_pool *p = pool;
         kvc_status st = KVC_OK;
         {
-            std::lock_guard<std::mutex> lock(p->mu);
+            std::lock_guard<kvc::PoolMutex> lock(p->mu);
             if (uniform && num_lookahead == 0) {
                 // The decode step: its usual entries (in place, or one fresh block) by
                 // append_step_in_place, the rest (copy-on-write, a window, no free block, an unknown
@@ -314,7 +314,7 @@ KVC_API kvc_status kvc_fork(kvc_pool *pool, uint64_t parent_id, uint64_t child_i
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         if (parent_id == child_id)
             return fail(KVC_ERR_INVALID_ARG, "%s: parent and child are the same id %llu", fn, (unsigned long long)parent_id);
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         return kvc::fork_seq(pool, parent_id, child_id, fn);
     })
 }
@@ -324,7 +324,7 @@ KVC_API kvc_status kvc_truncate(kvc_pool *pool, uint64_t seq_id, int64_t num_tok
         const char *fn = "kvc_truncate";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         if (num_tokens < 1) return fail(KVC_ERR_INVALID_ARG, "%s: num_tokens must be >= 1, got %lld", fn, (long long)num_tokens);
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         return kvc::truncate_seq(pool, seq_id, num_tokens, out_freed_blocks, fn);
     })
 }
@@ -332,7 +332,7 @@ KVC_API kvc_status kvc_truncate(kvc_pool *pool, uint64_t seq_id, int64_t num_tok
 KVC_API kvc_status kvc_abort(kvc_pool *pool, uint64_t seq_id) {
     KVC_GUARD({
         if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_abort: pool is NULL");
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         return kvc::free_seq(pool, seq_id, true, "kvc_abort");
     })
 }
@@ -340,7 +340,7 @@ KVC_API kvc_status kvc_abort(kvc_pool *pool, uint64_t seq_id) {
 KVC_API kvc_status kvc_free(kvc_pool *pool, uint64_t seq_id) {
     KVC_GUARD({
         if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_free: pool is NULL");
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         return kvc::free_seq(pool, seq_id, false, "kvc_free");
     })
 }
@@ -358,7 +358,7 @@ KVC_API kvc_status kvc_seq_num_tokens(kvc_pool *pool, uint64_t seq_id, int64_t *
     KVC_GUARD({
         if (!pool) return fail(KVC_ERR_NULL_ARG, "kvc_seq_num_tokens: pool is NULL");
         if (!out_tokens) return fail(KVC_ERR_NULL_ARG, "kvc_seq_num_tokens: out_tokens is NULL");
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         const kvc::Sequence *s = pool->seqs.find(seq_id);
         if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "kvc_seq_num_tokens: no sequence %llu", (unsigned long long)seq_id);
         *out_tokens = s->num_tokens;
@@ -375,7 +375,7 @@ KVC_API kvc_status kvc_seq_slot_mapping(kvc_pool *pool, uint64_t seq_id, int64_t
         if (first_pos < 0) return fail(KVC_ERR_INVALID_ARG, "%s: first_pos must be >= 0, got %lld", fn, (long long)first_pos);
         if (count < 0) return fail(KVC_ERR_INVALID_ARG, "%s: count must be >= 0, got %lld", fn, (long long)count);
         if (cap < 0) return fail(KVC_ERR_INVALID_ARG, "%s: cap must be >= 0, got %lld", fn, (long long)cap);
-        std::lock_guard<std::mutex> lock(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lock(pool->mu);
         const kvc::Sequence *s = pool->seqs.find(seq_id);
         if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
         if (s->swapped_out)
@@ -410,7 +410,7 @@ KVC_API kvc_status kvc_take_pending_copies(kvc_pool *pool, int32_t *src, int32_t
         if (cap > 0 && (!src || !dst))
             return fail(KVC_ERR_NULL_ARG, "%s: src or dst is NULL with cap %lld", fn, (long long)cap);
         if (cap == 0) {
-            std::lock_guard<std::mutex> lock(pool->mu);
+            std::lock_guard<kvc::PoolMutex> lock(pool->mu);
             *out_count = pool->copies.size();
             return KVC_OK;
         }

@@ -119,7 +119,7 @@ KVC_API kvc_status kvc_copy_pending(kvc_pool *pool, void *stream, int64_t *out_c
             if (capturing) {
                 int64_t pending;
                 {
-                    std::lock_guard<std::mutex> lk(pool_mutex(pool));
+                    std::lock_guard<kvc::PoolMutex> lk(pool_mutex(pool));
                     pending = pool_pending_copy_count(pool);
                 }
                 if (pending > 0)

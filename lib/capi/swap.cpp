@@ -35,7 +35,7 @@ void mark_recorded(Tiers *t, uint64_t op) {
 
 kvc_status check_op(kvc_pool *pool, uint64_t op, const char *fn, Tiers **out) {
     if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
-    std::lock_guard<std::mutex> lk(pool->mu);
+    std::lock_guard<kvc::PoolMutex> lk(pool->mu);
     Tiers *t = pool->tiers.load(std::memory_order_relaxed);
     if (!t || op == 0 || op >= t->next_op)
         return fail(KVC_ERR_INVALID_ARG, "%s: operation %llu was never issued by this pool", fn,
@@ -69,7 +69,7 @@ KVC_API kvc_status kvc_swap_out(kvc_pool *pool, uint64_t seq_id, uint64_t *out_o
         Tiers *t = nullptr;
         uint64_t op = 0;
         {
-            std::lock_guard<std::mutex> lk(p->mu);
+            std::lock_guard<kvc::PoolMutex> lk(p->mu);
             Sequence *s = p->seqs.find(seq_id);
             if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
             if (s->swapped_out)
@@ -139,7 +139,7 @@ KVC_API kvc_status kvc_swap_in(kvc_pool *pool, uint64_t seq_id, uint64_t *out_op
         Tiers *t = nullptr;
         uint64_t op = 0;
         {
-            std::lock_guard<std::mutex> lk(p->mu);
+            std::lock_guard<kvc::PoolMutex> lk(p->mu);
             Sequence *s = p->seqs.find(seq_id);
             if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
             if (!s->swapped_out)
@@ -225,7 +225,7 @@ KVC_API kvc_status kvc_preempt_recompute(kvc_pool *pool, uint64_t seq_id, int64_
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         int64_t tokens = 0;
         {
-            std::lock_guard<std::mutex> lk(pool->mu);
+            std::lock_guard<kvc::PoolMutex> lk(pool->mu);
             const Sequence *s = pool->seqs.find(seq_id);
             if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
             tokens = s->num_tokens;
@@ -241,7 +241,7 @@ KVC_API kvc_status kvc_preemption_cost(kvc_pool *pool, uint64_t seq_id, int64_t 
     KVC_GUARD({
         const char *fn = "kvc_preemption_cost";
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
-        std::lock_guard<std::mutex> lk(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lk(pool->mu);
         const Sequence *s = pool->seqs.find(seq_id);
         if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
         int64_t blocks = 0;

@@ -60,7 +60,7 @@ kvc_status attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks, int
     Tiers *t = pool->tiers.load(std::memory_order_acquire);
     if (!t) return fail(KVC_ERR_STATE, "%s: attach a host tier first (kvc_tier_attach_host)", fn);
     {
-        std::lock_guard<std::mutex> lk(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lk(pool->mu);
         if (t->disk) return fail(KVC_ERR_STATE, "%s: this pool already has a disk tier", fn);
     }
     std::unique_ptr<kvc::DiskTier> d(new kvc::DiskTier());
@@ -68,7 +68,7 @@ kvc_status attach_disk(kvc_pool *pool, const char *path, int64_t num_blocks, int
     if (st != KVC_OK) return st;
     // Job capacity grows by the disk slots (see Tiers::pending); exec_mu first, as the executor.
     std::lock_guard<std::mutex> ex(t->exec_mu);
-    std::lock_guard<std::mutex> lk(pool->mu);
+    std::lock_guard<kvc::PoolMutex> lk(pool->mu);
     if (t->disk) return fail(KVC_ERR_STATE, "%s: this pool already has a disk tier", fn);
     const size_t jobs = 2 * size_t(t->host->slots.capacity()) + 2 * size_t(num_blocks);
     t->pending.reserve(jobs);
@@ -114,7 +114,7 @@ KVC_API kvc_status kvc_tier_attach_host(kvc_pool *pool, int64_t num_blocks) {
             if (kvc_status st = kvc::cuda::tier_stream_create(pool->device, &t->stream); st != KVC_OK) return st;
             if (kvc_status st = kvc::cuda::event_create(&t->last_event); st != KVC_OK) return st;
         }
-        std::lock_guard<std::mutex> lk(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lk(pool->mu);
         if (pool->tiers.load()) return fail(KVC_ERR_STATE, "%s: this pool already has a host tier", fn);
         pool->walk_tier.swap(walk_tier);
         pool->walk_slot.swap(walk_slot);

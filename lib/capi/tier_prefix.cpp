@@ -59,7 +59,7 @@ KVC_API kvc_status kvc_tier_prefetch(kvc_pool *pool, const int32_t *tokens, int6
         if (kvc_status st = kvc::check_max_len(pool, num_tokens, fn); st != KVC_OK) return st;
         Tiers *t = pool->tiers.load(std::memory_order_acquire);
         {
-            std::lock_guard<std::mutex> lk(pool->mu);
+            std::lock_guard<kvc::PoolMutex> lk(pool->mu);
             if (!t || !t->disk) return fail(KVC_ERR_STATE, "%s: this pool has no disk tier (kvc_tier_attach_disk)", fn);
         }
         const kvc::KeySet &ks = kvc::keys_or_empty(keys);
@@ -69,7 +69,7 @@ KVC_API kvc_status kvc_tier_prefetch(kvc_pool *pool, const int32_t *tokens, int6
         if (out_cached_tokens) {
             int64_t cached = 0;
             if (pool->caching) {
-                std::lock_guard<std::mutex> lk(pool->mu);
+                std::lock_guard<kvc::PoolMutex> lk(pool->mu);
                 cached = kvc::pool_find_prompt_hit(pool, tokens, num_tokens, ks, kvc::kWalkHost).hit_blocks *
                          pool->block_size;
             }
@@ -89,7 +89,7 @@ KVC_API kvc_status kvc_tier_flush(kvc_pool *pool, int64_t *out_blocks) {
         if (!pool) return fail(KVC_ERR_NULL_ARG, "%s: pool is NULL", fn);
         Tiers *t = pool->tiers.load(std::memory_order_acquire);
         {
-            std::lock_guard<std::mutex> lk(pool->mu);
+            std::lock_guard<kvc::PoolMutex> lk(pool->mu);
             if (!t || !t->disk) return fail(KVC_ERR_STATE, "%s: this pool has no disk tier (kvc_tier_attach_disk)", fn);
         }
         const int32_t slots = t->host->slots.capacity();
@@ -99,7 +99,7 @@ KVC_API kvc_status kvc_tier_flush(kvc_pool *pool, int64_t *out_blocks) {
         while (next_slot < slots || next_block < blocks) {
             size_t ours = 0;
             {
-                std::lock_guard<std::mutex> lk(pool->mu);
+                std::lock_guard<kvc::PoolMutex> lk(pool->mu);
                 const size_t before = t->pending.size();
                 const auto room = [&] { return t->pending.size() + 3 <= t->pending.capacity(); };
                 int r = 0;
@@ -134,7 +134,7 @@ KVC_API kvc_status kvc_prefix_lookup_tiers(kvc_pool *pool, const int32_t *tokens
         if (pool->hybrid) return kvc::refuse_hybrid(fn, "use kvc_prefix_lookup (each group's hit is in its own tiers)");
         kvc::PrefixWalk w;
         if (pool->caching) {
-            std::lock_guard<std::mutex> lk(pool->mu);
+            std::lock_guard<kvc::PoolMutex> lk(pool->mu);
             w = kvc::pool_find_prompt_hit(pool, tokens, num_tokens, kvc::keys_or_empty(keys), kvc::kWalkHostDisk);
         }
         const int64_t bs = pool->block_size;
@@ -165,7 +165,7 @@ KVC_API kvc_status kvc_tier_get_stats(kvc_pool *pool, int32_t tier, kvc_tier_sta
         o.struct_size = out->struct_size;
         o.tier = tier;
         const int64_t stride = pool->layout.block_stride;
-        std::lock_guard<std::mutex> lk(pool->mu);
+        std::lock_guard<kvc::PoolMutex> lk(pool->mu);
         const Tiers *t = pool->tiers.load(std::memory_order_relaxed);
         if (tier == KVC_TIER_DEVICE) {
             if (t) fill_counters(t->device, &o);

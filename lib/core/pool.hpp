@@ -17,6 +17,7 @@
 #include "core/block_pool.hpp"
 #include "core/events.hpp"
 #include "core/groups.hpp"
+#include "core/pool_mutex.hpp"
 #include "core/pool_pending_copies.hpp"
 #include "core/prefix_cache.hpp"
 #include "core/prefix_walk.hpp"
@@ -74,7 +75,7 @@ struct kvc_pool {
     std::mutex copy_mu;
 
     // ---- guarded by mu -------------------------------------------------------------------------
-    std::mutex mu;
+    kvc::PoolMutex mu;  // core/pool_mutex.hpp: inline uncontended lock and unlock
     kvc::BlockPool blocks;
     kvc::PrefixCache cache;
     kvc::BlockHasher hasher;

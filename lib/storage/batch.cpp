@@ -340,7 +340,7 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
     int64_t max_window = INT32_MAX;
     {
         // The only work under the pool lock: look up each sequence and copy its (group's) table row.
-        std::lock_guard<std::mutex> lk(pool_mutex(b->pool));
+        std::lock_guard<kvc::PoolMutex> lk(pool_mutex(b->pool));
         generation = pool_seq_generation(b->pool);
         h.pool_window = pool_group_window(b->pool, group);
         h.group = group;
@@ -426,7 +426,7 @@ kvc_status batch_build(kvc_batch *b, const uint64_t *seq_ids, const int64_t *q_l
 kvc_status batch_revalidate(const kvc_batch *b, const char *fn) {
     if (pool_seq_generation(b->pool) == b->generation.load(std::memory_order_relaxed)) return KVC_OK;
     const BatchHostArrays &h = b->committed;
-    std::lock_guard<std::mutex> lk(pool_mutex(b->pool));
+    std::lock_guard<kvc::PoolMutex> lk(pool_mutex(b->pool));
     const uint64_t generation = pool_seq_generation(b->pool);
     for (int32_t i = 0; i < h.num_seqs; ++i) {
         const uint64_t id = h.seq_ids[size_t(i)];

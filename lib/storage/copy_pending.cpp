@@ -44,14 +44,14 @@ int64_t drain_after_tier_jobs(kvc_pool *p, Tiers *t, int32_t *src, int32_t *dst,
             *st = cuda::stream_sync(t->stream);
             if (*st != KVC_OK) return 0;
         }
-        std::lock_guard<std::mutex> lk(p->mu);
+        std::lock_guard<kvc::PoolMutex> lk(p->mu);
         if (t && !t->pending.empty()) continue;  // planned since: run those first
         return pool_take_pending_copies(p, src, dst, cap);
     }
 }
 
 void release_pairs(kvc_pool *p, const int32_t *src, const int32_t *dst, int64_t n) {
-    std::lock_guard<std::mutex> lk(p->mu);
+    std::lock_guard<kvc::PoolMutex> lk(p->mu);
     pool_release_copy_pairs(p, src, dst, n);
 }
 

@@ -10,7 +10,7 @@
 
 namespace kvc {
 
-std::mutex &pool_mutex(kvc_pool *p) { return p->mu; }
+kvc::PoolMutex &pool_mutex(kvc_pool *p) { return p->mu; }
 
 int32_t pool_group_window(const kvc_pool *p, int32_t group) {
     return p->hybrid ? p->groups[size_t(group)].window : p->sliding_window;

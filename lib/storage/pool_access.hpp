@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "core/pool_mutex.hpp"
 #include "storage/kv_layout.hpp"
 
 namespace kvc {
@@ -21,7 +22,7 @@ struct SeqRef {
 };
 
 // The pool's lock. Hold it only for metadata work: never across I/O, GPU syncs or attention math.
-std::mutex &pool_mutex(kvc_pool *p);
+kvc::PoolMutex &pool_mutex(kvc_pool *p);
 
 // Under the lock: looks up a sequence and views its table of `group` (0 for a plain pool; a valid
 // group of a hybrid pool, checked by the caller). False if unknown.

@@ -251,14 +251,14 @@ void commit(kvc_pool *p, Tiers *t, const PassTimes &times) {
 void tier_run_pending_locked(kvc_pool *p, Tiers *t) {
     for (;;) {
         {
-            std::lock_guard<std::mutex> lk(pool_mutex(p));
+            std::lock_guard<kvc::PoolMutex> lk(pool_mutex(p));
             if (t->pending.empty()) return;
             t->running.swap(t->pending);
         }
         PassTimes times;
         execute(p, t, &times);
         {
-            std::lock_guard<std::mutex> lk(pool_mutex(p));
+            std::lock_guard<kvc::PoolMutex> lk(pool_mutex(p));
             commit(p, t, times);
         }
         t->running.clear();

@@ -82,7 +82,7 @@ struct RoundPins {
     std::vector<int32_t> pins, next;  // a path that reads the disk anyway: allocating here is fine
     ~RoundPins() {
         if (pins.empty()) return;
-        std::lock_guard<std::mutex> lk(pool_mutex(p));
+        std::lock_guard<kvc::PoolMutex> lk(pool_mutex(p));
         for (auto it = pins.rbegin(); it != pins.rend(); ++it) pool_unpin_block(p, *it);
     }
 };
@@ -122,7 +122,7 @@ kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_t
     Tiers *t = pool_tiers(p);
     if (!t || !pool_caching(p)) return KVC_OK;
     {
-        std::lock_guard<std::mutex> lk(pool_mutex(p));
+        std::lock_guard<kvc::PoolMutex> lk(pool_mutex(p));
         if (!t->disk) return KVC_OK;  // attached once, never detached: no need to look again below
         if ((num_tokens - 1) / pool_block_size(p) <= 0) return KVC_OK;  // no full block to hit
     }
@@ -133,7 +133,7 @@ kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_t
     for (int round = 0;; ++round) {
         bool short_of_slots = false;
         {
-            std::lock_guard<std::mutex> lk(pool_mutex(p));
+            std::lock_guard<kvc::PoolMutex> lk(pool_mutex(p));
             // The hit kvc_alloc will look for; its held blocks are w.block(0 .. held - 1).
             const PrefixWalk w = pool_find_prompt_hit(p, tokens, num_tokens, keys, kWalkHostDisk);
             if (w.disk_hits == 0) break;
@@ -147,7 +147,7 @@ kvc_status tier_promote_prefix(kvc_pool *p, const int32_t *tokens, int64_t num_t
         if (t->hold_jobs.load(std::memory_order_relaxed)) break;
 #endif
         {
-            std::lock_guard<std::mutex> lk(pool_mutex(p));
+            std::lock_guard<kvc::PoolMutex> lk(pool_mutex(p));
             const PrefixWalk w = pool_find_prompt_hit(p, tokens, num_tokens, keys, kWalkHostDisk);
             try {
                 kept.next.reserve(size_t(w.held()));

@@ -29,7 +29,7 @@ void kvct_tier_hold_jobs(kvc_pool *pool, int32_t on) {
 
 int64_t kvct_tier_slots_in_state(kvc_pool *pool, int32_t tier, int32_t state) {
     if (!pool) return -1;
-    std::lock_guard<std::mutex> lock(kvc::pool_mutex(pool));
+    std::lock_guard<kvc::PoolMutex> lock(kvc::pool_mutex(pool));
     const kvc::Tiers *t = kvc::pool_tiers(pool);
     const kvc::TierSlots *s = !t                                 ? nullptr
                               : tier == KVC_TIER_HOST            ? &t->host->slots
@@ -43,7 +43,7 @@ int64_t kvct_tier_slots_in_state(kvc_pool *pool, int32_t tier, int32_t state) {
 
 int32_t kvct_tier_corrupt_slot(kvc_pool *pool, int32_t tier, int32_t slot, int32_t state) {
     if (!pool || state < 0 || state > 3) return -1;
-    std::lock_guard<std::mutex> lock(kvc::pool_mutex(pool));
+    std::lock_guard<kvc::PoolMutex> lock(kvc::pool_mutex(pool));
     kvc::Tiers *t = kvc::pool_tiers(pool);
     kvc::TierSlots *s = !t                                 ? nullptr
                         : tier == KVC_TIER_HOST            ? &t->host->slots

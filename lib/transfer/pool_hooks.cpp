@@ -32,7 +32,7 @@ kvc_status hold_prompt(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, c
     out->blocks.reserve(size_t(full));
     out->hashes.reserve(size_t(full));
     out->tokens.reserve(size_t(full * p->block_size));
-    std::lock_guard<std::mutex> lk(p->mu);
+    std::lock_guard<kvc::PoolMutex> lk(p->mu);
     const PrefixWalk w = pool_walk_prefix(p, tokens, full, keys, kWalkDevice, kPickHit);
     if (w.hit_blocks < 1)
         return fail(KVC_ERR_STATE,
@@ -50,7 +50,7 @@ kvc_status hold_prompt(kvc_pool *p, const int32_t *tokens, int64_t num_tokens, c
 
 kvc_status hold_seq(kvc_pool *p, uint64_t seq_id, HeldPrefix *out, const char *fn) {
     if (kvc_status st = pool_storage_barrier(p, nullptr); st != KVC_OK) return st;
-    std::unique_lock<std::mutex> lk(p->mu);
+    std::unique_lock<kvc::PoolMutex> lk(p->mu);
     const Sequence *s = p->seqs.find(seq_id);
     if (!s) return fail(KVC_ERR_UNKNOWN_SEQ, "%s: no sequence %llu", fn, (unsigned long long)seq_id);
     if (s->swapped_out) return fail(KVC_ERR_STATE, "%s: sequence %llu is swapped out", fn, (unsigned long long)seq_id);
@@ -94,7 +94,7 @@ kvc_status hold_seq(kvc_pool *p, uint64_t seq_id, HeldPrefix *out, const char *f
 }
 
 void release_blocks(kvc_pool *p, const std::vector<int32_t> &blocks) {
-    std::lock_guard<std::mutex> lk(p->mu);
+    std::lock_guard<kvc::PoolMutex> lk(p->mu);
     for (size_t i = blocks.size(); i-- > 0;) drop_ext_ref(p, blocks[i]);
 }
 
@@ -103,7 +103,7 @@ kvc_status reserve_import(kvc_pool *p, const BlockKey *keys, const int32_t *toke
     out->held.reserve(size_t(n));
     out->fresh.reserve(size_t(n));
     const int64_t bs = p->block_size;
-    std::lock_guard<std::mutex> lk(p->mu);
+    std::lock_guard<kvc::PoolMutex> lk(p->mu);
     // The leading run already cached here (verified like a hit).
     int64_t skip = 0;
     Hash128 parent = kRootHash;
@@ -142,7 +142,7 @@ kvc_status reserve_import(kvc_pool *p, const BlockKey *keys, const int32_t *toke
 int64_t commit_import(kvc_pool *p, const BlockKey *keys, const int32_t *tokens, int64_t n, Reservation *r) {
     const int64_t bs = p->block_size;
     int64_t entered = 0;
-    std::lock_guard<std::mutex> lk(p->mu);
+    std::lock_guard<kvc::PoolMutex> lk(p->mu);
     for (int64_t j = 0; j < int64_t(r->fresh.size()); ++j) {
         const int64_t i = r->skipped + j;
         if (i >= n) break;
@@ -166,7 +166,7 @@ int64_t commit_import(kvc_pool *p, const BlockKey *keys, const int32_t *tokens, 
 }
 
 void abort_import(kvc_pool *p, Reservation *r) {
-    std::lock_guard<std::mutex> lk(p->mu);
+    std::lock_guard<kvc::PoolMutex> lk(p->mu);
     for (size_t j = r->fresh.size(); j-- > 0;) drop_ext_ref(p, r->fresh[j]);
     for (size_t j = r->held.size(); j-- > 0;) drop_ext_ref(p, r->held[j]);
     r->fresh.clear();
