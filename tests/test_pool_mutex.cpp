@@ -27,14 +27,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Waits up to `seconds` for `flag`; true when it was set.
-bool wait_for(const std::atomic<bool> &flag, double seconds) {
+// Waits up to `seconds` for `done()`; true when it came.
+template <class Done>
+bool wait_until(Done done, double seconds) {
     const auto until = Clock::now() + std::chrono::duration<double>(seconds);
-    while (!flag.load(std::memory_order_acquire)) {
+    while (!done()) {
         if (Clock::now() > until) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     return true;
+}
+
+bool wait_for(const std::atomic<bool> &flag, double seconds) {
+    return wait_until([&] { return flag.load(std::memory_order_acquire); }, seconds);
 }
 
 void test_waiter_woken_after_first_thread_starts(void **) {
@@ -81,9 +86,7 @@ void test_sleeping_waiter_woken_each_time(void **) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the waiter goes to sleep
         assert_int_equal(stage.load(std::memory_order_acquire), 2 * r + 1);  // still excluded
         mu.unlock();
-        const auto until = Clock::now() + std::chrono::seconds(10);
-        while (stage.load(std::memory_order_acquire) != 2 * r + 2 && Clock::now() < until)
-            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        wait_until([&] { return stage.load(std::memory_order_acquire) == 2 * r + 2; }, 10.0);
         assert_int_equal(stage.load(std::memory_order_acquire), 2 * r + 2);  // woken and through
         mu.lock();
         stage.store(-(r + 1), std::memory_order_release);
