@@ -28,10 +28,8 @@
 #include "kvc/kvc.h"
 #include "testing.h"
 
-#define OK(x) assert_int_equal((x), KVC_OK)
-#define BS 4
-#define NBLK 64
-#define MAXTOK 256
+#include "transfer_checks.h"
+
 #define HEAD_DIM 64 /* a head dim the CUDA kernels take, though no kernel runs here */
 
 static const char *g_self = NULL; /* argv[0], re-executed as the exporter */
@@ -109,52 +107,6 @@ static kvc_status prefill(kvc_pool *p, uint64_t seq, const int32_t *tokens, int6
     return st;
 }
 
-/* Allocates tokens[0, n + 1) and checks that `want` tokens hit and every hit byte is the oracle's;
- * frees the sequence. */
-static void expect_hit_bytes(kvc_pool *p, uint64_t seq, const int32_t *tokens, int64_t n, int64_t want) {
-    kvo_shape s;
-    memset(&s, 0, sizeof s);
-    OK(kvo_shape_of(p, &s));
-    int32_t t[MAXTOK + 1];
-    memcpy(t, tokens, sizeof(int32_t) * (size_t)n);
-    t[n] = 4242;
-    int64_t cached = -1;
-    OK(kvc_alloc(p, seq, t, n + 1, NULL, &cached));
-    assert_int_equal(cached, want);
-    uint64_t ids[MAXTOK];
-    kvo_ids(0, t, n, ids);
-    int32_t table[MAXTOK];
-    int64_t nb = 0;
-    OK(kvc_seq_block_table(p, seq, table, MAXTOK, &nb));
-    unsigned char *buf = malloc((size_t)s.block_stride);
-    for (int64_t b = 0; b * BS < want; ++b) {
-        int32_t bad_tok = -1;
-        OK(kvo_read_block(p, table[b], buf));
-        const int64_t bad = kvo_check_block(&s, buf, 0, ids + b * BS, BS, &bad_tok);
-        if (bad) fail_msg("imported block %lld (id %d): %lld wrong elements, first at token %d", (long long)b, table[b],
-                          (long long)bad, bad_tok);
-    }
-    free(buf);
-    OK(kvc_free(p, seq));
-    OK(kvc_pool_check(p));
-}
-
-static kvc_stats pool_stats(kvc_pool *p) {
-    kvc_stats s;
-    memset(&s, 0, sizeof s);
-    s.struct_size = sizeof s;
-    OK(kvc_pool_stats(p, &s));
-    return s;
-}
-
-static kvc_xfer_stats xstats(kvc_xfer_agent *a) {
-    kvc_xfer_stats s;
-    memset(&s, 0, sizeof s);
-    s.struct_size = sizeof s;
-    OK(kvc_xfer_get_stats(a, &s));
-    return s;
-}
-
 static uint8_t *descriptor(kvc_xfer_agent *a, uint64_t id, int64_t *len) {
     OK(kvc_xfer_export_descriptor(a, id, NULL, 0, len));
     uint8_t *d = malloc((size_t)*len);
@@ -171,14 +123,6 @@ static kvc_status import_wait(kvc_xfer_agent *a, const uint8_t *d, int64_t len, 
     st = kvc_xfer_op_wait(a, op, -1, r);
     assert_int_equal(r->status, st);
     return st;
-}
-
-/* A failed import left nothing behind. */
-static void expect_clean(kvc_pool *p, int64_t cached_before) {
-    OK(kvc_pool_check(p));
-    kvc_stats s = pool_stats(p);
-    assert_int_equal(s.used_blocks, 0);
-    assert_int_equal(s.cached_blocks_total, cached_before);
 }
 
 /* ---- One process ----------------------------------------------------------------------------- */
