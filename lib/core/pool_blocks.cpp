@@ -54,7 +54,20 @@ int32_t pool_take_fresh_block(kvc_pool *p, int32_t priority) {
     const int32_t next = p->blocks.next_victim();
     if (next >= 0) {
         p->blocks.prefetch_take(next);
-        if (p->caching) p->cache.prefetch_block(next);
+        if (p->caching) {
+            p->cache.prefetch_block(next);
+            // And two takes ahead: the one after next. Its link is next's, asked for by the take
+            // before (as this one asks for the one after's), so in a run of takes (an admission's
+            // suffix) each victim's lines have two takes to arrive instead of one. Only with
+            // caching: without, no block is evicted and the unhashed list hands out the blocks
+            // freed last, in cache (bench_core's AppendBlock/0 was ~2 % slower with it, +11
+            // instructions per take).
+            const int32_t after = p->blocks.queues().next(next);
+            if (after >= 0) {
+                p->blocks.prefetch_take(after);
+                p->cache.prefetch_block(after);
+            }
+        }
     }
     return b;
 }
