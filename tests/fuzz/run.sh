@@ -59,14 +59,21 @@ echo "fuzz: self-test: wrong KV in a cached block reported: $(grep -m1 -o 'KV by
 # fuzzing) are independent, and libFuzzer runs on one core: with KVC_JOBS >= 2 they run side by
 # side (CI's fuzz stage ~45 s shorter on 2 cores), each into its own log, printed in order when
 # both are done. A failure in either fails the script.
+# fuzz_for LABEL BINARY SECONDS MAX_LEN WORK_DIR CORPUS ARTIFACT_PREFIX: one bounded fuzzing run,
+# new inputs into WORK_DIR; prints the end of its output and, if it failed, says so and exits 1
+# (its output goes to a file first: through a pipe, errexit would end the script before the message).
+fuzz_for() {
+  local label=$1 bin=$2 seconds=$3 max_len=$4 work=$5 corpus=$6 prefix=$7 status=0
+  mkdir -p "$work"
+  echo "fuzz: fuzzing $label for ${seconds}s (new inputs in $work)"
+  "$bin" -max_total_time="$seconds" -max_len="$max_len" -timeout=20 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$prefix" "$work" "$corpus" >"$work.log" 2>&1 || status=$?
+  tail -n 25 "$work.log"
+  [ "$status" -eq 0 ] || { echo "fuzz: $label FAILED (exit $status); crashing input saved under $BUILD/"; exit 1; }
+}
 fuzz_plain() {
   if [ "$SECONDS_TO_FUZZ" -gt 0 ]; then
-    mkdir -p "$WORK"
-    echo "fuzz: fuzzing for ${SECONDS_TO_FUZZ}s (new inputs in $WORK)"
-    "$FUZZ" -max_total_time="$SECONDS_TO_FUZZ" -max_len=512 -timeout=20 -rss_limit_mb=2048 \
-      -print_final_stats=1 -artifact_prefix="$BUILD/" "$WORK" "$CORPUS" 2>&1 | tail -n 25
-    status=${PIPESTATUS[0]}
-    [ "$status" -eq 0 ] || { echo "fuzz: FAILED (exit $status); crashing input saved under $BUILD/"; exit 1; }
+    fuzz_for "plain pools" "$FUZZ" "$SECONDS_TO_FUZZ" 512 "$WORK" "$CORPUS" "$BUILD/"
   fi
 }
 # Hybrid pools: fuzz_hybrid, its own corpus and self-test (a model reporting hits one block short).
@@ -83,12 +90,7 @@ fuzz_hybrid_pools() {
   fi
   echo "fuzz: self-test: skewed hybrid hit reported: $(grep -m1 -o 'kvc_alloc cached tokens.*' <<<"$out")"
   if [ "$HYBRID_SECONDS" -gt 0 ]; then
-    mkdir -p "$WORK-hybrid"
-    echo "fuzz: fuzzing hybrid pools for ${HYBRID_SECONDS}s (new inputs in $WORK-hybrid)"
-    "$HYBRID" -max_total_time="$HYBRID_SECONDS" -max_len=1024 -timeout=20 -rss_limit_mb=2048 \
-      -print_final_stats=1 -artifact_prefix="$BUILD/hybrid-" "$WORK-hybrid" "$HCORPUS" 2>&1 | tail -n 25
-    status=${PIPESTATUS[0]}
-    [ "$status" -eq 0 ] || { echo "fuzz: hybrid FAILED (exit $status); crashing input saved under $BUILD/"; exit 1; }
+    fuzz_for "hybrid pools" "$HYBRID" "$HYBRID_SECONDS" 1024 "$WORK-hybrid" "$HCORPUS" "$BUILD/hybrid-"
   fi
 }
 if [ "${KVC_JOBS:-2}" -ge 2 ]; then
