@@ -51,7 +51,7 @@ public:
         cap_ = int64_t(n);
     }
     void clear() { size_ = 0; }
-    // The callers below stay within the capacity (fewer than block_size ids), never checked here.
+    // Callers stay within the capacity (a tail holds fewer than block_size ids): not checked here.
     void push_back(int32_t id) { data_[size_++] = id; }
     void append(const int32_t *first, const int32_t *last) {
         int32_t *d = data_ + size_;
@@ -72,7 +72,7 @@ private:
 };
 static_assert(sizeof(TokenTail) == 24, "the tail keeps the size of the std::vector it replaced");
 
-// Aligned to a cache line: the decode step's fields (num_tokens to the tail vector) then lie in
+// Aligned to a cache line: the decode step's fields (num_tokens to the tail) then lie in
 // two lines, the two kvc_append_batch asks for ahead (prefetch_for_append); at malloc's 16-byte
 // alignment one sequence in four spread them over three. bench_trace's batch replay, cachegrind:
 // D1 misses in the step loop 752k -> 422k, in the whole replay 2.07M -> 1.72M.
