@@ -275,7 +275,7 @@ KVC_API kvc_status kvc_append_batch(kvc_pool *pool, int32_t num_seqs, const uint
                     const int32_t base = done, end = num_seqs - base < kChunk ? num_seqs : base + kChunk;
                     for (int32_t j = base; j < end; ++j) {
                         kvc::Sequence *s = p->seqs.find(seq_ids[j]);
-                        if (s) kvc::prefetch_for_append(s);  // asked for now, appended after the lookups
+                        kvc::prefetch_for_append(s);  // asked for now, appended after the lookups
                         chunk[j - base] = s;
                     }
                     const int32_t *toks = tokens ? tokens + base : nullptr;

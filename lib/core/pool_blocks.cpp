@@ -221,10 +221,10 @@ void hash_next_block(kvc_pool *p, Sequence *s, const int32_t *head, int64_t n_he
 // pool_hash_full_blocks()'s work for everything but a single id that completes no block (core/pool.hpp).
 void pool_add_tokens(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n) {
     const int64_t bs = p->block_size;
-    std::vector<int32_t> &tail = s->tail;  // capacity >= bs: never reallocates
+    TokenTail &tail = s->tail;  // capacity >= bs
     const int64_t have = int64_t(tail.size());
     if (have + n < bs) {  // no block filled
-        tail.insert(tail.end(), src, src + n);
+        tail.append(src, src + n);
         return;
     }
     // The first block filled continues the tail; the ones after it come from src alone.
@@ -234,10 +234,9 @@ void pool_add_tokens(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n) {
         if (n - i >= (kPromptAhead + 1) * bs) __builtin_prefetch(src + i + kPromptAhead * bs);  // a prompt's ids
         hash_next_block(p, s, nullptr, 0, src + i);
     }
-    // What is left (< block_size ids) becomes the new tail: an element loop, since for the few
-    // ids usually left a call to memmove (what assign() does) costs more than the copy.
-    tail.clear();
-    for (; i < n; ++i) tail.push_back(src[i]);
+    // What is left (< block_size ids) becomes the new tail (an element loop: for the few ids
+    // usually left, a call to memmove costs more than the copy).
+    tail.assign(src + i, src + n);
 }
 
 void pool_hash_prompt_blocks(kvc_pool *p, Sequence *s, const int32_t *src, int64_t n, const BlockKey *known,

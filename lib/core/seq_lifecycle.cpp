@@ -84,10 +84,16 @@ __attribute__((always_inline)) inline void release_table(kvc_pool *p, Sequence *
         }
     }
     // Reverse order: within one LRU list the deepest blocks of the prefix are evicted first.
-    if (s->swapped_out) tier_release_swapped(p, s);
-    // (-1: in a host slot, or released by the window.) pool_release_block's effect per block.
-    p->blocks.release_reverse(s->table.data(), int64_t(s->table.size()),
-                              [p](int32_t b) { pool_block_released(p, b); });
+    // pool_release_block's effect per block. A swapped-out table has -1 entries (blocks in a host
+    // slot) anywhere; a resident one only in its first `released` (the window's), skipped here.
+    const auto freed = [p](int32_t b) { pool_block_released(p, b); };
+    if (__builtin_expect(s->swapped_out, 0)) {
+        tier_release_swapped(p, s);
+        p->blocks.release_reverse<true>(s->table.data(), int64_t(s->table.size()), freed);
+    } else {
+        const int64_t skip = s->released;
+        p->blocks.release_reverse<false>(s->table.data() + skip, int64_t(s->table.size()) - skip, freed);
+    }
 }
 
 }  // namespace

@@ -118,10 +118,13 @@ __attribute__((always_inline)) inline bool append_in_place(kvc_pool *p, Sequence
 }
 
 // What append_in_place touches of a sequence, asked for ahead of time (kvc_append_batch): its
-// first line and its token tail's slot for the next id.
+// first line and its token tail's slot for the next id. s may be NULL (an unknown id): a prefetch
+// never faults, and the address is computed as an integer (an offset from a null pointer would be
+// undefined), so the batch's lookup loop needs no test before it.
 inline void prefetch_for_append(const Sequence *s) {
-    __builtin_prefetch(s);
-    __builtin_prefetch(reinterpret_cast<const char *>(s) + 64);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(s);
+    __builtin_prefetch(reinterpret_cast<const void *>(a));
+    __builtin_prefetch(reinterpret_cast<const void *>(a + 64));
 }
 
 // The decode step's other usual case, for append_step_in_place: s (alone, no window) has its

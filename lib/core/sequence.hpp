@@ -19,7 +19,60 @@
 
 namespace kvc {
 
-// Aligned to a cache line: the decode step's fields (num_tokens to the tail vector) then lie in
+// A sequence's unhashed token ids (Sequence::tail): a buffer of fixed capacity (block_size,
+// reserved at alloc) and a length, with the few std::vector operations the core uses. Not a
+// std::vector because the decode step appends to it once per token, and a vector's push_back
+// tests its capacity and keeps its length as an end pointer (size() a subtraction and a shift):
+// here the step writes data()[size()] and bumps the length, the capacity being the caller's to
+// know (the tail never holds block_size ids: a full block is hashed and leaves it). 24 bytes, as
+// the vector was, so the fields after it keep their offsets.
+class TokenTail {
+public:
+    TokenTail() = default;
+    TokenTail(const TokenTail &) = delete;
+    TokenTail &operator=(const TokenTail &) = delete;
+    ~TokenTail() { delete[] data_; }
+
+    size_t size() const { return size_t(size_); }
+    size_t capacity() const { return size_t(cap_); }
+    bool empty() const { return size_ == 0; }
+    int32_t *data() { return data_; }
+    const int32_t *data() const { return data_; }
+    const int32_t *begin() const { return data_; }
+    const int32_t *end() const { return data_ + size_; }
+
+    // Room for n ids; the ids kept. May throw std::bad_alloc (nothing changed then).
+    void reserve(size_t n) {
+        if (int64_t(n) <= cap_) return;
+        int32_t *d = new int32_t[n];
+        if (size_ > 0) std::memcpy(d, data_, size_t(size_) * sizeof(int32_t));
+        delete[] data_;
+        data_ = d;
+        cap_ = int64_t(n);
+    }
+    void clear() { size_ = 0; }
+    // Callers stay within the capacity (a tail holds fewer than block_size ids): not checked here.
+    void push_back(int32_t id) { data_[size_++] = id; }
+    void append(const int32_t *first, const int32_t *last) {
+        int32_t *d = data_ + size_;
+        size_ += last - first;
+        for (; first != last; ++first) *d++ = *first;
+    }
+    void assign(const int32_t *first, const int32_t *last) {
+        size_ = 0;
+        append(first, last);
+    }
+    // Shrinking (kvc_truncate), or growing over ids the caller wrote at data() (the decode step).
+    void resize(size_t n) { size_ = int64_t(n); }
+
+private:
+    int32_t *data_ = nullptr;
+    int64_t size_ = 0;
+    int64_t cap_ = 0;
+};
+static_assert(sizeof(TokenTail) == 24, "the tail keeps the size of the std::vector it replaced");
+
+// Aligned to a cache line: the decode step's fields (num_tokens to the tail) then lie in
 // two lines, the two kvc_append_batch asks for ahead (prefetch_for_append); at malloc's 16-byte
 // alignment one sequence in four spread them over three. bench_trace's batch replay, cachegrind:
 // D1 misses in the step loop 752k -> 422k, in the whole replay 2.07M -> 1.72M.
@@ -54,7 +107,7 @@ struct alignas(64) Sequence {
     // Confirmed token ids not yet in a hashed block: positions [num_hashed x bs, num_tokens), fewer
     // than block_size (hashing is incremental through `chain`, so older ids are never needed).
     // Capacity block_size, reserved at alloc. Empty when prefix caching is off.
-    std::vector<int32_t> tail;
+    TokenTail tail;
     Hash128 chain = kRootHash;  // hash of block num_hashed - 1 (kRootHash when none)
     // While swapped out: per table entry, the host tier slot holding that block (table entry -1),
     // or -1 for a block that stayed on the device (shared). Empty while resident.
