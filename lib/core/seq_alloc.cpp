@@ -68,11 +68,12 @@ void commit_alloc_hold(kvc_pool *p, Sequence *s, const KeySet &ks, const AllocPl
     const int32_t *hits = held_hits > 0 ? walk.hits->blocks : nullptr;
     s->table.insert(s->table.end(), hits, hits + held_hits);
     // A refcount-0 hit leaves the free queue ("touch"). Host-tier hits are the only -1 entries.
-    if (walk.host_hits)
+    if (walk.host_hits) {
         p->blocks.add_refs<true>(hits, held_hits, ks.priority);
-    else
+        tier_pin_restore_sources(p, walk);
+    } else {
         p->blocks.add_refs<false>(hits, held_hits, ks.priority);
-    if (walk.host_hits) tier_pin_restore_sources(p, walk);
+    }
 }
 
 // The rest of the allocation once every table holding hits took them and the spills for the fresh
