@@ -813,7 +813,8 @@ static void test_exporter_killed_mid_transfer(void **state) {
  * at the end: Debian's UCX 1.13.1 emulates gets over TCP and shared memory with active messages
  * that the exporter's worker answers, and an answer to an importer that died can abort the
  * exporter inside UCX over TCP ("ucp_get_req_handler ... Fatal: unexpected error", seen once in
- * about twenty runs under load; the fatal path of openucx/ucx PR #7274), or, over shared memory,
+ * about twenty runs under load; the fatal path of openucx/ucx PR #7274; the push path's own sends
+ * do not: test_push_importer_killed_over_tcp), or, over shared memory,
  * crash the exporter's ucp_worker_destroy purging the answers that never drained (a SEGV in
  * ucp_request_memory_dereg, in about one run in four of this test under load). Both are inside
  * UCX; lib/transfer/README.md, "UCX version". The killed importer can leave a hole in the
