@@ -1003,18 +1003,22 @@ static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, i
         if (write(started[1], msg, sizeof msg) != (ssize_t)sizeof msg) _exit(4); /* one write: atomic */
         for (;;) pause();
     }
+    close(started[1]); /* so that a child that exits early (import refused) ends the read below */
     char msg[1 + sizeof(int64_t)];
-    assert_int_equal(read(started[0], msg, sizeof msg), (ssize_t)sizeof msg);
+    const ssize_t got = read(started[0], msg, sizeof msg);
     kill(pid, SIGKILL);
     int ws = 0;
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     close(started[0]);
-    close(started[1]);
+    if (got != (ssize_t)sizeof msg)
+        fail_msg("the importer child ended before signalling: %s %d", WIFSIGNALED(ws) ? "killed by signal" : "exit status",
+                 WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
     int64_t begun = -1;
     memcpy(&begun, msg + 1, sizeof begun);
     if (msg[0] != 'f')
         fail_msg("the importer was not killed mid-transfer (%lld blocks begun, %lld wanted): %s", (long long)begun,
-                 (long long)want, msg[0] == 'n' ? "too few bytes arrived" : "its import had already finished");
+                 (long long)want,
+                 msg[0] == 'n' ? "too few bytes arrived" : "its import had already ended (completed or failed)");
     return begun;
 }
 
