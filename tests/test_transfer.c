@@ -947,10 +947,17 @@ static int exporter_command(child *c, char cmd) {
     return bad;
 }
 
+/* What test_push_importer_killed_over_tcp leaves if it fails midway (cmocka then runs the teardown):
+ * its exporter child, still serving, and KVC_XFER_DATA_PATH=push; both would spoil the later tests. */
+static pid_t g_push_exporter = 0;
+static int g_push_env_set = 0;
+static char *g_push_env_saved = NULL;
+
 /* The exporter child is still running (not exited, not killed): else fails saying how it ended. */
 static void expect_exporter_alive(child *c, const char *when) {
     int ws = 0;
     const pid_t r = waitpid(c->pid, &ws, WNOHANG);
+    if (r == c->pid) g_push_exporter = 0; /* reaped: nothing for the teardown to kill */
     if (r == c->pid)
         fail_msg("exporter died %s: %s %d", when, WIFSIGNALED(ws) ? "killed by signal" : "exit status",
                  WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
@@ -997,14 +1004,25 @@ static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, i
         }
         int32_t done = -1;
         const char x = begun < want ? 'n' : kvc_xfer_op_query(ai, op, &done) == KVC_OK && done == 0 ? 'f' : 'd';
-        char msg[1 + sizeof begun];
+        /* One write (atomic, under PIPE_BUF): the verdict, the blocks begun, and for an import
+         * that already ended how it ended. */
+        char msg[1 + sizeof begun + 200];
+        memset(msg, 0, sizeof msg);
         msg[0] = x;
         memcpy(msg + 1, &begun, sizeof begun);
-        if (write(started[1], msg, sizeof msg) != (ssize_t)sizeof msg) _exit(4); /* one write: atomic */
+        if (x == 'd') {
+            kvc_xfer_import_result r;
+            memset(&r, 0, sizeof r);
+            r.struct_size = sizeof r;
+            const kvc_status st = kvc_xfer_op_wait(ai, op, 0, &r);
+            snprintf(msg + 1 + sizeof begun, 200, "status %d, failure %d, %lld blocks cached: %s", (int)st,
+                     (int)r.failure, (long long)r.blocks_cached, st == KVC_OK ? "ok" : kvc_last_error());
+        }
+        if (write(started[1], msg, sizeof msg) != (ssize_t)sizeof msg) _exit(4);
         for (;;) pause();
     }
     close(started[1]); /* so that a child that exits early (import refused) ends the read below */
-    char msg[1 + sizeof(int64_t)];
+    char msg[1 + sizeof(int64_t) + 200];
     const ssize_t got = read(started[0], msg, sizeof msg);
     kill(pid, SIGKILL);
     int ws = 0;
@@ -1015,10 +1033,11 @@ static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, i
                  WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
     int64_t begun = -1;
     memcpy(&begun, msg + 1, sizeof begun);
+    msg[sizeof msg - 1] = 0;
     if (msg[0] != 'f')
-        fail_msg("the importer was not killed mid-transfer (%lld blocks begun, %lld wanted): %s", (long long)begun,
-                 (long long)want,
-                 msg[0] == 'n' ? "too few bytes arrived" : "its import had already ended (completed or failed)");
+        fail_msg("the importer was not killed mid-transfer (%lld blocks begun, %lld wanted): %s%s", (long long)begun,
+                 (long long)want, msg[0] == 'n' ? "too few bytes arrived" : "its import had already ended: ",
+                 msg + 1 + sizeof(int64_t));
     return begun;
 }
 
@@ -1033,14 +1052,32 @@ static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, i
  * destroy its agent cleanly — which the shared-memory test does not do (there the answers to a dead
  * importer never drain, and ucp_worker_destroy crashed purging them); over TCP the dead importer's
  * connection fails and UCX ends those sends. 1024 blocks of 256 KiB: 256 MiB. */
+static int push_importer_killed_teardown(void **state) {
+    (void)state;
+    if (g_push_exporter > 0) {
+        kill(g_push_exporter, SIGKILL);
+        waitpid(g_push_exporter, NULL, 0);
+        g_push_exporter = 0;
+    }
+    if (g_push_env_set) {
+        env_restore("KVC_XFER_DATA_PATH", g_push_env_saved);
+        g_push_env_saved = NULL;
+        g_push_env_set = 0;
+    }
+    g_exporter_commands = 0;
+    return 0;
+}
+
 static void test_push_importer_killed_over_tcp(void **state) {
     (void)state;
     if (!have_ucx()) skip();
     const int64_t blocks = 1100, nb = 1024, n = nb * BS;
-    char *saved = env_set("KVC_XFER_DATA_PATH", "push"); /* read at agent creation; importers only */
+    g_push_env_saved = env_set("KVC_XFER_DATA_PATH", "push"); /* read at agent creation; importers only */
+    g_push_env_set = 1;
     g_exporter_commands = 1;
     child c = spawn_exporter("tcp", n, 23, blocks, 1024);
     g_exporter_commands = 0;
+    g_push_exporter = c.pid;
     assert_int_equal(c.desc[4], 1); /* TCP only: not staged, the pool's own storage */
     const int64_t wants[2] = {1, nb / 2};
     for (int k = 0; k < 2; ++k) {
@@ -1076,13 +1113,14 @@ static void test_push_importer_killed_over_tcp(void **state) {
     close(c.go);
     int ws = 0;
     assert_int_equal(waitpid(c.pid, &ws, 0), c.pid);
+    g_push_exporter = 0; /* reaped */
     if (dbad != 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
         fail_msg("exporter's agent destroy: answer %d, then %s %d", dbad,
                  WIFSIGNALED(ws) ? "killed by signal" : "exit status", WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
     print_message("exporter's kvc_xfer_agent_destroy after the kills: %lld ms\n", (long long)destroy_ms);
     close(c.back);
     free(c.desc);
-    env_restore("KVC_XFER_DATA_PATH", saved);
+    OK(push_importer_killed_teardown(NULL)); /* the environment back */
     OK(kvc_pool_check(pi));
     OK(kvc_pool_destroy(pi));
 }
@@ -1313,7 +1351,7 @@ int main(void) {
         cmocka_unit_test(test_import_evicting_into_the_host_tier),
         cmocka_unit_test(test_exporter_killed_mid_transfer),
         cmocka_unit_test(test_importer_killed_mid_transfer),
-        cmocka_unit_test(test_push_importer_killed_over_tcp),
+        cmocka_unit_test_teardown(test_push_importer_killed_over_tcp, push_importer_killed_teardown),
         cmocka_unit_test(test_staged_import_while_the_exporter_is_stopped),
         cmocka_unit_test(test_version_2_descriptors),
         cmocka_unit_test(test_stuck_gets_are_abandoned_after_the_close),
