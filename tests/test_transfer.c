@@ -986,7 +986,10 @@ static int64_t blocks_begun(kvc_pool *p, int64_t blocks) {
 
 /* A push importer over TCP in a child process imports the exporter's descriptor and is SIGKILLed
  * once bytes have begun to arrive in at least `want` blocks, its import still in flight (checked
- * after the count, just before the kill); fails otherwise. Returns the blocks begun at the kill. */
+ * after the count, just before the kill). Returns the blocks begun at the kill, or -1 when the
+ * import completed (every block cached) between the count and that check — the rest of the
+ * transfer outran the polling child (seen under TSan on a loaded 2-core machine with `want` half
+ * the blocks: 3 times in about 40 runs); fails on anything else (no bytes, the import failed). */
 static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, int64_t want) {
     int started[2];
     assert_int_equal(pipe(started), 0);
@@ -1017,6 +1020,7 @@ static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, i
             const kvc_status st = kvc_xfer_op_wait(ai, op, 0, &r);
             snprintf(msg + 1 + sizeof begun, 200, "status %d, failure %d, %lld blocks cached: %s", (int)st,
                      (int)r.failure, (long long)r.blocks_cached, st == KVC_OK ? "ok" : kvc_last_error());
+            if (st == KVC_OK) msg[0] = 'c'; /* completed */
         }
         if (write(started[1], msg, sizeof msg) != (ssize_t)sizeof msg) _exit(4);
         for (;;) pause();
@@ -1034,6 +1038,7 @@ static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, i
     int64_t begun = -1;
     memcpy(&begun, msg + 1, sizeof begun);
     msg[sizeof msg - 1] = 0;
+    if (msg[0] == 'c') return -1;
     if (msg[0] != 'f')
         fail_msg("the importer was not killed mid-transfer (%lld blocks begun, %lld wanted): %s%s", (long long)begun,
                  (long long)want, msg[0] == 'n' ? "too few bytes arrived" : "its import had already ended: ",
@@ -1081,9 +1086,17 @@ static void test_push_importer_killed_over_tcp(void **state) {
     assert_int_equal(c.desc[4], 1); /* TCP only: not staged, the pool's own storage */
     const int64_t wants[2] = {1, nb / 2};
     for (int k = 0; k < 2; ++k) {
-        const int64_t begun = kill_push_importer_mid_transfer(&c, blocks, wants[k]);
-        print_message("push importer %d killed with %lld of %lld blocks begun\n", k + 1, (long long)begun,
-                      (long long)nb);
+        /* Up to 5 importers until one is killed mid-transfer: one whose import completed first
+         * was served whole, which is no fault (kill_push_importer_mid_transfer). */
+        int64_t begun = -1;
+        int tries = 0;
+        while (begun < 0 && tries < 5) {
+            ++tries;
+            begun = kill_push_importer_mid_transfer(&c, blocks, wants[k]);
+        }
+        if (begun < 0) fail_msg("5 importers in a row completed before the kill (%lld blocks wanted)", (long long)wants[k]);
+        print_message("push importer %d killed with %lld of %lld blocks begun (try %d)\n", k + 1, (long long)begun,
+                      (long long)nb, tries);
         /* The exporter had answers to the dead importer queued or in flight: give its progress
          * thread time to send them and to see the connection fail before checking on it. */
         struct timespec w = {0, 300 * 1000 * 1000};
