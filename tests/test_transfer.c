@@ -988,8 +988,9 @@ static int64_t blocks_begun(kvc_pool *p, int64_t blocks) {
  * once bytes have begun to arrive in at least `want` blocks, its import still in flight (checked
  * after the count, just before the kill). Returns the blocks begun at the kill, or -1 when the
  * import completed (every block cached) between the count and that check — the rest of the
- * transfer outran the polling child (seen under TSan on a loaded 2-core machine with `want` half
- * the blocks: 3 times in about 40 runs); fails on anything else (no bytes, the import failed). */
+ * transfer outran the polling child (seen only under TSan on a loaded 2-core machine, at either
+ * kill point: in 6 of 69 runs, never in 147 plain runs); fails on anything else (no bytes, the
+ * import failed). */
 static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, int64_t want) {
     int started[2];
     assert_int_equal(pipe(started), 0);
