@@ -989,7 +989,7 @@ static int64_t blocks_begun(kvc_pool *p, int64_t blocks) {
  * after the count, just before the kill). Returns the blocks begun at the kill, or -1 when the
  * import completed (every block cached) between the count and that check — the rest of the
  * transfer outran the polling child (seen only under TSan on a loaded 2-core machine, at either
- * kill point: in 6 of 69 runs, never in 147 plain runs); fails on anything else (no bytes, the
+ * kill point: in 6 of 72 runs, never in 147 plain runs); fails on anything else (no bytes, the
  * import failed). */
 static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, int64_t want) {
     int started[2];
@@ -1047,17 +1047,7 @@ static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, i
     return begun;
 }
 
-/* The push data path over TCP (KVC_XFER_DATA_PATH=push: each run asked for with an active message,
- * answered by the exporter with active-message rendezvous), importer SIGKILLed while bytes are
- * arriving: the case lib/transfer/README.md ("UCX version: peers that die") listed as untested.
- * Emulated gets over TCP can abort the exporter inside UCX in that case; here the exporter (a child
- * process) must survive two importers killed mid-transfer — one as soon as bytes arrive (nearly all
- * of its answers still queued or in flight), one about halfway — keep its lease, serve a third push
- * importer (this process: every byte checked against the oracle), refuse a push import after its
- * release (the exporter answers with a refusal), pass kvc_pool_check with every block back, and
- * destroy its agent cleanly — which the shared-memory test does not do (there the answers to a dead
- * importer never drain, and ucp_worker_destroy crashed purging them); over TCP the dead importer's
- * connection fails and UCX ends those sends. 1024 blocks of 256 KiB: 256 MiB. */
+/* The teardown of test_push_importer_killed_over_tcp, and its own last step when it passes. */
 static int push_importer_killed_teardown(void **state) {
     (void)state;
     if (g_push_exporter > 0) {
@@ -1074,6 +1064,17 @@ static int push_importer_killed_teardown(void **state) {
     return 0;
 }
 
+/* The push data path over TCP (KVC_XFER_DATA_PATH=push: each run asked for with an active message,
+ * answered by the exporter with active-message rendezvous), importer SIGKILLed while bytes are
+ * arriving: the case lib/transfer/README.md ("UCX version: peers that die") had listed as untested.
+ * Emulated gets over TCP can abort the exporter inside UCX in that case; here the exporter (a child
+ * process) must survive two importers killed mid-transfer — one as soon as bytes arrive (nearly all
+ * of its answers still queued or in flight), one about halfway — keep its lease, serve a third push
+ * importer (this process: every byte checked against the oracle), refuse a push import after its
+ * release (the exporter answers with a refusal), pass kvc_pool_check with every block back, and
+ * destroy its agent cleanly — which the shared-memory test does not do (there the answers to a dead
+ * importer never drain, and ucp_worker_destroy crashed purging them); over TCP the dead importer's
+ * connection fails and UCX ends those sends. 1024 blocks of 256 KiB: 256 MiB. */
 static void test_push_importer_killed_over_tcp(void **state) {
     (void)state;
     if (!have_ucx()) skip();
