@@ -916,8 +916,7 @@ static void exporter_commands(kvc_pool *p, kvc_xfer_agent *a, uint64_t ex, int64
                 bad = 1;
             else if (kvc_pool_check(p) != KVC_OK || kvc_free(p, 1) != KVC_OK)
                 bad = 2;
-            else if (kvc_xfer_export_release(a, ex) != KVC_OK ||
-                     kvc_xfer_export_release(a, ex) != KVC_ERR_INVALID_ARG)
+            else if (kvc_xfer_export_release(a, ex) != KVC_OK || kvc_xfer_export_release(a, ex) != KVC_ERR_INVALID_ARG)
                 bad = 3;
             else if (kvc_xfer_get_stats(a, &st) != KVC_OK || st.exports_active != 0 || st.export_blocks_held != 0)
                 bad = 4;
@@ -1034,7 +1033,8 @@ static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, i
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     close(started[0]);
     if (got != (ssize_t)sizeof msg)
-        fail_msg("the importer child ended before signalling: %s %d", WIFSIGNALED(ws) ? "killed by signal" : "exit status",
+        fail_msg("the importer child ended before signalling: %s %d",
+                 WIFSIGNALED(ws) ? "killed by signal" : "exit status",
                  WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
     int64_t begun = -1;
     memcpy(&begun, msg + 1, sizeof begun);
@@ -1042,8 +1042,8 @@ static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, i
     if (msg[0] == 'c') return -1;
     if (msg[0] != 'f')
         fail_msg("the importer was not killed mid-transfer (%lld blocks begun, %lld wanted): %s%s", (long long)begun,
-                 (long long)want, msg[0] == 'n' ? "too few bytes arrived" : "its import had already ended: ",
-                 msg + 1 + sizeof(int64_t));
+                 (long long)want,
+                 msg[0] == 'n' ? "too few bytes arrived" : "its import had already ended: ", msg + 1 + sizeof(int64_t));
     return begun;
 }
 
@@ -1096,7 +1096,8 @@ static void test_push_importer_killed_over_tcp(void **state) {
             ++tries;
             begun = kill_push_importer_mid_transfer(&c, blocks, wants[k]);
         }
-        if (begun < 0) fail_msg("5 importers in a row completed before the kill (%lld blocks wanted)", (long long)wants[k]);
+        if (begun < 0)
+            fail_msg("5 importers in a row completed before the kill (%lld blocks wanted)", (long long)wants[k]);
         print_message("push importer %d killed with %lld of %lld blocks begun (try %d)\n", k + 1, (long long)begun,
                       (long long)nb, tries);
         /* The exporter had answers to the dead importer queued or in flight: give its progress
@@ -1131,7 +1132,8 @@ static void test_push_importer_killed_over_tcp(void **state) {
     g_push_exporter = 0; /* reaped */
     if (dbad != 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
         fail_msg("exporter's agent destroy: answer %d, then %s %d", dbad,
-                 WIFSIGNALED(ws) ? "killed by signal" : "exit status", WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
+                 WIFSIGNALED(ws) ? "killed by signal" : "exit status",
+                 WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
     print_message("exporter's kvc_xfer_agent_destroy after the kills: %lld ms\n", (long long)destroy_ms);
     close(c.back);
     free(c.desc);
