@@ -807,6 +807,26 @@ static void test_exporter_killed_mid_transfer(void **state) {
     OK(kvc_pool_destroy(pi));
 }
 
+/* The importer of the killed-importer tests: makes pipe `signal_pipe` (the child writes to [1] once
+ * it may be killed) and forks. In the child (returns 0): a fresh pool of `blocks` blocks (*pool), an
+ * agent over `tls` (*agent) and c's export imported into it (*op in flight); the child exits 3 if
+ * the import is refused, which its parent reports ("ended before signalling"). In the parent: the
+ * child's pid, the pipe's write end closed, so that a child that exits early ends the parent's read. */
+static pid_t fork_importer(const child *c, const char *tls, int64_t blocks, int signal_pipe[2], kvc_pool **pool,
+                           kvc_xfer_agent **agent, uint64_t *op) {
+    assert_int_equal(pipe(signal_pipe), 0);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid > 0) {
+        close(signal_pipe[1]);
+        return pid;
+    }
+    *pool = make_pool(blocks, 1024);
+    *agent = make_agent(*pool, tls, "m", 0, 0);
+    if (kvc_xfer_import(*agent, c->desc, c->len, NULL, op) != KVC_OK) _exit(3);
+    return 0;
+}
+
 /* The importer is SIGKILLed with its gets in flight: the exporter (a child process) keeps its
  * lease and serves the next importer (this process: every byte checked), and its lease then ends
  * cleanly with every block back. Over shared memory, and without destroying the exporter's agent
@@ -831,14 +851,11 @@ static void test_importer_killed_mid_transfer(void **state) {
     child c = spawn_exporter("sm,self", n, 8, blocks, 1024);
     g_exporter_skip_destroy = 0;
     int started[2];
-    assert_int_equal(pipe(started), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
+    kvc_pool *cpi = NULL; /* the child's */
+    kvc_xfer_agent *cai = NULL;
+    uint64_t op = 0;
+    const pid_t pid = fork_importer(&c, "sm,self", blocks, started, &cpi, &cai, &op);
     if (pid == 0) {
-        kvc_pool *pi = make_pool(blocks, 1024);
-        kvc_xfer_agent *ai = make_agent(pi, "sm,self", "m", 0, 0);
-        uint64_t op = 0;
-        if (kvc_xfer_import(ai, c.desc, c.len, NULL, &op) != KVC_OK) _exit(3);
         /* Wait until bytes have landed in block 0 (the first one this fresh pool takes): the
          * gets are flowing. */
         unsigned char *blk = malloc(256 * 1024);
@@ -847,7 +864,7 @@ static void test_importer_killed_mid_transfer(void **state) {
             int nonzero = 0;
             /* Reading bytes a get may be writing: deliberate, and only to see them arrive. */
             TSAN_IGNORE_READS_BEGIN();
-            const kvc_status rd = kvc_storage_copy_blocks(pi, &b0, 1, blk, 1);
+            const kvc_status rd = kvc_storage_copy_blocks(cpi, &b0, 1, blk, 1);
             TSAN_IGNORE_READS_END();
             if (rd == KVC_OK)
                 for (int k = 0; k < 256 && !nonzero; ++k) nonzero = blk[k] != 0;
@@ -859,9 +876,8 @@ static void test_importer_killed_mid_transfer(void **state) {
         if (write(started[1], &x, 1) != 1) _exit(4);
         for (;;) pause();
     }
-    close(started[1]); /* so that a child that exits early (import refused) ends the read below */
     char x = 0;
-    const ssize_t got = read(started[0], &x, 1);
+    const ssize_t got = read(started[0], &x, 1); /* fork_importer closed our write end */
     kill(pid, SIGKILL);
     int ws = 0;
     assert_int_equal(waitpid(pid, &ws, 0), pid);
@@ -998,14 +1014,11 @@ static int64_t blocks_begun(kvc_pool *p, int64_t blocks) {
  * import failed). */
 static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, int64_t want) {
     int started[2];
-    assert_int_equal(pipe(started), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
+    kvc_pool *pi = NULL; /* the child's */
+    kvc_xfer_agent *ai = NULL;
+    uint64_t op = 0;
+    const pid_t pid = fork_importer(c, "tcp", blocks, started, &pi, &ai, &op); /* KVC_XFER_DATA_PATH=push: the caller's */
     if (pid == 0) {
-        kvc_pool *pi = make_pool(blocks, 1024);
-        kvc_xfer_agent *ai = make_agent(pi, "tcp", "m", 0, 0); /* KVC_XFER_DATA_PATH=push: the caller's */
-        uint64_t op = 0;
-        if (kvc_xfer_import(ai, c->desc, c->len, NULL, &op) != KVC_OK) _exit(3);
         int64_t begun = 0;
         for (int i = 0; i < 200000 && (begun = blocks_begun(pi, blocks)) < want; ++i) {
             struct timespec w = {0, 50 * 1000};
@@ -1031,9 +1044,8 @@ static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, i
         if (write(started[1], msg, sizeof msg) != (ssize_t)sizeof msg) _exit(4);
         for (;;) pause();
     }
-    close(started[1]); /* so that a child that exits early (import refused) ends the read below */
     char msg[1 + sizeof(int64_t) + 200];
-    const ssize_t got = read(started[0], msg, sizeof msg);
+    const ssize_t got = read(started[0], msg, sizeof msg); /* fork_importer closed our write end */
     kill(pid, SIGKILL);
     int ws = 0;
     assert_int_equal(waitpid(pid, &ws, 0), pid);
