@@ -774,7 +774,8 @@ static void test_concurrent_imports_of_one_prefix(void **state) {
 static void test_exporter_killed_mid_transfer(void **state) {
     (void)state;
     if (!have_ucx()) skip();
-    /* 4096 blocks of 64 KiB (head_dim 1024): 256 MiB over TCP takes long enough to kill into. */
+    /* 1024 blocks of 256 KiB (block size 4, 2 layers, 2 KV heads, head_dim 1024, f32, K and V) out
+     * of pools of 4096: 256 MiB over TCP takes long enough to kill into. */
     const int64_t blocks = 4096, n = 1024 * BS;
     child c = spawn_exporter("tcp", n, 5, blocks, 1024);
     kvc_pool *pi = make_pool(blocks, 1024);
