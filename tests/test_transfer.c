@@ -514,6 +514,15 @@ static child spawn_exporter(const char *tls, int64_t n, int32_t seed, int64_t bl
     return c;
 }
 
+/* How a child process ended, from its waitpid status: "killed by signal N" or "exit status N". */
+typedef struct ended { char text[40]; } ended;
+static ended how_ended(int ws) {
+    ended e;
+    snprintf(e.text, sizeof e.text, "%s %d", WIFSIGNALED(ws) ? "killed by signal" : "exit status",
+             WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
+    return e;
+}
+
 static void finish_child(child *c) {
     char x = 1;
     assert_int_equal(write(c->go, &x, 1), 1);
@@ -521,8 +530,7 @@ static void finish_child(child *c) {
     int ws = 0;
     assert_int_equal(waitpid(c->pid, &ws, 0), c->pid);
     if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
-        fail_msg("exporter child: %s %d", WIFSIGNALED(ws) ? "killed by signal" : "exit status",
-                 WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
+        fail_msg("exporter child: %s", how_ended(ws).text);
     close(c->back);
     free(c->desc);
 }
@@ -886,8 +894,7 @@ static void test_importer_killed_mid_transfer(void **state) {
     if (got != 1) {
         kill(c.pid, SIGKILL); /* the exporter too: left serving, it would spoil the later tests */
         waitpid(c.pid, NULL, 0);
-        fail_msg("the importer child ended before signalling: %s %d", WIFSIGNALED(ws) ? "killed by signal" : "exit status",
-                 WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
+        fail_msg("the importer child ended before signalling: %s", how_ended(ws).text);
     }
     /* The next importer gets every byte. Its timeout is generous: under ThreadSanitizer on a loaded
      * 2-core machine the 1024 blocks took over 20 s in 2 runs of 21 (the figure before); a hang
@@ -979,10 +986,10 @@ static char *g_push_env_saved = NULL;
 static void expect_exporter_alive(child *c, const char *when) {
     int ws = 0;
     const pid_t r = waitpid(c->pid, &ws, WNOHANG);
-    if (r == c->pid) g_push_exporter = 0; /* reaped: nothing for the teardown to kill */
-    if (r == c->pid)
-        fail_msg("exporter died %s: %s %d", when, WIFSIGNALED(ws) ? "killed by signal" : "exit status",
-                 WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
+    if (r == c->pid) {
+        g_push_exporter = 0; /* reaped: nothing for the teardown to kill */
+        fail_msg("exporter died %s: %s", when, how_ended(ws).text);
+    }
     assert_int_equal(r, 0);
 }
 
@@ -1052,9 +1059,7 @@ static int64_t kill_push_importer_mid_transfer(const child *c, int64_t blocks, i
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     close(started[0]);
     if (got != (ssize_t)sizeof msg)
-        fail_msg("the importer child ended before signalling: %s %d",
-                 WIFSIGNALED(ws) ? "killed by signal" : "exit status",
-                 WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
+        fail_msg("the importer child ended before signalling: %s", how_ended(ws).text);
     int64_t begun = -1;
     memcpy(&begun, msg + 1, sizeof begun);
     msg[sizeof msg - 1] = 0;
@@ -1150,9 +1155,7 @@ static void test_push_importer_killed_over_tcp(void **state) {
     assert_int_equal(waitpid(c.pid, &ws, 0), c.pid);
     g_push_exporter = 0; /* reaped */
     if (dbad != 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
-        fail_msg("exporter's agent destroy: answer %d, then %s %d", dbad,
-                 WIFSIGNALED(ws) ? "killed by signal" : "exit status",
-                 WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
+        fail_msg("exporter's agent destroy: answer %d, then %s", dbad, how_ended(ws).text);
     print_message("exporter's kvc_xfer_agent_destroy after the kills: %lld ms\n", (long long)destroy_ms);
     close(c.back);
     free(c.desc);
