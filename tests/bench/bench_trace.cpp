@@ -82,16 +82,22 @@ struct Rng {
     int32_t token() { return int32_t(next() % 32000); }
 };
 
-// A request's output tokens are not stored: output_token() makes them, as a server's sampler does,
-// so the replay's own loop reads no cold trace memory per token (stored per request, the output
-// ids were one cache miss per request every 16 steps: a fifth of the replay's time, measured).
+// A request's output tokens are not stored: the replay makes them as it goes, as a server's sampler
+// does, so its own loop reads no cold trace memory per token (stored per request, the output ids
+// were one cache miss per request every 16 steps: a fifth of the replay's time, measured). Each
+// request's tokens are a Weyl sequence seeded by its id (a 64-bit add and a shift per token): the
+// ids only have to be arbitrary and deterministic, and what the benchmark's own loop costs is
+// counted in every ns/op it prints.
 struct Request {
     std::vector<int32_t> prompt;
     int64_t output_len = 0;
 };
 
-int32_t output_token(uint64_t request, int64_t pos) {
-    return int32_t(kvo_mix(request << 20 ^ uint64_t(pos) ^ 0x5EED0000000000ull) % 32000);
+constexpr uint64_t kTokenStep = 0x9E3779B97F4A7C15ull;
+uint64_t output_seed(uint64_t request) { return kvo_mix(request ^ 0x5EED0000000000ull); }
+int32_t output_token(uint64_t *state) {
+    *state += kTokenStep;
+    return int32_t(*state >> 49);  // 0..32767
 }
 
 std::vector<Request> make_trace(int n) {
@@ -101,9 +107,13 @@ std::vector<Request> make_trace(int n) {
         for (int64_t i = 0; i < kSystemTokens; ++i) s.push_back(rng.token());
     std::vector<Request> trace(static_cast<size_t>(n));
     for (auto &r : trace) {
-        r.prompt = system[size_t(rng.next() % kSystemPrompts)];
+        const std::vector<int32_t> &sys = system[size_t(rng.next() % kSystemPrompts)];
         const int64_t suffix = rng.uniform(64, 256);
         r.output_len = rng.uniform(64, 256);
+        // One buffer of the prompt's size, as a tokenizer hands over per request (a copy of the
+        // system prompt grown by push_back sat in an 8 KiB buffer between freed 4 KiB ones).
+        r.prompt.reserve(sys.size() + size_t(suffix));
+        r.prompt = sys;
         for (int64_t i = 0; i < suffix; ++i) r.prompt.push_back(rng.token());
         // The draws the stored output ids took: the prompts stay those of earlier runs.
         for (int64_t i = 0; i < r.output_len; ++i) rng.next();
@@ -140,8 +150,10 @@ struct Replay {
     kvc_pool *pool;  // not owned: a server's pool lives across requests
     size_t next_waiting = 0;
     std::vector<uint64_t> ids;            // running requests, in admission order
-    std::vector<int64_t> pos, len;        // their next output position and output length
+    std::vector<uint64_t> seed;           // their output tokens' generator state
+    std::vector<int64_t> left;            // their output tokens still to come
     std::vector<int32_t> step_tokens;     // this step's token per running request
+    size_t finished[kRunning];            // this step's finishing requests' batch indices, ascending
     int64_t hit_tokens = 0, ops = 0;
     // --breakdown: TSC ticks spent in the library's admission, append and free calls.
     bool timed = false;
@@ -150,8 +162,8 @@ struct Replay {
 
     Replay(Mode m, const std::vector<Request> &t, kvc_pool *p) : mode(m), trace(t), pool(p) {
         ids.reserve(kRunning);
-        pos.reserve(kRunning);
-        len.reserve(kRunning);
+        seed.reserve(kRunning);
+        left.reserve(kRunning);
         step_tokens.resize(kRunning);
     }
 
@@ -194,12 +206,18 @@ struct Replay {
     void step() {
         while (next_waiting < trace.size() && ids.size() < kRunning && admit(next_waiting)) {
             ids.push_back(next_waiting);
-            pos.push_back(0);
-            len.push_back(trace[next_waiting].output_len);
+            seed.push_back(output_seed(next_waiting));
+            left.push_back(trace[next_waiting].output_len);
             ++next_waiting;
         }
+        // The step's tokens, and which requests this token finishes: one pass over the batch, as a
+        // server's sampler makes them. The batch arrays change only when a request leaves.
         const size_t n = ids.size();
-        for (size_t i = 0; i < n; ++i) step_tokens[i] = output_token(ids[i], pos[i]);
+        size_t finishing = 0;
+        for (size_t i = 0; i < n; ++i) {
+            step_tokens[i] = output_token(&seed[i]);
+            if (--left[i] == 0) finished[finishing++] = i;
+        }
         const uint64_t t0 = now();
         if (mode == Mode::kBatch) {
             int32_t appended = 0;
@@ -211,26 +229,28 @@ struct Replay {
         }
         ticks[kAppendTicks] += now() - t0;
         ops += int64_t(n);
-        // Finished requests leave; the others keep their order.
-        size_t kept = 0;
-        for (size_t i = 0; i < n; ++i) {
-            const uint64_t id = ids[i];
-            const int64_t next = pos[i] + 1;
-            if (next == len[i]) {
-                const uint64_t f0 = now();
-                check(kvc_free(pool, id), "free");
-                ticks[kFreeTicks] += now() - f0;
-                ++ops;
+        if (finishing == 0) return;
+        // Finished requests leave, in batch order; the others keep their order.
+        for (size_t k = 0; k < finishing; ++k) {
+            const uint64_t f0 = now();
+            check(kvc_free(pool, ids[finished[k]]), "free");
+            ticks[kFreeTicks] += now() - f0;
+        }
+        ops += int64_t(finishing);
+        size_t kept = finished[0];
+        for (size_t i = finished[0] + 1, k = 1; i < n; ++i) {
+            if (k < finishing && finished[k] == i) {
+                ++k;
                 continue;
             }
-            ids[kept] = id;
-            pos[kept] = next;
-            len[kept] = len[i];
+            ids[kept] = ids[i];
+            seed[kept] = seed[i];
+            left[kept] = left[i];
             ++kept;
         }
         ids.resize(kept);
-        pos.resize(kept);
-        len.resize(kept);
+        seed.resize(kept);
+        left.resize(kept);
     }
 };
 
