@@ -31,7 +31,7 @@
 //             prints where each replay's time goes (admission, append, free, the benchmark's own
 //             loop) in ns per op of the whole replay, medians over --reps: which part of the
 //             library a change moved, where callgrind (no prefetch, no timing) cannot say.
-//   --verify  replays single and batch side by side on two pools and compares every request's block
+//   --verify  replays twostep and batch side by side on two pools and compares every request's block
 //             table after every step (a ctest entry runs it on a short trace).
 #include <algorithm>
 #include <chrono>
@@ -283,8 +283,10 @@ std::vector<int32_t> table_of(kvc_pool *p, uint64_t id) {
     return t;
 }
 
-// Single and batch replays in lockstep: the same requests run, with the same block tables, after
-// every step (the two pools start equal and the calls are meant to be equivalent).
+// Twostep (kvc_can_alloc + kvc_alloc, kvc_append) and batch (kvc_admit, kvc_append_batch) replays
+// in lockstep: the same requests run, with the same block tables, after every step (the two pools
+// start equal and the calls are meant to be equivalent). The single replay's calls are checked by
+// its hit tokens and op count, which main compares with the others'.
 int verify(const std::vector<Request> &trace) {
     kvc_pool *pa = make_pool(), *pb = make_pool();
     Replay a(Mode::kTwoStep, trace, pa), b(Mode::kBatch, trace, pb);
