@@ -363,7 +363,9 @@ void test_copy_blocks_exact(void **) {
 // stride), random long contexts, shuffled tables, blocks shared after a fork.
 void test_decode_grid(void **) {
     std::mt19937 rng(11);
-    for (int i = 0; i < 20; ++i) {
+    // Cases 20 .. 27: batches of 9 to 30 sequences, where a thread claims a whole sequence (every
+    // KV head) at a time (attention_core.inl, decode_unit) instead of one item.
+    for (int i = 0; i < 28; ++i) {
         CaseSpec c;
         c.block_size = kBlockSizes[i % 7];
         c.head_dim = kHeadDims[(i * 3) % 5];
@@ -373,7 +375,7 @@ void test_decode_grid(void **) {
         c.kv_dtype = kDtypes[i % 5][1];
         if (c.kv_dtype == KVC_DTYPE_FP8_E4M3) { c.k_scale = 0.02f; c.v_scale = 0.01f; }
         const int64_t max_ctx = c.head_dim * c.num_q_heads >= 8192 ? 1200 : 3000;
-        c.seqs = random_seqs(rng, 3, max_ctx, 1);
+        c.seqs = i < 20 ? random_seqs(rng, 3, max_ctx, 1) : random_seqs(rng, 9 + (i % 4) * 7, max_ctx / 4, 1);
         c.fork_shared_blocks = i % 3 == 0 ? 1000 : 0;
         c.scale_mult = 1.0f + float(i % 3);
         c.partition_size = i % 4 == 1 ? 0 : -1;

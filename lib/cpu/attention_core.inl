@@ -83,10 +83,16 @@ struct Plan {
     int64_t part_len = 0;
     int32_t seq_begin = 0;    // first sequence of this round
     int64_t items = 0;        // work items of this round
-    int32_t width = 1;        // worker threads (parallel_width): a thread's probable next item is item + width
+    int32_t width = 1;        // worker threads (parallel_width)
+    int32_t unit = 1;         // consecutive items a thread claims at once (decode_unit, next_item)
     float *partials = nullptr;  // [seq in round][part][q head][2 + d]: m, l, acc
 
     int64_t partial_floats() const { return 2 + int64_t(d); }
+    // The item this thread probably takes after `item`: the next one of its unit, else the first
+    // of the unit after the other threads' (the pool hands out units in turn).
+    int64_t next_item(int64_t item) const {
+        return (item + 1) % unit != 0 ? item + 1 : item + 1 + int64_t(width - 1) * unit;
+    }
     float *partial(int32_t s_local, int32_t part, int32_t head) const {
         return partials + ((int64_t(s_local) * parts + part) * a->num_q_heads + head) * partial_floats();
     }
@@ -310,8 +316,8 @@ void lanes_to_rows(float *rows, const float *lanes, int32_t R, int32_t d) {
 // (4x512: q and output 16 MiB each): read and written when needed, their misses were 10% of prefill
 // 4x512's time (perf: read_q_row 5.4%, write_row 5.2%, for ~0.5 us each of work per item), and
 // an earlier try that requested an item's own rows at its start gained nothing measurable. This
-// prefetches the lines of the item the thread probably takes next (item + the pool's width: items
-// are handed out one at a time, in order) a few at a time over the current item's tile phases,
+// prefetches the lines of the item the thread probably takes next (Plan::next_item: the pool hands
+// out units of items in turn) a few at a time over the current item's tile phases,
 // so that they have arrived when that item starts; output lines for writing (prefetchw where the
 // variant has it), so that write_row's stores do not wait for them either. A wrong guess (another
 // thread took that item) costs only the prefetches and leaves the lines in the shared L3.
@@ -402,7 +408,7 @@ void attend_lanes(const Plan &P, const Item &it, int64_t item) {
     // the core's miss buffers and its prefetches wait for them.)
     constexpr int32_t kPfKeys = 16;
     NextItemPrefetch next;
-    next.init(P, it, item + P.width);
+    next.init(P, it, P.next_item(item));
     int64_t steps = 0;
     for (int64_t c0 = it.c_lo; c0 < it.c_hi; c0 += kLaneChunk)
         steps += (std::min<int64_t>(it.c_hi - c0, kLaneChunk) + kPfKeys - 1) / kPfKeys + R / kLanes + 1;
@@ -575,7 +581,7 @@ void attend_rows(const Plan &P, const Item &it, int64_t item, bool in_place) {
     // (kp[cur ^ 1]), prefetched row by row while the current ones are used. Padded to kChunk with
     // row 0.
     // During the item's last chunk the "next chunk" is the first one of the item this thread
-    // probably takes next (item + the pool's width, as NextItemPrefetch guesses), so that no item
+    // probably takes next (Plan::next_item, as NextItemPrefetch guesses), so that no item
     // starts on a cold chunk: batched decode f16, 3-14 % faster (RESULTS.md, session 20).
     const E *kp[2][kChunk];
     const int64_t v_delta = a.layout.kv_stride;
@@ -605,7 +611,7 @@ void attend_rows(const Plan &P, const Item &it, int64_t item, bool in_place) {
         if (in_place && more) {
             chunk_rows(cur ^ 1, table, it.kvh, c1, e);
             kn = kp[cur ^ 1];
-        } else if (in_place && item + P.width < P.items && decode_item(P, item + P.width, &nx) &&
+        } else if (in_place && P.next_item(item) < P.items && decode_item(P, P.next_item(item), &nx) &&
                    nx.c_lo < nx.c_hi) {
             chunk_rows(cur ^ 1, a.block_tables + int64_t(nx.s) * a.max_blocks_per_seq, nx.kvh, nx.c_lo,
                        std::min<int64_t>(nx.c_hi, nx.c_lo + kChunk));
@@ -744,6 +750,29 @@ int64_t choose_partition_len(const AttentionArgs &a, int32_t nkv) {
 }
 
 
+// Items per unit a thread claims from the pool: for decode (one query tile per sequence), every KV
+// head of one (sequence, partition), so that one thread reads a sequence's blocks, all of whose
+// heads lie together (HND: [K|V][head][token][dim] in each block), and no two threads stream
+// neighbouring 4 KiB head regions of the same blocks at once. Handed out one item at a time, the
+// two threads of this VM read the heads of each block in turn, and a plain read in that order
+// (tests/bench/RESULTS.md, session 28) took 1.45x as long as one in which each thread keeps to its
+// own sequences -- presumably each core's hardware prefetchers fetch the neighbouring head's
+// region, which the other core then reads again from memory. Claimed a sequence at a time,
+// batched f16 decode (two threads) took 1.3-1.7x less wall time. Only where that cannot unbalance
+// the threads: units enough for every thread, and none longer than half a thread's fair share
+// of the context (one long sequence among short ones stays split by KV head).
+int32_t decode_unit(const Plan &P, int64_t first, int64_t seqs) {
+    const AttentionArgs &a = *P.a;
+    if (P.tiles != 1 || P.nkv <= 1) return 1;  // prefill / long appends: KvCopy's order (decode_item)
+    if (seqs * P.parts < 4 * int64_t(P.width)) return 1;
+    int64_t total = 0, longest = 0;
+    for (int64_t s = first; s < first + seqs; ++s) {
+        const int64_t L = a.seq_lens[s];
+        total += L;
+        longest = std::max(longest, P.parts > 1 ? std::min<int64_t>(L, P.part_len) : L);
+    }
+    return longest * 2 * P.width <= total ? P.nkv : 1;
+}
 kvc_status run_attention(const AttentionArgs &a) {
     Plan P;
     P.a = &a;
@@ -781,8 +810,11 @@ kvc_status run_attention(const AttentionArgs &a) {
         const int64_t n = std::min<int64_t>(seqs_per_round, a.num_seqs - first);
         P.seq_begin = int32_t(first);
         P.items = n * P.tiles * P.parts * P.nkv;
-        auto attend = [&P](int64_t item) { attend_item(P, item); };
-        parallel_for_each(n * P.tiles * P.parts * P.nkv, attend);
+        P.unit = decode_unit(P, first, n);
+        auto attend = [&P](int64_t u) {
+            for (int64_t item = u * P.unit; item < (u + 1) * P.unit; ++item) attend_item(P, item);
+        };
+        parallel_for_each(P.items / P.unit, attend);
         if (P.parts > 1) {
             auto reduce = [&P](int64_t item) { reduce_item(P, item); };
             parallel_for_each(n * a.num_q_heads, reduce);

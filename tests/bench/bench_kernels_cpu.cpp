@@ -15,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -236,28 +237,37 @@ uint64_t read_lines(const char *p, int64_t bytes) {
     return acc;
 }
 
-// ... on one thread, or split by sequence over the worker pool's parallel_width() threads (does a
-// paged read scale with threads as memcpy does?).
-void run_read_paged(benchmark::State &st, const Shape *sh, bool pool) {
+// How the paged read is split: one thread; by sequence over the worker pool's parallel_width()
+// threads (does a paged read scale with threads as memcpy does?); or (sequence, KV head) items
+// handed out one at a time, as decode did before session 28 -- the threads then read the
+// neighbouring head regions of the same blocks at once (attention_core.inl, decode_unit).
+enum class ReadSplit { one_thread, by_sequence, by_head };
+
+void run_read_paged(benchmark::State &st, const Shape *sh, ReadSplit split) {
     Setup &s = setup_for(*sh);
     const kvc::KvLayout &L = s.layout;
     const char *base = reinterpret_cast<const char *>(s.storage->data());
     const int64_t nseq = int64_t(s.seq_lens.size());
-    const int64_t pieces = pool ? kvc::cpu::parallel_width() : 1;
-    std::vector<uint64_t> sinks(size_t(pieces), 0);
-    auto read_piece = [&](int64_t i) {
+    const int64_t width = kvc::cpu::parallel_width();
+    std::vector<uint64_t> sinks(size_t(nseq * L.num_kv_heads), 0);
+    auto read_head = [&](int64_t q, int32_t h) {
         uint64_t sink = 0;
-        for (int64_t q = nseq * i / pieces; q < nseq * (i + 1) / pieces; ++q)
-            for (int32_t h = 0; h < L.num_kv_heads; ++h)
-                for (int64_t p = 0; p < s.ctx; p += L.block_size) {
-                    const int64_t block = s.tables[size_t(q * s.width + p / L.block_size)];
-                    const int64_t run = std::min<int64_t>(L.block_size, s.ctx - p) * L.token_stride;
-                    for (int32_t kv = 0; kv < 2; ++kv) sink += read_lines(base + L.offset(block, 0, kv, h, 0), run);
-                }
-        sinks[size_t(i)] += sink;
+        for (int64_t p = 0; p < s.ctx; p += L.block_size) {
+            const int64_t block = s.tables[size_t(q * s.width + p / L.block_size)];
+            const int64_t run = std::min<int64_t>(L.block_size, s.ctx - p) * L.token_stride;
+            for (int32_t kv = 0; kv < 2; ++kv) sink += read_lines(base + L.offset(block, 0, kv, h, 0), run);
+        }
+        sinks[size_t(q * L.num_kv_heads + h)] += sink;
     };
+    const int64_t pieces = split == ReadSplit::one_thread ? 1 : width;
+    auto read_piece = [&](int64_t i) {
+        for (int64_t q = nseq * i / pieces; q < nseq * (i + 1) / pieces; ++q)
+            for (int32_t h = 0; h < L.num_kv_heads; ++h) read_head(q, h);
+    };
+    auto read_item = [&](int64_t i) { read_head(i / L.num_kv_heads, int32_t(i % L.num_kv_heads)); };
     for (auto _ : st) {
-        kvc::cpu::parallel_for_each(pieces, read_piece);
+        if (split == ReadSplit::by_head) kvc::cpu::parallel_for_each(nseq * L.num_kv_heads, read_item);
+        else kvc::cpu::parallel_for_each(pieces, read_piece);
         benchmark::DoNotOptimize(sinks.data());
         benchmark::ClobberMemory();
     }
@@ -341,9 +351,11 @@ void register_all() {
             for (bool pool : {false, true})
                 benchmark::RegisterBenchmark((name + (pool ? "/memcpy_pool" : "/memcpy_1thread")).c_str(), run_memcpy, bytes, pool)
                     ->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
-            for (bool pool : {false, true})
-                benchmark::RegisterBenchmark((name + (pool ? "/read_paged_pool" : "/read_paged_1thread")).c_str(),
-                                             run_read_paged, &sh, pool)
+            const std::pair<ReadSplit, const char *> splits[] = {{ReadSplit::one_thread, "/read_paged_1thread"},
+                                                                 {ReadSplit::by_sequence, "/read_paged_pool"},
+                                                                 {ReadSplit::by_head, "/read_paged_pool_by_head"}};
+            for (const auto &sp : splits)
+                benchmark::RegisterBenchmark((name + sp.second).c_str(), run_read_paged, &sh, sp.first)
                     ->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
         }
     }
