@@ -12,6 +12,10 @@
 namespace kvc::cpu {
 
 constexpr int64_t kAutoMinPartition = 256;         // auto split-K never cuts finer than this
+// ... nor, when it splits a few sequences so that each thread can take whole (sequence, partition)
+// units (attention_core.inl, choose_partition_len), finer than this: 256-position units measured
+// 1.1-1.15x slower than items of one head on 4x512 decode, 1024 faster (RESULTS.md, session 28).
+constexpr int64_t kUnitMinPartition = 1024;
 constexpr size_t kWorkspaceCap = size_t(8) << 20;  // CPU split-K scratch per batch
 
 // The bound of each thread's fp32 copies of a KV head's K and V for prefill and long appends
