@@ -742,7 +742,7 @@ void vector_exp_body(const float *x, float *y, int64_t n, bool base2) {
 // a (sequence, partition) at once where it can (decode_unit), so that two threads do not read the
 // heads of the same blocks side by side: a few long sequences are cut into partitions of at least
 // kUnitMinPartition positions, enough for 4 units per thread -- one sequence of 16384 into 8 of
-// 2048 instead of 8 heads: 1.29x less wall time, 2x4096 1.17x (RESULTS.md, session 28). Shorter
+// 2048 instead of 8 heads: 1.3-1.4x less wall time, 2x4096 1.17x (RESULTS.md, session 28). Shorter
 // ones are split as before, so that there are enough (sequence, KV head) items.
 int64_t choose_partition_len(const AttentionArgs &a, int32_t nkv) {
     if (a.max_q_len != 1 || a.partition_size < 0 || a.max_seq_len <= 0) return 0;
@@ -764,8 +764,8 @@ int64_t choose_partition_len(const AttentionArgs &a, int32_t nkv) {
 // heads lie together (HND: [K|V][head][token][dim] in each block), and no two threads stream
 // neighbouring 4 KiB head regions of the same blocks at once. Handed out one item at a time, the
 // two threads of this VM read the heads of each block in turn, and a plain read in that order
-// (tests/bench/RESULTS.md, session 28) took 1.45x as long as one in which each thread keeps to its
-// own sequences -- presumably each core's hardware prefetchers fetch the neighbouring head's
+// (bench_kernels_cpu `read_paged_pool_by_head`, tests/bench/RESULTS.md session 28) takes 1.3-1.6x
+// as long as one in which each thread keeps to its own sequences -- presumably each core's hardware prefetchers fetch the neighbouring head's
 // region, which the other core then reads again from memory. Claimed a sequence at a time,
 // batched f16 decode (two threads) took 1.3-1.7x less wall time. Only where that cannot unbalance
 // the threads: units enough for every thread, and none longer than half a thread's fair share
@@ -782,6 +782,7 @@ int32_t decode_unit(const Plan &P, int64_t first, int64_t seqs) {
     }
     return longest * 2 * P.width <= total ? P.nkv : 1;
 }
+
 kvc_status run_attention(const AttentionArgs &a) {
     Plan P;
     P.a = &a;
