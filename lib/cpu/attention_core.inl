@@ -584,6 +584,7 @@ void attend_rows(const Plan &P, const Item &it, int64_t item, bool in_place) {
     // probably takes next (Plan::next_item, as NextItemPrefetch guesses), so that no item
     // starts on a cold chunk: batched decode f16, 3-14 % faster (RESULTS.md, session 20).
     const E *kp[2][kChunk];
+    const int64_t next = P.next_item(item);
     const int64_t v_delta = a.layout.kv_stride;
     int cur = 0;
     auto chunk_rows = [&](int slot, const int32_t *tab, int32_t kvh, int64_t p0, int64_t p1) {
@@ -611,8 +612,7 @@ void attend_rows(const Plan &P, const Item &it, int64_t item, bool in_place) {
         if (in_place && more) {
             chunk_rows(cur ^ 1, table, it.kvh, c1, e);
             kn = kp[cur ^ 1];
-        } else if (in_place && P.next_item(item) < P.items && decode_item(P, P.next_item(item), &nx) &&
-                   nx.c_lo < nx.c_hi) {
+        } else if (in_place && next < P.items && decode_item(P, next, &nx) && nx.c_lo < nx.c_hi) {
             chunk_rows(cur ^ 1, a.block_tables + int64_t(nx.s) * a.max_blocks_per_seq, nx.kvh, nx.c_lo,
                        std::min<int64_t>(nx.c_hi, nx.c_lo + kChunk));
             kn = kp[cur ^ 1];
@@ -765,8 +765,9 @@ int64_t choose_partition_len(const AttentionArgs &a, int32_t nkv) {
 // neighbouring 4 KiB head regions of the same blocks at once. Handed out one item at a time, the
 // two threads of this VM read the heads of each block in turn, and a plain read in that order
 // (bench_kernels_cpu `read_paged_pool_by_head`, tests/bench/RESULTS.md session 28) takes 1.3-1.6x
-// as long as one in which each thread keeps to its own sequences -- presumably each core's hardware prefetchers fetch the neighbouring head's
-// region, which the other core then reads again from memory. Claimed a sequence at a time,
+// as long as one in which each thread keeps to its own sequences -- presumably each core's
+// hardware prefetchers fetch the neighbouring head's region, which the other core then reads again
+// from memory. Claimed a sequence at a time,
 // batched f16 decode (two threads) took 1.3-1.7x less wall time. Only where that cannot unbalance
 // the threads: at least 2 units per thread (4x1024 decode: 1.16x with 2 per thread; 4 were asked
 // at first), and none longer than half a thread's fair share of the context (one long sequence
